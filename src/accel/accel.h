@@ -1,0 +1,94 @@
+/* The backend boundary. The model layer (src/mlx) describes weights — it never reads them —
+ * and asks a backend for products. A weight is { key, spec, loader }:
+ *   key    stable for the life of the model; backends cache uploads/repacks under it;
+ *   spec   how the bytes encode the matrix (mode, bits, group size, shape, experts);
+ *   loader yields the raw bytes of one part (packed weight, scales, biases) only when the
+ *          backend first needs them; on the CPU the yielded pointer is the mmap view itself.
+ * Activations cross the boundary as caller-owned buffers; results are written in place. */
+#ifndef MLXRT_ACCEL_H
+#define MLXRT_ACCEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mlxrt.h"
+
+/* ---- weight description ------------------------------------------------------------------ */
+typedef enum {
+  ACCEL_MODE_DENSE = 0, /* plain matrix in dense_dtype (bf16, f16 or f32) */
+  ACCEL_MODE_AFFINE,    /* uint32-packed codes, per-group scale and bias (scales_dtype) */
+  ACCEL_MODE_NVFP4,     /* E2M1 codes, E4M3 scale per 16 */
+  ACCEL_MODE_MXFP4,     /* E2M1 codes, E8M0 scale per 32 */
+  ACCEL_MODE_MXFP8,     /* E4M3 codes, E8M0 scale per 32 */
+} accel_mode;
+
+typedef enum { ACCEL_BF16 = 0, ACCEL_F16, ACCEL_F32 } accel_dtype;
+
+typedef enum { ACCEL_PART_WEIGHT = 0, ACCEL_PART_SCALES, ACCEL_PART_BIASES } accel_part;
+
+typedef struct accel_spec {
+  accel_mode mode;
+  int bits;                 /* 2..8 for affine, 4 for nvfp4/mxfp4, 8 for mxfp8, 16/32 dense */
+  int group_size;           /* 32/64/128 affine, 16 nvfp4, 32 mx; 0 for dense */
+  accel_dtype dense_dtype;  /* dense weights only */
+  accel_dtype scales_dtype; /* affine scales/biases (bf16, f16 or f32) */
+  int64_t experts;          /* 0 for a rank-2 weight, E for a stacked [E, rows, cols] weight */
+  int64_t rows;             /* output features (N) */
+  int64_t cols;             /* input features (K), unpacked */
+} accel_spec;
+
+/* Returns a pointer to the bytes of `part` and their count, or NULL with err set. The pointer
+ * stays valid for the life of the model (it is an mmap view). It need not be aligned. */
+typedef const void *(*accel_loader_fn)(void *ctx, accel_part part, size_t *nbytes,
+                                       mlxrt_error *err);
+
+typedef struct accel_weight {
+  uint64_t key;
+  accel_spec spec;
+  accel_loader_fn load;
+  void *load_ctx;
+  const char *name; /* for messages only */
+} accel_weight;
+
+/* Byte counts one part must have for a spec (validation at load time; 0 if the part is
+ * absent for that mode). */
+size_t accel_part_bytes(const accel_spec *spec, accel_part part);
+/* Bytes read to apply the whole weight once (what a mat-vec must stream). */
+size_t accel_weight_bytes(const accel_spec *spec);
+const char *accel_mode_name(accel_mode mode);
+
+/* ---- backends ----------------------------------------------------------------------------- */
+typedef struct accel_backend accel_backend;
+
+struct accel_backend {
+  const char *name;
+  void *impl;
+
+  /* y[n, rows] = x[n, cols] · Wᵀ, x in bf16, y in float32 (float32 accumulation).
+   * expert selects the slab of a stacked weight (-1 or 0 for rank-2). */
+  int (*qmatmul)(accel_backend *b, const accel_weight *w, int expert, const uint16_t *x,
+                 int64_t n, float *y, mlxrt_error *err);
+
+  /* out[i, cols] = dequantized row ids[i] of W, rounded as mx.dequantize does, as bf16. */
+  int (*embed_rows)(accel_backend *b, const accel_weight *w, const int32_t *ids, int64_t n,
+                    uint16_t *out, mlxrt_error *err);
+
+  /* Frees everything cached for this backend. */
+  void (*destroy)(accel_backend *b);
+};
+
+typedef struct accel_options {
+  const char *backend; /* "auto", "cpu", "cuda"; NULL = $MLXRT_BACKEND or "auto" */
+  int threads;         /* CPU worker threads; <= 0 = number of cores */
+  int verbose;
+} accel_options;
+
+/* Creates the backend the options ask for. "auto" picks CUDA when the plug-in loads and a
+ * device is present, else the CPU. An explicit "cuda" that cannot load is an error. */
+accel_backend *accel_create(const accel_options *opt, mlxrt_error *err);
+void accel_destroy(accel_backend *b);
+
+/* The CPU backend (always linked). */
+accel_backend *accel_cpu_create(int threads, mlxrt_error *err);
+
+#endif

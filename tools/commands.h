@@ -1,0 +1,9 @@
+/* Subcommands of the mlxrt binary: each takes the arguments after its name and returns the
+ * process exit code. */
+#ifndef MLXRT_TOOLS_COMMANDS_H
+#define MLXRT_TOOLS_COMMANDS_H
+
+int cmd_inspect(int argc, char **argv);
+int cmd_bench_kernels(int argc, char **argv);
+
+#endif

@@ -1,0 +1,34 @@
+/* mlxrt: the command-line entry point; dispatches to one file per subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *help;
+} command;
+
+static const command COMMANDS[] = {
+    {"inspect", cmd_inspect, "describe a checkpoint: layers, quantization, sizes (--json)"},
+    {"bench-kernels", cmd_bench_kernels, "CPU quantized mat-vec GB/s against memcpy"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: mlxrt COMMAND [options]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+    fprintf(f, "  %-14s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+  fprintf(f, "\n'mlxrt COMMAND --help' describes each command's options.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+    if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "mlxrt: unknown command '%s' (try 'mlxrt --help')\n", argv[1]);
+  return 2;
+}
