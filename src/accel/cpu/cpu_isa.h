@@ -51,15 +51,10 @@ static inline uint16_t cpu_ld_u16(const uint8_t *p) {
   memcpy(&h, p, 2);
   return h;
 }
-/* E4M3 by bit placement: (b & 0x7f) << 20 is a float whose value times 2^120 is the E4M3
- * value, subnormals included (float subnormals keep them exact); 0x7F gives 480 as MLX. */
-static inline float cpu_e4m3(uint8_t b) {
-  uint32_t u = (uint32_t)(b & 0x7f) << 20;
-  float f;
-  memcpy(&f, &u, 4);
-  f *= 0x1p120f;
-  return (b & 0x80) ? -f : f;
-}
+/* E4M3 as MLX decodes it: (b & 0x7f) << 7 is an f16 whose value ×256 is the magnitude,
+ * subnormals included; 0x7F gives 480. A table avoids float-denormal arithmetic. */
+extern const float cpu_e4m3_table[256];
+static inline float cpu_e4m3(uint8_t b) { return cpu_e4m3_table[b]; }
 static inline float cpu_e8m0(uint8_t s) {
   uint32_t u = s ? (uint32_t)s << 23 : 0x00400000u;
   float f;
