@@ -42,14 +42,11 @@ AI __m256 fp4_ps(__m256i c, __m256 mag) {
   return _mm256_xor_ps(v, _mm256_castsi256_ps(sign));
 }
 
-/* E4M3 bytes → float through an f16 bit pattern (see the AVX-512 file). */
-AI __m256 e4m3_ps(__m256i v) {
-  __m256i h = _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7f)), 7),
-                              _mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x80)), 8));
-  /* pack the 8 32-bit lanes to 16-bit: packus within 128-bit halves, then fix the order */
-  __m256i p = _mm256_packus_epi32(h, h);
-  p = _mm256_permute4x64_epi64(p, 0x08);
-  return _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(p)), _mm256_set1_ps(256.0f));
+/* 8 E4M3 bytes at p → float through an f16 bit pattern (see the AVX-512 file). */
+AI __m256 e4m3_8(const uint8_t *p) {
+  __m128i v = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p));
+  __m128i h = _mm_and_si128(_mm_srai_epi16(_mm_slli_epi16(v, 8), 1), _mm_set1_epi16((short)0xbf80));
+  return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
 }
 
 /* ---- 4-bit: affine, nvfp4, mxfp4 --------------------------------------------------------- */
@@ -109,7 +106,7 @@ AI void rows_8bit(const cpu_mv *a, int64_t r, const int NR) {
       __m256 xv = _mm256_loadu_ps(a->x + c);
       for (int k = 0; k < NR; k++) {
         __m256i v = load8_u8(w[k] + c);
-        acc[k] = _mm256_fmadd_ps(affine ? _mm256_cvtepi32_ps(v) : e4m3_ps(v), xv, acc[k]);
+        acc[k] = _mm256_fmadd_ps(affine ? _mm256_cvtepi32_ps(v) : e4m3_8(w[k] + c), xv, acc[k]);
       }
     }
     for (int k = 0; k < NR; k++) {
@@ -207,8 +204,7 @@ static void decode_tile(const cpu_mv *a, int64_t r0, int64_t r1, int64_t c0, int
           c += 8;
           continue;
         }
-        __m256i v = load8_u8(w + c);
-        q = affine ? _mm256_cvtepi32_ps(v) : e4m3_ps(v);
+        q = affine ? _mm256_cvtepi32_ps(load8_u8(w + c)) : e4m3_8(w + c);
         _mm256_storeu_ps(o + c, _mm256_fmadd_ps(q, vs, vb));
       }
     }

@@ -34,110 +34,20 @@ static void prep_x(const accel_spec *s, const float *x, float *xp) {
     }
 }
 
-/* 16 E4M3 bytes (in 32-bit lanes) → float, as MLX does: (b & 0x7f) << 7 is an f16 bit
- * pattern whose value times 256 is the E4M3 magnitude (subnormals included), sign to bit 15.
- * Going through f16 keeps float denormals (slow microcode assists) out of the arithmetic. */
-AI __m512 e4m3_ps(__m512i v) {
-  __m512i h = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x7f)), 7),
-                              _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x80)), 8));
-  return _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), _mm512_set1_ps(256.0f));
+/* E4M3 → float as MLX does: (b & 0x7f) << 7 is an f16 bit pattern whose value ×256 is the
+ * magnitude (subnormals included); the sign goes to bit 15. In 16-bit lanes that is
+ * ((int16)(b << 8) >> 1) & 0xbf80. Going through f16 keeps float denormals (slow microcode
+ * assists) out of the arithmetic. */
+AI __m512 e4m3_h16(__m256i v16) {
+  __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(v16, 8), 1), _mm256_set1_epi16((short)0xbf80));
+  return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
 }
+/* 16 E4M3 bytes at p (unaligned) */
+AI __m512 e4m3_16(const uint8_t *p) { return e4m3_h16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p))); }
+/* 16 E4M3 bytes held in 32-bit lanes */
+AI __m512 e4m3_ps(__m512i v) { return e4m3_h16(_mm512_cvtepi32_epi16(v)); }
 
 AI __m512i load16_u8(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
-
-/* ---- 4-bit: affine, nvfp4, mxfp4 --------------------------------------------------------- */
-AI void rows_4bit(const cpu_mv *a, int64_t r, const int NR) {
-  const accel_spec *s = a->s;
-  const int64_t cols = s->cols, gs = s->group_size;
-  const int affine = s->mode == ACCEL_MODE_AFFINE, nv = s->mode == ACCEL_MODE_NVFP4;
-  const __m512i m4 = _mm512_set1_epi32(15);
-  const __m512 lut = _mm512_loadu_ps(FP4);
-  __m512 racc[4];
-  float bsum[4] = {0, 0, 0, 0};
-  const uint8_t *w[4];
-  for (int k = 0; k < NR; k++) {
-    racc[k] = _mm512_setzero_ps();
-    w[k] = a->w + (size_t)(r + k) * a->wrow;
-  }
-  if (nv) { /* groups of 16: one block of 32 holds two, scales decoded 16 at a time */
-    const __m512i half = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    for (int64_t c0 = 0; c0 < cols; c0 += 256) {
-      int64_t nb = (cols - c0) / 32 < 8 ? (cols - c0) / 32 : 8; /* blocks in this chunk */
-      __mmask16 sm = (__mmask16)((1u << (2 * nb)) - 1u);
-      __m512 sf[4];
-      for (int k = 0; k < NR; k++)
-        sf[k] = e4m3_ps(_mm512_cvtepu8_epi32(
-            _mm_maskz_loadu_epi8(sm, a->sc + (size_t)(r + k) * a->srow + (size_t)(c0 / 16))));
-      for (int64_t j = 0; j < nb; j++) {
-        const float *xp = a->x + c0 + 32 * j;
-        __m512 xl = _mm512_loadu_ps(xp), xh = _mm512_loadu_ps(xp + 16);
-        __m512i idx = _mm512_add_epi32(half, _mm512_set1_epi32((int)(2 * j)));
-        for (int k = 0; k < NR; k++) {
-          __m512i v = load16_u8(w[k] + (c0 + 32 * j) / 2);
-          __m512 t = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_and_si512(v, m4), lut), xl);
-          t = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut), xh, t);
-          racc[k] = _mm512_fmadd_ps(t, _mm512_permutexvar_ps(idx, sf[k]), racc[k]);
-        }
-      }
-    }
-  } else {
-    for (int64_t g = 0; g < cols / gs; g++) {
-      __m512 acc[4];
-      for (int k = 0; k < NR; k++) acc[k] = _mm512_setzero_ps();
-      for (int64_t c = g * gs; c < (g + 1) * gs; c += 32) {
-        __m512 xl = _mm512_loadu_ps(a->x + c), xh = _mm512_loadu_ps(a->x + c + 16);
-        for (int k = 0; k < NR; k++) {
-          __m512i v = load16_u8(w[k] + c / 2);
-          __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_srli_epi32(v, 4);
-          __m512 ql = affine ? _mm512_cvtepi32_ps(lo) : _mm512_permutexvar_ps(lo, lut);
-          __m512 qh = affine ? _mm512_cvtepi32_ps(hi) : _mm512_permutexvar_ps(hi, lut);
-          acc[k] = _mm512_fmadd_ps(ql, xl, acc[k]);
-          acc[k] = _mm512_fmadd_ps(qh, xh, acc[k]);
-        }
-      }
-      for (int k = 0; k < NR; k++) {
-        float sc, bi;
-        cpu_mv_params(a, r + k, g, &sc, &bi);
-        racc[k] = _mm512_fmadd_ps(acc[k], _mm512_set1_ps(sc), racc[k]);
-        bsum[k] += bi * a->xg[g];
-      }
-    }
-  }
-  for (int k = 0; k < NR; k++) a->y[r + k] = _mm512_reduce_add_ps(racc[k]) + bsum[k];
-}
-
-/* ---- 8-bit: affine, mxfp8 ---------------------------------------------------------------- */
-AI void rows_8bit(const cpu_mv *a, int64_t r, const int NR) {
-  const accel_spec *s = a->s;
-  const int64_t cols = s->cols, gs = s->group_size;
-  const int affine = s->mode == ACCEL_MODE_AFFINE;
-  __m512 racc[4];
-  float bsum[4] = {0, 0, 0, 0};
-  const uint8_t *w[4];
-  for (int k = 0; k < NR; k++) {
-    racc[k] = _mm512_setzero_ps();
-    w[k] = a->w + (size_t)(r + k) * a->wrow;
-  }
-  for (int64_t g = 0; g < cols / gs; g++) {
-    __m512 acc[4];
-    for (int k = 0; k < NR; k++) acc[k] = _mm512_setzero_ps();
-    for (int64_t c = g * gs; c < (g + 1) * gs; c += 16) {
-      __m512 xv = _mm512_loadu_ps(a->x + c);
-      for (int k = 0; k < NR; k++) {
-        __m512i v = load16_u8(w[k] + c);
-        __m512 q = affine ? _mm512_cvtepi32_ps(v) : e4m3_ps(v);
-        acc[k] = _mm512_fmadd_ps(q, xv, acc[k]);
-      }
-    }
-    for (int k = 0; k < NR; k++) {
-      float sc, bi;
-      cpu_mv_params(a, r + k, g, &sc, &bi);
-      racc[k] = _mm512_fmadd_ps(acc[k], _mm512_set1_ps(sc), racc[k]);
-      bsum[k] += bi * a->xg[g];
-    }
-  }
-  for (int k = 0; k < NR; k++) a->y[r + k] = _mm512_reduce_add_ps(racc[k]) + bsum[k];
-}
 
 /* ---- affine 2/3/5/6-bit: 8 codes live in `bits` bytes ------------------------------------ */
 AI __m512 codes16(const uint8_t *p, int bits, __m512i shifts, __m512i mask) {
@@ -153,35 +63,130 @@ AI __m512i pack_shifts(int bits) {
   return _mm512_set_epi64(7 * bits, 6 * bits, 5 * bits, 4 * bits, 3 * bits, 2 * bits, bits, 0);
 }
 
-AI void rows_anybit(const cpu_mv *a, int64_t r, const int NR) {
+/* Up to 16 consecutive group parameters of a row as floats (masked: no over-read). */
+AI __m512 params16(const uint8_t *p, accel_dtype dt, __mmask16 m) {
+  if (dt == ACCEL_F32) return _mm512_maskz_loadu_ps(m, p);
+  __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  if (dt == ACCEL_F16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+AI __m512 e8m0_16(const uint8_t *p, __mmask16 m) {
+  __m512i v = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, p));
+  __m512i f = _mm512_slli_epi32(v, 23);
+  f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(v, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
+  return _mm512_castsi512_ps(f);
+}
+
+enum { K_A4, K_F4, K_A8, K_F8, K_ANY };
+
+/* affine (any width), mxfp4, mxfp8: per row, 16 group scales (and biases) are decoded as one
+ * vector; each group's Σq·x vector is scaled by its lane and added; the bias term is
+ * Σ_g b_g·Σx_g, one FMA per 16 groups. */
+AI void rows_q(const cpu_mv *a, int64_t r, const int NR, const int kind) {
   const accel_spec *s = a->s;
-  const int64_t cols = s->cols, gs = s->group_size;
-  const int bits = s->bits;
+  const int64_t cols = s->cols, gs = s->group_size, G = cols / gs;
+  const int affine = s->mode == ACCEL_MODE_AFFINE, bits = s->bits;
+  const size_t es = affine ? (s->scales_dtype == ACCEL_F32 ? 4 : 2) : 1;
+  const __m512i m4 = _mm512_set1_epi32(15);
+  const __m512 lut = _mm512_loadu_ps(FP4);
   const __m512i shifts = pack_shifts(bits), mask = _mm512_set1_epi64((1 << bits) - 1);
+  __m512 racc[4], bacc[4];
+  const uint8_t *w[4];
+  for (int k = 0; k < NR; k++) {
+    racc[k] = bacc[k] = _mm512_setzero_ps();
+    w[k] = a->w + (size_t)(r + k) * a->wrow;
+  }
+  for (int64_t g0 = 0; g0 < G; g0 += 16) {
+    const int64_t ng = G - g0 < 16 ? G - g0 : 16;
+    const __mmask16 gm = (__mmask16)((1u << ng) - 1u);
+    __m512 sv[4];
+    for (int k = 0; k < NR; k++) {
+      const uint8_t *ps = a->sc + (size_t)(r + k) * a->srow + (size_t)g0 * es;
+      if (affine) {
+        sv[k] = params16(ps, s->scales_dtype, gm);
+        const uint8_t *pb = a->bi + (size_t)(r + k) * a->srow + (size_t)g0 * es;
+        bacc[k] = _mm512_fmadd_ps(params16(pb, s->scales_dtype, gm), _mm512_maskz_loadu_ps(gm, a->xg + g0), bacc[k]);
+      } else {
+        sv[k] = e8m0_16(ps, gm);
+      }
+    }
+    for (int64_t j = 0; j < ng; j++) {
+      const int64_t c0 = (g0 + j) * gs;
+      __m512 acc[4];
+      for (int k = 0; k < NR; k++) acc[k] = _mm512_setzero_ps();
+      if (kind == K_A4 || kind == K_F4) {
+        for (int64_t c = c0; c < c0 + gs; c += 32) {
+          __m512 xl = _mm512_loadu_ps(a->x + c), xh = _mm512_loadu_ps(a->x + c + 16);
+          for (int k = 0; k < NR; k++) {
+            __m512i v = load16_u8(w[k] + c / 2);
+            __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_srli_epi32(v, 4);
+            __m512 ql = kind == K_A4 ? _mm512_cvtepi32_ps(lo) : _mm512_permutexvar_ps(lo, lut);
+            __m512 qh = kind == K_A4 ? _mm512_cvtepi32_ps(hi) : _mm512_permutexvar_ps(hi, lut);
+            acc[k] = _mm512_fmadd_ps(ql, xl, acc[k]);
+            acc[k] = _mm512_fmadd_ps(qh, xh, acc[k]);
+          }
+        }
+      } else {
+        for (int64_t c = c0; c < c0 + gs; c += 16) {
+          __m512 xv = _mm512_loadu_ps(a->x + c);
+          for (int k = 0; k < NR; k++) {
+            __m512 q = kind == K_A8   ? _mm512_cvtepi32_ps(load16_u8(w[k] + c))
+                       : kind == K_F8 ? e4m3_16(w[k] + c)
+                                      : codes16(w[k] + c / 8 * bits, bits, shifts, mask);
+            acc[k] = _mm512_fmadd_ps(q, xv, acc[k]);
+          }
+        }
+      }
+      const __m512i jv = _mm512_set1_epi32((int)j);
+      for (int k = 0; k < NR; k++)
+        racc[k] = _mm512_fmadd_ps(acc[k], _mm512_permutexvar_ps(jv, sv[k]), racc[k]);
+    }
+  }
+  for (int k = 0; k < NR; k++)
+    a->y[r + k] = _mm512_reduce_add_ps(racc[k]) + _mm512_reduce_add_ps(bacc[k]);
+}
+
+/* nvfp4: groups of 16, so one 32-element block holds two; 16 E4M3 scales per 256 columns are
+ * decoded as one vector and each block picks its pair of lanes. */
+AI void rows_nvfp4(const cpu_mv *a, int64_t r, const int NR) {
+  const int64_t cols = a->s->cols;
+  const __m512i m4 = _mm512_set1_epi32(15);
+  const __m512 lut = _mm512_loadu_ps(FP4);
+  const __m512i half = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   __m512 racc[4];
-  float bsum[4] = {0, 0, 0, 0};
   const uint8_t *w[4];
   for (int k = 0; k < NR; k++) {
     racc[k] = _mm512_setzero_ps();
     w[k] = a->w + (size_t)(r + k) * a->wrow;
   }
-  for (int64_t g = 0; g < cols / gs; g++) {
-    __m512 acc[4];
-    for (int k = 0; k < NR; k++) acc[k] = _mm512_setzero_ps();
-    for (int64_t c = g * gs; c < (g + 1) * gs; c += 16) {
-      __m512 xv = _mm512_loadu_ps(a->x + c);
-      for (int k = 0; k < NR; k++)
-        acc[k] = _mm512_fmadd_ps(codes16(w[k] + c / 8 * bits, bits, shifts, mask), xv, acc[k]);
-    }
-    for (int k = 0; k < NR; k++) {
-      float sc, bi;
-      cpu_mv_params(a, r + k, g, &sc, &bi);
-      racc[k] = _mm512_fmadd_ps(acc[k], _mm512_set1_ps(sc), racc[k]);
-      bsum[k] += bi * a->xg[g];
+  for (int64_t c0 = 0; c0 < cols; c0 += 256) {
+    int64_t nb = (cols - c0) / 32 < 8 ? (cols - c0) / 32 : 8; /* blocks in this chunk */
+    __mmask16 sm = (__mmask16)((1u << (2 * nb)) - 1u);
+    __m512 sf[4];
+    for (int k = 0; k < NR; k++)
+      sf[k] = e4m3_ps(_mm512_cvtepu8_epi32(
+          _mm_maskz_loadu_epi8(sm, a->sc + (size_t)(r + k) * a->srow + (size_t)(c0 / 16))));
+    for (int64_t j = 0; j < nb; j++) {
+      const float *xp = a->x + c0 + 32 * j;
+      __m512 xl = _mm512_loadu_ps(xp), xh = _mm512_loadu_ps(xp + 16);
+      __m512i idx = _mm512_add_epi32(half, _mm512_set1_epi32((int)(2 * j)));
+      for (int k = 0; k < NR; k++) {
+        __m512i v = load16_u8(w[k] + (c0 + 32 * j) / 2);
+        __m512 t = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_and_si512(v, m4), lut), xl);
+        t = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut), xh, t);
+        racc[k] = _mm512_fmadd_ps(t, _mm512_permutexvar_ps(idx, sf[k]), racc[k]);
+      }
     }
   }
-  for (int k = 0; k < NR; k++) a->y[r + k] = _mm512_reduce_add_ps(racc[k]) + bsum[k];
+  for (int k = 0; k < NR; k++) a->y[r + k] = _mm512_reduce_add_ps(racc[k]);
 }
+
+AI void rows_a4(const cpu_mv *a, int64_t r, const int NR) { rows_q(a, r, NR, K_A4); }
+AI void rows_f4(const cpu_mv *a, int64_t r, const int NR) { rows_q(a, r, NR, K_F4); }
+AI void rows_a8(const cpu_mv *a, int64_t r, const int NR) { rows_q(a, r, NR, K_A8); }
+AI void rows_f8(const cpu_mv *a, int64_t r, const int NR) { rows_q(a, r, NR, K_F8); }
+AI void rows_any(const cpu_mv *a, int64_t r, const int NR) { rows_q(a, r, NR, K_ANY); }
 
 /* ---- dense ------------------------------------------------------------------------------- */
 AI __m512 dense16(const uint8_t *row, int64_t c, accel_dtype dt, __mmask16 m) {
@@ -215,17 +220,25 @@ AI void rows_dense(const cpu_mv *a, int64_t r, const int NR) {
     for (; r < r1; r++) fn(a, r, 1);                              \
   } while (0)
 
-static void mv_4bit(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_4bit); }
-static void mv_8bit(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_8bit); }
-static void mv_anybit(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_anybit); }
+static void mv_a4(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_a4); }
+static void mv_f4(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_f4); }
+static void mv_nv(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_nvfp4); }
+static void mv_a8(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_a8); }
+static void mv_f8(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_f8); }
+static void mv_any(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_any); }
 static void mv_dense(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_dense); }
 
 static void matvec(const cpu_mv *a, int64_t r0, int64_t r1) {
-  const accel_spec *s = a->s;
-  if (s->mode == ACCEL_MODE_DENSE) mv_dense(a, r0, r1);
-  else if (s->bits == 4) mv_4bit(a, r0, r1);
-  else if (s->bits == 8) mv_8bit(a, r0, r1);
-  else mv_anybit(a, r0, r1);
+  switch (a->s->mode) {
+  case ACCEL_MODE_DENSE: mv_dense(a, r0, r1); return;
+  case ACCEL_MODE_NVFP4: mv_nv(a, r0, r1); return;
+  case ACCEL_MODE_MXFP4: mv_f4(a, r0, r1); return;
+  case ACCEL_MODE_MXFP8: mv_f8(a, r0, r1); return;
+  default:
+    if (a->s->bits == 4) mv_a4(a, r0, r1);
+    else if (a->s->bits == 8) mv_a8(a, r0, r1);
+    else mv_any(a, r0, r1);
+  }
 }
 
 /* ---- mat-mat: decode a tile to float, then a 4×4 register-blocked product ---------------- */
