@@ -31,9 +31,12 @@ typedef struct cpu_isa_ops {
   /* Like cpu_decode_tile_f32 (rows relative to the slab). */
   void (*decode_tile)(const cpu_mv *a, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                       float *out, int64_t ldo);
-  /* y[i·ldy + r] += Σ_k x[i·ldx + k]·w[r·ldw + k] for r < nr, i < n. */
-  void (*gemm)(const float *w, int64_t ldw, int64_t nr, const float *x, int64_t ldx, int64_t n,
-               int64_t k, float *y, int64_t ldy);
+  /* Mat-mat on transposed activations: yt[r·ldyt + i] += Σ_k w[r·ldw + k]·xt[k·npad + i]
+   * for r < nr, i < npad (npad: a multiple of gemm_lanes; the padding lanes of xt are 0).
+   * Vectorised across rows of x, w broadcast: no reductions and no weight transposes. */
+  void (*gemm)(const float *w, int64_t ldw, int64_t nr, const float *xt, int64_t npad, int64_t k,
+               float *yt, int64_t ldyt);
+  int gemm_lanes;
 } cpu_isa_ops;
 
 extern const cpu_isa_ops cpu_ops_scalar;

@@ -135,10 +135,15 @@ static void decode_tile_scalar(const cpu_mv *a, int64_t r0, int64_t r1, int64_t 
   }
 }
 
-static void gemm_scalar(const float *w, int64_t ldw, int64_t nr, const float *x, int64_t ldx,
-                        int64_t n, int64_t k, float *y, int64_t ldy) {
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t r = 0; r < nr; r++) y[i * ldy + r] += dot(w + r * ldw, x + i * ldx, k);
+static void gemm_scalar(const float *w, int64_t ldw, int64_t nr, const float *xt, int64_t npad,
+                        int64_t k, float *yt, int64_t ldyt) {
+  for (int64_t r = 0; r < nr; r++) {
+    float *yr = yt + r * ldyt;
+    for (int64_t kk = 0; kk < k; kk++) {
+      const float wv = w[r * ldw + kk], *xr = xt + kk * npad;
+      for (int64_t i = 0; i < npad; i++) yr[i] += wv * xr[i];
+    }
+  }
 }
 
 const cpu_isa_ops cpu_ops_scalar = {
@@ -149,4 +154,5 @@ const cpu_isa_ops cpu_ops_scalar = {
     .tile_supports = supports_all,
     .decode_tile = decode_tile_scalar,
     .gemm = gemm_scalar,
+    .gemm_lanes = 1,
 };

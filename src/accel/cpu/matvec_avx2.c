@@ -211,32 +211,34 @@ static void decode_tile(const cpu_mv *a, int64_t r0, int64_t r1, int64_t c0, int
   }
 }
 
-/* 4 weight rows × 2 x rows per block: 8 accumulators + 2 x + 1 w registers of 16. */
-static void gemm(const float *w, int64_t ldw, int64_t nr, const float *x, int64_t ldx, int64_t n,
-                 int64_t k, float *y, int64_t ldy) {
-  const int64_t k8 = k & ~(int64_t)7;
-  for (int64_t i0 = 0; i0 < n; i0 += 2) {
-    const float *xp[2];
-    for (int i = 0; i < 2; i++) xp[i] = x + (i0 + i < n ? i0 + i : n - 1) * ldx;
-    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
-      const float *wp[4];
-      for (int r = 0; r < 4; r++) wp[r] = w + (r0 + r < nr ? r0 + r : nr - 1) * ldw;
-      __m256 acc[4][2];
-      for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-      for (int64_t kk = 0; kk < k8; kk += 8) {
-        __m256 x0 = _mm256_loadu_ps(xp[0] + kk), x1 = _mm256_loadu_ps(xp[1] + kk);
-        for (int r = 0; r < 4; r++) {
-          __m256 wv = _mm256_loadu_ps(wp[r] + kk);
-          acc[r][0] = _mm256_fmadd_ps(wv, x0, acc[r][0]);
-          acc[r][1] = _mm256_fmadd_ps(wv, x1, acc[r][1]);
-        }
-      }
-      for (int i = 0; i < 2 && i0 + i < n; i++)
-        for (int r = 0; r < 4 && r0 + r < nr; r++) {
-          float t = hsum8(acc[r][i]);
-          for (int64_t kk = k8; kk < k; kk++) t += wp[r][kk] * xp[i][kk];
-          y[(i0 + i) * ldy + r0 + r] += t;
-        }
+/* 6 weight rows × IB vectors of 8 x-rows: 12 accumulators + 2 xt + 1 broadcast of 16. */
+AI void gemm_block(const float *const wp[6], const float *xt, int64_t npad, int64_t k, int64_t nr,
+                   float *yt, int64_t ldyt, const int IB) {
+  __m256 acc[6][2];
+  for (int r = 0; r < 6; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t kk = 0; kk < k; kk++) {
+    __m256 xa = _mm256_loadu_ps(xt + kk * npad), xb = IB > 1 ? _mm256_loadu_ps(xt + kk * npad + 8) : xa;
+    for (int r = 0; r < 6; r++) {
+      __m256 wb = _mm256_broadcast_ss(wp[r] + kk);
+      acc[r][0] = _mm256_fmadd_ps(wb, xa, acc[r][0]);
+      if (IB > 1) acc[r][1] = _mm256_fmadd_ps(wb, xb, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < 6 && r < nr; r++)
+    for (int v = 0; v < IB; v++) {
+      float *p = yt + r * ldyt + 8 * v;
+      _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), acc[r][v]));
+    }
+}
+
+static void gemm(const float *w, int64_t ldw, int64_t nr, const float *xt, int64_t npad, int64_t k,
+                 float *yt, int64_t ldyt) {
+  for (int64_t r0 = 0; r0 < nr; r0 += 6) {
+    const float *wp[6];
+    for (int r = 0; r < 6; r++) wp[r] = w + (r0 + r < nr ? r0 + r : nr - 1) * ldw;
+    for (int64_t i0 = 0; i0 < npad; i0 += 16) {
+      if (npad - i0 >= 16) gemm_block(wp, xt + i0, npad, k, nr - r0, yt + r0 * ldyt + i0, ldyt, 2);
+      else gemm_block(wp, xt + i0, npad, k, nr - r0, yt + r0 * ldyt + i0, ldyt, 1);
     }
   }
 }
@@ -249,4 +251,5 @@ const cpu_isa_ops cpu_ops_avx2 = {
     .tile_supports = tile_supports,
     .decode_tile = decode_tile,
     .gemm = gemm,
+    .gemm_lanes = 8,
 };

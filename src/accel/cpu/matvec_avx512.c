@@ -292,29 +292,35 @@ static void decode_tile(const cpu_mv *a, int64_t r0, int64_t r1, int64_t c0, int
   }
 }
 
-static void gemm(const float *w, int64_t ldw, int64_t nr, const float *x, int64_t ldx, int64_t n,
-                 int64_t k, float *y, int64_t ldy) {
-  for (int64_t i0 = 0; i0 < n; i0 += 4) {
-    const float *xp[4];
-    for (int i = 0; i < 4; i++) xp[i] = x + (i0 + i < n ? i0 + i : n - 1) * ldx;
-    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
-      const float *wp[4];
-      for (int r = 0; r < 4; r++) wp[r] = w + (r0 + r < nr ? r0 + r : nr - 1) * ldw;
-      __m512 acc[4][4];
-      for (int r = 0; r < 4; r++)
-        for (int i = 0; i < 4; i++) acc[r][i] = _mm512_setzero_ps();
-      for (int64_t kk = 0; kk < k; kk += 16) {
-        __mmask16 m = k - kk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - kk)) - 1u);
-        __m512 xv[4];
-        for (int i = 0; i < 4; i++) xv[i] = _mm512_maskz_loadu_ps(m, xp[i] + kk);
-        for (int r = 0; r < 4; r++) {
-          __m512 wv = _mm512_maskz_loadu_ps(m, wp[r] + kk);
-          for (int i = 0; i < 4; i++) acc[r][i] = _mm512_fmadd_ps(wv, xv[i], acc[r][i]);
-        }
-      }
-      for (int i = 0; i < 4 && i0 + i < n; i++)
-        for (int r = 0; r < 4 && r0 + r < nr; r++)
-          y[(i0 + i) * ldy + r0 + r] += _mm512_reduce_add_ps(acc[r][i]);
+/* 8 weight rows × IB vectors of 16 x-rows: 16 accumulators; per k, IB loads of xt and 8
+ * broadcasts of w feed 8·IB FMAs. */
+AI void gemm_block(const float *const wp[8], const float *xt, int64_t npad, int64_t k, int64_t nr,
+                   float *yt, int64_t ldyt, const int IB) {
+  __m512 acc[8][2];
+  for (int r = 0; r < 8; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < k; kk++) {
+    __m512 xa = _mm512_loadu_ps(xt + kk * npad), xb = IB > 1 ? _mm512_loadu_ps(xt + kk * npad + 16) : xa;
+    for (int r = 0; r < 8; r++) {
+      __m512 wb = _mm512_set1_ps(wp[r][kk]);
+      acc[r][0] = _mm512_fmadd_ps(wb, xa, acc[r][0]);
+      if (IB > 1) acc[r][1] = _mm512_fmadd_ps(wb, xb, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < 8 && r < nr; r++)
+    for (int v = 0; v < IB; v++) {
+      float *p = yt + r * ldyt + 16 * v;
+      _mm512_storeu_ps(p, _mm512_add_ps(_mm512_loadu_ps(p), acc[r][v]));
+    }
+}
+
+static void gemm(const float *w, int64_t ldw, int64_t nr, const float *xt, int64_t npad, int64_t k,
+                 float *yt, int64_t ldyt) {
+  for (int64_t r0 = 0; r0 < nr; r0 += 8) {
+    const float *wp[8];
+    for (int r = 0; r < 8; r++) wp[r] = w + (r0 + r < nr ? r0 + r : nr - 1) * ldw;
+    for (int64_t i0 = 0; i0 < npad; i0 += 32) {
+      if (npad - i0 >= 32) gemm_block(wp, xt + i0, npad, k, nr - r0, yt + r0 * ldyt + i0, ldyt, 2);
+      else gemm_block(wp, xt + i0, npad, k, nr - r0, yt + r0 * ldyt + i0, ldyt, 1);
     }
   }
 }
@@ -327,4 +333,5 @@ const cpu_isa_ops cpu_ops_avx512 = {
     .tile_supports = tile_supports,
     .decode_tile = decode_tile,
     .gemm = gemm,
+    .gemm_lanes = 16,
 };
