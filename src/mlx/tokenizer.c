@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "base/error.h"
@@ -38,53 +39,77 @@ static size_t pow2_at_least(size_t n) {
   return c;
 }
 
-int32_t tk_model_lookup(const mx_tokenizer *t, const char *s, size_t n) {
-  size_t i = tk_hash(s, n) & t->str_mask;
+/* Vocabulary entries live in t->arena as [int32 id][uint32 len][bytes][NUL], 4-aligned; a slot
+ * holds (hash >> 32) << 32 | (entry offset / 4 + 1), so a lookup touches one slot and, when the
+ * hash tag matches, one entry (the load does ~1.8 million lookups). */
+typedef struct {
+  int32_t id;
+  uint32_t len;
+} tk_entry;
+
+static const tk_entry *entry_at(const mx_tokenizer *t, uint64_t slot) {
+  return (const tk_entry *)(t->arena + ((slot & 0xffffffffu) - 1) * 4);
+}
+
+static int32_t lookup_h(const mx_tokenizer *t, const char *s, size_t n, uint64_t h) {
+  uint32_t tag = (uint32_t)(h >> 32);
+  size_t i = h & t->str_mask;
   for (;;) {
-    int32_t id = t->str_slots[i];
-    if (id < 0) return -1;
-    if (t->slen[id] == n && !memcmp(t->str[id], s, n)) return id;
+    uint64_t v = t->str_slots[i];
+    if (!v) return -1;
+    if ((uint32_t)(v >> 32) == tag) {
+      const tk_entry *e = entry_at(t, v);
+      if (e->len == n && !memcmp(e + 1, s, n)) return e->id;
+    }
     i = (i + 1) & t->str_mask;
   }
 }
 
-/* Returns 1 when the string was new (HF's vocabulary is a map: a repeated key counts once). */
-static int str_insert(mx_tokenizer *t, int32_t id) {
-  size_t i = tk_hash(t->str[id], t->slen[id]) & t->str_mask;
-  while (t->str_slots[i] >= 0) {
-    int32_t o = t->str_slots[i];
-    if (t->slen[o] == t->slen[id] && !memcmp(t->str[o], t->str[id], t->slen[id])) {
-      t->str_slots[i] = id; /* the last one wins, as in a map */
+int32_t tk_model_lookup(const mx_tokenizer *t, const char *s, size_t n) {
+  return lookup_h(t, s, n, tk_hash(s, n));
+}
+
+/* Returns 1 when the string was new (HF's vocabulary is a map: a repeated key counts once, the
+ * last id wins). */
+static int str_insert(mx_tokenizer *t, size_t off, uint64_t h) {
+  const tk_entry *ne = (const tk_entry *)(t->arena + off);
+  uint64_t slot = (h >> 32 << 32) | (off / 4 + 1);
+  size_t i = h & t->str_mask;
+  while (t->str_slots[i]) {
+    const tk_entry *e = entry_at(t, t->str_slots[i]);
+    if (e->len == ne->len && !memcmp(e + 1, ne + 1, ne->len)) {
+      t->str_slots[i] = slot;
       return 0;
     }
     i = (i + 1) & t->str_mask;
   }
-  t->str_slots[i] = id;
+  t->str_slots[i] = slot;
   return 1;
 }
 
+static uint64_t merge_key(int32_t a, int32_t b) {
+  return (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
+}
+
 uint32_t tk_merge_lookup(const mx_tokenizer *t, int32_t a, int32_t b, int32_t *new_id) {
-  uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
+  uint64_t key = merge_key(a, b);
   size_t i = mix64(key) & t->mmask;
   for (;;) {
-    uint64_t k = t->mkeys[i];
-    if (k == 0) return UINT32_MAX;
-    if (k == key) {
-      *new_id = t->mnew[i];
-      return t->mrank[i];
+    const tk_merge_slot *m = &t->merges[i];
+    if (m->key == 0) return UINT32_MAX;
+    if (m->key == key) {
+      *new_id = m->new_id;
+      return m->rank;
     }
     i = (i + 1) & t->mmask;
   }
 }
 
 /* Later duplicates overwrite earlier ones, as HF's HashMap collect does. */
-static void merge_insert(mx_tokenizer *t, int32_t a, int32_t b, uint32_t rank, int32_t nid) {
-  uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
-  size_t i = mix64(key) & t->mmask;
-  while (t->mkeys[i] != 0 && t->mkeys[i] != key) i = (i + 1) & t->mmask;
-  t->mkeys[i] = key;
-  t->mrank[i] = rank;
-  t->mnew[i] = nid;
+static void merge_insert(mx_tokenizer *t, uint64_t key, uint64_t h, uint32_t rank, int32_t nid) {
+  size_t i = h & t->mmask;
+  while (t->merges[i].key != 0 && t->merges[i].key != key) i = (i + 1) & t->mmask;
+  t->merges[i] = (tk_merge_slot){key, rank, nid};
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -158,89 +183,171 @@ static int parse_vocab(mx_tokenizer *t, const cJSON *vocab, mlxrt_error *err) {
     return mx_fail(err, "model.vocab: ids are too sparse (largest %lld for %zu tokens)",
                    (long long)maxid, count);
   t->n_model = (int32_t)(maxid + 1);
+  bytes += count * (sizeof(tk_entry) + 4);
+  if (bytes / 4 >= UINT32_MAX) return mx_fail(err, "model.vocab: too large");
   t->str = mx_calloc((size_t)t->n_model, sizeof *t->str, err);
   t->slen = mx_calloc((size_t)t->n_model, sizeof *t->slen, err);
   t->arena = mx_malloc(bytes, err);
   t->str_mask = pow2_at_least(count * 2) - 1;
-  t->str_slots = mx_malloc((t->str_mask + 1) * sizeof *t->str_slots, err);
+  t->str_slots = mx_calloc(t->str_mask + 1, sizeof *t->str_slots, err);
   if (!t->str || !t->slen || !t->arena || !t->str_slots) return -1;
-  memset(t->str_slots, 0xff, (t->str_mask + 1) * sizeof *t->str_slots);
-  char *a = t->arena;
-  for (const cJSON *e = vocab->child; e; e = e->next) {
-    int32_t id = (int32_t)e->valuedouble;
-    size_t n = strlen(e->string);
-    memcpy(a, e->string, n + 1);
-    t->str[id] = a;
-    t->slen[id] = (uint32_t)n;
-    a += n + 1;
-    t->n_entries += str_insert(t, id);
+  /* batches: copy and hash 64 entries, prefetching their slots, then insert them */
+  size_t off = 0;
+  const cJSON *e = vocab->child;
+  while (e) {
+    size_t offs[64];
+    uint64_t hs[64];
+    int nb = 0;
+    for (; e && nb < 64; e = e->next, nb++) {
+      int32_t id = (int32_t)e->valuedouble;
+      size_t n = strlen(e->string);
+      tk_entry *en = (tk_entry *)(t->arena + off);
+      en->id = id;
+      en->len = (uint32_t)n;
+      memcpy(en + 1, e->string, n + 1);
+      t->str[id] = (char *)(en + 1);
+      t->slen[id] = (uint32_t)n;
+      offs[nb] = off;
+      hs[nb] = tk_hash(en + 1, n);
+      __builtin_prefetch(&t->str_slots[hs[nb] & t->str_mask], 1);
+      off += (sizeof *en + n + 1 + 3) & ~(size_t)3;
+    }
+    for (int k = 0; k < nb; k++) t->n_entries += str_insert(t, offs[k], hs[k]);
   }
   return 0;
 }
 
+static int merges_grow(mx_tokenizer *t) {
+  size_t ncap = (t->mmask + 1) * 2;
+  tk_merge_slot *nm = calloc(ncap, sizeof *nm), *old = t->merges;
+  if (!nm) return -1;
+  size_t omask = t->mmask;
+  t->merges = nm;
+  t->mmask = ncap - 1;
+  for (size_t i = 0; i <= omask; i++)
+    if (old[i].key) merge_insert(t, old[i].key, mix64(old[i].key), old[i].rank, old[i].new_id);
+  free(old);
+  return 0;
+}
+
+/* One merge of a batch: its two parts, the joined token, and their hashes. */
+typedef struct {
+  const char *l, *r;
+  size_t ln, rn, jn, joff;
+  uint64_t hl, hr, hj;
+} merge_item;
+
+#define MERGE_BATCH 64
+
+/* The merges are resolved in batches whose hash-table slots are prefetched first: the ~1.5
+ * million lookups are random memory accesses, and overlapping their misses is most of the
+ * load-time budget. */
 static int parse_merges(mx_tokenizer *t, const cJSON *merges, mlxrt_error *err) {
   if (!cJSON_IsArray(merges)) return mx_fail(err, "model.merges: expected an array");
-  size_t count = (size_t)cJSON_GetArraySize(merges);
-  t->mmask = pow2_at_least(count * 2) - 1;
-  t->mkeys = mx_calloc(t->mmask + 1, sizeof *t->mkeys, err);
-  t->mrank = mx_malloc((t->mmask + 1) * sizeof *t->mrank, err);
-  t->mnew = mx_malloc((t->mmask + 1) * sizeof *t->mnew, err);
-  if (!t->mkeys || !t->mrank || !t->mnew) return -1;
+  /* sized without a counting walk over the (cold) list: grown when half full */
+  t->mmask = pow2_at_least((size_t)t->n_model * 4) - 1;
+  t->merges = mx_calloc(t->mmask + 1, sizeof *t->merges, err);
+  if (!t->merges) return -1;
   size_t plen = t->cs_prefix ? strlen(t->cs_prefix) : 0;
+  merge_item it[MERGE_BATCH];
   char *buf = NULL;
   size_t cap = 0;
   uint32_t rank = 0;
-  int rc = 0;
-  for (const cJSON *m = merges->child; m; m = m->next, rank++) {
-    const char *l, *r;
-    size_t ln, rn;
-    if (cJSON_IsString(m)) { /* legacy "left right" */
-      const char *sp = strchr(m->valuestring, ' ');
-      if (!sp || strchr(sp + 1, ' ')) {
-        rc = mx_fail(err, "model.merges[%u]: \"%.60s\" is not two tokens separated by one space",
-                     rank, m->valuestring);
-        break;
+  const cJSON *m = merges->child;
+  while (m) {
+    int nb = 0;
+    size_t used = 0;
+    /* pass 1: parts, joined token, hashes; prefetch the vocabulary slots */
+    for (; m && nb < MERGE_BATCH; m = m->next, nb++) {
+      merge_item *x = &it[nb];
+      uint32_t r = rank + (uint32_t)nb;
+      if (cJSON_IsString(m)) { /* legacy "left right" */
+        const char *sp = strchr(m->valuestring, ' ');
+        if (!sp || strchr(sp + 1, ' ')) {
+          free(buf);
+          return mx_fail(err, "model.merges[%u]: \"%.60s\" is not two tokens separated by one "
+                              "space", r, m->valuestring);
+        }
+        x->l = m->valuestring, x->ln = (size_t)(sp - x->l), x->r = sp + 1, x->rn = strlen(x->r);
+      } else if (cJSON_IsArray(m) && cJSON_IsString(m->child) && m->child->next &&
+                 cJSON_IsString(m->child->next) && !m->child->next->next) {
+        x->l = m->child->valuestring, x->ln = strlen(x->l);
+        x->r = m->child->next->valuestring, x->rn = strlen(x->r);
+      } else {
+        free(buf);
+        return mx_fail(err, "model.merges[%u]: expected \"a b\" or [\"a\", \"b\"]", r);
       }
-      l = m->valuestring, ln = (size_t)(sp - l), r = sp + 1, rn = strlen(r);
-    } else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 && cJSON_IsString(m->child) &&
-               cJSON_IsString(m->child->next)) {
-      l = m->child->valuestring, ln = strlen(l);
-      r = m->child->next->valuestring, rn = strlen(r);
-    } else {
-      rc = mx_fail(err, "model.merges[%u]: expected \"a b\" or [\"a\", \"b\"]", rank);
-      break;
-    }
-    int32_t a = tk_model_lookup(t, l, ln), b = tk_model_lookup(t, r, rn);
-    if (a < 0 || b < 0) {
-      rc = mx_fail(err, "model.merges[%u]: token \"%.*s\" is not in the vocabulary", rank,
-                   (int)(a < 0 ? ln : rn) > 60 ? 60 : (int)(a < 0 ? ln : rn), a < 0 ? l : r);
-      break;
-    }
-    /* the merged token drops the right part's continuing-subword prefix */
-    const char *rs = r;
-    size_t rsn = rn;
-    if (plen && rn >= plen && !memcmp(r, t->cs_prefix, plen)) rs += plen, rsn -= plen;
-    if (ln + rsn > cap) {
-      cap = (ln + rsn) * 2 + 64;
-      char *nb = realloc(buf, cap);
-      if (!nb) {
-        rc = mx_fail(err, "out of memory");
-        break;
+      /* the merged token drops the right part's continuing-subword prefix */
+      const char *rs = x->r;
+      size_t rsn = x->rn;
+      if (plen && rsn >= plen && !memcmp(rs, t->cs_prefix, plen)) rs += plen, rsn -= plen;
+      x->jn = x->ln + rsn;
+      if (used + x->jn > cap) {
+        cap = (used + x->jn) * 2 + 4096;
+        char *nbuf = realloc(buf, cap);
+        if (!nbuf) {
+          free(buf);
+          return mx_fail(err, "out of memory");
+        }
+        buf = nbuf;
       }
-      buf = nb;
+      x->joff = used;
+      memcpy(buf + used, x->l, x->ln);
+      memcpy(buf + used + x->ln, rs, rsn);
+      used += x->jn;
+      x->hl = tk_hash(x->l, x->ln);
+      x->hr = tk_hash(x->r, x->rn);
+      x->hj = tk_hash(buf + x->joff, x->jn);
+      __builtin_prefetch(&t->str_slots[x->hl & t->str_mask]);
+      __builtin_prefetch(&t->str_slots[x->hr & t->str_mask]);
+      __builtin_prefetch(&t->str_slots[x->hj & t->str_mask]);
     }
-    memcpy(buf, l, ln);
-    memcpy(buf + ln, rs, rsn);
-    int32_t nid = tk_model_lookup(t, buf, ln + rsn);
-    if (nid < 0) {
-      rc = mx_fail(err, "model.merges[%u]: merged token \"%.*s\" is not in the vocabulary",
-                   rank, (int)(ln + rsn > 60 ? 60 : ln + rsn), buf);
-      break;
+    /* pass 2: prefetch the entries the slots point to */
+    for (int k = 0; k < nb; k++) {
+      uint64_t v;
+      if ((v = t->str_slots[it[k].hl & t->str_mask])) __builtin_prefetch(entry_at(t, v));
+      if ((v = t->str_slots[it[k].hr & t->str_mask])) __builtin_prefetch(entry_at(t, v));
+      if ((v = t->str_slots[it[k].hj & t->str_mask])) __builtin_prefetch(entry_at(t, v));
     }
-    merge_insert(t, a, b, rank, nid);
+    /* pass 3: resolve ids, prefetch the merge-table slots; pass 4: insert in rank order */
+    int32_t ids[MERGE_BATCH][3];
+    uint64_t mh[MERGE_BATCH];
+    for (int k = 0; k < nb; k++) {
+      merge_item *x = &it[k];
+      ids[k][0] = lookup_h(t, x->l, x->ln, x->hl);
+      ids[k][1] = lookup_h(t, x->r, x->rn, x->hr);
+      ids[k][2] = lookup_h(t, buf + x->joff, x->jn, x->hj);
+      uint32_t r = rank + (uint32_t)k;
+      if (ids[k][0] < 0 || ids[k][1] < 0) {
+        int left = ids[k][0] < 0;
+        size_t n = left ? x->ln : x->rn;
+        int rc = mx_fail(err, "model.merges[%u]: token \"%.*s\" is not in the vocabulary", r,
+                         (int)(n > 60 ? 60 : n), left ? x->l : x->r);
+        free(buf);
+        return rc;
+      }
+      if (ids[k][2] < 0) {
+        int rc = mx_fail(err, "model.merges[%u]: merged token \"%.*s\" is not in the vocabulary",
+                         r, (int)(x->jn > 60 ? 60 : x->jn), buf + x->joff);
+        free(buf);
+        return rc;
+      }
+      mh[k] = mix64(merge_key(ids[k][0], ids[k][1]));
+      __builtin_prefetch(&t->merges[mh[k] & t->mmask], 1);
+    }
+    if ((size_t)rank + (size_t)nb > (t->mmask + 1) / 2) {
+      if (merges_grow(t)) {
+        free(buf);
+        return mx_fail(err, "out of memory");
+      }
+      for (int k = 0; k < nb; k++) mh[k] = mix64(merge_key(ids[k][0], ids[k][1]));
+    }
+    for (int k = 0; k < nb; k++)
+      merge_insert(t, merge_key(ids[k][0], ids[k][1]), mh[k], rank + (uint32_t)k, ids[k][2]);
+    rank += (uint32_t)nb;
   }
   free(buf);
-  return rc;
+  return 0;
 }
 
 static int parse_model(mx_tokenizer *t, const cJSON *model, mlxrt_error *err) {
@@ -546,9 +653,7 @@ void mx_tok_free(mx_tokenizer *t) {
   free(t->slen);
   free(t->arena);
   free(t->str_slots);
-  free(t->mkeys);
-  free(t->mrank);
-  free(t->mnew);
+  free(t->merges);
   free(t->cs_prefix);
   free(t->eow_suffix);
   for (int i = 0; i < t->nadded; i++) {
@@ -595,12 +700,24 @@ static int parse_all(mx_tokenizer *t, const cJSON *root, mlxrt_error *err) {
  * the hooks are safe to leave installed for the life of the process. */
 typedef struct tk_chunk {
   struct tk_chunk *next;
-  size_t used, cap, pad;
+  size_t used, cap, pad;    /* pad: the mapping size */
 } tk_chunk;
-#define TK_CHUNK (16u << 20)
+#define TK_CHUNK (32u << 20)
 
 static _Thread_local tk_chunk *tl_arena;
 static _Thread_local int tl_active;
+
+/* Chunks are mapped directly and marked for transparent huge pages: the parse touches ~140 MB,
+ * and 4 KB page faults were a tenth of the load time. */
+static void *chunk_map(size_t bytes) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+  madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  ((tk_chunk *)p)->pad = bytes; /* the mapping size, for munmap */
+  return p;
+}
 
 static void *arena_malloc(size_t n) {
   if (!tl_active) return malloc(n);
@@ -612,7 +729,7 @@ static void *arena_malloc(size_t n) {
     return p;
   }
   size_t cap = n > TK_CHUNK / 4 ? n : TK_CHUNK;
-  tk_chunk *nc = malloc(sizeof *nc + cap);
+  tk_chunk *nc = chunk_map(sizeof *nc + cap);
   if (!nc) return NULL;
   nc->cap = cap;
   nc->used = n;
@@ -639,7 +756,7 @@ static void install_hooks(void) {
 static void arena_release(void) {
   while (tl_arena) {
     tk_chunk *n = tl_arena->next;
-    free(tl_arena);
+    munmap(tl_arena, tl_arena->pad);
     tl_arena = n;
   }
 }

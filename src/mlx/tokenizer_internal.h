@@ -55,6 +55,12 @@ typedef struct {
   size_t maxlen;
 } tk_trie;
 
+typedef struct {
+  uint64_t key;            /* (left id << 32 | right id) + 1, 0 = empty */
+  uint32_t rank;
+  int32_t new_id;
+} tk_merge_slot;
+
 struct mx_tokenizer {
   char *name;
   /* model vocabulary, by id (holes have NULL) */
@@ -63,12 +69,10 @@ struct mx_tokenizer {
   char **str;
   uint32_t *slen;
   char *arena;
-  int32_t *str_slots;      /* open addressing: id, or -1 = empty */
+  uint64_t *str_slots;     /* open addressing: hash tag | entry offset (tokenizer.c), 0 = empty */
   size_t str_mask;
   /* merges: (left id, right id) → rank, result id */
-  uint64_t *mkeys;         /* (a << 32 | b) + 1, 0 = empty */
-  uint32_t *mrank;
-  int32_t *mnew;
+  tk_merge_slot *merges;   /* open addressing over mix64(key) */
   size_t mmask;
   /* BPE options */
   int32_t unk_id;          /* -1 = no unk token */
