@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "mlx/tokenizer.h"
@@ -375,9 +376,17 @@ static void test_gemma(const char *label, const char *rel, const char *expected_
   printf("%s: load %.0f ms wall, %.0f ms CPU (%d ids)\n", label, best_wall * 1e3,
          best_cpu * 1e3, mx_tok_vocab_size(t));
 #if defined(NDEBUG)
-  if (!SANITIZED)
+  /* Enforced in optimized builds, unless the machine is oversubscribed (other jobs inflate even
+   * the CPU time through shared caches); then it is only reported. */
+  double load[1] = {0};
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int busy = getloadavg(load, 1) == 1 && load[0] > (double)ncpu;
+  if (!SANITIZED && !busy)
     CHECKF(best_wall < 0.3 || best_cpu < 0.3, "%s: load took %.0f ms wall, %.0f ms CPU (limit 300)",
            label, best_wall * 1e3, best_cpu * 1e3);
+  else if (!SANITIZED && best_cpu >= 0.3)
+    printf("%s: load limit (300 ms) not enforced: load average %.1f on %ld CPUs\n", label,
+           load[0], ncpu);
 #endif
   CHECK(mx_tok_vocab_size(t) == 262144);
 

@@ -721,7 +721,7 @@ static void *chunk_map(size_t bytes) {
 
 static void *arena_malloc(size_t n) {
   if (!tl_active) return malloc(n);
-  n = (n + 15) & ~(size_t)15;
+  n = (n + 7) & ~(size_t)7; /* cJSON needs pointer/double alignment only */
   tk_chunk *c = tl_arena;
   if (c && c->used + n <= c->cap) {
     void *p = (char *)(c + 1) + c->used;
@@ -782,6 +782,8 @@ mx_tokenizer *mx_tok_parse(const char *json, size_t len, const char *name, mlxrt
     return NULL;
   }
   int rc = parse_all(t, root, err);
+  /* if someone replaced the cJSON hooks, the tree came from their allocator: delete it */
+  if (!tl_arena) cJSON_Delete(root);
   arena_release();
   if (rc) {
     mx_prefix(err, "%s", t->name);
