@@ -395,6 +395,41 @@ static void test_prefixes_and_mutations(void) {
   free(good);
 }
 
+/* Edge cases that must be accepted, built in memory: header text + data size. */
+static void test_accepted_edges(void) {
+  static const struct { const char *header; size_t data; int ntensors; } cases[] = {
+      /* zero-sized: other dimensions may be huge, the product is still 0 */
+      {"{\"z\":{\"dtype\":\"F64\",\"shape\":[9007199254740992,9007199254740992,0],"
+       "\"data_offsets\":[0,0]}}", 0, 1},
+      /* a zero-sized span inside another tensor's span overlaps nothing */
+      {"{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+       "\"e\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[2,2]}}", 4, 2},
+      /* whitespace around the object, unused bytes after the last tensor */
+      {" \n{\"a\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[4,8]}}\n  ", 12, 1},
+      /* fields in any order; unknown fields ignored; empty __metadata__; non-ASCII names */
+      {"{\"__metadata__\":{},\"\u00e9\":{\"data_offsets\":[0,2],\"extra\":[1],\"shape\":[1],"
+       "\"dtype\":\"BF16\"}}", 2, 1},
+      /* integers written as 2.0 / 1e1 are still integers */
+      {"{\"a\":{\"dtype\":\"U8\",\"shape\":[2.0,5],\"data_offsets\":[0,1e1]}}", 10, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t hl = strlen(cases[i].header), len = 8 + hl + cases[i].data;
+    uint8_t *buf = calloc(1, len);
+    for (int k = 0; k < 8; k++) buf[k] = (uint8_t)((uint64_t)hl >> (8 * k));
+    memcpy(buf + 8, cases[i].header, hl);
+    mlxrt_error err = {{0}};
+    st_file f;
+    int rc = st_parse(buf, len, "edge", &f, &err);
+    CHECKF(rc == 0, "edge case %zu: %s", i, err.msg);
+    if (!rc) {
+      CHECK(f.ntensors == cases[i].ntensors);
+      check_invariants(&f, buf, len);
+      st_close_file(&f);
+    }
+    free(buf);
+  }
+}
+
 /* 3000 tensors in reverse order, one zero-sized: every name is found by binary search. */
 static void test_many_tensors(void) {
   enum { N = 3000 };
@@ -444,5 +479,6 @@ int main(void) {
   test_shards();
   test_prefixes_and_mutations();
   test_many_tensors();
+  test_accepted_edges();
   TEST_END();
 }

@@ -47,6 +47,10 @@ const char *st_dtype_name(st_dtype dt) {
 }
 
 int64_t st_numel(const st_tensor *t) {
+  /* A zero dimension anywhere makes it 0; the other dimensions may then be huge (up to 2^53
+   * each), so multiply only when none is zero (then the product fits: it is ≤ nbytes). */
+  for (int i = 0; i < t->ndim; i++)
+    if (t->shape[i] == 0) return 0;
   int64_t n = 1;
   for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
   return n;
