@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Tokenizer golden data for tests/test_tokenizer.c, computed with HF `tokenizers` (pinned).
 
+Usage: make_tokenizer_fixtures.py [--cache-only]
+  --cache-only: only make the cache files (what CI needs before the tests; see
+                scripts/make_tokenizer_files.sh) and check the committed ids were made from them.
+
 Writes (idempotent; reruns rewrite identical files):
   tests/fixtures/tokenizer/corpus.txt          our own corpus (seeds below + deterministic mixes)
   tests/fixtures/tokenizer/small-*.json         three small hand-made tokenizer.json files that
@@ -556,7 +560,24 @@ def write_expected(name: str, tok_path: Path, corpus: str):
     (FIX / f"{name}-expected.txt").write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
+def check_recorded(name: str, tok_path: Path):
+    """--cache-only: say so when the committed ids were made from a different tokenizer.json."""
+    exp = FIX / f"{name}-expected.txt"
+    want = hashlib.sha256(tok_path.read_bytes()).hexdigest()
+    head = exp.read_text(encoding="utf-8").split("\n", 3)[:3] if exp.exists() else []
+    if not any(want in line for line in head):
+        print(f"make_tokenizer_fixtures: warning: {exp.name} was made from another {tok_path} "
+              f"(sha256 {want} not recorded); rerun scripts/make_tokenizer_fixtures.py and commit",
+              file=sys.stderr)
+
+
 def main():
+    if "--cache-only" in sys.argv[1:]:  # CI: only the (uncommitted) files in the cache
+        g3 = gemma3_path()
+        g4 = derive_gemma4(g3)
+        check_recorded("gemma3", g3)
+        check_recorded("gemma4", g4)
+        return
     FIX.mkdir(parents=True, exist_ok=True)
     corpus = make_corpus()
     cpath = FIX / "corpus.txt"
