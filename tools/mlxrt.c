@@ -13,6 +13,7 @@ typedef struct {
 static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "describe a checkpoint: layers, quantization, sizes (--json)"},
     {"bench-kernels", cmd_bench_kernels, "CPU quantized mat-vec GB/s against memcpy"},
+    {"logits", cmd_logits, "float32 logits of a prompt (and greedy steps) to .safetensors"},
 };
 
 static void usage(FILE *f) {
