@@ -188,6 +188,20 @@ static void test_small(void) {
       print_ids("HF ", want, wn);
       print_ids("ours", ids, n);
     }
+    /* streaming decode == batch decode, special tokens kept and skipped */
+    for (int skip = 0; skip < 2; skip++) {
+      char *batch;
+      size_t bn;
+      int split = 0;
+      CHECK(mx_tok_decode(t, ids, n, skip, &batch, &bn, &err) == 0);
+      size_t sn;
+      char *streamed = stream_decode(t, ids, n, skip, &sn, &split);
+      CHECKF(sn == bn && !memcmp(streamed, batch, bn) && !split,
+             "%s: stream decode of \"%.*s\" (skip=%d) gave \"%s\", batch \"%s\"", name,
+             (int)tn, text, skip, streamed, batch);
+      free(streamed);
+      free(batch);
+    }
     /* small-a has byte fallback and no prefix: decode(encode(x)) == x */
     if (!strcmp(name, "small-a") && !add && !memmem(text, tn, "\xE2\x96\x81", 3)) {
       char *back;

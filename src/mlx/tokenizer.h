@@ -50,6 +50,7 @@ typedef struct mx_tok_stream {
   unsigned char hold[4];   /* the start of an incomplete UTF-8 character */
   int nhold;
   int strip_left;          /* leading chars still to strip (Strip decoder), per HF */
+  int ntokens;             /* tokens output so far (no decoder: HF joins them with spaces) */
   char *buf;               /* output of the last call */
   size_t cap;
 } mx_tok_stream;
