@@ -14,9 +14,10 @@
 
 #define BIG_VOCAB 262144
 
+/* CPU time of this thread: the machine is shared, wall time would measure the neighbours. */
 static double now_s(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -55,13 +56,21 @@ static int by_val_desc(const void *a, const void *b) {
   return (i > j) - (i < j);
 }
 
-/* keep[i] = 1 for the tokens mlx-lm's filters keep (temperature > 0). */
-static void reference_keep(const float *l, int n, int top_k, float top_p, float min_p,
-                           unsigned char *keep) {
+/* ids by decreasing logit, ties by increasing id (a full sort: the reference's whole point). */
+static int *sorted_order(const float *l, int n) {
   int *order = malloc((size_t)n * sizeof(int));
-  for (int i = 0; i < n; i++) order[i] = i, keep[i] = 1;
+  for (int i = 0; i < n; i++) order[i] = i;
   g_sort_vals = l;
   qsort(order, (size_t)n, sizeof(int), by_val_desc);
+  return order;
+}
+
+/* keep[i] = 1 for the tokens mlx-lm's filters keep (temperature > 0); sorted may be NULL. */
+static void reference_keep_sorted(const float *l, int n, const int *sorted, int top_k,
+                                  float top_p, float min_p, unsigned char *keep) {
+  int *own = sorted ? NULL : sorted_order(l, n);
+  const int *order = sorted ? sorted : own;
+  for (int i = 0; i < n; i++) keep[i] = 1;
   float m = l[order[0]];
   if (top_p > 0.0f && top_p < 1.0f) {
     double z = 0.0;
@@ -82,18 +91,23 @@ static void reference_keep(const float *l, int n, int top_k, float top_p, float 
       if (l[i] < m + logf(min_p)) keep[i] = 0;
   if (top_k > 0 && top_k < n)
     for (int j = top_k; j < n; j++) keep[order[j]] = 0;
-  free(order);
+  free(own);
 }
 
-static int compare_candidates(const float *l, int n, int top_k, float top_p, float min_p,
-                              const char *what) {
+static void reference_keep(const float *l, int n, int top_k, float top_p, float min_p,
+                           unsigned char *keep) {
+  reference_keep_sorted(l, n, NULL, top_k, top_p, min_p, keep);
+}
+
+static int compare_candidates(const float *l, int n, const int *sorted, int top_k, float top_p,
+                              float min_p, const char *what) {
   mx_sampler *s = make(1.0f, top_k, top_p, min_p, 1, n);
   if (!s) return 0;
   int *ids = malloc((size_t)n * sizeof(int));
   unsigned char *keep = malloc((size_t)n);
   mlxrt_error err = {{0}};
   int got = mx_sampler_candidates(s, l, ids, &err);
-  reference_keep(l, n, top_k, top_p, min_p, keep);
+  reference_keep_sorted(l, n, sorted, top_k, top_p, min_p, keep);
   int want = 0, same = got > 0;
   for (int i = 0; i < n; i++) want += keep[i];
   for (int j = 0; j < got && same; j++) same = keep[ids[j]] && (j == 0 || ids[j] > ids[j - 1]);
@@ -119,22 +133,24 @@ static void test_candidates_exact(void) {
     int ties = trial == 2;
     float sd = trial == 0 ? 3.0f : 1.0f; /* peaked vs flat (flat: the top-p set is large) */
     random_logits(l, BIG_VOCAB, 100 + (uint64_t)trial, sd, ties);
+    int *sorted = sorted_order(l, BIG_VOCAB);
     for (int c = 0; c < ncfg; c++)
-      compare_candidates(l, BIG_VOCAB, cfg[c].k, cfg[c].p, cfg[c].minp,
+      compare_candidates(l, BIG_VOCAB, sorted, cfg[c].k, cfg[c].p, cfg[c].minp,
                          ties ? "262144 vocab with ties" : "262144 vocab");
+    free(sorted);
   }
   /* Small vocabularies, many random cases, heavy ties. */
   float small[37];
   for (int t = 0; t < 300; t++) {
     random_logits(small, 37, 1000 + (uint64_t)t, 2.0f, t % 2);
-    compare_candidates(small, 37, t % 7, (t % 5) ? 0.15f * (float)(t % 5) + 0.1f : 1.0f,
+    compare_candidates(small, 37, NULL, t % 7, (t % 5) ? 0.15f * (float)(t % 5) + 0.1f : 1.0f,
                        (t % 3) ? 0.0f : 0.1f, "37 vocab");
   }
   /* Logits spanning signs and -inf (masked tokens). */
   for (int i = 0; i < 1000; i++) l[i] = (i % 3) ? -INFINITY : (float)(i % 17) - 8.0f;
-  compare_candidates(l, 1000, 0, 0.9f, 0.0f, "masked");
-  compare_candidates(l, 1000, 20, 0.0f, 0.0f, "masked");
-  compare_candidates(l, 1000, 500, 0.0f, 0.0f, "masked, k beyond the finite tokens");
+  compare_candidates(l, 1000, NULL, 0, 0.9f, 0.0f, "masked");
+  compare_candidates(l, 1000, NULL, 20, 0.0f, 0.0f, "masked");
+  compare_candidates(l, 1000, NULL, 500, 0.0f, 0.0f, "masked, k beyond the finite tokens");
 }
 
 /* ---- greedy ----------------------------------------------------------------------------- */
@@ -304,18 +320,18 @@ static void test_determinism(void) {
   mx_sampler *a = make(1.0f, 64, 0.95f, 0.0f, 1234, BIG_VOCAB);
   mx_sampler *b = make(1.0f, 64, 0.95f, 0.0f, 1234, BIG_VOCAB);
   mx_sampler *c = make(1.0f, 64, 0.95f, 0.0f, 1235, BIG_VOCAB);
-  int seq[200], same = 1, differs = 0;
+  int seq[60], same = 1, differs = 0;
   mlxrt_error err = {{0}};
-  for (int i = 0; i < 200; i++) {
+  for (int i = 0; i < 60; i++) {
     seq[i] = mx_sampler_sample(a, l, &err);
     same &= mx_sampler_sample(b, l, &err) == seq[i];
     differs += mx_sampler_sample(c, l, &err) != seq[i];
   }
   CHECK(same);
-  CHECK(differs > 50);
+  CHECK(differs > 15);
   mx_sampler_seed(a, 1234); /* reseeding replays the stream */
   int replay = 1;
-  for (int i = 0; i < 200; i++) replay &= mx_sampler_sample(a, l, &err) == seq[i];
+  for (int i = 0; i < 60; i++) replay &= mx_sampler_sample(a, l, &err) == seq[i];
   CHECK(replay);
   mx_sampler_free(a);
   mx_sampler_free(b);
@@ -385,13 +401,13 @@ static void test_timing(void) {
   mlxrt_error err = {{0}};
   for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
     mx_sampler *s = make(cfg[c].t, cfg[c].k, cfg[c].p, cfg[c].minp, 3, BIG_VOCAB);
-    const int reps = 50;
+    const int reps = 20;
     double t0 = now_s();
     int sink = 0;
     for (int i = 0; i < reps; i++) sink += mx_sampler_sample(s, l, &err);
     double us = (now_s() - t0) / reps * 1e6;
     CHECK(sink >= 0);
-    printf("timing: %-40s %8.0f us per token (vocab %d)\n", cfg[c].name, us, BIG_VOCAB);
+    printf("timing: %-40s %8.0f us CPU per token (vocab %d)\n", cfg[c].name, us, BIG_VOCAB);
     mx_sampler_free(s);
   }
 }
