@@ -3,7 +3,7 @@
  * several runs, GB/s = bytes of weight + scales + biases streamed / time, and the ratio to
  * (a) memcpy bandwidth (bytes copied per second, buffers larger than the LLC, all threads)
  * and (b) read-only bandwidth (all threads summing a buffer larger than the LLC).
- * "cold" cycles through enough copies of the matrix to exceed the LLC, so the weights come
+ * "cold" cycles through copies of the matrix totalling > 1.5×LLC, so the weights come
  * from DRAM as in a real model; "hot" repeats one matrix (it may sit in a large LLC).
  * --n N (N > 1) times the mat-mat path instead and reports GFLOP/s. */
 #include <stdio.h>
@@ -181,12 +181,12 @@ int cmd_bench_kernels(int argc, char **argv) {
   threads = cpu_pool_threads(pool);
   long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
   size_t llc = l3 > 0 ? (size_t)l3 : (size_t)32 << 20;
-  size_t bwbytes = 2 * llc < ((size_t)256 << 20) ? (size_t)256 << 20 : 2 * llc;
+  size_t bwbytes = llc + llc / 4 < ((size_t)256 << 20) ? (size_t)256 << 20 : llc + llc / 4;
   if (bwbytes > ((size_t)1 << 30)) bwbytes = (size_t)1 << 30;
   printf("bench-kernels: %lld x %lld, threads %d, ISA %s, LLC %.0f MiB, %s weights, n %lld, "
          "median of %d runs\n",
          (long long)rows, (long long)cols, threads, cpu_isa_name(isa), (double)llc / (1 << 20),
-         hot ? "hot (one copy)" : "cold (copies > 2xLLC)", (long long)n, runs);
+         hot ? "hot (one copy)" : "cold (copies > 1.5xLLC)", (long long)n, runs);
 
   /* memory bandwidth, same run */
   bw_job *bj = calloc(1, sizeof *bj);
@@ -202,24 +202,11 @@ int cmd_bench_kernels(int argc, char **argv) {
   bj->src = src;
   bj->dst = dst;
   int64_t tasks = (int64_t)((bwbytes + bj->chunk - 1) / bj->chunk);
-  double tc[64], tr[64];
-  int bwruns = runs < 5 ? 5 : runs > 64 ? 64 : runs;
-  for (int r = 0; r < bwruns; r++) {
-    double t0 = now_s();
-    cpu_pool_run(pool, tasks, copy_task, bj);
-    tc[r] = now_s() - t0;
-    t0 = now_s();
-    cpu_pool_run(pool, tasks, read_task, bj);
-    tr[r] = now_s() - t0;
-  }
-  double memcpy_gbs = (double)bwbytes / median(tc, bwruns) / 1e9;
-  double read_gbs = (double)bwbytes / median(tr, bwruns) / 1e9;
-  free(src);
-  free(dst);
-  printf("memcpy   %7.2f GB/s (bytes copied / s, %zu MiB buffers)\n", memcpy_gbs, bwbytes >> 20);
-  printf("read     %7.2f GB/s (bytes summed / s)\n", read_gbs);
-  printf("%-12s %10s %10s %9s %9s %9s %s\n", "mode", "MB/matvec", "median ms", "GB/s",
-         "/memcpy", "/read", n > 1 ? "GFLOP/s" : "");
+  printf("memcpy = bytes copied / s and read = bytes summed / s over %zu MiB buffers, all threads,\n"
+         "measured between the kernel runs of each mode (same load conditions)\n", bwbytes >> 20);
+  printf("%-12s %10s %10s %9s %9s %9s %9s %9s %s\n", "mode", "MB/matvec", "median ms", "GB/s",
+         "memcpy", "read", "/memcpy", "/read", n > 1 ? "GFLOP/s" : "");
+  fflush(stdout);
 
   uint16_t *x = malloc((size_t)(n * cols) * 2);
   float *y = malloc((size_t)(n * rows) * sizeof *y);
@@ -237,7 +224,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     size_t bytes = accel_weight_bytes(&ms[0].spec);
     int copies = 1;
     if (!hot && n == 1) {
-      copies = (int)((2 * llc) / bytes) + 1;
+      copies = (int)((llc + llc / 2) / bytes) + 1;
       if (copies > 64) copies = 64;
       for (int c = 1; c < copies; c++)
         if (make_weight(&ms[c], mode, rows, cols)) {
@@ -245,8 +232,16 @@ int cmd_bench_kernels(int argc, char **argv) {
           break;
         }
     }
-    double t[1000];
+    double t[1000], tc[1000], tr[1000];
     for (int r = -1; r < runs; r++) { /* run -1 warms up */
+      if (r >= 0) { /* bandwidth references, interleaved with the kernel runs */
+        double t0 = now_s();
+        cpu_pool_run(pool, tasks, copy_task, bj);
+        tc[r] = now_s() - t0;
+        t0 = now_s();
+        cpu_pool_run(pool, tasks, read_task, bj);
+        tr[r] = now_s() - t0;
+      }
       const cpu_qmat *m = &ms[(r + 1) % copies];
       double t0 = now_s();
       if (cpu_qmatmul(pool, isa, m, 0, x, n, y, &err)) {
@@ -256,14 +251,19 @@ int cmd_bench_kernels(int argc, char **argv) {
       if (r >= 0) t[r] = now_s() - t0;
     }
     double med = median(t, runs), gbs = (double)bytes / med / 1e9;
-    printf("%-12s %10.1f %10.3f %9.2f %9.2f %9.2f", mode, (double)bytes / 1e6, med * 1e3, gbs,
-           gbs / memcpy_gbs, gbs / read_gbs);
+    double memcpy_gbs = (double)bwbytes / median(tc, runs) / 1e9;
+    double read_gbs = (double)bwbytes / median(tr, runs) / 1e9;
+    printf("%-12s %10.1f %10.3f %9.2f %9.2f %9.2f %9.2f %9.2f", mode, (double)bytes / 1e6, med * 1e3,
+           gbs, memcpy_gbs, read_gbs, gbs / memcpy_gbs, gbs / read_gbs);
     if (n > 1) printf(" %9.1f", 2.0 * (double)n * (double)rows * (double)cols / med / 1e9);
     printf("\n");
+    fflush(stdout);
     for (int c = 0; c < copies; c++) free_weight(&ms[c]);
   }
   free(x);
   free(y);
+  free(src);
+  free(dst);
   free(bj);
   cpu_pool_destroy(pool);
   return rc;
