@@ -22,6 +22,7 @@ typedef struct cpu_mv {
 
 typedef struct cpu_isa_ops {
   const char *name;
+  const struct cpu_isa_ops *fallback; /* where unsupported specs go (NULL: portable) */
   int (*mv_supports)(const accel_spec *s);
   /* Lays x (cols floats, natural order) out the way matvec reads it (cols floats). */
   void (*prep_x)(const accel_spec *s, const float *x, float *xp);
@@ -42,6 +43,7 @@ typedef struct cpu_isa_ops {
 extern const cpu_isa_ops cpu_ops_scalar;
 extern const cpu_isa_ops cpu_ops_avx2;
 extern const cpu_isa_ops cpu_ops_avx512;
+extern const cpu_isa_ops cpu_ops_avx512bf16;
 
 /* ---- small shared decoders (inline, used by every ISA file) ------------------------------ */
 static inline float cpu_ld_f32(const uint8_t *p) {

@@ -26,12 +26,15 @@ int cpu_isa_supported(cpu_isa isa) {
     return cpu_isa_supported(CPU_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq");
+  case CPU_ISA_AVX512BF16:
+    return cpu_isa_supported(CPU_ISA_AVX512) && __builtin_cpu_supports("avx512bf16");
 #endif
   default: return 0;
   }
 }
 
 cpu_isa cpu_isa_best(void) {
+  if (cpu_isa_supported(CPU_ISA_AVX512BF16)) return CPU_ISA_AVX512BF16;
   if (cpu_isa_supported(CPU_ISA_AVX512)) return CPU_ISA_AVX512;
   if (cpu_isa_supported(CPU_ISA_AVX2)) return CPU_ISA_AVX2;
   return CPU_ISA_SCALAR;
@@ -42,6 +45,8 @@ const char *cpu_isa_name(cpu_isa isa) {
   case CPU_ISA_SCALAR: return "scalar";
   case CPU_ISA_AVX2: return "avx2";
   case CPU_ISA_AVX512: return "avx512";
+  case CPU_ISA_AVX512BF16: return "avx512bf16";
+  case CPU_ISA_COUNT: break;
   }
   return "?";
 }
@@ -52,20 +57,37 @@ int cpu_isa_from_env(cpu_isa *out, mlxrt_error *err) {
     *out = cpu_isa_best();
     return 0;
   }
-  for (int i = CPU_ISA_SCALAR; i <= CPU_ISA_AVX512; i++) {
+  for (int i = CPU_ISA_SCALAR; i < CPU_ISA_COUNT; i++) {
     if (strcmp(e, cpu_isa_name((cpu_isa)i)) != 0) continue;
     if (!cpu_isa_supported((cpu_isa)i))
       return mx_fail(err, "MLXRT_CPU_ISA=%s: this CPU does not support it", e);
     *out = (cpu_isa)i;
     return 0;
   }
-  return mx_fail(err, "MLXRT_CPU_ISA=%s: expected scalar, avx2, avx512 or auto", e);
+  return mx_fail(err, "MLXRT_CPU_ISA=%s: expected scalar, avx2, avx512, avx512bf16 or auto", e);
 }
 
 static const cpu_isa_ops *ops_for(cpu_isa isa) {
-  return isa == CPU_ISA_AVX512 ? &cpu_ops_avx512
-         : isa == CPU_ISA_AVX2 ? &cpu_ops_avx2
-                               : &cpu_ops_scalar;
+  return isa == CPU_ISA_AVX512BF16 ? &cpu_ops_avx512bf16
+         : isa == CPU_ISA_AVX512   ? &cpu_ops_avx512
+         : isa == CPU_ISA_AVX2     ? &cpu_ops_avx2
+                                   : &cpu_ops_scalar;
+}
+
+/* The first table along the fallback chain that has the kernel for this spec (the portable
+ * table has them all). */
+static const cpu_isa_ops *next(const cpu_isa_ops *o) { return o->fallback ? o->fallback : &cpu_ops_scalar; }
+static const cpu_isa_ops *pick_mv(const cpu_isa_ops *o, const accel_spec *s) {
+  while (!(o->mv_supports && o->mv_supports(s))) o = next(o);
+  return o;
+}
+static const cpu_isa_ops *pick_tile(const cpu_isa_ops *o, const accel_spec *s) {
+  while (!(o->tile_supports && o->tile_supports(s))) o = next(o);
+  return o;
+}
+static const cpu_isa_ops *pick_gemm(const cpu_isa_ops *o) {
+  while (!o->gemm) o = next(o);
+  return o;
 }
 
 typedef struct {
@@ -133,7 +155,7 @@ int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
 
   if (n < MV_MAX_N) { /* one streamed mat-vec per row of x */
     float *xp = xf + n * cols, *xg = xp + cols;
-    j.mv_ops = ops->mv_supports && ops->mv_supports(s) ? ops : &cpu_ops_scalar;
+    j.mv_ops = pick_mv(ops, s);
     int64_t chunk = rows / ((int64_t)threads * 16);
     j.chunk = chunk < 8 ? 8 : chunk > 256 ? 256 : chunk; /* many small tasks balance a busy core */
     for (int64_t i = 0; i < n; i++) {
@@ -154,8 +176,8 @@ int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
   }
 
   /* the ISA's gemm runs even where its tile decoder does not cover the format */
-  j.tile_ops = ops->tile_supports && ops->tile_supports(s) ? ops : &cpu_ops_scalar;
-  j.gemm_ops = ops->gemm ? ops : &cpu_ops_scalar;
+  j.tile_ops = pick_tile(ops, s);
+  j.gemm_ops = pick_gemm(ops);
   int64_t lanes = j.gemm_ops->gemm_lanes;
   j.n = n;
   j.npad = (n + lanes - 1) / lanes * lanes;
