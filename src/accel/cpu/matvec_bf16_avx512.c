@@ -8,7 +8,7 @@
  * their group's lane (one permute); the bias term is Σ_g b_g·Σx_g. VDPBF16PS counts inputs
  * below 2^-126 as 0 (negligible for activations). Other formats fall back to the AVX-512
  * table. */
-#pragma GCC target("avx512bf16")
+#pragma GCC target("avx512bf16,avx512vbmi")
 #include <immintrin.h>
 
 #include "accel/cpu/cpu_isa.h"
@@ -19,10 +19,10 @@
  * one for affine 4-bit (+14 % on one core) but slower for nvfp4/mxfp4 (-13 %), whose AVX-512
  * float path already decodes with one permute. */
 static int mv_supports(const accel_spec *s) {
-  return s->mode == ACCEL_MODE_AFFINE && s->bits == 4 && s->cols % 64 == 0;
+  return s->mode == ACCEL_MODE_AFFINE && s->bits != 8 && s->cols % 64 == 0;
 }
 
-static void prep_x(const accel_spec *s, const float *x, float *xp) {
+static void prep_x_bf16(const accel_spec *s, const float *x, float *xp) {
   uint16_t *h = (uint16_t *)(void *)xp; /* xp has room for cols floats; bf16 needs half */
   for (int64_t b = 0; b < s->cols; b += 64)
     for (int i = 0; i < 32; i++) {
@@ -40,6 +40,71 @@ AI __m512 params16(const uint8_t *p, accel_dtype dt, __mmask16 m) {
   __m256i h = _mm256_maskz_loadu_epi16(m, p);
   if (dt == ACCEL_F16) return _mm512_cvtph_ps(h);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* ---- affine 2/3/5/6-bit with VBMI: 8 codes live in `bits` bytes. One permute (VPERMB)
+ * spreads 8 packs into the 8 qwords, one multishift (VPMULTISHIFTQB) moves code j of each
+ * pack to byte j, so 64 codes come out as bytes in element order. Float path, x in order. */
+AI void rows_vbmi(const cpu_mv *a, int64_t r, const int NR) {
+  const accel_spec *s = a->s;
+  const int64_t cols = s->cols, gs = s->group_size, G = cols / gs;
+  const int bits = s->bits;
+  const size_t es = s->scales_dtype == ACCEL_F32 ? 4 : 2;
+  uint8_t spread[64], shifts[64];
+  for (int q = 0; q < 8; q++)
+    for (int j = 0; j < 8; j++) {
+      spread[8 * q + j] = (uint8_t)(j < bits ? q * bits + j : 0);
+      shifts[8 * q + j] = (uint8_t)(j * bits);
+    }
+  const __m512i vspread = _mm512_loadu_si512(spread), vshift = _mm512_loadu_si512(shifts);
+  const __m512i cmask = _mm512_set1_epi8((char)((1 << bits) - 1));
+  const __mmask64 lmask = (__mmask64)((1ull << (8 * bits)) - 1ull); /* 8·bits bytes per 64 codes */
+  __m512 racc[4], bacc[4];
+  const uint8_t *w[4];
+  for (int k = 0; k < NR; k++) {
+    racc[k] = bacc[k] = _mm512_setzero_ps();
+    w[k] = a->w + (size_t)(r + k) * a->wrow;
+  }
+  for (int64_t g0 = 0; g0 < G; g0 += 16) {
+    const int64_t ng = G - g0 < 16 ? G - g0 : 16;
+    const __mmask16 gm = (__mmask16)((1u << ng) - 1u);
+    __m512 sv[4];
+    for (int k = 0; k < NR; k++) {
+      const uint8_t *ps = a->sc + (size_t)(r + k) * a->srow + (size_t)g0 * es;
+      const uint8_t *pb = a->bi + (size_t)(r + k) * a->srow + (size_t)g0 * es;
+      sv[k] = params16(ps, s->scales_dtype, gm);
+      bacc[k] = _mm512_fmadd_ps(params16(pb, s->scales_dtype, gm), _mm512_maskz_loadu_ps(gm, a->xg + g0), bacc[k]);
+    }
+    const int64_t cs = g0 * gs, ce = (g0 + ng) * gs;
+    __m512 acc[4];
+    for (int k = 0; k < NR; k++) acc[k] = _mm512_setzero_ps();
+    for (int64_t c = cs; c < ce; c += 64) {
+      __m512 xv[4];
+      for (int q = 0; q < 4; q++) xv[q] = _mm512_loadu_ps(a->x + c + 16 * q);
+      for (int k = 0; k < NR; k++) {
+        __m512i raw = _mm512_maskz_loadu_epi8(lmask, w[k] + c / 8 * bits);
+        __m512i codes = _mm512_and_si512(
+            _mm512_multishift_epi64_epi8(vshift, _mm512_permutexvar_epi8(vspread, raw)), cmask);
+        __m512 t[4];
+        for (int q = 0; q < 4; q++)
+          t[q] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(codes, q))), xv[q]);
+        if (gs == 32) { /* two groups per 64 codes: scale each half by its own lane */
+          int64_t j = (c - cs) / 32;
+          racc[k] = _mm512_fmadd_ps(_mm512_add_ps(t[0], t[1]), _mm512_permutexvar_ps(_mm512_set1_epi32((int)j), sv[k]), racc[k]);
+          racc[k] = _mm512_fmadd_ps(_mm512_add_ps(t[2], t[3]), _mm512_permutexvar_ps(_mm512_set1_epi32((int)j + 1), sv[k]), racc[k]);
+        } else {
+          acc[k] = _mm512_add_ps(acc[k], _mm512_add_ps(_mm512_add_ps(t[0], t[1]), _mm512_add_ps(t[2], t[3])));
+          if ((c + 64 - cs) % gs == 0) { /* last block of a group */
+            __m512i jv = _mm512_set1_epi32((int)((c - cs) / gs));
+            racc[k] = _mm512_fmadd_ps(acc[k], _mm512_permutexvar_ps(jv, sv[k]), racc[k]);
+            acc[k] = _mm512_setzero_ps();
+          }
+        }
+      }
+    }
+  }
+  for (int k = 0; k < NR; k++)
+    a->y[r + k] = _mm512_reduce_add_ps(racc[k]) + _mm512_reduce_add_ps(bacc[k]);
 }
 
 AI void rows_bf(const cpu_mv *a, int64_t r, const int NR) {
@@ -87,8 +152,18 @@ AI void rows_bf(const cpu_mv *a, int64_t r, const int NR) {
 
 static void matvec(const cpu_mv *a, int64_t r0, int64_t r1) {
   int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) rows_bf(a, r, 4);
-  for (; r < r1; r++) rows_bf(a, r, 1);
+  if (a->s->bits == 4) {
+    for (; r + 4 <= r1; r += 4) rows_bf(a, r, 4);
+    for (; r < r1; r++) rows_bf(a, r, 1);
+  } else {
+    for (; r + 4 <= r1; r += 4) rows_vbmi(a, r, 4);
+    for (; r < r1; r++) rows_vbmi(a, r, 1);
+  }
+}
+
+static void prep_x(const accel_spec *s, const float *x, float *xp) {
+  if (s->bits == 4) prep_x_bf16(s, x, xp);
+  else memcpy(xp, x, (size_t)s->cols * sizeof *x);
 }
 
 const cpu_isa_ops cpu_ops_avx512bf16 = {
