@@ -15,6 +15,57 @@ typedef struct mlxrt_error {
   char msg[1024];
 } mlxrt_error;
 
+
+/* ---- models ------------------------------------------------------------------------------- */
+typedef struct mlxrt_model mlxrt_model;
+
+typedef struct mlxrt_options {
+  const char *backend; /* "auto" (default), "cpu" or "cuda"; NULL = $MLXRT_BACKEND or auto */
+  int threads;         /* CPU threads; <= 0 = all cores */
+  int verbose;
+} mlxrt_options;
+
+/* Opens an MLX checkpoint directory (config.json + *.safetensors) and the backend. */
+mlxrt_model *mlxrt_model_load(const char *dir, const mlxrt_options *opt, mlxrt_error *err);
+void mlxrt_model_free(mlxrt_model *m);
+int mlxrt_model_vocab_size(const mlxrt_model *m);
+const char *mlxrt_model_backend_name(const mlxrt_model *m);
+
+/* ---- sessions ------------------------------------------------------------------------------ */
+typedef struct mlxrt_session mlxrt_session;
+
+/* capacity: most tokens the session holds (0 = the model's maximum). */
+mlxrt_session *mlxrt_session_new(mlxrt_model *m, int64_t capacity, mlxrt_error *err);
+void mlxrt_session_free(mlxrt_session *s);
+/* Feeds n tokens (a prompt or a continuation). logits may be NULL; otherwise it receives
+ * float32 [n, vocab] when all_positions, else [vocab] for the last token. */
+int mlxrt_session_feed(mlxrt_session *s, const int32_t *tokens, int64_t n, float *logits,
+                       int all_positions, mlxrt_error *err);
+/* Tokens currently in the cache. */
+int64_t mlxrt_session_position(const mlxrt_session *s);
+/* Drops every cached token (the session is reusable from scratch). */
+void mlxrt_session_reset(mlxrt_session *s);
+
+/* ---- inspection ----------------------------------------------------------------------------- */
+/* Describes a checkpoint without loading a backend: model type and variant, layer plan,
+ * quantization per group of tensors, parameters, bytes on disk and read per decoded token.
+ * Returns malloc'd text (JSON when json != 0) or NULL with err set. */
+char *mlxrt_describe(const char *dir, int json, mlxrt_error *err);
+
+/* ---- writing tensors ------------------------------------------------------------------------ */
+typedef enum { MLXRT_F32 = 0, MLXRT_I32 = 1 } mlxrt_dtype;
+typedef struct mlxrt_tensor_out {
+  const char *name;
+  mlxrt_dtype dtype;
+  int ndim;
+  int64_t shape[4];
+  const void *data;
+} mlxrt_tensor_out;
+/* Writes a .safetensors file atomically (a temporary file renamed into place), with
+ * __metadata__ from the key/value pairs (meta may be NULL). */
+int mlxrt_save_safetensors(const char *path, const mlxrt_tensor_out *t, int n,
+                           const char *const *meta_kv, int n_meta, mlxrt_error *err);
+
 #ifdef __cplusplus
 }
 #endif

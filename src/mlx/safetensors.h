@@ -54,16 +54,24 @@ size_t st_dtype_size(st_dtype dt);
 const char *st_dtype_name(st_dtype dt);
 
 /* Validates a whole file image held in memory (what st_open_file maps). `path` is used in
- * messages only. On success `out` refers into `buf`, which must outlive it. */
+ * messages only. On success `out` refers into `buf`, which must outlive it.
+ * Every opener fills `err` with one line naming the file (and tensor) on failure, and then
+ * leaves `out` zeroed with nothing allocated, so the matching close is optional but harmless.
+ * The header is checked completely: dtype known, shape of at most ST_MAX_DIMS non-negative
+ * integers, data_offsets [begin,end] inside the data area holding exactly numel·dtype size
+ * bytes, non-empty spans disjoint, names unique, __metadata__ a string→string map. */
 int st_parse(const uint8_t *buf, size_t len, const char *path, st_file *out, mlxrt_error *err);
 int st_open_file(const char *path, st_file *out, mlxrt_error *err);
 void st_close_file(st_file *f);
 
-/* Opens a checkpoint directory: shards from model.safetensors.index.json when present,
- * otherwise every model*.safetensors (sorted). Also accepts a single .safetensors path. */
+/* Opens a checkpoint directory: shards from model.safetensors.index.json when present (every
+ * file it names must exist and hold the tensors its weight_map puts there), otherwise every
+ * model*.safetensors (sorted). Also accepts a single .safetensors path. Tensor names must be
+ * unique across shards. */
 int st_open(const char *path, st_archive *out, mlxrt_error *err);
 void st_close(st_archive *a);
 
+/* Binary search by name; NULL when absent. */
 const st_tensor *st_find(const st_archive *a, const char *name);
 const st_tensor *st_file_find(const st_file *f, const char *name);
 const char *st_file_metadata(const st_file *f, const char *key);

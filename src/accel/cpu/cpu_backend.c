@@ -1,8 +1,152 @@
-/* PLACEHOLDER until the CPU kernels land. */
-#include "accel/accel.h"
+/* The CPU backend: the accel_backend table over cpu_kernels. Weight bytes are the loader's
+ * mmap views, fetched once per weight key and checked against the spec's byte counts. */
+#include <stdlib.h>
+
+#include "accel/cpu/cpu_kernels.h"
+#include "base/bf16.h"
 #include "base/error.h"
+
+typedef struct {
+  uint64_t key;
+  int used;
+  cpu_qmat m;
+} cache_slot;
+
+typedef struct {
+  cpu_pool *pool;
+  cpu_isa isa;
+  cache_slot *slots; /* open addressing, power-of-two capacity */
+  size_t cap, count;
+} cpu_impl;
+
+static size_t slot_of(uint64_t key, size_t cap) {
+  key ^= key >> 33;
+  key *= 0xff51afd7ed558ccdULL;
+  key ^= key >> 33;
+  return (size_t)key & (cap - 1);
+}
+
+static int cache_grow(cpu_impl *c, mlxrt_error *err) {
+  size_t cap = c->cap ? c->cap * 2 : 256;
+  cache_slot *s = mx_calloc(cap, sizeof *s, err);
+  if (!s) return -1;
+  for (size_t i = 0; i < c->cap; i++) {
+    if (!c->slots[i].used) continue;
+    size_t k = slot_of(c->slots[i].key, cap);
+    while (s[k].used) k = (k + 1) & (cap - 1);
+    s[k] = c->slots[i];
+  }
+  free(c->slots);
+  c->slots = s;
+  c->cap = cap;
+  return 0;
+}
+
+static const void *load_part(const accel_weight *w, accel_part part, mlxrt_error *err) {
+  size_t want = accel_part_bytes(&w->spec, part), got = 0;
+  static const char *names[] = {"weight", "scales", "biases"};
+  const void *p = w->load(w->load_ctx, part, &got, err);
+  if (!p) return NULL;
+  if (got != want) {
+    mx_fail(err, "%s: %s has %zu bytes, the spec needs %zu", w->name ? w->name : "weight",
+            names[part], got, want);
+    return NULL;
+  }
+  return p;
+}
+
+/* The weight's decoded description, loading its parts on first use. */
+static const cpu_qmat *get_weight(cpu_impl *c, const accel_weight *w, mlxrt_error *err) {
+  if (c->cap) {
+    for (size_t k = slot_of(w->key, c->cap); c->slots[k].used; k = (k + 1) & (c->cap - 1))
+      if (c->slots[k].key == w->key) return &c->slots[k].m;
+  }
+  const char *name = w->name ? w->name : "weight";
+  if (cpu_spec_check(&w->spec, name, err)) return NULL;
+  if (!w->load) {
+    mx_fail(err, "%s: no loader", name);
+    return NULL;
+  }
+  cpu_qmat m = {.spec = w->spec};
+  if (!(m.w = load_part(w, ACCEL_PART_WEIGHT, err))) return NULL;
+  if (w->spec.mode != ACCEL_MODE_DENSE && !(m.scales = load_part(w, ACCEL_PART_SCALES, err)))
+    return NULL;
+  if (w->spec.mode == ACCEL_MODE_AFFINE && !(m.biases = load_part(w, ACCEL_PART_BIASES, err)))
+    return NULL;
+  if ((c->count + 1) * 2 > c->cap && cache_grow(c, err)) return NULL;
+  size_t k = slot_of(w->key, c->cap);
+  while (c->slots[k].used) k = (k + 1) & (c->cap - 1);
+  c->slots[k].used = 1;
+  c->slots[k].key = w->key;
+  c->slots[k].m = m;
+  c->count++;
+  return &c->slots[k].m;
+}
+
+static int check_expert(const accel_weight *w, int expert, mlxrt_error *err) {
+  int64_t slabs = w->spec.experts > 0 ? w->spec.experts : 1;
+  if (expert < -1 || expert >= slabs || (expert == -1 && w->spec.experts > 0))
+    return mx_fail(err, "%s: expert %d out of range (weight has %lld)",
+                   w->name ? w->name : "weight", expert, (long long)w->spec.experts);
+  return 0;
+}
+
+static int cpu_qmatmul_entry(accel_backend *b, const accel_weight *w, int expert,
+                             const uint16_t *x, int64_t n, float *y, mlxrt_error *err) {
+  cpu_impl *c = b->impl;
+  if (check_expert(w, expert, err)) return -1;
+  const cpu_qmat *m = get_weight(c, w, err);
+  if (!m) return -1;
+  if (cpu_qmatmul(c->pool, c->isa, m, expert < 0 ? 0 : expert, x, n, y, err))
+    return mx_prefix(err, "%s", w->name ? w->name : "weight");
+  return 0;
+}
+
+static int cpu_embed_rows(accel_backend *b, const accel_weight *w, const int32_t *ids, int64_t n,
+                          uint16_t *out, mlxrt_error *err) {
+  cpu_impl *c = b->impl;
+  const cpu_qmat *m = get_weight(c, w, err);
+  if (!m) return -1;
+  if (w->spec.experts > 0)
+    return mx_fail(err, "%s: embedding rows from a stacked (expert) weight", w->name ? w->name : "weight");
+  for (int64_t i = 0; i < n; i++) {
+    if (ids[i] < 0 || ids[i] >= w->spec.rows)
+      return mx_fail(err, "%s: token id %d out of range [0, %lld)", w->name ? w->name : "weight",
+                     (int)ids[i], (long long)w->spec.rows);
+    cpu_dequantize_row_bf16(m, 0, ids[i], out + (size_t)i * (size_t)w->spec.cols);
+  }
+  return 0;
+}
+
+static void cpu_destroy(accel_backend *b) {
+  if (!b) return;
+  cpu_impl *c = b->impl;
+  if (c) {
+    cpu_pool_destroy(c->pool);
+    free(c->slots);
+    free(c);
+  }
+  free(b);
+}
+
 accel_backend *accel_cpu_create(int threads, mlxrt_error *err) {
-  (void)threads;
-  mx_fail(err, "CPU backend not built yet");
-  return NULL;
+  cpu_isa isa;
+  if (cpu_isa_from_env(&isa, err)) return NULL;
+  accel_backend *b = mx_calloc(1, sizeof *b, err);
+  cpu_impl *c = b ? mx_calloc(1, sizeof *c, err) : NULL;
+  if (!c) {
+    free(b);
+    return NULL;
+  }
+  b->impl = c;
+  c->isa = isa;
+  if (!(c->pool = cpu_pool_create(threads, err))) {
+    cpu_destroy(b);
+    return NULL;
+  }
+  b->name = "cpu";
+  b->qmatmul = cpu_qmatmul_entry;
+  b->embed_rows = cpu_embed_rows;
+  b->destroy = cpu_destroy;
+  return b;
 }

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds mlxrt twice (Release, and ASan+UBSan) and runs every test in both. Generated inputs
+# (demo model, tokenizer files) are made first and cached in ~/.cache/mlxrt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+JOBS=$(nproc 2>/dev/null || echo 2)
+bash scripts/deps.sh || exit 1
+bash scripts/prepare_data.sh || exit 1
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
+cmake --build build -j"$JOBS" || exit 1
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMLXRT_SANITIZE=ON -DMLXRT_CUDA=OFF >/dev/null || exit 1
+cmake --build build-asan -j"$JOBS" || exit 1
+
+echo "== Release build: every test =="
+ctest --test-dir build --output-on-failure -j"$JOBS"
+rel=$?
+echo "== ASan+UBSan build: every test except the heavy real-model ones =="
+ctest --test-dir build-asan --output-on-failure -LE heavy -j"$JOBS"
+asan=$?
+[ $rel -eq 0 ] && [ $asan -eq 0 ]

@@ -1,0 +1,76 @@
+/* The public API (include/mlxrt.h) over the model layer. */
+#include <stdlib.h>
+
+#include "base/error.h"
+#include "mlx/model.h"
+#include "mlx/session.h"
+#include "mlxrt.h"
+
+struct mlxrt_model {
+  mx_model *m;
+  accel_backend *b;
+};
+
+struct mlxrt_session {
+  mlxrt_model *model;
+  mx_session *s;
+};
+
+mlxrt_model *mlxrt_model_load(const char *dir, const mlxrt_options *opt, mlxrt_error *err) {
+  mlxrt_model *M = mx_calloc(1, sizeof *M, err);
+  if (!M) return NULL;
+  M->m = mx_model_open(dir, err);
+  if (!M->m) {
+    free(M);
+    return NULL;
+  }
+  accel_options ao = {0};
+  if (opt) {
+    ao.backend = opt->backend;
+    ao.threads = opt->threads;
+    ao.verbose = opt->verbose;
+  }
+  M->b = accel_create(&ao, err);
+  if (!M->b) {
+    mx_model_close(M->m);
+    free(M);
+    return NULL;
+  }
+  return M;
+}
+
+void mlxrt_model_free(mlxrt_model *M) {
+  if (!M) return;
+  accel_destroy(M->b);
+  mx_model_close(M->m);
+  free(M);
+}
+
+int mlxrt_model_vocab_size(const mlxrt_model *M) { return M->m->cfg.vocab_size; }
+const char *mlxrt_model_backend_name(const mlxrt_model *M) { return M->b->name; }
+
+mlxrt_session *mlxrt_session_new(mlxrt_model *M, int64_t capacity, mlxrt_error *err) {
+  mlxrt_session *S = mx_calloc(1, sizeof *S, err);
+  if (!S) return NULL;
+  S->model = M;
+  S->s = mx_session_create(M->m, M->b, capacity, 0, err);
+  if (!S->s) {
+    free(S);
+    return NULL;
+  }
+  return S;
+}
+
+void mlxrt_session_free(mlxrt_session *S) {
+  if (!S) return;
+  mx_session_free(S->s);
+  free(S);
+}
+
+int mlxrt_session_feed(mlxrt_session *S, const int32_t *tokens, int64_t n, float *logits,
+                       int all_positions, mlxrt_error *err) {
+  return mx_session_feed(S->s, tokens, n, logits, all_positions, err);
+}
+
+int64_t mlxrt_session_position(const mlxrt_session *S) { return mx_session_pos(S->s); }
+void mlxrt_session_reset(mlxrt_session *S) { mx_session_rewind(S->s, 0); }

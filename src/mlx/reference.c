@@ -1,0 +1,497 @@
+/* The reference forward pass for Gemma 3 and Gemma 4 (every text variant), in plain C with
+ * MLX's rounding points. Matrices are applied only through the accel boundary. Read top to
+ * bottom: session state, helpers, attention, one layer, the whole pass. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bf16.h"
+#include "base/error.h"
+#include "mlx/ops.h"
+#include "mlx/session.h"
+
+struct mx_session {
+  const mx_model *m;
+  accel_backend *b;
+  int64_t pos, capacity;
+  int batch;
+  mx_kv_layer *kv;         /* per layer; used by layers that compute K/V */
+  int *feeds_shared;       /* layer is the K/V source of a later KV-shared layer */
+  uint16_t **chunk_k, **chunk_v; /* per layer chunk K/V (bf16), kept until the pass ends */
+  float **inv_freq;        /* per layer: [head_dim/2], 0 for pass-through pairs */
+
+  /* scratch, sized for `batch` tokens */
+  float *h, *x, *q, *k, *v, *att, *o, *g, *u, *t1, *t2, *ple, *scores, *moe;
+  int64_t scores_cap;
+  uint16_t *xb, *stage_k, *stage_v;
+  int64_t max_cols;
+};
+
+/* ---- matrices through the boundary ------------------------------------------------------- */
+/* y[n, rows] = bf16(x[n, cols] · Wᵀ); x holds bf16 values. */
+static int linear(mx_session *s, const mx_linear *l, int expert, const float *x, int64_t n,
+                  float *y, mlxrt_error *err) {
+  int64_t cols = l->aw.spec.cols, rows = l->aw.spec.rows;
+  mx_to_bf16(s->xb, x, n * cols);
+  if (s->b->qmatmul(s->b, &l->aw, expert, s->xb, n, y, err)) return -1;
+  mx_round_rows(y, n * rows);
+  return 0;
+}
+
+/* ---- RoPE tables --------------------------------------------------------------------------- */
+/* inv_freq_j = θ^(−2j/D) / factor for the layer's live pairs, 0 for the rest (config.h). */
+static float *rope_table(const mx_config *c, int layer, mlxrt_error *err) {
+  const mx_rope *r = mx_config_layer_rope(c, layer);
+  int dim = c->layer_head_dim[layer], half = dim / 2, live = c->layer_rope_pairs[layer];
+  float *t = mx_calloc((size_t)half, sizeof(float), err);
+  if (!t) return NULL;
+  double factor = r->factor > 0 ? r->factor : 1.0;
+  for (int j = 0; j < live && j < half; j++) t[j] = (float)(pow(r->theta, -(2.0 * j) / dim) / factor);
+  return t;
+}
+
+/* ---- session lifecycle ------------------------------------------------------------------- */
+void mx_session_free(mx_session *s) {
+  if (!s) return;
+  const mx_model *m = s->m;
+  if (s->kv)
+    for (int i = 0; i < m->n_layers; i++) mx_kv_free(&s->kv[i]);
+  if (s->chunk_k)
+    for (int i = 0; i < m->n_layers; i++) {
+      free(s->chunk_k[i]);
+      free(s->chunk_v[i]);
+    }
+  free(s->kv);
+  free(s->feeds_shared);
+  free(s->chunk_k);
+  free(s->chunk_v);
+  if (s->inv_freq)
+    for (int i = 0; i < m->n_layers; i++) free(s->inv_freq[i]);
+  free(s->inv_freq);
+  float *fs[] = {s->h, s->x, s->q, s->k, s->v, s->att, s->o, s->g, s->u, s->t1, s->t2, s->ple, s->scores, s->moe};
+  for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
+  free(s->xb);
+  free(s->stage_k);
+  free(s->stage_v);
+  free(s);
+}
+
+static void track_max(int64_t *mx, const mx_linear *l) {
+  if (l->present && l->aw.spec.cols > *mx) *mx = l->aw.spec.cols;
+}
+
+mx_session *mx_session_create(const mx_model *m, accel_backend *b, int64_t capacity, int batch,
+                              mlxrt_error *err) {
+  const mx_config *c = &m->cfg;
+  mx_session *s = mx_calloc(1, sizeof *s, err);
+  if (!s) return NULL;
+  s->m = m;
+  s->b = b;
+  s->batch = batch > 0 ? batch : 512;
+  s->capacity = capacity > 0 ? capacity : c->max_position_embeddings;
+  if (s->capacity <= 0) s->capacity = 131072;
+
+  int L = m->n_layers;
+  s->kv = mx_calloc((size_t)L, sizeof *s->kv, err);
+  s->feeds_shared = mx_calloc((size_t)L, sizeof(int), err);
+  s->chunk_k = mx_calloc((size_t)L, sizeof(uint16_t *), err);
+  s->chunk_v = mx_calloc((size_t)L, sizeof(uint16_t *), err);
+  if (!s->kv || !s->feeds_shared || !s->chunk_k || !s->chunk_v) goto fail;
+
+  int64_t max_q = 0, max_kv = 0, max_inter = 0, max_hd = 0;
+  for (int i = 0; i < L; i++) {
+    const mx_layer *ly = &m->layers[i];
+    int64_t kvd = (int64_t)ly->n_kv_heads * ly->head_dim;
+    if (ly->has_kv) mx_kv_init(&s->kv[i], ly->type == MX_LAYER_SLIDING ? c->sliding_window : 0, (int)kvd);
+    else s->feeds_shared[ly->kv_source] = 1;
+    if ((int64_t)c->num_heads * ly->head_dim > max_q) max_q = (int64_t)c->num_heads * ly->head_dim;
+    if (kvd > max_kv) max_kv = kvd;
+    if (ly->intermediate > max_inter) max_inter = ly->intermediate;
+    if (c->enable_moe && c->moe_intermediate_size > max_inter) max_inter = c->moe_intermediate_size;
+    if (ly->head_dim > max_hd) max_hd = ly->head_dim;
+    const mx_linear *ls[] = {&ly->q_proj, &ly->k_proj, &ly->v_proj, &ly->o_proj, &ly->gate_proj,
+                             &ly->up_proj, &ly->down_proj, &ly->router_proj, &ly->exp_gate,
+                             &ly->exp_up, &ly->exp_down, &ly->ple_gate, &ly->ple_proj};
+    for (size_t j = 0; j < sizeof ls / sizeof ls[0]; j++) track_max(&s->max_cols, ls[j]);
+  }
+  track_max(&s->max_cols, &m->embed);
+  track_max(&s->max_cols, &m->lm_head);
+  track_max(&s->max_cols, &m->per_layer_model_proj);
+  for (int i = 0; i < L; i++)
+    if (s->feeds_shared[i]) {
+      size_t bytes = (size_t)s->batch * (size_t)s->kv[i].dim * sizeof(uint16_t);
+      s->chunk_k[i] = mx_malloc(bytes, err);
+      s->chunk_v[i] = mx_malloc(bytes, err);
+      if (!s->chunk_k[i] || !s->chunk_v[i]) goto fail;
+    }
+
+  int64_t B = s->batch, H = c->hidden_size;
+  int64_t wide = max_q > H ? max_q : H;
+  if (max_inter > wide) wide = max_inter;
+  int64_t ple_w = (int64_t)L * c->hidden_size_per_layer_input;
+  if (ple_w > wide) wide = ple_w;
+#define ALLOC(p, count)                                           \
+  if (!((p) = mx_malloc((size_t)(count) * sizeof *(p), err))) goto fail
+  ALLOC(s->h, B * H);
+  ALLOC(s->x, B * H);
+  ALLOC(s->q, B * max_q);
+  ALLOC(s->k, B * max_kv);
+  ALLOC(s->v, B * max_kv);
+  ALLOC(s->att, B * max_q);
+  ALLOC(s->o, B * H);
+  ALLOC(s->g, B * wide);
+  ALLOC(s->u, B * wide);
+  ALLOC(s->t1, B * wide);
+  ALLOC(s->t2, B * H);
+  ALLOC(s->xb, B * (s->max_cols > wide ? s->max_cols : wide));
+  if (ple_w) ALLOC(s->ple, B * ple_w);
+  if (c->enable_moe) ALLOC(s->moe, B * H);
+  /* chunk K/V of layers that are nobody's source is committed at once: one staging area */
+  ALLOC(s->stage_k, B * max_kv);
+  ALLOC(s->stage_v, B * max_kv);
+#undef ALLOC
+  s->inv_freq = mx_calloc((size_t)L, sizeof(float *), err);
+  if (!s->inv_freq) goto fail;
+  for (int i = 0; i < L; i++)
+    if (!(s->inv_freq[i] = rope_table(c, i, err))) goto fail;
+  (void)max_hd;
+  return s;
+fail:
+  mx_session_free(s);
+  return NULL;
+}
+
+/* ---- attention ------------------------------------------------------------------------------ */
+/* Where one layer's keys/values for this pass live: committed positions < pos0 in the cache of
+ * the source layer, and the chunk's own positions in bf16 chunk buffers. */
+typedef struct kv_view {
+  const mx_kv_layer *cache;
+  const uint16_t *ck, *cv; /* [n, dim] */
+  int64_t pos0;
+  int dim;
+} kv_view;
+
+static const uint16_t *view_key(const kv_view *v, int64_t p) {
+  return p < v->pos0 ? mx_kv_key(v->cache, p) : v->ck + (p - v->pos0) * v->dim;
+}
+static const uint16_t *view_value(const kv_view *v, int64_t p) {
+  return p < v->pos0 ? mx_kv_value(v->cache, p) : v->cv + (p - v->pos0) * v->dim;
+}
+
+/* MLX's sdpa on the CPU: q·bf16(scale) → bf16, scores → bf16, softmax in float32 → bf16,
+ * Σ p·v → bf16. A sliding layer's query at p sees keys p−window < k ≤ p. */
+static int attention(mx_session *s, const mx_layer *ly, const kv_view *kv, int64_t n,
+                     float scale, int window, mlxrt_error *err) {
+  const mx_config *c = &s->m->cfg;
+  int hd = ly->head_dim, nq = c->num_heads, nkv = ly->n_kv_heads, rep = nq / nkv;
+  int64_t need = kv->pos0 + n;
+  if (need > s->scores_cap) {
+    float *ns = realloc(s->scores, (size_t)need * sizeof(float));
+    if (!ns) return mx_fail(err, "out of memory for attention scores (%lld positions)", (long long)need);
+    s->scores = ns;
+    s->scores_cap = need;
+  }
+  float bscale = mx_round_bf16(scale);
+  float qs[1024], acc[1024];
+  if (hd > 1024) return mx_fail(err, "head_dim %d exceeds the reference path's limit of 1024", hd);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t p = kv->pos0 + i;
+    int64_t lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    for (int h = 0; h < nq; h++) {
+      const float *qv = s->q + (i * nq + h) * hd;
+      int g = h / rep;
+      for (int d = 0; d < hd; d++) qs[d] = scale == 1.0f ? qv[d] : mx_round_bf16(qv[d] * bscale);
+      float mx = -INFINITY;
+      for (int64_t j = lo; j <= p; j++) {
+        const uint16_t *kk = view_key(kv, j) + g * hd;
+        float dot = 0.0f;
+        for (int d = 0; d < hd; d++) dot += qs[d] * mx_bf16_to_f32(kk[d]);
+        float sc = mx_round_bf16(dot);
+        s->scores[j] = sc;
+        if (sc > mx) mx = sc;
+      }
+      float sum = 0.0f;
+      for (int64_t j = lo; j <= p; j++) {
+        float e = expf(s->scores[j] - mx);
+        s->scores[j] = e;
+        sum += e;
+      }
+      float inv = 1.0f / sum;
+      memset(acc, 0, (size_t)hd * sizeof(float));
+      for (int64_t j = lo; j <= p; j++) {
+        float pr = mx_round_bf16(s->scores[j] * inv);
+        const uint16_t *vv = view_value(kv, j) + g * hd;
+        for (int d = 0; d < hd; d++) acc[d] += pr * mx_bf16_to_f32(vv[d]);
+      }
+      float *out = s->att + (i * nq + h) * hd;
+      for (int d = 0; d < hd; d++) out[d] = mx_round_bf16(acc[d]);
+    }
+  }
+  return 0;
+}
+
+static int commit_kv(mx_session *s, int layer, const uint16_t *ck, const uint16_t *cv,
+                     int64_t pos0, int64_t n, mlxrt_error *err) {
+  mx_kv_layer *kv = &s->kv[layer];
+  int64_t first = kv->window > 0 && n > kv->window ? n - kv->window : 0;
+  for (int64_t i = first; i < n; i++) {
+    if (mx_kv_reserve(kv, pos0 + i, err)) return -1;
+    memcpy(mx_kv_key(kv, pos0 + i), ck + i * kv->dim, (size_t)kv->dim * sizeof(uint16_t));
+    memcpy(mx_kv_value(kv, pos0 + i), cv + i * kv->dim, (size_t)kv->dim * sizeof(uint16_t));
+  }
+  return 0;
+}
+
+/* ---- one layer ------------------------------------------------------------------------------ */
+static int attention_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
+  const mx_model *m = s->m;
+  const mx_config *c = &m->cfg;
+  const mx_layer *ly = &m->layers[li];
+  int hd = ly->head_dim, nq = c->num_heads, nkv = ly->n_kv_heads;
+  int kvd = nkv * hd;
+  float eps = (float)c->rms_norm_eps;
+  const float *inv = s->inv_freq[li];
+  int trad = c->rope_traditional;
+  int64_t pos0 = s->pos;
+
+  mx_rmsnorm_rows(s->x, s->h, ly->input_norm.v, (int)n, c->hidden_size, eps);
+  if (linear(s, &ly->q_proj, -1, s->x, n, s->q, err)) return -1;
+  mx_rmsnorm_rows(s->q, s->q, ly->q_norm.v, (int)(n * nq), hd, eps);
+  for (int64_t i = 0; i < n; i++)
+    for (int h = 0; h < nq; h++) mx_rope_apply(s->q + (i * nq + h) * hd, hd, inv, (float)(pos0 + i), trad);
+
+  kv_view view;
+  int src = ly->kv_source;
+  uint16_t *ck = s->chunk_k[src] ? s->chunk_k[src] : s->stage_k;
+  uint16_t *cv = s->chunk_v[src] ? s->chunk_v[src] : s->stage_v;
+  if (ly->has_kv) {
+    if (linear(s, &ly->k_proj, -1, s->x, n, s->k, err)) return -1;
+    if (ly->k_eq_v) memcpy(s->v, s->k, (size_t)(n * kvd) * sizeof(float));
+    else if (linear(s, &ly->v_proj, -1, s->x, n, s->v, err)) return -1;
+    mx_rmsnorm_rows(s->k, s->k, ly->k_norm.v, (int)(n * nkv), hd, eps);
+    for (int64_t i = 0; i < n; i++)
+      for (int h = 0; h < nkv; h++) mx_rope_apply(s->k + (i * nkv + h) * hd, hd, inv, (float)(pos0 + i), trad);
+    if (c->family == MX_GEMMA4) /* v_norm: weightless RMSNorm per head */
+      mx_rmsnorm_rows(s->v, s->v, NULL, (int)(n * nkv), hd, eps);
+    mx_to_bf16(ck, s->k, n * kvd);
+    mx_to_bf16(cv, s->v, n * kvd);
+  }
+  view.cache = &s->kv[src];
+  view.ck = ck;
+  view.cv = cv;
+  view.pos0 = pos0;
+  view.dim = kvd;
+  float scale = (float)c->attn_scale;
+  int window = ly->type == MX_LAYER_SLIDING ? c->sliding_window : 0;
+  if (attention(s, ly, &view, n, scale, window, err)) return -1;
+  if (ly->has_kv && !s->feeds_shared[li])
+    if (commit_kv(s, li, ck, cv, pos0, n, err)) return -1;
+
+  if (linear(s, &ly->o_proj, -1, s->att, n, s->o, err)) return -1;
+  mx_rmsnorm_rows(s->o, s->o, ly->post_attn_norm.v, (int)n, c->hidden_size, eps);
+  mx_add(s->h, s->h, s->o, n * c->hidden_size);
+  return 0;
+}
+
+/* GeGLU MLP on rows of `in` (already normed) into `out`. */
+static int mlp(mx_session *s, const mx_linear *gate, const mx_linear *up, const mx_linear *down,
+               int expert, const float *in, int64_t n, float *out, mlxrt_error *err) {
+  int64_t inter = gate->aw.spec.rows;
+  if (linear(s, gate, expert, in, n, s->g, err)) return -1;
+  if (linear(s, up, expert, in, n, s->u, err)) return -1;
+  mx_geglu(s->t1, s->g, s->u, n * inter);
+  return linear(s, down, expert, s->t1, n, out, err);
+}
+
+/* Gemma 4 26B-A4B: router over the residual, top-k experts, weighted sum. Token by token. */
+static int moe_block(mx_session *s, const mx_layer *ly, int64_t n, float *out, mlxrt_error *err) {
+  const mx_config *c = &s->m->cfg;
+  int H = c->hidden_size, E = c->num_experts, K = c->top_k_experts;
+  float eps = (float)c->rms_norm_eps;
+  float rw[4096], scores[512], y[8192];
+  int idx[64];
+  float wts[64];
+  if (H > 8192 || E > 512 || K > 64) return mx_fail(err, "MoE sizes beyond the reference path's limits");
+  float root = (float)(1.0 / sqrt((double)H));
+  float *rs = s->t2; /* router weight: bf16(scale · H^-½) */
+  for (int i = 0; i < H; i++) rs[i] = mx_round_bf16(ly->router_scale.v[i] * root);
+  for (int64_t t = 0; t < n; t++) {
+    const float *hrow = s->h + t * H;
+    mx_rmsnorm(rw, hrow, rs, H, eps);
+    if (linear(s, &ly->router_proj, -1, rw, 1, scores, err)) return -1;
+    /* top-k by score (ties: lower index first) */
+    for (int k = 0; k < K; k++) {
+      int best = -1;
+      for (int e = 0; e < E; e++) {
+        int used = 0;
+        for (int j = 0; j < k; j++) used |= idx[j] == e;
+        if (!used && (best < 0 || scores[e] > scores[best])) best = e;
+      }
+      idx[k] = best;
+    }
+    float mxs = -INFINITY, sum = 0.0f;
+    for (int k = 0; k < K; k++) mxs = fmaxf(mxs, scores[idx[k]]);
+    for (int k = 0; k < K; k++) sum += wts[k] = expf(scores[idx[k]] - mxs);
+    for (int k = 0; k < K; k++)
+      wts[k] = mx_round_bf16(mx_round_bf16(wts[k] / sum) * ly->per_expert_scale.v[idx[k]]);
+    float xin[8192];
+    mx_rmsnorm(xin, hrow, ly->pre_ffw_norm_2.v, H, eps);
+    float acc[8192];
+    memset(acc, 0, (size_t)H * sizeof(float));
+    for (int k = 0; k < K; k++) {
+      if (mlp(s, &ly->exp_gate, &ly->exp_up, &ly->exp_down, idx[k], xin, 1, y, err)) return -1;
+      for (int i = 0; i < H; i++) acc[i] += mx_round_bf16(wts[k] * y[i]);
+    }
+    float *o = out + t * H;
+    for (int i = 0; i < H; i++) o[i] = mx_round_bf16(acc[i]);
+    mx_rmsnorm(o, o, ly->post_ffw_norm_2.v, H, eps);
+  }
+  return 0;
+}
+
+static int ffn_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
+  const mx_model *m = s->m;
+  const mx_config *c = &m->cfg;
+  const mx_layer *ly = &m->layers[li];
+  int H = c->hidden_size;
+  float eps = (float)c->rms_norm_eps;
+  mx_rmsnorm_rows(s->x, s->h, ly->pre_ffw_norm.v, (int)n, H, eps);
+  if (mlp(s, &ly->gate_proj, &ly->up_proj, &ly->down_proj, -1, s->x, n, s->o, err)) return -1;
+  if (c->enable_moe) {
+    mx_rmsnorm_rows(s->o, s->o, ly->post_ffw_norm_1.v, (int)n, H, eps);
+    float *h2 = s->moe;
+    if (moe_block(s, ly, n, h2, err)) return -1;
+    mx_add(s->o, s->o, h2, n * H);
+  }
+  mx_rmsnorm_rows(s->o, s->o, ly->post_ffw_norm.v, (int)n, H, eps);
+  mx_add(s->h, s->h, s->o, n * H);
+
+  if (c->hidden_size_per_layer_input > 0) {
+    int P = c->hidden_size_per_layer_input, L = m->n_layers;
+    if (linear(s, &ly->ple_gate, -1, s->h, n, s->g, err)) return -1;
+    for (int64_t t = 0; t < n; t++)
+      for (int j = 0; j < P; j++) {
+        float gg = mx_gelu_approx(s->g[t * P + j]);
+        s->t1[t * P + j] = mx_round_bf16(gg * s->ple[(t * L + li) * P + j]);
+      }
+    if (linear(s, &ly->ple_proj, -1, s->t1, n, s->o, err)) return -1;
+    mx_rmsnorm_rows(s->o, s->o, ly->post_ple_norm.v, (int)n, H, eps);
+    mx_add(s->h, s->h, s->o, n * H);
+  }
+  if (c->has_layer_scalar) mx_scale(s->h, s->h, ly->layer_scalar, n * H);
+  return 0;
+}
+
+/* ---- per-layer embeddings (Gemma 4 E2B/E4B) ------------------------------------------------- */
+static int per_layer_inputs(mx_session *s, const int32_t *tokens, int64_t n, mlxrt_error *err) {
+  const mx_model *m = s->m;
+  const mx_config *c = &m->cfg;
+  int P = c->hidden_size_per_layer_input, L = m->n_layers;
+  int64_t LP = (int64_t)L * P;
+  float eps = (float)c->rms_norm_eps;
+  /* projection of the scaled embedding: bf16(proj · bf16(H^-½)), RMSNorm over each P slice */
+  if (linear(s, &m->per_layer_model_proj, -1, s->h, n, s->ple, err)) return -1;
+  mx_scale(s->ple, s->ple, mx_round_bf16((float)(1.0 / sqrt((double)c->hidden_size))), n * LP);
+  mx_rmsnorm_rows(s->ple, s->ple, m->per_layer_proj_norm.v, (int)(n * L), P, eps);
+  /* the token's own per-layer rows: bf16(E_pl[tok] · bf16(√P)) */
+  uint16_t *rows = s->xb;
+  for (int64_t t = 0; t < n; t++) {
+    int32_t id = tokens[t];
+    if (id < 0 || id >= c->vocab_size_per_layer_input) id = 0;
+    if (s->b->embed_rows(s->b, &m->embed_per_layer.aw, &id, 1, rows, err)) return -1;
+    float sc = mx_round_bf16(sqrtf((float)P));
+    float half = mx_round_bf16((float)(1.0 / sqrt(2.0)));
+    for (int64_t j = 0; j < LP; j++) {
+      float e = mx_round_bf16(mx_bf16_to_f32(rows[j]) * sc);
+      float *d = &s->ple[t * LP + j];
+      *d = mx_round_bf16(mx_round_bf16(*d + e) * half);
+    }
+  }
+  return 0;
+}
+
+/* ---- the whole pass ------------------------------------------------------------------------ */
+static int output_logits(mx_session *s, int64_t row0, int64_t nrows, float *logits, mlxrt_error *err) {
+  const mx_model *m = s->m;
+  const mx_config *c = &m->cfg;
+  int H = c->hidden_size;
+  const mx_linear *head = m->lm_head.present ? &m->lm_head : &m->embed;
+  int64_t V = c->vocab_size;
+  mx_rmsnorm_rows(s->x, s->h + row0 * H, m->final_norm.v, (int)nrows, H, (float)c->rms_norm_eps);
+  if (linear(s, head, -1, s->x, nrows, logits, err)) return -1;
+  if (c->final_logit_softcap > 0) {
+    float cap = (float)c->final_logit_softcap;
+    for (int64_t i = 0; i < nrows * V; i++)
+      logits[i] = mx_round_bf16(mx_round_bf16(tanhf(mx_round_bf16(logits[i] / cap))) * cap);
+  }
+  return 0;
+}
+
+static int forward_chunk(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
+                         int all_positions, mlxrt_error *err) {
+  const mx_model *m = s->m;
+  const mx_config *c = &m->cfg;
+  int H = c->hidden_size;
+  for (int64_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+      return mx_fail(err, "token id %d at position %lld is outside the vocabulary [0, %d)", tokens[i],
+                     (long long)(s->pos + i), c->vocab_size);
+  if (s->pos + n > s->capacity)
+    return mx_fail(err, "context full: %lld tokens in the cache + %lld new exceed the capacity of %lld",
+                   (long long)s->pos, (long long)n, (long long)s->capacity);
+  uint16_t *rows = s->xb;
+  if (s->b->embed_rows(s->b, &m->embed.aw, tokens, n, rows, err)) return -1;
+  mx_from_bf16(s->h, rows, n * H);
+  mx_scale(s->h, s->h, m->embed_scale, n * H);
+  if (c->hidden_size_per_layer_input > 0 && per_layer_inputs(s, tokens, n, err)) return -1;
+
+  for (int li = 0; li < m->n_layers; li++) {
+    if (attention_block(s, li, n, err)) return mx_prefix(err, "layer %d", li);
+    if (ffn_block(s, li, n, err)) return mx_prefix(err, "layer %d", li);
+  }
+  for (int li = 0; li < m->n_layers; li++)
+    if (s->feeds_shared[li] && commit_kv(s, li, s->chunk_k[li], s->chunk_v[li], s->pos, n, err))
+      return -1;
+  s->pos += n;
+
+  if (!logits) return 0;
+  if (!all_positions) return output_logits(s, n - 1, 1, logits, err);
+  for (int64_t r = 0; r < n; r += 8) {
+    int64_t k = n - r < 8 ? n - r : 8;
+    if (output_logits(s, r, k, logits + r * c->vocab_size, err)) return -1;
+  }
+  return 0;
+}
+
+int mx_session_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
+                    int all_positions, mlxrt_error *err) {
+  int64_t V = s->m->cfg.vocab_size;
+  for (int64_t done = 0; done < n;) {
+    int64_t k = n - done < s->batch ? n - done : s->batch;
+    int last = done + k == n;
+    float *out = NULL;
+    if (logits && all_positions) out = logits + done * V;
+    else if (logits && last) out = logits;
+    if (forward_chunk(s, tokens + done, k, out, all_positions, err)) return -1;
+    done += k;
+  }
+  return 0;
+}
+
+int64_t mx_session_pos(const mx_session *s) { return s->pos; }
+int64_t mx_session_capacity(const mx_session *s) { return s->capacity; }
+
+int mx_session_rewind(mx_session *s, int64_t pos) {
+  if (pos < 0) pos = 0;
+  if (pos >= s->pos) return (int)s->pos;
+  /* a ring that already evicted history before `pos` cannot be rewound: start over */
+  if (s->m->cfg.sliding_window > 0 && s->pos > s->m->cfg.sliding_window) pos = 0;
+  s->pos = pos;
+  return (int)pos;
+}
+
+uint64_t mx_session_kv_bytes(const mx_session *s) {
+  uint64_t b = 0;
+  for (int i = 0; i < s->m->n_layers; i++) b += mx_kv_bytes(&s->kv[i]);
+  return b;
+}

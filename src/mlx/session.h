@@ -1,0 +1,31 @@
+/* A reference-path session: a model, the backend that applies its matrices, and a KV cache.
+ * Tokens are fed in chunks (prompt batches run as mat-mats); logits come back as float32. */
+#ifndef MLXRT_MLX_SESSION_H
+#define MLXRT_MLX_SESSION_H
+
+#include <stdint.h>
+
+#include "accel/accel.h"
+#include "mlx/kv.h"
+#include "mlx/model.h"
+
+typedef struct mx_session mx_session;
+
+/* capacity: most positions the session may hold (0 = the model's max_position_embeddings);
+ * batch: most tokens processed in one pass (0 = 512). */
+mx_session *mx_session_create(const mx_model *m, accel_backend *b, int64_t capacity, int batch,
+                              mlxrt_error *err);
+void mx_session_free(mx_session *s);
+
+/* Feeds n tokens at the current position. logits (may be NULL) receives [n, vocab] when
+ * all_positions, else [vocab] for the last token only. */
+int mx_session_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
+                    int all_positions, mlxrt_error *err);
+int64_t mx_session_pos(const mx_session *s);
+int64_t mx_session_capacity(const mx_session *s);
+/* Forgets positions ≥ pos (full layers only keep what they had; a sliding ring can only be
+ * rewound within what it still holds, so rewinding into evicted history resets). */
+int mx_session_rewind(mx_session *s, int64_t pos);
+uint64_t mx_session_kv_bytes(const mx_session *s);
+
+#endif
