@@ -38,6 +38,13 @@ if ! { cmake -S . -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DMLXRT
   exit 1
 fi
 grep -A2 "Compiling entry.*sm_90a" "$OUT/build.log" | grep -E "Compiling|registers|spill" >"$OUT/ptxas.txt" || true
+# SASS of the two kernels the targets are about (affine 4-bit g64 bf16 scales, nvfp4)
+OBJ=$(find "$BUILD" -name 'qmv_tc.cu.o' | head -1)
+if command -v cuobjdump >/dev/null && [ -n "$OBJ" ]; then
+  for k in _Z13qmv_tc_kernelILi0ELi64ELb0EEv7QmvArgs _Z13qmv_tc_kernelILi2ELi16ELb0EEv7QmvArgs; do
+    cuobjdump -sass -fun "$k" "$OBJ"
+  done >"$OUT/sass.txt" 2>&1 || true
+fi
 
 echo "== GPU self-test and benchmark"
 "$BUILD/mlxrt-cuda-test" --table "$OUT/bench.md" "$@" 2>&1 | tee "$OUT/selftest.log"

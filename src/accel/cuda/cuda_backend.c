@@ -24,8 +24,8 @@ typedef struct cuda_impl {
   size_t cap, count;
   size_t resident_bytes;
   /* staging, grown on demand */
-  void *d_x, *d_xp, *d_xs, *d_y, *d_ids, *d_emb, *h_stage;
-  size_t d_x_cap, d_xp_cap, d_xs_cap, d_y_cap, d_ids_cap, d_emb_cap, h_stage_cap;
+  void *d_x, *d_xp, *d_xs, *d_pmax, *d_y, *d_ids, *d_emb, *h_stage;
+  size_t d_x_cap, d_xp_cap, d_xs_cap, d_pmax_cap, d_y_cap, d_ids_cap, d_emb_cap, h_stage_cap;
   int *d_xexp;
   int verbose, force_generic;
 } cuda_impl;
@@ -294,6 +294,7 @@ static int ensure_x_staging(cuda_impl *c, const ck_layout *L, int64_t n, mlxrt_e
   if (grow_dev(&c->d_x, &c->d_x_cap, (size_t)n * (size_t)L->cols * 2, err)) return -1;
   if (grow_dev(&c->d_xp, &c->d_xp_cap, (size_t)kp * 8 * 2, err)) return -1;
   if (grow_dev(&c->d_xs, &c->d_xs_cap, (size_t)(kp / 32 + 1) * 8 * sizeof(float), err)) return -1;
+  if (grow_dev(&c->d_pmax, &c->d_pmax_cap, ck_xprep_pmax_floats(L->cols) * sizeof(float), err)) return -1;
   return 0;
 }
 
@@ -304,7 +305,7 @@ static int launch_rows(cuda_impl *c, const ck_layout *L, int64_t slab, int64_t n
     int nb = (int)(n - b0 < 8 ? n - b0 : 8);
     const uint16_t *x = (const uint16_t *)c->d_x + b0 * L->cols;
     if (L->fmt != CK_GENERIC && prep &&
-        rt_status(ck_xprep(L, x, nb, c->d_xp, c->d_xs, c->d_xexp, c->stream), "x prep launch", err))
+        rt_status(ck_xprep(L, x, nb, c->d_xp, c->d_xs, c->d_xexp, c->d_pmax, c->stream), "x prep launch", err))
       return -1;
     if (rt_status(ck_qmv(L, slab, x, c->d_xp, c->d_xs, c->d_xexp, nb, (float *)c->d_y + b0 * L->rows,
                          L->rows, c->stream),
@@ -374,6 +375,7 @@ static void cuda_destroy(accel_backend *b) {
     rt_free(c->d_x);
     rt_free(c->d_xp);
     rt_free(c->d_xs);
+    rt_free(c->d_pmax);
     rt_free(c->d_y);
     rt_free(c->d_ids);
     rt_free(c->d_emb);
@@ -440,7 +442,7 @@ int cudab_stage_x(accel_backend *b, const ck_layout *L, const uint16_t *x, int64
   memcpy(c->h_stage, x, xb);
   if (rt_h2d(c->d_x, c->h_stage, xb, c->stream, err)) return -1;
   if (L->fmt != CK_GENERIC &&
-      rt_status(ck_xprep(L, c->d_x, (int)(n < 8 ? n : 8), c->d_xp, c->d_xs, c->d_xexp, c->stream),
+      rt_status(ck_xprep(L, c->d_x, (int)(n < 8 ? n : 8), c->d_xp, c->d_xs, c->d_xexp, c->d_pmax, c->stream),
                 "x prep launch", err))
     return -1;
   return rt_stream_sync(c->stream, err);

@@ -67,8 +67,12 @@ typedef struct brow {
 
 /* Times one weight format on one shape; returns microseconds per product (median of 5
  * passes, each the mean over a round-robin of `copies` resident copies). */
+typedef struct bcfg {
+  int warps, variant;
+} bcfg;
+
 static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint64_t *rng,
-                     brow *out, mlxrt_error *err) {
+                     const bcfg *cfg, int ncfg, brow *out, mlxrt_error *err) {
   accel_spec s = f->spec;
   s.rows = sh->rows;
   s.cols = sh->cols;
@@ -101,8 +105,10 @@ static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint
   void *st = cudab_stream(cu), *e0 = NULL, *e1 = NULL;
   if (rt_event_create(&e0, err) || rt_event_create(&e1, err)) goto done;
   int iters = copies * (wbytes > 256 * MB ? 4 : 12);
+  for (int ci = 0; ci < ncfg; ci++) {
+  ck_set_tuning(cfg[ci].warps, cfg[ci].variant);
   float t[5], tp[5];
-  for (int prep = 0; prep < 2; prep++) {
+  for (int prep = 0; prep < (ncfg > 1 ? 1 : 2); prep++) {
     for (int r = -1; r < 5; r++) {
       if (rt_event_record(e0, st, err)) goto done;
       for (int i = 0; i < iters; i++)
@@ -114,16 +120,19 @@ static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint
     }
   }
   qsort(t, 5, sizeof *t, cmp_float);
-  qsort(tp, 5, sizeof *tp, cmp_float);
+  if (ncfg == 1) qsort(tp, 5, sizeof *tp, cmp_float);
+  brow *o = &out[ci];
+  snprintf(o->fmt, sizeof o->fmt, "%s%s", f->name, L[0]->fmt == CK_GENERIC ? "*" : "");
+  snprintf(o->shape, sizeof o->shape, "%s", sh->name);
+  o->n = n;
+  o->mbytes = (double)wbytes / 1e6;
+  o->us = t[2];
+  o->us_prep = ncfg == 1 ? tp[2] : 0;
+  o->gbs = (double)wbytes / (t[2] * 1e-6) / 1e9;
+  }
+  ck_set_tuning(0, 0);
   rt_event_destroy(e0);
   rt_event_destroy(e1);
-  snprintf(out->fmt, sizeof out->fmt, "%s%s", f->name, L[0]->fmt == CK_GENERIC ? "*" : "");
-  snprintf(out->shape, sizeof out->shape, "%s", sh->name);
-  out->n = n;
-  out->mbytes = (double)wbytes / 1e6;
-  out->us = t[2];
-  out->us_prep = tp[2];
-  out->gbs = (double)wbytes / (t[2] * 1e-6) / 1e9;
   rc = 0;
 done:
   accel_destroy(cu);
@@ -172,7 +181,8 @@ int cuda_bench(const char *table_path, int quick) {
       for (int64_t n = 1; n <= 8; n += 7) {
         if (n == 8 && (quick || si != 5)) continue; /* batch 8 only on the lm_head */
         brow *r = &rows[nr];
-        if (time_case(&fmts[fi], &shapes[si], n, dev.l2_bytes, &rng, r, &err)) {
+        bcfg auto_cfg = {0, 0};
+        if (time_case(&fmts[fi], &shapes[si], n, dev.l2_bytes, &rng, &auto_cfg, 1, r, &err)) {
           printf("bench %s %s: %s\n", fmts[fi].name, shapes[si].name, err.msg);
           rc = 1;
           continue;
@@ -183,6 +193,27 @@ int cuda_bench(const char *table_path, int quick) {
         nr++;
       }
     }
+  }
+  /* what bounds the target kernels: the same loads without the work, and other block sizes */
+  const bcfg cfgs[] = {{0, 1}, {2, 0}, {4, 0}, {8, 0}, {16, 0}};
+  const char *cfg_names[] = {"loads only", "2 warps/tile", "4 warps/tile", "8 warps/tile", "16 warps/tile"};
+  const int ncfg = (int)(sizeof cfgs / sizeof *cfgs);
+  brow tune[5];
+  if (!quick) {
+    printf("\nvariants (n = 1): us and %% of read bandwidth\n%-12s %-22s", "format", "shape");
+    for (int c = 0; c < ncfg; c++) printf(" %16s", cfg_names[c]);
+    printf("\n");
+    const int tf[] = {0, 2}, ts[] = {3, 4, 5};
+    for (int a = 0; a < 2; a++)
+      for (int b = 0; b < 3; b++) {
+        if (time_case(&fmts[tf[a]], &shapes[ts[b]], 1, dev.l2_bytes, &rng, cfgs, ncfg, tune, &err)) {
+          printf("tuning: %s\n", err.msg);
+          continue;
+        }
+        printf("%-12s %-22s", fmts[tf[a]].name, shapes[ts[b]].name);
+        for (int c = 0; c < ncfg; c++) printf(" %8.2f (%4.1f%%)", tune[c].us, 100.0 * tune[c].gbs / bw);
+        printf("\n");
+      }
   }
   FILE *f = table_path ? fopen(table_path, "w") : NULL;
   if (f) {

@@ -59,7 +59,9 @@ int ck_repack(const ck_layout *L, const void *raw_w, const void *raw_s, const vo
 /* x [nb ≤ 8, cols] bf16 → fragment-ordered x (fp16 scaled by 2^xexp[n], or bf16 as is for
  * dense bf16), group sums xs[group][8] (affine) and xexp[8]. */
 int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t *xp, float *xs, int *xexp,
-             void *stream);
+             float *pmax, void *stream);
+/* Floats of the scratch ck_xprep needs for cols (per-block maxima). */
+size_t ck_xprep_pmax_floats(int64_t cols);
 /* y[n*ldy + r] for n < nb ≤ 8, rows of slab `slab`; fast formats read xp/xs/xexp, the generic
  * kernel reads x directly. */
 int ck_qmv(const ck_layout *L, int64_t slab, const uint16_t *x, const uint16_t *xp,
@@ -71,6 +73,10 @@ int ck_qmv_generic(const ck_layout *L, int64_t slab, const uint16_t *x, int nb, 
                    int64_t ldy, void *stream);
 /* out[i, cols] bf16 = row ids[i] dequantized as mx.dequantize does (ids already checked). */
 int ck_embed(const ck_layout *L, const int32_t *ids, int64_t n, uint16_t *out, void *stream);
+
+/* Benchmark knobs: warps per tile (0 = automatic) and kernel variant (0 = the product,
+ * 1 = loads only). Not for normal use. */
+void ck_set_tuning(int warps, int variant);
 
 /* A plain streaming read of nbytes (multiple of 16) for the bandwidth reference; sink gets
  * a value that depends on every byte so the compiler keeps the loads. */

@@ -25,6 +25,7 @@ struct QmvArgs {
   float *y;
   int64_t rows, ldy;
   int nunits, nb;
+  int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling) */
 };
 
 #define CK_MAX_WARPS 16
@@ -69,24 +70,33 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 
 /* fp16 constants as pair bits */
 #define H2_1024 0x64006400u
-#define H2_1_16 0x2C002C00u
-#define H2_M64 0xD400D400u
 
-/* Decodes the A fragment of mma m of a unit from the unit's words (4 per 16-byte chunk). */
+/* (a & b) | c in one LOP3 (C would give two: LOP3 takes one immediate). */
+__device__ __forceinline__ uint32_t lop3_ao(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+/* Decodes the A fragment of mma m of a unit from the unit's words (4 per 16-byte chunk).
+ * Affine codes come out as fp16 1024 + q (exact) — for 4-bit, rows g+8 (registers 1, 3) as
+ * 1024 + 16·q, which saves the shifts; the offsets and the 16 are taken out once per group
+ * through the scale and bias (s/16, b - 64·s; b - 1024·s), a few FMAs per group instead of
+ * an fp16 subtraction per register. */
 template <int FMT>
 __device__ __forceinline__ void decode_a(const uint32_t *wd, int m, uint32_t (&a)[4]) {
-  if (FMT == CK_AFF4) { /* register r = nibbles (r, r+4) → fp16 (1024+q) → q */
+  if (FMT == CK_AFF4) { /* register r = nibbles (r, r+4) */
     uint32_t w = wd[m], w8 = w >> 8;
-    a[0] = h2_sub((w & 0x000F000Fu) | H2_1024, H2_1024);
-    a[1] = h2_fma((w & 0x00F000F0u) | H2_1024, H2_1_16, H2_M64);
-    a[2] = h2_sub((w8 & 0x000F000Fu) | H2_1024, H2_1024);
-    a[3] = h2_fma((w8 & 0x00F000F0u) | H2_1024, H2_1_16, H2_M64);
-  } else if (FMT == CK_AFF8) { /* bytes → fp16 (1024+q) → q */
+    a[0] = lop3_ao(w, 0x000F000Fu, H2_1024);
+    a[1] = lop3_ao(w, 0x00F000F0u, H2_1024);
+    a[2] = lop3_ao(w8, 0x000F000Fu, H2_1024);
+    a[3] = lop3_ao(w8, 0x00F000F0u, H2_1024);
+  } else if (FMT == CK_AFF8) { /* bytes (0,1) and (2,3) of each word under 0x64 */
     uint32_t w0 = wd[2 * m], w1 = wd[2 * m + 1];
-    a[0] = h2_sub(__byte_perm(w0, H2_1024, 0x5150), H2_1024);
-    a[1] = h2_sub(__byte_perm(w0, H2_1024, 0x5352), H2_1024);
-    a[2] = h2_sub(__byte_perm(w1, H2_1024, 0x5150), H2_1024);
-    a[3] = h2_sub(__byte_perm(w1, H2_1024, 0x5352), H2_1024);
+    a[0] = __byte_perm(w0, H2_1024, 0x5150);
+    a[1] = __byte_perm(w0, H2_1024, 0x5352);
+    a[2] = __byte_perm(w1, H2_1024, 0x5150);
+    a[3] = __byte_perm(w1, H2_1024, 0x5352);
   } else if (FMT == CK_NVFP4 || FMT == CK_MXFP4) { /* fp16 (sign, e1e0m << 9) = v · 2^-14 */
     uint32_t w = wd[m];
     a[0] = w & 0x8E008E00u;
@@ -105,111 +115,165 @@ __device__ __forceinline__ void decode_a(const uint32_t *wd, int m, uint32_t (&a
   }
 }
 
+/* Compile-time shape of one format's work. */
+template <int FMT, int GS>
+struct Shape {
+  static constexpr int KC = ck_chunk_k(FMT), UK = ck_unit_k_c(FMT, GS);
+  static constexpr int CPU = UK / KC, MPU = UK / 16, PD = CPU >= 4 ? 1 : 4 / CPU;
+  static constexpr bool AFF = FMT == CK_AFF4 || FMT == CK_AFF8;
+  static constexpr bool MX = FMT == CK_MXFP4 || FMT == CK_MXFP8;
+  static constexpr int GPU = AFF ? UK / GS : 1; /* affine groups per unit */
+  static constexpr int MPG = AFF ? GS / 16 : 2; /* mmas per group (affine, mx) */
+};
+
+/* The loads of PD units: codes (streamed) and their scales. */
+template <int FMT, int GS>
+struct Batch {
+  typedef Shape<FMT, GS> S;
+  uint4 w[S::PD][S::CPU];
+  uint2 sc[S::PD][S::GPU]; /* affine (s_g, b_g, s_g8, b_g8) per group; fp: the unit's bytes */
+};
+
+template <int FMT, int GS>
+__device__ __forceinline__ void load_batch(Batch<FMT, GS> &b, const QmvArgs &p, const uint4 *wt,
+                                           const void *st, int u0, int nw) {
+  typedef Shape<FMT, GS> S;
+#pragma unroll
+  for (int q = 0; q < S::PD; q++) {
+    int u = u0 + q * nw;
+    if (u < p.nunits) {
+#pragma unroll
+      for (int c = 0; c < S::CPU; c++) b.w[q][c] = ld_stream(wt + (u * S::CPU + c) * 32);
+      if (S::AFF) {
+#pragma unroll
+        for (int gl = 0; gl < S::GPU; gl++)
+          b.sc[q][gl] = __ldg((const uint2 *)st + (u * S::GPU + gl) * 8);
+      } else if (FMT == CK_NVFP4) {
+        b.sc[q][0] = __ldg((const uint2 *)st + u * 8);
+      } else if (FMT == CK_MXFP4) {
+        b.sc[q][0].x = __ldg((const uint32_t *)st + u * 8);
+      } else if (FMT == CK_MXFP8) {
+        b.sc[q][0].x = __ldg((const uint16_t *)st + u * 8);
+      }
+    }
+  }
+}
+
+template <int FMT, int GS, bool SB_F16>
+__device__ __forceinline__ void process_batch(const Batch<FMT, GS> &b, const QmvArgs &p,
+                                              const uint4 *xpl, int u0, int nw, int g, int t,
+                                              float (&acc)[4], float (&tot)[4]) {
+  typedef Shape<FMT, GS> S;
+  constexpr int MX_OFF = FMT == CK_MXFP4 ? 14 : 8; /* undo the decode's 2^-14 / 2^-8 */
+#pragma unroll
+  for (int q = 0; q < S::PD; q++) {
+    int u = u0 + q * nw;
+    if (u >= p.nunits) break;
+    const uint32_t *wd = reinterpret_cast<const uint32_t *>(&b.w[q][0]);
+    if (p.variant == 1) { /* keep the loads, skip the work */
+#pragma unroll
+      for (int i = 0; i < 4 * S::CPU; i++) acc[0] += __uint_as_float(wd[i] & 0x3f800000u);
+      continue;
+    }
+    uint4 xv[S::MPU / 2];
+#pragma unroll
+    for (int h = 0; h < S::MPU / 2; h++)
+      xv[h] = g < p.nb ? __ldg(xpl + (u * (S::UK / 32) + h) * 32) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int m = 0; m < S::MPU; m++) {
+      uint32_t b0 = (m & 1) ? xv[m >> 1].z : xv[m >> 1].x, b1 = (m & 1) ? xv[m >> 1].w : xv[m >> 1].y;
+      uint32_t a[4];
+      decode_a<FMT>(wd, m, a);
+      if (FMT == CK_NVFP4) { /* fold the E4M3 scale: fp16 (v·2^-14)·(s·2^14) = v·s exactly */
+        uint32_t w = (m >> 1) ? b.sc[q][0].y : b.sc[q][0].x;
+        uint32_t Sc = (m & 1) ? ((w >> 1) & 0x7F807F80u) : ((w & 0x00FF00FFu) << 7);
+        __half2 sh = *reinterpret_cast<__half2 *>(&Sc);
+        __half2 lo = __low2half2(sh), hi = __high2half2(sh);
+        a[0] = h2_mul(a[0], lo);
+        a[1] = h2_mul(a[1], hi);
+        a[2] = h2_mul(a[2], lo);
+        a[3] = h2_mul(a[3], hi);
+      }
+      mma16816<FMT == CK_DBF16>(acc, a, b0, b1);
+      if (S::AFF && (m + 1) % S::MPG == 0) {
+        const int gl = m / S::MPG;
+        const uint2 sv = b.sc[q][gl];
+        float s0, b0f, s8, b8;
+        if (SB_F16) {
+          s0 = ck_f16_to_f32((uint16_t)sv.x);
+          b0f = ck_f16_to_f32((uint16_t)(sv.x >> 16));
+          s8 = ck_f16_to_f32((uint16_t)sv.y);
+          b8 = ck_f16_to_f32((uint16_t)(sv.y >> 16));
+        } else {
+          s0 = __uint_as_float(sv.x << 16);
+          b0f = __uint_as_float(sv.x & 0xffff0000u);
+          s8 = __uint_as_float(sv.y << 16);
+          b8 = __uint_as_float(sv.y & 0xffff0000u);
+        }
+        b0f = fmaf(-1024.f, s0, b0f); /* codes entered as 1024 + q ... */
+        if (FMT == CK_AFF4) {         /* ... and rows g+8 of 4-bit as 1024 + 16·q */
+          b8 = fmaf(-64.f, s8, b8);
+          s8 *= 0.0625f;
+        } else {
+          b8 = fmaf(-1024.f, s8, b8);
+        }
+        const float2 xsv = __ldg((const float2 *)(p.xs + (u * S::GPU + gl) * 8 + 2 * t));
+        tot[0] = fmaf(s0, acc[0], fmaf(b0f, xsv.x, tot[0]));
+        tot[1] = fmaf(s0, acc[1], fmaf(b0f, xsv.y, tot[1]));
+        tot[2] = fmaf(s8, acc[2], fmaf(b8, xsv.x, tot[2]));
+        tot[3] = fmaf(s8, acc[3], fmaf(b8, xsv.y, tot[3]));
+        acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+      }
+      if (S::MX && (m + 1) % S::MPG == 0) {
+        const int gl = m / S::MPG;
+        const uint32_t sx = b.sc[q][0].x;
+        uint32_t e0 = FMT == CK_MXFP4 ? (sx >> (8 * gl)) & 0xffu : sx & 0xffu;
+        uint32_t e8 = FMT == CK_MXFP4 ? (sx >> (16 + 8 * gl)) & 0xffu : (sx >> 8) & 0xffu;
+        float f0 = __uint_as_float(min(e0 + MX_OFF, 255u) << 23);
+        float f8 = __uint_as_float(min(e8 + MX_OFF, 255u) << 23);
+        tot[0] = fmaf(acc[0], f0, tot[0]);
+        tot[1] = fmaf(acc[1], f0, tot[1]);
+        tot[2] = fmaf(acc[2], f8, tot[2]);
+        tot[3] = fmaf(acc[3], f8, tot[3]);
+        acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+      }
+    }
+  }
+}
+
+/* One block per 16-row tile; warp w takes units w, w+W, ... in batches of PD units, the
+ * next batch's loads issued before the current batch is decoded (two batches in flight). */
 template <int FMT, int GS, bool SB_F16>
 __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
-  constexpr int KC = ck_chunk_k(FMT), UK = ck_unit_k_c(FMT, GS);
-  constexpr int CPU = UK / KC, MPU = UK / 16, PD = CPU >= 4 ? 1 : 4 / CPU;
-  constexpr bool AFF = FMT == CK_AFF4 || FMT == CK_AFF8;
-  constexpr bool MX = FMT == CK_MXFP4 || FMT == CK_MXFP8;
-  constexpr int GPU = AFF ? UK / GS : 1;  /* affine groups per unit */
-  constexpr int MPG = AFF ? GS / 16 : 2;  /* mmas per group (affine, mx) */
-  constexpr int MX_OFF = FMT == CK_MXFP4 ? 14 : 8; /* undo the decode's 2^-14 / 2^-8 */
-
+  typedef Shape<FMT, GS> S;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t tile = blockIdx.x;
-  const int nunits = p.nunits;
-  const uint4 *wt = p.w + (size_t)tile * nunits * CPU * 32 + lane;
+  const int nunits = p.nunits, step = nw * S::PD;
+  const uint4 *wt = p.w + (size_t)tile * nunits * S::CPU * 32 + lane;
+  /* this tile's scales, at this lane's row pair (8 lanes share one entry) */
+  const void *st = S::AFF ? (const char *)p.s + ((size_t)tile * nunits * S::GPU * 8 + g) * 8
+                          : (const char *)p.s + ((size_t)tile * nunits * 8 + g) * ck_fp_scale_bytes(FMT);
+  const uint4 *xpl = p.xp + lane;
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
-
-  for (int u0 = warp; u0 < nunits; u0 += nw * PD) {
-    uint4 wv[PD][CPU];
-    uint2 sa[PD][GPU];   /* affine (s_g, b_g, s_g8, b_g8) per group */
-    uint2 sf[PD];        /* fp scale bytes of the unit */
-#pragma unroll
-    for (int q = 0; q < PD; q++) {
-      int u = u0 + q * nw;
-      if (u < nunits) {
-#pragma unroll
-        for (int c = 0; c < CPU; c++) wv[q][c] = ld_stream(wt + ((size_t)u * CPU + c) * 32);
-        if (AFF) {
-#pragma unroll
-          for (int gl = 0; gl < GPU; gl++)
-            sa[q][gl] = __ldg((const uint2 *)p.s + ((size_t)tile * nunits * GPU + u * GPU + gl) * 8 + g);
-        } else if (FMT == CK_NVFP4) {
-          sf[q] = __ldg((const uint2 *)p.s + ((size_t)tile * nunits + u) * 8 + g);
-        } else if (FMT == CK_MXFP4) {
-          sf[q].x = __ldg((const uint32_t *)p.s + ((size_t)tile * nunits + u) * 8 + g);
-        } else if (FMT == CK_MXFP8) {
-          sf[q].x = __ldg((const uint16_t *)p.s + ((size_t)tile * nunits + u) * 8 + g);
-        }
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < PD; q++) {
-      int u = u0 + q * nw;
-      if (u >= nunits) break;
-      const uint32_t *wd = reinterpret_cast<const uint32_t *>(&wv[q][0]);
-      uint4 xv = make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int m = 0; m < MPU; m++) {
-        if ((m & 1) == 0 && g < p.nb) xv = __ldg(p.xp + ((size_t)u * (UK / 32) + (m >> 1)) * 32 + lane);
-        uint32_t b0 = (m & 1) ? xv.z : xv.x, b1 = (m & 1) ? xv.w : xv.y;
-        uint32_t a[4];
-        decode_a<FMT>(wd, m, a);
-        if (FMT == CK_NVFP4) { /* fold the E4M3 scale: fp16 (v·2^-14)·(s·2^14) = v·s exactly */
-          uint32_t w = (m >> 1) ? sf[q].y : sf[q].x;
-          uint32_t S = (m & 1) ? ((w >> 1) & 0x7F807F80u) : ((w & 0x00FF00FFu) << 7);
-          __half2 sh = *reinterpret_cast<__half2 *>(&S);
-          __half2 lo = __low2half2(sh), hi = __high2half2(sh);
-          a[0] = h2_mul(a[0], lo);
-          a[1] = h2_mul(a[1], hi);
-          a[2] = h2_mul(a[2], lo);
-          a[3] = h2_mul(a[3], hi);
-        }
-        mma16816<FMT == CK_DBF16>(acc, a, b0, b1);
-        if (AFF && (m + 1) % MPG == 0) {
-          const int gl = m / MPG;
-          const uint2 sv = sa[q][gl];
-          float s0, b0f, s8, b8;
-          if (SB_F16) {
-            s0 = ck_f16_to_f32((uint16_t)sv.x);
-            b0f = ck_f16_to_f32((uint16_t)(sv.x >> 16));
-            s8 = ck_f16_to_f32((uint16_t)sv.y);
-            b8 = ck_f16_to_f32((uint16_t)(sv.y >> 16));
-          } else {
-            s0 = __uint_as_float(sv.x << 16);
-            b0f = __uint_as_float(sv.x & 0xffff0000u);
-            s8 = __uint_as_float(sv.y << 16);
-            b8 = __uint_as_float(sv.y & 0xffff0000u);
-          }
-          const float2 xsv = __ldg((const float2 *)(p.xs + ((size_t)u * GPU + gl) * 8 + 2 * t));
-          tot[0] = fmaf(s0, acc[0], fmaf(b0f, xsv.x, tot[0]));
-          tot[1] = fmaf(s0, acc[1], fmaf(b0f, xsv.y, tot[1]));
-          tot[2] = fmaf(s8, acc[2], fmaf(b8, xsv.x, tot[2]));
-          tot[3] = fmaf(s8, acc[3], fmaf(b8, xsv.y, tot[3]));
-          acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
-        }
-        if (MX && (m + 1) % MPG == 0) {
-          const int gl = m / MPG;
-          uint32_t e0 = FMT == CK_MXFP4 ? (sf[q].x >> (8 * gl)) & 0xffu : sf[q].x & 0xffu;
-          uint32_t e8 = FMT == CK_MXFP4 ? (sf[q].x >> (16 + 8 * gl)) & 0xffu : (sf[q].x >> 8) & 0xffu;
-          float f0 = __uint_as_float(min(e0 + MX_OFF, 255u) << 23);
-          float f8 = __uint_as_float(min(e8 + MX_OFF, 255u) << 23);
-          tot[0] = fmaf(acc[0], f0, tot[0]);
-          tot[1] = fmaf(acc[1], f0, tot[1]);
-          tot[2] = fmaf(acc[2], f8, tot[2]);
-          tot[3] = fmaf(acc[3], f8, tot[3]);
-          acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
-        }
-      }
-    }
+  Batch<FMT, GS> A, B;
+  int u0 = warp;
+  if (u0 < nunits) load_batch(A, p, wt, st, u0, nw);
+  while (u0 < nunits) {
+    if (u0 + step < nunits) load_batch(B, p, wt, st, u0 + step, nw);
+    process_batch<FMT, GS, SB_F16>(A, p, xpl, u0, nw, g, t, acc, tot);
+    u0 += step;
+    if (u0 >= nunits) break;
+    if (u0 + step < nunits) load_batch(A, p, wt, st, u0 + step, nw);
+    process_batch<FMT, GS, SB_F16>(B, p, xpl, u0, nw, g, t, acc, tot);
+    u0 += step;
   }
-  if (!AFF && !MX) {
+  if (!S::AFF && !S::MX) {
 #pragma unroll
     for (int i = 0; i < 4; i++) tot[i] = acc[i];
   }
+  if (p.variant == 1) tot[0] = acc[0]; /* loads-only: keep the loads alive */
 
   /* lane (g, t) holds rows (g, g+8) × columns (2t, 2t+1); sum the warps' partials. */
   __shared__ float red[CK_MAX_WARPS][32][4];
@@ -227,61 +291,89 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
 }
 
 /* ---- activation prep ------------------------------------------------------------------- */
-/* One block per activation row n (8 blocks; rows ≥ nb only zero their sums). */
-__global__ void xprep_kernel(const uint16_t *x, int64_t cols, int64_t kpad, int nb, int bf16,
-                             int gs, uint16_t *xp, float *xs, int *xexp) {
-  const int n = blockIdx.x;
-  const int64_t ngroups = gs > 0 ? kpad / gs : 0;
-  if (n >= nb) {
-    for (int64_t G = threadIdx.x; G < ngroups; G += blockDim.x) xs[G * 8 + n] = 0.f;
-    if (threadIdx.x == 0) xexp[n] = 0;
-    return;
-  }
+/* Pass 1: per (2048-value block, row) max|x| into pmax[n][blk]. */
+#define XP_BLOCK 2048
+__global__ void xmax_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk) {
+  const int n = blockIdx.y, blk = blockIdx.x;
+  if (n >= nb) return;
   const uint16_t *xr = x + (int64_t)n * cols;
-  __shared__ float wmax[32];
-  __shared__ int sh_exp;
-  float mx = 0.f;
-  for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) mx = fmaxf(mx, fabsf(ck_bf16_to_f32(xr[k])));
-  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  if ((threadIdx.x & 31) == 0) wmax[threadIdx.x >> 5] = mx;
+  float m = 0.f;
+  int64_t k0 = (int64_t)blk * XP_BLOCK + threadIdx.x * 8;
+  if (k0 + 8 <= cols) {
+    uint4 v = *reinterpret_cast<const uint4 *>(xr + k0);
+    uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      m = fmaxf(m, fmaxf(fabsf(__uint_as_float(w[i] << 16)), fabsf(__uint_as_float(w[i] & 0xffff0000u))));
+  } else {
+    for (int64_t k = k0; k < cols && k < k0 + 8; k++) m = fmaxf(m, fabsf(ck_bf16_to_f32(xr[k])));
+  }
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ float wm[8];
+  if ((threadIdx.x & 31) == 0) wm[threadIdx.x >> 5] = m;
   __syncthreads();
   if (threadIdx.x == 0) {
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, wm[w]);
+    pmax[n * nblk + blk] = m;
+  }
+}
+
+/* Pass 2: one thread per (32-k slice, row): the slice's fp16 (x · 2^e) values in fragment
+ * order (64 contiguous bytes), and the group sums by a shuffle over adjacent slices. Rows
+ * ≥ nb write zero sums. cols is a multiple of 32 here (the fast path's unit). */
+__global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, int gs,
+                             const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp) {
+  const int n = blockIdx.y;
+  const int64_t S = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nsl = cols / 32;
+  int e = 0;
+  if (n < nb && !bf16) {
     float m = 0.f;
-    for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, wmax[w]);
-    int e = 0;
-    if (!bf16 && m > 0.f && m <= 3.0e38f) {
+    for (int b = 0; b < nblk; b++) m = fmaxf(m, pmax[n * nblk + b]);
+    if (m > 0.f && m <= 3.0e38f) {
       frexpf(m, &e); /* m < 2^e: scale by 2^(15-e) → max in [2^14, 2^15) */
       e = 15 - e;
-    } else {
-      e = 0;
     }
-    sh_exp = e;
-    xexp[n] = e;
   }
-  __syncthreads();
-  const int e = sh_exp;
-  const int span = gs > 0 ? gs : 32;
-  for (int64_t G = threadIdx.x; G < kpad / span; G += blockDim.x) {
-    float sum = 0.f;
-    for (int64_t k = G * span; k < (G + 1) * span; k++) {
-      uint16_t h = 0;
-      float v = 0.f;
-      if (k < cols) {
-        uint16_t xb = xr[k];
-        if (bf16) {
-          h = xb;
-        } else {
-          h = ck_f32_to_f16(ldexpf(ck_bf16_to_f32(xb), e));
-          v = ck_f16_to_f32(h);
+  if (S == 0) xexp[n] = e;
+  float sum = 0.f;
+  if (S < nsl && n < nb) {
+    const uint4 *src = reinterpret_cast<const uint4 *>(x + (int64_t)n * cols + S * 32);
+    uint16_t h[32];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      uint4 v = src[q];
+      uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+          uint16_t xb = (uint16_t)(w[i] >> (16 * j));
+          uint16_t hv = bf16 ? xb : ck_f32_to_f16(ldexpf(ck_bf16_to_f32(xb), e));
+          if (!bf16) sum += ck_f16_to_f32(hv);
+          h[q * 8 + i * 2 + j] = hv;
         }
       }
-      sum += v;
-      int64_t S = k >> 5;
-      int r = (int)(k & 31), m = r >> 4, kk = r & 15, tt = (kk & 7) >> 1;
-      int i = (kk & 1) + 2 * (kk >> 3);
-      xp[((S * 8 + n) * 4 + tt) * 8 + m * 4 + i] = h;
     }
-    if (gs > 0) xs[G * 8 + n] = sum;
+    uint4 *dst = reinterpret_cast<uint4 *>(xp + ((S * 8 + n) * 4) * 8);
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) {
+      uint16_t o[8];
+#pragma unroll
+      for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) o[m * 4 + i] = h[16 * m + 2 * tt + (i & 1) + 8 * (i >> 1)];
+      uint4 v;
+      v.x = o[0] | ((uint32_t)o[1] << 16);
+      v.y = o[2] | ((uint32_t)o[3] << 16);
+      v.z = o[4] | ((uint32_t)o[5] << 16);
+      v.w = o[6] | ((uint32_t)o[7] << 16);
+      dst[tt] = v;
+    }
+  }
+  if (gs > 0) { /* gs/32 adjacent lanes hold one group (groups never straddle a warp) */
+    const int per = gs / 32;
+    for (int o = per >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (S < nsl && S % per == 0) xs[(S / per) * 8 + n] = sum;
   }
 }
 
@@ -330,17 +422,35 @@ extern "C" int64_t ck_xp_cols(const ck_layout *L) {
 }
 
 extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t *xp, float *xs,
-                        int *xexp, void *stream) {
+                        int *xexp, float *pmax, void *stream) {
+  cudaStream_t st = (cudaStream_t)stream;
   int gs = (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) ? L->group_size : 0;
-  xprep_kernel<<<8, 256, 0, (cudaStream_t)stream>>>(x, L->cols, ck_xp_cols(L), nb,
-                                                    L->fmt == CK_DBF16, gs, xp, xs, xexp);
+  int bf16 = L->fmt == CK_DBF16;
+  int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK);
+  if (!bf16) {
+    xmax_kernel<<<dim3(nblk, nb), 256, 0, st>>>(x, L->cols, nb, pmax, nblk);
+    cudaError_t e = cudaGetLastError();
+    if (e) return (int)e;
+  }
+  int64_t nsl = L->cols / 32;
+  xfill_kernel<<<dim3((unsigned)((nsl + 127) / 128), 8), 128, 0, st>>>(x, L->cols, nb, bf16, gs, pmax,
+                                                                       nblk, xp, xs, xexp);
   return (int)cudaGetLastError();
+}
+
+extern "C" size_t ck_xprep_pmax_floats(int64_t cols) { return 8 * (size_t)((cols + XP_BLOCK - 1) / XP_BLOCK); }
+
+static int g_warps_override, g_variant;
+extern "C" void ck_set_tuning(int warps, int variant) {
+  g_warps_override = warps;
+  g_variant = variant;
 }
 
 /* Warps per tile: enough warps in flight for 132 SMs when tiles are few (split-K deeper),
  * short blocks when tiles are many. */
 static int warps_for(const ck_layout *L) {
   int w = L->tiles >= 1584 ? 4 : L->tiles >= 792 ? 8 : 16;
+  if (g_warps_override > 0) w = g_warps_override;
   while (w > 1 && w > L->nunits) w >>= 1;
   return w;
 }
@@ -360,6 +470,7 @@ extern "C" int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp,
   a.ldy = ldy;
   a.nunits = (int)L->nunits;
   a.nb = nb;
+  a.variant = g_variant;
   fn<<<(unsigned)L->tiles, warps_for(L) * 32, 0, (cudaStream_t)stream>>>(a);
   return (int)cudaGetLastError();
 }
