@@ -31,6 +31,20 @@ void mlxrt_model_free(mlxrt_model *m);
 int mlxrt_model_vocab_size(const mlxrt_model *m);
 const char *mlxrt_model_backend_name(const mlxrt_model *m);
 
+typedef struct mlxrt_model_info {
+  const char *variant;      /* e.g. "gemma3-270m", "gemma4-31b", "gemma4 (custom)" */
+  const char *model_type;
+  const char *quant;        /* e.g. "affine 4-bit g64", "nvfp4", "bf16", "mixed" */
+  int n_layers, hidden_size, vocab_size, sliding_window;
+  uint64_t params, bytes_on_disk;
+  uint64_t bytes_per_token; /* weights streamed by one decode step */
+} mlxrt_model_info;
+void mlxrt_model_get_info(const mlxrt_model *m, mlxrt_model_info *info);
+/* KV-cache bytes one decode step reads when `depth` tokens are already cached. */
+uint64_t mlxrt_model_kv_bytes_per_token(const mlxrt_model *m, int64_t depth);
+/* Streaming-read bandwidth of the backend's memory in GB/s, measured now (0 = unknown). */
+double mlxrt_model_read_bandwidth(mlxrt_model *m);
+
 /* ---- sessions ------------------------------------------------------------------------------ */
 typedef struct mlxrt_session mlxrt_session;
 

@@ -33,6 +33,7 @@ import mlx.nn as nn
 import mlx_lm
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 from mlx_lm.models.cache import make_prompt_cache
+from safetensors.numpy import save_file
 from mlx_lm.utils import _get_classes, load_model, quantize_model, save_config, save_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -526,9 +527,11 @@ def make_folder(name, var, mode, out, gains, log):
         "far_context_change_max_abs_diff": f"{d_context:.6g}",
         "greedy_logits_row0": "copy of logits[prompt_len-1]",
     }
-    mx.save_safetensors(str(folder / "golden.safetensors"), {
-        "prompt": mx.array(prompt), "logits": mx.array(logits),
-        "greedy": mx.array(greedy), "greedy_logits": mx.array(glog)}, metadata=meta)
+    # Written with the safetensors package (its header is padded so the int32/f32 data is
+    # 4-byte aligned, unlike mx.save_safetensors) so readers may use the data in place.
+    save_file({"prompt": prompt, "logits": np.ascontiguousarray(logits, np.float32),
+               "greedy": greedy, "greedy_logits": np.ascontiguousarray(glog, np.float32)},
+              str(folder / "golden.safetensors"), metadata=meta)
     log.append(meta)
     print(f"{folder.name}: margin {min_margin:.3f} top1p {meta['mean_top1_prob']} distinct "
           f"{meta['greedy_distinct']} |logit| {scale:.2f} tokenwise {d_forced:.4f} "

@@ -188,6 +188,20 @@ static void test_small(void) {
       print_ids("HF ", want, wn);
       print_ids("ours", ids, n);
     }
+    /* streaming decode == batch decode, special tokens kept and skipped */
+    for (int skip = 0; skip < 2; skip++) {
+      char *batch;
+      size_t bn;
+      int split = 0;
+      CHECK(mx_tok_decode(t, ids, n, skip, &batch, &bn, &err) == 0);
+      size_t sn;
+      char *streamed = stream_decode(t, ids, n, skip, &sn, &split);
+      CHECKF(sn == bn && !memcmp(streamed, batch, bn) && !split,
+             "%s: stream decode of \"%.*s\" (skip=%d) gave \"%s\", batch \"%s\"", name,
+             (int)tn, text, skip, streamed, batch);
+      free(streamed);
+      free(batch);
+    }
     /* small-a has byte fallback and no prefix: decode(encode(x)) == x */
     if (!strcmp(name, "small-a") && !add && !memmem(text, tn, "\xE2\x96\x81", 3)) {
       char *back;
@@ -409,7 +423,7 @@ static void test_gemma(const char *label, const char *rel, const char *expected_
     if (corpus[i] == '\n') off[k++] = i + 1;
   size_t cap = 1 << 20;
   int32_t *want = malloc(cap * sizeof *want);
-  int items = 0, bad = 0, rt_bad = 0, st_bad = 0, split = 0;
+  int items = 0, bad = 0, rt_bad = 0, st_bad = 0, split = 0, meta_items = 0;
   size_t total_tokens = 0;
   double enc_time = 0;
   char *save = NULL;
@@ -455,10 +469,22 @@ static void test_gemma(const char *label, const char *rel, const char *expected_
     size_t bn = n - (add ? np : 0);
     char *back;
     size_t backn;
-    /* a literal "▁" in the text decodes to a space, as in HF: not a round trip */
-    int has_meta = memmem(text, tn, "\xE2\x96\x81", 3) != NULL;
+    /* a literal "▁" in the text decodes to a space, as in HF: compare with that replaced */
+    const char *want_text = text;
+    size_t want_n = tn;
+    char *replaced = NULL;
+    if (memmem(text, tn, "\xE2\x96\x81", 3)) {
+      meta_items++;
+      replaced = malloc(tn + 1);
+      want_n = 0;
+      for (size_t i = 0; i < tn;) {
+        if (i + 3 <= tn && !memcmp(text + i, "\xE2\x96\x81", 3)) replaced[want_n++] = ' ', i += 3;
+        else replaced[want_n++] = text[i++];
+      }
+      want_text = replaced;
+    }
     if (mx_tok_decode(t, body, bn, 0, &back, &backn, &err) == 0) {
-      if (!has_meta && (backn != tn || memcmp(back, text, tn))) {
+      if (backn != want_n || memcmp(back, want_text, want_n)) {
         if (++rt_bad <= 3)
           fprintf(stderr, "%s: decode(encode(x)) != x for %c %zu: \"%.80s\"\n", label, kind,
                   idx, back);
@@ -471,6 +497,7 @@ static void test_gemma(const char *label, const char *rel, const char *expected_
     } else {
       rt_bad++;
     }
+    free(replaced);
     free(ids);
   }
   CHECKF(items >= 2000, "%s: only %d items in %s", label, items, expected_path);
@@ -481,10 +508,42 @@ static void test_gemma(const char *label, const char *rel, const char *expected_
   printf("%s: %d items (%zu tokens) match HF: %d differ; encode %.1f ms (%.2f M tokens/s)\n",
          label, items, total_tokens, bad, enc_time * 1e3, total_tokens / enc_time / 1e6);
 
-  /* the API on known ids */
+  printf("%s: decode(encode(x)) == x on all %d items (%d with a literal \"\u2581\", which "
+         "decodes to a space as in HF)\n", label, items, meta_items);
+
+  /* the API on known ids (reference doc §13) */
+  size_t npre;
+  const int32_t *pre = mx_tok_prefix_ids(t, &npre);
   CHECK(mx_tok_token_to_id(t, "<bos>", 5) == 2 && mx_tok_is_special(t, 2));
-  CHECK(mx_tok_token_to_id(t, "\n", 1) == 107);
+  CHECK(mx_tok_token_to_id(t, "<eos>", 5) == 1 && mx_tok_token_to_id(t, "<pad>", 5) == 0);
+  CHECK(mx_tok_token_to_id(t, "\n", 1) == 107 && mx_tok_token_to_id(t, "\n\n", 2) == 108);
   CHECK(mx_tok_token_to_id(t, "<0x0A>", 6) >= 0);
+  if (!strcmp(label, "gemma3")) {
+    CHECK(npre == 1 && pre[0] == 2);
+    CHECK(mx_tok_token_to_id(t, "<start_of_turn>", 15) == 105);
+    CHECK(mx_tok_token_to_id(t, "<end_of_turn>", 13) == 106 && mx_tok_is_special(t, 106));
+    /* vectors HF tokenizers gave for this file (TOKENIZER_READY.txt) */
+    static const int32_t hello[] = {2, 9259, 1902}, paris[] = {2, 818, 5279, 529, 7001, 563};
+    int32_t *ids;
+    size_t n;
+    CHECK(mx_tok_encode(t, "Hello world", 11, 1, &ids, &n, &err) == 0 && same_ids(ids, n, hello, 3));
+    free(ids);
+    CHECK(mx_tok_encode(t, "The capital of France is", 24, 1, &ids, &n, &err) == 0 &&
+          same_ids(ids, n, paris, 6));
+    free(ids);
+  } else {
+    static const struct { const char *s; int32_t id; } g4[] = {
+        {"<|tool>", 46}, {"<tool|>", 47}, {"<|tool_call>", 48}, {"<tool_call|>", 49},
+        {"<|tool_response>", 50}, {"<tool_response|>", 51}, {"<|\"|>", 52}, {"<|think|>", 98},
+        {"<|channel>", 100}, {"<channel|>", 101}, {"<|turn>", 105}, {"<turn|>", 106},
+        {"<|image>", 255999}, {"<|audio>", 256000}, {"<|image|>", 258880}, {"<|video|>", 258884}};
+    for (size_t k = 0; k < sizeof g4 / sizeof g4[0]; k++)
+      CHECKF(mx_tok_token_to_id(t, g4[k].s, strlen(g4[k].s)) == g4[k].id &&
+                 mx_tok_is_special(t, g4[k].id),
+             "%s should be special id %d", g4[k].s, g4[k].id);
+    CHECK(mx_tok_token_to_id(t, "<start_of_turn>", 15) == -1);
+    CHECK(npre == 0); /* Gemma 4: BOS comes from the chat template */
+  }
   free(off);
   free(want);
   free(corpus);

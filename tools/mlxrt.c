@@ -13,6 +13,7 @@ typedef struct {
 static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "describe a checkpoint: layers, quantization, sizes (--json)"},
     {"bench-kernels", cmd_bench_kernels, "CPU quantized mat-vec GB/s against memcpy"},
+    {"bench", cmd_bench, "llama-bench-style pp/tg throughput, GB/s and % of roofline"},
     {"logits", cmd_logits, "float32 logits of a prompt (and greedy steps) to .safetensors"},
     {"tokenize", cmd_tokenize, "encode text to token ids with tokenizer.json, or --decode ids"},
 };

@@ -4,6 +4,8 @@
  * refused so that we never silently tokenize differently from HF. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -793,36 +795,6 @@ mx_tokenizer *mx_tok_parse(const char *json, size_t len, const char *name, mlxrt
   return t;
 }
 
-/* One read of the known size (tokenizer.json is ~33 MB; growing a buffer would copy it). */
-static char *read_whole(const char *path, size_t *len, mlxrt_error *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    mx_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    return mx_read_file(path, len, err); /* not a regular file: read until EOF */
-  }
-  char *buf = mx_malloc((size_t)st.st_size + 1, err);
-  if (!buf) {
-    fclose(f);
-    return NULL;
-  }
-  size_t got = fread(buf, 1, (size_t)st.st_size, f);
-  int bad = ferror(f) || got != (size_t)st.st_size;
-  fclose(f);
-  if (bad) {
-    free(buf);
-    mx_fail(err, "%s: read error", path);
-    return NULL;
-  }
-  buf[got] = 0;
-  *len = got;
-  return buf;
-}
-
 mx_tokenizer *mx_tok_load(const char *path, mlxrt_error *err) {
   struct stat st;
   char *file = NULL;
@@ -835,10 +807,26 @@ mx_tokenizer *mx_tok_load(const char *path, mlxrt_error *err) {
     file = mx_strdup(path, err);
     if (!file) return NULL;
   }
-  size_t len;
-  char *json = read_whole(file, &len, err);
-  mx_tokenizer *t = json ? mx_tok_parse(json, len, file, err) : NULL;
-  free(json);
+  mx_tokenizer *t = NULL;
+  /* A regular file is mapped (cJSON parses with an explicit length, no NUL needed): no copy of
+   * the 33 MB text. Anything else (a pipe, /dev/stdin) is read. */
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    mx_fail(err, "%s: cannot open: %s", file, strerror(errno));
+  } else if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map == MAP_FAILED) mx_fail(err, "%s: cannot map: %s", file, strerror(errno));
+    else {
+      t = mx_tok_parse(map, (size_t)st.st_size, file, err);
+      munmap(map, (size_t)st.st_size);
+    }
+  } else {
+    size_t len;
+    char *json = mx_read_file(file, &len, err);
+    if (json) t = mx_tok_parse(json, len, file, err);
+    free(json);
+  }
+  if (fd >= 0) close(fd);
   free(file);
   return t;
 }

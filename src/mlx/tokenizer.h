@@ -5,6 +5,11 @@
  * Only the mechanisms these files declare are implemented; anything else in a tokenizer.json is
  * refused at load time with a message naming the field.
  *
+ * A loaded tokenizer is read-only: encode/decode may run on several threads at once (a
+ * streaming state belongs to one thread). Loading installs cJSON allocation hooks once per
+ * process (they pass through to malloc/free except inside a tokenizer parse on that thread), so
+ * code with its own cJSON hooks must not rely on keeping them.
+ *
  * Text is UTF-8 bytes. Invalid UTF-8 input is not an error: each bad byte is its own symbol and
  * goes through byte fallback (the decoder, like HF's, turns such bytes into U+FFFD). */
 #ifndef MLXRT_MLX_TOKENIZER_H
@@ -45,6 +50,7 @@ typedef struct mx_tok_stream {
   unsigned char hold[4];   /* the start of an incomplete UTF-8 character */
   int nhold;
   int strip_left;          /* leading chars still to strip (Strip decoder), per HF */
+  int ntokens;             /* tokens output so far (no decoder: HF joins them with spaces) */
   char *buf;               /* output of the last call */
   size_t cap;
 } mx_tok_stream;

@@ -328,6 +328,7 @@ int mx_tok_stream_put(mx_tok_stream *s, int32_t id, const char **text, size_t *l
   if (token_text(t, id, s->skip_special, &p, &n))
     return mx_fail(err, "%s: cannot decode id %d (vocabulary has %d ids)", t->name, id, t->n_ids);
   if (!p) return 0;
+  if (t->ndecs == 0 && s->ntokens++ > 0) out_put(&o, " ", 1);
   int b = t->dec_byte_fallback ? byte_token(p, n) : -1;
   if (b >= 0) {
     hold_byte(&o, (unsigned char)b);

@@ -192,6 +192,7 @@ int tk_trie_add(tk_trie *tr, const char *s, size_t n, int32_t index) {
   /* the first of identical patterns wins, like aho-corasick's lowest pattern index */
   if (tr->term[node] < 0) tr->term[node] = index;
   if (n > tr->maxlen) tr->maxlen = n;
+  tr->first[(unsigned char)s[0]] = 1;
   return 0;
 }
 
@@ -250,7 +251,7 @@ static int find_matches(const mx_tokenizer *t, const tk_trie *tr, const unsigned
     size_t mstart = pos, mlen = 0;
     int32_t idx = -1;
     for (; mstart < n; mstart++) {
-      if (trie_child(tr, 0, s[mstart]) < 0) continue;
+      if (!tr->first[s[mstart]]) continue;
       idx = trie_longest(tr, s + mstart, n - mstart, &mlen);
       if (idx >= 0) break;
     }

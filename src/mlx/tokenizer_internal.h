@@ -53,6 +53,7 @@ typedef struct {
   int32_t *vals;
   size_t mask;
   size_t maxlen;
+  uint8_t first[256];      /* bytes that start some pattern (skips most positions cheaply) */
 } tk_trie;
 
 typedef struct {
