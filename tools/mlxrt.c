@@ -11,6 +11,8 @@ typedef struct {
 } command;
 
 static const command COMMANDS[] = {
+    {"run", cmd_run, "generate an answer to one prompt (streams to stdout)"},
+    {"chat", cmd_chat, "interactive multi-turn chat reusing the KV cache"},
     {"inspect", cmd_inspect, "describe a checkpoint: layers, quantization, sizes (--json)"},
     {"bench-kernels", cmd_bench_kernels, "CPU quantized mat-vec GB/s against memcpy"},
     {"bench", cmd_bench, "llama-bench-style pp/tg throughput, GB/s and % of roofline"},
