@@ -50,6 +50,18 @@ int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd, const ch
       fprintf(stderr, "mlxrt %s: unexpected argument '%s' (see --help)\n", cmd, f);
       return 2;
     }
+    static const char *const VALUED[] = {"-m", "--model", "-p", "--prompt", "-f", "--file", "--system",
+                                         "--system-prompt", "--backend", "-n", "--max-tokens",
+                                         "--n-predict", "-t", "--threads", "-c", "--ctx-size", "--temp",
+                                         "--temperature", "--top-k", "--top-p", "--min-p",
+                                         "--repeat-penalty", "--repetition-penalty", "--repeat-last-n",
+                                         "-s", "--seed"};
+    int known = 0;
+    for (size_t k = 0; k < sizeof VALUED / sizeof VALUED[0]; k++) known |= !strcmp(f, VALUED[k]);
+    if (!known) {
+      fprintf(stderr, "mlxrt %s: unknown option '%s' (see --help)\n", cmd, f);
+      return 2;
+    }
     if (i + 1 >= argc) {
       fprintf(stderr, "mlxrt %s: option '%s' needs a value (see --help)\n", cmd, f);
       return 2;
