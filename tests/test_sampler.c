@@ -191,13 +191,18 @@ static void test_greedy(void) {
   mx_sampler *t = make(1e-3f, 0, 1.0f, 0.0f, 2, BIG_VOCAB);
   mx_sampler *k = make(1.5f, 1, 1.0f, 0.0f, 3, BIG_VOCAB);
   mx_sampler *m = make(2.0f, 0, 1.0f, 1.0f, 4, BIG_VOCAB);
+  mx_sampler *tiny = make(1e-40f, 0, 1.0f, 0.0f, 5, BIG_VOCAB); /* subnormal temperature */
+  int agree_tiny = 0;
   for (int i = 0; i < trials; i++) {
     random_logits(big, BIG_VOCAB, 500 + (uint64_t)i, 2.0f, 0);
     int want = mx_sampler_sample(g, big, &err);
     agree_t += mx_sampler_sample(t, big, &err) == want;
     agree_k += mx_sampler_sample(k, big, &err) == want;
     agree_m += mx_sampler_sample(m, big, &err) == want;
+    agree_tiny += mx_sampler_sample(tiny, big, &err) == want;
   }
+  CHECKF(agree_tiny == trials, "temperature 1e-40 matched argmax %d/%d", agree_tiny, trials);
+  mx_sampler_free(tiny);
   CHECKF(agree_t == trials, "temperature 1e-3 matched argmax %d/%d", agree_t, trials);
   CHECKF(agree_k == trials, "top_k 1 matched argmax %d/%d", agree_k, trials);
   CHECKF(agree_m == trials, "min_p 1 matched argmax %d/%d", agree_m, trials);

@@ -10,6 +10,7 @@
  * selects on the float bits; the default -ftrapping-math blocks if-conversion of float ones). */
 #include "mlx/sampler.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -490,7 +491,8 @@ int mx_sampler_sample(mx_sampler *s, const float *logits, mlxrt_error *err) {
   const int *cand = s->cand;
   if (s->p.temperature == 0.0f) return cand[0];
   /* Weights exp((l - max) / T); the max itself is a candidate (weight 1), so total >= 1. */
-  const float inv_t = 1.0f / s->p.temperature;
+  float inv_t = 1.0f / s->p.temperature;
+  if (inv_t > FLT_MAX) inv_t = FLT_MAX; /* a subnormal temperature: 0 * inf would be NaN */
   const float *w = s->work;
   float *cw = s->cand_w;
   if (s->all) /* everything kept: contiguous, the loop vectorizes */
