@@ -31,6 +31,20 @@ void mlxrt_model_free(mlxrt_model *m);
 int mlxrt_model_vocab_size(const mlxrt_model *m);
 const char *mlxrt_model_backend_name(const mlxrt_model *m);
 
+typedef struct mlxrt_model_info {
+  const char *variant;      /* e.g. "gemma3-270m", "gemma4-31b", "gemma4 (custom)" */
+  const char *model_type;
+  const char *quant;        /* e.g. "affine 4-bit g64", "nvfp4", "bf16", "mixed" */
+  int n_layers, hidden_size, vocab_size, sliding_window;
+  uint64_t params, bytes_on_disk;
+  uint64_t bytes_per_token; /* weights streamed by one decode step */
+} mlxrt_model_info;
+void mlxrt_model_get_info(const mlxrt_model *m, mlxrt_model_info *info);
+/* KV-cache bytes one decode step reads when `depth` tokens are already cached. */
+uint64_t mlxrt_model_kv_bytes_per_token(const mlxrt_model *m, int64_t depth);
+/* Streaming-read bandwidth of the backend's memory in GB/s, measured now (0 = unknown). */
+double mlxrt_model_read_bandwidth(mlxrt_model *m);
+
 /* ---- sessions ------------------------------------------------------------------------------ */
 typedef struct mlxrt_session mlxrt_session;
 
@@ -51,6 +65,62 @@ void mlxrt_session_reset(mlxrt_session *s);
  * quantization per group of tensors, parameters, bytes on disk and read per decoded token.
  * Returns malloc'd text (JSON when json != 0) or NULL with err set. */
 char *mlxrt_describe(const char *dir, int json, mlxrt_error *err);
+
+/* ---- generation and chat --------------------------------------------------------------------- */
+/* Sampling settings; a negative value (or 0 for seed_set) means "the model's
+ * generation_config.json default, else mlx-lm's". */
+typedef struct mlxrt_gen_params {
+  float temperature;        /* 0 = greedy */
+  int top_k;                /* 0 = off */
+  float top_p;              /* 1 = off */
+  float min_p;              /* 0 = off */
+  float repetition_penalty; /* 1 = off */
+  int repetition_window;
+  uint64_t seed;
+  int seed_set;
+  int max_tokens;           /* per answer; <= 0 = until a stop token or the context is full */
+} mlxrt_gen_params;
+void mlxrt_gen_params_default(mlxrt_gen_params *p);
+
+typedef struct mlxrt_chat_options {
+  const char *system;       /* system prompt or NULL */
+  int use_template;         /* 0 = raw text completion (--no-chat-template) */
+  int enable_thinking;      /* Gemma 4 thinking */
+  int show_thinking;        /* print the thought text too */
+  mlxrt_gen_params gen;
+  int64_t capacity;         /* context tokens; 0 = the model's maximum */
+  volatile int *interrupt;  /* when set non-zero, the current answer stops (Ctrl-C) */
+} mlxrt_chat_options;
+
+typedef struct mlxrt_gen_stats {
+  int64_t prompt_tokens;    /* tokens of the rendered conversation */
+  int64_t prompt_processed; /* of which had to be processed (the rest was in the cache) */
+  int64_t gen_tokens;
+  double prompt_seconds, gen_seconds;
+  int stopped_by;           /* 0 stop token, 1 max tokens, 2 interrupted, 3 context full */
+} mlxrt_gen_stats;
+
+/* Receives answer text as it is generated (never half a UTF-8 character). */
+typedef void (*mlxrt_text_fn)(void *user, const char *text, size_t len);
+
+typedef struct mlxrt_chat mlxrt_chat;
+/* Loads the tokenizer and generation settings of the model's directory. */
+mlxrt_chat *mlxrt_chat_new(mlxrt_model *m, const mlxrt_chat_options *opt, mlxrt_error *err);
+void mlxrt_chat_free(mlxrt_chat *c);
+/* One user turn: renders the conversation, processes only what the cache lacks, streams the
+ * answer to fn and keeps it in the history. */
+int mlxrt_chat_turn(mlxrt_chat *c, const char *user_text, mlxrt_text_fn fn, void *user,
+                    mlxrt_gen_stats *stats, mlxrt_error *err);
+/* Forgets the conversation and the cache. */
+void mlxrt_chat_reset(mlxrt_chat *c);
+
+/* Encodes text with the model's tokenizer (add_special: the tokenizer's own BOS etc.). */
+int mlxrt_chat_tokenize(mlxrt_chat *c, const char *text, int add_special, int32_t **ids,
+                        size_t *n, mlxrt_error *err);
+
+/* Resolves a --model argument: a directory, or a Hugging Face repo id ("org/name") found in
+ * the local cache ($HF_HOME/hub or ~/.cache/huggingface/hub). */
+int mlxrt_resolve_model(const char *arg, char *out, size_t out_len, mlxrt_error *err);
 
 /* ---- writing tensors ------------------------------------------------------------------------ */
 typedef enum { MLXRT_F32 = 0, MLXRT_I32 = 1 } mlxrt_dtype;

@@ -123,6 +123,12 @@ def main():
     bad("dtype_not_string.safetensors",
         one("w", {"dtype": 7, "shape": [2], "data_offsets": [0, 4]}, b"\0" * 4),
         "tensor 'w': dtype is a number, expected a string")
+    bad("dtype_null.safetensors",
+        one("w", {"dtype": None, "shape": [2], "data_offsets": [0, 4]}, b"\0" * 4),
+        "tensor 'w': dtype is null, expected a string")
+    bad("bool_dim.safetensors",
+        one("w", {"dtype": "U8", "shape": [True], "data_offsets": [0, 1]}, b"\0"),
+        "tensor 'w': shape[0] is a boolean, expected a non-negative integer")
     bad("shape_not_array.safetensors",
         one("w", {"dtype": "F32", "shape": 6, "data_offsets": [0, 24]}, b"\0" * 24),
         "tensor 'w': shape is a number, expected an array of non-negative integers")
@@ -244,6 +250,11 @@ def main():
     write("index_not_json/" + n1, s1)
     write("index_not_json/model.safetensors.index.json", b'{"weight_map": {"a": ')
     expected.append(("index_not_json", "model.safetensors.index.json: not valid JSON"))
+
+    write("index_not_object/" + n1, s1)
+    write("index_not_object/model.safetensors.index.json", b'["a"]')
+    expected.append(("index_not_object", "model.safetensors.index.json: is an array, expected an "
+                     "object with \"weight_map\""))
 
     write("index_no_weight_map/" + n1, s1)
     write("index_no_weight_map/model.safetensors.index.json", b'{"metadata": {}}')

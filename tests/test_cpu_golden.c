@@ -168,7 +168,7 @@ static void check_case(const st_file *f, const char *name) {
     memcpy(x, xt.p, (size_t)(n * cols) * 2);
     float *y = malloc((size_t)(n * rows) * sizeof(float));
     for (int64_t e = 0; e < slabs; e++) {
-      for (int isa = CPU_ISA_SCALAR; isa <= CPU_ISA_AVX512; isa++) {
+      for (int isa = CPU_ISA_SCALAR; isa < CPU_ISA_COUNT; isa++) {
         if (!cpu_isa_supported((cpu_isa)isa)) continue;
         CHECKF(cpu_qmatmul(NULL, (cpu_isa)isa, &m, e, x, n, y, &err) == 0, "%s", err.msg);
         for (int64_t r = 0; r < rows; r++) {

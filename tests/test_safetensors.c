@@ -336,6 +336,39 @@ static void test_shards(void) {
   }
 }
 
+/* Files written by MLX itself (tests/fixtures/quant, made by scripts/make_quant_fixtures.py):
+ * they open, and since MLX packs data back to back, the spans tile the data area exactly. */
+static void test_mlx_written_files(void) {
+  const char *dir = "tests/fixtures/quant";
+  DIR *d = opendir(dir);
+  CHECKF(d != NULL, "cannot open %s", dir);
+  int nfiles = 0;
+  for (struct dirent *de; d && (de = readdir(d));) {
+    size_t n = strlen(de->d_name);
+    if (n < 12 || strcmp(de->d_name + n - 12, ".safetensors") != 0) continue;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    mlxrt_error err = {{0}};
+    st_archive a;
+    int rc = st_open(path, &a, &err);
+    CHECKF(rc == 0, "%s", err.msg);
+    if (rc) continue;
+    nfiles++;
+    const st_file *f = &a.files[0];
+    uint64_t hlen = 0, sum = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->map[i];
+    for (int i = 0; i < a.ntensors; i++) {
+      sum += a.index[i]->nbytes;
+      CHECK(st_find(&a, a.index[i]->name) == a.index[i]);
+    }
+    CHECKF(a.ntensors > 0 && sum == f->size - 8 - hlen, "%s: %d tensors, %llu of %llu bytes",
+           path, a.ntensors, (unsigned long long)sum, (unsigned long long)(f->size - 8 - hlen));
+    st_close(&a);
+  }
+  if (d) closedir(d);
+  CHECKF(nfiles >= 4, "only %d MLX-written files in %s", nfiles, dir);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Robustness: prefixes and mutations of a good file, and a large header. */
 
@@ -477,6 +510,7 @@ int main(void) {
   test_good_file();
   test_other_good_files();
   test_shards();
+  test_mlx_written_files();
   test_prefixes_and_mutations();
   test_many_tensors();
   test_accepted_edges();

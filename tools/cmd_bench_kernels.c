@@ -3,9 +3,10 @@
  * several runs, GB/s = bytes of weight + scales + biases streamed / time, and the ratio to
  * (a) memcpy bandwidth (bytes copied per second, buffers larger than the LLC, all threads)
  * and (b) read-only bandwidth (all threads summing a buffer larger than the LLC).
- * "cold" cycles through enough copies of the matrix to exceed the LLC, so the weights come
+ * "cold" cycles through copies of the matrix totalling > 1.5×LLC, so the weights come
  * from DRAM as in a real model; "hot" repeats one matrix (it may sit in a large LLC).
  * --n N (N > 1) times the mat-mat path instead and reports GFLOP/s. */
+#include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,18 +56,39 @@ static void copy_task(void *ctx, int64_t t, int worker) {
   memcpy(j->dst + off, j->src + off, n);
 }
 
+/* Sums 64-bit words with 256-bit loads, four independent accumulators, so the reference is
+ * limited by memory and not by the adds. */
+__attribute__((target("avx2"))) static uint64_t sum_avx2(const uint8_t *p, size_t n) {
+  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    a = _mm256_add_epi64(a, _mm256_loadu_si256((const __m256i *)(p + i)));
+    b = _mm256_add_epi64(b, _mm256_loadu_si256((const __m256i *)(p + i + 32)));
+    c = _mm256_add_epi64(c, _mm256_loadu_si256((const __m256i *)(p + i + 64)));
+    d = _mm256_add_epi64(d, _mm256_loadu_si256((const __m256i *)(p + i + 96)));
+  }
+  a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
+  uint64_t t[4];
+  _mm256_storeu_si256((__m256i *)t, a);
+  return t[0] + t[1] + t[2] + t[3];
+}
+
+static uint64_t sum_plain(const uint8_t *p, size_t n) {
+  uint64_t a = 0, b = 0, c = 0, d = 0, w[4];
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    memcpy(w, p + i, 32);
+    a += w[0];
+    b += w[1];
+    c += w[2];
+    d += w[3];
+  }
+  return a + b + c + d;
+}
+
 static void read_task(void *ctx, int64_t t, int worker) {
   bw_job *j = ctx;
   size_t off = (size_t)t * j->chunk, n = off + j->chunk > j->total ? j->total - off : j->chunk;
-  const uint64_t *p = (const uint64_t *)(j->src + off);
-  uint64_t a = 0, b = 0, c = 0, d = 0;
-  for (size_t i = 0; i + 4 <= n / 8; i += 4) {
-    a += p[i];
-    b ^= p[i + 1];
-    c += p[i + 2];
-    d ^= p[i + 3];
-  }
-  j->sums[worker & 1023] += a + b + c + d;
+  j->sums[worker & 1023] += __builtin_cpu_supports("avx2") ? sum_avx2(j->src + off, n) : sum_plain(j->src + off, n);
 }
 
 /* ---- weights ------------------------------------------------------------------------- */
@@ -181,12 +203,12 @@ int cmd_bench_kernels(int argc, char **argv) {
   threads = cpu_pool_threads(pool);
   long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
   size_t llc = l3 > 0 ? (size_t)l3 : (size_t)32 << 20;
-  size_t bwbytes = 2 * llc < ((size_t)256 << 20) ? (size_t)256 << 20 : 2 * llc;
+  size_t bwbytes = llc + llc / 4 < ((size_t)256 << 20) ? (size_t)256 << 20 : llc + llc / 4;
   if (bwbytes > ((size_t)1 << 30)) bwbytes = (size_t)1 << 30;
   printf("bench-kernels: %lld x %lld, threads %d, ISA %s, LLC %.0f MiB, %s weights, n %lld, "
          "median of %d runs\n",
          (long long)rows, (long long)cols, threads, cpu_isa_name(isa), (double)llc / (1 << 20),
-         hot ? "hot (one copy)" : "cold (copies > 2xLLC)", (long long)n, runs);
+         hot ? "hot (one copy)" : "cold (copies > 1.5xLLC)", (long long)n, runs);
 
   /* memory bandwidth, same run */
   bw_job *bj = calloc(1, sizeof *bj);
@@ -202,24 +224,11 @@ int cmd_bench_kernels(int argc, char **argv) {
   bj->src = src;
   bj->dst = dst;
   int64_t tasks = (int64_t)((bwbytes + bj->chunk - 1) / bj->chunk);
-  double tc[64], tr[64];
-  int bwruns = runs < 5 ? 5 : runs > 64 ? 64 : runs;
-  for (int r = 0; r < bwruns; r++) {
-    double t0 = now_s();
-    cpu_pool_run(pool, tasks, copy_task, bj);
-    tc[r] = now_s() - t0;
-    t0 = now_s();
-    cpu_pool_run(pool, tasks, read_task, bj);
-    tr[r] = now_s() - t0;
-  }
-  double memcpy_gbs = (double)bwbytes / median(tc, bwruns) / 1e9;
-  double read_gbs = (double)bwbytes / median(tr, bwruns) / 1e9;
-  free(src);
-  free(dst);
-  printf("memcpy   %7.2f GB/s (bytes copied / s, %zu MiB buffers)\n", memcpy_gbs, bwbytes >> 20);
-  printf("read     %7.2f GB/s (bytes summed / s)\n", read_gbs);
-  printf("%-12s %10s %10s %9s %9s %9s %s\n", "mode", "MB/matvec", "median ms", "GB/s",
-         "/memcpy", "/read", n > 1 ? "GFLOP/s" : "");
+  printf("memcpy = bytes copied / s and read = bytes summed / s over %zu MiB buffers, all threads,\n"
+         "measured between the kernel runs of each mode (same load conditions)\n", bwbytes >> 20);
+  printf("%-12s %10s %10s %9s %9s %9s %9s %9s %s\n", "mode", "MB/matvec", "median ms", "GB/s",
+         "memcpy", "read", "/memcpy", "/read", n > 1 ? "GFLOP/s" : "");
+  fflush(stdout);
 
   uint16_t *x = malloc((size_t)(n * cols) * 2);
   float *y = malloc((size_t)(n * rows) * sizeof *y);
@@ -237,7 +246,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     size_t bytes = accel_weight_bytes(&ms[0].spec);
     int copies = 1;
     if (!hot && n == 1) {
-      copies = (int)((2 * llc) / bytes) + 1;
+      copies = (int)((llc + llc / 2) / bytes) + 1;
       if (copies > 64) copies = 64;
       for (int c = 1; c < copies; c++)
         if (make_weight(&ms[c], mode, rows, cols)) {
@@ -245,8 +254,16 @@ int cmd_bench_kernels(int argc, char **argv) {
           break;
         }
     }
-    double t[1000];
+    double t[1000], tc[1000], tr[1000];
     for (int r = -1; r < runs; r++) { /* run -1 warms up */
+      if (r >= 0) { /* bandwidth references, interleaved with the kernel runs */
+        double t0 = now_s();
+        cpu_pool_run(pool, tasks, copy_task, bj);
+        tc[r] = now_s() - t0;
+        t0 = now_s();
+        cpu_pool_run(pool, tasks, read_task, bj);
+        tr[r] = now_s() - t0;
+      }
       const cpu_qmat *m = &ms[(r + 1) % copies];
       double t0 = now_s();
       if (cpu_qmatmul(pool, isa, m, 0, x, n, y, &err)) {
@@ -256,14 +273,19 @@ int cmd_bench_kernels(int argc, char **argv) {
       if (r >= 0) t[r] = now_s() - t0;
     }
     double med = median(t, runs), gbs = (double)bytes / med / 1e9;
-    printf("%-12s %10.1f %10.3f %9.2f %9.2f %9.2f", mode, (double)bytes / 1e6, med * 1e3, gbs,
-           gbs / memcpy_gbs, gbs / read_gbs);
+    double memcpy_gbs = (double)bwbytes / median(tc, runs) / 1e9;
+    double read_gbs = (double)bwbytes / median(tr, runs) / 1e9;
+    printf("%-12s %10.1f %10.3f %9.2f %9.2f %9.2f %9.2f %9.2f", mode, (double)bytes / 1e6, med * 1e3,
+           gbs, memcpy_gbs, read_gbs, gbs / memcpy_gbs, gbs / read_gbs);
     if (n > 1) printf(" %9.1f", 2.0 * (double)n * (double)rows * (double)cols / med / 1e9);
     printf("\n");
+    fflush(stdout);
     for (int c = 0; c < copies; c++) free_weight(&ms[c]);
   }
   free(x);
   free(y);
+  free(src);
+  free(dst);
   free(bj);
   cpu_pool_destroy(pool);
   return rc;

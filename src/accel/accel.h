@@ -73,6 +73,10 @@ struct accel_backend {
   int (*embed_rows)(accel_backend *b, const accel_weight *w, const int32_t *ids, int64_t n,
                     uint16_t *out, mlxrt_error *err);
 
+  /* GB/s of a streaming read of a buffer much larger than the caches, measured now (the
+   * roofline a benchmark compares with). May be NULL: unknown. */
+  double (*read_bandwidth)(accel_backend *b);
+
   /* Frees everything cached for this backend. */
   void (*destroy)(accel_backend *b);
 };

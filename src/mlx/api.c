@@ -9,6 +9,8 @@
 struct mlxrt_model {
   mx_model *m;
   accel_backend *b;
+  mx_model_stats stats;
+  char quant[48];
 };
 
 struct mlxrt_session {
@@ -30,6 +32,8 @@ mlxrt_model *mlxrt_model_load(const char *dir, const mlxrt_options *opt, mlxrt_e
     ao.threads = opt->threads;
     ao.verbose = opt->verbose;
   }
+  mx_model_stats_compute(M->m, &M->stats);
+  mx_model_quant_label(M->m, M->quant, sizeof M->quant);
   M->b = accel_create(&ao, err);
   if (!M->b) {
     mx_model_close(M->m);
@@ -74,3 +78,39 @@ int mlxrt_session_feed(mlxrt_session *S, const int32_t *tokens, int64_t n, float
 
 int64_t mlxrt_session_position(const mlxrt_session *S) { return mx_session_pos(S->s); }
 void mlxrt_session_reset(mlxrt_session *S) { mx_session_rewind(S->s, 0); }
+
+void mlxrt_model_get_info(const mlxrt_model *M, mlxrt_model_info *info) {
+  const mx_config *c = &M->m->cfg;
+  info->variant = mx_config_variant(c);
+  info->model_type = c->model_type;
+  info->quant = M->quant;
+  info->n_layers = c->num_layers;
+  info->hidden_size = c->hidden_size;
+  info->vocab_size = c->vocab_size;
+  info->sliding_window = c->sliding_window;
+  info->params = M->stats.params;
+  info->bytes_on_disk = M->stats.bytes_on_disk;
+  info->bytes_per_token = M->stats.bytes_per_token;
+}
+
+uint64_t mlxrt_model_kv_bytes_per_token(const mlxrt_model *M, int64_t depth) {
+  const mx_model *m = M->m;
+  uint64_t b = 0;
+  for (int i = 0; i < m->n_layers; i++) {
+    const mx_layer *L = &m->layers[i];
+    int64_t seen = depth + 1;
+    if (L->type == MX_LAYER_SLIDING && seen > m->cfg.sliding_window) seen = m->cfg.sliding_window;
+    /* K and V, bf16; KV-shared layers read their source's cache too */
+    b += (uint64_t)seen * 2u * (uint64_t)L->n_kv_heads * (uint64_t)L->head_dim * 2u;
+  }
+  return b;
+}
+
+double mlxrt_model_read_bandwidth(mlxrt_model *M) {
+  return M->b->read_bandwidth ? M->b->read_bandwidth(M->b) : 0.0;
+}
+
+/* For the generation layer (generate.c): the model's internals. */
+const mx_model *mlxrt_model_internal(const mlxrt_model *M) { return M->m; }
+mx_session *mlxrt_session_internal(mlxrt_session *S) { return S->s; }
+accel_backend *mlxrt_model_backend_internal(const mlxrt_model *M) { return M->b; }

@@ -82,6 +82,10 @@ typedef struct mx_model_stats {
 } mx_model_stats;
 void mx_model_stats_compute(const mx_model *m, mx_model_stats *s);
 
+/* "affine 4-bit g64", "nvfp4", "bf16"... of the bulk of the weights ("mixed: ..." when the
+ * decoder layers disagree). */
+void mx_model_quant_label(const mx_model *m, char *buf, size_t n);
+
 /* Calls fn for every linear of the model (for listings and warm-up uploads). */
 typedef void (*mx_linear_visit_fn)(const mx_linear *l, void *ctx);
 void mx_model_visit_linears(const mx_model *m, mx_linear_visit_fn fn, void *ctx);

@@ -424,3 +424,37 @@ void mx_model_stats_compute(const mx_model *m, mx_model_stats *s) {
   }
   s->params += (uint64_t)m->final_norm.n;
 }
+
+static void spec_label(const accel_spec *s, char *buf, size_t n) {
+  if (s->mode == ACCEL_MODE_DENSE)
+    snprintf(buf, n, "%s", s->dense_dtype == ACCEL_BF16 ? "bf16" : s->dense_dtype == ACCEL_F16 ? "f16" : "f32");
+  else if (s->mode == ACCEL_MODE_AFFINE)
+    snprintf(buf, n, "affine %d-bit g%d", s->bits, s->group_size);
+  else
+    snprintf(buf, n, "%s", accel_mode_name(s->mode));
+}
+
+void mx_model_quant_label(const mx_model *m, char *buf, size_t n) {
+  /* the format of the most bytes among the decoder's matrices */
+  char best[48] = "", cur[48];
+  uint64_t best_bytes = 0;
+  for (int i = 0; i < m->n_layers; i++) {
+    const mx_linear *l = &m->layers[i].down_proj;
+    if (!l->present) continue;
+    spec_label(&l->aw.spec, cur, sizeof cur);
+    uint64_t b = 0;
+    for (int j = 0; j < m->n_layers; j++) {
+      char other[48];
+      const mx_linear *o = &m->layers[j].down_proj;
+      if (!o->present) continue;
+      spec_label(&o->aw.spec, other, sizeof other);
+      if (!strcmp(other, cur)) b += accel_weight_bytes(&o->aw.spec);
+    }
+    if (b > best_bytes) {
+      best_bytes = b;
+      snprintf(best, sizeof best, "%s", cur);
+    }
+  }
+  if (!best[0]) spec_label(&m->embed.aw.spec, best, sizeof best);
+  snprintf(buf, n, "%s", best);
+}

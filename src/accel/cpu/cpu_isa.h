@@ -22,6 +22,7 @@ typedef struct cpu_mv {
 
 typedef struct cpu_isa_ops {
   const char *name;
+  const struct cpu_isa_ops *fallback; /* where unsupported specs go (NULL: portable) */
   int (*mv_supports)(const accel_spec *s);
   /* Lays x (cols floats, natural order) out the way matvec reads it (cols floats). */
   void (*prep_x)(const accel_spec *s, const float *x, float *xp);
@@ -31,14 +32,18 @@ typedef struct cpu_isa_ops {
   /* Like cpu_decode_tile_f32 (rows relative to the slab). */
   void (*decode_tile)(const cpu_mv *a, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                       float *out, int64_t ldo);
-  /* y[i·ldy + r] += Σ_k x[i·ldx + k]·w[r·ldw + k] for r < nr, i < n. */
-  void (*gemm)(const float *w, int64_t ldw, int64_t nr, const float *x, int64_t ldx, int64_t n,
-               int64_t k, float *y, int64_t ldy);
+  /* Mat-mat on transposed activations: yt[r·ldyt + i] += Σ_k w[r·ldw + k]·xt[k·npad + i]
+   * for r < nr, i < npad (npad: a multiple of gemm_lanes; the padding lanes of xt are 0).
+   * Vectorised across rows of x, w broadcast: no reductions and no weight transposes. */
+  void (*gemm)(const float *w, int64_t ldw, int64_t nr, const float *xt, int64_t npad, int64_t k,
+               float *yt, int64_t ldyt);
+  int gemm_lanes;
 } cpu_isa_ops;
 
 extern const cpu_isa_ops cpu_ops_scalar;
 extern const cpu_isa_ops cpu_ops_avx2;
 extern const cpu_isa_ops cpu_ops_avx512;
+extern const cpu_isa_ops cpu_ops_avx512bf16;
 
 /* ---- small shared decoders (inline, used by every ISA file) ------------------------------ */
 static inline float cpu_ld_f32(const uint8_t *p) {
@@ -51,15 +56,10 @@ static inline uint16_t cpu_ld_u16(const uint8_t *p) {
   memcpy(&h, p, 2);
   return h;
 }
-/* E4M3 by bit placement: (b & 0x7f) << 20 is a float whose value times 2^120 is the E4M3
- * value, subnormals included (float subnormals keep them exact); 0x7F gives 480 as MLX. */
-static inline float cpu_e4m3(uint8_t b) {
-  uint32_t u = (uint32_t)(b & 0x7f) << 20;
-  float f;
-  memcpy(&f, &u, 4);
-  f *= 0x1p120f;
-  return (b & 0x80) ? -f : f;
-}
+/* E4M3 as MLX decodes it: (b & 0x7f) << 7 is an f16 whose value ×256 is the magnitude,
+ * subnormals included; 0x7F gives 480. A table avoids float-denormal arithmetic. */
+extern const float cpu_e4m3_table[256];
+static inline float cpu_e4m3(uint8_t b) { return cpu_e4m3_table[b]; }
 static inline float cpu_e8m0(uint8_t s) {
   uint32_t u = s ? (uint32_t)s << 23 : 0x00400000u;
   float f;

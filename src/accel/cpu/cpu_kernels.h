@@ -20,7 +20,15 @@ typedef struct cpu_qmat {
   const void *biases; /* affine only, else NULL */
 } cpu_qmat;
 
-typedef enum { CPU_ISA_SCALAR = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 } cpu_isa;
+/* AVX512BF16 (needs AVX512-BF16 and VBMI: Sapphire Rapids, Zen 4) adds mat-vec kernels for
+ * affine 4-bit (VDPBF16PS) and affine 2/3/5/6-bit (VPERMB + VPMULTISHIFTQB) to AVX512. */
+typedef enum {
+  CPU_ISA_SCALAR = 0,
+  CPU_ISA_AVX2 = 1,
+  CPU_ISA_AVX512 = 2,
+  CPU_ISA_AVX512BF16 = 3,
+  CPU_ISA_COUNT
+} cpu_isa;
 
 /* ---- spec and layout --------------------------------------------------------------------- */
 /* Checks that mode/bits/group size/dtypes/shape form a format MLX can produce; the message
@@ -55,7 +63,7 @@ void cpu_decode_tile_f32(const cpu_qmat *m, int64_t expert, int64_t r0, int64_t 
                          int64_t c1, float *out, int64_t ldo);
 
 /* ---- products ---------------------------------------------------------------------------- */
-/* Best ISA this CPU supports, the ISA $MLXRT_CPU_ISA asks for (scalar|avx2|avx512; unset =
+/* Best ISA this CPU supports, the ISA $MLXRT_CPU_ISA asks for (scalar|avx2|avx512|avx512bf16; unset =
  * best; -1 with err set if unknown or unsupported here), and names. */
 cpu_isa cpu_isa_best(void);
 int cpu_isa_supported(cpu_isa isa);

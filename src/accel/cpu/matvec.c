@@ -3,6 +3,22 @@
  * s·Σq·x + b·Σx (Σx per group precomputed); fp groups use s·Σv·x. All in float32. */
 #include "accel/cpu/cpu_isa.h"
 
+#define E4M3_ROW(h)                                                                          \
+  E4M3_1(h + 0), E4M3_1(h + 1), E4M3_1(h + 2), E4M3_1(h + 3), E4M3_1(h + 4), E4M3_1(h + 5),     \
+      E4M3_1(h + 6), E4M3_1(h + 7), E4M3_1(h + 8), E4M3_1(h + 9), E4M3_1(h + 10),                \
+      E4M3_1(h + 11), E4M3_1(h + 12), E4M3_1(h + 13), E4M3_1(h + 14), E4M3_1(h + 15)
+/* value of byte b: e = b>>3 & 15, m = b & 7 (bias 7, no NaN) as a constant expression */
+#define E4M3_1(b)                                                                          \
+  (((b) & 0x80) ? -1.0f : 1.0f) *                                                          \
+      ((((b) >> 3) & 15) ? (1.0f + (float)((b) & 7) / 8.0f) * E4M3_POW2((((b) >> 3) & 15) - 7) \
+                         : (float)((b) & 7) / 8.0f * 0x1p-6f)
+#define E4M3_POW2(k)                                                                      \
+  ((k) >= 0 ? (float)(1u << ((k) >= 0 ? (k) : 0)) : 1.0f / (float)(1u << ((k) < 0 ? -(k) : 0)))
+const float cpu_e4m3_table[256] = {
+    E4M3_ROW(0),   E4M3_ROW(16),  E4M3_ROW(32),  E4M3_ROW(48),  E4M3_ROW(64),  E4M3_ROW(80),
+    E4M3_ROW(96),  E4M3_ROW(112), E4M3_ROW(128), E4M3_ROW(144), E4M3_ROW(160), E4M3_ROW(176),
+    E4M3_ROW(192), E4M3_ROW(208), E4M3_ROW(224), E4M3_ROW(240)};
+
 static int supports_all(const accel_spec *s) {
   (void)s;
   return 1;
@@ -119,10 +135,15 @@ static void decode_tile_scalar(const cpu_mv *a, int64_t r0, int64_t r1, int64_t 
   }
 }
 
-static void gemm_scalar(const float *w, int64_t ldw, int64_t nr, const float *x, int64_t ldx,
-                        int64_t n, int64_t k, float *y, int64_t ldy) {
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t r = 0; r < nr; r++) y[i * ldy + r] += dot(w + r * ldw, x + i * ldx, k);
+static void gemm_scalar(const float *w, int64_t ldw, int64_t nr, const float *xt, int64_t npad,
+                        int64_t k, float *yt, int64_t ldyt) {
+  for (int64_t r = 0; r < nr; r++) {
+    float *yr = yt + r * ldyt;
+    for (int64_t kk = 0; kk < k; kk++) {
+      const float wv = w[r * ldw + kk], *xr = xt + kk * npad;
+      for (int64_t i = 0; i < npad; i++) yr[i] += wv * xr[i];
+    }
+  }
 }
 
 const cpu_isa_ops cpu_ops_scalar = {
@@ -133,4 +154,5 @@ const cpu_isa_ops cpu_ops_scalar = {
     .tile_supports = supports_all,
     .decode_tile = decode_tile_scalar,
     .gemm = gemm_scalar,
+    .gemm_lanes = 1,
 };

@@ -1,7 +1,8 @@
 /* cpu_qmatmul: ISA choice and the split of one product over the thread pool.
- * n == 1 streams each weight row once through a fused decode-and-dot kernel (bandwidth
- * bound); n > 1 decodes a tile of weight rows × a chunk of columns to float once and reuses
- * it for every row of x (compute bound), so prompt batches do not re-stream the weights. */
+ * n < MV_MAX_N streams each weight row through a fused decode-and-dot kernel once per row of
+ * x (bandwidth bound); larger n decodes a tile of weight rows × a chunk of columns to float
+ * once and reuses it for every row of x (compute bound), so prompt batches do not re-stream
+ * the weights. */
 #include <stdlib.h>
 
 #include "accel/cpu/cpu_isa.h"
@@ -9,7 +10,9 @@
 
 enum {
   TILE_ROWS = 64, /* weight rows per mat-mat task */
-  TILE_COLS = 512 /* columns decoded at a time: a multiple of every group size */
+  TILE_COLS = 512, /* columns decoded at a time: a multiple of every group size */
+  /* below this many rows of x, streaming the weights once per row beats decoding tiles */
+  MV_MAX_N = 4
 };
 
 int cpu_isa_supported(cpu_isa isa) {
@@ -23,12 +26,16 @@ int cpu_isa_supported(cpu_isa isa) {
     return cpu_isa_supported(CPU_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq");
+  case CPU_ISA_AVX512BF16:
+    return cpu_isa_supported(CPU_ISA_AVX512) && __builtin_cpu_supports("avx512bf16") &&
+           __builtin_cpu_supports("avx512vbmi");
 #endif
   default: return 0;
   }
 }
 
 cpu_isa cpu_isa_best(void) {
+  if (cpu_isa_supported(CPU_ISA_AVX512BF16)) return CPU_ISA_AVX512BF16;
   if (cpu_isa_supported(CPU_ISA_AVX512)) return CPU_ISA_AVX512;
   if (cpu_isa_supported(CPU_ISA_AVX2)) return CPU_ISA_AVX2;
   return CPU_ISA_SCALAR;
@@ -39,6 +46,8 @@ const char *cpu_isa_name(cpu_isa isa) {
   case CPU_ISA_SCALAR: return "scalar";
   case CPU_ISA_AVX2: return "avx2";
   case CPU_ISA_AVX512: return "avx512";
+  case CPU_ISA_AVX512BF16: return "avx512bf16";
+  case CPU_ISA_COUNT: break;
   }
   return "?";
 }
@@ -49,20 +58,37 @@ int cpu_isa_from_env(cpu_isa *out, mlxrt_error *err) {
     *out = cpu_isa_best();
     return 0;
   }
-  for (int i = CPU_ISA_SCALAR; i <= CPU_ISA_AVX512; i++) {
+  for (int i = CPU_ISA_SCALAR; i < CPU_ISA_COUNT; i++) {
     if (strcmp(e, cpu_isa_name((cpu_isa)i)) != 0) continue;
     if (!cpu_isa_supported((cpu_isa)i))
       return mx_fail(err, "MLXRT_CPU_ISA=%s: this CPU does not support it", e);
     *out = (cpu_isa)i;
     return 0;
   }
-  return mx_fail(err, "MLXRT_CPU_ISA=%s: expected scalar, avx2, avx512 or auto", e);
+  return mx_fail(err, "MLXRT_CPU_ISA=%s: expected scalar, avx2, avx512, avx512bf16 or auto", e);
 }
 
 static const cpu_isa_ops *ops_for(cpu_isa isa) {
-  return isa == CPU_ISA_AVX512 ? &cpu_ops_avx512
-         : isa == CPU_ISA_AVX2 ? &cpu_ops_avx2
-                               : &cpu_ops_scalar;
+  return isa == CPU_ISA_AVX512BF16 ? &cpu_ops_avx512bf16
+         : isa == CPU_ISA_AVX512   ? &cpu_ops_avx512
+         : isa == CPU_ISA_AVX2     ? &cpu_ops_avx2
+                                   : &cpu_ops_scalar;
+}
+
+/* The first table along the fallback chain that has the kernel for this spec (the portable
+ * table has them all). */
+static const cpu_isa_ops *next(const cpu_isa_ops *o) { return o->fallback ? o->fallback : &cpu_ops_scalar; }
+static const cpu_isa_ops *pick_mv(const cpu_isa_ops *o, const accel_spec *s) {
+  while (!(o->mv_supports && o->mv_supports(s))) o = next(o);
+  return o;
+}
+static const cpu_isa_ops *pick_tile(const cpu_isa_ops *o, const accel_spec *s) {
+  while (!(o->tile_supports && o->tile_supports(s))) o = next(o);
+  return o;
+}
+static const cpu_isa_ops *pick_gemm(const cpu_isa_ops *o) {
+  while (!o->gemm) o = next(o);
+  return o;
 }
 
 typedef struct {
@@ -70,9 +96,10 @@ typedef struct {
   const cpu_isa_ops *mv_ops, *tile_ops, *gemm_ops;
   int64_t chunk; /* rows per task */
   /* mat-mat */
-  const float *x; /* n × cols floats */
-  int64_t n;
-  float *scratch; /* threads × TILE_ROWS × TILE_COLS */
+  const float *xt; /* x transposed: cols × npad floats, padding lanes 0 */
+  int64_t n, npad;
+  float *scratch; /* per worker: a decoded tile and the task's transposed outputs */
+  size_t scratch_per_worker;
 } job;
 
 static void mv_task(void *ctx, int64_t t, int worker) {
@@ -86,17 +113,18 @@ static void mv_task(void *ctx, int64_t t, int worker) {
 static void mm_task(void *ctx, int64_t t, int worker) {
   job *j = ctx;
   const accel_spec *s = j->mv.s;
-  int64_t r0 = t * j->chunk, r1 = r0 + j->chunk, rows = s->rows, cols = s->cols;
+  int64_t r0 = t * j->chunk, r1 = r0 + j->chunk, rows = s->rows, cols = s->cols, npad = j->npad;
   if (r1 > rows) r1 = rows;
-  float *tile = j->scratch + (size_t)worker * TILE_ROWS * TILE_COLS;
-  float *y = j->mv.y + r0;
-  for (int64_t i = 0; i < j->n; i++)
-    for (int64_t r = 0; r < r1 - r0; r++) y[i * rows + r] = 0.0f;
+  float *tile = j->scratch + (size_t)worker * j->scratch_per_worker;
+  float *yt = tile + TILE_ROWS * TILE_COLS; /* (r1 - r0) × npad */
+  memset(yt, 0, (size_t)(r1 - r0) * (size_t)npad * sizeof *yt);
   for (int64_t c0 = 0; c0 < cols; c0 += TILE_COLS) {
     int64_t c1 = c0 + TILE_COLS < cols ? c0 + TILE_COLS : cols;
     j->tile_ops->decode_tile(&j->mv, r0, r1, c0, c1, tile, TILE_COLS);
-    j->gemm_ops->gemm(tile, TILE_COLS, r1 - r0, j->x + c0, cols, j->n, c1 - c0, y, rows);
+    j->gemm_ops->gemm(tile, TILE_COLS, r1 - r0, j->xt + c0 * npad, npad, c1 - c0, yt, npad);
   }
+  for (int64_t i = 0; i < j->n; i++)
+    for (int64_t r = r0; r < r1; r++) j->mv.y[i * rows + r] = yt[(r - r0) * npad + i];
 }
 
 int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
@@ -121,46 +149,59 @@ int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
   int threads = cpu_pool_threads(pool);
   int64_t groups = s->mode == ACCEL_MODE_DENSE ? 0 : cols / s->group_size;
 
-  /* x to float once; the n = 1 path also needs Σx per group and the ISA's layout */
+  /* x to float once; the mat-vec path also needs Σx per group and the ISA's layout of x */
   float *xf = mx_malloc(((size_t)n * (size_t)cols + (size_t)cols + (size_t)groups) * sizeof(float), err);
   if (!xf) return -1;
   for (int64_t i = 0; i < n * cols; i++) xf[i] = mx_bf16_to_f32(x[i]);
 
-  if (n == 1) {
-    float *xp = xf + cols, *xg = xp + cols;
-    for (int64_t g = 0; g < groups; g++) {
-      float acc = 0;
-      for (int64_t k = g * s->group_size; k < (g + 1) * s->group_size; k++) acc += xf[k];
-      xg[g] = acc;
-    }
-    j.mv_ops = ops->mv_supports && ops->mv_supports(s) ? ops : &cpu_ops_scalar;
-    j.mv_ops->prep_x(s, xf, xp);
-    j.mv.x = xp;
-    j.mv.xg = xg;
-    j.mv.y = y;
-    /* many small tasks: the pool balances them when a core is busy with other work */
+  if (n < MV_MAX_N) { /* one streamed mat-vec per row of x */
+    float *xp = xf + n * cols, *xg = xp + cols;
+    j.mv_ops = pick_mv(ops, s);
     int64_t chunk = rows / ((int64_t)threads * 16);
-    j.chunk = chunk < 8 ? 8 : chunk > 256 ? 256 : chunk;
-    cpu_pool_run(pool, (rows + j.chunk - 1) / j.chunk, mv_task, &j);
+    j.chunk = chunk < 8 ? 8 : chunk > 256 ? 256 : chunk; /* many small tasks balance a busy core */
+    for (int64_t i = 0; i < n; i++) {
+      const float *xi = xf + i * cols;
+      for (int64_t g = 0; g < groups; g++) {
+        float acc = 0;
+        for (int64_t k = g * s->group_size; k < (g + 1) * s->group_size; k++) acc += xi[k];
+        xg[g] = acc;
+      }
+      j.mv_ops->prep_x(s, xi, xp);
+      j.mv.x = xp;
+      j.mv.xg = xg;
+      j.mv.y = y + i * rows;
+      cpu_pool_run(pool, (rows + j.chunk - 1) / j.chunk, mv_task, &j);
+    }
     free(xf);
     return 0;
   }
 
   /* the ISA's gemm runs even where its tile decoder does not cover the format */
-  j.tile_ops = ops->tile_supports && ops->tile_supports(s) ? ops : &cpu_ops_scalar;
-  j.gemm_ops = ops->gemm ? ops : &cpu_ops_scalar;
-  j.x = xf;
+  j.tile_ops = pick_tile(ops, s);
+  j.gemm_ops = pick_gemm(ops);
+  int64_t lanes = j.gemm_ops->gemm_lanes;
   j.n = n;
+  j.npad = (n + lanes - 1) / lanes * lanes;
   j.mv.y = y;
   j.chunk = (rows + threads - 1) / threads;
   if (j.chunk > TILE_ROWS) j.chunk = TILE_ROWS;
-  j.scratch = mx_malloc((size_t)threads * TILE_ROWS * TILE_COLS * sizeof(float), err);
+  j.scratch_per_worker = (size_t)TILE_ROWS * (TILE_COLS + (size_t)j.npad);
+  float *xt = mx_malloc((size_t)cols * (size_t)j.npad * sizeof(float), err);
+  j.scratch = xt ? mx_malloc((size_t)threads * j.scratch_per_worker * sizeof(float), err) : NULL;
   if (!j.scratch) {
+    free(xt);
     free(xf);
     return -1;
   }
+  for (int64_t k = 0; k < cols; k++) {
+    float *row = xt + k * j.npad;
+    for (int64_t i = 0; i < n; i++) row[i] = xf[i * cols + k];
+    for (int64_t i = n; i < j.npad; i++) row[i] = 0.0f;
+  }
+  j.xt = xt;
   cpu_pool_run(pool, (rows + j.chunk - 1) / j.chunk, mm_task, &j);
   free(j.scratch);
+  free(xt);
   free(xf);
   return 0;
 }

@@ -1,0 +1,260 @@
+/* mlxrt bench: llama-bench's protocol and table on an MLX checkpoint. pp = one batched
+ * prompt pass of -p tokens; tg = -n greedy decode steps (argmax, no sampler, as llama-bench);
+ * -d DEPTH tokens are cached first (untimed). Reports mean ± sd t/s over -r runs, plus the
+ * bytes a decode step streams, GB/s, % of the backend's read bandwidth measured in this run,
+ * and a hash of the last logits (a determinism check). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "commands.h"
+#include "mlxrt.h"
+
+#define MAX_VALUES 16
+
+typedef struct {
+  int v[MAX_VALUES];
+  int n;
+} int_list;
+
+static int parse_list(const char *s, int_list *l) {
+  l->n = 0;
+  while (*s && l->n < MAX_VALUES) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || v < 0 || v > 1 << 24) return -1;
+    l->v[l->n++] = (int)v;
+    s = end;
+    if (*s == ',') s++;
+    else if (*s) return -1;
+  }
+  return l->n ? 0 : -1;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int argmax(const float *x, int n) {
+  int b = 0;
+  for (int i = 1; i < n; i++)
+    if (x[i] > x[b]) b = i;
+  return b;
+}
+
+static uint64_t hash_floats(const float *x, int64_t n) {
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char *p = (const unsigned char *)x;
+  for (int64_t i = 0; i < n * 4; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+static void fill_tokens(int32_t *t, int64_t n, int vocab, uint64_t *state) {
+  for (int64_t i = 0; i < n; i++) {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    t[i] = (int32_t)(10 + *state % (uint64_t)(vocab - 10));
+  }
+}
+
+typedef struct {
+  char test[48];
+  int n_prompt, n_gen, depth;
+  double mean, sd, gbs, pct;
+  uint64_t hash;
+} result;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: mlxrt bench -m MODEL_DIR [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json]\n"
+          "                   [-t THREADS] [--backend auto|cpu|cuda]\n"
+          "  -p, -n, -d take comma-separated lists (e.g. -d 0,4096,32768); -p 0 or -n 0 skips.\n");
+}
+
+/* One timed repetition; returns seconds or < 0 on error. */
+static double run_once(mlxrt_model *m, int depth, int pp, int tg, float *logits, int32_t *toks,
+                       uint64_t *seed, uint64_t *hash, mlxrt_error *err) {
+  int V = mlxrt_model_vocab_size(m);
+  mlxrt_session *s = mlxrt_session_new(m, (int64_t)depth + pp + tg + 1, err);
+  if (!s) return -1;
+  double t = -1;
+  if (depth > 0) {
+    fill_tokens(toks, depth, V, seed);
+    if (mlxrt_session_feed(s, toks, depth, NULL, 0, err)) goto done;
+  }
+  if (pp > 0) {
+    fill_tokens(toks, pp, V, seed);
+    double t0 = now_s();
+    if (mlxrt_session_feed(s, toks, pp, logits, 0, err)) goto done;
+    t = now_s() - t0;
+    *hash = hash_floats(logits, V);
+  } else {
+    int32_t tok;
+    fill_tokens(&tok, 1, V, seed);
+    double t0 = now_s();
+    for (int i = 0; i < tg; i++) {
+      if (mlxrt_session_feed(s, &tok, 1, logits, 0, err)) goto done;
+      tok = argmax(logits, V);
+    }
+    t = now_s() - t0;
+    *hash = hash_floats(logits, V);
+  }
+done:
+  mlxrt_session_free(s);
+  return t;
+}
+
+int cmd_bench(int argc, char **argv) {
+  const char *model = NULL, *backend = NULL, *fmt = "md";
+  int_list P = {{512}, 1}, N = {{128}, 1}, D = {{0}, 1};
+  int reps = 5, threads = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int has = i + 1 < argc;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    }
+    if (!has) {
+      fprintf(stderr, "mlxrt bench: option '%s' needs a value\n", a);
+      return 2;
+    }
+    const char *v = argv[++i];
+    int bad = 0;
+    if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
+    else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) bad = parse_list(v, &P);
+    else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) bad = parse_list(v, &N);
+    else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) bad = parse_list(v, &D);
+    else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) bad = (reps = atoi(v)) < 1;
+    else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) threads = atoi(v);
+    else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+      fmt = v;
+      bad = strcmp(v, "md") && strcmp(v, "json");
+    } else if (!strcmp(a, "--backend")) backend = v;
+    else {
+      fprintf(stderr, "mlxrt bench: unknown option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+    if (bad) {
+      fprintf(stderr, "mlxrt bench: bad value '%s' for %s\n", v, a);
+      return 2;
+    }
+  }
+  if (!model) {
+    fprintf(stderr, "mlxrt bench: -m MODEL_DIR is required\n");
+    return 2;
+  }
+  mlxrt_error err = {{0}};
+  mlxrt_options opt = {backend, threads, 0};
+  mlxrt_model *m = mlxrt_model_load(model, &opt, &err);
+  if (!m) {
+    fprintf(stderr, "mlxrt bench: %s\n", err.msg);
+    return 1;
+  }
+  mlxrt_model_info info;
+  mlxrt_model_get_info(m, &info);
+  int V = info.vocab_size, maxtok = 1;
+  for (int i = 0; i < P.n; i++) maxtok = P.v[i] > maxtok ? P.v[i] : maxtok;
+  for (int i = 0; i < D.n; i++) maxtok = D.v[i] > maxtok ? D.v[i] : maxtok;
+  float *logits = malloc((size_t)V * sizeof(float));
+  int32_t *toks = malloc((size_t)maxtok * sizeof(int32_t));
+  double *times = malloc((size_t)reps * sizeof(double));
+  result res[3 * MAX_VALUES * MAX_VALUES];
+  int nres = 0, rc = 0;
+  double bw = mlxrt_model_read_bandwidth(m);
+  if (!logits || !toks || !times) {
+    fprintf(stderr, "mlxrt bench: out of memory\n");
+    rc = 1;
+    goto out;
+  }
+  for (int di = 0; di < D.n && !rc; di++)
+    for (int kind = 0; kind < 2 && !rc; kind++) {
+      const int_list *L = kind ? &N : &P;
+      for (int li = 0; li < L->n && !rc; li++) {
+        int pp = kind ? 0 : L->v[li], tg = kind ? L->v[li] : 0, depth = D.v[di];
+        if (pp == 0 && tg == 0) continue;
+        uint64_t seed = 0x9e3779b97f4a7c15ull, hash = 0;
+        /* one warm-up run (first-use uploads, page faults), as llama-bench does */
+        if (run_once(m, depth, pp ? pp : 0, tg ? (tg < 4 ? tg : 4) : 0, logits, toks, &seed, &hash, &err) < 0) {
+          rc = 1;
+          break;
+        }
+        for (int r = 0; r < reps; r++) {
+          seed = 0x9e3779b97f4a7c15ull;
+          times[r] = run_once(m, depth, pp, tg, logits, toks, &seed, &hash, &err);
+          if (times[r] < 0) {
+            rc = 1;
+            break;
+          }
+        }
+        if (rc) break;
+        result *R = &res[nres++];
+        memset(R, 0, sizeof *R);
+        int nt = pp ? pp : tg;
+        double sum = 0, sq = 0;
+        for (int r = 0; r < reps; r++) {
+          double ts = nt / times[r];
+          sum += ts;
+          sq += ts * ts;
+        }
+        R->mean = sum / reps;
+        R->sd = reps > 1 ? sqrt(fmax(0, (sq - sum * sum / reps) / (reps - 1))) : 0;
+        R->n_prompt = pp;
+        R->n_gen = tg;
+        R->depth = depth;
+        R->hash = hash;
+        snprintf(R->test, sizeof R->test, "%s%d", pp ? "pp" : "tg", nt);
+        if (depth) snprintf(R->test + strlen(R->test), sizeof R->test - strlen(R->test), " @ d%d", depth);
+        if (tg) {
+          /* bytes per step: weights + the KV read at the average depth of the run */
+          double bytes = (double)info.bytes_per_token +
+                         (double)mlxrt_model_kv_bytes_per_token(m, depth + tg / 2);
+          R->gbs = bytes * R->mean / 1e9;
+          R->pct = bw > 0 ? 100.0 * R->gbs / bw : 0;
+        }
+      }
+    }
+  if (rc) {
+    fprintf(stderr, "mlxrt bench: %s\n", err.msg);
+    goto out;
+  }
+  if (!strcmp(fmt, "json")) {
+    printf("[\n");
+    for (int i = 0; i < nres; i++)
+      printf("  {\"model\": \"%s\", \"quant\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, "
+             "\"backend\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
+             "\"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"gbs\": %.2f, \"bandwidth_gbs\": %.2f, "
+             "\"roofline_pct\": %.2f, \"logits_hash\": \"%016llx\"}%s\n",
+             info.variant, info.quant, (unsigned long long)info.bytes_on_disk,
+             (unsigned long long)info.params, mlxrt_model_backend_name(m), threads, res[i].n_prompt,
+             res[i].n_gen, res[i].depth, res[i].mean, res[i].sd, res[i].gbs, bw, res[i].pct,
+             (unsigned long long)res[i].hash, i + 1 < nres ? "," : "");
+    printf("]\n");
+  } else {
+    printf("| model | size | params | backend | threads | test | t/s | GB/s | %% of %.0f GB/s | logits hash |\n", bw);
+    printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    for (int i = 0; i < nres; i++) {
+      char gb[32] = "", pc[32] = "";
+      if (res[i].n_gen) {
+        snprintf(gb, sizeof gb, "%.1f", res[i].gbs);
+        if (bw > 0) snprintf(pc, sizeof pc, "%.1f %%", res[i].pct);
+      }
+      printf("| %s %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s | %s | %016llx |\n",
+             info.variant, info.quant, (double)info.bytes_on_disk / 1048576.0,
+             (double)info.params / 1e6, mlxrt_model_backend_name(m), threads, res[i].test, res[i].mean,
+             res[i].sd, gb, pc, (unsigned long long)res[i].hash);
+    }
+  }
+out:
+  free(logits);
+  free(toks);
+  free(times);
+  mlxrt_model_free(m);
+  return rc;
+}
