@@ -277,7 +277,7 @@ def init_params(model, config, seed, gains):
         near-constant positive factor), up = P^T Q, down = P (P random orthogonal), and its
         post-feedforward norm has a large gain so it dominates the residual stream. The tied
         head then puts the top logit on succ(current token) with a wide margin;
-      - every other sublayer is random with a small output gain, so attention, the KV cache,
+      - every other sublayer is random with a moderate output gain, so attention, the KV cache,
         RoPE etc. still move every logit measurably.
     Gemma 3 norms are stored zero-centred (the model multiplies by 1+w)."""
     rng = np.random.default_rng(seed)
