@@ -183,18 +183,17 @@ struct UnitRegs {
  * shared memory; x (this lane's batch row g, fragment order) and the group sums from global. */
 template <int FMT, int GS>
 __device__ __forceinline__ void load_unit(UnitRegs<FMT, GS> &r, const uint4 *wsm, const uint8_t *ssm,
-                                          const QmvArgs &p, const uint4 *xrow, int u, int g, int t) {
+                                          const uint4 *xu, const float2 *xsu, bool xok) {
   typedef Shape<FMT, GS> S;
 #pragma unroll
   for (int c = 0; c < S::CPU; c++) r.w[c] = wsm[c * 32];
 #pragma unroll
-  for (int h = 0; h < S::MPU / 2; h++)
-    r.x[h] = g < p.nb ? ld_keep(xrow + (u * (S::UK / 32) + h) * 4) : make_uint4(0, 0, 0, 0);
+  for (int h = 0; h < S::MPU / 2; h++) r.x[h] = xok ? ld_keep(xu + h * 4) : make_uint4(0, 0, 0, 0);
   if (S::AFF) {
 #pragma unroll
     for (int gl = 0; gl < S::GPU; gl++) {
       r.sc[gl] = reinterpret_cast<const uint2 *>(ssm)[gl * 8];
-      r.xs[gl] = __ldg((const float2 *)(p.xs + (u * S::GPU + gl) * 8 + 2 * t));
+      r.xs[gl] = __ldg(xsu + gl * 4);
     }
   } else if (FMT == CK_NVFP4) {
     r.sc[0] = *reinterpret_cast<const uint2 *>(ssm);
@@ -205,19 +204,19 @@ __device__ __forceinline__ void load_unit(UnitRegs<FMT, GS> &r, const uint4 *wsm
   }
 }
 
-template <int FMT, int GS, bool SB_F16>
-__device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, const QmvArgs &p,
-                                             float (&acc)[4], float (&tot)[4]) {
+template <int FMT, int GS, bool SB_F16, bool LOADS_ONLY>
+__device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (&acc)[4],
+                                             float (&tot)[4]) {
   typedef Shape<FMT, GS> S;
   constexpr int MX_OFF = FMT == CK_MXFP4 ? 14 : 8; /* undo the decode's 2^-14 / 2^-8 */
   const uint32_t *wd = reinterpret_cast<const uint32_t *>(&r.w[0]);
-  if (p.variant == 1) { /* keep the loads, skip the work */
+  constexpr int MPU = LOADS_ONLY ? 0 : S::MPU; /* the benchmark variant skips the work */
+  if (LOADS_ONLY) {
 #pragma unroll
     for (int i = 0; i < 4 * S::CPU; i++) acc[0] += __uint_as_float(wd[i] & 0x3f800000u);
-    return;
   }
 #pragma unroll
-  for (int m = 0; m < S::MPU; m++) {
+  for (int m = 0; m < MPU; m++) {
     const uint4 &xv = r.x[m >> 1];
     uint32_t b0 = (m & 1) ? xv.z : xv.x, b1 = (m & 1) ? xv.w : xv.y;
     uint32_t a[4];
@@ -317,20 +316,41 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
   float acc2[4] = {0.f, 0.f, 0.f, 0.f}, tot2[4] = {0.f, 0.f, 0.f, 0.f};
   const int sstride = S::AFF ? 8 : ck_fp_scale_bytes(FMT);
+  const bool xok = g < p.nb, loads_only = p.variant == 1;
+  /* per-unit strides of this warp's pointers (units ul, ul + nw, ... of each stage) */
+  constexpr int XSTEP = (S::UK / 32) * 4;    /* uint4 of x per unit */
+  constexpr int WSTEP = S::CPU * 32;          /* uint4 of codes per unit */
+  const float2 *xs_lane = reinterpret_cast<const float2 *>(p.xs) + t; /* [group][8 floats] */
   for (int st = 0; st < nstages; st++) {
     const int slot = st % S::NS, u0 = st * S::SU;
     const int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
     mbar_wait(&mbar[slot], (uint32_t)((st / S::NS) & 1));
     const uint8_t *base = stage_mem + slot * S::STAGE;
-    const uint4 *wsm = reinterpret_cast<const uint4 *>(base) + lane;
-    const uint8_t *ssm = base + S::SU * S::UNIT_W + g * sstride;
-    for (int ul = warp; ul < nu; ul += 2 * nw) {
-      UnitRegs<FMT, GS> r0, r1;
-      const int ul2 = ul + nw;
-      load_unit(r0, wsm + ul * S::CPU * 32, ssm + ul * S::UNIT_S, p, xrow, u0 + ul, g, t);
-      if (ul2 < nu) load_unit(r1, wsm + ul2 * S::CPU * 32, ssm + ul2 * S::UNIT_S, p, xrow, u0 + ul2, g, t);
-      compute_unit<FMT, GS, SB_F16>(r0, p, acc, tot);
-      if (ul2 < nu) compute_unit<FMT, GS, SB_F16>(r1, p, acc2, tot2);
+    const uint4 *wsm = reinterpret_cast<const uint4 *>(base) + lane + warp * WSTEP;
+    const uint8_t *ssm = base + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S;
+    const uint4 *xu = xrow + (u0 + warp) * XSTEP;
+    const float2 *xsu = xs_lane + (u0 + warp) * S::GPU * 4;
+    if (loads_only) {
+      for (int ul = warp; ul < nu; ul += nw, wsm += nw * WSTEP) {
+        UnitRegs<FMT, GS> r0;
+#pragma unroll
+        for (int c = 0; c < S::CPU; c++) r0.w[c] = wsm[c * 32];
+        compute_unit<FMT, GS, SB_F16, true>(r0, acc, tot);
+      }
+    } else {
+      for (int ul = warp; ul < nu; ul += 2 * nw) {
+        UnitRegs<FMT, GS> r0, r1;
+        const bool two = ul + nw < nu;
+        load_unit(r0, wsm, ssm, xu, xsu, xok);
+        if (two)
+          load_unit(r1, wsm + nw * WSTEP, ssm + nw * S::UNIT_S, xu + nw * XSTEP, xsu + nw * S::GPU * 4, xok);
+        compute_unit<FMT, GS, SB_F16, false>(r0, acc, tot);
+        if (two) compute_unit<FMT, GS, SB_F16, false>(r1, acc2, tot2);
+        wsm += 2 * nw * WSTEP;
+        ssm += 2 * nw * S::UNIT_S;
+        xu += 2 * nw * XSTEP;
+        xsu += 2 * nw * S::GPU * 4;
+      }
     }
     __syncthreads(); /* every warp is done with this slot */
     if (threadIdx.x == 0 && st + S::NS < nstages) {
@@ -537,7 +557,7 @@ extern "C" void ck_set_tuning(int warps, int variant) {
 
 /* Warps per tile: the block size whose resident blocks cover the tiles in the fullest waves
  * (a partial last wave of long blocks is what costs most on shapes of ~1000 tiles); ties go
- * to 8 warps, the best measured on the H200. Occupancy comes from the runtime, once per
+ * to 4 warps for many waves and 8 otherwise, the best measured on the H200. Occupancy comes from the runtime, once per
  * kernel and size (the memo is not thread-safe: one thread drives a backend). */
 static int occupancy(qmv_fn fn, int w, int smem) {
   static struct { qmv_fn fn; int w, smem, per_sm; } memo[64];
@@ -567,7 +587,9 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem) {
     double slots = (double)per_sm * sms, waves = (double)L->tiles / slots;
     double per = (double)L->tiles / sms;
     double eff = waves <= 1.0 ? per / ceil(per) : waves / ceil(waves);
-    double score = eff - 0.02 * fabs(log2((double)w / 8.0)); /* measured: 8 warps is the best default */
+    /* measured on the H200: 4 warps when the tiles make many waves (lm_head), else 8 */
+    double pref = waves > 8.0 ? 4.0 : 8.0;
+    double score = eff - 0.02 * fabs(log2((double)w / pref));
     if (score > best_score) {
       best_score = score;
       best = w;
