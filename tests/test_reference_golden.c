@@ -24,19 +24,26 @@ static float bf16_ulp(float x) {
   return ldexpf(1.0f, e - 8);
 }
 
-static const float *f32_tensor(const st_archive *a, const char *name, int64_t *n0, int64_t *n1) {
+/* Tensor views need not be aligned: copy them out. */
+static void *copy_out(const st_tensor *t) {
+  void *p = malloc(t->nbytes ? t->nbytes : 1);
+  if (p) memcpy(p, t->data, t->nbytes);
+  return p;
+}
+
+static float *f32_tensor(const st_archive *a, const char *name, int64_t *n0, int64_t *n1) {
   const st_tensor *t = st_find(a, name);
   if (!t || t->dtype != ST_F32) return NULL;
   *n0 = t->shape[0];
   *n1 = t->ndim > 1 ? t->shape[1] : 1;
-  return (const float *)t->data; /* fixtures are written 4-byte aligned by safetensors */
+  return copy_out(t);
 }
 
-static const int32_t *i32_tensor(const st_archive *a, const char *name, int64_t *n) {
+static int32_t *i32_tensor(const st_archive *a, const char *name, int64_t *n) {
   const st_tensor *t = st_find(a, name);
   if (!t || t->dtype != ST_I32) return NULL;
   *n = t->shape[0];
-  return (const int32_t *)t->data;
+  return copy_out(t);
 }
 
 static int argmax(const float *x, int64_t n) {
@@ -74,13 +81,15 @@ static void check_model(const char *dir) {
     return;
   }
   int64_t P = 0, GP = 0, GV = 0, N = 0, DN = 0, DV = 0;
-  const int32_t *prompt = i32_tensor(&g, "prompt", &P);
-  const float *logits = f32_tensor(&g, "logits", &GP, &GV);
-  const int32_t *greedy = i32_tensor(&g, "greedy", &N);
-  const float *glogits = f32_tensor(&g, "greedy_logits", &DN, &DV);
+  int32_t *prompt = i32_tensor(&g, "prompt", &P);
+  float *logits = f32_tensor(&g, "logits", &GP, &GV);
+  int32_t *greedy = i32_tensor(&g, "greedy", &N);
+  float *glogits = f32_tensor(&g, "greedy_logits", &DN, &DV);
   CHECKF(prompt && logits && greedy && glogits && GP == P && DN == N && DV == GV,
          "%s: golden.safetensors lacks prompt/logits/greedy/greedy_logits", dir);
+#define FREE_GOLDEN() (free(prompt), free(logits), free(greedy), free(glogits))
   if (!(prompt && logits && greedy && glogits && GP == P && DN == N && DV == GV)) {
+    FREE_GOLDEN();
     st_close(&g);
     return;
   }
@@ -88,6 +97,7 @@ static void check_model(const char *dir) {
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   CHECKF(m != NULL, "%s", err.msg);
   if (!m) {
+    FREE_GOLDEN();
     st_close(&g);
     return;
   }
@@ -117,6 +127,7 @@ static void check_model(const char *dir) {
   free(ours);
   mlxrt_session_free(s);
   mlxrt_model_free(m);
+  FREE_GOLDEN();
   st_close(&g);
 }
 

@@ -27,7 +27,8 @@ int cpu_isa_supported(cpu_isa isa) {
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq");
   case CPU_ISA_AVX512BF16:
-    return cpu_isa_supported(CPU_ISA_AVX512) && __builtin_cpu_supports("avx512bf16");
+    return cpu_isa_supported(CPU_ISA_AVX512) && __builtin_cpu_supports("avx512bf16") &&
+           __builtin_cpu_supports("avx512vbmi");
 #endif
   default: return 0;
   }
