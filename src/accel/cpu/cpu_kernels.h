@@ -20,8 +20,8 @@ typedef struct cpu_qmat {
   const void *biases; /* affine only, else NULL */
 } cpu_qmat;
 
-/* AVX512BF16 (needs AVX512-BF16 and VBMI: Sapphire Rapids, Zen 4) adds mat-vec kernels for
- * affine 4-bit (VDPBF16PS) and affine 2/3/5/6-bit (VPERMB + VPMULTISHIFTQB) to AVX512. */
+/* AVX512BF16 (needs AVX512-BF16 and VBMI: Sapphire Rapids, Zen 4) adds a mat-vec kernel for
+ * affine 2/3/5/6-bit (VPERMB + VPMULTISHIFTQB unpack, VDPBF16PS products) to AVX512. */
 typedef enum {
   CPU_ISA_SCALAR = 0,
   CPU_ISA_AVX2 = 1,
