@@ -2,6 +2,7 @@
  * mmap views, fetched once per weight key and checked against the spec's byte counts. */
 #include <stdlib.h>
 
+#include "accel/cpu/cpu_decoder.h"
 #include "accel/cpu/cpu_kernels.h"
 #include "base/bf16.h"
 #include "base/error.h"
@@ -147,6 +148,9 @@ accel_backend *accel_cpu_create(int threads, mlxrt_error *err) {
   b->name = "cpu";
   b->qmatmul = cpu_qmatmul_entry;
   b->embed_rows = cpu_embed_rows;
+  b->decoder_create = cpu_decoder_create;
+  b->decoder_step = cpu_decoder_step;
+  b->decoder_free = cpu_decoder_free;
   b->destroy = cpu_destroy;
   return b;
 }
