@@ -178,7 +178,7 @@ static const char *quant_label(const char *mode) {
 }
 
 /* ---- one case: write, describe, run ------------------------------------------------------ */
-static void check_case(const char *like, const char *mode, int layers) {
+static void check_case(const char *like, const char *mode, int layers, int run) {
   const spec *s = find_spec(like);
   CHECK(s != NULL);
   if (!s) return;
@@ -268,8 +268,8 @@ static void check_case(const char *like, const char *mode, int layers) {
 
   /* a few tokens through the CPU reference path: finite logits (softcapped on Gemma 4) */
   mlxrt_options opt = {"cpu", 2, 0};
-  mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
-  CHECKF(m != NULL, "%s %s: %s", like, mode, err.msg);
+  mlxrt_model *m = run ? mlxrt_model_load(dir, &opt, &err) : NULL;
+  CHECKF(m != NULL || !run, "%s %s: %s", like, mode, err.msg);
   if (m) {
     mlxrt_session *ss = mlxrt_session_new(m, 64, &err);
     CHECKF(ss != NULL, "%s", err.msg);
@@ -424,16 +424,17 @@ int main(void) {
   check_full_plans();
   check_determinism();
   /* every mode at least once; Gemma 4 dense/k_eq_v, MoE, PLE + KV sharing + double-wide */
-  check_case("gemma3-270m", "nvfp4", 0);
-  check_case("gemma3-270m", "affine8", 0);
-  check_case("gemma4-e2b", "mxfp8", 2);
-  check_case("gemma4-e2b", "affine4", 7); /* 7 layers keep KV sharing and the double-wide MLP */
+  /* (the sanitizer build runs the model only once: its -O0 forward pass is slow) */
+  check_case("gemma3-270m", "nvfp4", LIGHT ? 2 : 0, 1);
+  check_case("gemma3-270m", "affine8", 0, !LIGHT);
+  check_case("gemma4-e2b", "mxfp8", 2, !LIGHT);
+  check_case("gemma4-e2b", "affine4", 7, !LIGHT); /* 7 layers keep KV sharing, double-wide MLP */
   if (!LIGHT) {
-    check_case("gemma3-270m", "bf16", 0);
-    check_case("gemma3-270m", "mxfp4", 60); /* deep stack stays finite */
-    check_case("gemma4-31b", "nvfp4", 2);
-    check_case("gemma4-31b", "affine4", 2);
-    check_case("gemma4-26b-a4b", "mxfp4", 2);
+    check_case("gemma3-270m", "bf16", 0, 1);
+    check_case("gemma3-270m", "mxfp4", 60, 1); /* a deep stack stays finite */
+    check_case("gemma4-31b", "nvfp4", 2, 1);
+    check_case("gemma4-31b", "affine4", 2, 1);
+    check_case("gemma4-26b-a4b", "mxfp4", 2, 1);
   }
   rm_dir(g_tmp);
   TEST_END();
