@@ -93,7 +93,9 @@ static void check_model(const char *dir) {
     st_close(&g);
     return;
   }
-  mlxrt_options opt = {"cpu", 0, 0};
+  /* MLXRT_TEST_BACKEND=cuda runs the same golden comparison through the CUDA backend */
+  const char *backend = getenv("MLXRT_TEST_BACKEND");
+  mlxrt_options opt = {backend && *backend ? backend : "cpu", 0, 0};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   CHECKF(m != NULL, "%s", err.msg);
   if (!m) {
