@@ -50,6 +50,17 @@ echo "== GPU self-test and benchmark"
 "$BUILD/mlxrt-cuda-test" --table "$OUT/bench.md" "$@" 2>&1 | tee "$OUT/selftest.log"
 rc=${PIPESTATUS[0]}
 
+# Hardware counters for the two target kernels on the lm_head shape (where ncu works).
+if [ -z "${NO_NCU:-}" ] && command -v ncu >/dev/null; then
+  echo "== ncu (lm_head, n = 1)"
+  for f in affine4 nvfp4; do
+    timeout 240 ncu --clock-control none -k regex:qmv_tc_kernel -c 1 \
+      --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+      --section MemoryWorkloadAnalysis "$BUILD/mlxrt-cuda-test" --profile $f 2>&1
+  done >"$OUT/ncu.txt"
+  grep -E "qmv_tc_kernel|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Issued Ipc|No Eligible|Achieved Occupancy|Theoretical Occupancy|Stall|Warp Cycles Per Issued|Eligible Warps|Registers" "$OUT/ncu.txt" | head -60
+fi
+
 echo "== CPU test suite with the plug-in built (MLXRT_BACKEND=cpu)"
 (cd "$BUILD" && MLXRT_BACKEND=cpu ctest --output-on-failure -j"$JOBS") >"$OUT/ctest.log" 2>&1
 crc=$?

@@ -62,7 +62,7 @@ static int push_cached(mlxrt_chat *c, const int32_t *ids, size_t n, mlxrt_error 
     c->cached = p;
     c->cap_cached = cap;
   }
-  memcpy(c->cached + c->ncached, ids, n * sizeof *ids);
+  if (n) memcpy(c->cached + c->ncached, ids, n * sizeof *ids);
   c->ncached += n;
   return 0;
 }
@@ -228,8 +228,8 @@ int mlxrt_chat_turn(mlxrt_chat *c, const char *user_text, mlxrt_text_fn fn, void
       mx_fail(err, "out of memory");
       goto out;
     }
-    memcpy(ids, c->cached, c->ncached * sizeof *ids);
-    memcpy(ids + c->ncached, more, nm * sizeof *ids);
+    if (c->ncached) memcpy(ids, c->cached, c->ncached * sizeof *ids);
+    if (nm) memcpy(ids + c->ncached, more, nm * sizeof *ids);
     n = c->ncached + nm;
     free(more);
   }

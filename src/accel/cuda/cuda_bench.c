@@ -142,6 +142,26 @@ done:
   return rc;
 }
 
+/* One format on the lm_head shape (for a profiler run): "affine4" or "nvfp4". */
+int cuda_bench_profile(const char *which) {
+  mlxrt_error err = {{0}};
+  bfmt f = {"affine4 g64", {ACCEL_MODE_AFFINE, 4, 64, ACCEL_BF16, ACCEL_BF16, 0, 0, 0}};
+  if (!strcmp(which, "nvfp4")) {
+    bfmt nv = {"nvfp4", {ACCEL_MODE_NVFP4, 4, 16, ACCEL_BF16, ACCEL_BF16, 0, 0, 0}};
+    f = nv;
+  }
+  bshape sh = {"262144x5376 (lm_head)", 262144, 5376};
+  bcfg c = {0, 0};
+  brow r;
+  uint64_t rng = 42;
+  if (time_case(&f, &sh, 1, 64u << 20, &rng, &c, 1, &r, &err)) {
+    printf("profile: %s\n", err.msg);
+    return 1;
+  }
+  printf("%s lm_head: %.2f us\n", f.name, r.us);
+  return 0;
+}
+
 int cuda_bench(const char *table_path, int quick) {
   mlxrt_error err = {{0}};
   accel_options o = {"cuda", 0, 0};

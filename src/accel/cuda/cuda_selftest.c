@@ -18,6 +18,7 @@
 #include "gpu_test_util.h"
 
 int cuda_bench(const char *table_path, int quick);
+int cuda_bench_profile(const char *which);
 
 static int g_checks, g_failed;
 static double g_worst;
@@ -259,8 +260,9 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--no-bench")) bench = 0;
     else if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--table") && i + 1 < argc) table = argv[++i];
+    else if (!strcmp(argv[i], "--profile") && i + 1 < argc) return cuda_bench_profile(argv[++i]) ? 1 : 0;
     else {
-      fprintf(stderr, "usage: mlxrt-cuda-test [--no-bench] [--quick] [--table FILE.md]\n");
+      fprintf(stderr, "usage: mlxrt-cuda-test [--no-bench] [--quick] [--table FILE.md] [--profile affine4|nvfp4]\n");
       return 2;
     }
   }

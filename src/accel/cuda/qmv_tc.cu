@@ -13,6 +13,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <math.h>
 
 #include "ck_device.cuh"
 
@@ -25,6 +26,7 @@ struct QmvArgs {
   float *y;
   int64_t rows, ldy;
   int nunits, nb;
+  int64_t nslices; /* cols / 32: the x layout's row stride in 32-k slices */
   int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling) */
 };
 
@@ -115,168 +117,259 @@ __device__ __forceinline__ void decode_a(const uint32_t *wd, int m, uint32_t (&a
   }
 }
 
-/* Compile-time shape of one format's work. */
+/* Compile-time shape of one format's work. A stage is SU units: about 8 KB of codes plus
+ * their scales, copied global → shared by the bulk-copy engine; NS stages are in flight. */
 template <int FMT, int GS>
 struct Shape {
   static constexpr int KC = ck_chunk_k(FMT), UK = ck_unit_k_c(FMT, GS);
-  static constexpr int CPU = UK / KC, MPU = UK / 16, PD = CPU >= 4 ? 1 : 4 / CPU;
+  static constexpr int CPU = UK / KC, MPU = UK / 16;
   static constexpr bool AFF = FMT == CK_AFF4 || FMT == CK_AFF8;
   static constexpr bool MX = FMT == CK_MXFP4 || FMT == CK_MXFP8;
+  static constexpr bool DENSE = FMT == CK_DBF16 || FMT == CK_DF16;
   static constexpr int GPU = AFF ? UK / GS : 1; /* affine groups per unit */
   static constexpr int MPG = AFF ? GS / 16 : 2; /* mmas per group (affine, mx) */
+  static constexpr int SU = 16 / CPU;           /* units per stage */
+  static constexpr int NS = 4;                  /* stages in flight */
+  static constexpr int UNIT_W = CPU * 512;      /* code bytes per unit */
+  static constexpr int UNIT_S = AFF ? GPU * 64 : DENSE ? 0 : 8 * ck_fp_scale_bytes(FMT);
+  static constexpr int STAGE = SU * (UNIT_W + UNIT_S);
 };
 
-/* The loads of PD units: codes (streamed) and their scales. */
+/* ---- mbarrier + bulk copy (sm_90) ---- */
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void mbar_init(uint64_t *m, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(m)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint64_t *m, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(m)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *m) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(m))
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *m, uint32_t phase) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_addr(m)), "r"(phase)
+                 : "memory");
+}
+
+/* x fragments of one unit (L1-resident: evict_last; the weights never enter L1). */
+__device__ __forceinline__ uint4 ld_keep(const uint4 *p) {
+  uint4 v;
+  asm("ld.global.nc.L1::evict_last.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+/* A unit's operands, loaded before any of them is used (two units are in flight per warp). */
 template <int FMT, int GS>
-struct Batch {
+struct UnitRegs {
   typedef Shape<FMT, GS> S;
-  uint4 w[S::PD][S::CPU];
-  uint2 sc[S::PD][S::GPU]; /* affine (s_g, b_g, s_g8, b_g8) per group; fp: the unit's bytes */
+  uint4 w[S::CPU];
+  uint4 x[S::MPU / 2];
+  uint2 sc[S::GPU];
+  float2 xs[S::AFF ? S::GPU : 1];
 };
 
+/* Loads unit u: codes wsm (this lane's chunks) and scales ssm (this lane's row pair) from
+ * shared memory; x (this lane's batch row g, fragment order) and the group sums from global. */
 template <int FMT, int GS>
-__device__ __forceinline__ void load_batch(Batch<FMT, GS> &b, const QmvArgs &p, const uint4 *wt,
-                                           const void *st, int u0, int nw) {
+__device__ __forceinline__ void load_unit(UnitRegs<FMT, GS> &r, const uint4 *wsm, const uint8_t *ssm,
+                                          const uint4 *xu, const float2 *xsu, bool xok) {
   typedef Shape<FMT, GS> S;
 #pragma unroll
-  for (int q = 0; q < S::PD; q++) {
-    int u = u0 + q * nw;
-    if (u < p.nunits) {
+  for (int c = 0; c < S::CPU; c++) r.w[c] = wsm[c * 32];
 #pragma unroll
-      for (int c = 0; c < S::CPU; c++) b.w[q][c] = ld_stream(wt + (u * S::CPU + c) * 32);
-      if (S::AFF) {
+  for (int h = 0; h < S::MPU / 2; h++) r.x[h] = xok ? ld_keep(xu + h * 4) : make_uint4(0, 0, 0, 0);
+  if (S::AFF) {
 #pragma unroll
-        for (int gl = 0; gl < S::GPU; gl++)
-          b.sc[q][gl] = __ldg((const uint2 *)st + (u * S::GPU + gl) * 8);
-      } else if (FMT == CK_NVFP4) {
-        b.sc[q][0] = __ldg((const uint2 *)st + u * 8);
-      } else if (FMT == CK_MXFP4) {
-        b.sc[q][0].x = __ldg((const uint32_t *)st + u * 8);
-      } else if (FMT == CK_MXFP8) {
-        b.sc[q][0].x = __ldg((const uint16_t *)st + u * 8);
-      }
+    for (int gl = 0; gl < S::GPU; gl++) {
+      r.sc[gl] = reinterpret_cast<const uint2 *>(ssm)[gl * 8];
+      r.xs[gl] = __ldg(xsu + gl * 4);
     }
+  } else if (FMT == CK_NVFP4) {
+    r.sc[0] = *reinterpret_cast<const uint2 *>(ssm);
+  } else if (FMT == CK_MXFP4) {
+    r.sc[0].x = *reinterpret_cast<const uint32_t *>(ssm);
+  } else if (FMT == CK_MXFP8) {
+    r.sc[0].x = *reinterpret_cast<const uint16_t *>(ssm);
   }
 }
 
-template <int FMT, int GS, bool SB_F16>
-__device__ __forceinline__ void process_batch(const Batch<FMT, GS> &b, const QmvArgs &p,
-                                              const uint4 *xpl, int u0, int nw, int g, int t,
-                                              float (&acc)[4], float (&tot)[4]) {
+template <int FMT, int GS, bool SB_F16, bool LOADS_ONLY>
+__device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (&acc)[4],
+                                             float (&tot)[4]) {
   typedef Shape<FMT, GS> S;
   constexpr int MX_OFF = FMT == CK_MXFP4 ? 14 : 8; /* undo the decode's 2^-14 / 2^-8 */
+  const uint32_t *wd = reinterpret_cast<const uint32_t *>(&r.w[0]);
+  constexpr int MPU = LOADS_ONLY ? 0 : S::MPU; /* the benchmark variant skips the work */
+  if (LOADS_ONLY) {
 #pragma unroll
-  for (int q = 0; q < S::PD; q++) {
-    int u = u0 + q * nw;
-    if (u >= p.nunits) break;
-    const uint32_t *wd = reinterpret_cast<const uint32_t *>(&b.w[q][0]);
-    if (p.variant == 1) { /* keep the loads, skip the work */
+    for (int i = 0; i < 4 * S::CPU; i++) acc[0] += __uint_as_float(wd[i] & 0x3f800000u);
+  }
 #pragma unroll
-      for (int i = 0; i < 4 * S::CPU; i++) acc[0] += __uint_as_float(wd[i] & 0x3f800000u);
-      continue;
+  for (int m = 0; m < MPU; m++) {
+    const uint4 &xv = r.x[m >> 1];
+    uint32_t b0 = (m & 1) ? xv.z : xv.x, b1 = (m & 1) ? xv.w : xv.y;
+    uint32_t a[4];
+    decode_a<FMT>(wd, m, a);
+    if (FMT == CK_NVFP4) { /* fold the E4M3 scale: fp16 (v·2^-14)·(s·2^14) = v·s exactly */
+      uint32_t w = (m >> 1) ? r.sc[0].y : r.sc[0].x;
+      uint32_t Sc = (m & 1) ? ((w >> 1) & 0x7F807F80u) : ((w & 0x00FF00FFu) << 7);
+      __half2 sh = *reinterpret_cast<__half2 *>(&Sc);
+      __half2 lo = __low2half2(sh), hi = __high2half2(sh);
+      a[0] = h2_mul(a[0], lo);
+      a[1] = h2_mul(a[1], hi);
+      a[2] = h2_mul(a[2], lo);
+      a[3] = h2_mul(a[3], hi);
     }
-    uint4 xv[S::MPU / 2];
-#pragma unroll
-    for (int h = 0; h < S::MPU / 2; h++)
-      xv[h] = g < p.nb ? __ldg(xpl + (u * (S::UK / 32) + h) * 32) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int m = 0; m < S::MPU; m++) {
-      uint32_t b0 = (m & 1) ? xv[m >> 1].z : xv[m >> 1].x, b1 = (m & 1) ? xv[m >> 1].w : xv[m >> 1].y;
-      uint32_t a[4];
-      decode_a<FMT>(wd, m, a);
-      if (FMT == CK_NVFP4) { /* fold the E4M3 scale: fp16 (v·2^-14)·(s·2^14) = v·s exactly */
-        uint32_t w = (m >> 1) ? b.sc[q][0].y : b.sc[q][0].x;
-        uint32_t Sc = (m & 1) ? ((w >> 1) & 0x7F807F80u) : ((w & 0x00FF00FFu) << 7);
-        __half2 sh = *reinterpret_cast<__half2 *>(&Sc);
-        __half2 lo = __low2half2(sh), hi = __high2half2(sh);
-        a[0] = h2_mul(a[0], lo);
-        a[1] = h2_mul(a[1], hi);
-        a[2] = h2_mul(a[2], lo);
-        a[3] = h2_mul(a[3], hi);
+    mma16816<FMT == CK_DBF16>(acc, a, b0, b1);
+    if (S::AFF && (m + 1) % S::MPG == 0) {
+      const int gl = m / S::MPG;
+      const uint2 sv = r.sc[gl];
+      float s0, b0f, s8, b8;
+      if (SB_F16) {
+        s0 = ck_f16_to_f32((uint16_t)sv.x);
+        b0f = ck_f16_to_f32((uint16_t)(sv.x >> 16));
+        s8 = ck_f16_to_f32((uint16_t)sv.y);
+        b8 = ck_f16_to_f32((uint16_t)(sv.y >> 16));
+      } else {
+        s0 = __uint_as_float(sv.x << 16);
+        b0f = __uint_as_float(sv.x & 0xffff0000u);
+        s8 = __uint_as_float(sv.y << 16);
+        b8 = __uint_as_float(sv.y & 0xffff0000u);
       }
-      mma16816<FMT == CK_DBF16>(acc, a, b0, b1);
-      if (S::AFF && (m + 1) % S::MPG == 0) {
-        const int gl = m / S::MPG;
-        const uint2 sv = b.sc[q][gl];
-        float s0, b0f, s8, b8;
-        if (SB_F16) {
-          s0 = ck_f16_to_f32((uint16_t)sv.x);
-          b0f = ck_f16_to_f32((uint16_t)(sv.x >> 16));
-          s8 = ck_f16_to_f32((uint16_t)sv.y);
-          b8 = ck_f16_to_f32((uint16_t)(sv.y >> 16));
-        } else {
-          s0 = __uint_as_float(sv.x << 16);
-          b0f = __uint_as_float(sv.x & 0xffff0000u);
-          s8 = __uint_as_float(sv.y << 16);
-          b8 = __uint_as_float(sv.y & 0xffff0000u);
-        }
-        b0f = fmaf(-1024.f, s0, b0f); /* codes entered as 1024 + q ... */
-        if (FMT == CK_AFF4) {         /* ... and rows g+8 of 4-bit as 1024 + 16·q */
-          b8 = fmaf(-64.f, s8, b8);
-          s8 *= 0.0625f;
-        } else {
-          b8 = fmaf(-1024.f, s8, b8);
-        }
-        const float2 xsv = __ldg((const float2 *)(p.xs + (u * S::GPU + gl) * 8 + 2 * t));
-        tot[0] = fmaf(s0, acc[0], fmaf(b0f, xsv.x, tot[0]));
-        tot[1] = fmaf(s0, acc[1], fmaf(b0f, xsv.y, tot[1]));
-        tot[2] = fmaf(s8, acc[2], fmaf(b8, xsv.x, tot[2]));
-        tot[3] = fmaf(s8, acc[3], fmaf(b8, xsv.y, tot[3]));
-        acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+      b0f = fmaf(-1024.f, s0, b0f); /* codes entered as 1024 + q ... */
+      if (FMT == CK_AFF4) {         /* ... and rows g+8 of 4-bit as 1024 + 16·q */
+        b8 = fmaf(-64.f, s8, b8);
+        s8 *= 0.0625f;
+      } else {
+        b8 = fmaf(-1024.f, s8, b8);
       }
-      if (S::MX && (m + 1) % S::MPG == 0) {
-        const int gl = m / S::MPG;
-        const uint32_t sx = b.sc[q][0].x;
-        uint32_t e0 = FMT == CK_MXFP4 ? (sx >> (8 * gl)) & 0xffu : sx & 0xffu;
-        uint32_t e8 = FMT == CK_MXFP4 ? (sx >> (16 + 8 * gl)) & 0xffu : (sx >> 8) & 0xffu;
-        float f0 = __uint_as_float(min(e0 + MX_OFF, 255u) << 23);
-        float f8 = __uint_as_float(min(e8 + MX_OFF, 255u) << 23);
-        tot[0] = fmaf(acc[0], f0, tot[0]);
-        tot[1] = fmaf(acc[1], f0, tot[1]);
-        tot[2] = fmaf(acc[2], f8, tot[2]);
-        tot[3] = fmaf(acc[3], f8, tot[3]);
-        acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
-      }
+      const float2 xsv = r.xs[gl];
+      tot[0] = fmaf(s0, acc[0], fmaf(b0f, xsv.x, tot[0]));
+      tot[1] = fmaf(s0, acc[1], fmaf(b0f, xsv.y, tot[1]));
+      tot[2] = fmaf(s8, acc[2], fmaf(b8, xsv.x, tot[2]));
+      tot[3] = fmaf(s8, acc[3], fmaf(b8, xsv.y, tot[3]));
+      acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+    }
+    if (S::MX && (m + 1) % S::MPG == 0) {
+      const int gl = m / S::MPG;
+      const uint32_t sx = r.sc[0].x;
+      uint32_t e0 = FMT == CK_MXFP4 ? (sx >> (8 * gl)) & 0xffu : sx & 0xffu;
+      uint32_t e8 = FMT == CK_MXFP4 ? (sx >> (16 + 8 * gl)) & 0xffu : (sx >> 8) & 0xffu;
+      float f0 = __uint_as_float(min(e0 + MX_OFF, 255u) << 23);
+      float f8 = __uint_as_float(min(e8 + MX_OFF, 255u) << 23);
+      tot[0] = fmaf(acc[0], f0, tot[0]);
+      tot[1] = fmaf(acc[1], f0, tot[1]);
+      tot[2] = fmaf(acc[2], f8, tot[2]);
+      tot[3] = fmaf(acc[3], f8, tot[3]);
+      acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
     }
   }
 }
 
-/* One block per 16-row tile; warp w takes units w, w+W, ... in batches of PD units, the
- * next batch's loads issued before the current batch is decoded (two batches in flight). */
+/* One block per 16-row tile. Thread 0 streams the tile's codes and scales into NS shared
+ * stages with bulk copies completing on mbarriers (all of a stage's bytes in flight at once,
+ * no registers held); the W warps split each stage's units (split-K inside the block) and
+ * reduce through shared memory at the end. */
 template <int FMT, int GS, bool SB_F16>
 __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   typedef Shape<FMT, GS> S;
+  extern __shared__ __align__(128) uint8_t stage_mem[];
+  __shared__ uint64_t mbar[S::NS];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t tile = blockIdx.x;
-  const int nunits = p.nunits, step = nw * S::PD;
-  const uint4 *wt = p.w + (size_t)tile * nunits * S::CPU * 32 + lane;
-  /* this tile's scales, at this lane's row pair (8 lanes share one entry) */
-  const void *st = S::AFF ? (const char *)p.s + ((size_t)tile * nunits * S::GPU * 8 + g) * 8
-                          : (const char *)p.s + ((size_t)tile * nunits * 8 + g) * ck_fp_scale_bytes(FMT);
-  const uint4 *xpl = p.xp + lane;
+  const int nunits = p.nunits, nstages = (nunits + S::SU - 1) / S::SU;
+  const uint8_t *wsrc = (const uint8_t *)p.w + (size_t)tile * nunits * S::UNIT_W;
+  const uint8_t *ssrc = (const uint8_t *)p.s + (size_t)tile * nunits * S::UNIT_S;
+  /* x in batch-row-major fragment order: [row g][32-k slice][t][16 B] */
+  const uint4 *xrow = p.xp + (size_t)g * p.nslices * 4 + t;
 
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S::NS; i++) mbar_init(&mbar[i], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  auto issue = [&](int st) { /* thread 0: stage st into slot st % NS */
+    int slot = st % S::NS, u0 = st * S::SU;
+    int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
+    uint8_t *dst = stage_mem + slot * S::STAGE;
+    uint32_t wb = (uint32_t)(nu * S::UNIT_W), sb = (uint32_t)(nu * S::UNIT_S);
+    mbar_expect(&mbar[slot], wb + sb);
+    bulk_copy(dst, wsrc + (size_t)u0 * S::UNIT_W, wb, &mbar[slot]);
+    if (sb) bulk_copy(dst + S::SU * S::UNIT_W, ssrc + (size_t)u0 * S::UNIT_S, sb, &mbar[slot]);
+  };
+  if (threadIdx.x == 0)
+    for (int st = 0; st < S::NS && st < nstages; st++) issue(st);
+
+  /* two accumulator sets: the two units in flight have independent mma chains */
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
-  Batch<FMT, GS> A, B;
-  int u0 = warp;
-  if (u0 < nunits) load_batch(A, p, wt, st, u0, nw);
-  while (u0 < nunits) {
-    if (u0 + step < nunits) load_batch(B, p, wt, st, u0 + step, nw);
-    process_batch<FMT, GS, SB_F16>(A, p, xpl, u0, nw, g, t, acc, tot);
-    u0 += step;
-    if (u0 >= nunits) break;
-    if (u0 + step < nunits) load_batch(A, p, wt, st, u0 + step, nw);
-    process_batch<FMT, GS, SB_F16>(B, p, xpl, u0, nw, g, t, acc, tot);
-    u0 += step;
+  float acc2[4] = {0.f, 0.f, 0.f, 0.f}, tot2[4] = {0.f, 0.f, 0.f, 0.f};
+  const int sstride = S::AFF ? 8 : ck_fp_scale_bytes(FMT);
+  const bool xok = g < p.nb, loads_only = p.variant == 1;
+  /* per-unit strides of this warp's pointers (units ul, ul + nw, ... of each stage) */
+  constexpr int XSTEP = (S::UK / 32) * 4;    /* uint4 of x per unit */
+  constexpr int WSTEP = S::CPU * 32;          /* uint4 of codes per unit */
+  const float2 *xs_lane = reinterpret_cast<const float2 *>(p.xs) + t; /* [group][8 floats] */
+  for (int st = 0; st < nstages; st++) {
+    const int slot = st % S::NS, u0 = st * S::SU;
+    const int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
+    mbar_wait(&mbar[slot], (uint32_t)((st / S::NS) & 1));
+    const uint8_t *base = stage_mem + slot * S::STAGE;
+    const uint4 *wsm = reinterpret_cast<const uint4 *>(base) + lane + warp * WSTEP;
+    const uint8_t *ssm = base + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S;
+    const uint4 *xu = xrow + (u0 + warp) * XSTEP;
+    const float2 *xsu = xs_lane + (u0 + warp) * S::GPU * 4;
+    if (loads_only) {
+      for (int ul = warp; ul < nu; ul += nw, wsm += nw * WSTEP) {
+        UnitRegs<FMT, GS> r0;
+#pragma unroll
+        for (int c = 0; c < S::CPU; c++) r0.w[c] = wsm[c * 32];
+        compute_unit<FMT, GS, SB_F16, true>(r0, acc, tot);
+      }
+    } else {
+      for (int ul = warp; ul < nu; ul += 2 * nw) {
+        UnitRegs<FMT, GS> r0, r1;
+        const bool two = ul + nw < nu;
+        load_unit(r0, wsm, ssm, xu, xsu, xok);
+        if (two)
+          load_unit(r1, wsm + nw * WSTEP, ssm + nw * S::UNIT_S, xu + nw * XSTEP, xsu + nw * S::GPU * 4, xok);
+        compute_unit<FMT, GS, SB_F16, false>(r0, acc, tot);
+        if (two) compute_unit<FMT, GS, SB_F16, false>(r1, acc2, tot2);
+        wsm += 2 * nw * WSTEP;
+        ssm += 2 * nw * S::UNIT_S;
+        xu += 2 * nw * XSTEP;
+        xsu += 2 * nw * S::GPU * 4;
+      }
+    }
+    __syncthreads(); /* every warp is done with this slot */
+    if (threadIdx.x == 0 && st + S::NS < nstages) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      issue(st + S::NS);
+    }
   }
   if (!S::AFF && !S::MX) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) tot[i] = acc[i];
+    for (int i = 0; i < 4; i++) tot[i] = acc[i] + acc2[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; i++) tot[i] += tot2[i];
   }
-  if (p.variant == 1) tot[0] = acc[0]; /* loads-only: keep the loads alive */
+  if (p.variant == 1) tot[0] = acc[0] + acc2[0]; /* loads-only: keep the loads alive */
 
-  /* lane (g, t) holds rows (g, g+8) × columns (2t, 2t+1); sum the warps' partials. */
-  __shared__ float red[CK_MAX_WARPS][32][4];
+  /* lane (g, t) holds rows (g, g+8) × columns (2t, 2t+1); sum the warps' partials (in the
+   * stage memory: every stage has been consumed behind the loop's last barrier). */
+  float(*red)[32][4] = reinterpret_cast<float(*)[32][4]>(stage_mem);
 #pragma unroll
   for (int i = 0; i < 4; i++) red[warp][lane][i] = tot[i];
   __syncthreads();
@@ -354,7 +447,7 @@ __global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, 
         }
       }
     }
-    uint4 *dst = reinterpret_cast<uint4 *>(xp + ((S * 8 + n) * 4) * 8);
+    uint4 *dst = reinterpret_cast<uint4 *>(xp + (((int64_t)n * nsl + S) * 4) * 8);
 #pragma unroll
     for (int tt = 0; tt < 4; tt++) {
       uint16_t o[8];
@@ -379,6 +472,22 @@ __global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, 
 
 /* ---- launchers ------------------------------------------------------------------------- */
 typedef void (*qmv_fn)(QmvArgs);
+
+template <int FMT, int GS>
+static constexpr int stage_smem() { return Shape<FMT, GS>::NS * Shape<FMT, GS>::STAGE; }
+
+/* Dynamic shared memory of the kernel pick() returns (≥ 8 KB: it also holds the reduction). */
+static int smem_for(const ck_layout *L) {
+  switch (L->fmt) {
+  case CK_AFF4: return L->group_size == 32 ? stage_smem<CK_AFF4, 32>() : L->group_size == 64 ? stage_smem<CK_AFF4, 64>() : stage_smem<CK_AFF4, 128>();
+  case CK_AFF8: return L->group_size == 32 ? stage_smem<CK_AFF8, 32>() : L->group_size == 64 ? stage_smem<CK_AFF8, 64>() : stage_smem<CK_AFF8, 128>();
+  case CK_NVFP4: return stage_smem<CK_NVFP4, 16>();
+  case CK_MXFP4: return stage_smem<CK_MXFP4, 32>();
+  case CK_MXFP8: return stage_smem<CK_MXFP8, 32>();
+  case CK_DBF16: return stage_smem<CK_DBF16, 0>();
+  default: return stage_smem<CK_DF16, 0>();
+  }
+}
 
 template <int FMT>
 static qmv_fn pick_affine(int gs, bool f16) {
@@ -446,13 +555,47 @@ extern "C" void ck_set_tuning(int warps, int variant) {
   g_variant = variant;
 }
 
-/* Warps per tile: enough warps in flight for 132 SMs when tiles are few (split-K deeper),
- * short blocks when tiles are many. */
-static int warps_for(const ck_layout *L) {
-  int w = L->tiles >= 1584 ? 4 : L->tiles >= 792 ? 8 : 16;
-  if (g_warps_override > 0) w = g_warps_override;
-  while (w > 1 && w > L->nunits) w >>= 1;
-  return w;
+/* Warps per tile: the block size whose resident blocks cover the tiles in the fullest waves
+ * (a partial last wave of long blocks is what costs most on shapes of ~1000 tiles); ties go
+ * to 4 warps for many waves and 8 otherwise, the best measured on the H200. Occupancy comes from the runtime, once per
+ * kernel and size (the memo is not thread-safe: one thread drives a backend). */
+static int occupancy(qmv_fn fn, int w, int smem) {
+  static struct { qmv_fn fn; int w, smem, per_sm; } memo[64];
+  static int nmemo;
+  for (int i = 0; i < nmemo; i++)
+    if (memo[i].fn == fn && memo[i].w == w && memo[i].smem == smem) return memo[i].per_sm;
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, w * 32, smem) != cudaSuccess) {
+    cudaGetLastError();
+    per_sm = 0;
+  }
+  if (nmemo < 64) memo[nmemo++] = {fn, w, smem, per_sm};
+  return per_sm;
+}
+
+static int warps_for(const ck_layout *L, qmv_fn fn, int smem) {
+  if (g_warps_override > 0) return g_warps_override;
+  static int sms;
+  if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 132;
+  int best = 8;
+  double best_score = -1;
+  for (int w = 4; w <= CK_MAX_WARPS; w *= 2) {
+    if (w > 4 && w > L->nunits) break;
+    int per_sm = occupancy(fn, w, smem);
+    if (per_sm < 1) continue;
+    /* one round: balance over SMs; several: fullness of the last wave */
+    double slots = (double)per_sm * sms, waves = (double)L->tiles / slots;
+    double per = (double)L->tiles / sms;
+    double eff = waves <= 1.0 ? per / ceil(per) : waves / ceil(waves);
+    /* measured on the H200: 4 warps when the tiles make many waves (lm_head), else 8 */
+    double pref = waves > 8.0 ? 4.0 : 8.0;
+    double score = eff - 0.02 * fabs(log2((double)w / pref));
+    if (score > best_score) {
+      best_score = score;
+      best = w;
+    }
+  }
+  return best;
 }
 
 extern "C" int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
@@ -469,9 +612,11 @@ extern "C" int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp,
   a.rows = L->rows;
   a.ldy = ldy;
   a.nunits = (int)L->nunits;
+  a.nslices = L->cols / 32;
   a.nb = nb;
   a.variant = g_variant;
-  fn<<<(unsigned)L->tiles, warps_for(L) * 32, 0, (cudaStream_t)stream>>>(a);
+  int smem = smem_for(L);
+  fn<<<(unsigned)L->tiles, warps_for(L, fn, smem) * 32, smem, (cudaStream_t)stream>>>(a);
   return (int)cudaGetLastError();
 }
 
