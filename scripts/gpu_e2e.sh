@@ -18,7 +18,7 @@ fail=0
 echo "== tiny fixtures on CUDA vs mlx-lm"
 MLXRT_TEST_BACKEND=cuda "$BUILD/test_reference_golden" 2>&1 | tee "$OUT/golden_cuda.log" | tail -30
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
-FIX=tests/fixtures/real/gemma-3-270m-4bit.json
+FIX=${PROMPTS:-tests/fixtures/real/gemma-3-270m-4bit.json}
 if [ -f "$MODEL/model.safetensors" ] && [ -f "$FIX" ]; then
   echo "== real Gemma 3 270M: greedy 64 tokens, CPU vs CUDA"
   python3 - "$BUILD/mlxrt" "$MODEL" "$FIX" "$OUT" <<'PY' || fail=1

@@ -28,6 +28,8 @@ static int ints(const cJSON *a, int32_t *out, int max) {
   return n;
 }
 
+static int fixtures_found, models_missing;
+
 /* One model folder against its fixture. */
 static void check_model(const char *name, const char *backend) {
   const char *cache = getenv("MLXRT_CACHE");
@@ -39,12 +41,14 @@ static void check_model(const char *name, const char *backend) {
   FILE *probe = fopen(fix, "r");
   if (!probe) return; /* no golden data for this format */
   fclose(probe);
+  fixtures_found++;
   char path[1100];
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   if (!(probe = fopen(path, "r"))) {
     const char *allow = getenv("MLXRT_ALLOW_MISSING_MODELS");
     if (allow && !strcmp(allow, "1")) {
       printf("SKIPPED: %s not found\n", dir);
+      models_missing++;
       return;
     }
     CHECKF(0, "demo model %s not found (run scripts/make_demo_model.sh)", dir);
@@ -133,11 +137,61 @@ static void check_model(const char *name, const char *backend) {
   mlxrt_model_free(m);
 }
 
+/* With MLXRT_NUMERICS=mlx-cpu (MLX's own CPU accumulation, docs/NUMERICS.md) the logits
+ * are mlx-lm's bit for bit, so the top-1 must agree at every step. Scalar and slow: the
+ * first prompt's first `steps` steps only. */
+static void check_mlx_exact(const char *name, int steps) {
+  const char *cache = getenv("MLXRT_CACHE");
+  const char *home = getenv("HOME");
+  char dir[1024], fix[1024];
+  if (cache && *cache) snprintf(dir, sizeof dir, "%s/models/%s", cache, name);
+  else snprintf(dir, sizeof dir, "%s/.cache/mlxrt/models/%s", home ? home : ".", name);
+  snprintf(fix, sizeof fix, "%s/tests/fixtures/real/%s.json", MLXRT_SOURCE_DIR, name);
+  mlxrt_error err = {{0}};
+  size_t len;
+  char *text = mx_read_file(fix, &len, &err);
+  if (!text) return;
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  const cJSON *p = root ? cJSON_GetArrayItem(cJSON_GetObjectItem(root, "prompts"), 0) : NULL;
+  setenv("MLXRT_NUMERICS", "mlx-cpu", 1);
+  mlxrt_options opt = {"cpu", 0, 0};
+  mlxrt_model *m = p ? mlxrt_model_load(dir, &opt, &err) : NULL;
+  unsetenv("MLXRT_NUMERICS");
+  if (!m) {
+    CHECKF(0, "%s: %s", name, err.msg[0] ? err.msg : "no prompts in the fixture");
+    cJSON_Delete(root);
+    return;
+  }
+  int32_t seq[4096 + 512], top1[512];
+  int P = ints(cJSON_GetObjectItem(p, "prompt_ids"), seq, 4096);
+  int G = ints(cJSON_GetObjectItem(p, "greedy"), seq + P, 512);
+  ints(cJSON_GetObjectItem(p, "top1"), top1, 512);
+  if (steps > G) steps = G;
+  int64_t V = mlxrt_model_vocab_size(m);
+  float *logits = malloc((size_t)steps * (size_t)V * sizeof(float));
+  mlxrt_session *s = mlxrt_session_new(m, 0, &err);
+  int ok = logits && s && mlxrt_session_feed(s, seq, P - 1, NULL, 0, &err) == 0 &&
+           mlxrt_session_feed(s, seq + P - 1, steps, logits, 1, &err) == 0;
+  CHECKF(ok, "%s (mlx-cpu numerics): %s", name, err.msg);
+  int agree = 0;
+  for (int i = 0; ok && i < steps; i++) agree += argmax(logits + (int64_t)i * V, V) == top1[i];
+  printf("%s with MLXRT_NUMERICS=mlx-cpu: %s, top-1 equal to mlx-lm at %d/%d steps\n", name,
+         cJSON_GetObjectItem(p, "name")->valuestring, agree, steps);
+  CHECKF(agree == steps, "%s: mlx-cpu numerics should reproduce mlx-lm's top-1 at every step", name);
+  free(logits);
+  mlxrt_session_free(s);
+  mlxrt_model_free(m);
+  cJSON_Delete(root);
+}
+
 int main(int argc, char **argv) {
   const char *backend = argc > 1 ? argv[1] : "cpu";
   check_model("gemma-3-270m-4bit", backend);
   check_model("gemma-3-270m-8bit", backend);
   check_model("gemma-3-270m-nvfp4", backend);
   check_model("gemma-3-270m-bf16", backend);
+  CHECKF(fixtures_found > 0, "no fixture in %s/tests/fixtures/real", MLXRT_SOURCE_DIR);
+  if (!strcmp(backend, "cpu") && !models_missing) check_mlx_exact("gemma-3-270m-4bit", 16);
   TEST_END();
 }

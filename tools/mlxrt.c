@@ -18,6 +18,7 @@ static const command COMMANDS[] = {
     {"perplexity", cmd_perplexity, "perplexity of a text file, llama.cpp's protocol"},
     {"bench", cmd_bench, "llama-bench-style pp/tg throughput, GB/s and % of roofline"},
     {"logits", cmd_logits, "float32 logits of a prompt (and greedy steps) to .safetensors"},
+    {"synth", cmd_synth, "random-weight checkpoint with a real model's shapes (no download)"},
     {"tokenize", cmd_tokenize, "encode text to token ids with tokenizer.json, or --decode ids"},
 };
 
