@@ -46,7 +46,6 @@ typedef struct {
   uint8_t *dst;
   const uint8_t *src;
   size_t chunk, total;
-
 } bw_job;
 
 static void copy_task(void *ctx, int64_t t, int worker) {
