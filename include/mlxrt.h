@@ -66,6 +66,62 @@ void mlxrt_session_reset(mlxrt_session *s);
  * Returns malloc'd text (JSON when json != 0) or NULL with err set. */
 char *mlxrt_describe(const char *dir, int json, mlxrt_error *err);
 
+/* ---- generation and chat --------------------------------------------------------------------- */
+/* Sampling settings; a negative value (or 0 for seed_set) means "the model's
+ * generation_config.json default, else mlx-lm's". */
+typedef struct mlxrt_gen_params {
+  float temperature;        /* 0 = greedy */
+  int top_k;                /* 0 = off */
+  float top_p;              /* 1 = off */
+  float min_p;              /* 0 = off */
+  float repetition_penalty; /* 1 = off */
+  int repetition_window;
+  uint64_t seed;
+  int seed_set;
+  int max_tokens;           /* per answer; <= 0 = until a stop token or the context is full */
+} mlxrt_gen_params;
+void mlxrt_gen_params_default(mlxrt_gen_params *p);
+
+typedef struct mlxrt_chat_options {
+  const char *system;       /* system prompt or NULL */
+  int use_template;         /* 0 = raw text completion (--no-chat-template) */
+  int enable_thinking;      /* Gemma 4 thinking */
+  int show_thinking;        /* print the thought text too */
+  mlxrt_gen_params gen;
+  int64_t capacity;         /* context tokens; 0 = the model's maximum */
+  volatile int *interrupt;  /* when set non-zero, the current answer stops (Ctrl-C) */
+} mlxrt_chat_options;
+
+typedef struct mlxrt_gen_stats {
+  int64_t prompt_tokens;    /* tokens of the rendered conversation */
+  int64_t prompt_processed; /* of which had to be processed (the rest was in the cache) */
+  int64_t gen_tokens;
+  double prompt_seconds, gen_seconds;
+  int stopped_by;           /* 0 stop token, 1 max tokens, 2 interrupted, 3 context full */
+} mlxrt_gen_stats;
+
+/* Receives answer text as it is generated (never half a UTF-8 character). */
+typedef void (*mlxrt_text_fn)(void *user, const char *text, size_t len);
+
+typedef struct mlxrt_chat mlxrt_chat;
+/* Loads the tokenizer and generation settings of the model's directory. */
+mlxrt_chat *mlxrt_chat_new(mlxrt_model *m, const mlxrt_chat_options *opt, mlxrt_error *err);
+void mlxrt_chat_free(mlxrt_chat *c);
+/* One user turn: renders the conversation, processes only what the cache lacks, streams the
+ * answer to fn and keeps it in the history. */
+int mlxrt_chat_turn(mlxrt_chat *c, const char *user_text, mlxrt_text_fn fn, void *user,
+                    mlxrt_gen_stats *stats, mlxrt_error *err);
+/* Forgets the conversation and the cache. */
+void mlxrt_chat_reset(mlxrt_chat *c);
+
+/* Encodes text with the model's tokenizer (add_special: the tokenizer's own BOS etc.). */
+int mlxrt_chat_tokenize(mlxrt_chat *c, const char *text, int add_special, int32_t **ids,
+                        size_t *n, mlxrt_error *err);
+
+/* Resolves a --model argument: a directory, or a Hugging Face repo id ("org/name") found in
+ * the local cache ($HF_HOME/hub or ~/.cache/huggingface/hub). */
+int mlxrt_resolve_model(const char *arg, char *out, size_t out_len, mlxrt_error *err);
+
 /* ---- writing tensors ------------------------------------------------------------------------ */
 typedef enum { MLXRT_F32 = 0, MLXRT_I32 = 1 } mlxrt_dtype;
 typedef struct mlxrt_tensor_out {
@@ -79,6 +135,37 @@ typedef struct mlxrt_tensor_out {
  * __metadata__ from the key/value pairs (meta may be NULL). */
 int mlxrt_save_safetensors(const char *path, const mlxrt_tensor_out *t, int n,
                            const char *const *meta_kv, int n_meta, mlxrt_error *err);
+
+/* ---- synthetic checkpoints ------------------------------------------------------------------ */
+/* Writes an MLX-format checkpoint with random weights of a released model's real shapes (no
+ * tokenizer: benchmarks feed token ids). Deterministic from the seed. The output directory must
+ * not exist (or be empty); files are written into DIR.tmp-synth-PID and renamed into place at the
+ * end, so a failure or cancellation never leaves a partial DIR. */
+typedef struct mlxrt_synth_options {
+  const char *like;      /* preset, e.g. "gemma4-31b" (see mlxrt_synth_presets) */
+  const char *mode;      /* "nvfp4", "mxfp4", "mxfp8", "affine4", "affine8" or "bf16" */
+  const char *out_dir;
+  int layers;            /* 0 = the preset's count; else keeps the preset's layer pattern */
+  uint64_t seed;
+  int threads;           /* generator/writer threads; <= 0 = all cores */
+  int dry_run;           /* plan only: fills the result, writes nothing */
+  int no_sync;           /* skip the final fsync of each shard */
+  volatile int *cancel;  /* when set non-zero the write stops and cleans up */
+  /* Called about twice a second while writing (may be NULL). */
+  void (*progress)(void *user, uint64_t bytes_done, uint64_t bytes_total, double seconds);
+  void *progress_user;
+} mlxrt_synth_options;
+
+typedef struct mlxrt_synth_result {
+  int layers, shards, tensors;
+  uint64_t params;       /* as mlx-lm counts them (packed weights unpacked, norms included) */
+  uint64_t bytes;        /* all safetensors files, headers included */
+  double seconds;        /* writing, fsync included */
+} mlxrt_synth_result;
+
+int mlxrt_synth(const mlxrt_synth_options *opt, mlxrt_synth_result *res, mlxrt_error *err);
+/* "gemma4-31b, gemma4-26b-a4b, ..." (static string). */
+const char *mlxrt_synth_presets(void);
 
 #ifdef __cplusplus
 }

@@ -6,8 +6,8 @@ Writes OUTDIR (default tests/fixtures/quant/) {affine,fp,dense,experts}.safetens
 VERSIONS.txt. Each case <name> holds:
   <name>.weight/.scales/.biases  what mx.quantize returned (biases for affine only)
   <name>.deq                     mx.dequantize(...) (affine: scales dtype, fp modes: bf16)
-  <name>.x1, <name>.x3           bf16 inputs with 1 and 3 rows
-  <name>.y1, <name>.y3           mx.quantized_matmul(x, ..., transpose=True) as float32
+  <name>.x1, .x3, .x8            bf16 inputs with 1, 3 and 8 rows (8 takes the CPU mat-mat path)
+  <name>.y1, .y3, .y8            mx.quantized_matmul(x, ..., transpose=True) as float32
                                  (dense: x @ w.T)
 Case names: affine_b{bits}_g{gs}_{bf16|f16|f32}, nvfp4, mxfp4, mxfp8, dense_{dtype}, and in
 experts.safetensors moe_affine_b4_g64 / moe_nvfp4 with rank-3 weights [E, rows, cols], where
@@ -58,7 +58,7 @@ def quant_case(out, name, w, mode, bits, gs):
         out[name + ".biases"] = biases
     out[name + ".deq"] = mx.dequantize(wq, scales, biases, **kw)
     cols = w.shape[-1]
-    for n in (1, 3):
+    for n in (1, 3, 8):
         x = inputs(cols, n)
         out[f"{name}.x{n}"] = x
         if w.ndim == 2:
@@ -99,7 +99,7 @@ def main():
         w = mx.array(weight_matrix()).astype(DT[dt])
         name = f"dense_{dt}"
         dense[name + ".weight"] = w
-        for n in (1, 3):
+        for n in (1, 3, 8):
             x = inputs(COLS, n)
             dense[f"{name}.x{n}"] = x
             y = mx.matmul(x.astype(mx.float32), w.astype(mx.float32).T)

@@ -32,6 +32,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import mlx_lm
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
+from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import make_prompt_cache
 from safetensors.numpy import save_file
 from mlx_lm.utils import _get_classes, load_model, quantize_model, save_config, save_model
@@ -39,7 +40,7 @@ from mlx_lm.utils import _get_classes, load_model, quantize_model, save_config, 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT_LEN = 40
 N_GREEDY = 32
-VOCAB = 512
+VOCAB = 384  # 12 successor orbits of 32; not a power of two, like 262208
 
 # mode name -> (group_size, bits, mode) passed to quantize_model; None = bf16
 MODES = {
@@ -142,6 +143,13 @@ def nest(model_type, arch, text, extra=None):
     return c
 
 
+# The nested forms repeat a flat variant's architecture; they differ in config layout and key
+# prefixes only, so three modes (bf16, affine with bf16 scales/biases, an fp mode with uint8
+# scales) cover them and keep tests/fixtures/models near its 15 MB budget.
+NESTED_SKIP = {m: "nested form: bf16, affine4-g64 and nvfp4 only (size budget)"
+               for m in ("affine8-g32", "mxfp4")}
+
+
 def variants():
     v = {}
     v["gemma3-text"] = dict(
@@ -166,6 +174,7 @@ def variants():
             {"boi_token_index": 255999, "eoi_token_index": 256000,
              "image_token_index": 262144, "mm_tokens_per_image": 256,
              "torch_dtype": "bfloat16"}),
+        skip=NESTED_SKIP,
     )
     dense = dict(num_hidden_layers=4, layer_types=layer_types("SFSF"), head_dim=16,
                  global_head_dim=32, attention_k_eq_v=True, num_global_key_value_heads=1)
@@ -185,12 +194,13 @@ def variants():
               "same architecture as gemma4-dense, other weights",
         config=nest("gemma4", "Gemma4ForConditionalGeneration", g4_text_config(**dense),
                     {"dtype": "bfloat16"}),
+        skip=NESTED_SKIP,
     )
     v["gemma4-e2b"] = dict(
         seed=23,
         knobs="gemma4_text, flat; E2B-like: 4 layers SFSF, 4 q / 1 kv heads x 16, "
               "global_head_dim 32, no k_eq_v; PLE hidden_size_per_layer_input 64, "
-              "vocab_size_per_layer_input 512; num_kv_shared_layers 2 (layer 2 reuses layer 0's "
+              "vocab_size_per_layer_input 384; num_kv_shared_layers 2 (layer 2 reuses layer 0's "
               "KV, layer 3 reuses layer 1's); use_double_wide_mlp (intermediate 64, 128 on the "
               "shared layers); window 8",
         config=g4_text_config(num_hidden_layers=4, layer_types=layer_types("SFSF"),
@@ -198,7 +208,7 @@ def variants():
                               num_key_value_heads=1, hidden_size_per_layer_input=64,
                               num_kv_shared_layers=2, use_double_wide_mlp=True,
                               sliding_window=8),
-        gains={"succ_layer": 2},
+        gains={"succ_layer": 2, "post": 0.4, "ple": 0.05},
     )
     v["gemma4-moe"] = dict(
         seed=24,
@@ -212,6 +222,8 @@ def variants():
                               attention_k_eq_v=True, num_global_key_value_heads=1,
                               enable_moe_block=True, num_experts=8, top_k_experts=2,
                               moe_intermediate_size=64, sliding_window=16),
+        skip={"bf16": "MLX 0.32.4's CPU GatherMM (the unquantized expert matmul) supports "
+                      "float32 only, so mlx-lm cannot run a bf16 MoE on the CPU"},
     )
     return v
 
@@ -220,31 +232,39 @@ def variants():
 # Random weights
 
 
-def rotation_orbits(rng, hidden, sigma):
-    """A random orthogonal Q that fixes one unit direction d and rotates the rest in 2-D planes
-    by multiples of 2*pi/32 (so Q^32 = I), and a [VOCAB, hidden] embedding made of orbits
-    E[succ(v)] = Q E[v] of length 32 with a common component along d. Returns E, Q, d, succ."""
+def rotation_orbits(rng, hidden, sigma, n_experts=0):
+    """A random orthogonal Q that fixes one unit direction d (and, for MoE, n_experts routing
+    directions u_e) and rotates the rest in 2-D planes by multiples of 2*pi/32 (so Q^32 = I),
+    and a [VOCAB, hidden] embedding made of orbits E[succ(v)] = Q E[v] of length 32 sharing a
+    component along d. For MoE every orbit also carries a large component along the u_e of
+    its own two experts, so the router's top-2 choice is never a near tie.
+    Returns E, Q, d, u (the routing directions, [n_experts, hidden])."""
     o, _ = np.linalg.qr(rng.normal(0, 1, (hidden, hidden)))
+    fixed = 1 + n_experts
+    fixed += (hidden - fixed) % 2
     b = np.eye(hidden)
-    for i in range(1, hidden - 1, 2):
+    for i in range(fixed, hidden - 1, 2):
         a = 2 * np.pi * rng.integers(1, 32) / 32
         b[i:i + 2, i:i + 2] = [[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]
     q = o @ b @ o.T
     d = o[:, 0]
+    u = o[:, 1:1 + n_experts].T
     norm = sigma * np.sqrt(hidden)
     emb = np.zeros((VOCAB, hidden))
     order = rng.permutation(VOCAB)
-    succ = np.zeros(VOCAB, np.int64)
+    pairs = [(i, j) for i in range(n_experts) for j in range(i + 1, n_experts)]
+    picks = rng.permutation(len(pairs)) if pairs else []
     for k in range(VOCAB // 32):
         r = rng.normal(0, sigma, hidden)
-        r -= d * (d @ r)
+        r -= o[:, :fixed] @ (o[:, :fixed].T @ r)
         x = r + 0.5 * norm * d
-        ids = order[k * 32:(k + 1) * 32]
-        for t, tok in enumerate(ids):
+        if pairs:
+            for e in pairs[picks[k % len(pairs)]]:
+                x = x + 5 * sigma * u[e]
+        for tok in order[k * 32:(k + 1) * 32]:
             emb[tok] = x
-            succ[tok] = ids[(t + 1) % 32]
             x = q @ x
-    return emb, q, d, succ
+    return emb, q, d, u
 
 
 def init_params(model, config, seed, gains):
@@ -257,7 +277,7 @@ def init_params(model, config, seed, gains):
         near-constant positive factor), up = P^T Q, down = P (P random orthogonal), and its
         post-feedforward norm has a large gain so it dominates the residual stream. The tied
         head then puts the top logit on succ(current token) with a wide margin;
-      - every other sublayer is random with a small output gain, so attention, the KV cache,
+      - every other sublayer is random with a moderate output gain, so attention, the KV cache,
         RoPE etc. still move every logit measurably.
     Gemma 3 norms are stored zero-centred (the model multiplies by 1+w)."""
     rng = np.random.default_rng(seed)
@@ -265,7 +285,7 @@ def init_params(model, config, seed, gains):
     g3 = text["model_type"] == "gemma3_text"
     hidden = text["hidden_size"]
     succ_layer = gains["succ_layer"]
-    emb, q, d, _ = rotation_orbits(rng, hidden, gains["embed"])
+    emb, q, d, u = rotation_orbits(rng, hidden, gains["embed"], text.get("num_experts") or 0)
     out = []
     for name, p in tree_flatten(model.parameters()):
         shape = p.shape
@@ -298,6 +318,8 @@ def init_params(model, config, seed, gains):
                 base, noise = 1.0, 0.05
             elif leaf == "post_feedforward_layernorm_1" and layer == succ_layer:
                 base, noise = 1.0, 0.05
+            elif leaf == "post_feedforward_layernorm_2" and layer == succ_layer:
+                base = 0.3  # the experts must not drown the successor MLP
             elif leaf.startswith("post_"):
                 base = gains["post"]
             else:
@@ -311,6 +333,9 @@ def init_params(model, config, seed, gains):
             a = 1.0 + 0.2 * rng.normal(0, 1, shape)
         elif name.endswith("per_expert_scale"):
             a = rng.uniform(0.5, 1.5, shape)
+        elif name.endswith("router.proj.weight"):
+            # reads the routing directions: well separated top-2 expert scores
+            a = gains["router"] * u + rng.normal(0, 0.05 / np.sqrt(shape[-1]), shape)
         elif len(shape) >= 2:
             a = rng.normal(0, 1.0 / np.sqrt(shape[-1]), shape)
         else:
@@ -379,6 +404,28 @@ def window_changed(folder, config, delta):
         tc["sliding_window"] += delta
         return load_model(folder, model_config={"text_config": tc})[0]
     return load_model(folder, model_config={"sliding_window": cfg["sliding_window"] + delta})[0]
+
+
+def router_min_gap(model, prompt, cont):
+    """Smallest gap between the k-th and (k+1)-th expert score over every router call of the
+    golden procedure (0 = a tie another engine could break differently)."""
+    from mlx_lm.models import gemma4_text
+    gaps, top, orig = [], [], gemma4_text.Router.__call__
+
+    def hook(self, x):
+        xs = mx.fast.rms_norm(x, self.scale * self._root_size, self.eps)
+        sc = np.sort(f32(self.proj(xs)).reshape(-1, self.config.num_experts), -1)
+        k = self.config.top_k_experts
+        gaps.append(float((sc[:, -k] - sc[:, -k - 1]).min()))
+        top.append(float(np.abs(sc).max()))
+        return orig(self, x)
+
+    gemma4_text.Router.__call__ = hook
+    try:
+        run_teacher(model, prompt, cont)
+    finally:
+        gemma4_text.Router.__call__ = orig
+    return min(gaps), max(top)
 
 
 def run_forced(model, tokens):
@@ -509,6 +556,14 @@ def make_folder(name, var, mode, out, gains, log):
     d_context = float(np.abs(run_batched(model, other)[-10:] - logits[-10:]).max())
     scale = float(np.abs(all_rows).max())
 
+    # mlx-lm's own generation loop (prompt[:-1] batched, then the last prompt token alone)
+    # must pick the same greedy tokens.
+    gen = [int(t) for t, _ in generate_step(mx.array(prompt), model, max_tokens=N_GREEDY,
+                                            sampler=lambda lp: mx.argmax(lp, -1))]
+    if gen != greedy.tolist():
+        raise SystemExit(f"{folder}: mlx_lm generate_step greedy {gen} != {greedy.tolist()}")
+    text = config.get("text_config", config)
+    gap = router_min_gap(model, prompt, greedy[:-1]) if text.get("enable_moe_block") else None
     meta = {
         "variant": name, "mode": mode, "vocab_size": str(VOCAB),
         "prompt_len": str(PROMPT_LEN), "n_greedy": str(N_GREEDY),
@@ -526,7 +581,12 @@ def make_folder(name, var, mode, out, gains, log):
         "window_plus_one_max_abs_diff": f"{d_window:.6g}",
         "far_context_change_max_abs_diff": f"{d_context:.6g}",
         "greedy_logits_row0": "copy of logits[prompt_len-1]",
+        "generate_step_greedy": "same tokens",
     }
+    if gap is not None:
+        gap, top = gap
+        meta["router_topk_min_gap"] = f"{gap:.6g}"
+        meta["router_score_max_abs"] = f"{top:.6g}"
     # Written with the safetensors package (its header is padded so the int32/f32 data is
     # 4-byte aligned, unlike mx.save_safetensors) so readers may use the data in place.
     save_file({"prompt": prompt, "logits": np.ascontiguousarray(logits, np.float32),
@@ -536,10 +596,11 @@ def make_folder(name, var, mode, out, gains, log):
     print(f"{folder.name}: margin {min_margin:.3f} top1p {meta['mean_top1_prob']} distinct "
           f"{meta['greedy_distinct']} |logit| {scale:.2f} tokenwise {d_forced:.4f} "
           f"({argmax_forced}) f32 {d32:.4f} ({argmax32}) window+1 {d_window:.3f} far-context "
-          f"{d_context:.3f} seed {pseed}", flush=True)
+          f"{d_context:.3f} seed {pseed}" + (f" router gap {gap:.4f}" if gap is not None else ""),
+          flush=True)
 
 
-GAINS = {"embed": 0.1, "ple": 0.1, "post": 1.0, "succ_gain": 8.0, "succ_layer": 0, "qk": 0.25,
+GAINS = {"embed": 0.1, "ple": 0.1, "post": 1.0, "succ_gain": 8.0, "succ_layer": 0, "qk": 0.25, "router": 4.0,
          "min_margin": 1.0}
 
 
@@ -558,6 +619,9 @@ def main():
             continue
         for mode in MODES:
             if args.modes and mode not in args.modes:
+                continue
+            if mode in var.get("skip", {}):
+                print(f"{name}-{mode}: skipped: {var['skip'][mode]}")
                 continue
             make_folder(name, var, mode, out, {**GAINS, **var.get("gains", {})}, log)
     write_versions(out)

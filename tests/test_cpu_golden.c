@@ -1,6 +1,6 @@
 /* CPU kernels against golden data made by MLX (scripts/make_quant_fixtures.py):
  *  - cpu_dequantize_row equals mx.dequantize bit for bit, every mode / bits / group / dtype;
- *  - cpu_qmatmul (every ISA this CPU has, n = 1 and 3) agrees with a float64 reference built
+ *  - cpu_qmatmul (every ISA this CPU has, n = 1, 3 and 8) agrees with a float64 reference built
  *    from the decoded fields: |y − ref| ≤ 1e-5 · Σ_k |x_k·w_k| (per output);
  *  - and with mx.quantized_matmul within bf16 tolerance: MLX's CPU kernel accumulates in bf16
  *    (every product and partial sum rounded to 8 bits), so we allow
@@ -158,7 +158,9 @@ static void check_case(const st_file *f, const char *name) {
                        ? 1e-5 : 1.0 / 64;
   double *wrow = malloc((size_t)cols * sizeof(double));
   uint8_t *codes = malloc((size_t)cols);
-  for (int n = 1; n <= 3; n += 2) {
+  static const int NS[] = {1, 3, 8}; /* 8 runs the tiled mat-mat path */
+  for (int ni = 0; ni < 3; ni++) {
+    const int n = NS[ni];
     st_tensor xt, yt;
     snprintf(key, sizeof key, "%s.x%d", name, n);
     CHECK(st_get(f, key, &xt) == 0);

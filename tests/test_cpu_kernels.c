@@ -251,6 +251,30 @@ static void test_random_formats(cpu_pool *pool3) {
     cpu_qmat m;
     uint8_t *blk = make_weight(f, experts, rows, cols, &m);
     int64_t e = experts ? 2 : 0;
+    { /* cpu_decode_tile_f32: rows [1, 4) × the second and third group, from the fields */
+      int64_t gs = f->mode == ACCEL_MODE_DENSE ? 16 : f->gs, c0 = gs, c1 = 3 * gs;
+      float tile[3 * 256];
+      uint8_t *codes = malloc((size_t)cols);
+      cpu_decode_tile_f32(&m, e, 1, 4, c0, c1, tile, c1 - c0);
+      int bad = 0;
+      for (int64_t r = 1; r < 4; r++) {
+        if (f->mode != ACCEL_MODE_DENSE) cpu_row_codes(&m, e, r, codes);
+        for (int64_t c = c0; c < c1; c++) {
+          double want, mag; /* float rounding of s·v and of the sum: relative to |s·v| + |b| */
+          if (f->mode == ACCEL_MODE_DENSE) {
+            want = mag = cpu_dense_value(&m, e, r, c);
+          } else {
+            float sc, bi;
+            cpu_group_params(&m, e, r, c / gs, &sc, &bi);
+            want = (double)sc * cpu_code_value(&m.spec, codes[c]) + bi;
+            mag = fabs((double)sc * cpu_code_value(&m.spec, codes[c])) + fabs(bi);
+          }
+          if (fabs(tile[(r - 1) * (c1 - c0) + c - c0] - want) > 1e-6 * fabs(mag) + 1e-30) bad++;
+        }
+      }
+      CHECKF(bad == 0, "%s b%d: cpu_decode_tile_f32 has %d values off", accel_mode_name(f->mode), f->bits, bad);
+      free(codes);
+    }
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
       int64_t n = ns[k];
       uint16_t *x = malloc((size_t)(n * cols) * 2);

@@ -146,6 +146,23 @@ static void test_candidates_exact(void) {
     compare_candidates(small, 37, NULL, t % 7, (t % 5) ? 0.15f * (float)(t % 5) + 0.1f : 1.0f,
                        (t % 3) ? 0.0f : 0.1f, "37 vocab");
   }
+  /* Orders that stress the top-k threshold scan (every token raises it; nothing does) and
+   * ties across its buffer: ascending, descending, all equal, a few plateaus. */
+  const char *names[4] = {"ascending", "descending", "all equal", "plateaus"};
+  for (int kind = 0; kind < 4; kind++) {
+    for (int i = 0; i < BIG_VOCAB; i++)
+      l[i] = kind == 0 ? (float)i * 1e-4f
+             : kind == 1 ? -(float)i * 1e-4f
+             : kind == 2 ? 1.5f
+                         : (float)((i * 7919) % 5);
+    int *sorted = sorted_order(l, BIG_VOCAB);
+    compare_candidates(l, BIG_VOCAB, sorted, 64, 0.0f, 0.0f, names[kind]);
+    compare_candidates(l, BIG_VOCAB, sorted, 3000, 0.0f, 0.0f, names[kind]);
+    compare_candidates(l, BIG_VOCAB, sorted, 0, 0.5f, 0.0f, names[kind]);
+    compare_candidates(l, BIG_VOCAB, sorted, 64, 0.95f, 0.0f, names[kind]);
+    free(sorted);
+  }
+
   /* Logits spanning signs and -inf (masked tokens). */
   for (int i = 0; i < 1000; i++) l[i] = (i % 3) ? -INFINITY : (float)(i % 17) - 8.0f;
   compare_candidates(l, 1000, NULL, 0, 0.9f, 0.0f, "masked");
@@ -174,13 +191,18 @@ static void test_greedy(void) {
   mx_sampler *t = make(1e-3f, 0, 1.0f, 0.0f, 2, BIG_VOCAB);
   mx_sampler *k = make(1.5f, 1, 1.0f, 0.0f, 3, BIG_VOCAB);
   mx_sampler *m = make(2.0f, 0, 1.0f, 1.0f, 4, BIG_VOCAB);
+  mx_sampler *tiny = make(1e-40f, 0, 1.0f, 0.0f, 5, BIG_VOCAB); /* subnormal temperature */
+  int agree_tiny = 0;
   for (int i = 0; i < trials; i++) {
     random_logits(big, BIG_VOCAB, 500 + (uint64_t)i, 2.0f, 0);
     int want = mx_sampler_sample(g, big, &err);
     agree_t += mx_sampler_sample(t, big, &err) == want;
     agree_k += mx_sampler_sample(k, big, &err) == want;
     agree_m += mx_sampler_sample(m, big, &err) == want;
+    agree_tiny += mx_sampler_sample(tiny, big, &err) == want;
   }
+  CHECKF(agree_tiny == trials, "temperature 1e-40 matched argmax %d/%d", agree_tiny, trials);
+  mx_sampler_free(tiny);
   CHECKF(agree_t == trials, "temperature 1e-3 matched argmax %d/%d", agree_t, trials);
   CHECKF(agree_k == trials, "top_k 1 matched argmax %d/%d", agree_k, trials);
   CHECKF(agree_m == trials, "min_p 1 matched argmax %d/%d", agree_m, trials);

@@ -11,10 +11,14 @@ typedef struct {
 } command;
 
 static const command COMMANDS[] = {
+    {"run", cmd_run, "generate an answer to one prompt (streams to stdout)"},
+    {"chat", cmd_chat, "interactive multi-turn chat reusing the KV cache"},
     {"inspect", cmd_inspect, "describe a checkpoint: layers, quantization, sizes (--json)"},
     {"bench-kernels", cmd_bench_kernels, "CPU quantized mat-vec GB/s against memcpy"},
+    {"perplexity", cmd_perplexity, "perplexity of a text file, llama.cpp's protocol"},
     {"bench", cmd_bench, "llama-bench-style pp/tg throughput, GB/s and % of roofline"},
     {"logits", cmd_logits, "float32 logits of a prompt (and greedy steps) to .safetensors"},
+    {"synth", cmd_synth, "random-weight checkpoint with a real model's shapes (no download)"},
     {"tokenize", cmd_tokenize, "encode text to token ids with tokenizer.json, or --decode ids"},
 };
 

@@ -109,3 +109,8 @@ uint64_t mlxrt_model_kv_bytes_per_token(const mlxrt_model *M, int64_t depth) {
 double mlxrt_model_read_bandwidth(mlxrt_model *M) {
   return M->b->read_bandwidth ? M->b->read_bandwidth(M->b) : 0.0;
 }
+
+/* For the generation layer (generate.c): the model's internals. */
+const mx_model *mlxrt_model_internal(const mlxrt_model *M) { return M->m; }
+mx_session *mlxrt_session_internal(mlxrt_session *S) { return S->s; }
+accel_backend *mlxrt_model_backend_internal(const mlxrt_model *M) { return M->b; }

@@ -13,7 +13,17 @@
  * generation prompt <|turn>model\n, followed for the large variants (31B, 26B, 12B) with thinking
  * off by the empty thought channel <|channel>thought\n<channel|>.
  *
- * The rendered text begins with the literal "<bos>": tokenize it without adding another BOS. */
+ * Not covered (the real templates do more): tool declarations, tool calls and tool responses
+ * (role "tool" is refused), image/audio content parts, and Gemma 4's merging of two consecutive
+ * assistant messages into one model turn (here each message is its own turn). A system or
+ * developer message after the first is refused for both families.
+ *
+ * The rendered text begins with the literal "<bos>": tokenize it without adding another BOS.
+ * For KV-cache reuse across turns: the prompt of turn n is a prefix of the prompt of turn n+1
+ * when the model's reply is stored as it was generated minus surrounding whitespace — except
+ * for Gemma 4 large variants with thinking off, whose generation prompt ends with the empty
+ * thought channel that history turns do not repeat (compare token ids and keep the common
+ * prefix). */
 #ifndef MLXRT_MLX_CHAT_TEMPLATE_H
 #define MLXRT_MLX_CHAT_TEMPLATE_H
 

@@ -1,17 +1,31 @@
-/* Sampler: see sampler.h for the semantics. The filters are computed without sorting the
- * vocabulary: logits are mapped to order-preserving 32-bit keys and a radix select (three digits
- * of 11/11/10 bits) finds the boundary key of top-k (by count) or of top-p (by probability
- * mass); only the kept tokens are ever listed. */
+/* Sampler: see sampler.h for the semantics. Nothing sorts the vocabulary:
+ *  - logits become order-preserving 32-bit keys; a radix select (digits of 11/11/10 bits) finds
+ *    a boundary key by count (k-th largest) or by probability mass (top-p);
+ *  - top-k scans the vocabulary once against a rising threshold, buffering only the tokens above
+ *    it and re-selecting when the buffer fills (about k·log(V/k) tokens are ever buffered);
+ *  - top-p first tries the 256, then the 2048 most probable tokens (enough for a peaked
+ *    distribution) and falls back to the mass radix select over the whole vocabulary;
+ *  - the draw finds its block of 1024 candidates from block sums, then scans that block.
+ * The loops over the vocabulary are written so that the compiler vectorizes them (integer
+ * selects on the float bits; the default -ftrapping-math blocks if-conversion of float ones). */
 #include "mlx/sampler.h"
 
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 
 #define MAX_WINDOW (1 << 20)
+#define TOP_P_FAST 256 /* top-p tries this many (then 8x) most probable tokens first */
+#define BLOCK 1024     /* draw block */
+
+typedef struct cand_pair {
+  float v;
+  int i;
+} cand_pair;
 
 struct mx_sampler {
   mx_sampler_params p;
@@ -20,26 +34,21 @@ struct mx_sampler {
   int *hist;        /* ring buffer of the last repetition_window accepted tokens */
   int hist_len, hist_pos;
   float *work;      /* sanitized, penalized logits */
-  float *weight;    /* exp(l - max) for the top-p mass select */
-  int *list;        /* tokens inside the radix-select boundary bin */
-  int *above;       /* top-k: tokens in the bins above the boundary bin (fewer than k) */
-  int *cand;        /* the kept tokens, increasing ids */
+  float *weight;    /* exp(l - max), for top-p */
+  int *buf;         /* top-k buffer / radix-select list */
+  int *cand;        /* the kept tokens, increasing ids (unfilled when all) */
+  int n_cand, all;  /* all: every token kept, cand[i] would be i */
   float *cand_w;    /* their weights exp((l - max) / temperature) */
-  unsigned char *mark; /* tokens in the repetition window, set only during a pass */
-  struct cand_pair *pairs; /* top-k candidates sorted by value for the top-p walk */
+  double *block_sum;
+  cand_pair *pairs; /* candidates sorted by value, for the top-p walk */
+  double hist4[4][2048]; /* top-p: interleaved top-digit histograms */
 };
-
-typedef struct cand_pair {
-  float v;
-  int i;
-} cand_pair;
 
 static int by_value_desc(const void *a, const void *b) {
   const cand_pair *x = a, *y = b;
   if (x->v != y->v) return x->v < y->v ? 1 : -1;
   return (x->i > y->i) - (x->i < y->i);
 }
-
 /* ---- PRNG: xoshiro256** seeded by splitmix64 --------------------------------------------- */
 
 static uint64_t splitmix64(uint64_t *x) {
@@ -109,12 +118,11 @@ mx_sampler *mx_sampler_create(const mx_sampler_params *p, int vocab_size, mlxrt_
   size_t v = (size_t)vocab_size;
   s->work = mx_malloc(v * sizeof(float), err);
   s->weight = s->work ? mx_malloc(v * sizeof(float), err) : NULL;
-  s->list = s->weight ? mx_malloc(v * sizeof(int), err) : NULL;
-  s->above = s->list ? mx_malloc(v * sizeof(int), err) : NULL;
-  s->cand = s->above ? mx_malloc(v * sizeof(int), err) : NULL;
-  s->mark = s->cand ? mx_calloc(v, 1, err) : NULL;
-  s->cand_w = s->mark ? mx_malloc(v * sizeof(float), err) : NULL;
-  s->pairs = s->cand_w ? mx_malloc(v * sizeof(cand_pair), err) : NULL;
+  s->buf = s->weight ? mx_malloc(v * sizeof(int), err) : NULL;
+  s->cand = s->buf ? mx_malloc(v * sizeof(int), err) : NULL;
+  s->cand_w = s->cand ? mx_malloc(v * sizeof(float), err) : NULL;
+  s->block_sum = s->cand_w ? mx_malloc((v / BLOCK + 1) * sizeof(double), err) : NULL;
+  s->pairs = s->block_sum ? mx_malloc(v * sizeof(cand_pair), err) : NULL;
   s->hist = s->pairs && p->repetition_window > 0
                 ? mx_malloc((size_t)p->repetition_window * sizeof(int), err)
                 : NULL;
@@ -130,11 +138,10 @@ void mx_sampler_free(mx_sampler *s) {
   if (!s) return;
   free(s->work);
   free(s->weight);
-  free(s->list);
-  free(s->above);
+  free(s->buf);
   free(s->cand);
-  free(s->mark);
   free(s->cand_w);
+  free(s->block_sum);
   free(s->pairs);
   free(s->hist);
   free(s);
@@ -158,14 +165,15 @@ void mx_sampler_seed(mx_sampler *s, uint64_t seed) {
 
 /* ---- order-preserving keys, exp, sums ------------------------------------------------------ */
 
+/* Unsigned order of the keys = numeric order of the floats (-0 must be made +0 first). */
 static inline uint32_t key_of(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return u ^ ((0u - (u >> 31)) | 0x80000000u);
 }
 
 static inline float float_of(uint32_t k) {
-  uint32_t u = (k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k;
+  uint32_t u = k ^ ((0u - ((~k) >> 31)) | 0x80000000u);
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
@@ -215,19 +223,16 @@ static double sum_floats(const float *a, int n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-/* ---- radix select ------------------------------------------------------------------------
- * Keys are split into digits of 11, 11 and 10 bits. At each level the bins are scanned from the
- * top, adding their totals (token counts, or probability mass) until the bin that reaches the
- * target; the next level looks only inside that bin. The result is the boundary key T with
- *   total(keys > T) < target <= total(keys >= T).
- * When rounding leaves the grand total below the target, the lowest populated bin is taken, so
- * T ends at the smallest key and every token is kept. */
+/* ---- radix select over a list of tokens ------------------------------------------------
+ * At each level the bins of one key digit are scanned from the top, adding their totals (token
+ * counts, or probability mass) until the bin that reaches the target; the next level looks only
+ * inside that bin. The result is the boundary key T with
+ *   total(keys > T) < target <= total(keys >= T),
+ * and *above = total(keys > T). When rounding leaves the grand total below the target, the
+ * lowest populated bin is taken, so T ends at the smallest key and every token is kept. */
 
-#define D0_SHIFT 21
-#define D1_SHIFT 10
-#define NB0 2048
+static const int SHIFT[3] = {21, 10, 0}, BITS[3] = {11, 11, 10};
 
-/* Returns the bin reaching target; *above grows by the totals of the bins above it. */
 static int choose_bin(const double *h, int nb, double target, double *above) {
   double acc = *above;
   int lowest = 0;
@@ -244,141 +249,171 @@ static int choose_bin(const double *h, int nb, double target, double *above) {
   return lowest;
 }
 
-/* Levels 1 and 2 over the tokens of the chosen top digit (list). weights NULL = counts. */
-static uint32_t refine(const float *w, const float *weights, const int *list, int n,
-                       uint32_t d0, double target, double *above) {
-  double h[NB0];
-  memset(h, 0, sizeof h);
-  for (int j = 0; j < n; j++)
-    h[(key_of(w[list[j]]) >> D1_SHIFT) & 2047u] += weights ? (double)weights[list[j]] : 1.0;
-  uint32_t prefix = (d0 << D0_SHIFT) | ((uint32_t)choose_bin(h, 2048, target, above) << D1_SHIFT);
-  memset(h, 0, sizeof(double) * 1024);
-  for (int j = 0; j < n; j++) {
-    uint32_t k = key_of(w[list[j]]);
-    if ((k >> D1_SHIFT) == (prefix >> D1_SHIFT))
-      h[k & 1023u] += weights ? (double)weights[list[j]] : 1.0;
+/* list == NULL: every token 0..n-1. weights == NULL: count tokens. Levels from `level` on,
+ * with the digits above it already fixed in prefix (and *above their total). */
+static uint32_t radix_select(const float *w, const float *weights, const int *list, int n,
+                             int level, uint32_t prefix, double target, double *above) {
+  double h[2048];
+  for (; level < 3; level++) {
+    const int nb = 1 << BITS[level];
+    const uint32_t hi = level ? prefix >> SHIFT[level - 1] : 0;
+    memset(h, 0, sizeof(double) * (size_t)nb);
+    for (int j = 0; j < n; j++) {
+      const int i = list ? list[j] : j;
+      const uint32_t k = key_of(w[i]);
+      if (level && (k >> SHIFT[level - 1]) != hi) continue;
+      h[(k >> SHIFT[level]) & (uint32_t)(nb - 1)] += weights ? (double)weights[i] : 1.0;
+    }
+    prefix |= (uint32_t)choose_bin(h, nb, target, above) << SHIFT[level];
   }
-  return prefix | (uint32_t)choose_bin(h, 1024, target, above);
+  return prefix;
 }
 
-/* ---- sampling --------------------------------------------------------------------------- */
+/* ---- the filters ------------------------------------------------------------------------ */
 
-/* Pass 1: sanitized, penalized logits into work[]; returns the argmax (lowest id on ties) and
- * the max; with h0, also counts the tokens per top key digit. */
-static int load_logits(mx_sampler *s, const float *logits, float *max_out, double *h0) {
-  const mx_sampler_params *p = &s->p;
-  const int V = s->vocab, penalize = p->repetition_penalty != 1.0f && s->hist_len > 0;
-  const float pen = p->repetition_penalty;
+/* Sanitized, penalized logits into work[]; returns the argmax (lowest id among equal maxima)
+ * and the max through *max_out. */
+static int load_logits(mx_sampler *s, const float *logits, float *max_out) {
+  const int V = s->vocab;
   float *w = s->work;
-  if (penalize)
-    for (int j = 0; j < s->hist_len; j++) s->mark[s->hist[j]] = 1;
-  int arg = 0;
-  float m = -INFINITY;
+  const uint32_t *in = (const uint32_t *)(const void *)logits;
+  uint32_t *out = (uint32_t *)(void *)w;
   for (int i = 0; i < V; i++) {
-    float x = logits[i];
-    if (isnan(x)) x = -INFINITY;
-    /* Each distinct token of the window once, as mlx-lm's logits[:, tokens] = ... does. */
-    if (penalize && s->mark[i]) x = x > 0.0f ? x / pen : x * pen;
-    if (x == 0.0f) x = 0.0f; /* -0 and +0 share one key */
-    w[i] = x;
-    if (x > m) m = x, arg = i;
-    if (h0) h0[key_of(x) >> D0_SHIFT] += 1.0;
+    uint32_t u = in[i];
+    const uint32_t nan = 0u - (uint32_t)((u & 0x7FFFFFFFu) > 0x7F800000u);
+    const uint32_t negz = 0u - (uint32_t)(u == 0x80000000u);
+    u = (u & ~nan) | (0xFF800000u & nan); /* NaN -> -inf */
+    out[i] = u & ~negz;                    /* -0 -> +0: one key for zero */
   }
-  if (penalize)
-    for (int j = 0; j < s->hist_len; j++) s->mark[s->hist[j]] = 0;
+  const float pen = s->p.repetition_penalty;
+  if (pen != 1.0f) /* recomputed from the input: a token repeated in the window counts once */
+    for (int j = 0; j < s->hist_len; j++) {
+      const int t = s->hist[j];
+      float x = isnan(logits[t]) ? -INFINITY : logits[t];
+      x = x > 0.0f ? x / pen : x * pen;
+      w[t] = x == 0.0f ? 0.0f : x;
+    }
+  /* Max over the keys as signed integers (vectorizes, unlike a float max under strict IEEE). */
+  int32_t ms = INT32_MIN;
+  for (int i = 0; i < V; i++) {
+    const int32_t k = (int32_t)(key_of(w[i]) ^ 0x80000000u);
+    ms = k > ms ? k : ms;
+  }
+  const uint32_t mk = (uint32_t)ms ^ 0x80000000u;
+  const float m = float_of(mk);
+  /* First id holding the max: find its block of 64 with a branch-free test, then the id. */
+  int arg = 0;
+  for (int b = 0; b < V; b += 64) {
+    const int end = b + 64 < V ? b + 64 : V;
+    int hit = 0;
+    for (int i = b; i < end; i++) hit |= key_of(w[i]) == mk;
+    if (hit) {
+      arg = b;
+      while (key_of(w[arg]) != mk) arg++;
+      break;
+    }
+  }
   *max_out = m;
   return arg;
 }
 
-/* Merges two increasing id lists into out; returns the length. */
-static int merge_ids(const int *a, int na, const int *b, int nb, int *out) {
-  int i = 0, j = 0, n = 0;
-  while (i < na && j < nb) out[n++] = a[i] < b[j] ? a[i++] : b[j++];
-  while (i < na) out[n++] = a[i++];
-  while (j < nb) out[n++] = b[j++];
+/* The k most probable tokens (ties toward lower ids) into s->buf, increasing ids; returns k. */
+static int top_k_ids(mx_sampler *s, int k) {
+  const int V = s->vocab;
+  const float *w = s->work;
+  int *buf = s->buf;
+  const int cap = 4 * k + 1024 < V ? 4 * k + 1024 : V;
+  uint32_t tau = 0; /* buffer keys > tau; every real key is > 0 (-inf's key is 0x007FFFFF) */
+  int n = 0;
+  for (int i = 0; i < V; i++) {
+    if ((i & 63) == 0 && i + 64 <= V) { /* skip a block of 64 below the threshold at once */
+      int any = 0;
+      for (int j = i; j < i + 64; j++) any |= key_of(w[j]) > tau;
+      if (!any) {
+        i += 63;
+        continue;
+      }
+    }
+    if (key_of(w[i]) <= tau) continue;
+    buf[n++] = i;
+    if (n < cap || n <= k) continue;
+    /* Full: keep exactly the current top k. Later tokens equal to the new tau have larger ids
+     * than the ties kept, so they could never be chosen: "> tau" stays right. */
+    double above = 0.0;
+    tau = radix_select(w, NULL, buf, n, 0, 0, (double)k, &above);
+    int ties = k - (int)above, m = 0;
+    for (int j = 0; j < n; j++) {
+      const uint32_t kk = key_of(w[buf[j]]);
+      if (kk > tau || (kk == tau && ties-- > 0)) buf[m++] = buf[j];
+    }
+    n = m;
+  }
+  if (n > k) {
+    double above = 0.0;
+    const uint32_t t = radix_select(w, NULL, buf, n, 0, 0, (double)k, &above);
+    int ties = k - (int)above, m = 0;
+    for (int j = 0; j < n; j++) {
+      const uint32_t kk = key_of(w[buf[j]]);
+      if (kk > t || (kk == t && ties-- > 0)) buf[m++] = buf[j];
+    }
+    n = m;
+  }
   return n;
 }
 
-/* Top-k (with top-p measured on the whole vocabulary): fills s->cand, returns the count. */
-static int select_top_k(mx_sampler *s, double *h0, float m, float thr, int use_top_p) {
-  const mx_sampler_params *p = &s->p;
-  const int V = s->vocab;
-  const float *w = s->work;
-  double above = 0.0, z = 0.0;
-  const uint32_t d0 = (uint32_t)choose_bin(h0, NB0, (double)p->top_k, &above);
-  int n_above = 0, n_list = 0;
-  if (use_top_p) { /* the whole vocabulary's mass, for the top-p cut below */
-    for (int i = 0; i < V; i++) s->weight[i] = exp_neg(w[i] - m);
-    z = sum_floats(s->weight, V);
-  }
-  for (int i = 0; i < V; i++) {
-    uint32_t d = key_of(w[i]) >> D0_SHIFT;
-    if (d > d0) s->above[n_above++] = i;
-    else if (d == d0) s->list[n_list++] = i;
-  }
-  const uint32_t t = refine(w, NULL, s->list, n_list, d0, (double)p->top_k, &above);
-  int ties = p->top_k - (int)above; /* tokens equal to the boundary that still fit, lowest first */
-  int n_in = 0;
-  for (int j = 0; j < n_list; j++) {
-    uint32_t k = key_of(w[s->list[j]]);
-    if (k > t || (k == t && ties-- > 0)) s->list[n_in++] = s->list[j];
-  }
-  int n = merge_ids(s->above, n_above, s->list, n_in, s->cand);
-  if (use_top_p) {
-    /* Every token more probable than a top-k token is itself in the top k, so the top-p cut
-     * (mass of the strictly more probable tokens < top_p of the whole vocabulary) is found by
-     * walking the k candidates from the most probable down. */
-    for (int j = 0; j < n; j++) s->pairs[j] = (cand_pair){w[s->cand[j]], s->cand[j]};
-    qsort(s->pairs, (size_t)n, sizeof(cand_pair), by_value_desc);
-    const double target = (double)p->top_p * z;
-    double mass = 0.0;
-    float cut = s->pairs[0].v;
-    for (int j = 0; j < n; j++) {
-      if (s->pairs[j].v < cut) { /* a new, lower value: all the mass so far is above it */
-        if (mass >= target) break;
-        cut = s->pairs[j].v;
-      }
-      mass += s->weight[s->pairs[j].i];
+/* Sorts ids[0..n) (the n most probable tokens) by value, descending, and walks them while the
+ * mass of the strictly more probable tokens stays below target. Returns the smallest kept
+ * value, or NAN when these tokens do not settle it (too little mass, or ties that may go on
+ * past them), so that every token >= the returned value is among ids. */
+static float top_p_walk(mx_sampler *s, const int *ids, int n, double target) {
+  for (int j = 0; j < n; j++) s->pairs[j] = (cand_pair){s->work[ids[j]], ids[j]};
+  qsort(s->pairs, (size_t)n, sizeof(cand_pair), by_value_desc);
+  double mass = 0.0;
+  float cut = s->pairs[0].v;
+  for (int j = 0; j < n; j++) {
+    if (s->pairs[j].v < cut) { /* a new, lower value: all the mass so far is above it */
+      if (mass >= target) return cut;
+      cut = s->pairs[j].v;
     }
-    if (cut > thr) thr = cut;
+    mass += s->weight[s->pairs[j].i];
   }
-  int kept = 0;
-  for (int j = 0; j < n; j++)
-    if (w[s->cand[j]] >= thr) s->cand[kept++] = s->cand[j];
-  return kept;
+  /* Reached only at the end: the last value's ties may continue outside these tokens. */
+  return mass >= target && n == s->vocab ? cut : NAN;
 }
 
-/* Top-p alone: the boundary by probability mass. Returns the logit threshold. */
-static float top_p_threshold(mx_sampler *s, float m) {
+/* The top-p boundary by a mass radix select over the whole vocabulary: the top digit with four
+ * interleaved histograms (a single one serializes on repeated bins), then the tokens of the
+ * chosen bin are listed and the two lower digits resolved over that list. */
+static float top_p_full(mx_sampler *s, double target) {
   const int V = s->vocab;
-  const float *w = s->work;
-  float *wt = s->weight;
-  double h0[NB0];
-  memset(h0, 0, sizeof h0);
-  for (int i = 0; i < V; i++) wt[i] = exp_neg(w[i] - m);
-  double z = sum_floats(wt, V);
-  for (int i = 0; i < V; i++) h0[key_of(w[i]) >> D0_SHIFT] += (double)wt[i];
-  const double target = (double)s->p.top_p * z;
+  const float *w = s->work, *wt = s->weight;
+  double (*h)[2048] = s->hist4;
+  memset(h, 0, sizeof s->hist4);
+  int i = 0;
+  for (; i + 4 <= V; i += 4)
+    for (int q = 0; q < 4; q++) h[q][key_of(w[i + q]) >> SHIFT[0]] += (double)wt[i + q];
+  for (; i < V; i++) h[0][key_of(w[i]) >> SHIFT[0]] += (double)wt[i];
+  for (int b = 0; b < 2048; b++) h[0][b] += (h[1][b] + h[2][b]) + h[3][b];
   double above = 0.0;
-  const uint32_t d0 = (uint32_t)choose_bin(h0, NB0, target, &above);
-  int n_list = 0;
-  for (int i = 0; i < V; i++)
-    if ((key_of(w[i]) >> D0_SHIFT) == d0) s->list[n_list++] = i;
-  return float_of(refine(w, wt, s->list, n_list, d0, target, &above));
+  const uint32_t d0 = (uint32_t)choose_bin(h[0], 2048, target, &above);
+  int n = 0;
+  for (i = 0; i < V; i++) { /* branch-free listing: the bin may hold a large share */
+    s->buf[n] = i;
+    n += (key_of(w[i]) >> SHIFT[0]) == d0;
+  }
+  return float_of(radix_select(w, wt, s->buf, n, 1, d0 << SHIFT[0], target, &above));
 }
 
-/* Fills s->cand with the kept tokens (increasing ids) and returns their number; greedy keeps
- * the argmax only; -1 when no token is possible. */
+/* Fills s->cand / s->n_cand with the kept tokens (increasing ids); greedy keeps the argmax.
+ * Returns -1 when no token is possible. *max_out gets the largest (penalized) logit. */
 static int select_candidates(mx_sampler *s, const float *logits, float *max_out,
                              mlxrt_error *err) {
   const mx_sampler_params *p = &s->p;
   const int V = s->vocab;
-  const int use_top_k = p->temperature > 0.0f && p->top_k > 0 && p->top_k < V;
-  const int use_top_p = p->temperature > 0.0f && p->top_p > 0.0f && p->top_p < 1.0f;
-  double h0[NB0];
-  if (use_top_k) memset(h0, 0, sizeof h0);
+  const float *w = s->work;
   float m;
-  const int arg = load_logits(s, logits, &m, use_top_k ? h0 : NULL);
+  s->all = 0;
+  const int arg = load_logits(s, logits, &m);
   if (m == -INFINITY) {
     mx_fail(err, "sampler: every logit is -inf or NaN, no token can be chosen");
     return -1;
@@ -386,26 +421,66 @@ static int select_candidates(mx_sampler *s, const float *logits, float *max_out,
   *max_out = m;
   if (p->temperature == 0.0f) {
     s->cand[0] = arg;
-    return 1;
+    return s->n_cand = 1;
   }
+  const int use_top_k = p->top_k > 0 && p->top_k < V;
+  const int use_top_p = p->top_p > 0.0f && p->top_p < 1.0f;
   /* min-p, top-p and top-k each keep a most-probable prefix: one logit threshold, plus the
    * exact count cut of top-k. */
   float thr = p->min_p > 0.0f ? m + logf(p->min_p) : -INFINITY;
-  if (use_top_k) return select_top_k(s, h0, m, thr, use_top_p);
+  double target = 0.0;
+  if (use_top_p) { /* top-p is measured on the whole vocabulary */
+    for (int i = 0; i < V; i++) s->weight[i] = exp_neg(w[i] - m);
+    target = (double)p->top_p * sum_floats(s->weight, V);
+  }
+  if (use_top_k) {
+    /* Every token more probable than a top-k token is itself in the top k, so the top-p cut
+     * is found among the k. */
+    const int n = top_k_ids(s, p->top_k);
+    if (use_top_p) {
+      const float cut = top_p_walk(s, s->buf, n, target);
+      if (cut > thr) thr = cut; /* NAN (not reached within the k): no cut */
+    }
+    int kept = 0;
+    for (int j = 0; j < n; j++)
+      if (w[s->buf[j]] >= thr) s->cand[kept++] = s->buf[j];
+    return s->n_cand = kept;
+  }
   if (use_top_p) {
-    float t = top_p_threshold(s, m);
-    if (t > thr) thr = t;
+    /* Most nuclei are small: try the 256, then the 2048 most probable tokens; the kept ones
+     * are then among those already listed. */
+    for (int k = TOP_P_FAST; k <= 8 * TOP_P_FAST && k < V; k *= 8) {
+      const int n = top_k_ids(s, k);
+      const float cut = top_p_walk(s, s->buf, n, target);
+      if (isnan(cut)) continue;
+      const float t = cut > thr ? cut : thr;
+      int kept = 0;
+      for (int j = 0; j < n; j++)
+        if (w[s->buf[j]] >= t) s->cand[kept++] = s->buf[j];
+      return s->n_cand = kept;
+    }
+    const float cut = top_p_full(s, target);
+    if (cut > thr) thr = cut;
+  }
+  if (thr == -INFINITY) { /* no filter: every token, without listing them */
+    s->all = 1;
+    return s->n_cand = V;
   }
   int n = 0;
-  for (int i = 0; i < V; i++)
-    if (s->work[i] >= thr) s->cand[n++] = i;
-  return n;
+  for (int i = 0; i < V; i++) { /* branch-free: a flat distribution keeps a large share */
+    s->cand[n] = i;
+    n += w[i] >= thr;
+  }
+  return s->n_cand = n;
 }
 
 int mx_sampler_candidates(mx_sampler *s, const float *logits, int *ids, mlxrt_error *err) {
   float m;
   int n = select_candidates(s, logits, &m, err);
-  if (n > 0) memcpy(ids, s->cand, (size_t)n * sizeof(int));
+  if (n > 0 && s->all)
+    for (int i = 0; i < n; i++) ids[i] = i;
+  else if (n > 0)
+    memcpy(ids, s->cand, (size_t)n * sizeof(int));
   return n;
 }
 
@@ -415,24 +490,35 @@ int mx_sampler_sample(mx_sampler *s, const float *logits, mlxrt_error *err) {
   if (n <= 0) return -1;
   const int *cand = s->cand;
   if (s->p.temperature == 0.0f) return cand[0];
-  /* Draw with weights exp((l - max) / T); the max itself is always a candidate (weight 1). */
-  const float inv_t = 1.0f / s->p.temperature;
+  /* Weights exp((l - max) / T); the max itself is a candidate (weight 1), so total >= 1. */
+  float inv_t = 1.0f / s->p.temperature;
+  if (inv_t > FLT_MAX) inv_t = FLT_MAX; /* a subnormal temperature: 0 * inf would be NaN */
   const float *w = s->work;
   float *cw = s->cand_w;
-  if (n == s->vocab) { /* everything kept: contiguous, so the loop vectorizes */
+  if (s->all) /* everything kept: contiguous, the loop vectorizes */
     for (int i = 0; i < n; i++) cw[i] = exp_neg((w[i] - m) * inv_t);
-  } else {
+  else
     for (int j = 0; j < n; j++) cw[j] = exp_neg((w[cand[j]] - m) * inv_t);
+  const int nblocks = (n + BLOCK - 1) / BLOCK;
+  double total = 0.0;
+  for (int b = 0; b < nblocks; b++) {
+    const int len = b == nblocks - 1 ? n - b * BLOCK : BLOCK;
+    total += s->block_sum[b] = sum_floats(cw + (size_t)b * BLOCK, len);
   }
-  const double total = sum_floats(cw, n);
   const double u = mx_rng_uniform(&s->rng) * total;
   double acc = 0.0;
+  int b = 0;
+  while (b < nblocks - 1 && acc + s->block_sum[b] <= u) acc += s->block_sum[b++];
   int last = -1;
-  for (int j = 0; j < n; j++) {
+  const int end = b == nblocks - 1 ? n : (b + 1) * BLOCK;
+  for (int j = b * BLOCK; j < end; j++) {
     if (cw[j] <= 0.0f) continue;
     acc += cw[j];
     last = j;
     if (u < acc) break;
   }
-  return cand[last]; /* last: u rounded to the very top of the range */
+  if (last < 0) /* rounding put u past a block whose weights are all 0: take the last weight */
+    for (int j = n - 1; j >= 0 && last < 0; j--)
+      if (cw[j] > 0.0f) last = j;
+  return s->all ? last : cand[last];
 }

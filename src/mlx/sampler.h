@@ -14,8 +14,10 @@
  *      (ties broken toward the lower id); as all three keep a most-probable prefix, their order
  *      does not matter;
  *   4. the kept tokens are drawn with probability proportional to exp(l / temperature).
- * Cost on a 262144-entry vocabulary: a few linear passes; no full sort (top-k by radix select,
- * top-p by a probability-mass radix select). */
+ * Cost on a 262144-entry vocabulary: a few vectorized linear passes, no full sort (top-k by a
+ * thresholded scan and radix select, top-p among the most probable few thousand tokens or by
+ * a probability-mass radix select); about 0.3 ms greedy and 1 ms with top-k 64 + top-p 0.95
+ * per token on this project's CI-class CPU (see test_sampler's timing lines). */
 #ifndef MLXRT_MLX_SAMPLER_H
 #define MLXRT_MLX_SAMPLER_H
 

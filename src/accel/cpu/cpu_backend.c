@@ -2,7 +2,10 @@
  * mmap views, fetched once per weight key and checked against the spec's byte counts. */
 #include <stdlib.h>
 
+#include "accel/cpu/cpu_decoder.h"
 #include "accel/cpu/cpu_kernels.h"
+#include "accel/cpu/cpu_bandwidth.h"
+#include "accel/cpu/mlx_compat.h"
 #include "base/bf16.h"
 #include "base/error.h"
 
@@ -15,6 +18,7 @@ typedef struct {
 typedef struct {
   cpu_pool *pool;
   cpu_isa isa;
+  int mlx_compat; /* MLXRT_NUMERICS=mlx-cpu: MLX's CPU bf16 accumulation, for verification */
   cache_slot *slots; /* open addressing, power-of-two capacity */
   size_t cap, count;
 } cpu_impl;
@@ -97,8 +101,10 @@ static int cpu_qmatmul_entry(accel_backend *b, const accel_weight *w, int expert
   if (check_expert(w, expert, err)) return -1;
   const cpu_qmat *m = get_weight(c, w, err);
   if (!m) return -1;
-  if (cpu_qmatmul(c->pool, c->isa, m, expert < 0 ? 0 : expert, x, n, y, err))
-    return mx_prefix(err, "%s", w->name ? w->name : "weight");
+  int rc = c->mlx_compat && cpu_mlx_compat_supports(&m->spec)
+               ? cpu_qmatmul_mlx_compat(c->pool, m, expert < 0 ? 0 : expert, x, n, y, err)
+               : cpu_qmatmul(c->pool, c->isa, m, expert < 0 ? 0 : expert, x, n, y, err);
+  if (rc) return mx_prefix(err, "%s", w->name ? w->name : "weight");
   return 0;
 }
 
@@ -118,6 +124,12 @@ static int cpu_embed_rows(accel_backend *b, const accel_weight *w, const int32_t
   return 0;
 }
 
+/* The roofline for benchmarks: a 512 MiB all-threads read, median of 5. */
+static double cpu_backend_read_bandwidth(accel_backend *b) {
+  cpu_impl *c = b->impl;
+  return cpu_read_bandwidth(c->pool, (size_t)512 << 20, 5);
+}
+
 static void cpu_destroy(accel_backend *b) {
   if (!b) return;
   cpu_impl *c = b->impl;
@@ -131,7 +143,8 @@ static void cpu_destroy(accel_backend *b) {
 
 accel_backend *accel_cpu_create(int threads, mlxrt_error *err) {
   cpu_isa isa;
-  if (cpu_isa_from_env(&isa, err)) return NULL;
+  int compat;
+  if (cpu_isa_from_env(&isa, err) || cpu_mlx_compat_from_env(&compat, err)) return NULL;
   accel_backend *b = mx_calloc(1, sizeof *b, err);
   cpu_impl *c = b ? mx_calloc(1, sizeof *c, err) : NULL;
   if (!c) {
@@ -140,6 +153,7 @@ accel_backend *accel_cpu_create(int threads, mlxrt_error *err) {
   }
   b->impl = c;
   c->isa = isa;
+  c->mlx_compat = compat;
   if (!(c->pool = cpu_pool_create(threads, err))) {
     cpu_destroy(b);
     return NULL;
@@ -147,6 +161,10 @@ accel_backend *accel_cpu_create(int threads, mlxrt_error *err) {
   b->name = "cpu";
   b->qmatmul = cpu_qmatmul_entry;
   b->embed_rows = cpu_embed_rows;
+  b->decoder_create = cpu_decoder_create;
+  b->decoder_step = cpu_decoder_step;
+  b->decoder_free = cpu_decoder_free;
+  b->read_bandwidth = cpu_backend_read_bandwidth;
   b->destroy = cpu_destroy;
   return b;
 }

@@ -20,7 +20,8 @@ typedef struct cpu_qmat {
   const void *biases; /* affine only, else NULL */
 } cpu_qmat;
 
-/* AVX512BF16 adds VDPBF16PS mat-vec kernels for the 4-bit formats on top of AVX512. */
+/* AVX512BF16 (needs AVX512-BF16 and VBMI: Sapphire Rapids, Zen 4) adds a mat-vec kernel for
+ * affine 2/3/5/6-bit (VPERMB + VPMULTISHIFTQB unpack, VDPBF16PS products) to AVX512. */
 typedef enum {
   CPU_ISA_SCALAR = 0,
   CPU_ISA_AVX2 = 1,
@@ -62,15 +63,17 @@ void cpu_decode_tile_f32(const cpu_qmat *m, int64_t expert, int64_t r0, int64_t 
                          int64_t c1, float *out, int64_t ldo);
 
 /* ---- products ---------------------------------------------------------------------------- */
-/* Best ISA this CPU supports, the ISA $MLXRT_CPU_ISA asks for (scalar|avx2|avx512|avx512bf16; unset =
- * best; -1 with err set if unknown or unsupported here), and names. */
+/* Best ISA this CPU supports, the ISA $MLXRT_CPU_ISA asks for (scalar|avx2|avx512|avx512bf16;
+ * unset or auto = best; -1 with err set if unknown or unsupported here), and names. */
 cpu_isa cpu_isa_best(void);
 int cpu_isa_supported(cpu_isa isa);
 int cpu_isa_from_env(cpu_isa *out, mlxrt_error *err);
 const char *cpu_isa_name(cpu_isa isa);
 
 /* y[n, rows] = x[n, cols] · W[expert]ᵀ; x bf16, y float32, float32 accumulation.
- * pool may be NULL (runs on the calling thread). expert must be 0 for rank-2 weights. */
+ * pool may be NULL (runs on the calling thread); a pool runs one product at a time.
+ * expert must be 0 for rank-2 weights. Affine: Σ_g s_g·Σq·x + b_g·Σx (n < 4) or a float
+ * tile w = s·q + b (n ≥ 4); fp modes: Σ_g s_g·Σv·x. */
 int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
                 const uint16_t *x, int64_t n, float *y, mlxrt_error *err);
 

@@ -1,7 +1,7 @@
 /* AVX2 + FMA + F16C kernels: the same scheme as the AVX-512 file with 8 lanes. 4-bit formats
  * read 8 bytes = 16 codes per step (low nibbles = even elements, high = odd), so prep_x
  * de-interleaves x per 16 (8 even, 8 odd). Four rows run together. Affine widths 2/3/5/6
- * use the portable mat-vec and tile decoder (the AVX2 gemm still runs for mat-mat). */
+ * unpack two 8-code packs (2·bits bytes) per step with a byte shuffle and variable shifts. */
 #include <immintrin.h>
 
 #include "accel/cpu/cpu_isa.h"
@@ -11,7 +11,7 @@
 static const float FP4_MAG[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
 static int mv_supports(const accel_spec *s) {
-  return s->mode == ACCEL_MODE_DENSE || s->bits == 4 || s->bits == 8;
+  return s->mode == ACCEL_MODE_DENSE || s->bits == 4 || s->bits == 8 || s->cols % 16 == 0;
 }
 
 static void prep_x(const accel_spec *s, const float *x, float *xp) {
@@ -119,6 +119,82 @@ AI void rows_8bit(const cpu_mv *a, int64_t r, const int NR) {
   for (int k = 0; k < NR; k++) a->y[r + k] = hsum8(racc[k]) + bsum[k];
 }
 
+/* ---- affine 2/3/5/6-bit: 8 codes live in `bits` bytes ------------------------------------ */
+/* Shuffle controls and shifts that put code j of pack 0 (lo) / pack 1 (hi) in 32-bit lane j:
+ * bytes o, o+1 of the pack pair (o = bit offset / 8), shifted right by bit offset % 8. */
+typedef struct {
+  __m256i lo, hi, shift, mask;
+} anybit_ctl;
+
+AI anybit_ctl anybit_setup(int bits) {
+  uint8_t lo[32], hi[32];
+  uint32_t sh[8];
+  for (int j = 0; j < 8; j++) {
+    int off = j * bits;
+    sh[j] = (uint32_t)(off % 8);
+    for (int b = 0; b < 4; b++) { /* lane j sits in 128-bit half j / 4, byte 4·(j % 4) + b */
+      int at = 16 * (j / 4) + 4 * (j % 4) + b;
+      lo[at] = b < 2 ? (uint8_t)(off / 8 + b) : 0x80;
+      hi[at] = b < 2 ? (uint8_t)(bits + off / 8 + b) : 0x80;
+    }
+  }
+  anybit_ctl c;
+  c.lo = _mm256_loadu_si256((const __m256i *)lo);
+  c.hi = _mm256_loadu_si256((const __m256i *)hi);
+  c.shift = _mm256_loadu_si256((const __m256i *)sh);
+  c.mask = _mm256_set1_epi32((1 << bits) - 1);
+  return c;
+}
+
+/* 16 codes from the pack pair at byte p of a row of rowbytes bytes (never reads past it). */
+AI void anybit16(const uint8_t *row, size_t p, size_t rowbytes, const anybit_ctl *c, __m256 *q0, __m256 *q1) {
+  __m128i raw;
+  if (p + 16 <= rowbytes) {
+    raw = _mm_loadu_si128((const __m128i *)(row + p));
+  } else {
+    uint8_t tmp[16] = {0};
+    memcpy(tmp, row + p, rowbytes - p);
+    raw = _mm_loadu_si128((const __m128i *)tmp);
+  }
+  __m256i v = _mm256_broadcastsi128_si256(raw);
+  *q0 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, c->lo), c->shift), c->mask));
+  *q1 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, c->hi), c->shift), c->mask));
+}
+
+AI void rows_anybit(const cpu_mv *a, int64_t r, const int NR) {
+  const accel_spec *s = a->s;
+  const int64_t cols = s->cols, gs = s->group_size;
+  const int bits = s->bits;
+  const anybit_ctl ctl = anybit_setup(bits);
+  __m256 racc[4];
+  float bsum[4] = {0, 0, 0, 0};
+  const uint8_t *w[4];
+  for (int k = 0; k < NR; k++) {
+    racc[k] = _mm256_setzero_ps();
+    w[k] = a->w + (size_t)(r + k) * a->wrow;
+  }
+  for (int64_t g = 0; g < cols / gs; g++) {
+    __m256 acc[4];
+    for (int k = 0; k < NR; k++) acc[k] = _mm256_setzero_ps();
+    for (int64_t c = g * gs; c < (g + 1) * gs; c += 16) {
+      __m256 x0 = _mm256_loadu_ps(a->x + c), x1 = _mm256_loadu_ps(a->x + c + 8);
+      for (int k = 0; k < NR; k++) {
+        __m256 q0, q1;
+        anybit16(w[k], (size_t)(c / 8 * bits), a->wrow, &ctl, &q0, &q1);
+        acc[k] = _mm256_fmadd_ps(q0, x0, acc[k]);
+        acc[k] = _mm256_fmadd_ps(q1, x1, acc[k]);
+      }
+    }
+    for (int k = 0; k < NR; k++) {
+      float sc, bi;
+      cpu_mv_params(a, r + k, g, &sc, &bi);
+      racc[k] = _mm256_fmadd_ps(acc[k], _mm256_set1_ps(sc), racc[k]);
+      bsum[k] += bi * a->xg[g];
+    }
+  }
+  for (int k = 0; k < NR; k++) a->y[r + k] = hsum8(racc[k]) + bsum[k];
+}
+
 /* ---- dense ------------------------------------------------------------------------------- */
 AI __m256 dense8(const uint8_t *row, int64_t c, accel_dtype dt) {
   if (dt == ACCEL_F32) return _mm256_loadu_ps((const float *)(const void *)(row + 4 * c));
@@ -164,17 +240,17 @@ AI void rows_dense(const cpu_mv *a, int64_t r, const int NR) {
 static void mv_4bit(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_4bit); }
 static void mv_8bit(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_8bit); }
 static void mv_dense(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_dense); }
+static void mv_anybit(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_anybit); }
 
 static void matvec(const cpu_mv *a, int64_t r0, int64_t r1) {
   if (a->s->mode == ACCEL_MODE_DENSE) mv_dense(a, r0, r1);
   else if (a->s->bits == 4) mv_4bit(a, r0, r1);
-  else mv_8bit(a, r0, r1);
+  else if (a->s->bits == 8) mv_8bit(a, r0, r1);
+  else mv_anybit(a, r0, r1);
 }
 
 /* ---- mat-mat ----------------------------------------------------------------------------- */
-static int tile_supports(const accel_spec *s) {
-  return s->mode != ACCEL_MODE_DENSE && (s->bits == 4 || s->bits == 8);
-}
+static int tile_supports(const accel_spec *s) { return s->mode != ACCEL_MODE_DENSE; }
 
 static void decode_tile(const cpu_mv *a, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                         float *out, int64_t ldo) {
@@ -183,6 +259,7 @@ static void decode_tile(const cpu_mv *a, int64_t r0, int64_t r1, int64_t c0, int
   const int affine = s->mode == ACCEL_MODE_AFFINE;
   const __m256i m4 = _mm256_set1_epi32(15);
   const __m256 mag = _mm256_loadu_ps(FP4_MAG);
+  const anybit_ctl ctl = anybit_setup(s->bits == 4 || s->bits == 8 ? 2 : s->bits);
   for (int64_t r = r0; r < r1; r++) {
     const uint8_t *w = a->w + (size_t)r * a->wrow;
     float *o = out + (r - r0) * ldo - c0;
@@ -201,6 +278,14 @@ static void decode_tile(const cpu_mv *a, int64_t r0, int64_t r1, int64_t c0, int
           __m256 e0 = _mm256_permute2f128_ps(u0, u1, 0x20), e1 = _mm256_permute2f128_ps(u0, u1, 0x31);
           _mm256_storeu_ps(o + c, _mm256_fmadd_ps(e0, vs, vb));
           _mm256_storeu_ps(o + c + 8, _mm256_fmadd_ps(e1, vs, vb));
+          c += 8;
+          continue;
+        }
+        if (s->bits != 8) { /* 2/3/5/6-bit: 16 codes per step (every group size is a multiple) */
+          __m256 q1;
+          anybit16(w, (size_t)(c / 8 * s->bits), a->wrow, &ctl, &q, &q1);
+          _mm256_storeu_ps(o + c, _mm256_fmadd_ps(q, vs, vb));
+          _mm256_storeu_ps(o + c + 8, _mm256_fmadd_ps(q1, vs, vb));
           c += 8;
           continue;
         }

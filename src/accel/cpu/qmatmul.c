@@ -27,7 +27,8 @@ int cpu_isa_supported(cpu_isa isa) {
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq");
   case CPU_ISA_AVX512BF16:
-    return cpu_isa_supported(CPU_ISA_AVX512) && __builtin_cpu_supports("avx512bf16");
+    return cpu_isa_supported(CPU_ISA_AVX512) && __builtin_cpu_supports("avx512bf16") &&
+           __builtin_cpu_supports("avx512vbmi");
 #endif
   default: return 0;
   }
@@ -148,24 +149,22 @@ int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
   int threads = cpu_pool_threads(pool);
   int64_t groups = s->mode == ACCEL_MODE_DENSE ? 0 : cols / s->group_size;
 
-  /* x to float once; the mat-vec path also needs Σx per group and the ISA's layout of x */
-  float *xf = mx_malloc(((size_t)n * (size_t)cols + (size_t)cols + (size_t)groups) * sizeof(float), err);
-  if (!xf) return -1;
-  for (int64_t i = 0; i < n * cols; i++) xf[i] = mx_bf16_to_f32(x[i]);
-
   if (n < MV_MAX_N) { /* one streamed mat-vec per row of x */
-    float *xp = xf + n * cols, *xg = xp + cols;
+    /* x to float, Σx per group (affine bias term) and the ISA's layout of x */
+    float *xf = mx_malloc(((size_t)2 * (size_t)cols + (size_t)groups) * sizeof(float), err);
+    if (!xf) return -1;
+    float *xp = xf + cols, *xg = xp + cols;
     j.mv_ops = pick_mv(ops, s);
     int64_t chunk = rows / ((int64_t)threads * 16);
     j.chunk = chunk < 8 ? 8 : chunk > 256 ? 256 : chunk; /* many small tasks balance a busy core */
     for (int64_t i = 0; i < n; i++) {
-      const float *xi = xf + i * cols;
+      for (int64_t k = 0; k < cols; k++) xf[k] = mx_bf16_to_f32(x[i * cols + k]);
       for (int64_t g = 0; g < groups; g++) {
         float acc = 0;
-        for (int64_t k = g * s->group_size; k < (g + 1) * s->group_size; k++) acc += xi[k];
+        for (int64_t k = g * s->group_size; k < (g + 1) * s->group_size; k++) acc += xf[k];
         xg[g] = acc;
       }
-      j.mv_ops->prep_x(s, xi, xp);
+      j.mv_ops->prep_x(s, xf, xp);
       j.mv.x = xp;
       j.mv.xg = xg;
       j.mv.y = y + i * rows;
@@ -189,18 +188,17 @@ int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
   j.scratch = xt ? mx_malloc((size_t)threads * j.scratch_per_worker * sizeof(float), err) : NULL;
   if (!j.scratch) {
     free(xt);
-    free(xf);
     return -1;
   }
-  for (int64_t k = 0; k < cols; k++) {
-    float *row = xt + k * j.npad;
-    for (int64_t i = 0; i < n; i++) row[i] = xf[i * cols + k];
-    for (int64_t i = n; i < j.npad; i++) row[i] = 0.0f;
+  /* x transposed to float straight from bf16, in blocks of 64 columns (contiguous reads) */
+  for (int64_t k0 = 0; k0 < cols; k0 += 64) {
+    int64_t k1 = k0 + 64 < cols ? k0 + 64 : cols;
+    for (int64_t i = 0; i < j.npad; i++)
+      for (int64_t k = k0; k < k1; k++) xt[k * j.npad + i] = i < n ? mx_bf16_to_f32(x[i * cols + k]) : 0.0f;
   }
   j.xt = xt;
   cpu_pool_run(pool, (rows + j.chunk - 1) / j.chunk, mm_task, &j);
   free(j.scratch);
   free(xt);
-  free(xf);
   return 0;
 }

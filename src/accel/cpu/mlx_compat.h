@@ -1,0 +1,21 @@
+/* MLX-CPU-compatible quantized products (MLXRT_NUMERICS=mlx-cpu): the same arithmetic as
+ * MLX 0.32's CPU quantized_matmul for bf16 activations, bit for bit, for comparing with
+ * mlx-lm runs made on a CPU. MLX accumulates there in bf16, in K order (docs/NUMERICS.md):
+ *   affine:  w = bf16(bf16(s·q) + b),  acc = bf16(acc + bf16(x·w))
+ *   fp modes: per group g = bf16(g + bf16(x·v)) over the group, acc = bf16(acc + bf16(s·g))
+ * The default path accumulates in float32 (more accurate, and what every backend matches);
+ * this one is scalar and slow, for verification only. */
+#ifndef MLXRT_ACCEL_CPU_MLX_COMPAT_H
+#define MLXRT_ACCEL_CPU_MLX_COMPAT_H
+
+#include "accel/cpu/cpu_kernels.h"
+
+/* 1 when the spec is one this emulation reproduces (affine with bf16 scales, nvfp4, mxfp4,
+ * mxfp8); other specs (dense, f16/f32 scales) already match MLX with float accumulation. */
+int cpu_mlx_compat_supports(const accel_spec *s);
+int cpu_qmatmul_mlx_compat(cpu_pool *pool, const cpu_qmat *m, int64_t expert, const uint16_t *x,
+                           int64_t n, float *y, mlxrt_error *err);
+/* Reads MLXRT_NUMERICS: unset/"float32" → 0, "mlx-cpu" → 1, anything else an error (-1). */
+int cpu_mlx_compat_from_env(int *on, mlxrt_error *err);
+
+#endif

@@ -1,0 +1,264 @@
+/* The mat-vec benchmark of mlxrt-cuda-test: a plain streaming read sets the device's read
+ * bandwidth, then each format × Gemma 4 31B shape is timed with CUDA events on
+ * device-resident x (no copies), rotating over enough weight copies that the set is well
+ * past the L2, and reported as GB/s of weight bytes and % of the measured read bandwidth. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "cuda_internal.h"
+#include "gpu_test_util.h"
+
+#define MB (1024.0 * 1024.0)
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void die_on(int rc, const mlxrt_error *err) {
+  if (rc) {
+    printf("bench: %s\n", err->msg);
+    exit(1);
+  }
+}
+
+/* Median GB/s of `reps` timed passes over a buffer of `bytes`. */
+static double read_bandwidth(void *stream, int sms, size_t bytes, mlxrt_error *err) {
+  void *buf = NULL, *sink = NULL, *e0 = NULL, *e1 = NULL;
+  die_on(rt_malloc(&buf, bytes, err), err);
+  die_on(rt_malloc(&sink, 16, err), err);
+  die_on(rt_memset(buf, 0x5a, bytes, stream, err), err);
+  die_on(rt_event_create(&e0, err) || rt_event_create(&e1, err), err);
+  float t[9];
+  for (int r = -2; r < 9; r++) {
+    die_on(rt_event_record(e0, stream, err), err);
+    die_on(rt_status(ck_read_bw(buf, bytes, sink, sms, stream), "read kernel", err), err);
+    die_on(rt_event_record(e1, stream, err), err);
+    float ms;
+    die_on(rt_event_ms(e0, e1, &ms, err), err);
+    if (r >= 0) t[r] = ms;
+  }
+  qsort(t, 9, sizeof *t, cmp_float);
+  rt_event_destroy(e0);
+  rt_event_destroy(e1);
+  rt_free(buf);
+  rt_free(sink);
+  return (double)bytes / (t[4] * 1e-3) / 1e9;
+}
+
+typedef struct bfmt {
+  const char *name;
+  accel_spec spec; /* rows/cols filled per shape */
+} bfmt;
+
+typedef struct bshape {
+  const char *name;
+  int64_t rows, cols;
+} bshape;
+
+typedef struct brow {
+  char fmt[24], shape[32];
+  int64_t n;
+  double mbytes, us, us_prep, gbs, pct;
+} brow;
+
+/* Times one weight format on one shape; returns microseconds per product (median of 5
+ * passes, each the mean over a round-robin of `copies` resident copies). */
+typedef struct bcfg {
+  int warps, variant;
+} bcfg;
+
+static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint64_t *rng,
+                     const bcfg *cfg, int ncfg, brow *out, mlxrt_error *err) {
+  accel_spec s = f->spec;
+  s.rows = sh->rows;
+  s.cols = sh->cols;
+  size_t wbytes = accel_weight_bytes(&s);
+  int copies = (int)((4 * l2 + wbytes - 1) / wbytes);
+  if (copies < 1) copies = 1;
+  if (copies > 24) copies = 24;
+  accel_options o = {"cuda", 0, 0};
+  accel_backend *cu = mlxrt_cuda_backend_create(&o, err);
+  if (!cu) return -1;
+  host_weight base;
+  if (host_weight_make(&base, &s, 1, f->name, 0, 0, rng)) {
+    accel_destroy(cu);
+    return mx_fail(err, "out of host memory for %s %s", f->name, sh->name);
+  }
+  host_weight *cp = calloc((size_t)copies, sizeof *cp);
+  const ck_layout **L = calloc((size_t)copies, sizeof *L);
+  int rc = -1;
+  for (int i = 0; i < copies; i++) {
+    host_weight_alias(&cp[i], &base, 1000 + (uint64_t)i);
+    L[i] = cudab_resident(cu, &cp[i].w, err);
+    if (!L[i]) goto done;
+  }
+  uint16_t *x = malloc((size_t)(n * s.cols) * 2);
+  for (int64_t i = 0; i < n * s.cols; i++)
+    x[i] = mx_f32_to_bf16((float)(rng_unit(rng) * 2 - 1));
+  int bad = cudab_stage_x(cu, L[0], x, n, err);
+  free(x);
+  if (bad) goto done;
+  void *st = cudab_stream(cu), *e0 = NULL, *e1 = NULL;
+  if (rt_event_create(&e0, err) || rt_event_create(&e1, err)) goto done;
+  int iters = copies * (wbytes > 256 * MB ? 4 : 12);
+  for (int ci = 0; ci < ncfg; ci++) {
+  ck_set_tuning(cfg[ci].warps, cfg[ci].variant);
+  float t[5], tp[5];
+  for (int prep = 0; prep < (ncfg > 1 ? 1 : 2); prep++) {
+    for (int r = -1; r < 5; r++) {
+      if (rt_event_record(e0, st, err)) goto done;
+      for (int i = 0; i < iters; i++)
+        if (cudab_launch(cu, L[i % copies], -1, n, prep, err)) goto done;
+      if (rt_event_record(e1, st, err)) goto done;
+      float ms;
+      if (rt_event_ms(e0, e1, &ms, err)) goto done;
+      if (r >= 0) (prep ? tp : t)[r] = ms * 1000.0f / (float)iters;
+    }
+  }
+  qsort(t, 5, sizeof *t, cmp_float);
+  if (ncfg == 1) qsort(tp, 5, sizeof *tp, cmp_float);
+  brow *o = &out[ci];
+  snprintf(o->fmt, sizeof o->fmt, "%s%s", f->name, L[0]->fmt == CK_GENERIC ? "*" : "");
+  snprintf(o->shape, sizeof o->shape, "%s", sh->name);
+  o->n = n;
+  o->mbytes = (double)wbytes / 1e6;
+  o->us = t[2];
+  o->us_prep = ncfg == 1 ? tp[2] : 0;
+  o->gbs = (double)wbytes / (t[2] * 1e-6) / 1e9;
+  }
+  ck_set_tuning(0, 0);
+  rt_event_destroy(e0);
+  rt_event_destroy(e1);
+  rc = 0;
+done:
+  accel_destroy(cu);
+  free(L);
+  free(cp);
+  host_weight_free(&base);
+  return rc;
+}
+
+/* One format on the lm_head shape (for a profiler run): "affine4" or "nvfp4". */
+int cuda_bench_profile(const char *which) {
+  mlxrt_error err = {{0}};
+  bfmt f = {"affine4 g64", {ACCEL_MODE_AFFINE, 4, 64, ACCEL_BF16, ACCEL_BF16, 0, 0, 0}};
+  if (!strcmp(which, "nvfp4")) {
+    bfmt nv = {"nvfp4", {ACCEL_MODE_NVFP4, 4, 16, ACCEL_BF16, ACCEL_BF16, 0, 0, 0}};
+    f = nv;
+  }
+  bshape sh = {"262144x5376 (lm_head)", 262144, 5376};
+  bcfg c = {0, 0};
+  brow r;
+  uint64_t rng = 42;
+  if (time_case(&f, &sh, 1, 64u << 20, &rng, &c, 1, &r, &err)) {
+    printf("profile: %s\n", err.msg);
+    return 1;
+  }
+  printf("%s lm_head: %.2f us\n", f.name, r.us);
+  return 0;
+}
+
+int cuda_bench(const char *table_path, int quick) {
+  mlxrt_error err = {{0}};
+  accel_options o = {"cuda", 0, 0};
+  accel_backend *cu = mlxrt_cuda_backend_create(&o, &err);
+  if (!cu) {
+    printf("bench: %s\n", err.msg);
+    return 1;
+  }
+  rt_device_info dev = *cudab_device(cu);
+  double bw = read_bandwidth(cudab_stream(cu), dev.sms, (size_t)4 << 30, &err);
+  double bw2 = read_bandwidth(cudab_stream(cu), dev.sms, (size_t)1 << 30, &err);
+  accel_destroy(cu);
+  double spec_bw = dev.mem_bus_bits > 0 ? dev.mem_clock_khz * 1e3 * 2 * dev.mem_bus_bits / 8 / 1e9 : 0;
+  printf("\nstreaming read bandwidth: %.0f GB/s over 4 GiB, %.0f GB/s over 1 GiB "
+         "(clock×bus figure %.0f GB/s)\n", bw, bw2, spec_bw);
+
+  const bfmt fmts[] = {
+      {"affine4 g64", {ACCEL_MODE_AFFINE, 4, 64, ACCEL_BF16, ACCEL_BF16, 0, 0, 0}},
+      {"affine8 g64", {ACCEL_MODE_AFFINE, 8, 64, ACCEL_BF16, ACCEL_BF16, 0, 0, 0}},
+      {"nvfp4", {ACCEL_MODE_NVFP4, 4, 16, ACCEL_BF16, ACCEL_BF16, 0, 0, 0}},
+      {"mxfp4", {ACCEL_MODE_MXFP4, 4, 32, ACCEL_BF16, ACCEL_BF16, 0, 0, 0}},
+      {"bf16", {ACCEL_MODE_DENSE, 16, 0, ACCEL_BF16, ACCEL_BF16, 0, 0, 0}},
+  };
+  const bshape shapes[] = {
+      {"5376->8192 (q)", 8192, 5376},   {"5376->4096 (k/v)", 4096, 5376},
+      {"8192->5376 (o)", 5376, 8192},   {"5376->21504 (up)", 21504, 5376},
+      {"21504->5376 (down)", 5376, 21504}, {"262144x5376 (lm_head)", 262144, 5376},
+  };
+  int nf = (int)(sizeof fmts / sizeof *fmts), ns = (int)(sizeof shapes / sizeof *shapes);
+  brow *rows = calloc((size_t)(nf * ns * 2), sizeof *rows);
+  int nr = 0, rc = 0;
+  uint64_t rng = 0x1234567887654321ULL;
+  printf("\n%-12s %-22s %2s %9s %9s %10s %8s %6s\n", "format", "shape", "n", "MB", "us", "us+prep",
+         "GB/s", "%read");
+  for (int fi = 0; fi < nf; fi++) {
+    for (int si = 0; si < ns; si++) {
+      for (int64_t n = 1; n <= 8; n += 7) {
+        if (n == 8 && (quick || si != 5)) continue; /* batch 8 only on the lm_head */
+        brow *r = &rows[nr];
+        bcfg auto_cfg = {0, 0};
+        if (time_case(&fmts[fi], &shapes[si], n, dev.l2_bytes, &rng, &auto_cfg, 1, r, &err)) {
+          printf("bench %s %s: %s\n", fmts[fi].name, shapes[si].name, err.msg);
+          rc = 1;
+          continue;
+        }
+        r->pct = 100.0 * r->gbs / bw;
+        printf("%-12s %-22s %2lld %9.1f %9.2f %10.2f %8.0f %5.1f%%\n", r->fmt, r->shape,
+               (long long)r->n, r->mbytes, r->us, r->us_prep, r->gbs, r->pct);
+        nr++;
+      }
+    }
+  }
+  /* what bounds the target kernels: the same loads without the work, and other block sizes */
+  const bcfg cfgs[] = {{0, 1}, {2, 0}, {4, 0}, {8, 0}, {16, 0}};
+  const char *cfg_names[] = {"loads only", "2 warps/tile", "4 warps/tile", "8 warps/tile", "16 warps/tile"};
+  const int ncfg = (int)(sizeof cfgs / sizeof *cfgs);
+  brow tune[5];
+  if (!quick) {
+    printf("\nvariants (n = 1): us and %% of read bandwidth\n%-12s %-22s", "format", "shape");
+    for (int c = 0; c < ncfg; c++) printf(" %16s", cfg_names[c]);
+    printf("\n");
+    const int tf[] = {0, 2}, ts[] = {3, 4, 5};
+    for (int a = 0; a < 2; a++)
+      for (int b = 0; b < 3; b++) {
+        if (time_case(&fmts[tf[a]], &shapes[ts[b]], 1, dev.l2_bytes, &rng, cfgs, ncfg, tune, &err)) {
+          printf("tuning: %s\n", err.msg);
+          continue;
+        }
+        printf("%-12s %-22s", fmts[tf[a]].name, shapes[ts[b]].name);
+        for (int c = 0; c < ncfg; c++) printf(" %8.2f (%4.1f%%)", tune[c].us, 100.0 * tune[c].gbs / bw);
+        printf("\n");
+      }
+  }
+  FILE *f = table_path ? fopen(table_path, "w") : NULL;
+  if (f) {
+    fprintf(f, "Device: %s (sm_%d%d, %d SMs, L2 %.0f MB). Streaming read: **%.0f GB/s** (4 GiB), "
+            "%.0f GB/s (1 GiB).\n\n", dev.name, dev.cc_major, dev.cc_minor, dev.sms,
+            (double)dev.l2_bytes / 1e6, bw, bw2);
+    fprintf(f, "| format | shape (K->N) | n | weight MB | us | us incl. x prep | GB/s | %% of read BW |\n");
+    fprintf(f, "|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nr; i++)
+      fprintf(f, "| %s | %s | %lld | %.1f | %.2f | %.2f | %.0f | %.1f |\n", rows[i].fmt,
+              rows[i].shape, (long long)rows[i].n, rows[i].mbytes, rows[i].us, rows[i].us_prep,
+              rows[i].gbs, rows[i].pct);
+    fclose(f);
+  }
+  /* the acceptance line: affine4 g64 and nvfp4 at n = 1 on the down and lm_head shapes */
+  printf("\ntarget (>= 85%% of read bandwidth, n = 1):\n");
+  for (int i = 0; i < nr; i++) {
+    int target = (!strncmp(rows[i].fmt, "affine4", 7) || !strncmp(rows[i].fmt, "nvfp4", 5)) &&
+                 rows[i].n == 1 &&
+                 (strstr(rows[i].shape, "(up)") || strstr(rows[i].shape, "down") ||
+                  strstr(rows[i].shape, "lm_head"));
+    if (target)
+      printf("  %-12s %-22s %6.1f%% %s\n", rows[i].fmt, rows[i].shape, rows[i].pct,
+             rows[i].pct >= 85.0 ? "MET" : "MISSED");
+  }
+  free(rows);
+  return rc;
+}

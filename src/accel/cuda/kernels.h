@@ -1,0 +1,89 @@
+/* The CUDA kernels' C boundary: how a resident weight is laid out on the device, and the
+ * launchers (extern "C", defined in the .cu files). Launchers return a cudaError_t as int
+ * (0 = success): the launch status, never a synchronisation.
+ *
+ * Fast formats are repacked at upload into 16-row tiles whose bytes one warp streams with
+ * one 16-byte load per lane, each lane's 16 bytes already in the register order of the
+ * m16n8k16 tensor-core fragment (docs/CUDA.md "Layouts"). Everything else keeps MLX's own
+ * layout and runs the generic kernel. */
+#ifndef MLXRT_CUDA_KERNELS_H
+#define MLXRT_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  CK_AFF4 = 0, /* affine 4-bit, g32/64/128, bf16 or f16 scales */
+  CK_AFF8,     /* affine 8-bit, g32/64/128, bf16 or f16 scales */
+  CK_NVFP4,    /* E2M1 codes, E4M3 scale per 16 (scale folded into the fp16 operand) */
+  CK_MXFP4,    /* E2M1 codes, E8M0 scale per 32 */
+  CK_MXFP8,    /* E4M3 codes, E8M0 scale per 32 */
+  CK_DBF16,    /* dense bf16 */
+  CK_DF16,     /* dense f16 */
+  CK_GENERIC,  /* anything else: MLX layout, one warp per row, float decode */
+  CK_NFORMATS
+} ck_format;
+
+/* Mirrors accel_mode / accel_dtype values (kept numeric so this header needs no accel.h). */
+typedef struct ck_layout {
+  int fmt;          /* ck_format */
+  int mode;         /* accel_mode */
+  int bits, group_size;
+  int dense_dtype;  /* accel_dtype */
+  int scales_dtype; /* accel_dtype */
+  int64_t slabs;    /* experts, or 1 */
+  int64_t rows, cols;
+  int64_t tiles;    /* ceil(rows / 16) (fast formats) */
+  int64_t nunits;   /* cols / unit_k (fast formats) */
+  /* device buffers: fast = repacked codes / repacked scales; generic = MLX parts as loaded */
+  void *w, *s, *b;
+  size_t w_slab, s_slab, b_slab; /* bytes of one expert slab in each buffer */
+} ck_layout;
+
+/* k-values one warp consumes per step (a "unit"): what the x layout and repack align to. */
+int ck_unit_k(int fmt, int group_size);
+/* Bytes of the repacked code and scale buffers for one slab (fast formats). */
+size_t ck_rep_w_bytes(const ck_layout *L);
+size_t ck_rep_s_bytes(const ck_layout *L);
+/* Padded k of the x layout for this weight (multiple of the unit). */
+int64_t ck_xp_cols(const ck_layout *L);
+
+/* Repacks raw MLX parts (device memory, all slabs) into L->w / L->s (allocated by caller). */
+int ck_repack(const ck_layout *L, const void *raw_w, const void *raw_s, const void *raw_b,
+              void *stream);
+
+/* x [nb ≤ 8, cols] bf16 → fragment-ordered x (fp16 scaled by 2^xexp[n], or bf16 as is for
+ * dense bf16), group sums xs[group][8] (affine) and xexp[8]. */
+int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t *xp, float *xs, int *xexp,
+             float *pmax, void *stream);
+/* Floats of the scratch ck_xprep needs for cols (per-block maxima). */
+size_t ck_xprep_pmax_floats(int64_t cols);
+/* y[n*ldy + r] for n < nb ≤ 8, rows of slab `slab`; fast formats read xp/xs/xexp, the generic
+ * kernel reads x directly. */
+int ck_qmv(const ck_layout *L, int64_t slab, const uint16_t *x, const uint16_t *xp,
+           const float *xs, const int *xexp, int nb, float *y, int64_t ldy, void *stream);
+/* The two halves of ck_qmv: tensor-core kernels (qmv_tc.cu) and the generic one. */
+int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
+                const int *xexp, int nb, float *y, int64_t ldy, void *stream);
+int ck_qmv_generic(const ck_layout *L, int64_t slab, const uint16_t *x, int nb, float *y,
+                   int64_t ldy, void *stream);
+/* out[i, cols] bf16 = row ids[i] dequantized as mx.dequantize does (ids already checked). */
+int ck_embed(const ck_layout *L, const int32_t *ids, int64_t n, uint16_t *out, void *stream);
+
+/* Benchmark knobs: warps per tile (0 = automatic) and kernel variant (0 = the product,
+ * 1 = loads only). Not for normal use. */
+void ck_set_tuning(int warps, int variant);
+
+/* A plain streaming read of nbytes (multiple of 16) for the bandwidth reference; sink gets
+ * a value that depends on every byte so the compiler keeps the loads. */
+int ck_read_bw(const void *buf, size_t nbytes, unsigned *sink, int sms, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,644 @@
+/* The fast quantized mat-vec (1 to 8 activation rows) on tensor cores.
+ *
+ * One block = one 16-row tile; its W warps split the k-units of that tile (split-K inside the
+ * block) and reduce through shared memory at the end. Per unit a lane loads 16-byte chunks of
+ * codes already in m16n8k16 fragment order (repack.cu), decodes them to fp16/bf16 pairs with
+ * a few integer ops, and issues mma.sync with the activations as the 8-column B operand
+ * (rows ≥ nb are zero). Products are exact (integer codes or exact scale·value products times
+ * fp16/bf16 x); accumulation is float32. Affine groups use y = Σ_g s_g·Σq·x + b_g·Σx.
+ *
+ * Activations enter as fp16 scaled by a power of two per row (xprep: max|x| lands in
+ * [2^14, 2^15), exact for every bf16 value within 2^29 of the row's maximum), so codes and
+ * scales can use fp16's 10-bit mantissa; dense bf16 weights take x as bf16 unchanged. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "ck_device.cuh"
+
+struct QmvArgs {
+  const uint4 *w;
+  const void *s;
+  const uint4 *xp;
+  const float *xs;
+  const int *xexp;
+  float *y;
+  int64_t rows, ldy;
+  int nunits, nb;
+  int64_t nslices; /* cols / 32: the x layout's row stride in 32-k slices */
+  int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling) */
+};
+
+#define CK_MAX_WARPS 16
+
+/* Streaming 16-byte load that does not displace x from L1. */
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t h2_sub(uint32_t a, uint32_t b) {
+  __half2 r = __hsub2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b));
+  return *reinterpret_cast<uint32_t *>(&r);
+}
+__device__ __forceinline__ uint32_t h2_fma(uint32_t a, uint32_t b, uint32_t c) {
+  __half2 r = __hfma2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b),
+                      *reinterpret_cast<__half2 *>(&c));
+  return *reinterpret_cast<uint32_t *>(&r);
+}
+__device__ __forceinline__ uint32_t h2_mul(uint32_t a, __half2 b) {
+  __half2 r = __hmul2(*reinterpret_cast<__half2 *>(&a), b);
+  return *reinterpret_cast<uint32_t *>(&r);
+}
+
+template <bool BF16>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  if (BF16)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* fp16 constants as pair bits */
+#define H2_1024 0x64006400u
+
+/* (a & b) | c in one LOP3 (C would give two: LOP3 takes one immediate). */
+__device__ __forceinline__ uint32_t lop3_ao(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+/* Decodes the A fragment of mma m of a unit from the unit's words (4 per 16-byte chunk).
+ * Affine codes come out as fp16 1024 + q (exact) — for 4-bit, rows g+8 (registers 1, 3) as
+ * 1024 + 16·q, which saves the shifts; the offsets and the 16 are taken out once per group
+ * through the scale and bias (s/16, b - 64·s; b - 1024·s), a few FMAs per group instead of
+ * an fp16 subtraction per register. */
+template <int FMT>
+__device__ __forceinline__ void decode_a(const uint32_t *wd, int m, uint32_t (&a)[4]) {
+  if (FMT == CK_AFF4) { /* register r = nibbles (r, r+4) */
+    uint32_t w = wd[m], w8 = w >> 8;
+    a[0] = lop3_ao(w, 0x000F000Fu, H2_1024);
+    a[1] = lop3_ao(w, 0x00F000F0u, H2_1024);
+    a[2] = lop3_ao(w8, 0x000F000Fu, H2_1024);
+    a[3] = lop3_ao(w8, 0x00F000F0u, H2_1024);
+  } else if (FMT == CK_AFF8) { /* bytes (0,1) and (2,3) of each word under 0x64 */
+    uint32_t w0 = wd[2 * m], w1 = wd[2 * m + 1];
+    a[0] = __byte_perm(w0, H2_1024, 0x5150);
+    a[1] = __byte_perm(w0, H2_1024, 0x5352);
+    a[2] = __byte_perm(w1, H2_1024, 0x5150);
+    a[3] = __byte_perm(w1, H2_1024, 0x5352);
+  } else if (FMT == CK_NVFP4 || FMT == CK_MXFP4) { /* fp16 (sign, e1e0m << 9) = v · 2^-14 */
+    uint32_t w = wd[m];
+    a[0] = w & 0x8E008E00u;
+    a[1] = (w << 3) & 0x8E008E00u;
+    a[2] = ((w << 6) & 0x0E000E00u) | ((w << 2) & 0x80008000u);
+    a[3] = ((w << 9) & 0x0E000E00u) | ((w << 1) & 0x80008000u);
+  } else if (FMT == CK_MXFP8) { /* E4M3 byte → fp16 ((b&0x7f) << 7 | sign << 15) = v · 2^-8 */
+    uint32_t w0 = wd[2 * m], w1 = wd[2 * m + 1];
+    uint32_t u[4] = {__byte_perm(w0, 0, 0x4140), __byte_perm(w0, 0, 0x4342),
+                     __byte_perm(w1, 0, 0x4140), __byte_perm(w1, 0, 0x4342)};
+#pragma unroll
+    for (int r = 0; r < 4; r++) a[r] = ((u[r] & 0x007F007Fu) << 7) | ((u[r] & 0x00800080u) << 8);
+  } else { /* dense 16-bit: the words are the registers */
+#pragma unroll
+    for (int r = 0; r < 4; r++) a[r] = wd[4 * m + r];
+  }
+}
+
+/* Compile-time shape of one format's work. A stage is SU units: about 8 KB of codes plus
+ * their scales, copied global → shared by the bulk-copy engine; NS stages are in flight. */
+template <int FMT, int GS>
+struct Shape {
+  static constexpr int KC = ck_chunk_k(FMT), UK = ck_unit_k_c(FMT, GS);
+  static constexpr int CPU = UK / KC, MPU = UK / 16;
+  static constexpr bool AFF = FMT == CK_AFF4 || FMT == CK_AFF8;
+  static constexpr bool MX = FMT == CK_MXFP4 || FMT == CK_MXFP8;
+  static constexpr bool DENSE = FMT == CK_DBF16 || FMT == CK_DF16;
+  static constexpr int GPU = AFF ? UK / GS : 1; /* affine groups per unit */
+  static constexpr int MPG = AFF ? GS / 16 : 2; /* mmas per group (affine, mx) */
+  static constexpr int SU = 16 / CPU;           /* units per stage */
+  static constexpr int NS = 4;                  /* stages in flight */
+  static constexpr int UNIT_W = CPU * 512;      /* code bytes per unit */
+  static constexpr int UNIT_S = AFF ? GPU * 64 : DENSE ? 0 : 8 * ck_fp_scale_bytes(FMT);
+  static constexpr int STAGE = SU * (UNIT_W + UNIT_S);
+};
+
+/* ---- mbarrier + bulk copy (sm_90) ---- */
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void mbar_init(uint64_t *m, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(m)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint64_t *m, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(m)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *m) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(m))
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *m, uint32_t phase) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_addr(m)), "r"(phase)
+                 : "memory");
+}
+
+/* x fragments of one unit (L1-resident: evict_last; the weights never enter L1). */
+__device__ __forceinline__ uint4 ld_keep(const uint4 *p) {
+  uint4 v;
+  asm("ld.global.nc.L1::evict_last.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+/* A unit's operands, loaded before any of them is used (two units are in flight per warp). */
+template <int FMT, int GS>
+struct UnitRegs {
+  typedef Shape<FMT, GS> S;
+  uint4 w[S::CPU];
+  uint4 x[S::MPU / 2];
+  uint2 sc[S::GPU];
+  float2 xs[S::AFF ? S::GPU : 1];
+};
+
+/* Loads unit u: codes wsm (this lane's chunks) and scales ssm (this lane's row pair) from
+ * shared memory; x (this lane's batch row g, fragment order) and the group sums from global. */
+template <int FMT, int GS>
+__device__ __forceinline__ void load_unit(UnitRegs<FMT, GS> &r, const uint4 *wsm, const uint8_t *ssm,
+                                          const uint4 *xu, const float2 *xsu, bool xok) {
+  typedef Shape<FMT, GS> S;
+#pragma unroll
+  for (int c = 0; c < S::CPU; c++) r.w[c] = wsm[c * 32];
+#pragma unroll
+  for (int h = 0; h < S::MPU / 2; h++) r.x[h] = xok ? ld_keep(xu + h * 4) : make_uint4(0, 0, 0, 0);
+  if (S::AFF) {
+#pragma unroll
+    for (int gl = 0; gl < S::GPU; gl++) {
+      r.sc[gl] = reinterpret_cast<const uint2 *>(ssm)[gl * 8];
+      r.xs[gl] = __ldg(xsu + gl * 4);
+    }
+  } else if (FMT == CK_NVFP4) {
+    r.sc[0] = *reinterpret_cast<const uint2 *>(ssm);
+  } else if (FMT == CK_MXFP4) {
+    r.sc[0].x = *reinterpret_cast<const uint32_t *>(ssm);
+  } else if (FMT == CK_MXFP8) {
+    r.sc[0].x = *reinterpret_cast<const uint16_t *>(ssm);
+  }
+}
+
+template <int FMT, int GS, bool SB_F16, bool LOADS_ONLY>
+__device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (&acc)[4],
+                                             float (&tot)[4]) {
+  typedef Shape<FMT, GS> S;
+  constexpr int MX_OFF = FMT == CK_MXFP4 ? 14 : 8; /* undo the decode's 2^-14 / 2^-8 */
+  const uint32_t *wd = reinterpret_cast<const uint32_t *>(&r.w[0]);
+  constexpr int MPU = LOADS_ONLY ? 0 : S::MPU; /* the benchmark variant skips the work */
+  if (LOADS_ONLY) {
+#pragma unroll
+    for (int i = 0; i < 4 * S::CPU; i++) acc[0] += __uint_as_float(wd[i] & 0x3f800000u);
+  }
+#pragma unroll
+  for (int m = 0; m < MPU; m++) {
+    const uint4 &xv = r.x[m >> 1];
+    uint32_t b0 = (m & 1) ? xv.z : xv.x, b1 = (m & 1) ? xv.w : xv.y;
+    uint32_t a[4];
+    decode_a<FMT>(wd, m, a);
+    if (FMT == CK_NVFP4) { /* fold the E4M3 scale: fp16 (v·2^-14)·(s·2^14) = v·s exactly */
+      uint32_t w = (m >> 1) ? r.sc[0].y : r.sc[0].x;
+      uint32_t Sc = (m & 1) ? ((w >> 1) & 0x7F807F80u) : ((w & 0x00FF00FFu) << 7);
+      __half2 sh = *reinterpret_cast<__half2 *>(&Sc);
+      __half2 lo = __low2half2(sh), hi = __high2half2(sh);
+      a[0] = h2_mul(a[0], lo);
+      a[1] = h2_mul(a[1], hi);
+      a[2] = h2_mul(a[2], lo);
+      a[3] = h2_mul(a[3], hi);
+    }
+    mma16816<FMT == CK_DBF16>(acc, a, b0, b1);
+    if (S::AFF && (m + 1) % S::MPG == 0) {
+      const int gl = m / S::MPG;
+      const uint2 sv = r.sc[gl];
+      float s0, b0f, s8, b8;
+      if (SB_F16) {
+        s0 = ck_f16_to_f32((uint16_t)sv.x);
+        b0f = ck_f16_to_f32((uint16_t)(sv.x >> 16));
+        s8 = ck_f16_to_f32((uint16_t)sv.y);
+        b8 = ck_f16_to_f32((uint16_t)(sv.y >> 16));
+      } else {
+        s0 = __uint_as_float(sv.x << 16);
+        b0f = __uint_as_float(sv.x & 0xffff0000u);
+        s8 = __uint_as_float(sv.y << 16);
+        b8 = __uint_as_float(sv.y & 0xffff0000u);
+      }
+      b0f = fmaf(-1024.f, s0, b0f); /* codes entered as 1024 + q ... */
+      if (FMT == CK_AFF4) {         /* ... and rows g+8 of 4-bit as 1024 + 16·q */
+        b8 = fmaf(-64.f, s8, b8);
+        s8 *= 0.0625f;
+      } else {
+        b8 = fmaf(-1024.f, s8, b8);
+      }
+      const float2 xsv = r.xs[gl];
+      tot[0] = fmaf(s0, acc[0], fmaf(b0f, xsv.x, tot[0]));
+      tot[1] = fmaf(s0, acc[1], fmaf(b0f, xsv.y, tot[1]));
+      tot[2] = fmaf(s8, acc[2], fmaf(b8, xsv.x, tot[2]));
+      tot[3] = fmaf(s8, acc[3], fmaf(b8, xsv.y, tot[3]));
+      acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+    }
+    if (S::MX && (m + 1) % S::MPG == 0) {
+      const int gl = m / S::MPG;
+      const uint32_t sx = r.sc[0].x;
+      uint32_t e0 = FMT == CK_MXFP4 ? (sx >> (8 * gl)) & 0xffu : sx & 0xffu;
+      uint32_t e8 = FMT == CK_MXFP4 ? (sx >> (16 + 8 * gl)) & 0xffu : (sx >> 8) & 0xffu;
+      float f0 = __uint_as_float(min(e0 + MX_OFF, 255u) << 23);
+      float f8 = __uint_as_float(min(e8 + MX_OFF, 255u) << 23);
+      tot[0] = fmaf(acc[0], f0, tot[0]);
+      tot[1] = fmaf(acc[1], f0, tot[1]);
+      tot[2] = fmaf(acc[2], f8, tot[2]);
+      tot[3] = fmaf(acc[3], f8, tot[3]);
+      acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+    }
+  }
+}
+
+/* One block per 16-row tile. Thread 0 streams the tile's codes and scales into NS shared
+ * stages with bulk copies completing on mbarriers (all of a stage's bytes in flight at once,
+ * no registers held); the W warps split each stage's units (split-K inside the block) and
+ * reduce through shared memory at the end. */
+template <int FMT, int GS, bool SB_F16>
+__global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
+  typedef Shape<FMT, GS> S;
+  extern __shared__ __align__(128) uint8_t stage_mem[];
+  __shared__ uint64_t mbar[S::NS];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t tile = blockIdx.x;
+  const int nunits = p.nunits, nstages = (nunits + S::SU - 1) / S::SU;
+  const uint8_t *wsrc = (const uint8_t *)p.w + (size_t)tile * nunits * S::UNIT_W;
+  const uint8_t *ssrc = (const uint8_t *)p.s + (size_t)tile * nunits * S::UNIT_S;
+  /* x in batch-row-major fragment order: [row g][32-k slice][t][16 B] */
+  const uint4 *xrow = p.xp + (size_t)g * p.nslices * 4 + t;
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S::NS; i++) mbar_init(&mbar[i], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  auto issue = [&](int st) { /* thread 0: stage st into slot st % NS */
+    int slot = st % S::NS, u0 = st * S::SU;
+    int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
+    uint8_t *dst = stage_mem + slot * S::STAGE;
+    uint32_t wb = (uint32_t)(nu * S::UNIT_W), sb = (uint32_t)(nu * S::UNIT_S);
+    mbar_expect(&mbar[slot], wb + sb);
+    bulk_copy(dst, wsrc + (size_t)u0 * S::UNIT_W, wb, &mbar[slot]);
+    if (sb) bulk_copy(dst + S::SU * S::UNIT_W, ssrc + (size_t)u0 * S::UNIT_S, sb, &mbar[slot]);
+  };
+  if (threadIdx.x == 0)
+    for (int st = 0; st < S::NS && st < nstages; st++) issue(st);
+
+  /* two accumulator sets: the two units in flight have independent mma chains */
+  float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
+  float acc2[4] = {0.f, 0.f, 0.f, 0.f}, tot2[4] = {0.f, 0.f, 0.f, 0.f};
+  const int sstride = S::AFF ? 8 : ck_fp_scale_bytes(FMT);
+  const bool xok = g < p.nb, loads_only = p.variant == 1;
+  /* per-unit strides of this warp's pointers (units ul, ul + nw, ... of each stage) */
+  constexpr int XSTEP = (S::UK / 32) * 4;    /* uint4 of x per unit */
+  constexpr int WSTEP = S::CPU * 32;          /* uint4 of codes per unit */
+  const float2 *xs_lane = reinterpret_cast<const float2 *>(p.xs) + t; /* [group][8 floats] */
+  for (int st = 0; st < nstages; st++) {
+    const int slot = st % S::NS, u0 = st * S::SU;
+    const int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
+    mbar_wait(&mbar[slot], (uint32_t)((st / S::NS) & 1));
+    const uint8_t *base = stage_mem + slot * S::STAGE;
+    const uint4 *wsm = reinterpret_cast<const uint4 *>(base) + lane + warp * WSTEP;
+    const uint8_t *ssm = base + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S;
+    const uint4 *xu = xrow + (u0 + warp) * XSTEP;
+    const float2 *xsu = xs_lane + (u0 + warp) * S::GPU * 4;
+    if (loads_only) {
+      for (int ul = warp; ul < nu; ul += nw, wsm += nw * WSTEP) {
+        UnitRegs<FMT, GS> r0;
+#pragma unroll
+        for (int c = 0; c < S::CPU; c++) r0.w[c] = wsm[c * 32];
+        compute_unit<FMT, GS, SB_F16, true>(r0, acc, tot);
+      }
+    } else {
+      for (int ul = warp; ul < nu; ul += 2 * nw) {
+        UnitRegs<FMT, GS> r0, r1;
+        const bool two = ul + nw < nu;
+        load_unit(r0, wsm, ssm, xu, xsu, xok);
+        if (two)
+          load_unit(r1, wsm + nw * WSTEP, ssm + nw * S::UNIT_S, xu + nw * XSTEP, xsu + nw * S::GPU * 4, xok);
+        compute_unit<FMT, GS, SB_F16, false>(r0, acc, tot);
+        if (two) compute_unit<FMT, GS, SB_F16, false>(r1, acc2, tot2);
+        wsm += 2 * nw * WSTEP;
+        ssm += 2 * nw * S::UNIT_S;
+        xu += 2 * nw * XSTEP;
+        xsu += 2 * nw * S::GPU * 4;
+      }
+    }
+    __syncthreads(); /* every warp is done with this slot */
+    if (threadIdx.x == 0 && st + S::NS < nstages) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      issue(st + S::NS);
+    }
+  }
+  if (!S::AFF && !S::MX) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) tot[i] = acc[i] + acc2[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; i++) tot[i] += tot2[i];
+  }
+  if (p.variant == 1) tot[0] = acc[0] + acc2[0]; /* loads-only: keep the loads alive */
+
+  /* lane (g, t) holds rows (g, g+8) × columns (2t, 2t+1); sum the warps' partials (in the
+   * stage memory: every stage has been consumed behind the loop's last barrier). */
+  float(*red)[32][4] = reinterpret_cast<float(*)[32][4]>(stage_mem);
+#pragma unroll
+  for (int i = 0; i < 4; i++) red[warp][lane][i] = tot[i];
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < 128; idx += blockDim.x) {
+    int rl = idx >> 3, col = idx & 7;
+    int src = (rl & 7) * 4 + (col >> 1), slot = ((rl >> 3) << 1) | (col & 1);
+    float s = 0.f;
+    for (int w = 0; w < nw; w++) s += red[w][src][slot];
+    int64_t row = tile * 16 + rl;
+    if (col < p.nb && row < p.rows) p.y[(int64_t)col * p.ldy + row] = ldexpf(s, -p.xexp[col]);
+  }
+}
+
+/* ---- activation prep ------------------------------------------------------------------- */
+/* Pass 1: per (2048-value block, row) max|x| into pmax[n][blk]. */
+#define XP_BLOCK 2048
+__global__ void xmax_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk) {
+  const int n = blockIdx.y, blk = blockIdx.x;
+  if (n >= nb) return;
+  const uint16_t *xr = x + (int64_t)n * cols;
+  float m = 0.f;
+  int64_t k0 = (int64_t)blk * XP_BLOCK + threadIdx.x * 8;
+  if (k0 + 8 <= cols) {
+    uint4 v = *reinterpret_cast<const uint4 *>(xr + k0);
+    uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      m = fmaxf(m, fmaxf(fabsf(__uint_as_float(w[i] << 16)), fabsf(__uint_as_float(w[i] & 0xffff0000u))));
+  } else {
+    for (int64_t k = k0; k < cols && k < k0 + 8; k++) m = fmaxf(m, fabsf(ck_bf16_to_f32(xr[k])));
+  }
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ float wm[8];
+  if ((threadIdx.x & 31) == 0) wm[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, wm[w]);
+    pmax[n * nblk + blk] = m;
+  }
+}
+
+/* Pass 2: one thread per (32-k slice, row): the slice's fp16 (x · 2^e) values in fragment
+ * order (64 contiguous bytes), and the group sums by a shuffle over adjacent slices. Rows
+ * ≥ nb write zero sums. cols is a multiple of 32 here (the fast path's unit). */
+__global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, int gs,
+                             const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp) {
+  const int n = blockIdx.y;
+  const int64_t S = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nsl = cols / 32;
+  int e = 0;
+  if (n < nb && !bf16) {
+    float m = 0.f;
+    for (int b = 0; b < nblk; b++) m = fmaxf(m, pmax[n * nblk + b]);
+    if (m > 0.f && m <= 3.0e38f) {
+      frexpf(m, &e); /* m < 2^e: scale by 2^(15-e) → max in [2^14, 2^15) */
+      e = 15 - e;
+    }
+  }
+  if (S == 0) xexp[n] = e;
+  float sum = 0.f;
+  if (S < nsl && n < nb) {
+    const uint4 *src = reinterpret_cast<const uint4 *>(x + (int64_t)n * cols + S * 32);
+    uint16_t h[32];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      uint4 v = src[q];
+      uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+          uint16_t xb = (uint16_t)(w[i] >> (16 * j));
+          uint16_t hv = bf16 ? xb : ck_f32_to_f16(ldexpf(ck_bf16_to_f32(xb), e));
+          if (!bf16) sum += ck_f16_to_f32(hv);
+          h[q * 8 + i * 2 + j] = hv;
+        }
+      }
+    }
+    uint4 *dst = reinterpret_cast<uint4 *>(xp + (((int64_t)n * nsl + S) * 4) * 8);
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) {
+      uint16_t o[8];
+#pragma unroll
+      for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) o[m * 4 + i] = h[16 * m + 2 * tt + (i & 1) + 8 * (i >> 1)];
+      uint4 v;
+      v.x = o[0] | ((uint32_t)o[1] << 16);
+      v.y = o[2] | ((uint32_t)o[3] << 16);
+      v.z = o[4] | ((uint32_t)o[5] << 16);
+      v.w = o[6] | ((uint32_t)o[7] << 16);
+      dst[tt] = v;
+    }
+  }
+  if (gs > 0) { /* gs/32 adjacent lanes hold one group (groups never straddle a warp) */
+    const int per = gs / 32;
+    for (int o = per >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (S < nsl && S % per == 0) xs[(S / per) * 8 + n] = sum;
+  }
+}
+
+/* ---- launchers ------------------------------------------------------------------------- */
+typedef void (*qmv_fn)(QmvArgs);
+
+template <int FMT, int GS>
+static constexpr int stage_smem() { return Shape<FMT, GS>::NS * Shape<FMT, GS>::STAGE; }
+
+/* Dynamic shared memory of the kernel pick() returns (≥ 8 KB: it also holds the reduction). */
+static int smem_for(const ck_layout *L) {
+  switch (L->fmt) {
+  case CK_AFF4: return L->group_size == 32 ? stage_smem<CK_AFF4, 32>() : L->group_size == 64 ? stage_smem<CK_AFF4, 64>() : stage_smem<CK_AFF4, 128>();
+  case CK_AFF8: return L->group_size == 32 ? stage_smem<CK_AFF8, 32>() : L->group_size == 64 ? stage_smem<CK_AFF8, 64>() : stage_smem<CK_AFF8, 128>();
+  case CK_NVFP4: return stage_smem<CK_NVFP4, 16>();
+  case CK_MXFP4: return stage_smem<CK_MXFP4, 32>();
+  case CK_MXFP8: return stage_smem<CK_MXFP8, 32>();
+  case CK_DBF16: return stage_smem<CK_DBF16, 0>();
+  default: return stage_smem<CK_DF16, 0>();
+  }
+}
+
+template <int FMT>
+static qmv_fn pick_affine(int gs, bool f16) {
+  switch (gs) {
+  case 32: return f16 ? qmv_tc_kernel<FMT, 32, true> : qmv_tc_kernel<FMT, 32, false>;
+  case 64: return f16 ? qmv_tc_kernel<FMT, 64, true> : qmv_tc_kernel<FMT, 64, false>;
+  case 128: return f16 ? qmv_tc_kernel<FMT, 128, true> : qmv_tc_kernel<FMT, 128, false>;
+  }
+  return nullptr;
+}
+
+static qmv_fn pick(const ck_layout *L) {
+  bool f16 = L->scales_dtype == CKT_F16;
+  switch (L->fmt) {
+  case CK_AFF4: return pick_affine<CK_AFF4>(L->group_size, f16);
+  case CK_AFF8: return pick_affine<CK_AFF8>(L->group_size, f16);
+  case CK_NVFP4: return qmv_tc_kernel<CK_NVFP4, 16, false>;
+  case CK_MXFP4: return qmv_tc_kernel<CK_MXFP4, 32, false>;
+  case CK_MXFP8: return qmv_tc_kernel<CK_MXFP8, 32, false>;
+  case CK_DBF16: return qmv_tc_kernel<CK_DBF16, 0, false>;
+  case CK_DF16: return qmv_tc_kernel<CK_DF16, 0, false>;
+  }
+  return nullptr;
+}
+
+extern "C" int ck_unit_k(int fmt, int group_size) { return ck_unit_k_c(fmt, group_size); }
+
+extern "C" size_t ck_rep_w_bytes(const ck_layout *L) {
+  return (size_t)L->tiles * (size_t)(L->cols / ck_chunk_k(L->fmt)) * 512;
+}
+
+extern "C" size_t ck_rep_s_bytes(const ck_layout *L) {
+  if (L->fmt == CK_AFF4 || L->fmt == CK_AFF8)
+    return (size_t)L->tiles * (size_t)(L->cols / L->group_size) * 64;
+  return (size_t)L->tiles * (size_t)L->nunits * 8 * ck_fp_scale_bytes(L->fmt);
+}
+
+extern "C" int64_t ck_xp_cols(const ck_layout *L) {
+  int uk = ck_unit_k_c(L->fmt, L->group_size);
+  return (L->cols + uk - 1) / uk * uk;
+}
+
+extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t *xp, float *xs,
+                        int *xexp, float *pmax, void *stream) {
+  cudaStream_t st = (cudaStream_t)stream;
+  int gs = (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) ? L->group_size : 0;
+  int bf16 = L->fmt == CK_DBF16;
+  int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK);
+  if (!bf16) {
+    xmax_kernel<<<dim3(nblk, nb), 256, 0, st>>>(x, L->cols, nb, pmax, nblk);
+    cudaError_t e = cudaGetLastError();
+    if (e) return (int)e;
+  }
+  int64_t nsl = L->cols / 32;
+  xfill_kernel<<<dim3((unsigned)((nsl + 127) / 128), 8), 128, 0, st>>>(x, L->cols, nb, bf16, gs, pmax,
+                                                                       nblk, xp, xs, xexp);
+  return (int)cudaGetLastError();
+}
+
+extern "C" size_t ck_xprep_pmax_floats(int64_t cols) { return 8 * (size_t)((cols + XP_BLOCK - 1) / XP_BLOCK); }
+
+static int g_warps_override, g_variant;
+extern "C" void ck_set_tuning(int warps, int variant) {
+  g_warps_override = warps;
+  g_variant = variant;
+}
+
+/* Warps per tile: the block size whose resident blocks cover the tiles in the fullest waves
+ * (a partial last wave of long blocks is what costs most on shapes of ~1000 tiles); ties go
+ * to 4 warps for many waves and 8 otherwise, the best measured on the H200. Occupancy comes from the runtime, once per
+ * kernel and size (the memo is not thread-safe: one thread drives a backend). */
+static int occupancy(qmv_fn fn, int w, int smem) {
+  static struct { qmv_fn fn; int w, smem, per_sm; } memo[64];
+  static int nmemo;
+  for (int i = 0; i < nmemo; i++)
+    if (memo[i].fn == fn && memo[i].w == w && memo[i].smem == smem) return memo[i].per_sm;
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, w * 32, smem) != cudaSuccess) {
+    cudaGetLastError();
+    per_sm = 0;
+  }
+  if (nmemo < 64) memo[nmemo++] = {fn, w, smem, per_sm};
+  return per_sm;
+}
+
+static int warps_for(const ck_layout *L, qmv_fn fn, int smem) {
+  if (g_warps_override > 0) return g_warps_override;
+  static int sms;
+  if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 132;
+  int best = 8;
+  double best_score = -1;
+  for (int w = 4; w <= CK_MAX_WARPS; w *= 2) {
+    if (w > 4 && w > L->nunits) break;
+    int per_sm = occupancy(fn, w, smem);
+    if (per_sm < 1) continue;
+    /* one round: balance over SMs; several: fullness of the last wave */
+    double slots = (double)per_sm * sms, waves = (double)L->tiles / slots;
+    double per = (double)L->tiles / sms;
+    double eff = waves <= 1.0 ? per / ceil(per) : waves / ceil(waves);
+    /* measured on the H200: 4 warps when the tiles make many waves (lm_head), else 8 */
+    double pref = waves > 8.0 ? 4.0 : 8.0;
+    double score = eff - 0.02 * fabs(log2((double)w / pref));
+    if (score > best_score) {
+      best_score = score;
+      best = w;
+    }
+  }
+  return best;
+}
+
+extern "C" int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
+                           const int *xexp, int nb, float *y, int64_t ldy, void *stream) {
+  qmv_fn fn = pick(L);
+  if (!fn) return (int)cudaErrorInvalidValue;
+  QmvArgs a;
+  a.w = (const uint4 *)((const char *)L->w + (size_t)slab * L->w_slab);
+  a.s = (const char *)L->s + (size_t)slab * L->s_slab;
+  a.xp = (const uint4 *)xp;
+  a.xs = xs;
+  a.xexp = xexp;
+  a.y = y;
+  a.rows = L->rows;
+  a.ldy = ldy;
+  a.nunits = (int)L->nunits;
+  a.nslices = L->cols / 32;
+  a.nb = nb;
+  a.variant = g_variant;
+  int smem = smem_for(L);
+  fn<<<(unsigned)L->tiles, warps_for(L, fn, smem) * 32, smem, (cudaStream_t)stream>>>(a);
+  return (int)cudaGetLastError();
+}
+
+/* ---- bandwidth reference --------------------------------------------------------------- */
+__global__ void read_bw_kernel(const uint4 *p, size_t n, unsigned *sink) {
+  uint32_t acc = 0;
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    uint4 v0 = ld_stream(p + i), v1 = ld_stream(p + i + stride);
+    uint4 v2 = ld_stream(p + i + 2 * stride), v3 = ld_stream(p + i + 3 * stride);
+    acc ^= v0.x ^ v0.y ^ v0.z ^ v0.w ^ v1.x ^ v1.y ^ v1.z ^ v1.w;
+    acc ^= v2.x ^ v2.y ^ v2.z ^ v2.w ^ v3.x ^ v3.y ^ v3.z ^ v3.w;
+  }
+  for (; i < n; i += stride) {
+    uint4 v = ld_stream(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) atomicXor(sink, acc); /* practically never: keeps the loads alive */
+}
+
+extern "C" int ck_read_bw(const void *buf, size_t nbytes, unsigned *sink, int sms, void *stream) {
+  read_bw_kernel<<<sms * 4, 512, 0, (cudaStream_t)stream>>>((const uint4 *)buf, nbytes / 16, sink);
+  return (int)cudaGetLastError();
+}

@@ -1,0 +1,75 @@
+/* The one place that talks to the CUDA runtime outside kernels. Every call checks its status
+ * and turns a failure into one line: "CUDA <what> failed at file:line: <runtime message>".
+ * Returns 0 on success, -1 with err set. Streams, events and graphs are opaque pointers. */
+#ifndef MLXRT_CUDA_RUNTIME_H
+#define MLXRT_CUDA_RUNTIME_H
+
+#include <stddef.h>
+
+#include "mlxrt.h"
+
+typedef struct rt_device_info {
+  int index;
+  char name[256];
+  int cc_major, cc_minor;
+  int sms;
+  size_t l2_bytes;
+  size_t total_mem;
+  double mem_clock_khz;
+  int mem_bus_bits;
+} rt_device_info;
+
+/* Checks a status code returned by a kernel launcher (a cudaError_t). */
+int rt_status_at(int status, const char *what, const char *file, int line, mlxrt_error *err);
+#define rt_status(st, what, err) rt_status_at((st), (what), __FILE__, __LINE__, (err))
+
+/* Picks a device ($MLXRT_CUDA_DEVICE or 0) and makes it current; fails cleanly without one. */
+int rt_device_open_at(rt_device_info *info, const char *file, int line, mlxrt_error *err);
+#define rt_device_open(info, err) rt_device_open_at((info), __FILE__, __LINE__, (err))
+
+int rt_malloc_at(void **p, size_t n, const char *file, int line, mlxrt_error *err);
+#define rt_malloc(p, n, err) rt_malloc_at((p), (n), __FILE__, __LINE__, (err))
+void rt_free(void *p); /* NULL is fine; errors ignored (teardown) */
+int rt_host_alloc_at(void **p, size_t n, const char *file, int line, mlxrt_error *err);
+#define rt_host_alloc(p, n, err) rt_host_alloc_at((p), (n), __FILE__, __LINE__, (err))
+void rt_host_free(void *p);
+
+int rt_stream_create_at(void **s, const char *file, int line, mlxrt_error *err);
+#define rt_stream_create(s, err) rt_stream_create_at((s), __FILE__, __LINE__, (err))
+void rt_stream_destroy(void *s);
+int rt_stream_sync_at(void *s, const char *file, int line, mlxrt_error *err);
+#define rt_stream_sync(s, err) rt_stream_sync_at((s), __FILE__, __LINE__, (err))
+
+/* Asynchronous on the stream (host memory should be pinned for true overlap). */
+int rt_h2d_at(void *dst, const void *src, size_t n, void *s, const char *file, int line,
+              mlxrt_error *err);
+#define rt_h2d(d, s_, n, st, err) rt_h2d_at((d), (s_), (n), (st), __FILE__, __LINE__, (err))
+int rt_d2h_at(void *dst, const void *src, size_t n, void *s, const char *file, int line,
+              mlxrt_error *err);
+#define rt_d2h(d, s_, n, st, err) rt_d2h_at((d), (s_), (n), (st), __FILE__, __LINE__, (err))
+int rt_memset_at(void *dst, int v, size_t n, void *s, const char *file, int line, mlxrt_error *err);
+#define rt_memset(d, v, n, st, err) rt_memset_at((d), (v), (n), (st), __FILE__, __LINE__, (err))
+
+int rt_event_create_at(void **e, const char *file, int line, mlxrt_error *err);
+#define rt_event_create(e, err) rt_event_create_at((e), __FILE__, __LINE__, (err))
+void rt_event_destroy(void *e);
+int rt_event_record_at(void *e, void *s, const char *file, int line, mlxrt_error *err);
+#define rt_event_record(e, s, err) rt_event_record_at((e), (s), __FILE__, __LINE__, (err))
+/* Milliseconds between two recorded events (waits for the second). */
+int rt_event_ms_at(void *a, void *b, float *ms, const char *file, int line, mlxrt_error *err);
+#define rt_event_ms(a, b, ms, err) rt_event_ms_at((a), (b), (ms), __FILE__, __LINE__, (err))
+
+/* Graph capture of the stream's work, then replay. */
+int rt_graph_begin_at(void *s, const char *file, int line, mlxrt_error *err);
+#define rt_graph_begin(s, err) rt_graph_begin_at((s), __FILE__, __LINE__, (err))
+int rt_graph_end_at(void *s, void **exec, const char *file, int line, mlxrt_error *err);
+#define rt_graph_end(s, exec, err) rt_graph_end_at((s), (exec), __FILE__, __LINE__, (err))
+int rt_graph_launch_at(void *exec, void *s, const char *file, int line, mlxrt_error *err);
+#define rt_graph_launch(exec, s, err) rt_graph_launch_at((exec), (s), __FILE__, __LINE__, (err))
+void rt_graph_destroy(void *exec);
+
+/* Free and total device memory in bytes. */
+int rt_mem_info_at(size_t *free_b, size_t *total_b, const char *file, int line, mlxrt_error *err);
+#define rt_mem_info(f, t, err) rt_mem_info_at((f), (t), __FILE__, __LINE__, (err))
+
+#endif

@@ -1,0 +1,197 @@
+/* The real Gemma 3 270M demo model against mlx-lm (tests/fixtures/real/NAME.json, made by
+ * scripts/golden_real_model.py): for 5 prompts × 64 tokens, teacher-forced along mlx-lm's own
+ * greedy path, our top-1 must agree with mlx-lm's at ≥ 98 % of the steps, and every
+ * disagreement is printed with mlx-lm's top-1 − top-2 margin. When the fixture also holds the
+ * float32-accumulation reference (mlx-lm on the same weights after mx.dequantize), every
+ * disagreement with it must be a near-tie (margin < 0.1). Needs the demo model
+ * (scripts/make_demo_model.sh); MLXRT_ALLOW_MISSING_MODELS=1 turns its absence into a skip. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "mlxrt.h"
+#include "test_util.h"
+
+static int argmax(const float *x, int64_t n) {
+  int64_t b = 0;
+  for (int64_t i = 1; i < n; i++)
+    if (x[i] > x[b]) b = i;
+  return (int)b;
+}
+
+static int ints(const cJSON *a, int32_t *out, int max) {
+  int n = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, a) if (n < max) out[n++] = (int32_t)e->valuedouble;
+  return n;
+}
+
+static int fixtures_found, models_missing;
+
+/* One model folder against its fixture. */
+static void check_model(const char *name, const char *backend) {
+  const char *cache = getenv("MLXRT_CACHE");
+  const char *home = getenv("HOME");
+  char dir[1024], fix[1024];
+  if (cache && *cache) snprintf(dir, sizeof dir, "%s/models/%s", cache, name);
+  else snprintf(dir, sizeof dir, "%s/.cache/mlxrt/models/%s", home ? home : ".", name);
+  snprintf(fix, sizeof fix, "%s/tests/fixtures/real/%s.json", MLXRT_SOURCE_DIR, name);
+  FILE *probe = fopen(fix, "r");
+  if (!probe) return; /* no golden data for this format */
+  fclose(probe);
+  fixtures_found++;
+  char path[1100];
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  if (!(probe = fopen(path, "r"))) {
+    const char *allow = getenv("MLXRT_ALLOW_MISSING_MODELS");
+    if (allow && !strcmp(allow, "1")) {
+      printf("SKIPPED: %s not found\n", dir);
+      models_missing++;
+      return;
+    }
+    CHECKF(0, "demo model %s not found (run scripts/make_demo_model.sh)", dir);
+    return;
+  }
+  fclose(probe);
+  mlxrt_error err = {{0}};
+  size_t len;
+  char *text = mx_read_file(fix, &len, &err);
+  CHECKF(text != NULL, "%s", err.msg);
+  cJSON *root = text ? cJSON_Parse(text) : NULL;
+  free(text);
+  CHECKF(root != NULL, "%s: invalid JSON", fix);
+  if (!root) return;
+  mlxrt_options opt = {backend, 0, 0};
+  mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
+  CHECKF(m != NULL, "%s", err.msg);
+  int64_t V = m ? mlxrt_model_vocab_size(m) : 0;
+  int total = 0, agree = 0, agree_f32 = 0, total_f32 = 0, bad_f32 = 0;
+  const cJSON *p;
+  cJSON_ArrayForEach(p, cJSON_GetObjectItem(root, "prompts")) {
+    if (!m) break;
+    int32_t prompt[4096], greedy[512], top1[512], top2[512], f32top1[512];
+    double margin[512], f32margin[512];
+    int P = ints(cJSON_GetObjectItem(p, "prompt_ids"), prompt, 4096);
+    int G = ints(cJSON_GetObjectItem(p, "greedy"), greedy, 512);
+    ints(cJSON_GetObjectItem(p, "top1"), top1, 512);
+    ints(cJSON_GetObjectItem(p, "top2"), top2, 512);
+    int k = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(p, "margin")) if (k < 512) margin[k++] = e->valuedouble;
+    int nf = ints(cJSON_GetObjectItem(p, "f32_top1"), f32top1, 512);
+    k = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(p, "f32_margin")) if (k < 512) f32margin[k++] = e->valuedouble;
+    /* teacher-forced: prompt, then mlx-lm's greedy tokens; logits at P-1 .. P+G-2 */
+    int32_t *seq = malloc((size_t)(P + G) * sizeof *seq);
+    float *logits = malloc((size_t)G * (size_t)V * sizeof(float));
+    mlxrt_session *s = mlxrt_session_new(m, 0, &err);
+    if (!seq || !logits || !s) {
+      CHECKF(0, "setup: %s", err.msg);
+      free(seq);
+      free(logits);
+      mlxrt_session_free(s);
+      continue;
+    }
+    memcpy(seq, prompt, (size_t)P * sizeof *seq);
+    memcpy(seq + P, greedy, (size_t)G * sizeof *seq);
+    int ok = mlxrt_session_feed(s, seq, P - 1, NULL, 0, &err) == 0 &&
+             mlxrt_session_feed(s, seq + P - 1, G, logits, 1, &err) == 0;
+    CHECKF(ok, "%s: %s", cJSON_GetObjectItem(p, "name")->valuestring, err.msg);
+    int a = 0, af = 0;
+    for (int i = 0; ok && i < G; i++) {
+      int ours = argmax(logits + (int64_t)i * V, V);
+      total++;
+      if (ours == top1[i]) a++;
+      else
+        printf("  %s step %2d: ours %6d, mlx-lm %6d (top-2 %6d, margin %.4f)\n",
+               cJSON_GetObjectItem(p, "name")->valuestring, i, ours, top1[i], top2[i], margin[i]);
+      if (i < nf) {
+        total_f32++;
+        if (ours == f32top1[i]) af++;
+        else if (f32margin[i] >= 0.1) {
+          bad_f32++;
+          printf("  %s step %2d: ours %6d vs float32-accumulation top-1 %6d with margin %.4f\n",
+                 cJSON_GetObjectItem(p, "name")->valuestring, i, ours, f32top1[i], f32margin[i]);
+        }
+      }
+    }
+    agree += a;
+    agree_f32 += af;
+    free(seq);
+    free(logits);
+    mlxrt_session_free(s);
+  }
+  double rate = total ? 100.0 * agree / total : 0;
+  printf("%s (%s): teacher-forced top-1 agreement with mlx-lm %d/%d = %.1f %%", name, backend, agree,
+         total, rate);
+  if (total_f32)
+    printf("; with the float32-accumulation reference %d/%d, %d disagreements at margin >= 0.1", agree_f32,
+           total_f32, bad_f32);
+  printf("\n");
+  CHECKF(total > 0, "%s: no prompts in the fixture", fix);
+  CHECKF(rate >= 98.0, "%s: agreement %.1f %% < 98 %%", name, rate);
+  CHECKF(bad_f32 == 0, "%s: %d disagreements with the float32 reference outside near-ties", name, bad_f32);
+  cJSON_Delete(root);
+  mlxrt_model_free(m);
+}
+
+/* With MLXRT_NUMERICS=mlx-cpu (MLX's own CPU accumulation, docs/NUMERICS.md) the logits
+ * are mlx-lm's bit for bit, so the top-1 must agree at every step. Scalar and slow: the
+ * first prompt's first `steps` steps only. */
+static void check_mlx_exact(const char *name, int steps) {
+  const char *cache = getenv("MLXRT_CACHE");
+  const char *home = getenv("HOME");
+  char dir[1024], fix[1024];
+  if (cache && *cache) snprintf(dir, sizeof dir, "%s/models/%s", cache, name);
+  else snprintf(dir, sizeof dir, "%s/.cache/mlxrt/models/%s", home ? home : ".", name);
+  snprintf(fix, sizeof fix, "%s/tests/fixtures/real/%s.json", MLXRT_SOURCE_DIR, name);
+  mlxrt_error err = {{0}};
+  size_t len;
+  char *text = mx_read_file(fix, &len, &err);
+  if (!text) return;
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  const cJSON *p = root ? cJSON_GetArrayItem(cJSON_GetObjectItem(root, "prompts"), 0) : NULL;
+  setenv("MLXRT_NUMERICS", "mlx-cpu", 1);
+  mlxrt_options opt = {"cpu", 0, 0};
+  mlxrt_model *m = p ? mlxrt_model_load(dir, &opt, &err) : NULL;
+  unsetenv("MLXRT_NUMERICS");
+  if (!m) {
+    CHECKF(0, "%s: %s", name, err.msg[0] ? err.msg : "no prompts in the fixture");
+    cJSON_Delete(root);
+    return;
+  }
+  int32_t seq[4096 + 512], top1[512];
+  int P = ints(cJSON_GetObjectItem(p, "prompt_ids"), seq, 4096);
+  int G = ints(cJSON_GetObjectItem(p, "greedy"), seq + P, 512);
+  ints(cJSON_GetObjectItem(p, "top1"), top1, 512);
+  if (steps > G) steps = G;
+  int64_t V = mlxrt_model_vocab_size(m);
+  float *logits = malloc((size_t)steps * (size_t)V * sizeof(float));
+  mlxrt_session *s = mlxrt_session_new(m, 0, &err);
+  int ok = logits && s && mlxrt_session_feed(s, seq, P - 1, NULL, 0, &err) == 0 &&
+           mlxrt_session_feed(s, seq + P - 1, steps, logits, 1, &err) == 0;
+  CHECKF(ok, "%s (mlx-cpu numerics): %s", name, err.msg);
+  int agree = 0;
+  for (int i = 0; ok && i < steps; i++) agree += argmax(logits + (int64_t)i * V, V) == top1[i];
+  printf("%s with MLXRT_NUMERICS=mlx-cpu: %s, top-1 equal to mlx-lm at %d/%d steps\n", name,
+         cJSON_GetObjectItem(p, "name")->valuestring, agree, steps);
+  CHECKF(agree == steps, "%s: mlx-cpu numerics should reproduce mlx-lm's top-1 at every step", name);
+  free(logits);
+  mlxrt_session_free(s);
+  mlxrt_model_free(m);
+  cJSON_Delete(root);
+}
+
+int main(int argc, char **argv) {
+  const char *backend = argc > 1 ? argv[1] : "cpu";
+  check_model("gemma-3-270m-4bit", backend);
+  check_model("gemma-3-270m-8bit", backend);
+  check_model("gemma-3-270m-nvfp4", backend);
+  check_model("gemma-3-270m-bf16", backend);
+  CHECKF(fixtures_found > 0, "no fixture in %s/tests/fixtures/real", MLXRT_SOURCE_DIR);
+  if (!strcmp(backend, "cpu") && !models_missing) check_mlx_exact("gemma-3-270m-4bit", 16);
+  TEST_END();
+}

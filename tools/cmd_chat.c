@@ -1,0 +1,88 @@
+/* mlxrt chat: interactive multi-turn chat. The KV cache is kept between turns (a turn
+ * processes only its own tokens); /reset forgets the conversation, /exit (or Ctrl-D) quits,
+ * Ctrl-C stops the current answer. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "gen_args.h"
+
+static const char USAGE[] =
+    "usage: mlxrt chat -m MODEL [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
+    "                  [--min-p P] [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX]\n"
+    "                  [--backend auto|cpu|cuda] [--think] [--show-thinking] [-v]\n"
+    "Type a message and press Enter. /reset starts over, /exit or Ctrl-D quits,\n"
+    "Ctrl-C stops the current answer.\n";
+
+int cmd_chat(int argc, char **argv) {
+  gen_args a;
+  int r = gen_args_parse(&a, argc, argv, "chat", USAGE);
+  if (r) return r == 1 ? 0 : 2;
+  if (!a.chat.use_template) {
+    fprintf(stderr, "mlxrt chat: --no-chat-template makes no sense in a chat; use mlxrt run\n");
+    return 2;
+  }
+  mlxrt_model *m = gen_args_load_model(&a, "chat");
+  if (!m) return 1;
+  mlxrt_error err = {{0}};
+  a.chat.interrupt = &gen_args_interrupted;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = gen_args_on_sigint; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
+  sigaction(SIGINT, &sa, NULL);
+  mlxrt_chat *c = mlxrt_chat_new(m, &a.chat, &err);
+  if (!c) {
+    fprintf(stderr, "mlxrt chat: %s\n", err.msg);
+    mlxrt_model_free(m);
+    return 1;
+  }
+  int tty = isatty(0);
+  char *line = NULL;
+  size_t cap = 0;
+  int rc = 0;
+  for (;;) {
+    if (tty) {
+      printf("> ");
+      fflush(stdout);
+    }
+    gen_args_interrupted = 0;
+    errno = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    if (n < 0) {
+      if (errno == EINTR || gen_args_interrupted) {
+        clearerr(stdin);
+        printf("\n");
+        continue;
+      }
+      break; /* EOF */
+    }
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+    if (n == 0) continue;
+    if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
+    if (!strcmp(line, "/reset")) {
+      mlxrt_chat_reset(c);
+      fprintf(stderr, "[conversation reset]\n");
+      continue;
+    }
+    mlxrt_gen_stats st;
+    if (mlxrt_chat_turn(c, line, gen_args_print_text, NULL, &st, &err)) {
+      fprintf(stderr, "mlxrt chat: %s\n", err.msg);
+      continue;
+    }
+    printf("\n");
+    fflush(stdout);
+    fprintf(stderr, "[prompt: %lld new of %lld tokens, %.1f t/s | answer: %lld tokens, %.1f t/s%s]\n",
+            (long long)st.prompt_processed, (long long)st.prompt_tokens,
+            st.prompt_seconds > 0 ? st.prompt_processed / st.prompt_seconds : 0.0, (long long)st.gen_tokens,
+            st.gen_seconds > 0 ? st.gen_tokens / st.gen_seconds : 0.0,
+            st.stopped_by == 2 ? ", interrupted" : st.stopped_by == 3 ? ", context full" : "");
+  }
+  free(line);
+  mlxrt_chat_free(c);
+  mlxrt_model_free(m);
+  return rc;
+}
