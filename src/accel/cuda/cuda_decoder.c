@@ -338,7 +338,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
   if (rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
       rt_status(ck_embed(D->embed, D->tok, 1, D->emb, st), "embedding gather", err) ||
       rt_status(dk_embed_scale(D->emb, D->h, H, d->embed_scale, st), "embedding scale", err) ||
-      rt_status(dk_residual_norm(NULL, NULL, D->h, 0.0f, D->ly[0].norms, D->xb, H, d->eps, st), "input norm", err))
+      rt_status(dk_residual_norm(NULL, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, st), "input norm", err))
     return -1;
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];
@@ -356,12 +356,12 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
                                D->attb, st),
                   "attention", err) ||
         run_mv(D, &y->o, D->attb, D->y, err) ||
-        rt_status(dk_residual_norm(D->y, nrm + H, D->h, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, st),
+        rt_status(dk_residual_norm(D->y, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, st),
                   "attention residual", err) ||
         run_mv(D, &y->gu, D->xb, D->y, err) ||
         rt_status(dk_geglu(D->y, D->y + y->inter, D->gub, y->inter, st), "geglu", err) ||
         run_mv(D, &y->down, D->gub, D->y, err) ||
-        rt_status(dk_residual_norm(D->y, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar ? l->layer_scalar : 0.0f,
+        rt_status(dk_residual_norm(D->y, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
                                    next_norm, D->xb, H, d->eps, st),
                   "FFN residual", err))
       return mx_prefix(err, "layer %d", i);

@@ -49,7 +49,8 @@ extern "C" int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, v
 
 /* One block of 1024 threads over one row; h is read and written by the same thread. */
 __global__ void __launch_bounds__(1024) residual_norm_kernel(const float *y, const float *w_post, float *h,
-                                                             float scalar, const float *w_next,
+                                                             int use_scalar, float scalar,
+                                                             const float *w_next,
                                                              uint16_t *xb, int H, float eps) {
   if (y) {
     float ss = 0.0f;
@@ -62,7 +63,7 @@ __global__ void __launch_bounds__(1024) residual_norm_kernel(const float *y, con
     for (int i = threadIdx.x; i < H; i += blockDim.x) {
       float o = rb(__fmul_rn(rb(__fmul_rn(rb(y[i]), r)), w_post[i]));
       float v = rb(__fadd_rn(h[i], o));
-      if (scalar != 0.0f) v = rb(__fmul_rn(v, scalar));
+      if (use_scalar) v = rb(__fmul_rn(v, scalar));
       h[i] = v;
     }
   }
@@ -74,9 +75,10 @@ __global__ void __launch_bounds__(1024) residual_norm_kernel(const float *y, con
     xb[i] = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(h[i], r)), w_next[i]));
 }
 
-extern "C" int dk_residual_norm(const float *y, const float *w_post, float *h, float scalar,
+extern "C" int dk_residual_norm(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
                                 const float *w_next, uint16_t *xb, int H, float eps, void *stream) {
-  residual_norm_kernel<<<1, 1024, 0, (cudaStream_t)stream>>>(y, w_post, h, scalar, w_next, xb, H, eps);
+  residual_norm_kernel<<<1, 1024, 0, (cudaStream_t)stream>>>(y, w_post, h, use_scalar, scalar, w_next, xb, H,
+                                                             eps);
   return (int)cudaGetLastError();
 }
 

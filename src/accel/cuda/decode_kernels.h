@@ -19,10 +19,10 @@ int dk_step_end(int *pos, void *stream);
 /* h[i] = bf16(bf16 e[i] · scale) */
 int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, void *stream);
 /* The residual join and the next norm, one row of H:
- *   when y: o = rmsnorm(bf16(y), w_post); h = bf16(h + o); when scalar != 0: h = bf16(h·scalar)
+ *   when y: o = rmsnorm(bf16(y), w_post); h = bf16(h + o); when use_scalar: h = bf16(h·scalar)
  *   then xb = bf16 rmsnorm(h, w_next). */
-int dk_residual_norm(const float *y, const float *w_post, float *h, float scalar, const float *w_next,
-                     uint16_t *xb, int H, float eps, void *stream);
+int dk_residual_norm(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
+                     const float *w_next, uint16_t *xb, int H, float eps, void *stream);
 /* Per head after the q|k|v product y = [q nq·hd | k nkv·hd | v nkv·hd] (v = k's rows when
  * k_eq_v): q = rope(rmsnorm(q, qn)) → q_out; k = rope(rmsnorm(k, kn)) and v (weightless
  * rmsnorm when v_norm) → the cache slot of *pos (pos % window when window > 0). */
