@@ -24,7 +24,7 @@
 
 #define STAGE_TOKENS 4096
 #define SPLIT_KEYS 256
-#define MAX_SPLITS 64
+#define MAX_SPLITS 128
 
 typedef struct dec_mv {
   const ck_layout *L[3]; /* one concatenated weight, or the parts when their formats differ */
@@ -252,8 +252,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     y->window = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : 0;
     int64_t slots = y->window > 0 ? y->window : capacity;
     int64_t ctx = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : capacity;
-    int64_t sp = (ctx + SPLIT_KEYS - 1) / SPLIT_KEYS, cap_sp = 2 * sms / d->n_heads;
-    if (cap_sp < 1) cap_sp = 1;
+    /* enough splits that the scores pass (one block per KV head and split) covers the SMs
+     * twice at long contexts, with at least SPLIT_KEYS keys per split */
+    int64_t sp = (ctx + SPLIT_KEYS - 1) / SPLIT_KEYS, cap_sp = (2 * sms + l->n_kv_heads - 1) / l->n_kv_heads;
     if (sp > cap_sp) sp = cap_sp;
     if (sp > MAX_SPLITS) sp = MAX_SPLITS;
     y->splits = (int)sp;
