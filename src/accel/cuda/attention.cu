@@ -1,11 +1,12 @@
 /* Decode attention: one query row per head at position *pos over the device KV cache, with
  * the reference path's rounding points (q·bf16(scale) → bf16, scores → bf16, softmax in
  * float32 with p rounded to bf16, Σ p·v → bf16). GQA: query head h reads KV head h / rep.
- * The keys are split over `splits` blocks per head so long contexts fill the SMs; the exact
- * softmax needs the global max and sum before p is rounded, hence three passes:
- *   1. scores (one block per KV head and split; K read once for its rep query heads), split max;
- *   2. split sums of exp(s − max);
- *   3. split partial Σ p·v, reduced over splits in order by the last block of each head.
+ * The keys are split over `splits` blocks per head so long contexts fill the SMs, in two passes:
+ *   1. scores (one block per KV head and split; K read once for its rep query heads), and per
+ *      split the max m_s and the sum l_s = Σ exp(s − m_s);
+ *   2. per query head and split: M = max m_s, total = Σ l_s·exp(m_s − M) (the float32 softmax
+ *      denominator, summed in another order than the CPU's), p = bf16(exp(s − M) / total),
+ *      partial Σ p·v; the last block of each head reduces the partials in split order.
  * A sliding layer (window > 0) keeps a ring: position j lives in slot j % window. */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -17,7 +18,7 @@
 #define AT_MAX_REP 16
 #define AT_MAX_HD 1024
 
-__device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
+static __device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
 
 /* The keys [lo, hi) of this split, from the live range [first, last]. */
 __device__ __forceinline__ void split_range(int pos, int window, int splits, int s, int *lo, int *hi) {
@@ -31,7 +32,7 @@ __device__ __forceinline__ void split_range(int pos, int window, int splits, int
   *hi = b;
 }
 
-__device__ float block_max(float v) {
+static __device__ float block_max(float v) {
   __shared__ float part[32];
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   int w = threadIdx.x >> 5, l = threadIdx.x & 31;
@@ -43,7 +44,7 @@ __device__ float block_max(float v) {
   return v;
 }
 
-__device__ float block_add(float v) {
+static __device__ float block_add(float v) {
   __shared__ float part[32];
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   int w = threadIdx.x >> 5, l = threadIdx.x & 31;
@@ -59,7 +60,7 @@ __device__ float block_add(float v) {
 __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, const uint16_t *kc, int nq, int nkv,
                                                             int hd, float scale, const int *pos_p, int window,
                                                             int splits, int64_t ctx_cap, float *scores,
-                                                            float *smax) {
+                                                            float *smax, float *ssum) {
   extern __shared__ float qs[]; /* [rep][hd] */
   int g = blockIdx.x, s = blockIdx.y, rep = nq / nkv;
   int pos = *pos_p, lo, hi;
@@ -91,9 +92,17 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
       mx[r] = fmaxf(mx[r], sc);
     }
   }
+  __syncthreads(); /* the block's own score writes are visible to the whole block */
   for (int r = 0; r < rep; r++) {
-    float m = block_max(mx[r]);
-    if (threadIdx.x == 0) smax[(g * rep + r) * splits + s] = m;
+    float m = block_max(mx[r]), sum = 0.0f;
+    const float *sc = scores + (int64_t)(g * rep + r) * ctx_cap;
+    if (m > -INFINITY)
+      for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) sum += expf(__fsub_rn(sc[j], m));
+    sum = block_add(sum);
+    if (threadIdx.x == 0) {
+      smax[(g * rep + r) * splits + s] = m;
+      ssum[(g * rep + r) * splits + s] = sum;
+    }
   }
 }
 
@@ -101,19 +110,6 @@ __device__ __forceinline__ float global_max(const float *smax, int h, int splits
   float m = -INFINITY;
   for (int i = 0; i < splits; i++) m = fmaxf(m, smax[h * splits + i]);
   return m;
-}
-
-/* grid (nq, splits) */
-__global__ void __launch_bounds__(AT_THREADS) sums_kernel(const int *pos_p, int window, int splits,
-                                                          int64_t ctx_cap, const float *scores,
-                                                          const float *smax, float *ssum) {
-  int h = blockIdx.x, s = blockIdx.y, pos = *pos_p, lo, hi;
-  split_range(pos, window, splits, s, &lo, &hi);
-  float m = global_max(smax, h, splits), sum = 0.0f;
-  const float *sc = scores + (int64_t)h * ctx_cap;
-  for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) sum += expf(__fsub_rn(sc[j], m));
-  sum = block_add(sum);
-  if (threadIdx.x == 0) ssum[h * splits + s] = sum;
 }
 
 /* grid (nq, splits): partial Σ p·v of the split, then the last block of the head reduces. */
@@ -125,7 +121,10 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
   int h = blockIdx.x, s = blockIdx.y, pos = *pos_p, lo, hi, rep = nq / nkv, g = h / rep;
   split_range(pos, window, splits, s, &lo, &hi);
   float m = global_max(smax, h, splits), total = 0.0f;
-  for (int i = 0; i < splits; i++) total += ssum[h * splits + i];
+  for (int i = 0; i < splits; i++) {
+    float ms = smax[h * splits + i];
+    if (ms > -INFINITY) total += ssum[h * splits + i] * expf(__fsub_rn(ms, m));
+  }
   float inv = __fdiv_rn(1.0f, total);
   const float *sc = scores + (int64_t)h * ctx_cap;
   int64_t kvd = (int64_t)nkv * hd;
@@ -171,11 +170,9 @@ extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *
   size_t smem = (size_t)rep * hd * sizeof(float);
   if (smem > 48 * 1024) return (int)cudaErrorInvalidValue;
   scores_kernel<<<dim3(nkv, splits), AT_THREADS, smem, st>>>(q, kc, nq, nkv, hd, scale, pos, window, splits,
-                                                             ctx_cap, scores, smax);
+                                                             ctx_cap, scores, smax, ssum);
   cudaError_t e = cudaGetLastError();
   if (e) return (int)e;
-  sums_kernel<<<dim3(nq, splits), AT_THREADS, 0, st>>>(pos, window, splits, ctx_cap, scores, smax, ssum);
-  if ((e = cudaGetLastError())) return (int)e;
   pv_kernel<<<dim3(nq, splits), AT_THREADS, 0, st>>>(vc, nq, nkv, hd, pos, window, splits, ctx_cap, scores,
                                                      smax, ssum, pacc, count, att);
   return (int)cudaGetLastError();

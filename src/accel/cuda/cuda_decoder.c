@@ -149,13 +149,16 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
   return 0;
 }
 
-/* y = x · Wᵀ for every part (device x bf16, y float32) */
-static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, mlxrt_error *err) {
+/* y = x · Wᵀ for every part (device x bf16, y float32). premax: x's producer already wrote
+ * the block maxima the activation prep needs into D->pmax. */
+static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
-    if (L->fmt != CK_GENERIC &&
-        rt_status(ck_xprep(L, x, 1, D->xp, D->xs, D->xexp, D->pmax, D->stream), "x prep launch", err))
-      return -1;
+    int st = 0;
+    if (L->fmt != CK_GENERIC)
+      st = premax ? ck_xprep_premax(L, x, D->xp, D->xs, D->xexp, D->pmax, D->stream)
+                  : ck_xprep(L, x, 1, D->xp, D->xs, D->xexp, D->pmax, D->stream);
+    if (rt_status(st, "x prep launch", err)) return -1;
     if (rt_status(ck_qmv(L, 0, x, D->xp, D->xs, D->xexp, 1, y + mv->off[i], L->rows, D->stream),
                   "mat-vec launch", err))
       return -1;
@@ -334,12 +337,12 @@ fail:
 /* ---- one step's work ------------------------------------------------------------------------ */
 static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  int H = d->hidden, nq = d->n_heads;
+  int H = d->hidden, nq = d->n_heads, pb = ck_xprep_block();
   void *st = D->stream;
   if (rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
       rt_status(ck_embed(D->embed, D->tok, 1, D->emb, st), "embedding gather", err) ||
       rt_status(dk_embed_scale(D->emb, D->h, H, d->embed_scale, st), "embedding scale", err) ||
-      rt_status(dk_residual_norm(NULL, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, st), "input norm", err))
+      rt_status(dk_residual_norm(NULL, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, D->pmax, pb, st), "input norm", err))
     return -1;
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];
@@ -347,7 +350,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     const float *nrm = y->norms;
     int last = i == d->n_layers - 1;
     const float *next_norm = last ? D->final_norm : D->ly[i + 1].norms;
-    if (run_mv(D, &y->qkv, D->xb, D->y, err) ||
+    if (run_mv(D, &y->qkv, D->xb, D->y, 1, err) ||
         rt_status(dk_qkv_post(D->y, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
                               y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos, y->window, D->q,
                               y->kc, y->vc, st),
@@ -356,14 +359,15 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
                                y->splits, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                D->attb, st),
                   "attention", err) ||
-        run_mv(D, &y->o, D->attb, D->y, err) ||
-        rt_status(dk_residual_norm(D->y, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, st),
+        run_mv(D, &y->o, D->attb, D->y, 0, err) ||
+        rt_status(dk_residual_norm(D->y, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
+                                   pb, st),
                   "attention residual", err) ||
-        run_mv(D, &y->gu, D->xb, D->y, err) ||
-        rt_status(dk_geglu(D->y, D->y + y->inter, D->gub, y->inter, st), "geglu", err) ||
-        run_mv(D, &y->down, D->gub, D->y, err) ||
+        run_mv(D, &y->gu, D->xb, D->y, 1, err) ||
+        rt_status(dk_geglu(D->y, D->y + y->inter, D->gub, y->inter, D->pmax, pb, st), "geglu", err) ||
+        run_mv(D, &y->down, D->gub, D->y, 1, err) ||
         rt_status(dk_residual_norm(D->y, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
-                                   next_norm, D->xb, H, d->eps, st),
+                                   next_norm, D->xb, H, d->eps, D->pmax, pb, st),
                   "FFN residual", err))
       return mx_prefix(err, "layer %d", i);
   }
@@ -373,7 +377,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
 /* After the body: xb holds bf16 final_norm(h) of the last token. */
 static int enqueue_head(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  return run_mv(D, &D->head, D->xb, D->ylog, err) ||
+  return run_mv(D, &D->head, D->xb, D->ylog, 1, err) ||
          rt_status(dk_logits(D->ylog, D->logits, d->vocab, d->final_softcap, D->part_v, D->part_i,
                              D->counts + d->n_heads, D->next, D->stream),
                    "logits", err);

@@ -8,10 +8,10 @@
 #include "ck_device.cuh"
 #include "decode_kernels.h"
 
-__device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
+static __device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
 
 /* Sum over the block (blockDim.x a multiple of 32, ≤ 1024). */
-__device__ float block_sum(float v) {
+static __device__ float block_sum(float v) {
   __shared__ float part[32];
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   int w = threadIdx.x >> 5, l = threadIdx.x & 31;
@@ -21,6 +21,18 @@ __device__ float block_sum(float v) {
   int nw = blockDim.x >> 5;
   v = l < nw ? part[l] : 0.0f;
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+static __device__ float block_max(float v) {
+  __shared__ float part[32];
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  __syncthreads();
+  if (l == 0) part[w] = v;
+  __syncthreads();
+  v = l < (int)(blockDim.x >> 5) ? part[l] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
@@ -50,8 +62,8 @@ extern "C" int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, v
 /* One block of 1024 threads over one row; h is read and written by the same thread. */
 __global__ void __launch_bounds__(1024) residual_norm_kernel(const float *y, const float *w_post, float *h,
                                                              int use_scalar, float scalar,
-                                                             const float *w_next,
-                                                             uint16_t *xb, int H, float eps) {
+                                                             const float *w_next, uint16_t *xb, int H,
+                                                             float eps, float *pmax, int pblock) {
   if (y) {
     float ss = 0.0f;
     for (int i = threadIdx.x; i < H; i += blockDim.x) {
@@ -73,12 +85,23 @@ __global__ void __launch_bounds__(1024) residual_norm_kernel(const float *y, con
   float r = 1.0f / sqrtf(ss / (float)H + eps);
   for (int i = threadIdx.x; i < H; i += blockDim.x)
     xb[i] = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(h[i], r)), w_next[i]));
+  if (!pmax) return;
+  /* max|x| per pblock values, for the mat-vec's activation prep (each thread re-reads its own
+   * writes) */
+  for (int b = 0; b * pblock < H; b++) {
+    int end = (b + 1) * pblock < H ? (b + 1) * pblock : H;
+    float m = 0.0f;
+    for (int i = b * pblock + threadIdx.x; i < end; i += blockDim.x) m = fmaxf(m, fabsf(ck_bf16_to_f32(xb[i])));
+    m = block_max(m);
+    if (threadIdx.x == 0) pmax[b] = m;
+  }
 }
 
 extern "C" int dk_residual_norm(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
-                                const float *w_next, uint16_t *xb, int H, float eps, void *stream) {
+                                const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
+                                void *stream) {
   residual_norm_kernel<<<1, 1024, 0, (cudaStream_t)stream>>>(y, w_post, h, use_scalar, scalar, w_next, xb, H,
-                                                             eps);
+                                                             eps, pmax, pblock);
   return (int)cudaGetLastError();
 }
 
@@ -163,15 +186,24 @@ __device__ __forceinline__ float gelu_approx(float x) {
   return rb(__fmul_rn(rb(__fmul_rn(0.5f, x)), rb(__fadd_rn(1.0f, th))));
 }
 
-__global__ void geglu_kernel(const float *g, const float *u, uint16_t *out, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    out[i] = ck_f32_to_bf16(__fmul_rn(gelu_approx(rb(g[i])), rb(u[i])));
+/* One block per pblock values; block b also writes pmax[b] = max|out| over them. */
+__global__ void geglu_kernel(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock) {
+  int64_t b0 = (int64_t)blockIdx.x * pblock, end = b0 + pblock < n ? b0 + pblock : n;
+  float m = 0.0f;
+  for (int64_t i = b0 + threadIdx.x; i < end; i += blockDim.x) {
+    uint16_t o = ck_f32_to_bf16(__fmul_rn(gelu_approx(rb(g[i])), rb(u[i])));
+    out[i] = o;
+    m = fmaxf(m, fabsf(ck_bf16_to_f32(o)));
+  }
+  if (!pmax) return;
+  m = block_max(m);
+  if (threadIdx.x == 0) pmax[blockIdx.x] = m;
 }
 
-extern "C" int dk_geglu(const float *g, const float *u, uint16_t *out, int64_t n, void *stream) {
-  int64_t blocks = (n + 255) / 256;
-  if (blocks > 4096) blocks = 4096;
-  geglu_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(g, u, out, n);
+extern "C" int dk_geglu(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock,
+                        void *stream) {
+  int64_t blocks = (n + pblock - 1) / pblock;
+  geglu_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(g, u, out, n, pmax, pblock);
   return (int)cudaGetLastError();
 }
 
