@@ -60,6 +60,7 @@ extern "C" int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, v
 }
 
 /* One block of 1024 threads over one row; h is read and written by the same thread. */
+#define RN_MAX_PBLOCKS 128
 __global__ void __launch_bounds__(1024) residual_norm_kernel(const float *y, const float *w_post, float *h,
                                                              int use_scalar, float scalar,
                                                              const float *w_next, uint16_t *xb, int H,
@@ -83,23 +84,35 @@ __global__ void __launch_bounds__(1024) residual_norm_kernel(const float *y, con
   for (int i = threadIdx.x; i < H; i += blockDim.x) ss = fmaf(h[i], h[i], ss);
   ss = block_sum(ss);
   float r = 1.0f / sqrtf(ss / (float)H + eps);
-  for (int i = threadIdx.x; i < H; i += blockDim.x)
-    xb[i] = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(h[i], r)), w_next[i]));
-  if (!pmax) return;
-  /* max|x| per pblock values, for the mat-vec's activation prep (each thread re-reads its own
-   * writes) */
-  for (int b = 0; b * pblock < H; b++) {
-    int end = (b + 1) * pblock < H ? (b + 1) * pblock : H;
+  /* xb, and max|xb| per pblock values for the mat-vec's activation prep: a warp's 32
+   * consecutive values lie in one pblock (a multiple of 32), so one shuffle max per warp and
+   * one shared atomic (non-negative floats order as their bits) */
+  __shared__ unsigned bm[RN_MAX_PBLOCKS];
+  int nblk = pmax ? (H + pblock - 1) / pblock : 0;
+  for (int b = threadIdx.x; b < nblk; b += blockDim.x) bm[b] = 0u;
+  __syncthreads();
+  for (int base = 0; base < H; base += blockDim.x) {
+    int i = base + threadIdx.x;
     float m = 0.0f;
-    for (int i = b * pblock + threadIdx.x; i < end; i += blockDim.x) m = fmaxf(m, fabsf(ck_bf16_to_f32(xb[i])));
-    m = block_max(m);
-    if (threadIdx.x == 0) pmax[b] = m;
+    if (i < H) {
+      uint16_t o = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(h[i], r)), w_next[i]));
+      xb[i] = o;
+      m = fabsf(ck_bf16_to_f32(o));
+    }
+    if (!nblk) continue;
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    int w0 = base + (threadIdx.x & ~31);
+    if ((threadIdx.x & 31) == 0 && w0 < H) atomicMax(&bm[w0 / pblock], __float_as_uint(m));
   }
+  if (!nblk) return;
+  __syncthreads();
+  for (int b = threadIdx.x; b < nblk; b += blockDim.x) pmax[b] = __uint_as_float(bm[b]);
 }
 
 extern "C" int dk_residual_norm(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
                                 const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                                 void *stream) {
+  if (pmax && (pblock % 32 || (H + pblock - 1) / pblock > RN_MAX_PBLOCKS)) return (int)cudaErrorInvalidValue;
   residual_norm_kernel<<<1, 1024, 0, (cudaStream_t)stream>>>(y, w_post, h, use_scalar, scalar, w_next, xb, H,
                                                              eps, pmax, pblock);
   return (int)cudaGetLastError();
