@@ -394,14 +394,19 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
     return enq(D, err);
   }
   if (!*graph) {
-    if (rt_graph_begin(D->stream, err)) return -1;
-    int rc = enq(D, err);
+    /* a capture that fails (nothing ran) falls back to eager launches, said once */
+    mlxrt_error ce = {0}, e2;
     void *exec = NULL;
-    mlxrt_error e2;
-    if (rt_graph_end(D->stream, &exec, rc ? &e2 : err)) return -1;
+    int rc = rt_graph_begin(D->stream, &ce);
+    if (!rc) {
+      rc = enq(D, &ce);
+      if (rt_graph_end(D->stream, &exec, rc ? &e2 : &ce)) rc = -1;
+    }
     if (rc) {
       rt_graph_destroy(exec);
-      return -1;
+      fprintf(stderr, "mlxrt cuda: decode graph capture failed (%s); running without graphs\n", ce.msg);
+      D->use_graph = 0;
+      return enq(D, err);
     }
     *graph = exec;
   }
