@@ -18,9 +18,13 @@ if [ ! -d "$SRC" ]; then
   fi
   tar xzf "$ROOT/llama_cpp_python-$VER.tar.gz" -C "$ROOT"
 fi
-EXTRA=()
-if [ "$KIND" = cuda ]; then EXTRA=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a); fi
-cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DGGML_NATIVE=ON \
+# Not -march=native: it turns on AMX, whose tile instructions fault on machines (VMs) that do
+# not grant the AMX state; the AVX-512 family is what both engines use here.
+EXTRA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+       -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX512_VBMI=ON
+       -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+if [ "$KIND" = cuda ]; then EXTRA+=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a); fi
+cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF "${EXTRA[@]}" >&2
 cmake --build "$BUILD" --target llama-bench -j"$(nproc)" >&2
 echo "$BIN"

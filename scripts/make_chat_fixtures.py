@@ -34,48 +34,10 @@ DEMO_TOKENIZER_CONFIG = Path.home() / ".cache/mlxrt/models/gemma-3-270m-tokenize
 
 # Gemma 3 IT chat template (Google's tokenizer_config.json "chat_template"; the `\n` inside the
 # Jinja string literals are Jinja escapes, as in the original file).
-GEMMA3_IT_TEMPLATE = (
-    "{{ bos_token }}\n"
-    "{%- if messages[0]['role'] == 'system' -%}\n"
-    "    {%- if messages[0]['content'] is string -%}\n"
-    "        {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
-    "    {%- else -%}\n"
-    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}\n"
-    "    {%- endif -%}\n"
-    "    {%- set loop_messages = messages[1:] -%}\n"
-    "{%- else -%}\n"
-    "    {%- set first_user_prefix = \"\" -%}\n"
-    "    {%- set loop_messages = messages -%}\n"
-    "{%- endif -%}\n"
-    "{%- for message in loop_messages -%}\n"
-    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
-    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
-    "    {%- endif -%}\n"
-    "    {%- if (message['role'] == 'assistant') -%}\n"
-    "        {%- set role = \"model\" -%}\n"
-    "    {%- else -%}\n"
-    "        {%- set role = message['role'] -%}\n"
-    "    {%- endif -%}\n"
-    "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
-    "    {%- if message['content'] is string -%}\n"
-    "        {{ message['content'] | trim }}\n"
-    "    {%- elif message['content'] is iterable -%}\n"
-    "        {%- for item in message['content'] -%}\n"
-    "            {%- if item['type'] == 'image' -%}\n"
-    "                {{ '<start_of_image>' }}\n"
-    "            {%- elif item['type'] == 'text' -%}\n"
-    "                {{ item['text'] | trim }}\n"
-    "            {%- endif -%}\n"
-    "        {%- endfor -%}\n"
-    "    {%- else -%}\n"
-    "        {{ raise_exception(\"Invalid content type\") }}\n"
-    "    {%- endif -%}\n"
-    "    {{ '<end_of_turn>\\n' }}\n"
-    "{%- endfor -%}\n"
-    "{%- if add_generation_prompt -%}\n"
-    "    {{'<start_of_turn>model\\n'}}\n"
-    "{%- endif -%}\n"
-)
+# The published Gemma 3 IT template lives once, in make_demo_model.py (which writes it into the
+# demo tokenizer_config.json); importing it has no side effects.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_demo_model import GEMMA3_CHAT_TEMPLATE as GEMMA3_IT_TEMPLATE  # noqa: E402
 
 
 def S(content):

@@ -6,13 +6,13 @@
  * "cold" cycles through copies of the matrix totalling > 1.5×LLC, so the weights come
  * from DRAM as in a real model; "hot" repeats one matrix (it may sit in a large LLC).
  * --n N (N > 1) times the mat-mat path instead and reports GFLOP/s. */
-#include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "accel/cpu/cpu_bandwidth.h"
 #include "accel/cpu/cpu_kernels.h"
 #include "base/bf16.h"
 #include "commands.h"
@@ -46,7 +46,6 @@ typedef struct {
   uint8_t *dst;
   const uint8_t *src;
   size_t chunk, total;
-  uint64_t sums[1024];
 } bw_job;
 
 static void copy_task(void *ctx, int64_t t, int worker) {
@@ -54,41 +53,6 @@ static void copy_task(void *ctx, int64_t t, int worker) {
   bw_job *j = ctx;
   size_t off = (size_t)t * j->chunk, n = off + j->chunk > j->total ? j->total - off : j->chunk;
   memcpy(j->dst + off, j->src + off, n);
-}
-
-/* Sums 64-bit words with 256-bit loads, four independent accumulators, so the reference is
- * limited by memory and not by the adds. */
-__attribute__((target("avx2"))) static uint64_t sum_avx2(const uint8_t *p, size_t n) {
-  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-  size_t i = 0;
-  for (; i + 128 <= n; i += 128) {
-    a = _mm256_add_epi64(a, _mm256_loadu_si256((const __m256i *)(p + i)));
-    b = _mm256_add_epi64(b, _mm256_loadu_si256((const __m256i *)(p + i + 32)));
-    c = _mm256_add_epi64(c, _mm256_loadu_si256((const __m256i *)(p + i + 64)));
-    d = _mm256_add_epi64(d, _mm256_loadu_si256((const __m256i *)(p + i + 96)));
-  }
-  a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
-  uint64_t t[4];
-  _mm256_storeu_si256((__m256i *)t, a);
-  return t[0] + t[1] + t[2] + t[3];
-}
-
-static uint64_t sum_plain(const uint8_t *p, size_t n) {
-  uint64_t a = 0, b = 0, c = 0, d = 0, w[4];
-  for (size_t i = 0; i + 32 <= n; i += 32) {
-    memcpy(w, p + i, 32);
-    a += w[0];
-    b += w[1];
-    c += w[2];
-    d += w[3];
-  }
-  return a + b + c + d;
-}
-
-static void read_task(void *ctx, int64_t t, int worker) {
-  bw_job *j = ctx;
-  size_t off = (size_t)t * j->chunk, n = off + j->chunk > j->total ? j->total - off : j->chunk;
-  j->sums[worker & 1023] += __builtin_cpu_supports("avx2") ? sum_avx2(j->src + off, n) : sum_plain(j->src + off, n);
 }
 
 /* ---- weights ------------------------------------------------------------------------- */
@@ -260,9 +224,7 @@ int cmd_bench_kernels(int argc, char **argv) {
         double t0 = now_s();
         cpu_pool_run(pool, tasks, copy_task, bj);
         tc[r] = now_s() - t0;
-        t0 = now_s();
-        cpu_pool_run(pool, tasks, read_task, bj);
-        tr[r] = now_s() - t0;
+        tr[r] = cpu_read_pass(pool, bj->src, bj->total);
       }
       const cpu_qmat *m = &ms[(r + 1) % copies];
       double t0 = now_s();

@@ -18,18 +18,6 @@ static const char USAGE[] =
     "Type a message and press Enter. /reset starts over, /exit or Ctrl-D quits,\n"
     "Ctrl-C stops the current answer.\n";
 
-static volatile int interrupted;
-static void on_sigint(int sig) {
-  (void)sig;
-  interrupted = 1;
-}
-
-static void print_text(void *user, const char *text, size_t len) {
-  (void)user;
-  fwrite(text, 1, len, stdout);
-  fflush(stdout);
-}
-
 int cmd_chat(int argc, char **argv) {
   gen_args a;
   int r = gen_args_parse(&a, argc, argv, "chat", USAGE);
@@ -41,10 +29,10 @@ int cmd_chat(int argc, char **argv) {
   mlxrt_model *m = gen_args_load_model(&a, "chat");
   if (!m) return 1;
   mlxrt_error err = {{0}};
-  a.chat.interrupt = &interrupted;
+  a.chat.interrupt = &gen_args_interrupted;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
+  sa.sa_handler = gen_args_on_sigint; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
   sigaction(SIGINT, &sa, NULL);
   mlxrt_chat *c = mlxrt_chat_new(m, &a.chat, &err);
   if (!c) {
@@ -61,11 +49,11 @@ int cmd_chat(int argc, char **argv) {
       printf("> ");
       fflush(stdout);
     }
-    interrupted = 0;
+    gen_args_interrupted = 0;
     errno = 0;
     ssize_t n = getline(&line, &cap, stdin);
     if (n < 0) {
-      if (errno == EINTR || interrupted) {
+      if (errno == EINTR || gen_args_interrupted) {
         clearerr(stdin);
         printf("\n");
         continue;
@@ -81,7 +69,7 @@ int cmd_chat(int argc, char **argv) {
       continue;
     }
     mlxrt_gen_stats st;
-    if (mlxrt_chat_turn(c, line, print_text, NULL, &st, &err)) {
+    if (mlxrt_chat_turn(c, line, gen_args_print_text, NULL, &st, &err)) {
       fprintf(stderr, "mlxrt chat: %s\n", err.msg);
       continue;
     }

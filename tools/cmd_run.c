@@ -14,18 +14,6 @@ static const char USAGE[] =
     "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
     "Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n";
 
-static volatile int interrupted;
-static void on_sigint(int sig) {
-  (void)sig;
-  interrupted = 1;
-}
-
-static void print_text(void *user, const char *text, size_t len) {
-  (void)user;
-  fwrite(text, 1, len, stdout);
-  fflush(stdout);
-}
-
 int cmd_run(int argc, char **argv) {
   gen_args a;
   int r = gen_args_parse(&a, argc, argv, "run", USAGE);
@@ -46,12 +34,12 @@ int cmd_run(int argc, char **argv) {
     return 1;
   }
   mlxrt_error err = {{0}};
-  a.chat.interrupt = &interrupted;
-  signal(SIGINT, on_sigint);
+  a.chat.interrupt = &gen_args_interrupted;
+  signal(SIGINT, gen_args_on_sigint);
   mlxrt_chat *c = mlxrt_chat_new(m, &a.chat, &err);
   mlxrt_gen_stats st;
   int rc = 1;
-  if (c && mlxrt_chat_turn(c, prompt, print_text, NULL, &st, &err) == 0) {
+  if (c && mlxrt_chat_turn(c, prompt, gen_args_print_text, NULL, &st, &err) == 0) {
     printf("\n");
     fprintf(stderr, "prompt: %lld tokens, %.2f tokens/s | decode: %lld tokens, %.2f tokens/s | backend %s\n",
             (long long)st.prompt_processed, st.prompt_seconds > 0 ? st.prompt_processed / st.prompt_seconds : 0.0,

@@ -148,3 +148,16 @@ mlxrt_model *gen_args_load_model(const gen_args *a, const char *cmd) {
   else if (a->verbose) fprintf(stderr, "mlxrt: %s on the %s backend\n", dir, mlxrt_model_backend_name(m));
   return m;
 }
+
+volatile int gen_args_interrupted;
+
+void gen_args_on_sigint(int sig) {
+  (void)sig;
+  gen_args_interrupted = 1;
+}
+
+void gen_args_print_text(void *user, const char *text, size_t len) {
+  (void)user;
+  fwrite(text, 1, len, stdout);
+  fflush(stdout);
+}

@@ -22,4 +22,11 @@ char *gen_args_read_prompt_file(const char *path, const char *cmd);
 /* Loads the model, printing a progress line on a terminal; NULL after printing the error. */
 mlxrt_model *gen_args_load_model(const gen_args *a, const char *cmd);
 
+/* Ctrl-C: the handler only raises the flag the generation loop polls (the answer stops, the
+ * program goes on). */
+extern volatile int gen_args_interrupted;
+void gen_args_on_sigint(int sig);
+/* Streams answer text to stdout as it comes. */
+void gen_args_print_text(void *user, const char *text, size_t len);
+
 #endif

@@ -57,8 +57,46 @@ size_t accel_part_bytes(const accel_spec *spec, accel_part part);
 size_t accel_weight_bytes(const accel_spec *spec);
 const char *accel_mode_name(accel_mode mode);
 
+/* ---- whole-model decode description ------------------------------------------------------ */
+/* What a backend needs to run a dense Gemma 3 / Gemma 4 decoder step by itself (no PLE, no
+ * MoE, no KV sharing). Backend-neutral: hyper-parameters, the weights as accel_weights, and
+ * small float vectors already in their final form (Gemma 3's 1+w folded in as the reference
+ * path folds it). Everything pointed to must outlive the decoder created from it. The math is
+ * the reference path's (docs/NUMERICS.md): bf16 activations between ops, float32 reductions. */
+typedef struct accel_layer_desc {
+  int sliding;      /* 1: attends to the last `sliding_window` positions; 0: full attention */
+  int head_dim;     /* 256 or 512 on the released models */
+  int n_kv_heads;
+  int k_eq_v;       /* V is the raw K projection (v is NULL) */
+  int intermediate; /* FFN width */
+  const accel_weight *q, *k, *v, *o, *gate, *up, *down;
+  /* [hidden]: input, post-attention, pre-FFN, post-FFN norms; [head_dim]: q and k norms */
+  const float *input_norm, *post_attn_norm, *pre_ffw_norm, *post_ffw_norm, *q_norm, *k_norm;
+  float layer_scalar; /* h *= layer_scalar at the end of the layer when has_layer_scalar */
+  const float *inv_freq; /* [head_dim/2] RoPE inverse frequencies; 0 = pass-through pair */
+} accel_layer_desc;
+
+typedef struct accel_model_desc {
+  int family;          /* 3 = Gemma 3, 4 = Gemma 4 */
+  int hidden, n_layers, n_heads, vocab;
+  int sliding_window;  /* ring size of sliding layers */
+  float eps;           /* RMSNorm epsilon */
+  float attn_scale;    /* query scale before q·k (1 for Gemma 4) */
+  float embed_scale;   /* bf16(√hidden) */
+  float final_softcap; /* 0 = none */
+  int v_norm;          /* weightless RMSNorm on V per head (Gemma 4) */
+  int has_layer_scalar;
+  int rope_traditional; /* pairs (2j, 2j+1) instead of (j, j + D/2) */
+  const accel_weight *embed;   /* [vocab, hidden]: gathered rows × embed_scale */
+  const accel_weight *lm_head; /* output projection (== embed when tied) */
+  const float *final_norm;     /* [hidden] */
+  const accel_layer_desc *layers;
+} accel_model_desc;
+
 /* ---- backends ----------------------------------------------------------------------------- */
 typedef struct accel_backend accel_backend;
+/* A backend's whole-model decoder: weights resident, a KV cache for `capacity` positions. */
+typedef struct accel_decoder accel_decoder;
 
 struct accel_backend {
   const char *name;
@@ -76,6 +114,20 @@ struct accel_backend {
   /* GB/s of a streaming read of a buffer much larger than the caches, measured now (the
    * roofline a benchmark compares with). May be NULL: unknown. */
   double (*read_bandwidth)(accel_backend *b);
+
+  /* Optional (NULL: the model layer runs its reference path): a decoder that runs whole
+   * steps of a dense model described by `d` (which must outlive it) with its own KV cache of
+   * `capacity` positions.
+   * decoder_step feeds tokens[0..n) at positions pos..pos+n-1 (positions ≥ pos are
+   * forgotten first; 0 ≤ pos, pos + n ≤ capacity; a sliding layer only holds the last
+   * `sliding_window` positions, so rewinding into evicted history is the caller's to avoid).
+   * logits (may be NULL) receives [vocab] float32 for the last token; next_token (may be NULL)
+   * receives its greedy argmax (lowest id on ties). */
+  accel_decoder *(*decoder_create)(accel_backend *b, const accel_model_desc *d, int64_t capacity,
+                                   mlxrt_error *err);
+  int (*decoder_step)(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos,
+                      float *logits, int32_t *next_token, mlxrt_error *err);
+  void (*decoder_free)(accel_decoder *dec);
 
   /* Frees everything cached for this backend. */
   void (*destroy)(accel_backend *b);

@@ -2,7 +2,9 @@
  * mmap views, fetched once per weight key and checked against the spec's byte counts. */
 #include <stdlib.h>
 
+#include "accel/cpu/cpu_decoder.h"
 #include "accel/cpu/cpu_kernels.h"
+#include "accel/cpu/cpu_bandwidth.h"
 #include "accel/cpu/mlx_compat.h"
 #include "base/bf16.h"
 #include "base/error.h"
@@ -122,6 +124,12 @@ static int cpu_embed_rows(accel_backend *b, const accel_weight *w, const int32_t
   return 0;
 }
 
+/* The roofline for benchmarks: a 512 MiB all-threads read, median of 5. */
+static double cpu_backend_read_bandwidth(accel_backend *b) {
+  cpu_impl *c = b->impl;
+  return cpu_read_bandwidth(c->pool, (size_t)512 << 20, 5);
+}
+
 static void cpu_destroy(accel_backend *b) {
   if (!b) return;
   cpu_impl *c = b->impl;
@@ -153,6 +161,10 @@ accel_backend *accel_cpu_create(int threads, mlxrt_error *err) {
   b->name = "cpu";
   b->qmatmul = cpu_qmatmul_entry;
   b->embed_rows = cpu_embed_rows;
+  b->decoder_create = cpu_decoder_create;
+  b->decoder_step = cpu_decoder_step;
+  b->decoder_free = cpu_decoder_free;
+  b->read_bandwidth = cpu_backend_read_bandwidth;
   b->destroy = cpu_destroy;
   return b;
 }

@@ -1,0 +1,365 @@
+/* The CPU whole-step decoder. Same operations, order and bf16 rounding points as the
+ * reference path (docs/NUMERICS.md): activations are floats holding bf16 values, every op
+ * rounds its output once, reductions run in float32. Prompts run in chunks of up to
+ * CPU_DEC_CHUNK tokens (the reference session's default batch), so the matrix products see
+ * the same row counts and the results are bit-identical. */
+#include "accel/cpu/cpu_decoder.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bf16.h"
+#include "base/error.h"
+
+#define CPU_DEC_CHUNK 512
+#define R mx_round_bf16
+
+typedef struct dec_kv {
+  int64_t slots;       /* ring size (sliding) or capacity (full) */
+  int64_t alloc;       /* slots allocated so far (grown on demand) */
+  uint16_t *k, *v;     /* [alloc, dim] bf16 */
+  int dim;
+  int window;          /* > 0: ring */
+} dec_kv;
+
+struct accel_decoder {
+  accel_backend *b;
+  const accel_model_desc *d;
+  int64_t capacity;
+  dec_kv *kv;
+  int64_t chunk; /* rows the scratch below holds */
+  float *h, *x, *q, *k, *v, *att, *o, *g, *u, *t1, *scores, *logits;
+  uint16_t *xb, *ck, *cv;
+  int64_t max_q, max_kv, max_inter, max_cols, scores_cap;
+};
+
+/* ---- elementwise math (the reference path's rounding points) ------------------------------ */
+static void rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
+  float ss = 0.0f;
+  for (int i = 0; i < n; i++) ss += x[i] * x[i];
+  float r = 1.0f / sqrtf(ss / (float)n + eps);
+  for (int i = 0; i < n; i++) {
+    float v = R(x[i] * r);
+    y[i] = w ? R(v * w[i]) : v;
+  }
+}
+
+static void rmsnorm_rows(float *y, const float *x, const float *w, int64_t rows, int n, float eps) {
+  for (int64_t r = 0; r < rows; r++) rmsnorm(y + r * n, x + r * n, w, n, eps);
+}
+
+/* gelu_approx op by op in bf16 */
+static float gelu_approx(float x) {
+  const float c_sqrt = R((float)sqrt(2.0 / 3.14159265358979323846)), c_k = R(0.044715f);
+  float x3 = R(x * x * x);
+  float t = R(x + R(c_k * x3));
+  t = R(c_sqrt * t);
+  float th = R(tanhf(t));
+  return R(R(0.5f * x) * R(1.0f + th));
+}
+
+static void rope(float *x, int dim, const float *inv_freq, float pos, int traditional) {
+  int half = dim / 2;
+  for (int j = 0; j < half; j++) {
+    if (inv_freq[j] == 0.0f) continue;
+    float ang = pos * inv_freq[j];
+    float c = R(cosf(ang)), s = R(sinf(ang));
+    float *pa = traditional ? &x[2 * j] : &x[j], *pb = traditional ? &x[2 * j + 1] : &x[j + half];
+    float a = *pa, b = *pb;
+    *pa = R(R(a * c) - R(b * s));
+    *pb = R(R(b * c) + R(a * s));
+  }
+}
+
+static void add_rows(float *y, const float *a, const float *b, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = R(a[i] + b[i]);
+}
+
+static void scale_rows(float *y, const float *x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = R(x[i] * s);
+}
+
+static void to_bf16(uint16_t *dst, const float *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = mx_f32_to_bf16(src[i]);
+}
+
+/* y[n, rows] = bf16(x · Wᵀ) through the backend's own product */
+static int linear(accel_decoder *D, const accel_weight *w, const float *x, int64_t n, float *y,
+                  mlxrt_error *err) {
+  to_bf16(D->xb, x, n * w->spec.cols);
+  if (D->b->qmatmul(D->b, w, -1, D->xb, n, y, err)) return -1;
+  for (int64_t i = 0; i < n * w->spec.rows; i++) y[i] = R(y[i]);
+  return 0;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------ */
+void cpu_decoder_free(accel_decoder *D) {
+  if (!D) return;
+  if (D->kv)
+    for (int i = 0; i < D->d->n_layers; i++) {
+      free(D->kv[i].k);
+      free(D->kv[i].v);
+    }
+  free(D->kv);
+  float *fs[] = {D->h, D->x, D->q, D->k, D->v, D->att, D->o, D->g, D->u, D->t1, D->scores, D->logits};
+  for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
+  free(D->xb);
+  free(D->ck);
+  free(D->cv);
+  free(D);
+}
+
+static int check_weight(const accel_weight *w, int64_t rows, int64_t cols, const char *what, int layer,
+                        mlxrt_error *err) {
+  if (!w) return mx_fail(err, "decoder: layer %d has no %s weight", layer, what);
+  if (w->spec.experts > 0 || w->spec.rows != rows || w->spec.cols != cols)
+    return mx_fail(err, "decoder: layer %d %s is %lldx%lld (experts %lld), expected %lldx%lld", layer,
+                   what, (long long)w->spec.rows, (long long)w->spec.cols, (long long)w->spec.experts,
+                   (long long)rows, (long long)cols);
+  return 0;
+}
+
+accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, int64_t capacity,
+                                  mlxrt_error *err) {
+  if (!d || d->n_layers <= 0 || d->hidden <= 0 || d->n_heads <= 0 || d->vocab <= 0 || !d->layers ||
+      !d->embed || !d->lm_head || !d->final_norm || capacity <= 0) {
+    mx_fail(err, "decoder: incomplete model description or capacity %lld", (long long)capacity);
+    return NULL;
+  }
+  accel_decoder *D = mx_calloc(1, sizeof *D, err);
+  if (!D) return NULL;
+  D->b = b;
+  D->d = d;
+  D->capacity = capacity;
+  if (!(D->kv = mx_calloc((size_t)d->n_layers, sizeof *D->kv, err))) goto fail;
+  int64_t H = d->hidden;
+  D->max_cols = H;
+  if (check_weight(d->embed, d->vocab, H, "embedding", -1, err) ||
+      check_weight(d->lm_head, d->vocab, H, "lm_head", -1, err))
+    goto fail;
+  for (int i = 0; i < d->n_layers; i++) {
+    const accel_layer_desc *l = &d->layers[i];
+    if (l->n_kv_heads <= 0 || d->n_heads % l->n_kv_heads || l->head_dim <= 0 || l->head_dim > 1024 ||
+        l->head_dim % 2 || !l->inv_freq || !l->input_norm || !l->post_attn_norm || !l->pre_ffw_norm ||
+        !l->post_ffw_norm || !l->q_norm || !l->k_norm) {
+      mx_fail(err, "decoder: layer %d: unsupported heads (%d q, %d kv, head_dim %d) or missing vectors", i,
+              d->n_heads, l->n_kv_heads, l->head_dim);
+      goto fail;
+    }
+    int64_t qd = (int64_t)d->n_heads * l->head_dim, kvd = (int64_t)l->n_kv_heads * l->head_dim;
+    if (check_weight(l->q, qd, H, "q_proj", i, err) || check_weight(l->k, kvd, H, "k_proj", i, err) ||
+        (!l->k_eq_v && check_weight(l->v, kvd, H, "v_proj", i, err)) ||
+        check_weight(l->o, H, qd, "o_proj", i, err) ||
+        check_weight(l->gate, l->intermediate, H, "gate_proj", i, err) ||
+        check_weight(l->up, l->intermediate, H, "up_proj", i, err) ||
+        check_weight(l->down, H, l->intermediate, "down_proj", i, err))
+      goto fail;
+    if (qd > D->max_q) D->max_q = qd;
+    if (kvd > D->max_kv) D->max_kv = kvd;
+    if (l->intermediate > D->max_inter) D->max_inter = l->intermediate;
+    dec_kv *kv = &D->kv[i];
+    kv->dim = (int)kvd;
+    kv->window = l->sliding && d->sliding_window > 0 ? d->sliding_window : 0;
+    kv->slots = kv->window > 0 && kv->window < capacity ? kv->window : capacity;
+  }
+  if (D->max_q > D->max_cols) D->max_cols = D->max_q;
+  if (D->max_inter > D->max_cols) D->max_cols = D->max_inter;
+  if (!(D->logits = mx_malloc((size_t)d->vocab * sizeof(float), err))) goto fail;
+  return D;
+fail:
+  cpu_decoder_free(D);
+  return NULL;
+}
+
+/* Scratch for chunks of n rows (grown once to the largest chunk seen). */
+static int ensure_chunk(accel_decoder *D, int64_t n, mlxrt_error *err) {
+  if (n <= D->chunk) return 0;
+  int64_t H = D->d->hidden;
+  float **fs[] = {&D->h, &D->x, &D->o, &D->q, &D->att, &D->k, &D->v, &D->g, &D->u, &D->t1};
+  int64_t widths[] = {H, H, H, D->max_q, D->max_q, D->max_kv, D->max_kv, D->max_inter, D->max_inter, D->max_inter};
+  for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+    free(*fs[i]);
+    if (!(*fs[i] = mx_malloc((size_t)(n * widths[i]) * sizeof(float), err))) return -1;
+  }
+  uint16_t **bs[] = {&D->xb, &D->ck, &D->cv};
+  int64_t bw[] = {D->max_cols, D->max_kv, D->max_kv};
+  for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) {
+    free(*bs[i]);
+    if (!(*bs[i] = mx_malloc((size_t)(n * bw[i]) * sizeof(uint16_t), err))) return -1;
+  }
+  D->chunk = n;
+  return 0;
+}
+
+static int kv_reserve(dec_kv *kv, int64_t pos, mlxrt_error *err) {
+  int64_t slot = kv->window > 0 ? (pos >= kv->window ? kv->window - 1 : pos) : pos;
+  if (slot < kv->alloc) return 0;
+  int64_t na = kv->alloc ? kv->alloc * 2 : 256;
+  while (na <= slot) na *= 2;
+  if (na > kv->slots) na = kv->slots;
+  size_t bytes = (size_t)na * (size_t)kv->dim * sizeof(uint16_t);
+  uint16_t *k = realloc(kv->k, bytes);
+  if (!k) return mx_fail(err, "decoder: out of memory growing the KV cache to %lld positions", (long long)na);
+  kv->k = k;
+  uint16_t *v = realloc(kv->v, bytes);
+  if (!v) return mx_fail(err, "decoder: out of memory growing the KV cache to %lld positions", (long long)na);
+  kv->v = v;
+  kv->alloc = na;
+  return 0;
+}
+
+static int64_t kv_slot(const dec_kv *kv, int64_t pos) { return kv->window > 0 ? pos % kv->window : pos; }
+
+/* ---- attention ------------------------------------------------------------------------------ */
+/* Keys/values of positions < pos0 come from the cache, the chunk's own from ck/cv. */
+static const uint16_t *key_at(const accel_decoder *D, const dec_kv *kv, int64_t pos0, int64_t p) {
+  return p < pos0 ? kv->k + kv_slot(kv, p) * kv->dim : D->ck + (p - pos0) * kv->dim;
+}
+static const uint16_t *value_at(const accel_decoder *D, const dec_kv *kv, int64_t pos0, int64_t p) {
+  return p < pos0 ? kv->v + kv_slot(kv, p) * kv->dim : D->cv + (p - pos0) * kv->dim;
+}
+
+static int attention(accel_decoder *D, const accel_layer_desc *l, const dec_kv *kv, int64_t pos0,
+                     int64_t n, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  int hd = l->head_dim, nq = d->n_heads, rep = nq / l->n_kv_heads;
+  int64_t need = pos0 + n;
+  if (need > D->scores_cap) {
+    float *ns = realloc(D->scores, (size_t)need * sizeof(float));
+    if (!ns) return mx_fail(err, "decoder: out of memory for attention scores (%lld positions)", (long long)need);
+    D->scores = ns;
+    D->scores_cap = need;
+  }
+  float scale = d->attn_scale, bscale = R(scale);
+  float qs[1024], acc[1024];
+  for (int64_t i = 0; i < n; i++) {
+    int64_t p = pos0 + i;
+    int64_t lo = kv->window > 0 && p - kv->window + 1 > 0 ? p - kv->window + 1 : 0;
+    for (int h = 0; h < nq; h++) {
+      const float *qv = D->q + (i * nq + h) * hd;
+      int g = h / rep;
+      for (int e = 0; e < hd; e++) qs[e] = scale == 1.0f ? qv[e] : R(qv[e] * bscale);
+      float mx = -INFINITY;
+      for (int64_t j = lo; j <= p; j++) {
+        const uint16_t *kk = key_at(D, kv, pos0, j) + g * hd;
+        float dot = 0.0f;
+        for (int e = 0; e < hd; e++) dot += qs[e] * mx_bf16_to_f32(kk[e]);
+        float sc = R(dot);
+        D->scores[j] = sc;
+        if (sc > mx) mx = sc;
+      }
+      float sum = 0.0f;
+      for (int64_t j = lo; j <= p; j++) {
+        float e = expf(D->scores[j] - mx);
+        D->scores[j] = e;
+        sum += e;
+      }
+      float inv = 1.0f / sum;
+      memset(acc, 0, (size_t)hd * sizeof(float));
+      for (int64_t j = lo; j <= p; j++) {
+        float pr = R(D->scores[j] * inv);
+        const uint16_t *vv = value_at(D, kv, pos0, j) + g * hd;
+        for (int e = 0; e < hd; e++) acc[e] += pr * mx_bf16_to_f32(vv[e]);
+      }
+      float *out = D->att + (i * nq + h) * hd;
+      for (int e = 0; e < hd; e++) out[e] = R(acc[e]);
+    }
+  }
+  return 0;
+}
+
+/* ---- one layer ------------------------------------------------------------------------------ */
+static int layer(accel_decoder *D, int li, int64_t pos0, int64_t n, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  const accel_layer_desc *l = &d->layers[li];
+  dec_kv *kv = &D->kv[li];
+  int H = d->hidden, hd = l->head_dim, nq = d->n_heads, nkv = l->n_kv_heads, kvd = nkv * hd;
+  float eps = d->eps;
+  int trad = d->rope_traditional;
+
+  rmsnorm_rows(D->x, D->h, l->input_norm, n, H, eps);
+  if (linear(D, l->q, D->x, n, D->q, err)) return -1;
+  rmsnorm_rows(D->q, D->q, l->q_norm, n * nq, hd, eps);
+  for (int64_t i = 0; i < n; i++)
+    for (int h = 0; h < nq; h++) rope(D->q + (i * nq + h) * hd, hd, l->inv_freq, (float)(pos0 + i), trad);
+  if (linear(D, l->k, D->x, n, D->k, err)) return -1;
+  if (l->k_eq_v) memcpy(D->v, D->k, (size_t)(n * kvd) * sizeof(float));
+  else if (linear(D, l->v, D->x, n, D->v, err)) return -1;
+  rmsnorm_rows(D->k, D->k, l->k_norm, n * nkv, hd, eps);
+  for (int64_t i = 0; i < n; i++)
+    for (int h = 0; h < nkv; h++) rope(D->k + (i * nkv + h) * hd, hd, l->inv_freq, (float)(pos0 + i), trad);
+  if (d->v_norm) rmsnorm_rows(D->v, D->v, NULL, n * nkv, hd, eps);
+  to_bf16(D->ck, D->k, n * kvd);
+  to_bf16(D->cv, D->v, n * kvd);
+  if (attention(D, l, kv, pos0, n, err)) return -1;
+  /* commit (a ring keeps only the chunk's last `window` positions) */
+  int64_t first = kv->window > 0 && n > kv->window ? n - kv->window : 0;
+  for (int64_t i = first; i < n; i++) {
+    if (kv_reserve(kv, pos0 + i, err)) return -1;
+    int64_t s = kv_slot(kv, pos0 + i);
+    memcpy(kv->k + s * kvd, D->ck + i * kvd, (size_t)kvd * sizeof(uint16_t));
+    memcpy(kv->v + s * kvd, D->cv + i * kvd, (size_t)kvd * sizeof(uint16_t));
+  }
+  if (linear(D, l->o, D->att, n, D->o, err)) return -1;
+  rmsnorm_rows(D->o, D->o, l->post_attn_norm, n, H, eps);
+  add_rows(D->h, D->h, D->o, n * H);
+
+  /* GeGLU MLP */
+  int64_t I = l->intermediate;
+  rmsnorm_rows(D->x, D->h, l->pre_ffw_norm, n, H, eps);
+  if (linear(D, l->gate, D->x, n, D->g, err) || linear(D, l->up, D->x, n, D->u, err)) return -1;
+  for (int64_t i = 0; i < n * I; i++) D->t1[i] = R(gelu_approx(D->g[i]) * D->u[i]);
+  if (linear(D, l->down, D->t1, n, D->o, err)) return -1;
+  rmsnorm_rows(D->o, D->o, l->post_ffw_norm, n, H, eps);
+  add_rows(D->h, D->h, D->o, n * H);
+  if (d->has_layer_scalar) scale_rows(D->h, D->h, l->layer_scalar, n * H);
+  return 0;
+}
+
+static int chunk(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos0, float *logits,
+                 mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  int H = d->hidden;
+  if (ensure_chunk(D, n, err)) return -1;
+  if (D->b->embed_rows(D->b, d->embed, tokens, n, D->xb, err)) return -1;
+  for (int64_t i = 0; i < n * H; i++) D->h[i] = mx_bf16_to_f32(D->xb[i]);
+  scale_rows(D->h, D->h, d->embed_scale, n * H);
+  for (int li = 0; li < d->n_layers; li++)
+    if (layer(D, li, pos0, n, err)) return mx_prefix(err, "layer %d", li);
+  if (!logits) return 0;
+  rmsnorm(D->x, D->h + (n - 1) * H, d->final_norm, H, d->eps);
+  if (linear(D, d->lm_head, D->x, 1, logits, err)) return -1;
+  if (d->final_softcap > 0) {
+    float cap = d->final_softcap;
+    for (int64_t i = 0; i < d->vocab; i++) logits[i] = R(R(tanhf(R(logits[i] / cap))) * cap);
+  }
+  return 0;
+}
+
+int cpu_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
+                     int32_t *next_token, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  if (n <= 0) return mx_fail(err, "decoder: step of %lld tokens", (long long)n);
+  if (pos < 0 || pos + n > D->capacity)
+    return mx_fail(err, "decoder: positions %lld..%lld outside the capacity of %lld", (long long)pos,
+                   (long long)(pos + n - 1), (long long)D->capacity);
+  for (int64_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= d->vocab)
+      return mx_fail(err, "decoder: token id %d at position %lld is outside the vocabulary [0, %d)",
+                     tokens[i], (long long)(pos + i), d->vocab);
+  float *out = logits ? logits : next_token ? D->logits : NULL;
+  for (int64_t done = 0; done < n;) {
+    int64_t k = n - done < CPU_DEC_CHUNK ? n - done : CPU_DEC_CHUNK;
+    int last = done + k == n;
+    if (chunk(D, tokens + done, k, pos + done, last ? out : NULL, err)) return -1;
+    done += k;
+  }
+  if (next_token) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < d->vocab; i++)
+      if (out[i] > out[best]) best = i;
+    *next_token = best;
+  }
+  return 0;
+}

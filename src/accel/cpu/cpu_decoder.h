@@ -1,0 +1,15 @@
+/* The CPU backend's whole-step decoder (accel.h decoder_create/step/free): the reference
+ * path's math (docs/NUMERICS.md) over the backend's own qmatmul and embed_rows, so CI can test
+ * the boundary the device decoders implement, bit for bit against src/mlx/reference.c. */
+#ifndef MLXRT_ACCEL_CPU_DECODER_H
+#define MLXRT_ACCEL_CPU_DECODER_H
+
+#include "accel/accel.h"
+
+accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, int64_t capacity,
+                                  mlxrt_error *err);
+int cpu_decoder_step(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos,
+                     float *logits, int32_t *next_token, mlxrt_error *err);
+void cpu_decoder_free(accel_decoder *dec);
+
+#endif
