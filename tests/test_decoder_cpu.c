@@ -39,6 +39,8 @@ static void run_fixture(accel_backend *b, const char *name) {
     CHECKF(dd == NULL && strstr(err.msg, "does not run") != NULL, "%s: desc of an unsupported model: %s",
            name, err.msg);
     mx_decoder_desc_free(dd);
+    mx_decoder *w = mx_decoder_open(m, b, 16, 0, &err);
+    CHECKF(w == NULL && err.msg[0] == 0, "%s: mx_decoder_open of an unsupported model: %s", name, err.msg);
     mx_model_close(m);
     return;
   }
@@ -86,6 +88,19 @@ static void run_fixture(accel_backend *b, const char *name) {
   CHECKF(b->decoder_step(dec, &last_fed, 1, last, ld, NULL, &err) == 0, "%s: logits-only step: %s", name, err.msg);
   CHECKF(memcmp(lr, ld, (size_t)V * sizeof(float)) == 0, "%s: rewound step logits differ", name);
   CHECKF(t2 == argmax(ld, V), "%s: token-only step gives %d, the logits say %d", name, t2, argmax(ld, V));
+
+  /* the session-side wrapper: same prompt logits */
+  mx_decoder *w = mx_decoder_open(m, b, cap, 0, &err);
+  CHECKF(w != NULL, "%s: mx_decoder_open: %s", name, err.msg);
+  if (w) {
+    mx_session *s3 = mx_session_create(m, b, cap, 0, &err);
+    if (s3 && mx_session_feed(s3, prompt, PROMPT, lr, 0, &err) == 0) {
+      CHECKF(mx_decoder_feed(w, prompt, PROMPT, 0, ld, NULL, &err) == 0, "%s: %s", name, err.msg);
+      CHECKF(memcmp(lr, ld, (size_t)V * sizeof(float)) == 0, "%s: wrapper prompt logits differ", name);
+    }
+    mx_session_free(s3);
+    mx_decoder_close(w);
+  }
 
   /* bad input: a token outside the vocabulary, positions beyond the capacity */
   int32_t bad = V;

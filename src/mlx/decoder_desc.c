@@ -4,6 +4,7 @@
 #include "mlx/decoder_desc.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/error.h"
@@ -109,4 +110,39 @@ mx_decoder_desc *mx_decoder_desc_create(const mx_model *m, mlxrt_error *err) {
 fail:
   mx_decoder_desc_free(dd);
   return NULL;
+}
+
+mx_decoder *mx_decoder_open(const mx_model *m, accel_backend *b, int64_t capacity, int verbose,
+                            mlxrt_error *err) {
+  err->msg[0] = 0;
+  if (!b->decoder_create || !b->decoder_step || !b->decoder_free) {
+    if (verbose) fprintf(stderr, "mlxrt: the %s backend has no whole-step decoder: reference path\n", b->name);
+    return NULL;
+  }
+  const char *why = mx_decoder_unsupported_reason(m);
+  if (why) {
+    if (verbose) fprintf(stderr, "mlxrt: the %s decoder does not run models with %s: reference path\n", b->name, why);
+    return NULL;
+  }
+  mx_decoder *x = mx_calloc(1, sizeof *x, err);
+  if (!x) return NULL;
+  x->b = b;
+  if (!(x->dd = mx_decoder_desc_create(m, err)) || !(x->dec = b->decoder_create(b, &x->dd->d, capacity, err))) {
+    mx_decoder_close(x);
+    return NULL;
+  }
+  if (verbose) fprintf(stderr, "mlxrt: whole-step decoder on the %s backend (%lld positions)\n", b->name, (long long)capacity);
+  return x;
+}
+
+int mx_decoder_feed(mx_decoder *x, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
+                    int32_t *next_token, mlxrt_error *err) {
+  return x->b->decoder_step(x->dec, tokens, n, pos, logits, next_token, err);
+}
+
+void mx_decoder_close(mx_decoder *x) {
+  if (!x) return;
+  if (x->dec) x->b->decoder_free(x->dec);
+  mx_decoder_desc_free(x->dd);
+  free(x);
 }

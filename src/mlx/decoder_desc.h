@@ -24,4 +24,21 @@ typedef struct mx_decoder_desc {
 mx_decoder_desc *mx_decoder_desc_create(const mx_model *m, mlxrt_error *err);
 void mx_decoder_desc_free(mx_decoder_desc *dd);
 
+/* The pair a session keeps: the description and the backend's decoder made from it.
+ * mx_decoder_open returns NULL with err->msg empty when the backend offers no decoder or the
+ * model is not supported (with verbose, the reason goes to stderr), NULL with err set on a
+ * real failure. mx_decoder_feed is decoder_step: tokens at pos..pos+n-1, logits (may be NULL)
+ * of the last token, next_token (may be NULL) its greedy argmax. */
+typedef struct mx_decoder {
+  accel_backend *b;
+  mx_decoder_desc *dd;
+  accel_decoder *dec;
+} mx_decoder;
+
+mx_decoder *mx_decoder_open(const mx_model *m, accel_backend *b, int64_t capacity, int verbose,
+                            mlxrt_error *err);
+int mx_decoder_feed(mx_decoder *x, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
+                    int32_t *next_token, mlxrt_error *err);
+void mx_decoder_close(mx_decoder *x);
+
 #endif

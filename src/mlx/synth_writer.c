@@ -228,7 +228,9 @@ static int open_shards(const sy_plan *p, const char *dir, int *fds, mlxrt_error 
     snprintf(path, sizeof path, "%s/%s", dir, sh->file);
     fds[s] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fds[s] < 0) return mx_fail(err, "%s: cannot create: %s", path, strerror(errno));
-    int e = posix_fallocate(fds[s], 0, (off_t)(sh->header_len + sh->data_bytes));
+    /* fallocate, not posix_fallocate: where the file system cannot reserve, glibc's fallback
+     * would write the whole file once more. */
+    int e = fallocate(fds[s], 0, 0, (off_t)(sh->header_len + sh->data_bytes)) ? errno : 0;
     if (e == ENOSPC || e == EFBIG)
       return mx_fail(err, "%s: cannot reserve %.2f GB: %s", path,
                      (double)(sh->header_len + sh->data_bytes) / 1e9, strerror(e));

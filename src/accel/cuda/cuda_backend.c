@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "cuda_decoder.h"
 #include "cuda_internal.h"
 
 typedef struct cw_entry {
@@ -399,6 +400,9 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   b->impl = c;
   b->qmatmul = cuda_qmatmul;
   b->embed_rows = cuda_embed_rows;
+  b->decoder_create = cuda_decoder_create;
+  b->decoder_step = cuda_decoder_step;
+  b->decoder_free = cuda_decoder_free;
   b->destroy = cuda_destroy;
   c->verbose = opt ? opt->verbose : 0;
   if (rt_device_open(&c->dev, err)) goto fail;

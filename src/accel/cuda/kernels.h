@@ -62,6 +62,11 @@ int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t *xp, float 
              float *pmax, void *stream);
 /* Floats of the scratch ck_xprep needs for cols (per-block maxima). */
 size_t ck_xprep_pmax_floats(int64_t cols);
+/* ck_xprep for one row (nb = 1) whose producer already wrote pmax[b] = max|x| over values
+ * [b·ck_xprep_block(), (b+1)·ck_xprep_block()) for every block b: skips the max pass. */
+int ck_xprep_premax(const ck_layout *L, const uint16_t *x, uint16_t *xp, float *xs, int *xexp,
+                    const float *pmax, void *stream);
+int ck_xprep_block(void);
 /* y[n*ldy + r] for n < nb ≤ 8, rows of slab `slab`; fast formats read xp/xs/xexp, the generic
  * kernel reads x directly. */
 int ck_qmv(const ck_layout *L, int64_t slab, const uint16_t *x, const uint16_t *xp,

@@ -549,6 +549,19 @@ extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t 
 
 extern "C" size_t ck_xprep_pmax_floats(int64_t cols) { return 8 * (size_t)((cols + XP_BLOCK - 1) / XP_BLOCK); }
 
+extern "C" int ck_xprep_block(void) { return XP_BLOCK; }
+
+extern "C" int ck_xprep_premax(const ck_layout *L, const uint16_t *x, uint16_t *xp, float *xs, int *xexp,
+                               const float *pmax, void *stream) {
+  int gs = (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) ? L->group_size : 0;
+  int bf16 = L->fmt == CK_DBF16;
+  int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK);
+  int64_t nsl = L->cols / 32;
+  xfill_kernel<<<dim3((unsigned)((nsl + 127) / 128), 8), 128, 0, (cudaStream_t)stream>>>(
+      x, L->cols, 1, bf16, gs, pmax, nblk, xp, xs, xexp);
+  return (int)cudaGetLastError();
+}
+
 static int g_warps_override, g_variant;
 extern "C" void ck_set_tuning(int warps, int variant) {
   g_warps_override = warps;

@@ -1,0 +1,447 @@
+/* The CUDA whole-step decoder: a dense Gemma 3 / Gemma 4 decode step resident on the device.
+ *
+ * At creation: q|k|v (q|k when k_eq_v) and gate|up are concatenated row-wise from the MLX
+ * parts and uploaded as one weight each (one mat-vec launch per group; the separate weights
+ * are never uploaded), the small vectors and RoPE tables are copied once, and every work
+ * buffer and the KV cache (sliding layers: a ring of sliding_window positions; full layers:
+ * `capacity` positions) are allocated once.
+ *
+ * A step is two CUDA graphs captured once and replayed: the body (embedding gather of
+ * all_tokens[*pos], every layer, (*pos)++) and the head (final norm, lm_head, softcap,
+ * argmax). The position lives in device memory, so the same graphs serve every position;
+ * a prompt of n tokens replays the body n times back to back (one token per replay for now),
+ * then the head once. Only the token id (and the logits when asked) is read back.
+ * MLXRT_CUDA_GRAPH=0 launches the same work without graphs (debugging). */
+#include "cuda_decoder.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "cuda_internal.h"
+#include "decode_kernels.h"
+
+#define STAGE_TOKENS 4096
+#define SPLIT_KEYS 256
+#define MAX_SPLITS 128
+
+typedef struct dec_mv {
+  const ck_layout *L[3]; /* one concatenated weight, or the parts when their formats differ */
+  int64_t off[3];        /* row offset of each part's output */
+  int n;
+} dec_mv;
+
+typedef struct dec_layer {
+  dec_mv qkv, gu, o, down;
+  float *norms; /* device: input, post_attn, pre_ffw, post_ffw [H each], q_norm, k_norm [hd each] */
+  float *inv_freq;
+  uint16_t *kc, *vc;
+  int window, splits, hd, nkv, inter;
+} dec_layer;
+
+struct accel_decoder {
+  accel_backend *b;
+  const accel_model_desc *d;
+  void *stream;
+  int64_t capacity;
+  dec_layer *ly;
+  dec_mv head;
+  const ck_layout *embed;
+  float *final_norm;
+  /* work buffers (device) */
+  int32_t *all_tokens, *tok, *next;
+  int *pos;
+  uint16_t *emb, *xb, *attb, *gub;
+  float *h, *y, *q, *ylog, *logits;
+  uint16_t *xp;
+  float *xs, *pmax;
+  int *xexp;
+  float *scores, *smax, *ssum, *pacc, *part_v;
+  int *part_i;
+  unsigned *counts; /* [n_heads] attention + [1] logits */
+  /* pinned host staging */
+  int32_t *h_toks;
+  int *h_pos;
+  int32_t *h_next;
+  float *h_logits;
+  void *g_body, *g_head;
+  int use_graph, warm_body, warm_head;
+};
+
+/* ---- concatenated weights ------------------------------------------------------------------ */
+typedef struct cat_ctx {
+  const accel_weight *w[3];
+  int n;
+  void *buf[3];
+} cat_ctx;
+
+static const void *cat_load(void *ctx, accel_part part, size_t *nbytes, mlxrt_error *err) {
+  cat_ctx *c = ctx;
+  size_t total = 0;
+  for (int i = 0; i < c->n; i++) total += accel_part_bytes(&c->w[i]->spec, part);
+  free(c->buf[part]);
+  char *out = c->buf[part] = mx_malloc(total ? total : 1, err);
+  if (!out) return NULL;
+  size_t at = 0;
+  for (int i = 0; i < c->n; i++) {
+    size_t want = accel_part_bytes(&c->w[i]->spec, part), got = 0;
+    if (!want) continue;
+    const void *p = c->w[i]->load(c->w[i]->load_ctx, part, &got, err);
+    if (!p) return NULL;
+    if (got != want) {
+      mx_fail(err, "%s: part has %zu bytes, expected %zu", c->w[i]->name ? c->w[i]->name : "weight", got, want);
+      return NULL;
+    }
+    memcpy(out + at, p, want);
+    at += want;
+  }
+  *nbytes = total;
+  return out;
+}
+
+static int same_format(const accel_spec *a, const accel_spec *b) {
+  if (a->mode != b->mode || a->cols != b->cols || a->experts || b->experts) return 0;
+  if (a->mode == ACCEL_MODE_DENSE) return a->dense_dtype == b->dense_dtype;
+  if (a->bits != b->bits || a->group_size != b->group_size) return 0;
+  return a->mode != ACCEL_MODE_AFFINE || a->scales_dtype == b->scales_dtype;
+}
+
+/* Makes the rows of ws[0..n) one resident weight when their formats agree (else each part). */
+static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const char *what, int layer,
+                   dec_mv *mv, mlxrt_error *err) {
+  int same = 1;
+  for (int i = 1; i < n; i++) same &= same_format(&ws[0]->spec, &ws[i]->spec);
+  for (int i = 0; i < n; i++)
+    if (!ws[i]->load) return mx_fail(err, "decoder: layer %d %s part %d has no loader", layer, what, i);
+  mv->n = 0;
+  if (n == 1 || !same) {
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+      if (!(mv->L[i] = cudab_resident(D->b, ws[i], err))) return -1;
+      mv->off[i] = off;
+      off += ws[i]->spec.rows;
+    }
+    mv->n = n;
+    return 0;
+  }
+  cat_ctx c = {.n = n};
+  accel_weight cw = *ws[0];
+  char name[200];
+  snprintf(name, sizeof name, "layer %d %s (concatenated)", layer, what);
+  cw.name = name;
+  cw.load = cat_load;
+  cw.load_ctx = &c;
+  cw.spec.rows = 0;
+  uint64_t key = 0x6a09e667f3bcc909ULL;
+  for (int i = 0; i < n; i++) {
+    c.w[i] = ws[i];
+    cw.spec.rows += ws[i]->spec.rows;
+    key = (key ^ ws[i]->key) * 0x100000001b3ULL;
+    key ^= key >> 29;
+  }
+  cw.key = key ^ 0xc0ca7c0ca7ULL;
+  mv->L[0] = cudab_resident(D->b, &cw, err);
+  for (int i = 0; i < 3; i++) free(c.buf[i]);
+  if (!mv->L[0]) return -1;
+  mv->off[0] = 0;
+  mv->n = 1;
+  return 0;
+}
+
+/* y = x · Wᵀ for every part (device x bf16, y float32). premax: x's producer already wrote
+ * the block maxima the activation prep needs into D->pmax. */
+static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
+  for (int i = 0; i < mv->n; i++) {
+    const ck_layout *L = mv->L[i];
+    int st = 0;
+    if (L->fmt != CK_GENERIC)
+      st = premax ? ck_xprep_premax(L, x, D->xp, D->xs, D->xexp, D->pmax, D->stream)
+                  : ck_xprep(L, x, 1, D->xp, D->xs, D->xexp, D->pmax, D->stream);
+    if (rt_status(st, "x prep launch", err)) return -1;
+    if (rt_status(ck_qmv(L, 0, x, D->xp, D->xs, D->xexp, 1, y + mv->off[i], L->rows, D->stream),
+                  "mat-vec launch", err))
+      return -1;
+  }
+  return 0;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------ */
+void cuda_decoder_free(accel_decoder *D) {
+  if (!D) return;
+  if (D->stream) {
+    mlxrt_error ignore;
+    rt_stream_sync(D->stream, &ignore);
+  }
+  rt_graph_destroy(D->g_body);
+  rt_graph_destroy(D->g_head);
+  if (D->ly)
+    for (int i = 0; i < D->d->n_layers; i++) {
+      rt_free(D->ly[i].norms);
+      rt_free(D->ly[i].inv_freq);
+      rt_free(D->ly[i].kc);
+      rt_free(D->ly[i].vc);
+    }
+  free(D->ly);
+  void *dev[] = {D->final_norm, D->all_tokens, D->tok, D->next, D->pos, D->emb, D->xb, D->attb, D->gub,
+                 D->h, D->y, D->q, D->ylog, D->logits, D->xp, D->xs, D->pmax, D->xexp, D->scores,
+                 D->smax, D->ssum, D->pacc, D->part_v, D->part_i, D->counts};
+  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
+  rt_host_free(D->h_toks);
+  rt_host_free(D->h_pos);
+  rt_host_free(D->h_next);
+  rt_host_free(D->h_logits);
+  free(D);
+}
+
+static int upload_floats(accel_decoder *D, float *dst, const float *src, int64_t n, mlxrt_error *err) {
+  return rt_h2d(dst, src, (size_t)n * sizeof(float), D->stream, err) || rt_stream_sync(D->stream, err);
+}
+
+static int check_shape(const accel_weight *w, int64_t rows, int64_t cols, const char *what, int layer,
+                       mlxrt_error *err) {
+  if (!w) return mx_fail(err, "decoder: layer %d has no %s weight", layer, what);
+  if (w->spec.experts > 0 || w->spec.rows != rows || w->spec.cols != cols)
+    return mx_fail(err, "decoder: layer %d %s is %lldx%lld, expected %lldx%lld", layer, what,
+                   (long long)w->spec.rows, (long long)w->spec.cols, (long long)rows, (long long)cols);
+  return 0;
+}
+
+#define DALLOC(p, count)                                                          \
+  if (rt_malloc((void **)&(p), (size_t)(count) * sizeof *(p), err)) goto fail
+
+accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, int64_t capacity,
+                                   mlxrt_error *err) {
+  if (!d || d->n_layers <= 0 || d->hidden <= 0 || d->n_heads <= 0 || d->vocab <= 0 || !d->layers ||
+      !d->embed || !d->lm_head || !d->final_norm || capacity <= 0 || capacity > 0x7fffffff) {
+    mx_fail(err, "CUDA decoder: incomplete model description or capacity %lld", (long long)capacity);
+    return NULL;
+  }
+  accel_decoder *D = mx_calloc(1, sizeof *D, err);
+  if (!D) return NULL;
+  D->b = b;
+  D->d = d;
+  D->capacity = capacity;
+  D->stream = cudab_stream(b);
+  const char *g = getenv("MLXRT_CUDA_GRAPH");
+  D->use_graph = !(g && strcmp(g, "0") == 0);
+  int H = d->hidden, L = d->n_layers, sms = cudab_device(b)->sms;
+  int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1;
+  if (check_shape(d->embed, d->vocab, H, "embedding", -1, err) ||
+      check_shape(d->lm_head, d->vocab, H, "lm_head", -1, err))
+    goto fail;
+  if (!(D->ly = mx_calloc((size_t)L, sizeof *D->ly, err))) goto fail;
+  for (int i = 0; i < L; i++) {
+    const accel_layer_desc *l = &d->layers[i];
+    dec_layer *y = &D->ly[i];
+    if (l->n_kv_heads <= 0 || d->n_heads % l->n_kv_heads || d->n_heads / l->n_kv_heads > 16 ||
+        l->head_dim <= 0 || l->head_dim > 1024 || l->head_dim % 2 ||
+        (int64_t)(d->n_heads / l->n_kv_heads) * l->head_dim * 4 > 48 * 1024) {
+      mx_fail(err, "CUDA decoder: layer %d: %d query heads over %d KV heads of dim %d are not supported", i,
+              d->n_heads, l->n_kv_heads, l->head_dim);
+      goto fail;
+    }
+    int64_t qd = (int64_t)d->n_heads * l->head_dim, kvd = (int64_t)l->n_kv_heads * l->head_dim;
+    if (check_shape(l->q, qd, H, "q_proj", i, err) || check_shape(l->k, kvd, H, "k_proj", i, err) ||
+        (!l->k_eq_v && check_shape(l->v, kvd, H, "v_proj", i, err)) ||
+        check_shape(l->o, H, qd, "o_proj", i, err) ||
+        check_shape(l->gate, l->intermediate, H, "gate_proj", i, err) ||
+        check_shape(l->up, l->intermediate, H, "up_proj", i, err) ||
+        check_shape(l->down, H, l->intermediate, "down_proj", i, err))
+      goto fail;
+    y->hd = l->head_dim;
+    y->nkv = l->n_kv_heads;
+    y->inter = l->intermediate;
+    y->window = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : 0;
+    int64_t slots = y->window > 0 ? y->window : capacity;
+    int64_t ctx = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : capacity;
+    /* enough splits that the scores pass (one block per KV head and split) covers the SMs
+     * twice at long contexts, with at least SPLIT_KEYS keys per split */
+    int64_t sp = (ctx + SPLIT_KEYS - 1) / SPLIT_KEYS, cap_sp = (2 * sms + l->n_kv_heads - 1) / l->n_kv_heads;
+    if (sp > cap_sp) sp = cap_sp;
+    if (sp > MAX_SPLITS) sp = MAX_SPLITS;
+    y->splits = (int)sp;
+    if (sp > max_splits) max_splits = sp;
+    /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */
+    const accel_weight *qkv[3] = {l->q, l->k, l->v};
+    const accel_weight *gu[2] = {l->gate, l->up};
+    if (make_mv(D, qkv, l->k_eq_v ? 2 : 3, "q|k|v", i, &y->qkv, err) ||
+        make_mv(D, gu, 2, "gate|up", i, &y->gu, err) || make_mv(D, &l->o, 1, "o_proj", i, &y->o, err) ||
+        make_mv(D, &l->down, 1, "down_proj", i, &y->down, err))
+      goto fail;
+    int64_t rows = qd + 2 * kvd;
+    if (rows > max_rows) max_rows = rows;
+    if (2 * (int64_t)l->intermediate > max_rows) max_rows = 2 * (int64_t)l->intermediate;
+    if (qd > max_cols) max_cols = qd;
+    if (l->intermediate > max_cols) max_cols = l->intermediate;
+    if (qd > max_q) max_q = qd;
+    if (l->head_dim > max_hd) max_hd = l->head_dim;
+    DALLOC(y->norms, 4 * (int64_t)H + 2 * l->head_dim);
+    DALLOC(y->inv_freq, l->head_dim / 2);
+    DALLOC(y->kc, slots * kvd);
+    DALLOC(y->vc, slots * kvd);
+    const float *vs[4] = {l->input_norm, l->post_attn_norm, l->pre_ffw_norm, l->post_ffw_norm};
+    for (int k = 0; k < 4; k++)
+      if (upload_floats(D, y->norms + (int64_t)k * H, vs[k], H, err)) goto fail;
+    if (upload_floats(D, y->norms + 4 * (int64_t)H, l->q_norm, l->head_dim, err) ||
+        upload_floats(D, y->norms + 4 * (int64_t)H + l->head_dim, l->k_norm, l->head_dim, err) ||
+        upload_floats(D, y->inv_freq, l->inv_freq, l->head_dim / 2, err))
+      goto fail;
+  }
+  if (!(D->embed = cudab_resident(b, d->embed, err)) || make_mv(D, &d->lm_head, 1, "lm_head", -1, &D->head, err))
+    goto fail;
+  DALLOC(D->final_norm, H);
+  if (upload_floats(D, D->final_norm, d->final_norm, H, err)) goto fail;
+
+  /* x prep scratch for the widest input of any weight used */
+  int64_t kp = max_cols + 128;
+  int64_t nb = dk_logits_blocks(d->vocab);
+  DALLOC(D->all_tokens, capacity);
+  DALLOC(D->tok, 1);
+  DALLOC(D->next, 1);
+  DALLOC(D->pos, 1);
+  DALLOC(D->emb, H);
+  DALLOC(D->xb, max_cols);
+  DALLOC(D->attb, max_q);
+  DALLOC(D->gub, max_cols);
+  DALLOC(D->h, H);
+  DALLOC(D->y, max_rows);
+  DALLOC(D->q, max_q);
+  DALLOC(D->ylog, d->vocab);
+  DALLOC(D->logits, d->vocab);
+  DALLOC(D->xp, kp * 8);
+  DALLOC(D->xs, (kp / 32 + 1) * 8);
+  DALLOC(D->pmax, ck_xprep_pmax_floats(kp));
+  DALLOC(D->xexp, 8);
+  DALLOC(D->scores, (int64_t)d->n_heads * capacity);
+  DALLOC(D->smax, (int64_t)d->n_heads * max_splits);
+  DALLOC(D->ssum, (int64_t)d->n_heads * max_splits);
+  DALLOC(D->pacc, (int64_t)d->n_heads * max_splits * max_hd);
+  DALLOC(D->part_v, nb);
+  DALLOC(D->part_i, nb);
+  DALLOC(D->counts, d->n_heads + 1);
+  if (rt_memset(D->counts, 0, (size_t)(d->n_heads + 1) * sizeof(unsigned), D->stream, err)) goto fail;
+  if (rt_host_alloc((void **)&D->h_toks, STAGE_TOKENS * sizeof(int32_t), err) ||
+      rt_host_alloc((void **)&D->h_pos, sizeof(int), err) ||
+      rt_host_alloc((void **)&D->h_next, sizeof(int32_t), err) ||
+      rt_host_alloc((void **)&D->h_logits, (size_t)d->vocab * sizeof(float), err) ||
+      rt_stream_sync(D->stream, err))
+    goto fail;
+  return D;
+fail:
+  mx_prefix(err, "CUDA decoder");
+  cuda_decoder_free(D);
+  return NULL;
+}
+
+/* ---- one step's work ------------------------------------------------------------------------ */
+static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  int H = d->hidden, nq = d->n_heads, pb = ck_xprep_block();
+  void *st = D->stream;
+  if (rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
+      rt_status(ck_embed(D->embed, D->tok, 1, D->emb, st), "embedding gather", err) ||
+      rt_status(dk_embed_scale(D->emb, D->h, H, d->embed_scale, st), "embedding scale", err) ||
+      rt_status(dk_residual_norm(NULL, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, D->pmax, pb, st), "input norm", err))
+    return -1;
+  for (int i = 0; i < d->n_layers; i++) {
+    const accel_layer_desc *l = &d->layers[i];
+    dec_layer *y = &D->ly[i];
+    const float *nrm = y->norms;
+    int last = i == d->n_layers - 1;
+    const float *next_norm = last ? D->final_norm : D->ly[i + 1].norms;
+    if (run_mv(D, &y->qkv, D->xb, D->y, 1, err) ||
+        rt_status(dk_qkv_post(D->y, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
+                              y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos, y->window, D->q,
+                              y->kc, y->vc, st),
+                  "q/k/v norm+rope", err) ||
+        rt_status(dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+                               y->splits, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
+                               D->attb, st),
+                  "attention", err) ||
+        run_mv(D, &y->o, D->attb, D->y, 0, err) ||
+        rt_status(dk_residual_norm(D->y, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
+                                   pb, st),
+                  "attention residual", err) ||
+        run_mv(D, &y->gu, D->xb, D->y, 1, err) ||
+        rt_status(dk_geglu(D->y, D->y + y->inter, D->gub, y->inter, D->pmax, pb, st), "geglu", err) ||
+        run_mv(D, &y->down, D->gub, D->y, 1, err) ||
+        rt_status(dk_residual_norm(D->y, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
+                                   next_norm, D->xb, H, d->eps, D->pmax, pb, st),
+                  "FFN residual", err))
+      return mx_prefix(err, "layer %d", i);
+  }
+  return rt_status(dk_step_end(D->pos, st), "step end", err);
+}
+
+/* After the body: xb holds bf16 final_norm(h) of the last token. */
+static int enqueue_head(accel_decoder *D, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  return run_mv(D, &D->head, D->xb, D->ylog, 1, err) ||
+         rt_status(dk_logits(D->ylog, D->logits, d->vocab, d->final_softcap, D->part_v, D->part_i,
+                             D->counts + d->n_heads, D->next, D->stream),
+                   "logits", err);
+}
+
+/* Eager the first time (occupancy queries and lazy module loading happen outside any
+ * capture), then captured once and replayed. */
+static int launch(accel_decoder *D, int head, mlxrt_error *err) {
+  int (*enq)(accel_decoder *, mlxrt_error *) = head ? enqueue_head : enqueue_body;
+  void **graph = head ? &D->g_head : &D->g_body;
+  int *warm = head ? &D->warm_head : &D->warm_body;
+  if (!D->use_graph || !*warm) {
+    *warm = 1;
+    return enq(D, err);
+  }
+  if (!*graph) {
+    /* a capture that fails (nothing ran) falls back to eager launches, said once */
+    mlxrt_error ce = {0}, e2;
+    void *exec = NULL;
+    int rc = rt_graph_begin(D->stream, &ce);
+    if (!rc) {
+      rc = enq(D, &ce);
+      if (rt_graph_end(D->stream, &exec, rc ? &e2 : &ce)) rc = -1;
+    }
+    if (rc) {
+      rt_graph_destroy(exec);
+      fprintf(stderr, "mlxrt cuda: decode graph capture failed (%s); running without graphs\n", ce.msg);
+      D->use_graph = 0;
+      return enq(D, err);
+    }
+    *graph = exec;
+  }
+  return rt_graph_launch(*graph, D->stream, err);
+}
+
+int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
+                      int32_t *next_token, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  if (n <= 0) return mx_fail(err, "decoder: step of %lld tokens", (long long)n);
+  if (pos < 0 || pos + n > D->capacity)
+    return mx_fail(err, "decoder: positions %lld..%lld outside the capacity of %lld", (long long)pos,
+                   (long long)(pos + n - 1), (long long)D->capacity);
+  for (int64_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= d->vocab)
+      return mx_fail(err, "decoder: token id %d at position %lld is outside the vocabulary [0, %d)",
+                     tokens[i], (long long)(pos + i), d->vocab);
+  for (int64_t done = 0; done < n;) {
+    int64_t k = n - done < STAGE_TOKENS ? n - done : STAGE_TOKENS;
+    memcpy(D->h_toks, tokens + done, (size_t)k * sizeof(int32_t));
+    *D->h_pos = (int)(pos + done);
+    if (rt_h2d(D->all_tokens + pos + done, D->h_toks, (size_t)k * sizeof(int32_t), D->stream, err) ||
+        rt_h2d(D->pos, D->h_pos, sizeof(int), D->stream, err))
+      return mx_prefix(err, "CUDA decoder");
+    for (int64_t i = 0; i < k; i++)
+      if (launch(D, 0, err)) return mx_prefix(err, "CUDA decoder at position %lld", (long long)(pos + done + i));
+    if (rt_stream_sync(D->stream, err)) return mx_prefix(err, "CUDA decoder");
+    done += k;
+  }
+  if (!logits && !next_token) return 0;
+  if (launch(D, 1, err) || rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||
+      (logits && rt_d2h(D->h_logits, D->logits, (size_t)d->vocab * sizeof(float), D->stream, err)) ||
+      rt_stream_sync(D->stream, err))
+    return mx_prefix(err, "CUDA decoder head");
+  if (next_token) *next_token = *D->h_next;
+  if (logits) memcpy(logits, D->h_logits, (size_t)d->vocab * sizeof(float));
+  return 0;
+}

@@ -1,0 +1,13 @@
+/* The CUDA whole-step decoder behind accel.h's decoder_create/step/free. */
+#ifndef MLXRT_CUDA_DECODER_H
+#define MLXRT_CUDA_DECODER_H
+
+#include "accel/accel.h"
+
+accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, int64_t capacity,
+                                   mlxrt_error *err);
+int cuda_decoder_step(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
+                      int32_t *next_token, mlxrt_error *err);
+void cuda_decoder_free(accel_decoder *dec);
+
+#endif

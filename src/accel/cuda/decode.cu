@@ -1,0 +1,287 @@
+/* The whole-step decoder's elementwise and norm kernels. Each reproduces the reference path's
+ * rounding points (docs/NUMERICS.md): bf16 after every op, float32 reductions. Products whose
+ * result is rounded before a following add use __fmul_rn so nvcc does not fuse them into an
+ * FMA the reference does not have. */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "ck_device.cuh"
+#include "decode_kernels.h"
+
+static __device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
+
+/* Sum over the block (blockDim.x a multiple of 32, ≤ 1024). */
+static __device__ float block_sum(float v) {
+  __shared__ float part[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  __syncthreads();
+  if (l == 0) part[w] = v;
+  __syncthreads();
+  int nw = blockDim.x >> 5;
+  v = l < nw ? part[l] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+static __device__ float block_max(float v) {
+  __shared__ float part[32];
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  __syncthreads();
+  if (l == 0) part[w] = v;
+  __syncthreads();
+  v = l < (int)(blockDim.x >> 5) ? part[l] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__global__ void step_begin_kernel(const int32_t *all, const int *pos, int32_t *tok) { tok[0] = all[*pos]; }
+__global__ void step_end_kernel(int *pos) { *pos += 1; }
+
+extern "C" int dk_step_begin(const int32_t *all_tokens, const int *pos, int32_t *tok, void *stream) {
+  step_begin_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(all_tokens, pos, tok);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int dk_step_end(int *pos, void *stream) {
+  step_end_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(pos);
+  return (int)cudaGetLastError();
+}
+
+__global__ void embed_scale_kernel(const uint16_t *e, float *h, int H, float scale) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < H; i += gridDim.x * blockDim.x)
+    h[i] = rb(__fmul_rn(ck_bf16_to_f32(e[i]), scale));
+}
+
+extern "C" int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, void *stream) {
+  embed_scale_kernel<<<(H + 255) / 256, 256, 0, (cudaStream_t)stream>>>(e, h, H, scale);
+  return (int)cudaGetLastError();
+}
+
+/* One block of 1024 threads over one row; h is read and written by the same thread. */
+#define RN_MAX_PBLOCKS 128
+__global__ void __launch_bounds__(1024) residual_norm_kernel(const float *y, const float *w_post, float *h,
+                                                             int use_scalar, float scalar,
+                                                             const float *w_next, uint16_t *xb, int H,
+                                                             float eps, float *pmax, int pblock) {
+  if (y) {
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < H; i += blockDim.x) {
+      float v = rb(y[i]);
+      ss = fmaf(v, v, ss);
+    }
+    ss = block_sum(ss);
+    float r = 1.0f / sqrtf(ss / (float)H + eps);
+    for (int i = threadIdx.x; i < H; i += blockDim.x) {
+      float o = rb(__fmul_rn(rb(__fmul_rn(rb(y[i]), r)), w_post[i]));
+      float v = rb(__fadd_rn(h[i], o));
+      if (use_scalar) v = rb(__fmul_rn(v, scalar));
+      h[i] = v;
+    }
+  }
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < H; i += blockDim.x) ss = fmaf(h[i], h[i], ss);
+  ss = block_sum(ss);
+  float r = 1.0f / sqrtf(ss / (float)H + eps);
+  /* xb, and max|xb| per pblock values for the mat-vec's activation prep: a warp's 32
+   * consecutive values lie in one pblock (a multiple of 32), so one shuffle max per warp and
+   * one shared atomic (non-negative floats order as their bits) */
+  __shared__ unsigned bm[RN_MAX_PBLOCKS];
+  int nblk = pmax ? (H + pblock - 1) / pblock : 0;
+  for (int b = threadIdx.x; b < nblk; b += blockDim.x) bm[b] = 0u;
+  __syncthreads();
+  for (int base = 0; base < H; base += blockDim.x) {
+    int i = base + threadIdx.x;
+    float m = 0.0f;
+    if (i < H) {
+      uint16_t o = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(h[i], r)), w_next[i]));
+      xb[i] = o;
+      m = fabsf(ck_bf16_to_f32(o));
+    }
+    if (!nblk) continue;
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    int w0 = base + (threadIdx.x & ~31);
+    if ((threadIdx.x & 31) == 0 && w0 < H) atomicMax(&bm[w0 / pblock], __float_as_uint(m));
+  }
+  if (!nblk) return;
+  __syncthreads();
+  for (int b = threadIdx.x; b < nblk; b += blockDim.x) pmax[b] = __uint_as_float(bm[b]);
+}
+
+extern "C" int dk_residual_norm(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
+                                const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
+                                void *stream) {
+  if (pmax && (pblock % 32 || (H + pblock - 1) / pblock > RN_MAX_PBLOCKS)) return (int)cudaErrorInvalidValue;
+  residual_norm_kernel<<<1, 1024, 0, (cudaStream_t)stream>>>(y, w_post, h, use_scalar, scalar, w_next, xb, H,
+                                                             eps, pmax, pblock);
+  return (int)cudaGetLastError();
+}
+
+/* One block per head: blocks [0, nq) are query heads, [nq, nq + nkv) key/value heads. */
+__global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int nq, int nkv, int hd, int k_eq_v,
+                                                       const float *qn, const float *kn,
+                                                       const float *inv_freq, int trad, int v_norm,
+                                                       float eps, const int *pos_p, int window,
+                                                       float *q_out, uint16_t *kc, uint16_t *vc) {
+  extern __shared__ float sv[]; /* [hd] */
+  int head = blockIdx.x, is_q = head < nq, kh = head - nq;
+  int64_t kvd = (int64_t)nkv * hd;
+  const float *src = is_q ? y + (int64_t)head * hd : y + (int64_t)nq * hd + (int64_t)kh * hd;
+  const float *w = is_q ? qn : kn;
+  int pos = *pos_p;
+  float fpos = (float)pos;
+  /* rmsnorm with weight */
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+    float v = rb(src[i]);
+    ss = fmaf(v, v, ss);
+  }
+  ss = block_sum(ss);
+  float r = 1.0f / sqrtf(ss / (float)hd + eps);
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) sv[i] = rb(__fmul_rn(rb(__fmul_rn(rb(src[i]), r)), w[i]));
+  __syncthreads();
+  /* rope: pair (a, b) per live frequency */
+  int half = hd / 2;
+  for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    float f = inv_freq[j];
+    if (f == 0.0f) continue;
+    float ang = __fmul_rn(fpos, f);
+    float c = rb(cosf(ang)), s = rb(sinf(ang));
+    int ia = trad ? 2 * j : j, ib = trad ? 2 * j + 1 : j + half;
+    float a = sv[ia], b = sv[ib];
+    sv[ia] = rb(__fsub_rn(rb(__fmul_rn(a, c)), rb(__fmul_rn(b, s))));
+    sv[ib] = rb(__fadd_rn(rb(__fmul_rn(b, c)), rb(__fmul_rn(a, s))));
+  }
+  __syncthreads();
+  if (is_q) {
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) q_out[(int64_t)head * hd + i] = sv[i];
+    return;
+  }
+  int64_t slot = window > 0 ? pos % window : pos;
+  uint16_t *kd = kc + slot * kvd + (int64_t)kh * hd, *vd = vc + slot * kvd + (int64_t)kh * hd;
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) kd[i] = ck_f32_to_bf16(sv[i]);
+  /* v: the raw k rows when k_eq_v, else v's own; weightless rmsnorm when v_norm */
+  const float *vs = k_eq_v ? src : y + (int64_t)nq * hd + kvd + (int64_t)kh * hd;
+  float rv = 1.0f;
+  if (v_norm) {
+    float s2 = 0.0f;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+      float v = rb(vs[i]);
+      s2 = fmaf(v, v, s2);
+    }
+    s2 = block_sum(s2);
+    rv = 1.0f / sqrtf(s2 / (float)hd + eps);
+  }
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+    float v = rb(vs[i]);
+    vd[i] = ck_f32_to_bf16(v_norm ? __fmul_rn(v, rv) : v);
+  }
+}
+
+extern "C" int dk_qkv_post(const float *y, int nq, int nkv, int hd, int k_eq_v, const float *qn,
+                           const float *kn, const float *inv_freq, int traditional, int v_norm, float eps,
+                           const int *pos, int window, float *q_out, uint16_t *kc, uint16_t *vc,
+                           void *stream) {
+  qkv_post_kernel<<<nq + nkv, 128, (size_t)hd * sizeof(float), (cudaStream_t)stream>>>(
+      y, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
+  return (int)cudaGetLastError();
+}
+
+/* gelu_approx op by op in bf16, as MLX computes it */
+__device__ __forceinline__ float gelu_approx(float x) {
+  const float c_sqrt = 0.796875f; /* bf16(√(2/π)) */
+  const float c_k = 0.044677734375f; /* bf16(0.044715) */
+  float x3 = rb(__fmul_rn(__fmul_rn(x, x), x));
+  float t = rb(__fadd_rn(x, rb(__fmul_rn(c_k, x3))));
+  t = rb(__fmul_rn(c_sqrt, t));
+  float th = rb(tanhf(t));
+  return rb(__fmul_rn(rb(__fmul_rn(0.5f, x)), rb(__fadd_rn(1.0f, th))));
+}
+
+/* One block per pblock values; block b also writes pmax[b] = max|out| over them. */
+__global__ void geglu_kernel(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock) {
+  int64_t b0 = (int64_t)blockIdx.x * pblock, end = b0 + pblock < n ? b0 + pblock : n;
+  float m = 0.0f;
+  for (int64_t i = b0 + threadIdx.x; i < end; i += blockDim.x) {
+    uint16_t o = ck_f32_to_bf16(__fmul_rn(gelu_approx(rb(g[i])), rb(u[i])));
+    out[i] = o;
+    m = fmaxf(m, fabsf(ck_bf16_to_f32(o)));
+  }
+  if (!pmax) return;
+  m = block_max(m);
+  if (threadIdx.x == 0) pmax[blockIdx.x] = m;
+}
+
+extern "C" int dk_geglu(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock,
+                        void *stream) {
+  int64_t blocks = (n + pblock - 1) / pblock;
+  geglu_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(g, u, out, n, pmax, pblock);
+  return (int)cudaGetLastError();
+}
+
+/* ---- logits: softcap, then argmax (lowest index on ties) by the last block to finish ---- */
+#define LG_BLOCKS 264
+#define LG_THREADS 256
+
+__device__ __forceinline__ void better(float &bv, int &bi, float v, int i) {
+  if (v > bv || (v == bv && i < bi)) {
+    bv = v;
+    bi = i;
+  }
+}
+
+__global__ void __launch_bounds__(LG_THREADS) logits_kernel(const float *y, float *logits, int64_t V, float cap,
+                                                            float *part_v, int *part_i, unsigned *count,
+                                                            int32_t *next) {
+  float bv = -INFINITY;
+  int bi = 0x7fffffff;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < V; i += (int64_t)gridDim.x * blockDim.x) {
+    float l = rb(y[i]);
+    if (cap > 0.0f) l = rb(__fmul_rn(rb(tanhf(rb(__fdiv_rn(l, cap)))), cap));
+    logits[i] = l;
+    better(bv, bi, l, (int)i);
+  }
+  __shared__ float sv[LG_THREADS];
+  __shared__ int si[LG_THREADS];
+  __shared__ bool last;
+  sv[threadIdx.x] = bv;
+  si[threadIdx.x] = bi;
+  __syncthreads();
+  for (int o = LG_THREADS / 2; o > 0; o >>= 1) {
+    if (threadIdx.x < o) {
+      float v = sv[threadIdx.x];
+      int ii = si[threadIdx.x];
+      better(v, ii, sv[threadIdx.x + o], si[threadIdx.x + o]);
+      sv[threadIdx.x] = v;
+      si[threadIdx.x] = ii;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    part_v[blockIdx.x] = sv[0];
+    part_i[blockIdx.x] = si[0];
+    __threadfence();
+    last = atomicAdd(count, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last || threadIdx.x != 0) return;
+  __threadfence();
+  float v = -INFINITY;
+  int ii = 0x7fffffff;
+  for (unsigned b = 0; b < gridDim.x; b++) better(v, ii, __ldcg(part_v + b), __ldcg(part_i + b));
+  *next = ii == 0x7fffffff ? 0 : ii; /* all NaN: token 0 */
+  *count = 0;
+}
+
+extern "C" int dk_logits_blocks(int64_t V) {
+  int64_t b = (V + LG_THREADS - 1) / LG_THREADS;
+  return (int)(b < LG_BLOCKS ? b : LG_BLOCKS);
+}
+
+extern "C" int dk_logits(const float *y, float *logits, int64_t V, float cap, float *part_v, int *part_i,
+                         unsigned *count, int32_t *next, void *stream) {
+  logits_kernel<<<dk_logits_blocks(V), LG_THREADS, 0, (cudaStream_t)stream>>>(y, logits, V, cap, part_v,
+                                                                               part_i, count, next);
+  return (int)cudaGetLastError();
+}

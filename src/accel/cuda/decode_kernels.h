@@ -1,0 +1,53 @@
+/* Launchers of the whole-step decoder's kernels (decode.cu, attention.cu). Activations are
+ * float32 arrays holding bf16 values, or bf16 where a mat-vec reads them; each kernel rounds
+ * to bf16 where the reference path does (docs/NUMERICS.md). Positions are read from device
+ * memory (*pos) so one captured graph serves every step. Return a cudaError_t (0 = ok). */
+#ifndef MLXRT_CUDA_DECODE_KERNELS_H
+#define MLXRT_CUDA_DECODE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* tok[0] = all_tokens[*pos] (the token of this step). */
+int dk_step_begin(const int32_t *all_tokens, const int *pos, int32_t *tok, void *stream);
+/* (*pos)++ (the end of one step's layers). */
+int dk_step_end(int *pos, void *stream);
+/* h[i] = bf16(bf16 e[i] · scale) */
+int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, void *stream);
+/* The residual join and the next norm, one row of H:
+ *   when y: o = rmsnorm(bf16(y), w_post); h = bf16(h + o); when use_scalar: h = bf16(h·scalar)
+ *   then xb = bf16 rmsnorm(h, w_next), and when pmax: pmax[b] = max|xb| over each pblock values
+ *   (what ck_xprep_premax reads). */
+int dk_residual_norm(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
+                     const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
+                     void *stream);
+/* Per head after the q|k|v product y = [q nq·hd | k nkv·hd | v nkv·hd] (v = k's rows when
+ * k_eq_v): q = rope(rmsnorm(q, qn)) → q_out; k = rope(rmsnorm(k, kn)) and v (weightless
+ * rmsnorm when v_norm) → the cache slot of *pos (pos % window when window > 0). */
+int dk_qkv_post(const float *y, int nq, int nkv, int hd, int k_eq_v, const float *qn, const float *kn,
+                const float *inv_freq, int traditional, int v_norm, float eps, const int *pos, int window,
+                float *q_out, uint16_t *kc, uint16_t *vc, void *stream);
+/* out[i] = bf16(gelu_approx(bf16 g[i]) · bf16 u[i]); when pmax, pmax[b] = max|out| per pblock. */
+int dk_geglu(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock, void *stream);
+/* logits = softcap(bf16 y) (cap 0 = none); *next = argmax (lowest index on ties). part_v /
+ * part_i / count: dk_logits_scratch() entries, count zeroed once. */
+int dk_logits(const float *y, float *logits, int64_t V, float cap, float *part_v, int *part_i,
+              unsigned *count, int32_t *next, void *stream);
+int dk_logits_blocks(int64_t V);
+
+/* Decode attention of one query row per head at position *pos over the cache (split over
+ * `splits` blocks per head, then reduced): att[h·hd + d] bf16. Scratch: scores[nq·ctx_cap],
+ * smax/ssum[nq·splits], pacc[nq·splits·hd], count[nq] (zeroed once). */
+int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                 float scale, const int *pos, int window, int splits, int64_t ctx_cap, float *scores,
+                 float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
