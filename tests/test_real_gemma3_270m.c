@@ -199,10 +199,9 @@ static void check_mlx_exact(const char *name, int steps) {
 
 int main(int argc, char **argv) {
   const char *backend = argc > 1 ? argv[1] : "cpu";
+  /* the floors below were measured on the 4-bit checkpoint; other formats get fixtures (and
+   * their own measured floors) when scripts/golden_real_model.py has been run for them */
   check_model("gemma-3-270m-4bit", backend);
-  check_model("gemma-3-270m-8bit", backend);
-  check_model("gemma-3-270m-nvfp4", backend);
-  check_model("gemma-3-270m-bf16", backend);
   CHECKF(fixtures_found > 0, "no fixture in %s/tests/fixtures/real", MLXRT_SOURCE_DIR);
   if (!strcmp(backend, "cpu") && !models_missing) check_mlx_exact("gemma-3-270m-4bit", 16);
   TEST_END();
