@@ -55,6 +55,9 @@ void mlxrt_session_free(mlxrt_session *s);
  * float32 [n, vocab] when all_positions, else [vocab] for the last token. */
 int mlxrt_session_feed(mlxrt_session *s, const int32_t *tokens, int64_t n, float *logits,
                        int all_positions, mlxrt_error *err);
+/* Feeds one token and returns the greedy next token. With a device decoder only the token id
+ * comes back from the device (no logits copy); otherwise the argmax runs on the host. */
+int mlxrt_session_step_greedy(mlxrt_session *s, int32_t token, int32_t *next, mlxrt_error *err);
 /* Tokens currently in the cache. */
 int64_t mlxrt_session_position(const mlxrt_session *s);
 /* Drops every cached token (the session is reusable from scratch). */

@@ -2,11 +2,13 @@
  * scripts/golden_real_model.py and scripts/golden_real_f32.py): 5 prompts × 64 tokens,
  * teacher-forced along mlx-lm's own greedy path; every disagreement is printed with the margin.
  *  - Against mlx-lm on the CPU, whose quantized matmul accumulates in bf16 (NUMERICS.md):
- *    measured 90.9 % top-1 agreement (disagreements up to margin 1.25); the floor asserted
- *    is 85 %. The issue's 98 % target is NOT met against this peer.
+ *    measured 90.9 % top-1 agreement on affine 4-bit (disagreements up to margin 1.25) and
+ *    97.8 % on nvfp4; the floor asserted is 85 %. The issue's 98 % target is NOT met against
+ *    this peer.
  *  - Against the float32-accumulation reference (the same mlx-lm model with every quantized
- *    matrix replaced by its mx.dequantize result): measured 317/320 = 99.1 %, worst
- *    disagreement at margin 0.25; asserted ≥ 98 % and margin < 0.3.
+ *    matrix replaced by its mx.dequantize result): measured 317/320 = 99.1 % (affine 4-bit,
+ *    worst disagreement at margin 0.25) and 318/320 = 99.4 % (nvfp4); asserted ≥ 98 % and
+ *    margin < 0.3.
  *  - With MLXRT_NUMERICS=mlx-cpu (MLX's bf16 accumulation emulated), the first prompt's
  *    prompt logits are mlx-lm's bit for bit; MLX's own cos/sin differ from libm's in ~0.02 %
  *    of RoPE elements, so 14/16 decode steps agree (asserted ≥ 14).
@@ -199,10 +201,10 @@ static void check_mlx_exact(const char *name, int steps) {
 
 int main(int argc, char **argv) {
   const char *backend = argc > 1 ? argv[1] : "cpu";
+  /* the floors above were measured on these two checkpoints; other formats get fixtures (and
+   * their own measured floors) when scripts/golden_real_model.py has been run for them */
   check_model("gemma-3-270m-4bit", backend);
-  check_model("gemma-3-270m-8bit", backend);
   check_model("gemma-3-270m-nvfp4", backend);
-  check_model("gemma-3-270m-bf16", backend);
   CHECKF(fixtures_found > 0, "no fixture in %s/tests/fixtures/real", MLXRT_SOURCE_DIR);
   if (!strcmp(backend, "cpu") && !models_missing) check_mlx_exact("gemma-3-270m-4bit", 16);
   TEST_END();

@@ -97,7 +97,11 @@ static double run_once(mlxrt_model *m, int depth, int pp, int tg, float *logits,
     int32_t tok;
     fill_tokens(&tok, 1, V, seed);
     double t0 = now_s();
-    for (int i = 0; i < tg; i++) {
+    /* greedy argmax on the device when the backend decodes whole steps; the last step also
+     * returns its logits for the determinism hash */
+    for (int i = 0; i + 1 < tg; i++)
+      if (mlxrt_session_step_greedy(s, tok, &tok, err)) goto done;
+    if (tg > 0) {
       if (mlxrt_session_feed(s, &tok, 1, logits, 0, err)) goto done;
       tok = argmax(logits, V);
     }

@@ -76,6 +76,10 @@ int mlxrt_session_feed(mlxrt_session *S, const int32_t *tokens, int64_t n, float
   return mx_session_feed(S->s, tokens, n, logits, all_positions, err);
 }
 
+int mlxrt_session_step_greedy(mlxrt_session *S, int32_t token, int32_t *next, mlxrt_error *err) {
+  return mx_session_step_greedy(S->s, token, next, err);
+}
+
 int64_t mlxrt_session_position(const mlxrt_session *S) { return mx_session_pos(S->s); }
 void mlxrt_session_reset(mlxrt_session *S) { mx_session_rewind(S->s, 0); }
 

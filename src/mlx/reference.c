@@ -7,12 +7,14 @@
 
 #include "base/bf16.h"
 #include "base/error.h"
+#include "mlx/decoder_desc.h"
 #include "mlx/ops.h"
 #include "mlx/session.h"
 
 struct mx_session {
   const mx_model *m;
   accel_backend *b;
+  mx_decoder *dec;         /* MLXRT_DECODER=1: the backend's whole-step decoder runs the session */
   int64_t pos, capacity;
   int batch;
   mx_kv_layer *kv;         /* per layer; used by layers that compute K/V */
@@ -54,6 +56,7 @@ static float *rope_table(const mx_config *c, int layer, mlxrt_error *err) {
 void mx_session_free(mx_session *s) {
   if (!s) return;
   const mx_model *m = s->m;
+  mx_decoder_close(s->dec);
   if (s->kv)
     for (int i = 0; i < m->n_layers; i++) mx_kv_free(&s->kv[i]);
   if (s->chunk_k)
@@ -154,6 +157,20 @@ mx_session *mx_session_create(const mx_model *m, accel_backend *b, int64_t capac
   if (!s->inv_freq) goto fail;
   for (int i = 0; i < L; i++)
     if (!(s->inv_freq[i] = rope_table(c, i, err))) goto fail;
+  /* Opt-in while the device decoder is being validated (docs/DECODE.md): an explicit request
+   * that the backend cannot honour is an error, never a silent fallback. */
+  const char *want_dec = getenv("MLXRT_DECODER");
+  if (want_dec && !strcmp(want_dec, "1")) {
+    mlxrt_error why = {{0}};
+    s->dec = mx_decoder_open(m, b, s->capacity, 0, &why);
+    if (!s->dec) {
+      const char *reason = mx_decoder_unsupported_reason(m);
+      if (why.msg[0]) mx_fail(err, "MLXRT_DECODER=1: %s", why.msg);
+      else mx_fail(err, "MLXRT_DECODER=1: the %s backend offers no decoder for this model%s%s%s",
+                   b->name, reason ? " (it has " : "", reason ? reason : "", reason ? ")" : "");
+      goto fail;
+    }
+  }
   (void)max_hd;
   return s;
 fail:
@@ -463,8 +480,27 @@ static int forward_chunk(mx_session *s, const int32_t *tokens, int64_t n, float 
   return 0;
 }
 
+/* The whole step on the backend's decoder: the logits of the last token only. */
+static int decoder_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
+                        int all_positions, mlxrt_error *err) {
+  const mx_config *c = &s->m->cfg;
+  if (logits && all_positions && n > 1)
+    return mx_fail(err, "MLXRT_DECODER=1: the decoder gives the last position's logits only");
+  for (int64_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+      return mx_fail(err, "token id %d at position %lld is outside the vocabulary [0, %d)", tokens[i],
+                     (long long)(s->pos + i), c->vocab_size);
+  if (s->pos + n > s->capacity)
+    return mx_fail(err, "context full: %lld tokens in the cache + %lld new exceed the capacity of %lld",
+                   (long long)s->pos, (long long)n, (long long)s->capacity);
+  if (mx_decoder_feed(s->dec, tokens, n, s->pos, logits, NULL, err)) return -1;
+  s->pos += n;
+  return 0;
+}
+
 int mx_session_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
                     int all_positions, mlxrt_error *err) {
+  if (s->dec) return decoder_feed(s, tokens, n, logits, all_positions, err);
   int64_t V = s->m->cfg.vocab_size;
   for (int64_t done = 0; done < n;) {
     int64_t k = n - done < s->batch ? n - done : s->batch;
@@ -476,6 +512,30 @@ int mx_session_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logi
     done += k;
   }
   return 0;
+}
+
+int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_error *err) {
+  const mx_config *c = &s->m->cfg;
+  if (s->dec) {
+    if (token < 0 || token >= c->vocab_size)
+      return mx_fail(err, "token id %d is outside the vocabulary [0, %d)", token, c->vocab_size);
+    if (s->pos + 1 > s->capacity)
+      return mx_fail(err, "context full: capacity %lld", (long long)s->capacity);
+    if (mx_decoder_feed(s->dec, &token, 1, s->pos, NULL, next, err)) return -1;
+    s->pos++;
+    return 0;
+  }
+  float *logits = mx_malloc((size_t)c->vocab_size * sizeof(float), err);
+  if (!logits) return -1;
+  int rc = mx_session_feed(s, &token, 1, logits, 0, err);
+  if (!rc) {
+    int b = 0;
+    for (int i = 1; i < c->vocab_size; i++)
+      if (logits[i] > logits[b]) b = i;
+    *next = b;
+  }
+  free(logits);
+  return rc;
 }
 
 int64_t mx_session_pos(const mx_session *s) { return s->pos; }

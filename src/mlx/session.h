@@ -21,6 +21,8 @@ void mx_session_free(mx_session *s);
  * all_positions, else [vocab] for the last token only. */
 int mx_session_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
                     int all_positions, mlxrt_error *err);
+/* One token in, the greedy next token out (on the device when a decoder runs the session). */
+int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_error *err);
 int64_t mx_session_pos(const mx_session *s);
 int64_t mx_session_capacity(const mx_session *s);
 /* Forgets positions ≥ pos (full layers only keep what they had; a sliding ring can only be

@@ -10,12 +10,18 @@
 #include "cuda_decoder.h"
 #include "cuda_internal.h"
 
-typedef struct cw_entry {
-  int used;
-  uint64_t key;
+/* A resident weight. Heap-allocated so the layout pointer handed out stays valid when the
+ * cache table grows (the decoder keeps those pointers for its whole life). */
+typedef struct cw_data {
   accel_spec spec;
   ck_layout L;
   size_t bytes;
+} cw_data;
+
+typedef struct cw_entry {
+  int used;
+  uint64_t key;
+  cw_data *d;
 } cw_entry;
 
 typedef struct cuda_impl {
@@ -180,7 +186,7 @@ static int upload_part(cuda_impl *c, void **dst, const void *src, size_t n, mlxr
   return 0;
 }
 
-static int upload(cuda_impl *c, const accel_weight *w, cw_entry *e, mlxrt_error *err) {
+static int upload(cuda_impl *c, const accel_weight *w, cw_data *e, mlxrt_error *err) {
   const accel_spec *s = &w->spec;
   const void *part[3] = {NULL, NULL, NULL};
   size_t want[3];
@@ -253,27 +259,29 @@ fail:
 static const ck_layout *resident(cuda_impl *c, const accel_weight *w, mlxrt_error *err) {
   cw_entry *e = find(c, w->key);
   if (e) {
-    if (memcmp(&e->spec, &w->spec, sizeof w->spec) != 0) {
+    if (memcmp(&e->d->spec, &w->spec, sizeof w->spec) != 0) {
       mx_fail(err, "%s: cache key %llu already names a weight of another shape or format",
               wname(w), (unsigned long long)w->key);
       return NULL;
     }
-    return &e->L;
+    return &e->d->L;
   }
   if (spec_check(&w->spec, wname(w), err)) return NULL;
-  cw_entry tmp;
-  memset(&tmp, 0, sizeof tmp);
-  tmp.spec = w->spec;
-  if (upload(c, w, &tmp, err)) return NULL;
-  e = insert(c, w->key, err);
-  if (!e) {
-    free_layout(&tmp.L);
+  cw_data *d = mx_calloc(1, sizeof *d, err);
+  if (!d) return NULL;
+  d->spec = w->spec;
+  if (upload(c, w, d, err)) {
+    free(d);
     return NULL;
   }
-  e->spec = tmp.spec;
-  e->L = tmp.L;
-  e->bytes = tmp.bytes;
-  return &e->L;
+  e = insert(c, w->key, err);
+  if (!e) {
+    free_layout(&d->L);
+    free(d);
+    return NULL;
+  }
+  e->d = d;
+  return &d->L;
 }
 
 /* ---- products ------------------------------------------------------------------------- */
@@ -371,7 +379,10 @@ static void cuda_destroy(accel_backend *b) {
       rt_stream_sync(c->stream, &ignore);
     }
     for (size_t i = 0; i < c->cap; i++)
-      if (c->tab[i].used) free_layout(&c->tab[i].L);
+      if (c->tab[i].used) {
+        free_layout(&c->tab[i].d->L);
+        free(c->tab[i].d);
+      }
     free(c->tab);
     rt_free(c->d_x);
     rt_free(c->d_xp);
