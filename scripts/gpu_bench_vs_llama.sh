@@ -182,7 +182,15 @@ if [ -n "$GGUF_PID" ]; then
     step llama-bench "$share" "$LLAMA_BENCH" -m "$GGUF" -p "$NP" -n "$NG" -d "$DEPTHS" \
       -r "$REPS" -ngl 99 -fa on $LLAMA_EXTRA -o jsonl >"$OUT/llama-q4_0.jsonl" 2>"$OUT/llama-bench.log"
     grep -E "avg_ts" "$OUT/llama-q4_0.jsonl" | sed -E 's/.*"n_prompt": ([0-9]+), "n_gen": ([0-9]+), "n_depth": ([0-9]+).*"avg_ts": ([0-9.]+).*/  pp\1 tg\2 d\3: \4 t\/s/'
-    [ "$LAST_RC" = 0 ] || tail -15 "$OUT/llama-bench.log"
+    if [ "$LAST_RC" != 0 ]; then
+      tail -15 "$OUT/llama-bench.log"
+      # a failure before any result (not a timeout): once more with flash attention on auto
+      if [ "$LAST_RC" != 124 ] && [ "$LAST_RC" != 137 ] && ! grep -q avg_ts "$OUT/llama-q4_0.jsonl"; then
+        say "llama-bench again with -fa auto"
+        step "llama-bench -fa auto" "$share" "$LLAMA_BENCH" -m "$GGUF" -p "$NP" -n "$NG" -d "$DEPTHS" \
+          -r "$REPS" -ngl 99 -fa auto $LLAMA_EXTRA -o jsonl >"$OUT/llama-q4_0-fa-auto.jsonl" 2>"$OUT/llama-bench-fa-auto.log"
+      fi
+    fi
   fi
   rm -f "$GGUF"
 fi
