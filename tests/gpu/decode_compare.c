@@ -95,10 +95,11 @@ static void print_tokens(const char *label, const int32_t *t, int n) {
 static int bench(accel_backend *b, const accel_model_desc *d, const mx_model *m, int pp, int tg, int reps) {
   mlxrt_error err = {0};
   int V = d->vocab;
-  int32_t *toks = malloc((size_t)(pp > 0 ? pp : 1) * sizeof(int32_t));
+  int ppn = pp > 0 ? pp : 1; /* tg needs a first token: a one-token prompt when --pp 0 */
+  int32_t *toks = malloc((size_t)ppn * sizeof(int32_t));
   if (!toks) return -1;
-  for (int i = 0; i < pp; i++) toks[i] = (int32_t)(((uint64_t)i * 2654435761u + 7) % (uint64_t)V);
-  accel_decoder *dec = b->decoder_create(b, d, pp + tg + 2, &err);
+  for (int i = 0; i < ppn; i++) toks[i] = (int32_t)(((uint64_t)i * 2654435761u + 7) % (uint64_t)V);
+  accel_decoder *dec = b->decoder_create(b, d, ppn + tg + 2, &err);
   if (!dec) {
     fprintf(stderr, "  bench: %s\n", err.msg);
     free(toks);
@@ -110,15 +111,15 @@ static int bench(accel_backend *b, const accel_model_desc *d, const mx_model *m,
   for (int r = 0; r < reps && !rc; r++) {
     int32_t next = 0;
     double t0 = now_s();
-    if (b->decoder_step(dec, toks, pp, 0, NULL, &next, &err)) rc = -1;
+    if (b->decoder_step(dec, toks, ppn, 0, NULL, &next, &err)) rc = -1;
     double t1 = now_s();
     for (int i = 0; i < tg && !rc; i++)
-      if (b->decoder_step(dec, &next, 1, pp + i, NULL, &next, &err)) rc = -1;
+      if (b->decoder_step(dec, &next, 1, ppn + i, NULL, &next, &err)) rc = -1;
     double t2 = now_s();
     if (rc) break;
     double tgs = tg / (t2 - t1);
     printf("  bench rep %d: pp%d %.1f t/s   tg%d %.2f t/s (%.2f ms/token, %.1f GB/s of weights)\n", r, pp,
-           pp / (t1 - t0), tg, tgs, 1e3 / tgs, tgs * (double)st.bytes_per_token / 1e9);
+           pp > 0 ? pp / (t1 - t0) : 0.0, tg, tgs, 1e3 / tgs, tgs * (double)st.bytes_per_token / 1e9);
   }
   if (rc) fprintf(stderr, "  bench: %s\n", err.msg);
   b->decoder_free(dec);
@@ -145,7 +146,7 @@ int main(int argc, char **argv) {
   }
   if (first >= argc || np < 1 || gen < 1) {
     fprintf(stderr, "usage: mlxrt-decode-test [--prompt 13] [--gen 24] [--pp 512] [--tg 128] [--reps 3]\n"
-                    "                         [--ref cpu|cuda] [--backend cuda|cpu] MODEL_DIR...\n"
+                    "                         [--ref cpu|cuda|both] [--backend cuda|cpu] MODEL_DIR...\n"
                     "--backend cpu runs the CPU decoder in the device's place (checks this harness).\n");
     return 2;
   }
@@ -185,7 +186,7 @@ int main(int argc, char **argv) {
     int V = m->cfg.vocab_size;
     mx_model_stats st;
     mx_model_stats_compute(m, &st);
-    int use_cpu = ref ? strcmp(ref, "cpu") == 0 : st.bytes_per_token < 2000000000ULL;
+    int use_cpu = ref ? strcmp(ref, "cuda") != 0 : st.bytes_per_token < 2000000000ULL;
     run_out o[4];
     int ok = dd != NULL;
     for (int k = 0; k < 4; k++) {
@@ -209,6 +210,30 @@ int main(int argc, char **argv) {
     }
     double t1 = now_s();
     int bad = 0;
+    if (ref && !strcmp(ref, "both")) {
+      /* the noise floor: the same reference path with the CUDA mat-vecs underneath */
+      run_out oc = {calloc((size_t)gen, sizeof(int32_t)), calloc((size_t)(gen + 1) * V, sizeof(float))};
+      if (!oc.toks || !oc.logits || run_reference(m, cuda, prompt, np, gen, &oc, &err))
+        printf("  FAIL reference on cuda: %s\n", err.msg), bad = 1;
+      else {
+        double w = 0;
+        for (int i = 0; i <= gen; i++) {
+          const float *r = o[0].logits + (size_t)i * V, *g = oc.logits + (size_t)i * V;
+          float mr = 0, md = 0;
+          for (int j = 0; j < V; j++) {
+            if (fabsf(r[j]) > mr) mr = fabsf(r[j]);
+            if (fabsf(r[j] - g[j]) > md) md = fabsf(r[j] - g[j]);
+          }
+          if (mr > 0 && md / mr > w) w = md / mr;
+        }
+        int same = 0;
+        while (same < gen && oc.toks[same] == o[0].toks[same]) same++;
+        printf("  noise floor: reference path on cuda vs on cpu: logits differ by %.3g of their range, tokens "
+               "equal for %d/%d steps\n", w, same, gen);
+      }
+      free(oc.toks);
+      free(oc.logits);
+    }
     unsetenv("MLXRT_CUDA_GRAPH");
     if (run_decoder(cuda, &dd->d, prompt, np, gen, &o[1], &err)) {
       printf("  FAIL decoder: %s\n", err.msg);

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "cuda_internal.h"
+#include "cuda_prof.h"
 #include "decode_kernels.h"
 
 #define STAGE_TOKENS 4096
@@ -67,6 +68,7 @@ struct accel_decoder {
   float *h_logits;
   void *g_body, *g_head;
   int use_graph, warm_body, warm_head;
+  cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
 };
 
 /* ---- concatenated weights ------------------------------------------------------------------ */
@@ -175,6 +177,7 @@ void cuda_decoder_free(accel_decoder *D) {
   }
   rt_graph_destroy(D->g_body);
   rt_graph_destroy(D->g_head);
+  cprof_report_free(&D->prof, "CUDA decoder profile (MLXRT_CUDA_PROFILE=1)");
   if (D->ly)
     for (int i = 0; i < D->d->n_layers; i++) {
       rt_free(D->ly[i].norms);
@@ -225,6 +228,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   D->stream = cudab_stream(b);
   const char *g = getenv("MLXRT_CUDA_GRAPH");
   D->use_graph = !(g && strcmp(g, "0") == 0);
+  if (cprof_init(&D->prof, D->stream, err)) goto fail;
+  if (D->prof.on) D->use_graph = 0;
   int H = d->hidden, L = d->n_layers, sms = cudab_device(b)->sms;
   int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1;
   if (check_shape(d->embed, d->vocab, H, "embedding", -1, err) ||
@@ -335,11 +340,21 @@ fail:
 }
 
 /* ---- one step's work ------------------------------------------------------------------------ */
+static const char *const lab_sliding[9] = {"sliding: q|k|v mat-vec", "sliding: q/k/v norm+rope", "sliding: attention",
+                                           "sliding: o mat-vec", "sliding: attn residual+norm",
+                                           "sliding: gate|up mat-vec", "sliding: geglu", "sliding: down mat-vec",
+                                           "sliding: ffn residual+norm"};
+static const char *const lab_full[9] = {"full: q|k|v mat-vec", "full: q/k/v norm+rope", "full: attention",
+                                        "full: o mat-vec", "full: attn residual+norm", "full: gate|up mat-vec",
+                                        "full: geglu", "full: down mat-vec", "full: ffn residual+norm"};
+
 static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   int H = d->hidden, nq = d->n_heads, pb = ck_xprep_block();
   void *st = D->stream;
-  if (rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
+  cprof *P = &D->prof;
+  if (cprof_mark(P, "embed + input norm", err) ||
+      rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
       rt_status(ck_embed(D->embed, D->tok, 1, D->emb, st), "embedding gather", err) ||
       rt_status(dk_embed_scale(D->emb, D->h, H, d->embed_scale, st), "embedding scale", err) ||
       rt_status(dk_residual_norm(NULL, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, D->pmax, pb, st), "input norm", err))
@@ -350,34 +365,41 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     const float *nrm = y->norms;
     int last = i == d->n_layers - 1;
     const float *next_norm = last ? D->final_norm : D->ly[i + 1].norms;
-    if (run_mv(D, &y->qkv, D->xb, D->y, 1, err) ||
+    const char *const *lb = l->sliding ? lab_sliding : lab_full;
+    if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, 1, err) ||
+        cprof_mark(P, lb[1], err) ||
         rt_status(dk_qkv_post(D->y, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
                               y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos, y->window, D->q,
                               y->kc, y->vc, st),
                   "q/k/v norm+rope", err) ||
+        cprof_mark(P, lb[2], err) ||
         rt_status(dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
                                y->splits, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                D->attb, st),
                   "attention", err) ||
-        run_mv(D, &y->o, D->attb, D->y, 0, err) ||
+        cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, 0, err) ||
+        cprof_mark(P, lb[4], err) ||
         rt_status(dk_residual_norm(D->y, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
                                    pb, st),
                   "attention residual", err) ||
-        run_mv(D, &y->gu, D->xb, D->y, 1, err) ||
+        cprof_mark(P, lb[5], err) || run_mv(D, &y->gu, D->xb, D->y, 1, err) ||
+        cprof_mark(P, lb[6], err) ||
         rt_status(dk_geglu(D->y, D->y + y->inter, D->gub, y->inter, D->pmax, pb, st), "geglu", err) ||
-        run_mv(D, &y->down, D->gub, D->y, 1, err) ||
+        cprof_mark(P, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, 1, err) ||
+        cprof_mark(P, lb[8], err) ||
         rt_status(dk_residual_norm(D->y, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
                                    next_norm, D->xb, H, d->eps, D->pmax, pb, st),
                   "FFN residual", err))
       return mx_prefix(err, "layer %d", i);
   }
-  return rt_status(dk_step_end(D->pos, st), "step end", err);
+  return cprof_mark(P, "step end", err) || rt_status(dk_step_end(D->pos, st), "step end", err);
 }
 
 /* After the body: xb holds bf16 final_norm(h) of the last token. */
 static int enqueue_head(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  return run_mv(D, &D->head, D->xb, D->ylog, 1, err) ||
+  return cprof_mark(&D->prof, "lm_head mat-vec", err) || run_mv(D, &D->head, D->xb, D->ylog, 1, err) ||
+         cprof_mark(&D->prof, "logits + argmax", err) ||
          rt_status(dk_logits(D->ylog, D->logits, d->vocab, d->final_softcap, D->part_v, D->part_i,
                              D->counts + d->n_heads, D->next, D->stream),
                    "logits", err);
@@ -432,12 +454,13 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
         rt_h2d(D->pos, D->h_pos, sizeof(int), D->stream, err))
       return mx_prefix(err, "CUDA decoder");
     for (int64_t i = 0; i < k; i++)
-      if (launch(D, 0, err)) return mx_prefix(err, "CUDA decoder at position %lld", (long long)(pos + done + i));
+      if (launch(D, 0, err) || cprof_flush(&D->prof, err))
+        return mx_prefix(err, "CUDA decoder at position %lld", (long long)(pos + done + i));
     if (rt_stream_sync(D->stream, err)) return mx_prefix(err, "CUDA decoder");
     done += k;
   }
   if (!logits && !next_token) return 0;
-  if (launch(D, 1, err) || rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||
+  if (launch(D, 1, err) || cprof_flush(&D->prof, err) || rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||
       (logits && rt_d2h(D->h_logits, D->logits, (size_t)d->vocab * sizeof(float), D->stream, err)) ||
       rt_stream_sync(D->stream, err))
     return mx_prefix(err, "CUDA decoder head");

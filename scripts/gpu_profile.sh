@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: where the decode step's time goes, and whether the decoder's
+# logits on the Gemma 4 31B shapes are within the reference path's own noise.
+#   1. build mlxrt, the plug-in and mlxrt-decode-test (Release, sm_90a);
+#   2. tiny fixtures: decoder vs reference path (regression check);
+#   3. synth gemma4-31b nvfp4 with 6 layers (5 sliding + 1 full): the decoder against the
+#      reference path on the CPU, and the reference path on CUDA against it (the noise floor);
+#   4. synth gemma4-31b nvfp4, 60 layers: per-kernel profile of 32 decode steps
+#      (MLXRT_CUDA_PROFILE=1, eager) and `mlxrt bench` tg128 with graphs.
+#   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$ROOT/gpu-out}
+BUILD=${BUILD:-$ROOT/build-gpu}
+SYN=${SYNTH_DIR:-/tmp}
+MODE=${MODE:-nvfp4}
+STAGES=${STAGES:-build tiny small prof}
+mkdir -p "$OUT"
+cd "$ROOT" || exit 1
+JOBS=$(nproc 2>/dev/null || echo 4)
+T0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+EXTRA=()
+if [ ! -f /usr/include/cjson/cJSON.h ] && ls .debs/*.deb >/dev/null 2>&1; then
+  CJ=/tmp/mlxrt-cjson
+  mkdir -p "$CJ"
+  for f in .debs/*.deb; do dpkg -x "$f" "$CJ"; done
+  LIBDIR=$(dirname "$(find "$CJ" -name 'libcjson.so*' | head -1)")
+  [ -e "$LIBDIR/libcjson.so" ] || ln -sf "$(ls "$LIBDIR"/libcjson.so.* | head -1)" "$LIBDIR/libcjson.so"
+  EXTRA=(-DCJSON_INCLUDE_DIR="$CJ/usr/include" -DCJSON_LIBRARY="$LIBDIR/libcjson.so")
+  export LD_LIBRARY_PATH="$LIBDIR:${LD_LIBRARY_PATH:-}"
+fi
+if has build; then
+  stamp "build (-j$JOBS)"
+  if ! { cmake -S . -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DMLXRT_CUDA_PTXAS_VERBOSE=ON "${EXTRA[@]}" &&
+         cmake --build "$BUILD" -j"$JOBS" --target mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-cuda-test; } >"$OUT/build.log" 2>&1; then
+    tail -40 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
+  fi
+fi
+DT="$BUILD/mlxrt-decode-test"
+rc=0
+if has tiny; then
+  stamp "tiny fixtures"
+  timeout 120 "$DT" --ref cpu --gen 24 --tg 0 "${ROOT}"/tests/fixtures/models/gemma* >"$OUT/tiny.log" 2>&1 || rc=1
+  grep -cE "^  PASS" "$OUT/tiny.log" | sed 's/^/tiny PASS count: /'; grep -E "FAIL" "$OUT/tiny.log" | head
+fi
+if has small; then
+  stamp "synth gemma4-31b $MODE, 6 layers"
+  "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" --layers 6 -o "$SYN/s31x6" >"$OUT/synth6.log" 2>&1 || tail -3 "$OUT/synth6.log"
+  timeout 240 "$DT" --ref both --prompt 8 --gen 8 --tg 0 "$SYN/s31x6" 2>&1 | tee "$OUT/s31x6.log" || rc=1
+fi
+if has prof; then
+  stamp "synth gemma4-31b $MODE, 60 layers"
+  "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+  stamp "profile (eager, 32 steps)"
+  MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 32 -r 1 \
+    >"$OUT/prof.log" 2>&1 || rc=1
+  cat "$OUT/prof.log"
+  stamp "bench tg128 with graphs"
+  MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 128 -r 2 2>&1 | tee "$OUT/bench31.log"
+fi
+stamp "done, rc=$rc"
+exit $rc
