@@ -9,7 +9,7 @@ shows as "—". Only the standard library is needed.
   bench_table.py --llama L.jsonl --mlxrt nvfp4=A.json,B.json --mlxrt affine4=C.json \\
                  [--status status.txt] [--env env.txt] [--title T] [-o OUT.md]
   bench_table.py --dir OUTDIR [--dir OUTDIR2 ...] [-o OUT.md]
-      collects llama-*.json[l] and mlxrt-<label>-*.json from each folder (the file names
+      collects llama-*.json[l] and mlxrt-<label>*.json[l] from each folder (the file names
       scripts/gpu_bench_vs_llama.sh writes), plus status.txt and env.txt.
 """
 import argparse
@@ -91,7 +91,7 @@ def from_dirs(dirs):
     llama, mlx, status, env = [], {}, [], []
     for d in dirs:
         llama += sorted(glob.glob(os.path.join(d, "llama-*.json*")))
-        for p in sorted(glob.glob(os.path.join(d, "mlxrt-*.json"))):
+        for p in sorted(glob.glob(os.path.join(d, "mlxrt-*.json*"))):
             m = re.match(r"mlxrt-([A-Za-z0-9_]+)", os.path.basename(p))
             if m:
                 mlx.setdefault(m.group(1), []).append(p)

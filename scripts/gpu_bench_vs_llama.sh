@@ -52,6 +52,7 @@ BACKEND=${BACKEND:-cuda}                        # (cpu: a local dry run of the c
 LLAMA_BENCH=${LLAMA_BENCH:-$CARRY/llama-bench}
 LLAMA_EXTRA=${LLAMA_EXTRA:-}                    # e.g. "-t 2" for a local run
 SKIP_BUILD=${SKIP_BUILD:-0}                     # 1: use an existing $BUILD/mlxrt
+WORK=${WORK:-/tmp/mlxrt-bench-work}             # per-step logs before they are gathered
 ONLY=llama,nvfp4,affine4
 DEPTHS=0,4096,32768
 REPS=3; NP=512; NG=128; LAYERS=
@@ -71,15 +72,20 @@ done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 LAYER_ARGS=(); [ -n "$LAYERS" ] && LAYER_ARGS=(--layers "$LAYERS")
 
+# $OUT gets at most 6 files (a device call returns 8): BENCHMARKS.md, status.txt (environment
+# and each step's outcome), llama-q4_0.jsonl, mlxrt-nvfp4.jsonl, mlxrt-affine4.jsonl, logs.txt.
 mkdir -p "$OUT"
+rm -rf "$WORK"; mkdir -p "$WORK"
 exec 3>&1  # progress lines go here even while a step's stdout is redirected
 T0=$(date +%s)
 STATUS=$OUT/status.txt
-: >"$STATUS"
+LOGS=$OUT/logs.txt
+: >"$STATUS"; : >"$LOGS"
 elapsed() { echo $(( $(date +%s) - T0 )); }
 left() { echo $(( BUDGET - $(date +%s) + T0 )); }
 say() { echo "[$(elapsed) s] $*" >&3; }
-note() { echo "$*" >>"$STATUS"; say "$*"; }
+note() { echo "[$(elapsed) s] $*" >>"$STATUS"; say "$*"; }
+gather() { { echo "==== $1"; cat "$2"; echo; } >>"$LOGS" 2>/dev/null; }  # gather TITLE FILE
 
 if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR==2{print $4}')" -gt $((40 * 1048576)) ]; then
   MODELS=${MODELS:-/dev/shm/mlxrt-bench}
@@ -89,7 +95,7 @@ fi
 mkdir -p "$MODELS"
 finish() {
   rm -rf "$MODELS"
-  python3 "$ROOT/scripts/bench_table.py" --dir "$OUT" -o "$OUT/BENCHMARKS.md" >/dev/null 2>&1 &&
+  python3 "$ROOT/scripts/bench_table.py" --dir "$OUT" -o "$OUT/BENCHMARKS.md" >/dev/null 2>>"$LOGS" &&
     cat "$OUT/BENCHMARKS.md"
   say "done"
 }
@@ -111,19 +117,23 @@ step() {
   esac
   return $LAST_RC
 }
+# the JSON objects of an `mlxrt bench -o json` list, one per line
+json_lines() { grep -E '^ *\{.*\},?$' "$1" | sed -E 's/^ *//; s/,$//'; }
+show() { sed -E 's/.*"n_prompt": ([0-9]+), "n_gen": ([0-9]+), "n_depth": ([0-9]+).*"avg_ts": ([0-9.]+).*/  pp\1 tg\2 d\3: \4 t\/s/' >&3; }
 
 # ---- environment ---------------------------------------------------------------------------
 {
-  date -u
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+  echo "== $(date -u)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
   nvcc --version 2>/dev/null | tail -1
   echo "mlxrt commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  echo "llama.cpp: llama-cpp-python 0.3.36 sdist, vendor/llama.cpp $("$LLAMA_BENCH" --version 2>&1 | head -1)"
+  echo "llama.cpp: llama-cpp-python 0.3.36 sdist, $("$LLAMA_BENCH" --version 2>&1 | head -1)"
   echo "$(nproc) CPUs, $(free -g | awk '/Mem:/{print $2}') GB RAM, models in $MODELS"
-  echo "params: -p $NP -n $NG -d $DEPTHS -r $REPS${LAYERS:+ --layers $LAYERS}"
-} >"$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
-nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+  echo "params: -p $NP -n $NG -d $DEPTHS -r $REPS${LAYERS:+ --layers $LAYERS}, budget $BUDGET s"
+  echo "== steps"
+} >>"$STATUS" 2>&1
+cat "$STATUS"
+nvidia-smi >"$WORK/nvidia-smi.txt" 2>&1; gather nvidia-smi "$WORK/nvidia-smi.txt"
 
 # libcjson-dev may be missing on the GPU image: unpack the .deb files carried in .debs/.
 CMAKE_EXTRA=()
@@ -137,6 +147,8 @@ if [ ! -f /usr/include/cjson/cJSON.h ] && ls .debs/*.deb >/dev/null 2>&1; then
   export LD_LIBRARY_PATH="$LIBDIR:${LD_LIBRARY_PATH:-}"
 fi
 [ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# shared objects llama-bench needs that the image may lack (see build_llama_bench_cuda.sh)
+[ -d "$CARRY/lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$CARRY/lib"
 
 GGUF=$MODELS/gemma4-31b-q4_0.gguf
 # The GGUF is written (I/O bound, one Python thread) while mlxrt builds.
@@ -147,9 +159,9 @@ if want llama; then
     ( s=$(date +%s)
       timeout -k 5 150 env PYTHONPATH="$CARRY/pylib${PYTHONPATH:+:$PYTHONPATH}" python3 \
         scripts/make_gguf_synth.py --tokenizer "$CARRY/tok-gemma3.gguf.gz" -o "$GGUF" \
-        "${LAYER_ARGS[@]}" >"$OUT/gguf.log" 2>&1
+        "${LAYER_ARGS[@]}" >"$WORK/gguf.log" 2>&1
       rc=$?
-      echo "gguf: $([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc") ($(( $(date +%s) - s )) s)" >>"$STATUS" ) &
+      echo "[$(elapsed) s] gguf: $([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc") ($(( $(date +%s) - s )) s)" >>"$STATUS" ) &
     GGUF_PID=$!
   else
     note "llama: skipped (.gpu-carry/llama-bench or tok-gemma3.gguf.gz missing: see --prepare)"
@@ -163,59 +175,64 @@ if [ "$SKIP_BUILD" = 1 ] && [ -x "$MLXRT" ]; then
 elif want nvfp4 || want affine4; then
   say "build mlxrt (CUDA, -j$(nproc))"
   if step configure 120 cmake -S . -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-       "${CMAKE_EXTRA[@]}" >"$OUT/build.log" 2>&1 &&
-     step build 300 cmake --build "$BUILD" -j"$(nproc)" --target mlxrt mlxrt_cuda >>"$OUT/build.log" 2>&1; then
+       "${CMAKE_EXTRA[@]}" >"$WORK/build.log" 2>&1 &&
+     step build 300 cmake --build "$BUILD" -j"$(nproc)" --target mlxrt mlxrt_cuda >>"$WORK/build.log" 2>&1; then
     BUILD_OK=0
   else
-    tail -30 "$OUT/build.log"
+    tail -30 "$WORK/build.log" >&3
   fi
+  gather build "$WORK/build.log"
 fi
 
 # ---- llama.cpp -----------------------------------------------------------------------------
+LJ=$OUT/llama-q4_0.jsonl
 if [ -n "$GGUF_PID" ]; then
   wait "$GGUF_PID"
-  cat "$OUT/gguf.log"
+  cat "$WORK/gguf.log" >&3; gather gguf "$WORK/gguf.log"
   if [ -f "$GGUF" ]; then
     share=$(left)
     if want nvfp4 || want affine4; then share=$(( share * 2 / 5 )); fi
-    say "llama-bench (limit ${share} s)"
-    step llama-bench "$share" "$LLAMA_BENCH" -m "$GGUF" -p "$NP" -n "$NG" -d "$DEPTHS" \
-      -r "$REPS" -ngl 99 -fa on $LLAMA_EXTRA -o jsonl >"$OUT/llama-q4_0.jsonl" 2>"$OUT/llama-bench.log"
-    grep -E "avg_ts" "$OUT/llama-q4_0.jsonl" | sed -E 's/.*"n_prompt": ([0-9]+), "n_gen": ([0-9]+), "n_depth": ([0-9]+).*"avg_ts": ([0-9.]+).*/  pp\1 tg\2 d\3: \4 t\/s/'
-    if [ "$LAST_RC" != 0 ]; then
-      tail -15 "$OUT/llama-bench.log"
-      # a failure before any result (not a timeout): once more with flash attention on auto
-      if [ "$LAST_RC" != 124 ] && [ "$LAST_RC" != 137 ] && ! grep -q avg_ts "$OUT/llama-q4_0.jsonl"; then
-        say "llama-bench again with -fa auto"
-        step "llama-bench -fa auto" "$share" "$LLAMA_BENCH" -m "$GGUF" -p "$NP" -n "$NG" -d "$DEPTHS" \
-          -r "$REPS" -ngl 99 -fa auto $LLAMA_EXTRA -o jsonl >"$OUT/llama-q4_0-fa-auto.jsonl" 2>"$OUT/llama-bench-fa-auto.log"
-      fi
-    fi
+    for fa in on auto; do
+      say "llama-bench -fa $fa (limit ${share} s)"
+      # shellcheck disable=SC2086
+      step "llama-bench -fa $fa" "$share" "$LLAMA_BENCH" -m "$GGUF" -p "$NP" -n "$NG" -d "$DEPTHS" \
+        -r "$REPS" -ngl 99 -fa $fa $LLAMA_EXTRA -o jsonl >>"$LJ" 2>"$WORK/llama-bench.log"
+      gather "llama-bench -fa $fa" "$WORK/llama-bench.log"
+      grep avg_ts "$LJ" | show
+      [ "$LAST_RC" = 0 ] && break
+      tail -15 "$WORK/llama-bench.log" >&3
+      # again with flash attention on auto only after a failure before any result (no timeout)
+      { [ "$LAST_RC" = 124 ] || [ "$LAST_RC" = 137 ] || grep -q avg_ts "$LJ"; } && break
+    done
   fi
   rm -f "$GGUF"
 fi
 
 # ---- mlxrt -----------------------------------------------------------------------------------
 mlxrt_phase() {
-  local mode=$1 budget=$2 dir=$MODELS/gemma4-31b-$1
+  local mode=$1 budget=$2 dir=$MODELS/gemma4-31b-$1 mj=$OUT/mlxrt-$1.jsonl
   local end=$(( $(date +%s) + budget ))
   say "mlxrt $mode (limit ${budget} s)"
   if [ "$budget" -lt 30 ]; then note "mlxrt $mode: skipped (${budget} s left for it)"; return; fi
-  if ! step "synth $mode" 150 "$MLXRT" synth --like gemma4-31b --mode "$mode" -o "$dir" --no-sync \
-       "${LAYER_ARGS[@]}" >"$OUT/synth-$mode.log" 2>&1; then
-    tail -5 "$OUT/synth-$mode.log"; rm -rf "$dir"; return
-  fi
+  step "synth $mode" 150 "$MLXRT" synth --like gemma4-31b --mode "$mode" -o "$dir" --no-sync \
+    "${LAYER_ARGS[@]}" >"$WORK/synth.log" 2>&1
+  gather "synth $mode" "$WORK/synth.log"
+  if [ "$LAST_RC" != 0 ]; then tail -5 "$WORK/synth.log" >&3; rm -rf "$dir"; return; fi
   local d
   for d in ${DEPTHS//,/ }; do
     local t=$(( end - $(date +%s) ))
     if [ "$t" -lt 10 ]; then note "mlxrt $mode d$d: skipped (phase time used up)"; continue; fi
+    # one process per depth: a timeout loses only that depth
     step "mlxrt $mode d$d" "$t" env MLXRT_DECODER=1 "$MLXRT" bench -m "$dir" --backend "$BACKEND" \
-      -p "$NP" -n "$NG" -d "$d" -r "$REPS" -o json >"$OUT/mlxrt-$mode-d$d.json" 2>"$OUT/mlxrt-$mode-d$d.log"
-    grep -E "avg_ts" "$OUT/mlxrt-$mode-d$d.json" | sed -E 's/.*"n_prompt": ([0-9]+), "n_gen": ([0-9]+), "n_depth": ([0-9]+), "avg_ts": ([0-9.]+).*"roofline_pct": ([0-9.]+).*/  pp\1 tg\2 d\3: \4 t\/s (\5 % roofline)/'
+      -p "$NP" -n "$NG" -d "$d" -r "$REPS" -o json >"$WORK/bench.json" 2>"$WORK/bench.log"
+    json_lines "$WORK/bench.json" >>"$mj"
+    json_lines "$WORK/bench.json" | show
+    gather "mlxrt $mode d$d (stdout)" "$WORK/bench.json"
+    gather "mlxrt $mode d$d (stderr)" "$WORK/bench.log"
     if [ "$LAST_RC" != 0 ]; then
-      tail -5 "$OUT/mlxrt-$mode-d$d.log"
-      # a longer depth would take longer still
-      [ "$LAST_RC" = 124 ] || [ "$LAST_RC" = 137 ] && { note "mlxrt $mode: deeper depths skipped"; break; }
+      tail -5 "$WORK/bench.log" >&3
+      # a deeper cache would take longer still
+      if [ "$LAST_RC" = 124 ] || [ "$LAST_RC" = 137 ]; then note "mlxrt $mode: deeper depths skipped"; break; fi
     fi
   done
   rm -rf "$dir"
