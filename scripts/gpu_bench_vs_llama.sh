@@ -160,6 +160,17 @@ fi
 # shared objects llama-bench needs that the image may lack (see build_llama_bench_cuda.sh)
 [ -d "$CARRY/lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$CARRY/lib"
 
+# cuBLAS/cudart 13 for llama-bench: the toolkit's, else the ones python3's nvidia-* wheels hold
+if [ -x "$LLAMA_BENCH" ] && ldd "$LLAMA_BENCH" 2>/dev/null | grep -q "not found"; then
+  for d in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    for l in $(find "$d/nvidia" -maxdepth 3 -name 'lib*.so.1[0-9]*' -printf '%h\n' 2>/dev/null | sort -u); do
+      export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$l"
+    done
+  done
+fi
+ldd "$LLAMA_BENCH" >"$WORK/ldd.txt" 2>&1; gather "ldd llama-bench" "$WORK/ldd.txt"
+grep "not found" "$WORK/ldd.txt" >&3 && note "llama-bench: missing shared libraries (see logs.txt)"
+
 GGUF=$MODELS/gemma4-31b-q4_0.gguf
 # The GGUF is written (I/O bound, one Python thread) while mlxrt builds.
 GGUF_PID=
