@@ -63,6 +63,12 @@ if has prof; then
     MLXRT_QMV_WARPS=$w MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda \
       -p 0 -n 16 -r 1 2>&1 | grep -E "mat-vec|t/s|tg" | tee "$OUT/prof_w$w.log"
   done
+  if has ncu && command -v ncu >/dev/null; then
+    stamp "ncu: device time of one layer's kernels (eager)"
+    MLXRT_CUDA_GRAPH=0 MLXRT_DECODER=1 timeout 150 ncu --launch-skip 1200 --launch-count 40 --metrics gpu__time_duration.sum \
+      "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 3 -r 1 >"$OUT/ncu.log" 2>&1
+    grep -E "^  [a-z_].*\(|gpu__time_duration" "$OUT/ncu.log" | paste - - | awk '{print $1, $(NF)}' | head -40
+  fi
   stamp "bench tg128 with graphs"
   MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 128 -r 2 ${BENCH_EXTRA:-} 2>&1 | tee "$OUT/bench31.log"
 fi

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "ck_device.cuh"
+#include "ck_launch.cuh"
 #include "decode_kernels.h"
 
 #define AT_THREADS 128
@@ -98,6 +99,8 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
                                                             float scale, const int *pos_p, int window,
                                                             int splits, int64_t ctx_cap, float *scores,
                                                             float *smax, float *ssum) {
+  ck_pdl_wait();
+  ck_pdl_trigger();
   extern __shared__ float4 qs4[]; /* [REP][hd] floats */
   float *qs = (float *)qs4;
   int g = blockIdx.x, s = blockIdx.y;
@@ -190,6 +193,8 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
                                                         int64_t ctx_cap, const float *scores,
                                                         const float *smax, const float *ssum, float *pacc,
                                                         unsigned *count, uint16_t *att) {
+  ck_pdl_wait();
+  ck_pdl_trigger();
   __shared__ float ps[REP][PV_TILE];
   __shared__ float gm[REP], ginv[REP];
   __shared__ bool last;
@@ -266,13 +271,11 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
                                     uint16_t *att, cudaStream_t st) {
   size_t smem = (size_t)REP * hd * sizeof(float);
   int dpt = hd <= AT_THREADS ? 1 : hd <= 2 * AT_THREADS ? 2 : hd <= 4 * AT_THREADS ? 4 : 8;
-  scores_kernel<REP><<<dim3(nkv, splits), AT_THREADS, smem, st>>>(q, kc, nkv, hd, scale, pos, window, splits,
-                                                                  ctx_cap, scores, smax, ssum);
-  cudaError_t e = cudaGetLastError();
+  cudaError_t e = ck_launch(scores_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, nkv, hd, scale, pos,
+                            window, splits, ctx_cap, scores, smax, ssum);
   if (e) return e;
-  pv_kernel<REP><<<dim3(nkv, splits), AT_THREADS, 0, st>>>(vc, nkv, hd, dpt, pos, window, splits, ctx_cap,
-                                                           scores, smax, ssum, pacc, count, att);
-  return cudaGetLastError();
+  return ck_launch(pv_kernel<REP>, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, dpt, pos, window, splits,
+                   ctx_cap, scores, smax, ssum, pacc, count, att);
 }
 
 extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,

@@ -68,6 +68,7 @@ struct accel_decoder {
   float *h_logits;
   void *g_body, *g_head;
   int use_graph, warm_body, warm_head;
+  int use_pdl; /* kernels overlap their predecessor's tail (MLXRT_CUDA_PDL=0: off) */
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
 };
 
@@ -228,6 +229,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   D->stream = cudab_stream(b);
   const char *g = getenv("MLXRT_CUDA_GRAPH");
   D->use_graph = !(g && strcmp(g, "0") == 0);
+  const char *pdl = getenv("MLXRT_CUDA_PDL");
+  D->use_pdl = !(pdl && strcmp(pdl, "0") == 0);
   if (cprof_init(&D->prof, D->stream, err)) goto fail;
   /* benchmark knob: warps per 16-row tile of every mat-vec (0 = chosen per shape) */
   const char *wq = getenv("MLXRT_QMV_WARPS");
@@ -408,10 +411,25 @@ static int enqueue_head(accel_decoder *D, mlxrt_error *err) {
                    "logits", err);
 }
 
+/* The step's kernels may overlap their predecessors' tails while the decoder enqueues them. */
+static int enqueue_pdl_body(accel_decoder *D, mlxrt_error *err) {
+  ck_set_pdl(D->use_pdl);
+  int rc = enqueue_body(D, err);
+  ck_set_pdl(0);
+  return rc;
+}
+
+static int enqueue_pdl_head(accel_decoder *D, mlxrt_error *err) {
+  ck_set_pdl(D->use_pdl);
+  int rc = enqueue_head(D, err);
+  ck_set_pdl(0);
+  return rc;
+}
+
 /* Eager the first time (occupancy queries and lazy module loading happen outside any
  * capture), then captured once and replayed. */
 static int launch(accel_decoder *D, int head, mlxrt_error *err) {
-  int (*enq)(accel_decoder *, mlxrt_error *) = head ? enqueue_head : enqueue_body;
+  int (*enq)(accel_decoder *, mlxrt_error *) = head ? enqueue_pdl_head : enqueue_pdl_body;
   void **graph = head ? &D->g_head : &D->g_body;
   int *warm = head ? &D->warm_head : &D->warm_body;
   if (!D->use_graph || !*warm) {

@@ -6,7 +6,12 @@
 #include <cuda_runtime.h>
 
 #include "ck_device.cuh"
+#include "ck_launch.cuh"
 #include "decode_kernels.h"
+
+static int g_pdl;
+extern "C" void ck_set_pdl(int on) { g_pdl = on; }
+extern "C" int ck_pdl_enabled(void) { return g_pdl; }
 
 static __device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
 
@@ -36,27 +41,34 @@ static __device__ float block_max(float v) {
   return v;
 }
 
-__global__ void step_begin_kernel(const int32_t *all, const int *pos, int32_t *tok) { tok[0] = all[*pos]; }
-__global__ void step_end_kernel(int *pos) { *pos += 1; }
+__global__ void step_begin_kernel(const int32_t *all, const int *pos, int32_t *tok) {
+  ck_pdl_wait();
+  ck_pdl_trigger();
+  tok[0] = all[*pos];
+}
+__global__ void step_end_kernel(int *pos) {
+  ck_pdl_wait();
+  ck_pdl_trigger();
+  *pos += 1;
+}
 
 extern "C" int dk_step_begin(const int32_t *all_tokens, const int *pos, int32_t *tok, void *stream) {
-  step_begin_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(all_tokens, pos, tok);
-  return (int)cudaGetLastError();
+  return (int)ck_launch(step_begin_kernel, 1, 1, 0, (cudaStream_t)stream, all_tokens, pos, tok);
 }
 
 extern "C" int dk_step_end(int *pos, void *stream) {
-  step_end_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(pos);
-  return (int)cudaGetLastError();
+  return (int)ck_launch(step_end_kernel, 1, 1, 0, (cudaStream_t)stream, pos);
 }
 
 __global__ void embed_scale_kernel(const uint16_t *e, float *h, int H, float scale) {
+  ck_pdl_wait();
+  ck_pdl_trigger();
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < H; i += gridDim.x * blockDim.x)
     h[i] = rb(__fmul_rn(ck_bf16_to_f32(e[i]), scale));
 }
 
 extern "C" int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, void *stream) {
-  embed_scale_kernel<<<(H + 255) / 256, 256, 0, (cudaStream_t)stream>>>(e, h, H, scale);
-  return (int)cudaGetLastError();
+  return (int)ck_launch(embed_scale_kernel, (H + 255) / 256, 256, 0, (cudaStream_t)stream, e, h, H, scale);
 }
 
 /* One block of 1024 threads over one row; thread t owns values t, t + 1024, … (at most
@@ -68,6 +80,8 @@ __global__ void __launch_bounds__(RN_THREADS) residual_norm_kernel(const float *
                                                                    int use_scalar, float scalar,
                                                                    const float *w_next, uint16_t *xb, int H,
                                                                    float eps, float *pmax, int pblock) {
+  ck_pdl_wait();
+  ck_pdl_trigger();
   __shared__ unsigned bm[RN_MAX_PBLOCKS];
   int nblk = pmax ? (H + pblock - 1) / pblock : 0;
   for (int b = threadIdx.x; b < nblk; b += blockDim.x) bm[b] = 0u;
@@ -132,9 +146,8 @@ extern "C" int dk_residual_norm(const float *y, const float *w_post, float *h, i
                                 void *stream) {
   if ((pmax && (pblock % 32 || (H + pblock - 1) / pblock > RN_MAX_PBLOCKS)) || H > RN_THREADS * RN_VPT)
     return (int)cudaErrorInvalidValue;
-  residual_norm_kernel<<<1, RN_THREADS, 0, (cudaStream_t)stream>>>(y, w_post, h, use_scalar, scalar, w_next, xb, H,
-                                                             eps, pmax, pblock);
-  return (int)cudaGetLastError();
+  return (int)ck_launch(residual_norm_kernel, 1, RN_THREADS, 0, (cudaStream_t)stream, y, w_post, h, use_scalar,
+                        scalar, w_next, xb, H, eps, pmax, pblock);
 }
 
 /* One block per head: blocks [0, nq) are query heads, [nq, nq + nkv) key/value heads. */
@@ -143,6 +156,8 @@ __global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int nq, i
                                                        const float *inv_freq, int trad, int v_norm,
                                                        float eps, const int *pos_p, int window,
                                                        float *q_out, uint16_t *kc, uint16_t *vc) {
+  ck_pdl_wait();
+  ck_pdl_trigger();
   extern __shared__ float sv[]; /* [hd] */
   int head = blockIdx.x, is_q = head < nq, kh = head - nq;
   int64_t kvd = (int64_t)nkv * hd;
@@ -202,9 +217,8 @@ extern "C" int dk_qkv_post(const float *y, int nq, int nkv, int hd, int k_eq_v, 
                            const float *kn, const float *inv_freq, int traditional, int v_norm, float eps,
                            const int *pos, int window, float *q_out, uint16_t *kc, uint16_t *vc,
                            void *stream) {
-  qkv_post_kernel<<<nq + nkv, 128, (size_t)hd * sizeof(float), (cudaStream_t)stream>>>(
-      y, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
-  return (int)cudaGetLastError();
+  return (int)ck_launch(qkv_post_kernel, nq + nkv, 128, (size_t)hd * sizeof(float), (cudaStream_t)stream, y, nq,
+                        nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
 }
 
 /* gelu_approx op by op in bf16, as MLX computes it */
@@ -220,6 +234,8 @@ __device__ __forceinline__ float gelu_approx(float x) {
 
 /* One block per pblock values; block b also writes pmax[b] = max|out| over them. */
 __global__ void geglu_kernel(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock) {
+  ck_pdl_wait();
+  ck_pdl_trigger();
   int64_t b0 = (int64_t)blockIdx.x * pblock, end = b0 + pblock < n ? b0 + pblock : n;
   float m = 0.0f;
   for (int64_t i = b0 + threadIdx.x; i < end; i += blockDim.x) {
@@ -235,8 +251,7 @@ __global__ void geglu_kernel(const float *g, const float *u, uint16_t *out, int6
 extern "C" int dk_geglu(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock,
                         void *stream) {
   int64_t blocks = (n + pblock - 1) / pblock;
-  geglu_kernel<<<(unsigned)blocks, 1024, 0, (cudaStream_t)stream>>>(g, u, out, n, pmax, pblock);
-  return (int)cudaGetLastError();
+  return (int)ck_launch(geglu_kernel, (unsigned)blocks, 1024, 0, (cudaStream_t)stream, g, u, out, n, pmax, pblock);
 }
 
 /* ---- logits: softcap, then argmax (lowest index on ties) by the last block to finish ---- */
@@ -253,6 +268,8 @@ __device__ __forceinline__ void better(float &bv, int &bi, float v, int i) {
 __global__ void __launch_bounds__(LG_THREADS) logits_kernel(const float *y, float *logits, int64_t V, float cap,
                                                             float *part_v, int *part_i, unsigned *count,
                                                             int32_t *next) {
+  ck_pdl_wait();
+  ck_pdl_trigger();
   float bv = -INFINITY;
   int bi = 0x7fffffff;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < V; i += (int64_t)gridDim.x * blockDim.x) {
@@ -300,7 +317,6 @@ extern "C" int dk_logits_blocks(int64_t V) {
 
 extern "C" int dk_logits(const float *y, float *logits, int64_t V, float cap, float *part_v, int *part_i,
                          unsigned *count, int32_t *next, void *stream) {
-  logits_kernel<<<dk_logits_blocks(V), LG_THREADS, 0, (cudaStream_t)stream>>>(y, logits, V, cap, part_v,
-                                                                               part_i, count, next);
-  return (int)cudaGetLastError();
+  return (int)ck_launch(logits_kernel, dk_logits_blocks(V), LG_THREADS, 0, (cudaStream_t)stream, y, logits, V, cap,
+                        part_v, part_i, count, next);
 }
