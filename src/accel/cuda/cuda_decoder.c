@@ -75,6 +75,8 @@ struct accel_decoder {
 };
 
 static void prefill_free(accel_decoder *D);
+static int prefill_enabled(void);
+static int prefill_init(accel_decoder *D, mlxrt_error *err);
 
 /* ---- concatenated weights ------------------------------------------------------------------ */
 typedef struct cat_ctx {
@@ -338,6 +340,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       rt_host_alloc((void **)&D->h_logits, (size_t)d->vocab * sizeof(float), err) ||
       rt_stream_sync(D->stream, err))
     goto fail;
+  /* the prompt pass's buffers and cuBLAS handle now, so no prompt pays for them */
+  if (prefill_enabled() && prefill_init(D, err)) goto fail;
   return D;
 fail:
   mx_prefix(err, "CUDA decoder");
@@ -500,6 +504,8 @@ static void track_mv(dec_prefill *P, const dec_mv *mv) {
   }
 }
 
+static int prefill_gemm_ready(accel_decoder *D, mlxrt_error *err);
+
 static int prefill_init(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   dec_prefill *P = mx_calloc(1, sizeof *P, err);
@@ -537,6 +543,7 @@ static int prefill_init(accel_decoder *D, mlxrt_error *err) {
   DALLOC(P->gub, T * P->max_inter);
   DALLOC(P->ks, T * P->max_kvd);
   DALLOC(P->vs, T * P->max_kvd);
+  if (P->tmax > P->gemm_min && prefill_gemm_ready(D, err)) goto fail;
   return 0;
 fail:
   prefill_free(D);
@@ -550,7 +557,7 @@ static int prefill_gemm_ready(accel_decoder *D, mlxrt_error *err) {
   if (P->wbuf) return 0;
   int32_t *ids = NULL;
   if (!P->cublas && cg_create(&P->cublas, err)) return -1;
-  DALLOC(P->iota, P->max_part_rows);
+  if (!P->iota) DALLOC(P->iota, P->max_part_rows);
   if (!(ids = mx_malloc((size_t)P->max_part_rows * sizeof(int32_t), err))) goto fail;
   for (int64_t i = 0; i < P->max_part_rows; i++) ids[i] = (int32_t)i;
   if (rt_h2d(P->iota, ids, (size_t)P->max_part_rows * sizeof(int32_t), D->stream, err) ||
