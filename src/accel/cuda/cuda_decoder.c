@@ -9,8 +9,9 @@
  * A step is two CUDA graphs captured once and replayed: the body (embedding gather of
  * all_tokens[*pos], every layer, (*pos)++) and the head (final norm, lm_head, softcap,
  * argmax). The position lives in device memory, so the same graphs serve every position;
- * a prompt of n tokens replays the body n times back to back (one token per replay for now),
- * then the head once. Only the token id (and the logits when asked) is read back.
+ * a prompt of n > 1 tokens runs through the batched prompt pass (prefill_run below: chunks of
+ * up to 512 tokens), then the head once. Only the token id (and the logits when asked) is read
+ * back.
  * MLXRT_CUDA_GRAPH=0 launches the same work without graphs (debugging). */
 #include "cuda_decoder.h"
 
@@ -71,7 +72,7 @@ struct accel_decoder {
   void *g_body, *g_head;
   int use_graph, warm_body, warm_head;
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
-  struct dec_prefill *pf; /* the batched prompt pass's buffers, made at the first prompt */
+  struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
 };
 
 static void prefill_free(accel_decoder *D);
@@ -452,7 +453,7 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
  * the chunk's T queries. A chunk's K/V go to their cache slots directly on full layers; on
  * sliding layers they are staged and committed to the ring after the chunk's attention, so a
  * chunk may be longer than the window. No host synchronisation inside a chunk; no graphs.
- * Knobs (read at the first prompt): MLXRT_CUDA_PREFILL=0 feeds prompts token by token as before;
+ * Knobs (read when the decoder is created): MLXRT_CUDA_PREFILL=0 feeds prompts token by token as before;
  * MLXRT_CUDA_PREFILL_CHUNK (1..4096), MLXRT_CUDA_PREFILL_GEMM_MIN (0..4096),
  * MLXRT_CUDA_PREFILL_ATTN=simple (the plain attention kernel). */
 #define PF_CHUNK 512

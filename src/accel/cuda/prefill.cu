@@ -136,7 +136,8 @@ __global__ void __launch_bounds__(DQ_WARPS * 32) pf_dequant_kernel(ck_layout L, 
       int rr = idx / (CK / 8), c8 = idx % (CK / 8);
       int64_t row = tile * 16 + rr;
       if (row < L.rows)
-        *reinterpret_cast<uint4 *>(out + row * L.cols + k0 + c8 * 8) = *reinterpret_cast<const uint4 *>(my + rr * LD + c8 * 8);
+        *reinterpret_cast<uint4 *>(out + row * L.cols + k0 + c8 * 8) =
+            *reinterpret_cast<const uint4 *>(my + rr * LD + c8 * 8);
     }
     __syncwarp();
   }
@@ -195,7 +196,8 @@ __global__ void __launch_bounds__(NR_THREADS) pf_norm_kernel(const float *y, int
   for (int i = threadIdx.x; i < H; i += blockDim.x) ss = fmaf(hr[i], hr[i], ss);
   ss = pf_block_sum(ss);
   float r = 1.0f / sqrtf(ss / (float)H + eps);
-  for (int i = threadIdx.x; i < H; i += blockDim.x) xr[i] = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hr[i], r)), w_next[i]));
+  for (int i = threadIdx.x; i < H; i += blockDim.x)
+    xr[i] = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hr[i], r)), w_next[i]));
 }
 
 extern "C" int pf_norm_rows(const float *y, int64_t ldy, const float *w_post, float *h, int use_scalar, float scalar,
@@ -458,7 +460,10 @@ __global__ void __launch_bounds__(128) pa_mma_kernel(PaArgs a) {
   float M[2], inv[2];
   for (int r = 0; r < 2; r++) {
     float mm = -INFINITY, ll = 0.f;
-    for (int w = 0; w < 4; w++) pa_combine(mm, ll, red[(w * PA_QT + g + 8 * r) * 2], red[(w * PA_QT + g + 8 * r) * 2 + 1]);
+    for (int w = 0; w < 4; w++) {
+      const float *rw = red + (w * PA_QT + g + 8 * r) * 2;
+      pa_combine(mm, ll, rw[0], rw[1]);
+    }
     M[r] = mm;
     inv[r] = __fdiv_rn(1.0f, ll);
   }
