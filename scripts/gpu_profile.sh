@@ -40,7 +40,7 @@ fi
 if has build; then
   stamp "build (-j$JOBS)"
   if ! { cmake -S . -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DMLXRT_CUDA_PTXAS_VERBOSE=ON "${EXTRA[@]}" &&
-         cmake --build "$BUILD" -j"$JOBS" --target mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-cuda-test; } >"$OUT/build.log" 2>&1; then
+         cmake --build "$BUILD" -j"$JOBS" --target mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-decode-real mlxrt-cuda-test; } >"$OUT/build.log" 2>&1; then
     tail -40 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
   fi
 fi
@@ -63,8 +63,13 @@ if has prof; then
   MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 32 -r 1 \
     >"$OUT/prof.log" 2>&1 || rc=1
   cat "$OUT/prof.log"
+  for w in ${QMV_WARPS:-}; do
+    stamp "profile with MLXRT_QMV_WARPS=$w"
+    MLXRT_QMV_WARPS=$w MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda \
+      -p 0 -n 16 -r 1 2>&1 | grep -E "mat-vec|t/s|tg" | tee "$OUT/prof_w$w.log"
+  done
   stamp "bench tg128 with graphs"
-  MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 128 -r 2 2>&1 | tee "$OUT/bench31.log"
+  MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 128 -r 2 ${BENCH_EXTRA:-} 2>&1 | tee "$OUT/bench31.log"
 fi
 if has prefill; then
   stamp "prefill: tiny fixtures, every prompt-pass configuration and rewinds"

@@ -238,6 +238,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   const char *g = getenv("MLXRT_CUDA_GRAPH");
   D->use_graph = !(g && strcmp(g, "0") == 0);
   if (cprof_init(&D->prof, D->stream, err)) goto fail;
+  /* benchmark knob: warps per 16-row tile of every mat-vec (0 = chosen per shape) */
+  const char *wq = getenv("MLXRT_QMV_WARPS");
+  if (wq && *wq) ck_set_tuning(atoi(wq), 0);
   if (D->prof.on) D->use_graph = 0;
   int H = d->hidden, L = d->n_layers, sms = cudab_device(b)->sms;
   int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1;

@@ -59,43 +59,61 @@ extern "C" int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, v
   return (int)cudaGetLastError();
 }
 
-/* One block of 1024 threads over one row; h is read and written by the same thread. */
+/* One block of 1024 threads over one row; thread t owns values t, t + 1024, … (at most
+ * RN_VPT of them), kept in registers between the passes, so h is read and written once. */
 #define RN_MAX_PBLOCKS 128
-__global__ void __launch_bounds__(1024) residual_norm_kernel(const float *y, const float *w_post, float *h,
-                                                             int use_scalar, float scalar,
-                                                             const float *w_next, uint16_t *xb, int H,
-                                                             float eps, float *pmax, int pblock) {
+#define RN_THREADS 1024
+#define RN_VPT 16
+__global__ void __launch_bounds__(RN_THREADS) residual_norm_kernel(const float *y, const float *w_post, float *h,
+                                                                   int use_scalar, float scalar,
+                                                                   const float *w_next, uint16_t *xb, int H,
+                                                                   float eps, float *pmax, int pblock) {
+  __shared__ unsigned bm[RN_MAX_PBLOCKS];
+  int nblk = pmax ? (H + pblock - 1) / pblock : 0;
+  for (int b = threadIdx.x; b < nblk; b += blockDim.x) bm[b] = 0u;
+  float hv[RN_VPT];
+#pragma unroll
+  for (int k = 0; k < RN_VPT; k++) {
+    int i = threadIdx.x + k * RN_THREADS;
+    hv[k] = i < H ? h[i] : 0.0f;
+  }
   if (y) {
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < H; i += blockDim.x) {
-      float v = rb(y[i]);
-      ss = fmaf(v, v, ss);
+    float yv[RN_VPT], ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < RN_VPT; k++) {
+      int i = threadIdx.x + k * RN_THREADS;
+      yv[k] = i < H ? rb(y[i]) : 0.0f;
+      ss = fmaf(yv[k], yv[k], ss);
     }
     ss = block_sum(ss);
     float r = 1.0f / sqrtf(ss / (float)H + eps);
-    for (int i = threadIdx.x; i < H; i += blockDim.x) {
-      float o = rb(__fmul_rn(rb(__fmul_rn(rb(y[i]), r)), w_post[i]));
-      float v = rb(__fadd_rn(h[i], o));
+#pragma unroll
+    for (int k = 0; k < RN_VPT; k++) {
+      int i = threadIdx.x + k * RN_THREADS;
+      if (i >= H) continue;
+      float o = rb(__fmul_rn(rb(__fmul_rn(yv[k], r)), w_post[i]));
+      float v = rb(__fadd_rn(hv[k], o));
       if (use_scalar) v = rb(__fmul_rn(v, scalar));
+      hv[k] = v;
       h[i] = v;
     }
   }
   float ss = 0.0f;
-  for (int i = threadIdx.x; i < H; i += blockDim.x) ss = fmaf(h[i], h[i], ss);
+#pragma unroll
+  for (int k = 0; k < RN_VPT; k++) ss = fmaf(hv[k], hv[k], ss);
   ss = block_sum(ss);
   float r = 1.0f / sqrtf(ss / (float)H + eps);
   /* xb, and max|xb| per pblock values for the mat-vec's activation prep: a warp's 32
    * consecutive values lie in one pblock (a multiple of 32), so one shuffle max per warp and
    * one shared atomic (non-negative floats order as their bits) */
-  __shared__ unsigned bm[RN_MAX_PBLOCKS];
-  int nblk = pmax ? (H + pblock - 1) / pblock : 0;
-  for (int b = threadIdx.x; b < nblk; b += blockDim.x) bm[b] = 0u;
-  __syncthreads();
-  for (int base = 0; base < H; base += blockDim.x) {
+#pragma unroll
+  for (int k = 0; k < RN_VPT; k++) {
+    int base = k * RN_THREADS;
+    if (base >= H) break;
     int i = base + threadIdx.x;
     float m = 0.0f;
     if (i < H) {
-      uint16_t o = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(h[i], r)), w_next[i]));
+      uint16_t o = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hv[k], r)), w_next[i]));
       xb[i] = o;
       m = fabsf(ck_bf16_to_f32(o));
     }
@@ -112,8 +130,9 @@ __global__ void __launch_bounds__(1024) residual_norm_kernel(const float *y, con
 extern "C" int dk_residual_norm(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
                                 const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                                 void *stream) {
-  if (pmax && (pblock % 32 || (H + pblock - 1) / pblock > RN_MAX_PBLOCKS)) return (int)cudaErrorInvalidValue;
-  residual_norm_kernel<<<1, 1024, 0, (cudaStream_t)stream>>>(y, w_post, h, use_scalar, scalar, w_next, xb, H,
+  if ((pmax && (pblock % 32 || (H + pblock - 1) / pblock > RN_MAX_PBLOCKS)) || H > RN_THREADS * RN_VPT)
+    return (int)cudaErrorInvalidValue;
+  residual_norm_kernel<<<1, RN_THREADS, 0, (cudaStream_t)stream>>>(y, w_post, h, use_scalar, scalar, w_next, xb, H,
                                                              eps, pmax, pblock);
   return (int)cudaGetLastError();
 }
@@ -216,7 +235,7 @@ __global__ void geglu_kernel(const float *g, const float *u, uint16_t *out, int6
 extern "C" int dk_geglu(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock,
                         void *stream) {
   int64_t blocks = (n + pblock - 1) / pblock;
-  geglu_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(g, u, out, n, pmax, pblock);
+  geglu_kernel<<<(unsigned)blocks, 1024, 0, (cudaStream_t)stream>>>(g, u, out, n, pmax, pblock);
   return (int)cudaGetLastError();
 }
 
