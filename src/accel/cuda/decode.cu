@@ -82,9 +82,8 @@ __global__ void __launch_bounds__(RN_THREADS) residual_norm_kernel(const float *
                                                                    float eps, float *pmax, int pblock) {
   ck_pdl_wait();
   ck_pdl_trigger();
-  __shared__ unsigned bm[RN_MAX_PBLOCKS];
+  __shared__ float cm[RN_THREADS * RN_VPT / 32]; /* max|xb| of each run of 32 values */
   int nblk = pmax ? (H + pblock - 1) / pblock : 0;
-  for (int b = threadIdx.x; b < nblk; b += blockDim.x) bm[b] = 0u;
   float hv[RN_VPT];
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) {
@@ -117,9 +116,9 @@ __global__ void __launch_bounds__(RN_THREADS) residual_norm_kernel(const float *
   for (int k = 0; k < RN_VPT; k++) ss = fmaf(hv[k], hv[k], ss);
   ss = block_sum(ss);
   float r = 1.0f / sqrtf(ss / (float)H + eps);
-  /* xb, and max|xb| per pblock values for the mat-vec's activation prep: a warp's 32
-   * consecutive values lie in one pblock (a multiple of 32), so one shuffle max per warp and
-   * one shared atomic (non-negative floats order as their bits) */
+  /* xb, and max|xb| per pblock values for the mat-vec's activation prep: the max of each run
+   * of 32 values (one warp's) goes to cm[run] (pblock is a multiple of 32), then thread b
+   * reduces the runs of pblock b — no shared atomics (contended, they cost ~10 us here) */
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) {
     int base = k * RN_THREADS;
@@ -133,12 +132,16 @@ __global__ void __launch_bounds__(RN_THREADS) residual_norm_kernel(const float *
     }
     if (!nblk) continue;
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    int w0 = base + (threadIdx.x & ~31);
-    if ((threadIdx.x & 31) == 0 && w0 < H) atomicMax(&bm[w0 / pblock], __float_as_uint(m));
+    if ((threadIdx.x & 31) == 0) cm[i >> 5] = m;
   }
   if (!nblk) return;
   __syncthreads();
-  for (int b = threadIdx.x; b < nblk; b += blockDim.x) pmax[b] = __uint_as_float(bm[b]);
+  int runs = (H + 31) >> 5, per = pblock >> 5;
+  for (int b = threadIdx.x; b < nblk; b += blockDim.x) {
+    float m = 0.0f;
+    for (int c = b * per; c < (b + 1) * per && c < runs; c++) m = fmaxf(m, cm[c]);
+    pmax[b] = m;
+  }
 }
 
 extern "C" int dk_residual_norm(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
