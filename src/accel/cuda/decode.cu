@@ -3,6 +3,7 @@
  * result is rounded before a following add use __fmul_rn so nvcc does not fuse them into an
  * FMA the reference does not have. */
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "ck_device.cuh"
@@ -71,38 +72,55 @@ extern "C" int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, v
   return (int)ck_launch(embed_scale_kernel, (H + 255) / 256, 256, 0, (cudaStream_t)stream, e, h, H, scale);
 }
 
-/* One block of 1024 threads over one row; thread t owns values t, t + 1024, … (at most
- * RN_VPT of them), kept in registers between the passes, so h is read and written once. */
-#define RN_MAX_PBLOCKS 128
-#define RN_THREADS 1024
-#define RN_VPT 16
-__global__ void __launch_bounds__(RN_THREADS) residual_norm_kernel(const float *y, const float *w_post, float *h,
-                                                                   int use_scalar, float scalar,
-                                                                   const float *w_next, uint16_t *xb, int H,
-                                                                   float eps, float *pmax, int pblock) {
+/* One row over a cluster of RN_CL blocks of RN_BT threads (one block alone was latency-bound
+ * at ~16 us): thread g of the cluster owns values g, g + RN_CL·RN_BT, … (at most RN_VPT),
+ * kept in registers between the passes. The row sums are reduced per block, then each block
+ * adds the RN_CL block sums in rank order through distributed shared memory, so every block
+ * holds the same total (deterministic). One pass of the cluster covers RN_CL·RN_BT values,
+ * which is the activation prep's pblock: the pass's max|xb| is pmax of that pblock. */
+#define RN_CL 8
+#define RN_BT 256
+#define RN_VPT 8
+namespace cg = cooperative_groups;
+
+__device__ __forceinline__ float cluster_total(cg::cluster_group &cl, float *slot, float v) {
+  v = block_sum(v);
+  if (threadIdx.x == 0) *slot = v;
+  cl.sync();
+  float t = 0.0f;
+  for (unsigned r = 0; r < RN_CL; r++) t += *cl.map_shared_rank(slot, r);
+  return t;
+}
+
+__global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
+    residual_norm_kernel(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
+                         const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock) {
   ck_pdl_wait();
   ck_pdl_trigger();
-  __shared__ float cm[RN_THREADS * RN_VPT / 32]; /* max|xb| of each run of 32 values */
-  int nblk = pmax ? (H + pblock - 1) / pblock : 0;
+  cg::cluster_group cl = cg::this_cluster();
+  __shared__ float sums[2];
+  __shared__ float wmax[RN_VPT][RN_BT / 32], kmax[RN_VPT];
+  const int g = (int)cl.block_rank() * RN_BT + threadIdx.x, step = RN_CL * RN_BT;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float hv[RN_VPT];
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) {
-    int i = threadIdx.x + k * RN_THREADS;
+    int i = g + k * step;
     hv[k] = i < H ? h[i] : 0.0f;
   }
   if (y) {
     float yv[RN_VPT], ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < RN_VPT; k++) {
-      int i = threadIdx.x + k * RN_THREADS;
+      int i = g + k * step;
       yv[k] = i < H ? rb(y[i]) : 0.0f;
       ss = fmaf(yv[k], yv[k], ss);
     }
-    ss = block_sum(ss);
+    ss = cluster_total(cl, &sums[0], ss);
     float r = 1.0f / sqrtf(ss / (float)H + eps);
 #pragma unroll
     for (int k = 0; k < RN_VPT; k++) {
-      int i = threadIdx.x + k * RN_THREADS;
+      int i = g + k * step;
       if (i >= H) continue;
       float o = rb(__fmul_rn(rb(__fmul_rn(yv[k], r)), w_post[i]));
       float v = rb(__fadd_rn(hv[k], o));
@@ -114,42 +132,43 @@ __global__ void __launch_bounds__(RN_THREADS) residual_norm_kernel(const float *
   float ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) ss = fmaf(hv[k], hv[k], ss);
-  ss = block_sum(ss);
+  ss = cluster_total(cl, &sums[1], ss);
   float r = 1.0f / sqrtf(ss / (float)H + eps);
-  /* xb, and max|xb| per pblock values for the mat-vec's activation prep: the max of each run
-   * of 32 values (one warp's) goes to cm[run] (pblock is a multiple of 32), then thread b
-   * reduces the runs of pblock b — no shared atomics (contended, they cost ~10 us here) */
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) {
-    int base = k * RN_THREADS;
-    if (base >= H) break;
-    int i = base + threadIdx.x;
+    int i = g + k * step;
     float m = 0.0f;
     if (i < H) {
       uint16_t o = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hv[k], r)), w_next[i]));
       xb[i] = o;
       m = fabsf(ck_bf16_to_f32(o));
     }
-    if (!nblk) continue;
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0) cm[i >> 5] = m;
+    if (lane == 0) wmax[k][warp] = m;
   }
-  if (!nblk) return;
-  __syncthreads();
-  int runs = (H + 31) >> 5, per = pblock >> 5;
-  for (int b = threadIdx.x; b < nblk; b += blockDim.x) {
-    float m = 0.0f;
-    for (int c = b * per; c < (b + 1) * per && c < runs; c++) m = fmaxf(m, cm[c]);
-    pmax[b] = m;
+  if (pmax) {
+    __syncthreads();
+    if (threadIdx.x < RN_VPT) {
+      float m = 0.0f;
+      for (int w = 0; w < RN_BT / 32; w++) m = fmaxf(m, wmax[threadIdx.x][w]);
+      kmax[threadIdx.x] = m;
+    }
+    cl.sync();
+    int nblk = (H + pblock - 1) / pblock;
+    if (cl.block_rank() == 0 && threadIdx.x < nblk) {
+      float m = 0.0f;
+      for (unsigned q = 0; q < RN_CL; q++) m = fmaxf(m, *cl.map_shared_rank(&kmax[threadIdx.x], q));
+      pmax[threadIdx.x] = m;
+    }
   }
+  cl.sync(); /* no block leaves while another still reads its shared memory */
 }
 
 extern "C" int dk_residual_norm(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
                                 const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                                 void *stream) {
-  if ((pmax && (pblock % 32 || (H + pblock - 1) / pblock > RN_MAX_PBLOCKS)) || H > RN_THREADS * RN_VPT)
-    return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(residual_norm_kernel, 1, RN_THREADS, 0, (cudaStream_t)stream, y, w_post, h, use_scalar,
+  if ((pmax && pblock != RN_CL * RN_BT) || H > RN_CL * RN_BT * RN_VPT) return (int)cudaErrorInvalidValue;
+  return (int)ck_launch(residual_norm_kernel, RN_CL, RN_BT, 0, (cudaStream_t)stream, y, w_post, h, use_scalar,
                         scalar, w_next, xb, H, eps, pmax, pblock);
 }
 
