@@ -16,6 +16,14 @@ extern "C" int ck_pdl_enabled(void) { return g_pdl; }
 
 static __device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
 
+/* A mat-vec output whose k range was split over ks blocks: the partial sums at p, p + kstride,
+ * … added in split order (deterministic). */
+static __device__ __forceinline__ float ysum(const float *p, int ks, int64_t kstride) {
+  float v = p[0];
+  for (int s = 1; s < ks; s++) v += p[(int64_t)s * kstride];
+  return v;
+}
+
 /* Sum over the block (blockDim.x a multiple of 32, ≤ 1024). */
 static __device__ float block_sum(float v) {
   __shared__ float part[32];
@@ -93,8 +101,8 @@ __device__ __forceinline__ float cluster_total(cg::cluster_group &cl, float *slo
 }
 
 __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
-    residual_norm_kernel(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
-                         const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock) {
+    residual_norm_kernel(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar,
+                         float scalar, const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock) {
   ck_pdl_wait();
   ck_pdl_trigger();
   cg::cluster_group cl = cg::this_cluster();
@@ -113,7 +121,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
 #pragma unroll
     for (int k = 0; k < RN_VPT; k++) {
       int i = g + k * step;
-      yv[k] = i < H ? rb(y[i]) : 0.0f;
+      yv[k] = i < H ? rb(ysum(y + i, ks, kstride)) : 0.0f;
       ss = fmaf(yv[k], yv[k], ss);
     }
     ss = cluster_total(cl, &sums[0], ss);
@@ -164,16 +172,16 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
   cl.sync(); /* no block leaves while another still reads its shared memory */
 }
 
-extern "C" int dk_residual_norm(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
+extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
                                 const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                                 void *stream) {
   if ((pmax && pblock != RN_CL * RN_BT) || H > RN_CL * RN_BT * RN_VPT) return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(residual_norm_kernel, RN_CL, RN_BT, 0, (cudaStream_t)stream, y, w_post, h, use_scalar,
-                        scalar, w_next, xb, H, eps, pmax, pblock);
+  return (int)ck_launch(residual_norm_kernel, RN_CL, RN_BT, 0, (cudaStream_t)stream, y, ks, kstride, w_post, h,
+                        use_scalar, scalar, w_next, xb, H, eps, pmax, pblock);
 }
 
 /* One block per head: blocks [0, nq) are query heads, [nq, nq + nkv) key/value heads. */
-__global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int nq, int nkv, int hd, int k_eq_v,
+__global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v,
                                                        const float *qn, const float *kn,
                                                        const float *inv_freq, int trad, int v_norm,
                                                        float eps, const int *pos_p, int window,
@@ -190,12 +198,13 @@ __global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int nq, i
   /* rmsnorm with weight */
   float ss = 0.0f;
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-    float v = rb(src[i]);
+    float v = rb(ysum(src + i, ks, kstride));
     ss = fmaf(v, v, ss);
   }
   ss = block_sum(ss);
   float r = 1.0f / sqrtf(ss / (float)hd + eps);
-  for (int i = threadIdx.x; i < hd; i += blockDim.x) sv[i] = rb(__fmul_rn(rb(__fmul_rn(rb(src[i]), r)), w[i]));
+  for (int i = threadIdx.x; i < hd; i += blockDim.x)
+    sv[i] = rb(__fmul_rn(rb(__fmul_rn(rb(ysum(src + i, ks, kstride)), r)), w[i]));
   __syncthreads();
   /* rope: pair (a, b) per live frequency */
   int half = hd / 2;
@@ -223,24 +232,24 @@ __global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int nq, i
   if (v_norm) {
     float s2 = 0.0f;
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-      float v = rb(vs[i]);
+      float v = rb(ysum(vs + i, ks, kstride));
       s2 = fmaf(v, v, s2);
     }
     s2 = block_sum(s2);
     rv = 1.0f / sqrtf(s2 / (float)hd + eps);
   }
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-    float v = rb(vs[i]);
+    float v = rb(ysum(vs + i, ks, kstride));
     vd[i] = ck_f32_to_bf16(v_norm ? __fmul_rn(v, rv) : v);
   }
 }
 
-extern "C" int dk_qkv_post(const float *y, int nq, int nkv, int hd, int k_eq_v, const float *qn,
+extern "C" int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn,
                            const float *kn, const float *inv_freq, int traditional, int v_norm, float eps,
                            const int *pos, int window, float *q_out, uint16_t *kc, uint16_t *vc,
                            void *stream) {
-  return (int)ck_launch(qkv_post_kernel, nq + nkv, 128, (size_t)hd * sizeof(float), (cudaStream_t)stream, y, nq,
-                        nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
+  return (int)ck_launch(qkv_post_kernel, nq + nkv, 128, (size_t)hd * sizeof(float), (cudaStream_t)stream, y, ks,
+                        kstride, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
 }
 
 /* gelu_approx op by op in bf16, as MLX computes it */
@@ -255,13 +264,13 @@ __device__ __forceinline__ float gelu_approx(float x) {
 }
 
 /* One block per pblock values; block b also writes pmax[b] = max|out| over them. */
-__global__ void geglu_kernel(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock) {
+__global__ void geglu_kernel(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock) {
   ck_pdl_wait();
   ck_pdl_trigger();
   int64_t b0 = (int64_t)blockIdx.x * pblock, end = b0 + pblock < n ? b0 + pblock : n;
   float m = 0.0f;
   for (int64_t i = b0 + threadIdx.x; i < end; i += blockDim.x) {
-    uint16_t o = ck_f32_to_bf16(__fmul_rn(gelu_approx(rb(g[i])), rb(u[i])));
+    uint16_t o = ck_f32_to_bf16(__fmul_rn(gelu_approx(rb(ysum(g + i, ks, kstride))), rb(ysum(u + i, ks, kstride))));
     out[i] = o;
     m = fmaxf(m, fabsf(ck_bf16_to_f32(o)));
   }
@@ -270,10 +279,11 @@ __global__ void geglu_kernel(const float *g, const float *u, uint16_t *out, int6
   if (threadIdx.x == 0) pmax[blockIdx.x] = m;
 }
 
-extern "C" int dk_geglu(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock,
+extern "C" int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock,
                         void *stream) {
   int64_t blocks = (n + pblock - 1) / pblock;
-  return (int)ck_launch(geglu_kernel, (unsigned)blocks, 1024, 0, (cudaStream_t)stream, g, u, out, n, pmax, pblock);
+  return (int)ck_launch(geglu_kernel, (unsigned)blocks, 1024, 0, (cudaStream_t)stream, g, u, ks, kstride, out, n, pmax,
+                        pblock);
 }
 
 /* ---- logits: softcap, then argmax (lowest index on ties) by the last block to finish ---- */
