@@ -168,7 +168,7 @@ if want llama; then
   if [ -f "$CARRY/tok-gemma3.gguf.gz" ] && [ -d "$CARRY/pylib/gguf" ]; then
     say "writing the GGUF in the background"
     ( s=$(date +%s)
-      timeout -k 5 200 env PYTHONPATH="$CARRY/pylib${PYTHONPATH:+:$PYTHONPATH}" python3 \
+      timeout -k 5 300 env PYTHONPATH="$CARRY/pylib${PYTHONPATH:+:$PYTHONPATH}" python3 \
         scripts/make_gguf_synth.py --tokenizer "$CARRY/tok-gemma3.gguf.gz" -o "$GGUF" \
         "${LAYER_ARGS[@]}" >"$WORK/gguf.log" 2>&1
       rc=$?
@@ -260,7 +260,7 @@ mlxrt_phase() {
   local end=$(( $(date +%s) + budget ))
   say "mlxrt $mode (limit ${budget} s)"
   if [ "$budget" -lt 30 ]; then note "mlxrt $mode: skipped (${budget} s left for it)"; return; fi
-  step "synth $mode" 150 "$MLXRT" synth --like gemma4-31b --mode "$mode" -o "$dir" --no-sync \
+  step "synth $mode" 240 "$MLXRT" synth --like gemma4-31b --mode "$mode" -o "$dir" --no-sync \
     "${LAYER_ARGS[@]}" >"$WORK/synth.log" 2>&1
   gather "synth $mode" "$WORK/synth.log"
   if [ "$LAST_RC" != 0 ]; then tail -5 "$WORK/synth.log" >&3; rm -rf "$dir"; return; fi
