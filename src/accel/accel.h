@@ -101,6 +101,7 @@ typedef struct accel_decoder accel_decoder;
 struct accel_backend {
   const char *name;
   void *impl;
+  int verbose; /* accel_options.verbose (set by accel_create): say which path runs what */
 
   /* y[n, rows] = x[n, cols] · Wᵀ, x in bf16, y in float32 (float32 accumulation).
    * expert selects the slab of a stacked weight (-1 or 0 for rank-2). */
