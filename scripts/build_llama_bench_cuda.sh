@@ -4,8 +4,8 @@
 # the driver and the C/C++ runtime stay dynamic (the GPU machine has CUDA 13). No GPU needed.
 #
 #   build_llama_bench_cuda.sh [REPO]
-#       on the CPU machine: builds into the cache (build-cuda, niced, -j2 at most: ~1.5–3 h on
-#       the shared 2 cores), then copies the stripped binary to REPO/.gpu-carry/llama-bench
+#       on the CPU machine: builds into the cache (build-cuda, niced, -j2 at most: 6599 s on
+#       the shared 2 cores, 2026-11-29), then copies the stripped binary to REPO/.gpu-carry/llama-bench
 #       (ignored; travels with the device call's `carry`). Idempotent: skips a finished build.
 #   build_llama_bench_cuda.sh --pack-source [REPO]
 #       writes REPO/.gpu-carry/llama-src.tar.gz (~7 MB: the sdist's llama.cpp without models,

@@ -5,7 +5,7 @@
 # checkpoints; the JSON of each engine and a markdown table (BENCHMARKS.md) go to $OUT.
 #
 # On the CPU machine, once (fills the ignored folder .gpu-carry/ that the device call carries):
-#   bash scripts/build_llama_bench_cuda.sh        # llama-bench, CUDA sm_90a (slow: ~1.5-3 h)
+#   bash scripts/build_llama_bench_cuda.sh        # llama-bench, CUDA sm_90a (slow: ~1 h 50 min)
 #   bash scripts/gpu_bench_vs_llama.sh --prepare  # gguf + yaml Python sources, tokenizer;
 #        without a built llama-bench: its source (7 MB), built on the GPU machine (~5-8 min?)
 # On the GPU machine (device call with carry [".debs", ".gpu-carry"]):
