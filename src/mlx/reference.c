@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "mlx/decoder_desc.h"
 #include "mlx/ops.h"
+#include "mlx/sampler.h"
 #include "mlx/session.h"
 
 struct mx_session {
@@ -533,6 +534,32 @@ int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_er
     for (int i = 1; i < c->vocab_size; i++)
       if (logits[i] > logits[b]) b = i;
     *next = b;
+  }
+  free(logits);
+  return rc;
+}
+
+int mx_session_step_sample(mx_session *s, int32_t token, mx_sampler *smp, int32_t *next, mlxrt_error *err) {
+  const mx_config *c = &s->m->cfg;
+  const mx_sampler_params *sp = mx_sampler_get_params(smp);
+  const accel_backend *b = s->dec ? s->dec->b : NULL;
+  if (b && b->decoder_step_sample && sp->repetition_penalty == 1.0f) {
+    if (token < 0 || token >= c->vocab_size)
+      return mx_fail(err, "token id %d is outside the vocabulary [0, %d)", token, c->vocab_size);
+    if (s->pos + 1 > s->capacity) return mx_fail(err, "context full: capacity %lld", (long long)s->capacity);
+    accel_sample_params ap = {sp->temperature, sp->top_k, sp->top_p, sp->min_p};
+    const double u = sp->temperature > 0.0f ? mx_sampler_uniform(smp) : 0.0;
+    if (b->decoder_step_sample(s->dec->dec, &token, 1, s->pos, &ap, u, next, err)) return -1;
+    s->pos++;
+    return 0;
+  }
+  float *logits = mx_malloc((size_t)c->vocab_size * sizeof(float), err);
+  if (!logits) return -1;
+  int rc = mx_session_feed(s, &token, 1, logits, 0, err);
+  if (!rc) {
+    const int t = mx_sampler_sample(smp, logits, err);
+    if (t < 0) rc = -1;
+    else *next = t;
   }
   free(logits);
   return rc;
