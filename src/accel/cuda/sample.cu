@@ -350,6 +350,7 @@ extern "C" int sk_launches(const sk_params *p) {
   return n;
 }
 
+#ifndef SK_EMULATION /* tests/gpu/sample_emulate.cpp runs the kernels above on host threads */
 extern "C" int sk_sample(const float *logits, int V, const sk_params *p, void *state, int32_t *out, void *stream) {
   if (V < 1 || V > (1 << 23)) return (int)cudaErrorInvalidValue;
   sk_args a;
@@ -372,3 +373,4 @@ extern "C" int sk_sample(const float *logits, int V, const sk_params *p, void *s
   sk_draw_kernel<<<blocks, SK_THREADS, 0, s>>>(a);
   return (int)cudaGetLastError();
 }
+#endif
