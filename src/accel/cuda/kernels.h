@@ -79,6 +79,11 @@ int ck_qmv_generic(const ck_layout *L, int64_t slab, const uint16_t *x, int nb, 
 /* out[i, cols] bf16 = row ids[i] dequantized as mx.dequantize does (ids already checked). */
 int ck_embed(const ck_layout *L, const int32_t *ids, int64_t n, uint16_t *out, void *stream);
 
+/* Programmatic dependent launches for the kernels launched through ck_launch (ck_launch.cuh):
+ * on while the decoder enqueues a step, off otherwise. One thread drives a backend. */
+void ck_set_pdl(int on);
+int ck_pdl_enabled(void);
+
 /* Benchmark knobs: warps per tile (0 = automatic) and kernel variant (0 = the product,
  * 1 = loads only). Not for normal use. */
 void ck_set_tuning(int warps, int variant);
