@@ -539,6 +539,8 @@ int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_er
   return rc;
 }
 
+int mx_session_uses_decoder(const mx_session *s) { return s->dec != NULL; }
+
 int mx_session_step_sample(mx_session *s, int32_t token, mx_sampler *smp, int32_t *next, mlxrt_error *err) {
   const mx_config *c = &s->m->cfg;
   const mx_sampler_params *sp = mx_sampler_get_params(smp);

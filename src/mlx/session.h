@@ -28,6 +28,8 @@ int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_er
  * penalty (then the logits come back and smp samples on the host). Draws one uniform number of
  * smp's stream per non-greedy step either way; does not call mx_sampler_accept. */
 struct mx_sampler;
+/* 1 when the backend's whole-step decoder runs the session (MLXRT_DECODER=1). */
+int mx_session_uses_decoder(const mx_session *s);
 int mx_session_step_sample(mx_session *s, int32_t token, struct mx_sampler *smp, int32_t *next,
                            mlxrt_error *err);
 int64_t mx_session_pos(const mx_session *s);
