@@ -6,7 +6,7 @@
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -Isrc -Iinclude -c src/base/error.c -o /tmp/er.o
  *   g++ -std=c++17 -O2 -pthread -DSK_EMULATION -Itests/gpu/emu -Isrc -Isrc/accel/cuda -Iinclude \
  *       tests/gpu/sample_emulate.cpp /tmp/as.o /tmp/er.o -o /tmp/sample_emulate -lm
- *   /tmp/sample_emulate [trials [seed]]   (the first 6 trials use V = 262144)
+ *   /tmp/sample_emulate [trials [seed [big]]]   (the first `big` (6) trials use V = 262144)
  */
 #include "../../src/accel/cuda/sample.cu"
 
@@ -92,6 +92,7 @@ static float bf16(float x) {
 int main(int argc, char **argv) {
   int trials = argc > 1 ? atoi(argv[1]) : 200;
   if (argc > 2) g_rng = strtoull(argv[2], NULL, 0) | 1;
+  const int big = argc > 3 ? atoi(argv[3]) : 6; /* trials with V = 262144 first */
   blockDim.x = SK_THREADS;
   pthread_barrier_init(&emu_block_barrier, NULL, SK_THREADS);
   for (int w = 0; w < 8; w++) pthread_barrier_init(&emu_warp_barrier[w], NULL, 32);
@@ -104,8 +105,8 @@ int main(int argc, char **argv) {
   float *l = (float *)malloc(300000 * sizeof(float));
   int bad = 0;
   for (int t = 0; t < trials; t++) {
-    int V = sizes[rnd() % (t < 6 ? 1 : 10)];
-    if (t >= 6 && V == 262144) V = 1000;
+    int V = sizes[rnd() % (t < big ? 1 : 10)];
+    if (t >= big && V == 262144) V = 1000;
     int kind = (int)(rnd() % 7);
     double sd = rnd() % 2 ? 1.0 : 4.0;
     for (int i = 0; i < V; i++) {

@@ -126,17 +126,23 @@ static __device__ void decide(H *h, int level, bool mass, unsigned long long cou
                               unsigned *prefix, unsigned long long *above) {
   const int nb = SK_NB[level], per = nb / SK_THREADS, t = threadIdx.x;
   const unsigned long long above0 = level ? *above : 0ull;
-  unsigned long long v[SK_BINS / SK_THREADS], s = 0;
-  for (int j = 0; j < per; j++) {
-    v[j] = (unsigned long long)__ldcg(h + t * per + j);
-    h[t * per + j] = 0;
-    s += v[j];
+  unsigned long long v[SK_BINS / SK_THREADS], s = 0; /* unrolled: v stays in registers */
+#pragma unroll
+  for (int j = 0; j < SK_BINS / SK_THREADS; j++) {
+    v[j] = 0;
+    if (j < per) {
+      v[j] = (unsigned long long)__ldcg(h + t * per + j);
+      h[t * per + j] = 0;
+      s += v[j];
+    }
   }
   unsigned long long tot, excl = block_excl_scan<unsigned long long>(s, &tot);
   unsigned long long acc = above0 + (tot - excl - s); /* bins above this thread's range */
   __syncthreads(); /* every thread has read *above before the finder writes it */
   if (mass ? (double)acc >= mass_target : acc >= count_target) return; /* crossed above */
-  for (int j = per - 1; j >= 0; j--) {
+#pragma unroll
+  for (int j = SK_BINS / SK_THREADS - 1; j >= 0; j--) {
+    if (j >= per) continue;
     const unsigned long long a = acc + v[j];
     if (v[j] && (mass ? (double)a >= mass_target : a >= count_target)) {
       *prefix = (level ? *prefix : 0u) | ((unsigned)(t * per + j) << SK_SHIFT[level]);
