@@ -24,7 +24,8 @@ struct mx_session {
   float **inv_freq;        /* per layer: [head_dim/2], 0 for pass-through pairs */
   float *rope_pos_scale;   /* per layer: positions are multiplied by it (1 but in mlx-cpu linear) */
   float *rope_c, *rope_s;  /* one position's bf16 cos/sin, [max head_dim / 2] each */
-  int mlx_cpu;             /* the backend emulates MLX's CPU numerics: RoPE angles follow too */
+  int mlx_cpu;             /* the backend emulates MLX's CPU numerics: RoPE, softmax exp and
+                            * the RMSNorm mean follow MLX's CPU too */
 
   /* scratch, sized for `batch` tokens */
   float *h, *x, *q, *k, *v, *att, *o, *g, *u, *t1, *t2, *ple, *scores, *moe;
@@ -177,6 +178,10 @@ mx_session *mx_session_create(const mx_model *m, accel_backend *b, int64_t capac
   /* Opt-in while the device decoder is being validated (docs/DECODE.md): an explicit request
    * that the backend cannot honour is an error, never a silent fallback. */
   const char *want_dec = getenv("MLXRT_DECODER");
+  if (want_dec && !strcmp(want_dec, "1") && s->mlx_cpu) {
+    mx_fail(err, "MLXRT_DECODER=1: the backend's decoder does not emulate mlx-cpu numerics");
+    goto fail;
+  }
   if (want_dec && !strcmp(want_dec, "1")) {
     mlxrt_error why = {{0}};
     s->dec = mx_decoder_open(m, b, s->capacity, 0, &why);
