@@ -14,11 +14,12 @@
 struct cpu_compat_pack {
   int64_t blocks; /* per expert: ceil(rows / 16); the padding rows are zero */
   uint16_t *w;    /* [experts][blocks][cols][16] bf16 */
-  float *s;       /* fp modes: [experts][blocks][cols/gs][16] group scales; NULL for affine */
+  float *s;       /* fp modes: [experts][blocks][cols/gs][16] group scales; NULL otherwise */
 };
 
 int cpu_mlx_compat_supports(const accel_spec *s) {
-  return (s->mode == ACCEL_MODE_AFFINE && s->scales_dtype == ACCEL_BF16) || s->mode == ACCEL_MODE_NVFP4 ||
+  return (s->mode == ACCEL_MODE_DENSE && s->dense_dtype == ACCEL_BF16) ||
+         (s->mode == ACCEL_MODE_AFFINE && s->scales_dtype == ACCEL_BF16) || s->mode == ACCEL_MODE_NVFP4 ||
          s->mode == ACCEL_MODE_MXFP4 || s->mode == ACCEL_MODE_MXFP8;
 }
 
@@ -34,6 +35,16 @@ int cpu_mlx_compat_from_env(int *on, mlxrt_error *err) {
 }
 
 /* ---- portable kernels (the definition the SIMD ones reproduce lane for lane) -------------- */
+void cpu_compat_dense_scalar(const uint16_t *w, int nblk, int64_t cols, const float *x, float *out) {
+  for (int b = 0; b < nblk; b++)
+    for (int l = 0; l < L; l++) {
+      const uint16_t *wl = w + (int64_t)b * cols * L + l;
+      float acc = 0.0f;
+      for (int64_t k = 0; k < cols; k++) acc += x[k] * mx_bf16_to_f32(wl[k * L]);
+      out[b * L + l] = acc;
+    }
+}
+
 void cpu_compat_affine_scalar(const uint16_t *w, int nblk, int64_t cols, const float *x, float *out) {
   for (int b = 0; b < nblk; b++)
     for (int l = 0; l < L; l++) {
@@ -71,7 +82,7 @@ static void pack_block(void *ctx, int64_t t, int worker) {
   (void)worker;
   pack_job *j = ctx;
   const accel_spec *s = &j->m->spec;
-  int64_t cols = s->cols, rows = s->rows, gs = s->group_size, ng = cols / gs;
+  int64_t cols = s->cols, rows = s->rows, gs = s->mode == ACCEL_MODE_DENSE ? cols : s->group_size, ng = cols / gs;
   int64_t expert = t / j->p->blocks, blk = t % j->p->blocks;
   uint16_t *w = j->p->w + t * cols * L;
   float *sc = j->p->s ? j->p->s + t * ng * L : NULL;
@@ -80,6 +91,10 @@ static void pack_block(void *ctx, int64_t t, int worker) {
   for (int l = 0; l < L; l++) {
     int64_t r = blk * L + l;
     if (r >= rows) continue; /* padding stays zero */
+    if (s->mode == ACCEL_MODE_DENSE) {
+      for (int64_t k = 0; k < cols; k++) w[k * L + l] = mx_f32_to_bf16(cpu_dense_value(j->m, expert, r, k));
+      continue;
+    }
     cpu_row_codes(j->m, expert, r, codes);
     for (int64_t g = 0; g < ng; g++) {
       float scale, bias;
@@ -104,8 +119,9 @@ static cpu_compat_pack *pack_build(cpu_pool *pool, const cpu_qmat *m, mlxrt_erro
   p->blocks = (s->rows + L - 1) / L;
   size_t nb = (size_t)(experts * p->blocks);
   p->w = mx_calloc(nb * (size_t)s->cols * L, sizeof *p->w, err);
-  if (p->w && s->mode != ACCEL_MODE_AFFINE) p->s = mx_calloc(nb * (size_t)(s->cols / s->group_size) * L, sizeof *p->s, err);
-  if (!p->w || (s->mode != ACCEL_MODE_AFFINE && !p->s)) {
+  int fp = s->mode != ACCEL_MODE_AFFINE && s->mode != ACCEL_MODE_DENSE;
+  if (p->w && fp) p->s = mx_calloc(nb * (size_t)(s->cols / s->group_size) * L, sizeof *p->s, err);
+  if (!p->w || (fp && !p->s)) {
     cpu_compat_pack_free(p);
     return NULL;
   }
@@ -128,7 +144,7 @@ typedef struct {
   int64_t expert, n;
   const float *x; /* [n, cols] */
   float *y;       /* [n, rows] */
-  cpu_compat_affine_fn affine;
+  cpu_compat_affine_fn affine; /* affine, or dense when the spec is dense */
   cpu_compat_fp_fn fp;
 } compat_job;
 
@@ -137,7 +153,7 @@ static void compat_task(void *ctx, int64_t t, int worker) {
   (void)worker;
   const compat_job *j = ctx;
   const accel_spec *s = j->spec;
-  int64_t cols = s->cols, rows = s->rows, gs = s->group_size;
+  int64_t cols = s->cols, rows = s->rows, gs = s->mode == ACCEL_MODE_DENSE ? cols : s->group_size;
   int64_t b0 = t * CPU_COMPAT_MAX_BLOCKS;
   int nblk = (int)(j->p->blocks - b0 < CPU_COMPAT_MAX_BLOCKS ? j->p->blocks - b0 : CPU_COMPAT_MAX_BLOCKS);
   int64_t gb = j->expert * j->p->blocks + b0;
@@ -162,12 +178,15 @@ int cpu_qmatmul_mlx_compat(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, cpu_c
   if (!xf) return -1;
   for (int64_t i = 0; i < n * s->cols; i++) xf[i] = mx_bf16_to_f32(x[i]);
   compat_job j = {s, *pack, expert, n, xf, y, cpu_compat_affine_scalar, cpu_compat_fp_scalar};
+  int dense = s->mode == ACCEL_MODE_DENSE;
   if (isa >= CPU_ISA_AVX512) {
-    j.affine = cpu_compat_affine_avx512;
+    j.affine = dense ? cpu_compat_dense_avx512 : cpu_compat_affine_avx512;
     j.fp = cpu_compat_fp_avx512;
   } else if (isa == CPU_ISA_AVX2) {
-    j.affine = cpu_compat_affine_avx2;
+    j.affine = dense ? cpu_compat_dense_avx2 : cpu_compat_affine_avx2;
     j.fp = cpu_compat_fp_avx2;
+  } else if (dense) {
+    j.affine = cpu_compat_dense_scalar;
   }
   cpu_pool_run(pool, ((*pack)->blocks + CPU_COMPAT_MAX_BLOCKS - 1) / CPU_COMPAT_MAX_BLOCKS, compat_task, &j);
   free(xf);

@@ -10,8 +10,9 @@
 
 #include "accel/cpu/cpu_kernels.h"
 
-/* 1 when the spec is one this emulation reproduces (affine with bf16 scales, nvfp4, mxfp4,
- * mxfp8); other specs (dense, f16/f32 scales) already match MLX with float accumulation. */
+/* 1 when the spec is one this emulation reproduces (bf16 dense: MLX's bf16 matmul sums in
+ * float32 in K order; affine with bf16 scales, nvfp4, mxfp4, mxfp8); other specs (f16/f32
+ * dense or scales) go to the default kernels, which accumulate in float like MLX. */
 int cpu_mlx_compat_supports(const accel_spec *s);
 
 /* The weight re-laid out for the emulation (decoded to bf16, 16 rows per SIMD block), built

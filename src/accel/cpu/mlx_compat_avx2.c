@@ -42,6 +42,27 @@ void cpu_compat_affine_avx2(const uint16_t *w, int nblk, int64_t cols, const flo
   }
 }
 
+#define DENSE_BODY(NB)                                                                   \
+  {                                                                                      \
+    const int nb_ = NB; __m256 acc[2 * NB];                                              \
+    FOR_H acc[h] = _mm256_setzero_ps();                                                  \
+    for (int64_t k = 0; k < cols; k++) {                                                 \
+      __m256 xv = _mm256_set1_ps(x[k]);                                                  \
+      FOR_H acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(xv, wload(WP(k))));             \
+    }                                                                                    \
+    FOR_H _mm256_storeu_ps(out + h * 8, acc[h]);                                         \
+  }
+
+void cpu_compat_dense_avx2(const uint16_t *w, int nblk, int64_t cols, const float *x, float *out) {
+  int64_t bstride = cols * 16;
+  switch (nblk) {
+  case 4: DENSE_BODY(4) break;
+  case 3: DENSE_BODY(3) break;
+  case 2: DENSE_BODY(2) break;
+  default: DENSE_BODY(1) break;
+  }
+}
+
 #define FP_BODY(NB)                                                                      \
   {                                                                                      \
     const int nb_ = NB; __m256 acc[2 * NB];                                                                \

@@ -42,6 +42,27 @@ void cpu_compat_affine_avx512(const uint16_t *w, int nblk, int64_t cols, const f
   }
 }
 
+#define DENSE_BODY(NB)                                                                   \
+  {                                                                                      \
+    const int nb_ = NB; __m512 acc[NB];                                                  \
+    FOR_B acc[b] = _mm512_setzero_ps();                                                  \
+    for (int64_t k = 0; k < cols; k++) {                                                 \
+      __m512 xv = _mm512_set1_ps(x[k]);                                                  \
+      FOR_B acc[b] = _mm512_add_ps(acc[b], _mm512_mul_ps(xv, wload(w + b * bstride + k * 16))); \
+    }                                                                                    \
+    FOR_B _mm512_storeu_ps(out + b * 16, acc[b]);                                        \
+  }
+
+void cpu_compat_dense_avx512(const uint16_t *w, int nblk, int64_t cols, const float *x, float *out) {
+  int64_t bstride = cols * 16;
+  switch (nblk) {
+  case 4: DENSE_BODY(4) break;
+  case 3: DENSE_BODY(3) break;
+  case 2: DENSE_BODY(2) break;
+  default: DENSE_BODY(1) break;
+  }
+}
+
 #define FP_BODY(NB)                                                                      \
   {                                                                                      \
     const int nb_ = NB; __m512 acc[NB];                                                                    \

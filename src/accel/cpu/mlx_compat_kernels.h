@@ -5,6 +5,7 @@
  * the result is bit-identical to the scalar chain whatever the vector width:
  *   affine:   acc = bf16(acc + bf16(x_k·w_k))                     for k in order
  *   fp modes: g = bf16(g + bf16(x_k·w_k)) over the group, acc = bf16(acc + bf16(s·g))
+ *   dense bf16 (MLX's bf16 matmul): acc = acc + x_k·w_k in float32 (exact products), in order
  * Each call computes one token against `nblk` (1..4) consecutive blocks (block strides:
  * cols·16 weights, (cols/gs)·16 scales): out[b·16 + lane]. x holds bf16 values as floats. */
 #ifndef MLXRT_ACCEL_CPU_MLX_COMPAT_KERNELS_H
@@ -19,6 +20,9 @@ typedef void (*cpu_compat_affine_fn)(const uint16_t *w, int nblk, int64_t cols, 
 typedef void (*cpu_compat_fp_fn)(const uint16_t *w, const float *s, int nblk, int64_t cols, int64_t gs,
                                  const float *x, float *out);
 
+void cpu_compat_dense_scalar(const uint16_t *w, int nblk, int64_t cols, const float *x, float *out);
+void cpu_compat_dense_avx2(const uint16_t *w, int nblk, int64_t cols, const float *x, float *out);
+void cpu_compat_dense_avx512(const uint16_t *w, int nblk, int64_t cols, const float *x, float *out);
 void cpu_compat_affine_scalar(const uint16_t *w, int nblk, int64_t cols, const float *x, float *out);
 void cpu_compat_fp_scalar(const uint16_t *w, const float *s, int nblk, int64_t cols, int64_t gs,
                           const float *x, float *out);
