@@ -86,6 +86,152 @@ done:
   return rc;
 }
 
+/* ---- the batched prompt pass (--prefill 1) ------------------------------------------------- */
+/* Logits after the prompt and each greedy step within `tol` of the reference's range, and the
+ * same greedy tokens (or a first difference at a near-tie of the reference). */
+static int compare_runs(const char *label, const run_out *r0, const run_out *g0, int gen, int V, double tol) {
+  double worst = 0;
+  int same = gen, bad = 0;
+  for (int i = 0; i <= gen; i++) {
+    const float *r = r0->logits + (size_t)i * V, *g = g0->logits + (size_t)i * V;
+    float mr = 0, md = 0;
+    for (int j = 0; j < V; j++) {
+      if (fabsf(r[j]) > mr) mr = fabsf(r[j]);
+      if (isnan(g[j])) md = INFINITY;
+      else if (fabsf(r[j] - g[j]) > md) md = fabsf(r[j] - g[j]);
+    }
+    double rel = mr > 0 ? md / mr : md;
+    if (rel > worst) worst = rel;
+    if (i < gen && same == gen && r0->toks[i] != g0->toks[i]) {
+      same = i;
+      float gap = r[r0->toks[i]] - r[g0->toks[i]];
+      if (gap > 0.01f * mr) bad = 1;
+      printf("    %s: tokens first differ at step %d: reference %d vs decoder %d%s\n", label, i, r0->toks[i],
+             g0->toks[i], bad ? "" : " (near-tie, accepted)");
+    }
+  }
+  if (!(worst <= tol)) bad = 1;
+  printf("  prefill %-44s logits within %.3g of range, tokens %d/%d equal: %s\n", label, worst, same, gen,
+         bad ? "FAIL" : "PASS");
+  return bad;
+}
+
+typedef struct feed {
+  int64_t pos;
+  const int32_t *toks;
+  int n;
+} feed;
+
+/* The decoder fed `f` in order (a smaller pos is a rewind), then gen greedy steps. */
+static int run_decoder_feeds(accel_backend *b, const accel_model_desc *d, const feed *f, int nf, int gen, run_out *o,
+                             mlxrt_error *err) {
+  int V = d->vocab;
+  int64_t cap = 0;
+  for (int i = 0; i < nf; i++)
+    if (f[i].pos + f[i].n > cap) cap = f[i].pos + f[i].n;
+  accel_decoder *dec = b->decoder_create(b, d, cap + gen + 1, err);
+  if (!dec) return -1;
+  int rc = -1;
+  int32_t next = -1;
+  for (int i = 0; i < nf; i++)
+    if (b->decoder_step(dec, f[i].toks, f[i].n, f[i].pos, i == nf - 1 ? o->logits : NULL, &next, err)) goto done;
+  int64_t pos = f[nf - 1].pos + f[nf - 1].n;
+  for (int i = 0; i < gen; i++) {
+    o->toks[i] = next;
+    if (b->decoder_step(dec, &o->toks[i], 1, pos + i, o->logits + (size_t)(i + 1) * V, &next, err)) goto done;
+  }
+  rc = 0;
+done:
+  b->decoder_free(dec);
+  return rc;
+}
+
+static void set_knobs(const char *chunk, const char *gemm_min, const char *attn, const char *on) {
+  if (chunk) setenv("MLXRT_CUDA_PREFILL_CHUNK", chunk, 1); else unsetenv("MLXRT_CUDA_PREFILL_CHUNK");
+  if (gemm_min) setenv("MLXRT_CUDA_PREFILL_GEMM_MIN", gemm_min, 1); else unsetenv("MLXRT_CUDA_PREFILL_GEMM_MIN");
+  if (attn) setenv("MLXRT_CUDA_PREFILL_ATTN", attn, 1); else unsetenv("MLXRT_CUDA_PREFILL_ATTN");
+  if (on) setenv("MLXRT_CUDA_PREFILL", on, 1); else unsetenv("MLXRT_CUDA_PREFILL");
+}
+
+/* The prompt through every prompt-pass configuration (chunk sizes below and above the sliding
+ * window, the mat-vec and the GEMM products, the tensor-core and the plain attention, and the
+ * token-by-token path for comparison), then two rewinds, each against the reference path on the
+ * same token sequence. ref0: the reference run on `prompt` (np tokens, gen greedy steps). */
+static int prefill_checks(const mx_model *m, accel_backend *dev, accel_backend *refb, const accel_model_desc *d,
+                          const int32_t *prompt, int np, int gen, const run_out *ref0, int quick) {
+  static const struct {
+    const char *label, *chunk, *gemm_min, *attn, *on;
+    int quick; /* also in the quick set (--prefill 2: big models) */
+  } cfg[] = {
+      {"chunk 512, GEMM above 32 rows (default):", "512", "32", NULL, NULL, 1},
+      {"chunk 512, GEMM always:", "512", "0", NULL, NULL, 0},
+      {"chunk 5, GEMM always:", "5", "0", NULL, NULL, 0},
+      {"chunk 5, mat-vec products:", "5", "32", NULL, NULL, 0},
+      {"chunk 3, GEMM always, plain attention:", "3", "0", "simple", NULL, 0},
+      {"chunk 512, GEMM above 32, plain attention:", "512", "32", "simple", NULL, 1},
+      {"token by token (MLXRT_CUDA_PREFILL=0):", NULL, NULL, NULL, "0", 1},
+  };
+  const int ncfg = (int)(sizeof cfg / sizeof cfg[0]);
+  int V = d->vocab, bad = 0;
+  mlxrt_error err = {0};
+  run_out o = {calloc((size_t)gen, sizeof(int32_t)), calloc((size_t)(gen + 1) * V, sizeof(float))};
+  run_out r = {calloc((size_t)gen, sizeof(int32_t)), calloc((size_t)(gen + 1) * V, sizeof(float))};
+  int32_t *other = malloc((size_t)np * sizeof(int32_t)), *seq = malloc((size_t)2 * np * sizeof(int32_t));
+  if (!o.toks || !o.logits || !r.toks || !r.logits || !other || !seq) {
+    printf("  FAIL prefill checks: out of memory\n");
+    bad = 1;
+    goto done;
+  }
+  for (int i = 0; i < np; i++) other[i] = (int32_t)(((uint64_t)i * 69069u + 12345u) % (uint64_t)V);
+  for (int c = 0; c < ncfg; c++) {
+    if (quick && !cfg[c].quick) continue;
+    set_knobs(cfg[c].chunk, cfg[c].gemm_min, cfg[c].attn, cfg[c].on);
+    feed f = {0, prompt, np};
+    if (run_decoder_feeds(dev, d, &f, 1, gen, &o, &err)) {
+      printf("  prefill %s FAIL: %s\n", cfg[c].label, err.msg);
+      bad = 1;
+      continue;
+    }
+    bad |= compare_runs(cfg[c].label, ref0, &o, gen, V, 0.05);
+  }
+  /* rewinds: (a) back to 0 after a whole prompt, another prompt; (b) within the window before
+   * any ring wrapped: a = min(np, window) tokens, back to a/2, then the other prompt */
+  if (quick) goto done;
+  int w = d->sliding_window > 0 ? d->sliding_window : np;
+  int a = np < w ? np : w, back = a / 2;
+  for (int c = 0; c < 2; c++) {
+    set_knobs(c ? "5" : NULL, c ? "0" : NULL, NULL, NULL);
+    for (int k = 0; k < 2; k++) {
+      feed f[2] = {{0, prompt, k ? a : np}, {k ? back : 0, other, np}};
+      int len = 0;
+      if (k) {
+        memcpy(seq, prompt, (size_t)back * sizeof(int32_t));
+        len = back;
+      }
+      memcpy(seq + len, other, (size_t)np * sizeof(int32_t));
+      len += np;
+      char label[96];
+      snprintf(label, sizeof label, "rewind to %d after %d tokens%s:", k ? back : 0, k ? a : np,
+               c ? " (chunk 5, GEMM)" : "");
+      if (run_reference(m, refb, seq, len, gen, &r, &err) || run_decoder_feeds(dev, d, f, 2, gen, &o, &err)) {
+        printf("  prefill %s FAIL: %s\n", label, err.msg);
+        bad = 1;
+        continue;
+      }
+      bad |= compare_runs(label, &r, &o, gen, V, 0.05);
+    }
+  }
+done:
+  set_knobs(NULL, NULL, NULL, NULL);
+  free(o.toks);
+  free(o.logits);
+  free(r.toks);
+  free(r.logits);
+  free(other);
+  free(seq);
+  return bad;
+}
+
 static void print_tokens(const char *label, const int32_t *t, int n) {
   printf("  %-14s", label);
   for (int i = 0; i < n; i++) printf(" %d", t[i]);
@@ -95,10 +241,11 @@ static void print_tokens(const char *label, const int32_t *t, int n) {
 static int bench(accel_backend *b, const accel_model_desc *d, const mx_model *m, int pp, int tg, int reps) {
   mlxrt_error err = {0};
   int V = d->vocab;
-  int32_t *toks = malloc((size_t)(pp > 0 ? pp : 1) * sizeof(int32_t));
+  int ppn = pp > 0 ? pp : 1; /* tg needs a first token: a one-token prompt when --pp 0 */
+  int32_t *toks = malloc((size_t)ppn * sizeof(int32_t));
   if (!toks) return -1;
-  for (int i = 0; i < pp; i++) toks[i] = (int32_t)(((uint64_t)i * 2654435761u + 7) % (uint64_t)V);
-  accel_decoder *dec = b->decoder_create(b, d, pp + tg + 2, &err);
+  for (int i = 0; i < ppn; i++) toks[i] = (int32_t)(((uint64_t)i * 2654435761u + 7) % (uint64_t)V);
+  accel_decoder *dec = b->decoder_create(b, d, ppn + tg + 2, &err);
   if (!dec) {
     fprintf(stderr, "  bench: %s\n", err.msg);
     free(toks);
@@ -110,15 +257,15 @@ static int bench(accel_backend *b, const accel_model_desc *d, const mx_model *m,
   for (int r = 0; r < reps && !rc; r++) {
     int32_t next = 0;
     double t0 = now_s();
-    if (b->decoder_step(dec, toks, pp, 0, NULL, &next, &err)) rc = -1;
+    if (b->decoder_step(dec, toks, ppn, 0, NULL, &next, &err)) rc = -1;
     double t1 = now_s();
     for (int i = 0; i < tg && !rc; i++)
-      if (b->decoder_step(dec, &next, 1, pp + i, NULL, &next, &err)) rc = -1;
+      if (b->decoder_step(dec, &next, 1, ppn + i, NULL, &next, &err)) rc = -1;
     double t2 = now_s();
     if (rc) break;
     double tgs = tg / (t2 - t1);
     printf("  bench rep %d: pp%d %.1f t/s   tg%d %.2f t/s (%.2f ms/token, %.1f GB/s of weights)\n", r, pp,
-           pp / (t1 - t0), tg, tgs, 1e3 / tgs, tgs * (double)st.bytes_per_token / 1e9);
+           pp > 0 ? pp / (t1 - t0) : 0.0, tg, tgs, 1e3 / tgs, tgs * (double)st.bytes_per_token / 1e9);
   }
   if (rc) fprintf(stderr, "  bench: %s\n", err.msg);
   b->decoder_free(dec);
@@ -127,7 +274,7 @@ static int bench(accel_backend *b, const accel_model_desc *d, const mx_model *m,
 }
 
 int main(int argc, char **argv) {
-  int np = 13, gen = 24, pp = 512, tg = 128, reps = 3;
+  int np = 13, gen = 24, pp = 512, tg = 128, reps = 3, prefill = 0;
   const char *ref = NULL, *backend = "cuda";
   int first = 1;
   for (; first < argc && argv[first][0] == '-'; first++) {
@@ -140,12 +287,15 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--reps")) reps = atoi(v);
     else if (!strcmp(a, "--ref")) ref = v;
     else if (!strcmp(a, "--backend")) backend = v;
+    else if (!strcmp(a, "--prefill")) prefill = atoi(v);
     else break;
     first++;
   }
   if (first >= argc || np < 1 || gen < 1) {
     fprintf(stderr, "usage: mlxrt-decode-test [--prompt 13] [--gen 24] [--pp 512] [--tg 128] [--reps 3]\n"
-                    "                         [--ref cpu|cuda] [--backend cuda|cpu] MODEL_DIR...\n"
+                    "                         [--ref cpu|cuda|both] [--backend cuda|cpu] [--prefill 1] MODEL_DIR...\n"
+                    "--prefill 1 also checks the batched prompt pass in every configuration and with rewinds;\n"
+                    "--prefill 2 in the default configuration, with the plain attention and token by token only.\n"
                     "--backend cpu runs the CPU decoder in the device's place (checks this harness).\n");
     return 2;
   }
@@ -185,7 +335,7 @@ int main(int argc, char **argv) {
     int V = m->cfg.vocab_size;
     mx_model_stats st;
     mx_model_stats_compute(m, &st);
-    int use_cpu = ref ? strcmp(ref, "cpu") == 0 : st.bytes_per_token < 2000000000ULL;
+    int use_cpu = ref ? strcmp(ref, "cuda") != 0 : st.bytes_per_token < 2000000000ULL;
     run_out o[4];
     int ok = dd != NULL;
     for (int k = 0; k < 4; k++) {
@@ -209,6 +359,30 @@ int main(int argc, char **argv) {
     }
     double t1 = now_s();
     int bad = 0;
+    if (ref && !strcmp(ref, "both")) {
+      /* the noise floor: the same reference path with the CUDA mat-vecs underneath */
+      run_out oc = {calloc((size_t)gen, sizeof(int32_t)), calloc((size_t)(gen + 1) * V, sizeof(float))};
+      if (!oc.toks || !oc.logits || run_reference(m, cuda, prompt, np, gen, &oc, &err))
+        printf("  FAIL reference on cuda: %s\n", err.msg), bad = 1;
+      else {
+        double w = 0;
+        for (int i = 0; i <= gen; i++) {
+          const float *r = o[0].logits + (size_t)i * V, *g = oc.logits + (size_t)i * V;
+          float mr = 0, md = 0;
+          for (int j = 0; j < V; j++) {
+            if (fabsf(r[j]) > mr) mr = fabsf(r[j]);
+            if (fabsf(r[j] - g[j]) > md) md = fabsf(r[j] - g[j]);
+          }
+          if (mr > 0 && md / mr > w) w = md / mr;
+        }
+        int same = 0;
+        while (same < gen && oc.toks[same] == o[0].toks[same]) same++;
+        printf("  noise floor: reference path on cuda vs on cpu: logits differ by %.3g of their range, tokens "
+               "equal for %d/%d steps\n", w, same, gen);
+      }
+      free(oc.toks);
+      free(oc.logits);
+    }
     unsetenv("MLXRT_CUDA_GRAPH");
     if (run_decoder(cuda, &dd->d, prompt, np, gen, &o[1], &err)) {
       printf("  FAIL decoder: %s\n", err.msg);
@@ -265,6 +439,7 @@ int main(int argc, char **argv) {
       printf("  FAIL: logits differ by more than 5%% of their range\n");
       bad = 1;
     }
+    if (prefill && prefill_checks(m, cuda, use_cpu ? cpu : cuda, &dd->d, prompt, np, gen, &o[0], prefill == 2)) bad = 1;
     if (tg > 0 && bench(cuda, &dd->d, m, pp, tg, reps)) bad = 1;
     printf("  %s\n", bad ? "FAIL" : "PASS");
     failures += bad;

@@ -4,14 +4,17 @@
  * The keys are split over `splits` blocks per head so long contexts fill the SMs, in two passes:
  *   1. scores (one block per KV head and split; K read once for its rep query heads), and per
  *      split the max m_s and the sum l_s = Σ exp(s − m_s);
- *   2. per query head and split: M = max m_s, total = Σ l_s·exp(m_s − M) (the float32 softmax
- *      denominator, summed in another order than the CPU's), p = bf16(exp(s − M) / total),
- *      partial Σ p·v; the last block of each head reduces the partials in split order.
+ *   2. per KV head and split (V read once for its rep query heads): M = max m_s,
+ *      total = Σ l_s·exp(m_s − M) (the float32 softmax denominator, summed in another order
+ *      than the CPU's), p = bf16(exp(s − M) / total), partial Σ p·v; the last block of each
+ *      KV head reduces the partials in split order.
+ * The query-group size (rep) is a template parameter so the per-head sums stay in registers.
  * A sliding layer (window > 0) keeps a ring: position j lives in slot j % window. */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "ck_device.cuh"
+#include "ck_launch.cuh"
 #include "decode_kernels.h"
 
 #define AT_THREADS 128
@@ -56,52 +59,118 @@ static __device__ float block_add(float v) {
   return v;
 }
 
-/* grid (nkv, splits): each warp takes keys in turn; lanes split the head dim. */
-__global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, const uint16_t *kc, int nq, int nkv,
-                                                            int hd, float scale, const int *pos_p, int window,
+/* Eight bf16 values at p (16-byte aligned) as floats. */
+__device__ __forceinline__ void load8(const uint16_t *p, float *f) {
+  uint4 u = __ldg((const uint4 *)p);
+  uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+/* dpt (1, 2, 4 or 8) consecutive bf16 values at p (aligned to their size) as floats. */
+__device__ __forceinline__ void load_n(const uint16_t *p, int dpt, float *f) {
+  if (dpt == 8) {
+    load8(p, f);
+  } else if (dpt == 4) {
+    uint2 u = __ldg((const uint2 *)p);
+    f[0] = __uint_as_float(u.x << 16), f[1] = __uint_as_float(u.x & 0xffff0000u);
+    f[2] = __uint_as_float(u.y << 16), f[3] = __uint_as_float(u.y & 0xffff0000u);
+  } else if (dpt == 2) {
+    uint32_t u = __ldg((const unsigned int *)p);
+    f[0] = __uint_as_float(u << 16), f[1] = __uint_as_float(u & 0xffff0000u);
+  } else {
+    f[0] = ck_bf16_to_f32(__ldg((const unsigned short *)p));
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/* grid (nkv, splits): the REP query heads of KV head g over the split's keys. Each warp
+ * takes two keys at a time; a lane holds 8 consecutive dims of each 256-dim chunk (one
+ * 16-byte load per key and chunk), so K is read once, coalesced, for all REP heads. */
+template <int REP>
+__global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
+                                                            float scale, const int *pos_p, int window,
                                                             int splits, int64_t ctx_cap, float *scores,
                                                             float *smax, float *ssum) {
-  extern __shared__ float qs[]; /* [rep][hd] */
-  int g = blockIdx.x, s = blockIdx.y, rep = nq / nkv;
+  ck_pdl_wait();
+  ck_pdl_trigger();
+  extern __shared__ float4 qs4[]; /* [REP][hd] floats */
+  float *qs = (float *)qs4;
+  int g = blockIdx.x, s = blockIdx.y;
   int pos = *pos_p, lo, hi;
   split_range(pos, window, splits, s, &lo, &hi);
   float bscale = rb(scale);
-  for (int i = threadIdx.x; i < rep * hd; i += blockDim.x) {
-    float v = q[(int64_t)g * rep * hd + i];
+  for (int i = threadIdx.x; i < REP * hd; i += blockDim.x) {
+    float v = q[(int64_t)g * REP * hd + i];
     qs[i] = scale == 1.0f ? v : rb(__fmul_rn(v, bscale));
   }
   __syncthreads();
   int64_t kvd = (int64_t)nkv * hd;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-  float mx[AT_MAX_REP];
-  for (int r = 0; r < rep; r++) mx[r] = -INFINITY;
-  for (int j = lo + warp; j < hi; j += nw) {
-    int64_t slot = window > 0 ? j % window : j;
-    const uint16_t *kk = kc + slot * kvd + (int64_t)g * hd;
-    float dot[AT_MAX_REP];
-    for (int r = 0; r < rep; r++) dot[r] = 0.0f;
-    for (int d = lane; d < hd; d += 32) {
-      float kv = ck_bf16_to_f32(kk[d]);
-      for (int r = 0; r < rep; r++) dot[r] = fmaf(qs[r * hd + d], kv, dot[r]);
+  int nch = (hd + 255) / 256;
+  float mx[REP];
+#pragma unroll
+  for (int r = 0; r < REP; r++) mx[r] = -INFINITY;
+  for (int j = lo + 2 * warp; j < hi; j += 2 * nw) {
+    int two = j + 1 < hi;
+    int64_t s0 = window > 0 ? j % window : j, s1 = window > 0 ? (j + 1) % window : j + 1;
+    const uint16_t *k0 = kc + s0 * kvd + (int64_t)g * hd, *k1 = kc + s1 * kvd + (int64_t)g * hd;
+    float d0[REP], d1[REP];
+#pragma unroll
+    for (int r = 0; r < REP; r++) d0[r] = d1[r] = 0.0f;
+    for (int c = 0; c < nch; c++) {
+      int d = c * 256 + lane * 8;
+      if (d >= hd) continue;
+      float a[8], b[8];
+      load8(k0 + d, a);
+      if (two) {
+        load8(k1 + d, b);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) b[i] = 0.0f;
+      }
+#pragma unroll
+      for (int r = 0; r < REP; r++) {
+        const float4 *qp = (const float4 *)(qs + r * hd + d);
+        float4 x0 = qp[0], x1 = qp[1];
+        float qv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          d0[r] = fmaf(qv[i], a[i], d0[r]);
+          d1[r] = fmaf(qv[i], b[i], d1[r]);
+        }
+      }
     }
-    for (int r = 0; r < rep; r++) {
-      float v = dot[r];
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      float sc = rb(v);
-      if (lane == 0) scores[(int64_t)(g * rep + r) * ctx_cap + j] = sc;
-      mx[r] = fmaxf(mx[r], sc);
+#pragma unroll
+    for (int r = 0; r < REP; r++) {
+      float v0 = rb(warp_sum(d0[r])), v1 = rb(warp_sum(d1[r]));
+      float *row = scores + (int64_t)(g * REP + r) * ctx_cap;
+      if (lane == 0) row[j] = v0;
+      mx[r] = fmaxf(mx[r], v0);
+      if (two) {
+        if (lane == 0) row[j + 1] = v1;
+        mx[r] = fmaxf(mx[r], v1);
+      }
     }
   }
   __syncthreads(); /* the block's own score writes are visible to the whole block */
-  for (int r = 0; r < rep; r++) {
+#pragma unroll
+  for (int r = 0; r < REP; r++) {
     float m = block_max(mx[r]), sum = 0.0f;
-    const float *sc = scores + (int64_t)(g * rep + r) * ctx_cap;
+    const float *sc = scores + (int64_t)(g * REP + r) * ctx_cap;
     if (m > -INFINITY)
       for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) sum += expf(__fsub_rn(sc[j], m));
     sum = block_add(sum);
     if (threadIdx.x == 0) {
-      smax[(g * rep + r) * splits + s] = m;
-      ssum[(g * rep + r) * splits + s] = sum;
+      smax[(g * REP + r) * splits + s] = m;
+      ssum[(g * REP + r) * splits + s] = sum;
     }
   }
 }
@@ -112,68 +181,116 @@ __device__ __forceinline__ float global_max(const float *smax, int h, int splits
   return m;
 }
 
-/* grid (nq, splits): partial Σ p·v of the split, then the last block of the head reduces. */
-__global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int nq, int nkv, int hd,
+#define PV_TILE 256
+
+/* grid (nkv, splits): Σ p·v of the split for the REP query heads of KV head g, V read once
+ * (thread t owns dims [t·dpt, t·dpt + dpt)); then the last block of the group reduces the
+ * splits in order. p = bf16(exp(s − M)/total) with the global M and total, staged per tile
+ * of keys in shared memory. */
+template <int REP>
+__global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int nkv, int hd, int dpt,
                                                         const int *pos_p, int window, int splits,
                                                         int64_t ctx_cap, const float *scores,
                                                         const float *smax, const float *ssum, float *pacc,
                                                         unsigned *count, uint16_t *att) {
-  int h = blockIdx.x, s = blockIdx.y, pos = *pos_p, lo, hi, rep = nq / nkv, g = h / rep;
+  ck_pdl_wait();
+  ck_pdl_trigger();
+  __shared__ float ps[REP][PV_TILE];
+  __shared__ float gm[REP], ginv[REP];
+  __shared__ bool last;
+  int g = blockIdx.x, s = blockIdx.y, pos = *pos_p, lo, hi;
   split_range(pos, window, splits, s, &lo, &hi);
-  float m = global_max(smax, h, splits), total = 0.0f;
-  for (int i = 0; i < splits; i++) {
-    float ms = smax[h * splits + i];
-    if (ms > -INFINITY) total += ssum[h * splits + i] * expf(__fsub_rn(ms, m));
+  if (threadIdx.x < REP) {
+    int h = g * REP + threadIdx.x;
+    float m = global_max(smax, h, splits), total = 0.0f;
+    for (int i = 0; i < splits; i++) {
+      float ms = smax[h * splits + i];
+      if (ms > -INFINITY) total += ssum[h * splits + i] * expf(__fsub_rn(ms, m));
+    }
+    gm[threadIdx.x] = m;
+    ginv[threadIdx.x] = __fdiv_rn(1.0f, total);
   }
-  float inv = __fdiv_rn(1.0f, total);
-  const float *sc = scores + (int64_t)h * ctx_cap;
   int64_t kvd = (int64_t)nkv * hd;
-  float acc[AT_MAX_HD / AT_THREADS];
-  int nd = (hd + AT_THREADS - 1) / AT_THREADS;
-  for (int i = 0; i < nd; i++) acc[i] = 0.0f;
-  for (int j = lo; j < hi; j++) {
-    float p = rb(__fmul_rn(expf(__fsub_rn(sc[j], m)), inv));
-    int64_t slot = window > 0 ? j % window : j;
-    const uint16_t *vv = vc + slot * kvd + (int64_t)g * hd;
-    for (int i = 0; i < nd; i++) {
-      int d = threadIdx.x + i * AT_THREADS;
-      if (d < hd) acc[i] = fmaf(p, ck_bf16_to_f32(vv[d]), acc[i]);
+  int d0 = threadIdx.x * dpt, active = d0 < hd;
+  float acc[REP][8];
+#pragma unroll
+  for (int r = 0; r < REP; r++)
+#pragma unroll
+    for (int i = 0; i < 8; i++) acc[r][i] = 0.0f;
+  for (int t0 = lo; t0 < hi; t0 += PV_TILE) {
+    int n = hi - t0 < PV_TILE ? hi - t0 : PV_TILE;
+    __syncthreads(); /* gm/ginv written; the previous tile consumed */
+    for (int i = threadIdx.x; i < REP * n; i += blockDim.x) {
+      int r = i / n, jj = i - r * n;
+      float sc = scores[(int64_t)(g * REP + r) * ctx_cap + t0 + jj];
+      ps[r][jj] = rb(__fmul_rn(expf(__fsub_rn(sc, gm[r])), ginv[r]));
+    }
+    __syncthreads();
+    if (!active) continue;
+    for (int jj = 0; jj < n; jj++) {
+      int j = t0 + jj;
+      int64_t slot = window > 0 ? j % window : j;
+      float v[8];
+      load_n(vc + slot * kvd + (int64_t)g * hd + d0, dpt, v);
+#pragma unroll
+      for (int r = 0; r < REP; r++) {
+        float p = ps[r][jj];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+          if (i < dpt) acc[r][i] = fmaf(p, v[i], acc[r][i]);
+      }
     }
   }
-  float *dst = pacc + ((int64_t)h * splits + s) * hd;
-  for (int i = 0; i < nd; i++) {
-    int d = threadIdx.x + i * AT_THREADS;
-    if (d < hd) dst[d] = acc[i];
-  }
-  __shared__ bool last;
+  if (active)
+#pragma unroll
+    for (int r = 0; r < REP; r++) {
+      float *dst = pacc + ((int64_t)(g * REP + r) * splits + s) * hd + d0;
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        if (i < dpt) dst[i] = acc[r][i];
+    }
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(count + h, 1u) == (unsigned)splits - 1;
+  if (threadIdx.x == 0) last = atomicAdd(count + g, 1u) == (unsigned)splits - 1;
   __syncthreads();
   if (!last) return;
   __threadfence();
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+  for (int i = threadIdx.x; i < REP * hd; i += blockDim.x) {
+    int r = i / hd, d = i - r * hd, h = g * REP + r;
     float v = 0.0f;
-    for (int i = 0; i < splits; i++) v += __ldcg(pacc + ((int64_t)h * splits + i) * hd + d);
+    for (int k = 0; k < splits; k++) v += __ldcg(pacc + ((int64_t)h * splits + k) * hd + d);
     att[(int64_t)h * hd + d] = ck_f32_to_bf16(v);
   }
-  if (threadIdx.x == 0) count[h] = 0;
+  if (threadIdx.x == 0) count[g] = 0;
+}
+
+template <int REP>
+static cudaError_t launch_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
+                                    float scale, const int *pos, int window, int splits, int64_t ctx_cap,
+                                    float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
+                                    uint16_t *att, cudaStream_t st) {
+  size_t smem = (size_t)REP * hd * sizeof(float);
+  int dpt = hd <= AT_THREADS ? 1 : hd <= 2 * AT_THREADS ? 2 : hd <= 4 * AT_THREADS ? 4 : 8;
+  cudaError_t e = ck_launch(scores_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, nkv, hd, scale, pos,
+                            window, splits, ctx_cap, scores, smax, ssum);
+  if (e) return e;
+  return ck_launch(pv_kernel<REP>, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, dpt, pos, window, splits,
+                   ctx_cap, scores, smax, ssum, pacc, count, att);
 }
 
 extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
                             float scale, const int *pos, int window, int splits, int64_t ctx_cap,
                             float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
                             uint16_t *att, void *stream) {
-  int rep = nq / nkv;
-  if (rep > AT_MAX_REP || hd > AT_MAX_HD || nq % nkv) return (int)cudaErrorInvalidValue;
+  if (nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD || (size_t)nq / nkv * hd * sizeof(float) > 48 * 1024)
+    return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
-  size_t smem = (size_t)rep * hd * sizeof(float);
-  if (smem > 48 * 1024) return (int)cudaErrorInvalidValue;
-  scores_kernel<<<dim3(nkv, splits), AT_THREADS, smem, st>>>(q, kc, nq, nkv, hd, scale, pos, window, splits,
-                                                             ctx_cap, scores, smax, ssum);
-  cudaError_t e = cudaGetLastError();
-  if (e) return (int)e;
-  pv_kernel<<<dim3(nq, splits), AT_THREADS, 0, st>>>(vc, nq, nkv, hd, pos, window, splits, ctx_cap, scores,
-                                                     smax, ssum, pacc, count, att);
-  return (int)cudaGetLastError();
+  switch (nq / nkv) {
+  case 1: return (int)launch_attention<1>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, st);
+  case 2: return (int)launch_attention<2>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, st);
+  case 4: return (int)launch_attention<4>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, st);
+  case 8: return (int)launch_attention<8>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, st);
+  case 16: return (int)launch_attention<16>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, st);
+  default: return (int)cudaErrorInvalidValue;
+  }
 }

@@ -9,8 +9,9 @@
  * A step is two CUDA graphs captured once and replayed: the body (embedding gather of
  * all_tokens[*pos], every layer, (*pos)++) and the head (final norm, lm_head, softcap,
  * argmax). The position lives in device memory, so the same graphs serve every position;
- * a prompt of n tokens replays the body n times back to back (one token per replay for now),
- * then the head once. Only the token id (and the logits when asked) is read back.
+ * a prompt of n > 1 tokens runs through the batched prompt pass (prefill_run below: chunks of
+ * up to 512 tokens), then the head once. Only the token id (and the logits when asked) is read
+ * back.
  * MLXRT_CUDA_GRAPH=0 launches the same work without graphs (debugging). */
 #include "cuda_decoder.h"
 
@@ -19,8 +20,11 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "cuda_gemm.h"
 #include "cuda_internal.h"
+#include "cuda_prof.h"
 #include "decode_kernels.h"
+#include "prefill_kernels.h"
 
 #define STAGE_TOKENS 4096
 #define SPLIT_KEYS 256
@@ -30,6 +34,8 @@ typedef struct dec_mv {
   const ck_layout *L[3]; /* one concatenated weight, or the parts when their formats differ */
   int64_t off[3];        /* row offset of each part's output */
   int n;
+  int ks; /* k splits (one fast-format weight only): partial sums at y + s·rows, summed by the consumer */
+  int64_t rows;
 } dec_mv;
 
 typedef struct dec_layer {
@@ -67,7 +73,15 @@ struct accel_decoder {
   float *h_logits;
   void *g_body, *g_head;
   int use_graph, warm_body, warm_head;
+  int max_ks; /* largest k split of any mat-vec (the y buffer holds that many partials) */
+  int use_pdl; /* kernels overlap their predecessor's tail (MLXRT_CUDA_PDL=0: off) */
+  cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
+  struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
 };
+
+static void prefill_free(accel_decoder *D);
+static int prefill_enabled(void);
+static int prefill_init(accel_decoder *D, mlxrt_error *err);
 
 /* ---- concatenated weights ------------------------------------------------------------------ */
 typedef struct cat_ctx {
@@ -107,6 +121,27 @@ static int same_format(const accel_spec *a, const accel_spec *b) {
   return a->mode != ACCEL_MODE_AFFINE || a->scales_dtype == b->scales_dtype;
 }
 
+/* k splits for a mat-vec whose 16-row tiles alone make too few blocks to fill the GPU (measured
+ * on the H200: the 31B's o and down projections have 336 tiles, q|k|v 1024): the smallest
+ * power of two giving ≥ 2048 blocks, at most 8, keeping ≥ 16 k-units per block.
+ * MLXRT_QMV_KSPLIT=N forces N (1 = off). */
+static void choose_split(accel_decoder *D, dec_mv *mv) {
+  const ck_layout *L = mv->L[0];
+  mv->ks = 1;
+  mv->rows = 0;
+  for (int i = 0; i < mv->n; i++) mv->rows += mv->L[i]->rows;
+  if (mv->n != 1 || L->fmt == CK_GENERIC) return;
+  const char *f = getenv("MLXRT_QMV_KSPLIT");
+  int ks = 1;
+  if (f && *f) ks = atoi(f);
+  else
+    while (ks < 8 && L->tiles * ks < 2048 && L->nunits / (2 * ks) >= 16) ks *= 2;
+  if (ks < 1) ks = 1;
+  if (ks > L->nunits) ks = (int)L->nunits;
+  mv->ks = ks;
+  if (ks > D->max_ks) D->max_ks = ks;
+}
+
 /* Makes the rows of ws[0..n) one resident weight when their formats agree (else each part). */
 static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const char *what, int layer,
                    dec_mv *mv, mlxrt_error *err) {
@@ -123,6 +158,7 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
       off += ws[i]->spec.rows;
     }
     mv->n = n;
+    choose_split(D, mv);
     return 0;
   }
   cat_ctx c = {.n = n};
@@ -146,6 +182,7 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
   if (!mv->L[0]) return -1;
   mv->off[0] = 0;
   mv->n = 1;
+  choose_split(D, mv);
   return 0;
 }
 
@@ -159,8 +196,9 @@ static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *
       st = premax ? ck_xprep_premax(L, x, D->xp, D->xs, D->xexp, D->pmax, D->stream)
                   : ck_xprep(L, x, 1, D->xp, D->xs, D->xexp, D->pmax, D->stream);
     if (rt_status(st, "x prep launch", err)) return -1;
-    if (rt_status(ck_qmv(L, 0, x, D->xp, D->xs, D->xexp, 1, y + mv->off[i], L->rows, D->stream),
-                  "mat-vec launch", err))
+    st = mv->ks > 1 ? ck_qmv_split(L, 0, D->xp, D->xs, D->xexp, 1, y, L->rows, mv->ks, mv->rows, D->stream)
+                    : ck_qmv(L, 0, x, D->xp, D->xs, D->xexp, 1, y + mv->off[i], L->rows, D->stream);
+    if (rt_status(st, "mat-vec launch", err))
       return -1;
   }
   return 0;
@@ -175,6 +213,8 @@ void cuda_decoder_free(accel_decoder *D) {
   }
   rt_graph_destroy(D->g_body);
   rt_graph_destroy(D->g_head);
+  cprof_report_free(&D->prof, "CUDA decoder profile (MLXRT_CUDA_PROFILE=1)");
+  prefill_free(D);
   if (D->ly)
     for (int i = 0; i < D->d->n_layers; i++) {
       rt_free(D->ly[i].norms);
@@ -222,9 +262,17 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   D->b = b;
   D->d = d;
   D->capacity = capacity;
+  D->max_ks = 1;
   D->stream = cudab_stream(b);
   const char *g = getenv("MLXRT_CUDA_GRAPH");
   D->use_graph = !(g && strcmp(g, "0") == 0);
+  const char *pdl = getenv("MLXRT_CUDA_PDL");
+  D->use_pdl = !(pdl && strcmp(pdl, "0") == 0);
+  if (cprof_init(&D->prof, D->stream, err)) goto fail;
+  /* benchmark knob: warps per 16-row tile of every mat-vec (0 = chosen per shape) */
+  const char *wq = getenv("MLXRT_QMV_WARPS");
+  if (wq && *wq) ck_set_tuning(atoi(wq), 0);
+  if (D->prof.on) D->use_graph = 0;
   int H = d->hidden, L = d->n_layers, sms = cudab_device(b)->sms;
   int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1;
   if (check_shape(d->embed, d->vocab, H, "embedding", -1, err) ||
@@ -305,7 +353,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   DALLOC(D->attb, max_q);
   DALLOC(D->gub, max_cols);
   DALLOC(D->h, H);
-  DALLOC(D->y, max_rows);
+  DALLOC(D->y, max_rows * D->max_ks);
   DALLOC(D->q, max_q);
   DALLOC(D->ylog, d->vocab);
   DALLOC(D->logits, d->vocab);
@@ -327,6 +375,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       rt_host_alloc((void **)&D->h_logits, (size_t)d->vocab * sizeof(float), err) ||
       rt_stream_sync(D->stream, err))
     goto fail;
+  /* the prompt pass's buffers and cuBLAS handle now, so no prompt pays for them */
+  if (prefill_enabled() && prefill_init(D, err)) goto fail;
   return D;
 fail:
   mx_prefix(err, "CUDA decoder");
@@ -335,14 +385,24 @@ fail:
 }
 
 /* ---- one step's work ------------------------------------------------------------------------ */
+static const char *const lab_sliding[9] = {"sliding: q|k|v mat-vec", "sliding: q/k/v norm+rope", "sliding: attention",
+                                           "sliding: o mat-vec", "sliding: attn residual+norm",
+                                           "sliding: gate|up mat-vec", "sliding: geglu", "sliding: down mat-vec",
+                                           "sliding: ffn residual+norm"};
+static const char *const lab_full[9] = {"full: q|k|v mat-vec", "full: q/k/v norm+rope", "full: attention",
+                                        "full: o mat-vec", "full: attn residual+norm", "full: gate|up mat-vec",
+                                        "full: geglu", "full: down mat-vec", "full: ffn residual+norm"};
+
 static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   int H = d->hidden, nq = d->n_heads, pb = ck_xprep_block();
   void *st = D->stream;
-  if (rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
+  cprof *P = &D->prof;
+  if (cprof_mark(P, "embed + input norm", err) ||
+      rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
       rt_status(ck_embed(D->embed, D->tok, 1, D->emb, st), "embedding gather", err) ||
       rt_status(dk_embed_scale(D->emb, D->h, H, d->embed_scale, st), "embedding scale", err) ||
-      rt_status(dk_residual_norm(NULL, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, D->pmax, pb, st), "input norm", err))
+      rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, D->pmax, pb, st), "input norm", err))
     return -1;
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];
@@ -350,43 +410,65 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     const float *nrm = y->norms;
     int last = i == d->n_layers - 1;
     const float *next_norm = last ? D->final_norm : D->ly[i + 1].norms;
-    if (run_mv(D, &y->qkv, D->xb, D->y, 1, err) ||
-        rt_status(dk_qkv_post(D->y, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
+    const char *const *lb = l->sliding ? lab_sliding : lab_full;
+    if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, 1, err) ||
+        cprof_mark(P, lb[1], err) ||
+        rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
                               y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos, y->window, D->q,
                               y->kc, y->vc, st),
                   "q/k/v norm+rope", err) ||
+        cprof_mark(P, lb[2], err) ||
         rt_status(dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
                                y->splits, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                D->attb, st),
                   "attention", err) ||
-        run_mv(D, &y->o, D->attb, D->y, 0, err) ||
-        rt_status(dk_residual_norm(D->y, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
+        cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, 0, err) ||
+        cprof_mark(P, lb[4], err) ||
+        rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
                                    pb, st),
                   "attention residual", err) ||
-        run_mv(D, &y->gu, D->xb, D->y, 1, err) ||
-        rt_status(dk_geglu(D->y, D->y + y->inter, D->gub, y->inter, D->pmax, pb, st), "geglu", err) ||
-        run_mv(D, &y->down, D->gub, D->y, 1, err) ||
-        rt_status(dk_residual_norm(D->y, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
+        cprof_mark(P, lb[5], err) || run_mv(D, &y->gu, D->xb, D->y, 1, err) ||
+        cprof_mark(P, lb[6], err) ||
+        rt_status(dk_geglu(D->y, D->y + y->inter, y->gu.ks, y->gu.rows, D->gub, y->inter, D->pmax, pb, st), "geglu", err) ||
+        cprof_mark(P, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, 1, err) ||
+        cprof_mark(P, lb[8], err) ||
+        rt_status(dk_residual_norm(D->y, y->down.ks, y->down.rows, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
                                    next_norm, D->xb, H, d->eps, D->pmax, pb, st),
                   "FFN residual", err))
       return mx_prefix(err, "layer %d", i);
   }
-  return rt_status(dk_step_end(D->pos, st), "step end", err);
+  return cprof_mark(P, "step end", err) || rt_status(dk_step_end(D->pos, st), "step end", err);
 }
 
 /* After the body: xb holds bf16 final_norm(h) of the last token. */
 static int enqueue_head(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  return run_mv(D, &D->head, D->xb, D->ylog, 1, err) ||
+  return cprof_mark(&D->prof, "lm_head mat-vec", err) || run_mv(D, &D->head, D->xb, D->ylog, 1, err) ||
+         cprof_mark(&D->prof, "logits + argmax", err) ||
          rt_status(dk_logits(D->ylog, D->logits, d->vocab, d->final_softcap, D->part_v, D->part_i,
                              D->counts + d->n_heads, D->next, D->stream),
                    "logits", err);
 }
 
+/* The step's kernels may overlap their predecessors' tails while the decoder enqueues them. */
+static int enqueue_pdl_body(accel_decoder *D, mlxrt_error *err) {
+  ck_set_pdl(D->use_pdl);
+  int rc = enqueue_body(D, err);
+  ck_set_pdl(0);
+  return rc;
+}
+
+static int enqueue_pdl_head(accel_decoder *D, mlxrt_error *err) {
+  ck_set_pdl(D->use_pdl);
+  int rc = enqueue_head(D, err);
+  ck_set_pdl(0);
+  return rc;
+}
+
 /* Eager the first time (occupancy queries and lazy module loading happen outside any
  * capture), then captured once and replayed. */
 static int launch(accel_decoder *D, int head, mlxrt_error *err) {
-  int (*enq)(accel_decoder *, mlxrt_error *) = head ? enqueue_head : enqueue_body;
+  int (*enq)(accel_decoder *, mlxrt_error *) = head ? enqueue_pdl_head : enqueue_pdl_body;
   void **graph = head ? &D->g_head : &D->g_body;
   int *warm = head ? &D->warm_head : &D->warm_body;
   if (!D->use_graph || !*warm) {
@@ -413,6 +495,241 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
   return rt_graph_launch(*graph, D->stream, err);
 }
 
+/* ---- the batched prompt pass (prefill.cu; docs/DECODE.md "Prefill") ------------------------ */
+/* A prompt of n > 1 tokens runs in chunks of up to PF_CHUNK tokens, each layer once per chunk:
+ * products of T rows (dequantize + cuBLAS GEMM when T > PF_GEMM_MIN, else the tensor-core
+ * mat-vec in batches of 8 rows), the row-batched elementwise kernels, and a causal attention of
+ * the chunk's T queries. A chunk's K/V go to their cache slots directly on full layers; on
+ * sliding layers they are staged and committed to the ring after the chunk's attention, so a
+ * chunk may be longer than the window. No host synchronisation inside a chunk; no graphs.
+ * Knobs (read when the decoder is created): MLXRT_CUDA_PREFILL=0 feeds prompts token by token as before;
+ * MLXRT_CUDA_PREFILL_CHUNK (1..4096), MLXRT_CUDA_PREFILL_GEMM_MIN (0..4096),
+ * MLXRT_CUDA_PREFILL_ATTN=simple (the plain attention kernel). */
+#define PF_CHUNK 512
+/* Up to 32 rows the mat-vec streams the packed weight ceil(T/8) times (≤ 4 × 0.56 B per
+ * parameter for 4-bit), less than dequantizing it (0.56 B read + 2 B written + 2 B read by the
+ * GEMM); above, the GEMM's one dequantization is amortised over the rows. */
+#define PF_GEMM_MIN 32
+
+typedef struct dec_prefill {
+  int tmax, gemm_min, simple_attn;
+  int64_t max_rows, max_q, max_kvd, max_inter, max_w, max_part_rows;
+  void *cublas;
+  float *h, *y, *q;
+  uint16_t *emb, *xb, *attb, *gub, *ks, *vs, *wbuf;
+  int32_t *iota;
+} dec_prefill;
+
+static int prefill_enabled(void) {
+  const char *e = getenv("MLXRT_CUDA_PREFILL");
+  return !(e && strcmp(e, "0") == 0);
+}
+
+static int env_knob(const char *name, int def, int lo, int hi, int *out, mlxrt_error *err) {
+  const char *e = getenv(name);
+  *out = def;
+  if (!e || !*e) return 0;
+  char *end;
+  long v = strtol(e, &end, 10);
+  if (*end || v < lo || v > hi) return mx_fail(err, "%s=%s: expected an integer in [%d, %d]", name, e, lo, hi);
+  *out = (int)v;
+  return 0;
+}
+
+static void prefill_free(accel_decoder *D) {
+  dec_prefill *P = D->pf;
+  if (!P) return;
+  void *dev[] = {P->h, P->y, P->q, P->emb, P->xb, P->attb, P->gub, P->ks, P->vs, P->wbuf, P->iota};
+  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
+  cg_destroy(P->cublas);
+  free(P);
+  D->pf = NULL;
+}
+
+static void track_mv(dec_prefill *P, const dec_mv *mv) {
+  for (int i = 0; i < mv->n; i++) {
+    int64_t w = mv->L[i]->rows * mv->L[i]->cols;
+    if (w > P->max_w) P->max_w = w;
+    if (mv->L[i]->rows > P->max_part_rows) P->max_part_rows = mv->L[i]->rows;
+  }
+}
+
+static int prefill_gemm_ready(accel_decoder *D, mlxrt_error *err);
+
+static int prefill_init(accel_decoder *D, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  dec_prefill *P = mx_calloc(1, sizeof *P, err);
+  if (!P) return -1;
+  D->pf = P;
+  const char *at = getenv("MLXRT_CUDA_PREFILL_ATTN");
+  P->simple_attn = at && strcmp(at, "simple") == 0;
+  if (env_knob("MLXRT_CUDA_PREFILL_CHUNK", PF_CHUNK, 1, 4096, &P->tmax, err) ||
+      env_knob("MLXRT_CUDA_PREFILL_GEMM_MIN", PF_GEMM_MIN, 0, 4096, &P->gemm_min, err))
+    goto fail;
+  if (P->tmax > D->capacity) P->tmax = (int)D->capacity;
+  int64_t H = d->hidden, T = P->tmax;
+  P->max_rows = H;
+  for (int i = 0; i < d->n_layers; i++) {
+    const accel_layer_desc *l = &d->layers[i];
+    int64_t qd = (int64_t)d->n_heads * l->head_dim, kvd = (int64_t)l->n_kv_heads * l->head_dim;
+    int64_t rows = qd + (l->k_eq_v ? 1 : 2) * kvd;
+    if (rows > P->max_rows) P->max_rows = rows;
+    if (2 * (int64_t)l->intermediate > P->max_rows) P->max_rows = 2 * (int64_t)l->intermediate;
+    if (qd > P->max_q) P->max_q = qd;
+    if (kvd > P->max_kvd) P->max_kvd = kvd;
+    if (l->intermediate > P->max_inter) P->max_inter = l->intermediate;
+    const dec_layer *y = &D->ly[i];
+    track_mv(P, &y->qkv);
+    track_mv(P, &y->o);
+    track_mv(P, &y->gu);
+    track_mv(P, &y->down);
+  }
+  DALLOC(P->h, T * H);
+  DALLOC(P->y, T * P->max_rows);
+  DALLOC(P->q, T * P->max_q);
+  DALLOC(P->emb, T * H);
+  DALLOC(P->xb, T * H);
+  DALLOC(P->attb, T * P->max_q);
+  DALLOC(P->gub, T * P->max_inter);
+  DALLOC(P->ks, T * P->max_kvd);
+  DALLOC(P->vs, T * P->max_kvd);
+  if (P->tmax > P->gemm_min && prefill_gemm_ready(D, err)) goto fail;
+  return 0;
+fail:
+  prefill_free(D);
+  return mx_prefix(err, "prompt pass setup");
+}
+
+/* The GEMM path's scratch: the largest weight part in bf16, ids 0..rows-1 for the generic
+ * layout's dequantization, and the cuBLAS handle; made when a chunk first needs them. */
+static int prefill_gemm_ready(accel_decoder *D, mlxrt_error *err) {
+  dec_prefill *P = D->pf;
+  if (P->wbuf) return 0;
+  int32_t *ids = NULL;
+  if (!P->cublas && cg_create(&P->cublas, err)) return -1;
+  if (!P->iota) DALLOC(P->iota, P->max_part_rows);
+  if (!(ids = mx_malloc((size_t)P->max_part_rows * sizeof(int32_t), err))) goto fail;
+  for (int64_t i = 0; i < P->max_part_rows; i++) ids[i] = (int32_t)i;
+  if (rt_h2d(P->iota, ids, (size_t)P->max_part_rows * sizeof(int32_t), D->stream, err) ||
+      rt_stream_sync(D->stream, err))
+    goto fail;
+  free(ids);
+  ids = NULL;
+  DALLOC(P->wbuf, P->max_w);
+  return 0;
+fail:
+  free(ids);
+  rt_free(P->wbuf);
+  P->wbuf = NULL;
+  return mx_prefix(err, "prompt pass: GEMM scratch of %lld bf16 values", (long long)P->max_w);
+}
+
+/* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. */
+static int pf_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
+                 mlxrt_error *err) {
+  dec_prefill *P = D->pf;
+  for (int i = 0; i < mv->n; i++) {
+    const ck_layout *L = mv->L[i];
+    float *yo = y + mv->off[i];
+    if (T > P->gemm_min) {
+      if (prefill_gemm_ready(D, err) ||
+          rt_status(pf_dequant(L, P->iota, P->wbuf, D->stream), "weight dequantization", err) ||
+          cg_gemm_bf16(P->cublas, D->stream, T, L->rows, L->cols, x, P->wbuf, yo, ldy, err))
+        return -1;
+      continue;
+    }
+    for (int b0 = 0; b0 < T; b0 += 8) {
+      int nb = T - b0 < 8 ? T - b0 : 8;
+      const uint16_t *xr = x + (int64_t)b0 * L->cols;
+      if (L->fmt != CK_GENERIC &&
+          rt_status(ck_xprep(L, xr, nb, D->xp, D->xs, D->xexp, D->pmax, D->stream), "x prep launch", err))
+        return -1;
+      if (rt_status(ck_qmv(L, 0, xr, D->xp, D->xs, D->xexp, nb, yo + (int64_t)b0 * ldy, ldy, D->stream),
+                    "mat-vec launch", err))
+        return -1;
+    }
+  }
+  return 0;
+}
+
+/* One chunk: tokens all_tokens[p0 .. p0+T) through every layer; h holds the residuals after. */
+static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  dec_prefill *P = D->pf;
+  int H = d->hidden, nq = d->n_heads;
+  void *st = D->stream;
+  cprof *C = &D->prof;
+  if (cprof_mark(C, "prefill: embed + norm", err) ||
+      rt_status(ck_embed(D->embed, D->all_tokens + p0, T, P->emb, st), "embedding gather", err) ||
+      rt_status(dk_embed_scale(P->emb, P->h, T * H, d->embed_scale, st), "embedding scale", err) ||
+      rt_status(pf_norm_rows(NULL, 0, NULL, P->h, 0, 0.0f, D->ly[0].norms, P->xb, T, H, d->eps, st), "input norm", err))
+    return -1;
+  for (int i = 0; i < d->n_layers; i++) {
+    const accel_layer_desc *l = &d->layers[i];
+    dec_layer *y = &D->ly[i];
+    const float *nrm = y->norms;
+    const float *next_norm = i == d->n_layers - 1 ? D->final_norm : D->ly[i + 1].norms;
+    int64_t qd = (int64_t)nq * y->hd, kvd = (int64_t)y->nkv * y->hd;
+    int64_t ldq = qd + (l->k_eq_v ? 1 : 2) * kvd, inter = y->inter;
+    /* full layers: the chunk's K/V straight into their cache slots; sliding: staged */
+    uint16_t *kdst = y->window > 0 ? P->ks : y->kc + p0 * kvd, *vdst = y->window > 0 ? P->vs : y->vc + p0 * kvd;
+    if (cprof_mark(C, "prefill: q|k|v product", err) || pf_mv(D, &y->qkv, P->xb, T, P->y, ldq, err) ||
+        cprof_mark(C, "prefill: q/k/v norm+rope", err) ||
+        rt_status(pf_qkv_post(P->y, ldq, T, p0, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
+                              nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
+                              P->q, kdst, vdst, st),
+                  "q/k/v norm+rope", err) ||
+        cprof_mark(C, "prefill: attention", err) ||
+        rt_status(pf_attention(P->q, y->kc, y->vc, kdst, vdst, T, p0, nq, y->nkv, y->hd, d->attn_scale, y->window,
+                               P->attb, P->simple_attn, st),
+                  "attention", err) ||
+        (y->window > 0 &&
+         rt_status(pf_kv_commit(P->ks, P->vs, y->kc, y->vc, T, p0, kvd, y->window, st), "K/V commit", err)) ||
+        cprof_mark(C, "prefill: o product", err) || pf_mv(D, &y->o, P->attb, T, P->y, H, err) ||
+        cprof_mark(C, "prefill: norms + residual", err) ||
+        rt_status(pf_norm_rows(P->y, H, nrm + H, P->h, 0, 0.0f, nrm + 2 * (int64_t)H, P->xb, T, H, d->eps, st),
+                  "attention residual", err) ||
+        cprof_mark(C, "prefill: gate|up product", err) || pf_mv(D, &y->gu, P->xb, T, P->y, 2 * inter, err) ||
+        cprof_mark(C, "prefill: geglu", err) ||
+        rt_status(pf_geglu(P->y, inter, T, P->gub, st), "geglu", err) ||
+        cprof_mark(C, "prefill: down product", err) || pf_mv(D, &y->down, P->gub, T, P->y, H, err) ||
+        cprof_mark(C, "prefill: norms + residual", err) ||
+        rt_status(pf_norm_rows(P->y, H, nrm + 3 * (int64_t)H, P->h, d->has_layer_scalar, l->layer_scalar, next_norm,
+                               P->xb, T, H, d->eps, st),
+                  "FFN residual", err))
+      return mx_prefix(err, "layer %d", i);
+  }
+  return 0;
+}
+
+/* Feeds tokens[0..n) at pos..pos+n-1 in chunks; leaves D->xb / D->pmax as the head expects
+ * (the final norm of the last token and its block maxima). */
+static int prefill_run(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, mlxrt_error *err) {
+  if (!D->pf && prefill_init(D, err)) return -1;
+  dec_prefill *P = D->pf;
+  const accel_model_desc *d = D->d;
+  for (int64_t done = 0; done < n;) {
+    int64_t k = n - done < STAGE_TOKENS ? n - done : STAGE_TOKENS;
+    memcpy(D->h_toks, tokens + done, (size_t)k * sizeof(int32_t));
+    if (rt_h2d(D->all_tokens + pos + done, D->h_toks, (size_t)k * sizeof(int32_t), D->stream, err) ||
+        rt_stream_sync(D->stream, err))
+      return -1;
+    done += k;
+  }
+  int T = 0;
+  for (int64_t c0 = 0; c0 < n; c0 += T) {
+    T = (int)(n - c0 < P->tmax ? n - c0 : P->tmax);
+    if (pf_chunk(D, pos + c0, T, err) || cprof_flush(&D->prof, err))
+      return mx_prefix(err, "chunk at position %lld", (long long)(pos + c0));
+  }
+  const float *h_last = P->h + (int64_t)(T - 1) * d->hidden;
+  if (rt_status(dk_residual_norm(NULL, 1, 0, NULL, (float *)h_last, 0, 0.0f, D->final_norm, D->xb, d->hidden, d->eps, D->pmax,
+                                 ck_xprep_block(), D->stream),
+                "final norm", err))
+    return -1;
+  return rt_stream_sync(D->stream, err);
+}
+
 int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
                       int32_t *next_token, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
@@ -424,7 +741,12 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
     if (tokens[i] < 0 || tokens[i] >= d->vocab)
       return mx_fail(err, "decoder: token id %d at position %lld is outside the vocabulary [0, %d)",
                      tokens[i], (long long)(pos + i), d->vocab);
-  for (int64_t done = 0; done < n;) {
+  int64_t fed = 0; /* tokens already through the batched prompt pass */
+  if (n > 1 && prefill_enabled()) {
+    if (prefill_run(D, tokens, n, pos, err)) return mx_prefix(err, "CUDA decoder prompt of %lld tokens", (long long)n);
+    fed = n;
+  }
+  for (int64_t done = fed; done < n;) {
     int64_t k = n - done < STAGE_TOKENS ? n - done : STAGE_TOKENS;
     memcpy(D->h_toks, tokens + done, (size_t)k * sizeof(int32_t));
     *D->h_pos = (int)(pos + done);
@@ -432,12 +754,13 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
         rt_h2d(D->pos, D->h_pos, sizeof(int), D->stream, err))
       return mx_prefix(err, "CUDA decoder");
     for (int64_t i = 0; i < k; i++)
-      if (launch(D, 0, err)) return mx_prefix(err, "CUDA decoder at position %lld", (long long)(pos + done + i));
+      if (launch(D, 0, err) || cprof_flush(&D->prof, err))
+        return mx_prefix(err, "CUDA decoder at position %lld", (long long)(pos + done + i));
     if (rt_stream_sync(D->stream, err)) return mx_prefix(err, "CUDA decoder");
     done += k;
   }
   if (!logits && !next_token) return 0;
-  if (launch(D, 1, err) || rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||
+  if (launch(D, 1, err) || cprof_flush(&D->prof, err) || rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||
       (logits && rt_d2h(D->h_logits, D->logits, (size_t)d->vocab * sizeof(float), D->stream, err)) ||
       rt_stream_sync(D->stream, err))
     return mx_prefix(err, "CUDA decoder head");

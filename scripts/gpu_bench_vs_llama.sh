@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# llama.cpp and mlxrt side by side on the Gemma 4 31B shapes (issue 6, item 7), in ONE call on
+# the GPU machine: the same -p/-n/-d/-r for llama-bench (Q4_0 GGUF, every layer on the GPU,
+# flash attention) and `mlxrt bench` (MLXRT_DECODER=1, CUDA) on synthetic nvfp4 and affine4
+# checkpoints; the JSON of each engine and a markdown table (BENCHMARKS.md) go to $OUT.
+#
+# On the CPU machine, once (fills the ignored folder .gpu-carry/ that the device call carries):
+#   bash scripts/build_llama_bench_cuda.sh        # llama-bench, CUDA sm_90a (slow: ~1-2 h)
+#   bash scripts/gpu_bench_vs_llama.sh --prepare  # gguf + yaml Python sources, tokenizer
+# On the GPU machine (device call with carry [".debs", ".gpu-carry"]):
+#   bash scripts/gpu_bench_vs_llama.sh [--quick] [--only llama,nvfp4,affine4]
+#        [--depths 0,4096,32768] [--reps 3] [-p 512] [-n 128] [--layers N]
+#   --quick = 6 layers, -r 1, depths 0,4096 (a smoke test of the whole chain).
+#   Phases run in that order, each bounded by `timeout`; the whole call stays under $BUDGET
+#   seconds (default 540). A failure or timeout of one step is recorded in status.txt and the
+#   other engine's results are kept. Several calls (e.g. --only llama, then --only nvfp4) can
+#   be merged afterwards: python3 scripts/bench_table.py --dir OUT1 --dir OUT2 -o BENCH.md
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CARRY=$ROOT/.gpu-carry
+cd "$ROOT" || exit 1
+
+# ---- --prepare (CPU machine) -------------------------------------------------------------
+if [ "${1:-}" = "--prepare" ]; then
+  set -e
+  PY=$(bash scripts/venv.sh)
+  SP=$("$PY" -c 'import gguf, os; print(os.path.dirname(os.path.dirname(gguf.__file__)))')
+  mkdir -p "$CARRY/pylib"
+  rm -rf "$CARRY/pylib/gguf" "$CARRY/pylib/yaml"
+  # pure-Python sources only (gguf imports yaml; PyYAML falls back to Python without _yaml)
+  (cd "$SP" && find gguf yaml -name '*.py' -not -path '*/scripts/*' -not -path '*/__pycache__/*' |
+     while read -r f; do mkdir -p "$CARRY/pylib/$(dirname "$f")"; cp "$f" "$CARRY/pylib/$f"; done)
+  TOKSRC=${TOKSRC:-${MLXRT_CACHE:-$HOME/.cache/mlxrt}/models/gemma-3-270m-q4_k_m.gguf}
+  [ -f "$TOKSRC" ] || { echo "missing $TOKSRC: run scripts/make_demo_model.sh first" >&2; exit 1; }
+  [ -f "$CARRY/tok-gemma3.gguf.gz" ] ||
+    "$PY" scripts/make_gguf_synth.py --extract-tokenizer "$TOKSRC" -o "$CARRY/tok-gemma3.gguf.gz"
+  GITDIR=$(git rev-parse --git-common-dir)
+  grep -qxF '/.gpu-carry/' "$GITDIR/info/exclude" 2>/dev/null || echo '/.gpu-carry/' >>"$GITDIR/info/exclude"
+  [ -x "$CARRY/llama-bench" ] || echo "note: $CARRY/llama-bench missing: run scripts/build_llama_bench_cuda.sh" >&2
+  du -sh "$CARRY"/* .debs 2>/dev/null || true
+  total=$(du -sbc "$CARRY" .debs 2>/dev/null | tail -1 | cut -f1 || true)
+  echo "carry total: $((total / 1048576)) MiB (limit 64 MiB)"
+  [ "$total" -lt $((64 * 1048576)) ] || { echo "error: carry over 64 MiB" >&2; exit 1; }
+  exit 0
+fi
+
+# ---- options -------------------------------------------------------------------------------
+OUT=${OUT:-$ROOT/gpu-out}
+BUILD=${BUILD:-$ROOT/build-gpu}
+BUDGET=${BUDGET:-540}
+BACKEND=${BACKEND:-cuda}                        # (cpu: a local dry run of the chain)
+LLAMA_BENCH=${LLAMA_BENCH:-$CARRY/llama-bench}
+LLAMA_EXTRA=${LLAMA_EXTRA:-}                    # e.g. "-t 2" for a local run
+SKIP_BUILD=${SKIP_BUILD:-0}                     # 1: use an existing $BUILD/mlxrt
+WORK=${WORK:-/tmp/mlxrt-bench-work}             # per-step logs before they are gathered
+ONLY=llama,nvfp4,affine4
+DEPTHS=0,4096,32768
+REPS=3; NP=512; NG=128; LAYERS=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) LAYERS=${LAYERS:-6}; REPS=1; DEPTHS=0,4096 ;;
+    --only) ONLY=$2; shift ;;
+    --depths) DEPTHS=$2; shift ;;
+    --reps|-r) REPS=$2; shift ;;
+    -p) NP=$2; shift ;;
+    -n) NG=$2; shift ;;
+    --layers) LAYERS=$2; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
+LAYER_ARGS=(); [ -n "$LAYERS" ] && LAYER_ARGS=(--layers "$LAYERS")
+
+# $OUT gets at most 6 files (a device call returns 8): BENCHMARKS.md, status.txt (environment
+# and each step's outcome), llama-q4_0.jsonl, mlxrt-nvfp4.jsonl, mlxrt-affine4.jsonl, logs.txt.
+mkdir -p "$OUT"
+rm -rf "$WORK"; mkdir -p "$WORK"
+exec 3>&1  # progress lines go here even while a step's stdout is redirected
+T0=$(date +%s)
+STATUS=$OUT/status.txt
+LOGS=$OUT/logs.txt
+: >"$STATUS"; : >"$LOGS"
+elapsed() { echo $(( $(date +%s) - T0 )); }
+left() { echo $(( BUDGET - $(date +%s) + T0 )); }
+say() { echo "[$(elapsed) s] $*" >&3; }
+note() { echo "[$(elapsed) s] $*" >>"$STATUS"; say "$*"; }
+gather() { { echo "==== $1"; cat "$2"; echo; } >>"$LOGS" 2>/dev/null; }  # gather TITLE FILE
+
+if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR==2{print $4}')" -gt $((40 * 1048576)) ]; then
+  MODELS=${MODELS:-/dev/shm/mlxrt-bench}
+else
+  MODELS=${MODELS:-/tmp/mlxrt-bench}
+fi
+mkdir -p "$MODELS"
+finish() {
+  rm -rf "$MODELS"
+  python3 "$ROOT/scripts/bench_table.py" --dir "$OUT" -o "$OUT/BENCHMARKS.md" >/dev/null 2>>"$LOGS" &&
+    cat "$OUT/BENCHMARKS.md"
+  say "done"
+}
+trap finish EXIT
+
+# step NAME CAP CMD...: runs CMD under timeout min(CAP, time left - 25 s); records the outcome.
+LAST_RC=0
+step() {
+  local name=$1 cap=$2; shift 2
+  local t; t=$(( $(left) - 25 )); [ "$t" -lt "$cap" ] || t=$cap
+  if [ "$t" -lt 10 ]; then note "$name: skipped (no time left)"; LAST_RC=124; return 124; fi
+  local s; s=$(date +%s)
+  timeout -k 10 "$t" "$@"; LAST_RC=$?
+  local d=$(( $(date +%s) - s ))
+  case $LAST_RC in
+    0) note "$name: ok (${d} s)" ;;
+    124|137) note "$name: TIMEOUT after ${d} s (limit ${t} s)" ;;
+    *) note "$name: FAILED rc=$LAST_RC (${d} s)" ;;
+  esac
+  return $LAST_RC
+}
+# the JSON objects of an `mlxrt bench -o json` list, one per line
+json_lines() { grep -E '^ *\{.*\},?$' "$1" | sed -E 's/^ *//; s/,$//'; }
+show() { sed -E 's/.*"n_prompt": ([0-9]+), "n_gen": ([0-9]+), "n_depth": ([0-9]+).*"avg_ts": ([0-9.]+).*/  pp\1 tg\2 d\3: \4 t\/s/' >&3; }
+
+# ---- environment ---------------------------------------------------------------------------
+{
+  echo "== $(date -u)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
+  nvcc --version 2>/dev/null | tail -1
+  echo "mlxrt commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "llama.cpp: llama-cpp-python 0.3.36 sdist, $("$LLAMA_BENCH" --version 2>&1 | head -1)"
+  echo "$(nproc) CPUs, $(free -g | awk '/Mem:/{print $2}') GB RAM, models in $MODELS"
+  echo "params: -p $NP -n $NG -d $DEPTHS -r $REPS${LAYERS:+ --layers $LAYERS}, budget $BUDGET s"
+  echo "== steps"
+} >>"$STATUS" 2>&1
+cat "$STATUS"
+nvidia-smi >"$WORK/nvidia-smi.txt" 2>&1; gather nvidia-smi "$WORK/nvidia-smi.txt"
+
+# libcjson-dev may be missing on the GPU image: unpack the .deb files carried in .debs/.
+CMAKE_EXTRA=()
+if [ ! -f /usr/include/cjson/cJSON.h ] && ls .debs/*.deb >/dev/null 2>&1; then
+  CJ=/tmp/mlxrt-cjson
+  mkdir -p "$CJ"
+  for f in .debs/*.deb; do dpkg -x "$f" "$CJ"; done
+  LIBDIR=$(dirname "$(find "$CJ" -name 'libcjson.so*' | head -1)")
+  [ -e "$LIBDIR/libcjson.so" ] || ln -sf "$(ls "$LIBDIR"/libcjson.so.* | head -1)" "$LIBDIR/libcjson.so"
+  CMAKE_EXTRA=(-DCJSON_INCLUDE_DIR="$CJ/usr/include" -DCJSON_LIBRARY="$LIBDIR/libcjson.so")
+  export LD_LIBRARY_PATH="$LIBDIR:${LD_LIBRARY_PATH:-}"
+fi
+[ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# shared objects llama-bench needs that the image may lack (see build_llama_bench_cuda.sh)
+[ -d "$CARRY/lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$CARRY/lib"
+
+GGUF=$MODELS/gemma4-31b-q4_0.gguf
+# The GGUF is written (I/O bound, one Python thread) while mlxrt builds.
+GGUF_PID=
+if want llama; then
+  if [ -x "$LLAMA_BENCH" ] && [ -f "$CARRY/tok-gemma3.gguf.gz" ]; then
+    say "writing the GGUF in the background"
+    ( s=$(date +%s)
+      timeout -k 5 150 env PYTHONPATH="$CARRY/pylib${PYTHONPATH:+:$PYTHONPATH}" python3 \
+        scripts/make_gguf_synth.py --tokenizer "$CARRY/tok-gemma3.gguf.gz" -o "$GGUF" \
+        "${LAYER_ARGS[@]}" >"$WORK/gguf.log" 2>&1
+      rc=$?
+      echo "[$(elapsed) s] gguf: $([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc") ($(( $(date +%s) - s )) s)" >>"$STATUS" ) &
+    GGUF_PID=$!
+  else
+    note "llama: skipped (.gpu-carry/llama-bench or tok-gemma3.gguf.gz missing: see --prepare)"
+  fi
+fi
+
+MLXRT=$BUILD/mlxrt
+BUILD_OK=1
+if [ "$SKIP_BUILD" = 1 ] && [ -x "$MLXRT" ]; then
+  BUILD_OK=0
+elif want nvfp4 || want affine4; then
+  say "build mlxrt (CUDA, -j$(nproc))"
+  if step configure 120 cmake -S . -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+       "${CMAKE_EXTRA[@]}" >"$WORK/build.log" 2>&1 &&
+     step build 300 cmake --build "$BUILD" -j"$(nproc)" --target mlxrt mlxrt_cuda >>"$WORK/build.log" 2>&1; then
+    BUILD_OK=0
+  else
+    tail -30 "$WORK/build.log" >&3
+  fi
+  gather build "$WORK/build.log"
+fi
+
+# ---- llama.cpp -----------------------------------------------------------------------------
+LJ=$OUT/llama-q4_0.jsonl
+if [ -n "$GGUF_PID" ]; then
+  wait "$GGUF_PID"
+  cat "$WORK/gguf.log" >&3; gather gguf "$WORK/gguf.log"
+  if [ -f "$GGUF" ]; then
+    share=$(left)
+    if want nvfp4 || want affine4; then share=$(( share * 2 / 5 )); fi
+    for fa in on auto; do
+      say "llama-bench -fa $fa (limit ${share} s)"
+      # shellcheck disable=SC2086
+      step "llama-bench -fa $fa" "$share" "$LLAMA_BENCH" -m "$GGUF" -p "$NP" -n "$NG" -d "$DEPTHS" \
+        -r "$REPS" -ngl 99 -fa $fa $LLAMA_EXTRA -o jsonl >>"$LJ" 2>"$WORK/llama-bench.log"
+      gather "llama-bench -fa $fa" "$WORK/llama-bench.log"
+      grep avg_ts "$LJ" | show
+      [ "$LAST_RC" = 0 ] && break
+      tail -15 "$WORK/llama-bench.log" >&3
+      # again with flash attention on auto only after a failure before any result (no timeout)
+      { [ "$LAST_RC" = 124 ] || [ "$LAST_RC" = 137 ] || grep -q avg_ts "$LJ"; } && break
+    done
+  fi
+  rm -f "$GGUF"
+fi
+
+# ---- mlxrt -----------------------------------------------------------------------------------
+mlxrt_phase() {
+  local mode=$1 budget=$2 dir=$MODELS/gemma4-31b-$1 mj=$OUT/mlxrt-$1.jsonl
+  local end=$(( $(date +%s) + budget ))
+  say "mlxrt $mode (limit ${budget} s)"
+  if [ "$budget" -lt 30 ]; then note "mlxrt $mode: skipped (${budget} s left for it)"; return; fi
+  step "synth $mode" 150 "$MLXRT" synth --like gemma4-31b --mode "$mode" -o "$dir" --no-sync \
+    "${LAYER_ARGS[@]}" >"$WORK/synth.log" 2>&1
+  gather "synth $mode" "$WORK/synth.log"
+  if [ "$LAST_RC" != 0 ]; then tail -5 "$WORK/synth.log" >&3; rm -rf "$dir"; return; fi
+  local d
+  for d in ${DEPTHS//,/ }; do
+    local t=$(( end - $(date +%s) ))
+    if [ "$t" -lt 10 ]; then note "mlxrt $mode d$d: skipped (phase time used up)"; continue; fi
+    # one process per depth: a timeout loses only that depth
+    step "mlxrt $mode d$d" "$t" env MLXRT_DECODER=1 "$MLXRT" bench -m "$dir" --backend "$BACKEND" \
+      -p "$NP" -n "$NG" -d "$d" -r "$REPS" -o json >"$WORK/bench.json" 2>"$WORK/bench.log"
+    json_lines "$WORK/bench.json" >>"$mj"
+    json_lines "$WORK/bench.json" | show
+    gather "mlxrt $mode d$d (stdout)" "$WORK/bench.json"
+    gather "mlxrt $mode d$d (stderr)" "$WORK/bench.log"
+    if [ "$LAST_RC" != 0 ]; then
+      tail -5 "$WORK/bench.log" >&3
+      # a deeper cache would take longer still
+      if [ "$LAST_RC" = 124 ] || [ "$LAST_RC" = 137 ]; then note "mlxrt $mode: deeper depths skipped"; break; fi
+    fi
+  done
+  rm -rf "$dir"
+}
+if [ "$BUILD_OK" = 0 ]; then
+  if want nvfp4; then
+    b=$(( $(left) - 25 )); want affine4 && b=$(( b / 2 ))
+    mlxrt_phase nvfp4 "$b"
+  fi
+  if want affine4; then mlxrt_phase affine4 $(( $(left) - 25 )); fi
+fi
+exit 0

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: where the decode step's time goes, and whether the decoder's
+# logits on the Gemma 4 31B shapes are within the reference path's own noise.
+#   1. build mlxrt, the plug-in and mlxrt-decode-test (Release, sm_90a);
+#   2. tiny fixtures: decoder vs reference path (regression check);
+#   3. synth gemma4-31b nvfp4 with 6 layers (5 sliding + 1 full): the decoder against the
+#      reference path on the CPU, and the reference path on CUDA against it (the noise floor);
+#   4. synth gemma4-31b nvfp4, 60 layers: per-kernel profile of 32 decode steps
+#      (MLXRT_CUDA_PROFILE=1, eager) and `mlxrt bench` tg128 with graphs.
+#   prefill (not in the default list): the batched prompt pass — tiny fixtures in every
+#      prompt-pass configuration (chunks below and above the sliding windows, mat-vec and GEMM
+#      products, tensor-core and plain attention, rewinds) against the reference path; the
+#      6-layer 31B synthetic with a 600-token prompt (two chunks); then on the 60-layer 31B a
+#      per-kernel profile of one pp512 and `mlxrt bench` pp512 at depths 0 and 4096.
+#   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$ROOT/gpu-out}
+BUILD=${BUILD:-$ROOT/build-gpu}
+SYN=${SYNTH_DIR:-/tmp}
+MODE=${MODE:-nvfp4}
+STAGES=${STAGES:-build tiny small prof}
+mkdir -p "$OUT"
+cd "$ROOT" || exit 1
+JOBS=$(nproc 2>/dev/null || echo 4)
+T0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+EXTRA=()
+if [ ! -f /usr/include/cjson/cJSON.h ] && ls .debs/*.deb >/dev/null 2>&1; then
+  CJ=/tmp/mlxrt-cjson
+  mkdir -p "$CJ"
+  for f in .debs/*.deb; do dpkg -x "$f" "$CJ"; done
+  LIBDIR=$(dirname "$(find "$CJ" -name 'libcjson.so*' | head -1)")
+  [ -e "$LIBDIR/libcjson.so" ] || ln -sf "$(ls "$LIBDIR"/libcjson.so.* | head -1)" "$LIBDIR/libcjson.so"
+  EXTRA=(-DCJSON_INCLUDE_DIR="$CJ/usr/include" -DCJSON_LIBRARY="$LIBDIR/libcjson.so")
+  export LD_LIBRARY_PATH="$LIBDIR:${LD_LIBRARY_PATH:-}"
+fi
+if has build; then
+  stamp "build (-j$JOBS)"
+  if ! { cmake -S . -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DMLXRT_CUDA_PTXAS_VERBOSE=ON "${EXTRA[@]}" &&
+         cmake --build "$BUILD" -j"$JOBS" --target mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-decode-real mlxrt-cuda-test; } >"$OUT/build.log" 2>&1; then
+    tail -40 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
+  fi
+fi
+DT="$BUILD/mlxrt-decode-test"
+rc=0
+if has tiny; then
+  stamp "tiny fixtures"
+  timeout 120 "$DT" --ref cpu --gen 24 --tg 0 "${ROOT}"/tests/fixtures/models/gemma* >"$OUT/tiny.log" 2>&1 || rc=1
+  grep -cE "^  PASS" "$OUT/tiny.log" | sed 's/^/tiny PASS count: /'; grep -E "FAIL" "$OUT/tiny.log" | head
+fi
+if has small; then
+  stamp "synth gemma4-31b $MODE, 6 layers"
+  "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" --layers 6 -o "$SYN/s31x6" >"$OUT/synth6.log" 2>&1 || tail -3 "$OUT/synth6.log"
+  timeout 240 "$DT" --ref both --prompt 8 --gen 8 --tg 0 "$SYN/s31x6" 2>&1 | tee "$OUT/s31x6.log" || rc=1
+fi
+if has prof; then
+  stamp "synth gemma4-31b $MODE, 60 layers"
+  "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+  stamp "profile (eager, 32 steps)"
+  MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 32 -r 1 \
+    >"$OUT/prof.log" 2>&1 || rc=1
+  cat "$OUT/prof.log"
+  for w in ${QMV_WARPS:-}; do
+    stamp "profile with MLXRT_QMV_WARPS=$w"
+    MLXRT_QMV_WARPS=$w MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda \
+      -p 0 -n 16 -r 1 2>&1 | grep -E "mat-vec|t/s|tg" | tee "$OUT/prof_w$w.log"
+  done
+  if has ncu && command -v ncu >/dev/null; then
+    stamp "ncu: device time of one layer's kernels (eager)"
+    MLXRT_CUDA_GRAPH=0 MLXRT_DECODER=1 timeout 150 ncu --launch-skip 1200 --launch-count 40 --metrics gpu__time_duration.sum \
+      "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 3 -r 1 >"$OUT/ncu.log" 2>&1
+    grep -E "^  [a-z_].*\(|gpu__time_duration" "$OUT/ncu.log" | paste - - | awk '{print $1, $(NF)}' | head -40
+  fi
+  stamp "bench tg128 with graphs"
+  MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 128 -r 2 ${BENCH_EXTRA:-} 2>&1 | tee "$OUT/bench31.log"
+fi
+if has prefill; then
+  stamp "prefill: tiny fixtures, every prompt-pass configuration and rewinds"
+  timeout 300 "$DT" --ref cpu --prompt 40 --gen 16 --tg 0 --prefill 1 "${ROOT}"/tests/fixtures/models/gemma* \
+    >"$OUT/prefill_tiny.log" 2>&1 || rc=1
+  grep -cE "^  prefill .*: PASS" "$OUT/prefill_tiny.log" | sed 's/^/prefill checks passed: /'
+  grep -E "FAIL|differ at" "$OUT/prefill_tiny.log" | head -40
+  stamp "prefill: synth gemma4-31b $MODE, 6 layers, 600-token prompt"
+  [ -f "$SYN/s31x6/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" --layers 6 -o "$SYN/s31x6" \
+    >"$OUT/synth6.log" 2>&1 || tail -3 "$OUT/synth6.log"
+  timeout 400 "$DT" --ref cuda --prompt 600 --gen 8 --tg 0 --prefill 2 "$SYN/s31x6" 2>&1 | tee "$OUT/prefill_s31x6.log" || rc=1
+  stamp "prefill: synth gemma4-31b $MODE, 60 layers"
+  [ -f "$SYN/s31/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" \
+    >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+  MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 200 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 0 -r 1 \
+    >"$OUT/prefill_prof.log" 2>&1 || rc=1
+  cat "$OUT/prefill_prof.log"
+  MLXRT_DECODER=1 timeout 300 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 0 -d 0,4096 -r 3 2>&1 |
+    tee "$OUT/prefill_bench31.log"
+fi
+stamp "done, rc=$rc"
+exit $rc

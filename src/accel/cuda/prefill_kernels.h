@@ -1,0 +1,54 @@
+/* Launchers of the batched prompt pass (prefill.cu): the whole-step decoder's kernels for a
+ * chunk of T tokens at positions p0..p0+T-1, row-major [T, ...] buffers. Same rounding points as
+ * the one-token kernels (docs/NUMERICS.md). Return a cudaError_t (0 = ok). */
+#ifndef MLXRT_CUDA_PREFILL_KERNELS_H
+#define MLXRT_CUDA_PREFILL_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* out [L->rows, L->cols] bf16, row-major: the resident weight dequantized (fast formats from
+ * the tile layout: affine bf16(s·q + b) with one rounding, fp formats s·v exactly, dense as
+ * stored; the generic layout through ck_embed with ids = iota[0..rows)). */
+int pf_dequant(const ck_layout *L, const int32_t *iota, uint16_t *out, void *stream);
+
+/* Per row t < T: when y: o = rmsnorm(bf16 y[t·ldy ..], w_post); h = bf16(h + o); when
+ * use_scalar h = bf16(h·scalar); then xb[t] = bf16 rmsnorm(h[t], w_next). h, xb: [T, H]. */
+int pf_norm_rows(const float *y, int64_t ldy, const float *w_post, float *h, int use_scalar, float scalar,
+                 const float *w_next, uint16_t *xb, int T, int H, float eps, void *stream);
+
+/* Per token t and head, after the q|k|v product y [T, ldy] = [q nq·hd | k nkv·hd | v nkv·hd]
+ * (v = k's rows when k_eq_v): q = rope(rmsnorm(q)) at position p0 + t → q_out [T, nq·hd];
+ * k = rope(rmsnorm(k)), v (weightless rmsnorm when v_norm) → kdst / vdst [T, nkv·hd] bf16. */
+int pf_qkv_post(const float *y, int64_t ldy, int T, int64_t p0, int nq, int nkv, int hd, int k_eq_v,
+                const float *qn, const float *kn, const float *inv_freq, int traditional, int v_norm,
+                float eps, float *q_out, uint16_t *kdst, uint16_t *vdst, void *stream);
+
+/* out [T, inter] = bf16(gelu_approx(bf16 gate) · bf16 up), y [T, 2·inter] = [gate | up]. */
+int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, void *stream);
+
+/* Causal attention of T queries (positions p0 + t) over the cache: key j < p0 from kc/vc
+ * (slot j % window when window > 0, else j), key j ≥ p0 from the chunk's kch/vch [T, kvd];
+ * a sliding layer's query at p sees keys p − window < j ≤ p. Rounding: q·bf16(scale) → bf16,
+ * scores → bf16, float32 softmax, p → bf16, Σ p·v float32 → bf16. att [T, nq·hd] bf16.
+ * simple: the plain reference kernel (one block per query and head) instead of the
+ * tensor-core one (head dims multiple of 16 up to 512; other head dims always take it). */
+int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
+                 const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
+                 uint16_t *att, int simple, void *stream);
+
+/* Sliding layers: the chunk's last min(T, window) K/V rows → ring slots (p0 + t) % window. */
+int pf_kv_commit(const uint16_t *ks, const uint16_t *vs, uint16_t *kc, uint16_t *vc, int T, int64_t p0,
+                 int64_t kvd, int window, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
