@@ -106,7 +106,7 @@ static void check_model(const char *dir, int exact) {
   }
   int64_t V = mlxrt_model_vocab_size(m);
   CHECKF(V == GV, "%s: vocab %lld vs golden %lld", dir, (long long)V, (long long)GV);
-  mlxrt_session *s = mlxrt_session_new(m, 0, &err);
+  mlxrt_session *s = mlxrt_session_new_ex(m, 0, MLXRT_SESSION_ALL_POSITIONS, &err);
   float *ours = malloc((size_t)(P * V) * sizeof(float));
   float worst_p = 0, worst_d = 0, abs_p = 0, abs_d = 0;
   if (s && ours && V == GV) {

@@ -106,7 +106,7 @@ int cmd_logits(int argc, char **argv) {
   mlxrt_session *s = NULL;
   if (!m) goto done;
   int64_t V = mlxrt_model_vocab_size(m);
-  s = mlxrt_session_new(m, 0, &err);
+  s = mlxrt_session_new_ex(m, 0, MLXRT_SESSION_ALL_POSITIONS, &err);
   logits = malloc((size_t)(n * V) * sizeof(float));
   glogits = malloc((size_t)((decode ? decode : 1) * V) * sizeof(float));
   greedy = malloc((size_t)(decode ? decode : 1) * sizeof(int32_t));

@@ -3,6 +3,7 @@
  * bottom: session state, helpers, attention, one layer, the whole pass. */
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/bf16.h"
@@ -99,6 +100,11 @@ static void track_max(int64_t *mx, const mx_linear *l) {
 
 mx_session *mx_session_create(const mx_model *m, accel_backend *b, int64_t capacity, int batch,
                               mlxrt_error *err) {
+  return mx_session_create_flags(m, b, capacity, batch, 0, err);
+}
+
+mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t capacity, int batch,
+                                    unsigned flags, mlxrt_error *err) {
   const mx_config *c = &m->cfg;
   mx_session *s = mx_calloc(1, sizeof *s, err);
   if (!s) return NULL;
@@ -175,14 +181,32 @@ mx_session *mx_session_create(const mx_model *m, accel_backend *b, int64_t capac
   if (!s->inv_freq || !s->rope_pos_scale) goto fail;
   for (int i = 0; i < L; i++)
     if (!(s->inv_freq[i] = rope_table(c, i, s->mlx_cpu, &s->rope_pos_scale[i], err))) goto fail;
-  /* Opt-in while the device decoder is being validated (docs/DECODE.md): an explicit request
-   * that the backend cannot honour is an error, never a silent fallback. */
+  /* The decoder policy (session.h): an explicit request that cannot be honoured is an error,
+   * never a silent fallback; a model the decoder does not run says so when verbose. */
   const char *want_dec = getenv("MLXRT_DECODER");
-  if (want_dec && !strcmp(want_dec, "1") && s->mlx_cpu) {
+  int force = want_dec && !strcmp(want_dec, "1"), never = want_dec && !strcmp(want_dec, "0");
+  if (force && s->mlx_cpu) {
     mx_fail(err, "MLXRT_DECODER=1: the backend's decoder does not emulate mlx-cpu numerics");
     goto fail;
   }
-  if (want_dec && !strcmp(want_dec, "1")) {
+  if (force && (flags & MX_SESSION_REFERENCE)) {
+    mx_fail(err, "MLXRT_DECODER=1: this session needs every position's logits, which only the reference path gives");
+    goto fail;
+  }
+  if (!force && !never && !(flags & MX_SESSION_REFERENCE) && strcmp(b->name, "cpu") != 0) {
+    mlxrt_error why = {{0}};
+    s->dec = mx_decoder_open(m, b, s->capacity, b->verbose, &why);
+    if (!s->dec && why.msg[0]) { /* the decoder runs this model but could not start: no fallback */
+      mx_fail(err, "%s decoder: %s", b->name, why.msg);
+      goto fail;
+    }
+  } else if (!force && b->verbose) {
+    fprintf(stderr, "mlxrt: reference path on the %s backend (%s)\n", b->name,
+            (flags & MX_SESSION_REFERENCE) ? "every position's logits are needed"
+            : never                        ? "MLXRT_DECODER=0"
+                                           : "the CPU backend's decoder is this path's math");
+  }
+  if (force) {
     mlxrt_error why = {{0}};
     s->dec = mx_decoder_open(m, b, s->capacity, 0, &why);
     if (!s->dec) {
