@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "gen_args.h"
 #include "mlxrt.h"
 
 #define MAX_VALUES 16
@@ -72,7 +73,7 @@ typedef struct {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: mlxrt bench -m MODEL_DIR [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json]\n"
-          "                   [-t THREADS] [--backend auto|cpu|cuda]\n"
+          "                   [-t THREADS] [--backend auto|cpu|cuda] [--numerics float32|mlx-cpu]\n"
           "  -p, -n, -d take comma-separated lists (e.g. -d 0,4096,32768); -p 0 or -n 0 skips.\n");
 }
 
@@ -114,7 +115,7 @@ done:
 }
 
 int cmd_bench(int argc, char **argv) {
-  const char *model = NULL, *backend = NULL, *fmt = "md";
+  const char *model = NULL, *backend = NULL, *fmt = "md", *numerics = NULL;
   int_list P = {{512}, 1}, N = {{128}, 1}, D = {{0}, 1};
   int reps = 5, threads = 0;
   for (int i = 1; i < argc; i++) {
@@ -140,6 +141,7 @@ int cmd_bench(int argc, char **argv) {
       fmt = v;
       bad = strcmp(v, "md") && strcmp(v, "json");
     } else if (!strcmp(a, "--backend")) backend = v;
+    else if (!strcmp(a, "--numerics")) numerics = v;
     else {
       fprintf(stderr, "mlxrt bench: unknown option '%s'\n", a);
       usage(stderr);
@@ -154,6 +156,7 @@ int cmd_bench(int argc, char **argv) {
     fprintf(stderr, "mlxrt bench: -m MODEL_DIR is required\n");
     return 2;
   }
+  if (gen_args_apply_numerics(numerics, &backend, "bench")) return 2;
   mlxrt_error err = {{0}};
   mlxrt_options opt = {backend, threads, 0};
   mlxrt_model *m = mlxrt_model_load(model, &opt, &err);
