@@ -50,6 +50,11 @@ typedef struct mlxrt_session mlxrt_session;
 
 /* capacity: most tokens the session holds (0 = the model's maximum). */
 mlxrt_session *mlxrt_session_new(mlxrt_model *m, int64_t capacity, mlxrt_error *err);
+/* mlxrt_session_new with flags: MLXRT_SESSION_ALL_POSITIONS = the session will ask for every
+ * position's logits (mlxrt_session_feed with all_positions), which only the reference path
+ * gives; without it a backend's whole-step decoder may run the session (last logits only). */
+#define MLXRT_SESSION_ALL_POSITIONS 1u
+mlxrt_session *mlxrt_session_new_ex(mlxrt_model *m, int64_t capacity, unsigned flags, mlxrt_error *err);
 void mlxrt_session_free(mlxrt_session *s);
 /* Feeds n tokens (a prompt or a continuation). logits may be NULL; otherwise it receives
  * float32 [n, vocab] when all_positions, else [vocab] for the last token. */

@@ -1,29 +1,66 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench with CUDA (sm_90a, H200) from the pinned llama-cpp-python sdist,
-# on the CPU machine (nvcc is enough; no GPU needed), as ONE self-contained binary: ggml and
-# llama are linked statically; only the CUDA runtime, cuBLAS and the driver stay dynamic (the GPU
-# machine has CUDA 13). Idempotent: skips the build when the binary exists. Then copies the
-# stripped binary to <repo>/.gpu-carry/llama-bench (ignored; travels with the device call's
-# `carry`). Usage: build_llama_bench_cuda.sh [REPO_ROOT] (default: this script's repo).
-# Slow on the shared 2-core machine (≈ 1–2 h): runs niced, -j2 at most.
+# Builds llama.cpp's llama-bench with CUDA (sm_90a, H200) from the pinned llama-cpp-python sdist
+# as ONE self-contained binary: ggml and llama linked statically; only the CUDA runtime, cuBLAS,
+# the driver and the C/C++ runtime stay dynamic (the GPU machine has CUDA 13). No GPU needed.
+#
+#   build_llama_bench_cuda.sh [REPO]
+#       on the CPU machine: builds into the cache (build-cuda, niced, -j2 at most: ~1.5–3 h on
+#       the shared 2 cores), then copies the stripped binary to REPO/.gpu-carry/llama-bench
+#       (ignored; travels with the device call's `carry`). Idempotent: skips a finished build.
+#   build_llama_bench_cuda.sh --pack-source [REPO]
+#       writes REPO/.gpu-carry/llama-src.tar.gz (~7 MB: the sdist's llama.cpp without models,
+#       docs, tests and other backends) so the GPU machine can build it itself (fallback).
+#   LLAMA_SRC=DIR LLAMA_BUILD=DIR JOBS=N NO_CARRY=1 build_llama_bench_cuda.sh
+#       on the GPU machine (scripts/gpu_bench_vs_llama.sh does this): builds from DIR with N
+#       jobs, prints the binary's path.
+# REPO defaults to this script's repository.
 set -euo pipefail
 VER=0.3.36
 HERE=$(cd "$(dirname "$0")" && pwd)
+PACK=0
+if [ "${1:-}" = "--pack-source" ]; then PACK=1; shift; fi
 REPO=${1:-$(cd "$HERE/.." && pwd)}
 ROOT=${MLXRT_CACHE:-$HOME/.cache/mlxrt}/src
-SRC=$ROOT/llama_cpp_python-$VER/vendor/llama.cpp
-BUILD=$SRC/build-cuda
+SRC=${LLAMA_SRC:-$ROOT/llama_cpp_python-$VER/vendor/llama.cpp}
+BUILD=${LLAMA_BUILD:-$SRC/build-cuda}
 BIN=$BUILD/bin/llama-bench
 JOBS=${JOBS:-2}
-[ "$JOBS" -le 2 ] || JOBS=2
+# the shared CPU machine: never more than 2 jobs there (the GPU machine passes LLAMA_SRC)
+[ -n "${LLAMA_SRC:-}" ] || [ "$JOBS" -le 2 ] || JOBS=2
+
+carry_dir() {
+  mkdir -p "$REPO/.gpu-carry"
+  local g
+  g=$(git -C "$REPO" rev-parse --git-common-dir 2>/dev/null || true)
+  if [ -n "$g" ]; then
+    case "$g" in /*) ;; *) g=$REPO/$g ;; esac
+    mkdir -p "$g/info"
+    grep -qxF '/.gpu-carry/' "$g/info/exclude" 2>/dev/null || echo '/.gpu-carry/' >>"$g/info/exclude"
+  fi
+}
 
 if [ ! -d "$SRC" ]; then
+  [ -z "${LLAMA_SRC:-}" ] || { echo "error: no llama.cpp source at $SRC" >&2; exit 1; }
   mkdir -p "$ROOT"
   if [ ! -f "$ROOT/llama_cpp_python-$VER.tar.gz" ]; then
     PY=$(bash "$HERE/venv.sh")
     "$PY" -m pip download -q --no-deps --no-binary=:all: "llama-cpp-python==$VER" -d "$ROOT" >&2
   fi
   tar xzf "$ROOT/llama_cpp_python-$VER.tar.gz" -C "$ROOT"
+fi
+
+if [ "$PACK" = 1 ]; then
+  carry_dir
+  ex=()
+  for b in cann et hexagon hip metal musa opencl openvino sycl virtgpu vulkan webgpu zdnn zendnn; do
+    ex+=(--exclude="llama.cpp/ggml/src/ggml-$b")
+  done
+  tar czf "$REPO/.gpu-carry/llama-src.tar.gz" -C "$(dirname "$SRC")" --exclude='llama.cpp/build-*' \
+    --exclude=llama.cpp/models --exclude=llama.cpp/docs --exclude=llama.cpp/media \
+    --exclude=llama.cpp/tests --exclude=llama.cpp/examples --exclude=llama.cpp/tools/ui \
+    --exclude='llama.cpp/.git*' "${ex[@]}" llama.cpp
+  ls -la "$REPO/.gpu-carry/llama-src.tar.gz" >&2
+  exit 0
 fi
 
 if [ ! -x "$BIN" ]; then
@@ -48,13 +85,8 @@ fi
 if ldd "$BIN" | grep -Eq 'libggml|libllama'; then
   echo "error: $BIN links shared ggml/llama libraries:" >&2; ldd "$BIN" >&2; exit 1
 fi
-mkdir -p "$REPO/.gpu-carry"
-GITDIR=$(git -C "$REPO" rev-parse --git-common-dir 2>/dev/null || true)
-if [ -n "$GITDIR" ]; then
-  case "$GITDIR" in /*) ;; *) GITDIR=$REPO/$GITDIR ;; esac
-  mkdir -p "$GITDIR/info"
-  grep -qxF '/.gpu-carry/' "$GITDIR/info/exclude" 2>/dev/null || echo '/.gpu-carry/' >> "$GITDIR/info/exclude"
-fi
+if [ -n "${NO_CARRY:-}" ]; then echo "$BIN"; exit 0; fi
+carry_dir
 strip -o "$REPO/.gpu-carry/llama-bench" "$BIN"
 size=$(stat -c %s "$REPO/.gpu-carry/llama-bench")
 echo "$REPO/.gpu-carry/llama-bench: $size bytes" >&2

@@ -5,8 +5,9 @@
 # checkpoints; the JSON of each engine and a markdown table (BENCHMARKS.md) go to $OUT.
 #
 # On the CPU machine, once (fills the ignored folder .gpu-carry/ that the device call carries):
-#   bash scripts/build_llama_bench_cuda.sh        # llama-bench, CUDA sm_90a (slow: ~1-2 h)
-#   bash scripts/gpu_bench_vs_llama.sh --prepare  # gguf + yaml Python sources, tokenizer
+#   bash scripts/build_llama_bench_cuda.sh        # llama-bench, CUDA sm_90a (slow: ~1.5-3 h)
+#   bash scripts/gpu_bench_vs_llama.sh --prepare  # gguf + yaml Python sources, tokenizer;
+#        without a built llama-bench: its source (7 MB), built on the GPU machine (~5-8 min?)
 # On the GPU machine (device call with carry [".debs", ".gpu-carry"]):
 #   bash scripts/gpu_bench_vs_llama.sh [--quick] [--only llama,nvfp4,affine4]
 #        [--depths 0,4096,32768] [--reps 3] [-p 512] [-n 128] [--layers N]
@@ -36,11 +37,28 @@ if [ "${1:-}" = "--prepare" ]; then
     "$PY" scripts/make_gguf_synth.py --extract-tokenizer "$TOKSRC" -o "$CARRY/tok-gemma3.gguf.gz"
   GITDIR=$(git rev-parse --git-common-dir)
   grep -qxF '/.gpu-carry/' "$GITDIR/info/exclude" 2>/dev/null || echo '/.gpu-carry/' >>"$GITDIR/info/exclude"
-  [ -x "$CARRY/llama-bench" ] || echo "note: $CARRY/llama-bench missing: run scripts/build_llama_bench_cuda.sh" >&2
+  if [ ! -x "$CARRY/llama-bench" ] && [ ! -f "$CARRY/llama-bench.gz" ]; then
+    # no binary yet: carry the source so the GPU machine can build it (see build_llama_bench_cuda.sh)
+    echo "note: no $CARRY/llama-bench: packing the llama.cpp source instead" >&2
+    bash scripts/build_llama_bench_cuda.sh --pack-source "$ROOT"
+  else
+    rm -f "$CARRY/llama-src.tar.gz"
+  fi
   du -sh "$CARRY"/* .debs 2>/dev/null || true
-  total=$(du -sbc "$CARRY" .debs 2>/dev/null | tail -1 | cut -f1 || true)
-  echo "carry total: $((total / 1048576)) MiB (limit 64 MiB)"
-  [ "$total" -lt $((64 * 1048576)) ] || { echo "error: carry over 64 MiB" >&2; exit 1; }
+  # what travels: tracked and untracked-not-ignored files plus the carried folders
+  tree=$({ git ls-files -z; git ls-files -z -o --exclude-standard; } | xargs -0 du -cb 2>/dev/null |
+         awk '$2 == "total" {s += $1} END {print s + 0}')
+  carry=$(du -sbc "$CARRY" .debs 2>/dev/null | tail -1 | cut -f1 || true)
+  total=$(( tree + carry ))
+  echo "travels: tree $((tree / 1048576)) MiB + carry $((carry / 1048576)) MiB = $((total / 1048576)) MiB (limit 64 MiB)"
+  if [ "$total" -ge $((60 * 1048576)) ] && [ -f "$CARRY/llama-bench" ]; then
+    # too big to travel plain: gzip it (the GPU script unpacks llama-bench.gz)
+    gzip -9 -f "$CARRY/llama-bench"
+    carry=$(du -sbc "$CARRY" .debs 2>/dev/null | tail -1 | cut -f1 || true)
+    total=$(( tree + carry ))
+    echo "gzipped llama-bench: now $((total / 1048576)) MiB"
+  fi
+  [ "$total" -lt $((64 * 1048576)) ] || { echo "error: over 64 MiB" >&2; exit 1; }
   exit 0
 fi
 
@@ -127,7 +145,7 @@ show() { sed -E 's/.*"n_prompt": ([0-9]+), "n_gen": ([0-9]+), "n_depth": ([0-9]+
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
   nvcc --version 2>/dev/null | tail -1
   echo "mlxrt commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  echo "llama.cpp: llama-cpp-python 0.3.36 sdist, $("$LLAMA_BENCH" --version 2>&1 | head -1)"
+  [ -x "$LLAMA_BENCH" ] && echo "llama.cpp: llama-cpp-python 0.3.36 sdist, $("$LLAMA_BENCH" --version 2>&1 | head -1)"
   echo "$(nproc) CPUs, $(free -g | awk '/Mem:/{print $2}') GB RAM, models in $MODELS"
   echo "params: -p $NP -n $NG -d $DEPTHS -r $REPS${LAYERS:+ --layers $LAYERS}, budget $BUDGET s"
   echo "== steps"
@@ -151,21 +169,54 @@ fi
 [ -d "$CARRY/lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$CARRY/lib"
 
 GGUF=$MODELS/gemma4-31b-q4_0.gguf
-# The GGUF is written (I/O bound, one Python thread) while mlxrt builds.
+# The GGUF is written (I/O bound, one Python thread) while llama-bench / mlxrt build.
 GGUF_PID=
 if want llama; then
-  if [ -x "$LLAMA_BENCH" ] && [ -f "$CARRY/tok-gemma3.gguf.gz" ]; then
+  if [ -f "$CARRY/tok-gemma3.gguf.gz" ] && [ -d "$CARRY/pylib/gguf" ]; then
     say "writing the GGUF in the background"
     ( s=$(date +%s)
-      timeout -k 5 150 env PYTHONPATH="$CARRY/pylib${PYTHONPATH:+:$PYTHONPATH}" python3 \
+      timeout -k 5 300 env PYTHONPATH="$CARRY/pylib${PYTHONPATH:+:$PYTHONPATH}" python3 \
         scripts/make_gguf_synth.py --tokenizer "$CARRY/tok-gemma3.gguf.gz" -o "$GGUF" \
         "${LAYER_ARGS[@]}" >"$WORK/gguf.log" 2>&1
       rc=$?
       echo "[$(elapsed) s] gguf: $([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc") ($(( $(date +%s) - s )) s)" >>"$STATUS" ) &
     GGUF_PID=$!
   else
-    note "llama: skipped (.gpu-carry/llama-bench or tok-gemma3.gguf.gz missing: see --prepare)"
+    note "llama: skipped (.gpu-carry/tok-gemma3.gguf.gz or pylib missing: run --prepare)"
   fi
+fi
+
+# llama-bench: the carried binary, or gzip-compressed (the carried tree is limited to 64 MiB),
+# or built here from the carried source (build dirs persist while the machine stays warm, so a
+# build cut by its timeout resumes in the next call).
+if want llama && [ -n "$GGUF_PID" ] && [ ! -x "$LLAMA_BENCH" ]; then
+  if [ -f "$CARRY/llama-bench.gz" ]; then
+    gzip -dc "$CARRY/llama-bench.gz" >"$WORK/llama-bench" && chmod +x "$WORK/llama-bench" &&
+      LLAMA_BENCH=$WORK/llama-bench
+  elif [ -f "$CARRY/llama-src.tar.gz" ]; then
+    LSRC=$ROOT/build-llama-src LBUILD=$ROOT/build-llama-cuda
+    [ -d "$LSRC/llama.cpp" ] || { mkdir -p "$LSRC" && tar xzf "$CARRY/llama-src.tar.gz" -C "$LSRC"; }
+    say "building llama-bench from the carried source (-j$(nproc))"
+    step "build llama-bench" 480 env LLAMA_SRC="$LSRC/llama.cpp" LLAMA_BUILD="$LBUILD" JOBS="$(nproc)" \
+      NO_CARRY=1 bash scripts/build_llama_bench_cuda.sh >"$WORK/llama-build.log" 2>&1
+    gather "build llama-bench" "$WORK/llama-build.log"
+    [ "$LAST_RC" = 0 ] || tail -20 "$WORK/llama-build.log" >&3
+    [ -x "$LBUILD/bin/llama-bench" ] && LLAMA_BENCH=$LBUILD/bin/llama-bench
+  fi
+  [ -x "$LLAMA_BENCH" ] && note "llama-bench: $LLAMA_BENCH, $("$LLAMA_BENCH" --version 2>&1 | head -1)"
+fi
+
+# cuBLAS/cudart 13 for llama-bench: the toolkit's, else the ones python3's nvidia-* wheels hold
+if [ -x "$LLAMA_BENCH" ] && ldd "$LLAMA_BENCH" 2>/dev/null | grep -q "not found"; then
+  for d in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    for l in $(find "$d/nvidia" -maxdepth 3 -name 'lib*.so.1[0-9]*' -printf '%h\n' 2>/dev/null | sort -u); do
+      export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$l"
+    done
+  done
+fi
+if want llama; then
+  ldd "$LLAMA_BENCH" >"$WORK/ldd.txt" 2>&1; gather "ldd llama-bench" "$WORK/ldd.txt"
+  grep "not found" "$WORK/ldd.txt" >&3 && note "llama-bench: missing shared libraries (see logs.txt)"
 fi
 
 MLXRT=$BUILD/mlxrt
@@ -189,7 +240,9 @@ LJ=$OUT/llama-q4_0.jsonl
 if [ -n "$GGUF_PID" ]; then
   wait "$GGUF_PID"
   cat "$WORK/gguf.log" >&3; gather gguf "$WORK/gguf.log"
-  if [ -f "$GGUF" ]; then
+  if [ ! -x "$LLAMA_BENCH" ]; then
+    note "llama-bench: none (carry .gpu-carry/llama-bench[.gz] or llama-src.tar.gz)"
+  elif [ -f "$GGUF" ]; then
     share=$(left)
     if want nvfp4 || want affine4; then share=$(( share * 2 / 5 )); fi
     for fa in on auto; do
@@ -214,7 +267,7 @@ mlxrt_phase() {
   local end=$(( $(date +%s) + budget ))
   say "mlxrt $mode (limit ${budget} s)"
   if [ "$budget" -lt 30 ]; then note "mlxrt $mode: skipped (${budget} s left for it)"; return; fi
-  step "synth $mode" 150 "$MLXRT" synth --like gemma4-31b --mode "$mode" -o "$dir" --no-sync \
+  step "synth $mode" 240 "$MLXRT" synth --like gemma4-31b --mode "$mode" -o "$dir" --no-sync \
     "${LAYER_ARGS[@]}" >"$WORK/synth.log" 2>&1
   gather "synth $mode" "$WORK/synth.log"
   if [ "$LAST_RC" != 0 ]; then tail -5 "$WORK/synth.log" >&3; rm -rf "$dir"; return; fi

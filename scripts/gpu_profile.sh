@@ -11,7 +11,10 @@
 #      prompt-pass configuration (chunks below and above the sliding windows, mat-vec and GEMM
 #      products, tensor-core and plain attention, rewinds) against the reference path; the
 #      6-layer 31B synthetic with a 600-token prompt (two chunks); then on the 60-layer 31B a
-#      per-kernel profile of one pp512 and `mlxrt bench` pp512 at depths 0 and 4096.
+#      per-kernel profile of one pp512 and `mlxrt bench` pp512 at depths 0 and 4096; first the
+#      GPU self-test (pf_dequant and the cuBLAS GEMM are checked there too). Five logs in $OUT
+#      (prefill_selftest, prefill_tiny, prefill_s31x6, prefill_prof, prefill_bench31) + build.log.
+#      prefill_check / prefill_bench: the correctness half / the 60-layer half alone.
 #   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -77,7 +80,10 @@ if has prof; then
   stamp "bench tg128 with graphs"
   MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 128 -r 2 ${BENCH_EXTRA:-} 2>&1 | tee "$OUT/bench31.log"
 fi
-if has prefill; then
+if has prefill || has prefill_check; then
+  stamp "prefill: GPU self-test (kernels, pf_dequant bit-exact, cuBLAS GEMM on it)"
+  timeout 300 "$BUILD/mlxrt-cuda-test" --no-bench >"$OUT/prefill_selftest.log" 2>&1 || rc=1
+  grep -E "^FAIL|checks," "$OUT/prefill_selftest.log" | head -20
   stamp "prefill: tiny fixtures, every prompt-pass configuration and rewinds"
   timeout 300 "$DT" --ref cpu --prompt 40 --gen 16 --tg 0 --prefill 1 "${ROOT}"/tests/fixtures/models/gemma* \
     >"$OUT/prefill_tiny.log" 2>&1 || rc=1
@@ -85,11 +91,13 @@ if has prefill; then
   grep -E "FAIL|differ at" "$OUT/prefill_tiny.log" | head -40
   stamp "prefill: synth gemma4-31b $MODE, 6 layers, 600-token prompt"
   [ -f "$SYN/s31x6/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" --layers 6 -o "$SYN/s31x6" \
-    >"$OUT/synth6.log" 2>&1 || tail -3 "$OUT/synth6.log"
+    >"$SYN/synth6.log" 2>&1 || tail -3 "$SYN/synth6.log"
   timeout 400 "$DT" --ref cuda --prompt 600 --gen 8 --tg 0 --prefill 2 "$SYN/s31x6" 2>&1 | tee "$OUT/prefill_s31x6.log" || rc=1
+fi
+if has prefill || has prefill_bench; then
   stamp "prefill: synth gemma4-31b $MODE, 60 layers"
   [ -f "$SYN/s31/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" \
-    >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+    >"$SYN/synth31.log" 2>&1 || tail -3 "$SYN/synth31.log"
   MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 200 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 0 -r 1 \
     >"$OUT/prefill_prof.log" 2>&1 || rc=1
   cat "$OUT/prefill_prof.log"

@@ -310,8 +310,8 @@ def main():
         return
     if not a.tokenizer:
         ap.error("--tokenizer is required")
-    if a.layers < 1:
-        ap.error("--layers must be ≥ 1")
+    if a.layers < 2:
+        ap.error("--layers must be ≥ 2 (llama.cpp's gemma4 asserts at least one sliding layer)")
     write_model(a)
 
 

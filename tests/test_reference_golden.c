@@ -106,7 +106,7 @@ static void check_model(const char *dir, int exact) {
   }
   int64_t V = mlxrt_model_vocab_size(m);
   CHECKF(V == GV, "%s: vocab %lld vs golden %lld", dir, (long long)V, (long long)GV);
-  mlxrt_session *s = mlxrt_session_new(m, 0, &err);
+  mlxrt_session *s = mlxrt_session_new_ex(m, 0, MLXRT_SESSION_ALL_POSITIONS, &err);
   float *ours = malloc((size_t)(P * V) * sizeof(float));
   float worst_p = 0, worst_d = 0, abs_p = 0, abs_d = 0;
   if (s && ours && V == GV) {
@@ -162,9 +162,9 @@ int main(int argc, char **argv) {
     snprintf(p, sizeof p, "%s/%s", FIXTURES, names[i]);
     check_model(p, 0);
   }
-  /* MLX's own CPU accumulation emulated: affine and nvfp4 checkpoints must match exactly.
-   * Not the MoE ones: the expert sum and router softmax are not modelled op for op
-   * (docs/NUMERICS.md), nor mxfp4 (MLX's batched mx-mode kernel). */
+  /* MLX's own CPU arithmetic emulated (mlx-cpu numerics): every dense checkpoint — bf16,
+   * affine, nvfp4, mxfp4 — must match exactly. Not the MoE ones: the expert sum and router
+   * softmax are not modelled op for op (docs/NUMERICS.md). */
   const char *backend = getenv("MLXRT_TEST_BACKEND");
   if (!backend || !*backend || !strcmp(backend, "cpu")) {
     setenv("MLXRT_NUMERICS", "mlx-cpu", 1);
@@ -172,7 +172,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
       char p[1024];
       snprintf(p, sizeof p, "%s/%s", FIXTURES, names[i]);
-      if ((strstr(names[i], "affine") || strstr(names[i], "nvfp4")) && !strstr(names[i], "moe"))
+      if (!strstr(names[i], "moe"))
         check_model(p, 1);
     }
     unsetenv("MLXRT_NUMERICS");

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "gen_args.h"
 #include "mlxrt.h"
 
 #define MAX_VALUES 16
@@ -74,7 +75,8 @@ typedef struct {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: mlxrt bench -m MODEL_DIR [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json]\n"
-          "                   [-t THREADS] [--backend auto|cpu|cuda] [--sampler SPEC]\n"
+          "                   [-t THREADS] [--backend auto|cpu|cuda] [--numerics float32|mlx-cpu]\n"
+          "                   [--sampler SPEC]\n"
           "  -p, -n, -d take comma-separated lists (e.g. -d 0,4096,32768); -p 0 or -n 0 skips.\n"
           "  --sampler temp=0.8,top_k=64,top_p=0.95[,min_p=P][,seed=S]: each tg also runs with\n"
           "  that sampler (a separate row); unnamed settings are off (temperature 1).\n");
@@ -155,7 +157,7 @@ done:
 }
 
 int cmd_bench(int argc, char **argv) {
-  const char *model = NULL, *backend = NULL, *fmt = "md", *sampler_spec = NULL;
+  const char *model = NULL, *backend = NULL, *fmt = "md", *numerics = NULL, *sampler_spec = NULL;
   mlxrt_gen_params sampler;
   int_list P = {{512}, 1}, N = {{128}, 1}, D = {{0}, 1};
   int reps = 5, threads = 0;
@@ -185,7 +187,7 @@ int cmd_bench(int argc, char **argv) {
     else if (!strcmp(a, "--sampler")) {
       sampler_spec = v;
       bad = parse_sampler(v, &sampler);
-    }
+    } else if (!strcmp(a, "--numerics")) numerics = v;
     else {
       fprintf(stderr, "mlxrt bench: unknown option '%s'\n", a);
       usage(stderr);
@@ -200,6 +202,7 @@ int cmd_bench(int argc, char **argv) {
     fprintf(stderr, "mlxrt bench: -m MODEL_DIR is required\n");
     return 2;
   }
+  if (gen_args_apply_numerics(numerics, &backend, "bench")) return 2;
   mlxrt_error err = {{0}};
   mlxrt_options opt = {backend, threads, 0};
   mlxrt_model *m = mlxrt_model_load(model, &opt, &err);

@@ -76,7 +76,7 @@ int cmd_perplexity(int argc, char **argv) {
   for (int64_t k = 0; k < nchunks; k++) {
     memcpy(chunk, ids + k * ctx, (size_t)ctx * sizeof(int32_t));
     chunk[0] = 2; /* BOS, as llama.cpp does for every chunk */
-    mlxrt_session *s = mlxrt_session_new(m, ctx, &err);
+    mlxrt_session *s = mlxrt_session_new_ex(m, ctx, MLXRT_SESSION_ALL_POSITIONS, &err);
     if (!s) goto out;
     /* context only up to first-1; the logits of positions first-1 .. ctx-2 predict the
      * scored tokens first .. ctx-1 */

@@ -74,7 +74,15 @@ static accel_backend *create_cuda(const accel_options *opt, mlxrt_error *err) {
   return b;
 }
 
+static accel_backend *create_any(const accel_options *opt, mlxrt_error *err);
+
 accel_backend *accel_create(const accel_options *opt, mlxrt_error *err) {
+  accel_backend *b = create_any(opt, err);
+  if (b) b->verbose = opt ? opt->verbose : 0;
+  return b;
+}
+
+static accel_backend *create_any(const accel_options *opt, mlxrt_error *err) {
   accel_options o = {0};
   if (opt) o = *opt;
   const char *want = o.backend;

@@ -112,6 +112,11 @@ typedef struct accel_sample_params {
 struct accel_backend {
   const char *name;
   void *impl;
+  /* 1 when products reproduce MLX's CPU kernels bit for bit (MLXRT_NUMERICS=mlx-cpu); the
+   * model layer then computes its own MLX-side math (RoPE, softmax exp, RMSNorm mean) the
+   * way MLX's CPU does. */
+  int mlx_cpu_numerics;
+  int verbose; /* accel_options.verbose (set by accel_create): say which path runs what */
 
   /* y[n, rows] = x[n, cols] · Wᵀ, x in bf16, y in float32 (float32 accumulation).
    * expert selects the slab of a stacked weight (-1 or 0 for rank-2). */

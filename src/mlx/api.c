@@ -55,10 +55,15 @@ int mlxrt_model_vocab_size(const mlxrt_model *M) { return M->m->cfg.vocab_size; 
 const char *mlxrt_model_backend_name(const mlxrt_model *M) { return M->b->name; }
 
 mlxrt_session *mlxrt_session_new(mlxrt_model *M, int64_t capacity, mlxrt_error *err) {
+  return mlxrt_session_new_ex(M, capacity, 0, err);
+}
+
+mlxrt_session *mlxrt_session_new_ex(mlxrt_model *M, int64_t capacity, unsigned flags, mlxrt_error *err) {
   mlxrt_session *S = mx_calloc(1, sizeof *S, err);
   if (!S) return NULL;
   S->model = M;
-  S->s = mx_session_create(M->m, M->b, capacity, 0, err);
+  S->s = mx_session_create_flags(M->m, M->b, capacity, 0,
+                                 (flags & MLXRT_SESSION_ALL_POSITIONS) ? MX_SESSION_REFERENCE : 0u, err);
   if (!S->s) {
     free(S);
     return NULL;

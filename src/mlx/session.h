@@ -12,7 +12,16 @@
 typedef struct mx_session mx_session;
 
 /* capacity: most positions the session may hold (0 = the model's max_position_embeddings);
- * batch: most tokens processed in one pass (0 = 512). */
+ * batch: most tokens processed in one pass (0 = 512).
+ * The backend's whole-step decoder runs the session when the backend offers one as its fast
+ * path (every backend but the CPU, whose decoder is this path's math one step at a time), the
+ * model is a variant it runs, and the caller does not need every position's logits
+ * (MX_SESSION_REFERENCE). Otherwise this reference path runs it, and says so when the backend
+ * is verbose. MLXRT_DECODER=1 requires the decoder (an error when it cannot run), =0 forbids it. */
+enum { MX_SESSION_REFERENCE = 1 };
+mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t capacity, int batch,
+                                    unsigned flags, mlxrt_error *err);
+/* mx_session_create_flags with no flags. */
 mx_session *mx_session_create(const mx_model *m, accel_backend *b, int64_t capacity, int batch,
                               mlxrt_error *err);
 void mx_session_free(mx_session *s);

@@ -49,7 +49,7 @@ typedef struct run_out {
 static int run_reference(const mx_model *m, accel_backend *b, const int32_t *prompt, int np, int gen,
                          run_out *o, mlxrt_error *err) {
   int V = m->cfg.vocab_size;
-  mx_session *s = mx_session_create(m, b, np + gen + 1, 0, err);
+  mx_session *s = mx_session_create_flags(m, b, np + gen + 1, 0, MX_SESSION_REFERENCE, err);
   if (!s) return -1;
   int rc = -1;
   if (mx_session_feed(s, prompt, np, o->logits, 0, err)) goto done;

@@ -58,6 +58,8 @@ static int argmax(const float *x, int n) {
 static int greedy(mlxrt_model *m, const int32_t *prompt, int np, int gen, int32_t *out, float *logits,
                   mlxrt_error *err) {
   int V = mlxrt_model_vocab_size(m);
+  /* the reference model runs on the CPU backend: the reference path; the device model: its
+   * decoder (MLXRT_DECODER=1 makes that a requirement) */
   mlxrt_session *s = mlxrt_session_new(m, np + gen + 1, err);
   if (!s) return -1;
   float *l = malloc((size_t)V * sizeof(float));

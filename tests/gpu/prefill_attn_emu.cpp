@@ -83,7 +83,11 @@ static const u16 *pa_row(const u16 *cache, const u16 *chunk, int64_t j, int64_t 
     return chunk + (j - p0) * kvd;
   return cache + (w > 0 ? j % w : j) * kvd;
 }
-#define QT 16
+#define RG 2 // 16-row groups per block (prefill.cu PA_RG)
+#define QT (16 * RG)
+#define NW (4 * RG)
+static int WQ(int w) { return w & 3; }
+static int R0(int w) { return (w >> 2) * 16; }
 #define KT 32
 #define PLD 40
 static void block(const Args &a, int HD, int bx, int h) {
@@ -114,15 +118,15 @@ static void block(const Args &a, int HD, int bx, int h) {
     }
   };
   // per lane state
-  float m[4][32][2], l[4][32][2];
-  for (int w = 0; w < 4; w++)
+  float m[NW][32][2], l[NW][32][2];
+  for (int w = 0; w < NW; w++)
     for (int ln = 0; ln < 32; ln++)
       for (int r = 0; r < 2; r++) {
         m[w][ln][r] = -INFINITY;
         l[w][ln][r] = 0;
       }
-  auto prr = [&](int g, int r) {
-    int row = g + 8 * r;
+  auto prr = [&](int w, int g, int r) {
+    int row = R0(w) + g + 8 * r;
     return a.p0 + q0 + (row < nvalid ? row : nvalid - 1);
   };
   auto scores = [&](int warp, int64_t k0, float s[32][4]) {
@@ -131,11 +135,11 @@ static void block(const Args &a, int HD, int bx, int h) {
       u32 A[32][4], B[32][2];
       for (int lane = 0; lane < 32; lane++) {
         int g = lane >> 2, t = lane & 3;
-        const u16 *kr = &Ks[(warp * 8 + g) * LD + 2 * t];
-        A[lane][0] = ld32(&Qs[g * LD + kk * 16 + 2 * t]);
-        A[lane][1] = ld32(&Qs[(g + 8) * LD + kk * 16 + 2 * t]);
-        A[lane][2] = ld32(&Qs[g * LD + kk * 16 + 2 * t + 8]);
-        A[lane][3] = ld32(&Qs[(g + 8) * LD + kk * 16 + 2 * t + 8]);
+        const u16 *kr = &Ks[(WQ(warp) * 8 + g) * LD + 2 * t];
+        A[lane][0] = ld32(&Qs[(R0(warp) + g) * LD + kk * 16 + 2 * t]);
+        A[lane][1] = ld32(&Qs[(R0(warp) + g + 8) * LD + kk * 16 + 2 * t]);
+        A[lane][2] = ld32(&Qs[(R0(warp) + g) * LD + kk * 16 + 2 * t + 8]);
+        A[lane][3] = ld32(&Qs[(R0(warp) + g + 8) * LD + kk * 16 + 2 * t + 8]);
         B[lane][0] = ld32(kr + kk * 16);
         B[lane][1] = ld32(kr + kk * 16 + 8);
       }
@@ -145,8 +149,8 @@ static void block(const Args &a, int HD, int bx, int h) {
       int g = lane >> 2, t = lane & 3;
       for (int e = 0; e < 4; e++) {
         int r = e >> 1;
-        int64_t j = k0 + warp * 8 + 2 * t + (e & 1);
-        int64_t p = prr(g, r);
+        int64_t j = k0 + WQ(warp) * 8 + 2 * t + (e & 1);
+        int64_t p = prr(warp, g, r);
         s[lane][e] = j <= p && j >= pa_lo(p, a.window) ? rb(c[lane][e]) : -INFINITY;
       }
     }
@@ -154,7 +158,7 @@ static void block(const Args &a, int HD, int bx, int h) {
   for (int it = 0; it < ntiles; it++) {
     int64_t k0 = lo_blk + (int64_t)it * KT;
     load(Ks, a.kc, a.kch, k0);
-    for (int w = 0; w < 4; w++) {
+    for (int w = 0; w < NW; w++) {
       float s[32][4];
       scores(w, k0, s);
       for (int ln = 0; ln < 32; ln++)
@@ -162,7 +166,7 @@ static void block(const Args &a, int HD, int bx, int h) {
           combine(m[w][ln][e >> 1], l[w][ln][e >> 1], s[ln][e], s[ln][e] == -INFINITY ? 0.f : 1.f);
     }
   }
-  for (int w = 0; w < 4; w++)
+  for (int w = 0; w < NW; w++)
     for (int r = 0; r < 2; r++)
       for (int o = 1; o <= 2; o <<= 1) {
         float m2[32], l2[32];
@@ -173,34 +177,34 @@ static void block(const Args &a, int HD, int bx, int h) {
         for (int ln = 0; ln < 32; ln++)
           combine(m[w][ln][r], l[w][ln][r], m2[ln], l2[ln]);
       }
-  for (int w = 0; w < 4; w++)
+  for (int w = 0; w < NW; w++)
     for (int ln = 0; ln < 32; ln++) {
       int g = ln >> 2, t = ln & 3;
       if (t == 0)
         for (int r = 0; r < 2; r++) {
-          red[(w * QT + g + 8 * r) * 2] = m[w][ln][r];
-          red[(w * QT + g + 8 * r) * 2 + 1] = l[w][ln][r];
+          red[(WQ(w) * QT + R0(w) + g + 8 * r) * 2] = m[w][ln][r];
+          red[(WQ(w) * QT + R0(w) + g + 8 * r) * 2 + 1] = l[w][ln][r];
         }
     }
-  float M[4][32][2], inv[4][32][2];
-  for (int w = 0; w < 4; w++)
+  float M[NW][32][2], inv[NW][32][2];
+  for (int w = 0; w < NW; w++)
     for (int ln = 0; ln < 32; ln++) {
       int g = ln >> 2;
       for (int r = 0; r < 2; r++) {
         float mm = -INFINITY, ll = 0;
         for (int ww = 0; ww < 4; ww++)
-          combine(mm, ll, red[(ww * QT + g + 8 * r) * 2], red[(ww * QT + g + 8 * r) * 2 + 1]);
+          combine(mm, ll, red[(ww * QT + R0(w) + g + 8 * r) * 2], red[(ww * QT + R0(w) + g + 8 * r) * 2 + 1]);
         M[w][ln][r] = mm;
         inv[w][ln][r] = 1.0f / ll;
       }
     }
-  std::vector<float> o(4 * 32 * NTW * 4, 0.f);
+  std::vector<float> o(NW * 32 * NTW * 4, 0.f);
   auto O = [&](int w, int ln, int i, int e) -> float & { return o[((w * 32 + ln) * NTW + i) * 4 + e]; };
   for (int it = 0; it < ntiles; it++) {
     int64_t k0 = lo_blk + (int64_t)it * KT;
     load(Ks, a.kc, a.kch, k0);
     load(Vs, a.vc, a.vch, k0);
-    for (int w = 0; w < 4; w++) {
+    for (int w = 0; w < NW; w++) {
       float s[32][4];
       scores(w, k0, s);
       for (int ln = 0; ln < 32; ln++) {
@@ -210,24 +214,24 @@ static void block(const Args &a, int HD, int bx, int h) {
           int r = e >> 1;
           p[e] = s[ln][e] == -INFINITY ? 0 : f2b(expf(s[ln][e] - M[w][ln][r]) * inv[w][ln][r]);
         }
-        Ps[g * PLD + w * 8 + 2 * t] = p[0];
-        Ps[g * PLD + w * 8 + 2 * t + 1] = p[1];
-        Ps[(g + 8) * PLD + w * 8 + 2 * t] = p[2];
-        Ps[(g + 8) * PLD + w * 8 + 2 * t + 1] = p[3];
+        Ps[(R0(w) + g) * PLD + WQ(w) * 8 + 2 * t] = p[0];
+        Ps[(R0(w) + g) * PLD + WQ(w) * 8 + 2 * t + 1] = p[1];
+        Ps[(R0(w) + g + 8) * PLD + WQ(w) * 8 + 2 * t] = p[2];
+        Ps[(R0(w) + g + 8) * PLD + WQ(w) * 8 + 2 * t + 1] = p[3];
       }
     }
-    for (int w = 0; w < 4; w++)
+    for (int w = 0; w < NW; w++)
       for (int ks = 0; ks < KT / 16; ks++) {
         u32 A[32][4];
         for (int ln = 0; ln < 32; ln++) {
           int g = ln >> 2, t = ln & 3;
-          A[ln][0] = ld32(&Ps[g * PLD + ks * 16 + 2 * t]);
-          A[ln][1] = ld32(&Ps[(g + 8) * PLD + ks * 16 + 2 * t]);
-          A[ln][2] = ld32(&Ps[g * PLD + ks * 16 + 2 * t + 8]);
-          A[ln][3] = ld32(&Ps[(g + 8) * PLD + ks * 16 + 2 * t + 8]);
+          A[ln][0] = ld32(&Ps[(R0(w) + g) * PLD + ks * 16 + 2 * t]);
+          A[ln][1] = ld32(&Ps[(R0(w) + g + 8) * PLD + ks * 16 + 2 * t]);
+          A[ln][2] = ld32(&Ps[(R0(w) + g) * PLD + ks * 16 + 2 * t + 8]);
+          A[ln][3] = ld32(&Ps[(R0(w) + g + 8) * PLD + ks * 16 + 2 * t + 8]);
         }
         for (int i = 0; i < NTW; i++) {
-          int nt = w + 4 * i;
+          int nt = WQ(w) + 4 * i;
           if (nt >= NTILES)
             continue;
           u32 B[32][2];
@@ -249,16 +253,16 @@ static void block(const Args &a, int HD, int bx, int h) {
         }
       }
   }
-  for (int w = 0; w < 4; w++)
+  for (int w = 0; w < NW; w++)
     for (int ln = 0; ln < 32; ln++) {
       int g = ln >> 2, t = ln & 3;
       for (int i = 0; i < NTW; i++) {
-        int nt = w + 4 * i;
+        int nt = WQ(w) + 4 * i;
         if (nt >= NTILES)
           continue;
         int col = nt * 8 + 2 * t;
         for (int r = 0; r < 2; r++) {
-          int row = g + 8 * r;
+          int row = R0(w) + g + 8 * r;
           if (row >= nvalid)
             continue;
           u16 *dst = a.att + (int64_t)(q0 + row) * qstride + (int64_t)h * HD + col;
@@ -309,7 +313,7 @@ static int scenario(int hd, int nq, int nkv, int T, int64_t p0, int window, floa
   }
   std::vector<u16> att((size_t)T * nq * hd, 0xffff);
   Args a{q.data(), kc.data(), vc.data(), kch, vch, att.data(), T, nq, nkv, hd, window, p0, scale};
-  for (int bx = 0; bx < (T + 15) / 16; bx++)
+  for (int bx = 0; bx < (T + QT - 1) / QT; bx++)
     for (int h = 0; h < nq; h++)
       block(a, hd, bx, h);
   // reference (reference.c attention())
@@ -378,6 +382,8 @@ int main() {
   bad += scenario(512, 8, 1, 40, 30, 0, 1.0f);
   bad += scenario(128, 2, 2, 1, 9, 4, 1.0f);
   bad += scenario(16, 4, 2, 3, 6, 8, 1.0f);
+  bad += scenario(256, 4, 2, 70, 2000, 64, 1.0f); /* ring wrapped many times, T > window */
+  bad += scenario(64, 4, 2, 17, 3, 0, 1.0f);      /* second row group partly padding */
   printf(bad ? "FAIL\n" : "PASS\n");
   return bad != 0;
 }

@@ -36,6 +36,8 @@ typedef struct dec_mv {
   const ck_layout *L[3]; /* one concatenated weight, or the parts when their formats differ */
   int64_t off[3];        /* row offset of each part's output */
   int n;
+  int ks; /* k splits (one fast-format weight only): partial sums at y + s·rows, summed by the consumer */
+  int64_t rows;
 } dec_mv;
 
 typedef struct dec_layer {
@@ -74,6 +76,7 @@ struct accel_decoder {
   float *h_logits;
   void *g_body, *g_head;
   int use_graph, warm_body, warm_head;
+  int max_ks; /* largest k split of any mat-vec (the y buffer holds that many partials) */
   int use_pdl; /* kernels overlap their predecessor's tail (MLXRT_CUDA_PDL=0: off) */
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
   struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
@@ -121,6 +124,24 @@ static int same_format(const accel_spec *a, const accel_spec *b) {
   return a->mode != ACCEL_MODE_AFFINE || a->scales_dtype == b->scales_dtype;
 }
 
+/* k splits of a mat-vec over several blocks per 16-row tile: off by default. Measured on the
+ * H200 (31B nvfp4, tg128, every other setting equal): no split 82.1 t/s; 2 splits for the
+ * shapes under 2048 tiles 80.4; 4 splits 74.7 — more, shorter blocks do not help; the per-block
+ * decode latency is what bounds these shapes. MLXRT_QMV_KSPLIT=N forces N (an experiment knob). */
+static void choose_split(accel_decoder *D, dec_mv *mv) {
+  const ck_layout *L = mv->L[0];
+  mv->ks = 1;
+  mv->rows = 0;
+  for (int i = 0; i < mv->n; i++) mv->rows += mv->L[i]->rows;
+  if (mv->n != 1 || L->fmt == CK_GENERIC) return;
+  const char *f = getenv("MLXRT_QMV_KSPLIT");
+  int ks = f && *f ? atoi(f) : 1;
+  if (ks < 1) ks = 1;
+  if (ks > L->nunits) ks = (int)L->nunits;
+  mv->ks = ks;
+  if (ks > D->max_ks) D->max_ks = ks;
+}
+
 /* Makes the rows of ws[0..n) one resident weight when their formats agree (else each part). */
 static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const char *what, int layer,
                    dec_mv *mv, mlxrt_error *err) {
@@ -137,6 +158,7 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
       off += ws[i]->spec.rows;
     }
     mv->n = n;
+    choose_split(D, mv);
     return 0;
   }
   cat_ctx c = {.n = n};
@@ -160,6 +182,7 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
   if (!mv->L[0]) return -1;
   mv->off[0] = 0;
   mv->n = 1;
+  choose_split(D, mv);
   return 0;
 }
 
@@ -173,8 +196,9 @@ static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *
       st = premax ? ck_xprep_premax(L, x, D->xp, D->xs, D->xexp, D->pmax, D->stream)
                   : ck_xprep(L, x, 1, D->xp, D->xs, D->xexp, D->pmax, D->stream);
     if (rt_status(st, "x prep launch", err)) return -1;
-    if (rt_status(ck_qmv(L, 0, x, D->xp, D->xs, D->xexp, 1, y + mv->off[i], L->rows, D->stream),
-                  "mat-vec launch", err))
+    st = mv->ks > 1 ? ck_qmv_split(L, 0, D->xp, D->xs, D->xexp, 1, y, L->rows, mv->ks, mv->rows, D->stream)
+                    : ck_qmv(L, 0, x, D->xp, D->xs, D->xexp, 1, y + mv->off[i], L->rows, D->stream);
+    if (rt_status(st, "mat-vec launch", err))
       return -1;
   }
   return 0;
@@ -238,6 +262,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   D->b = b;
   D->d = d;
   D->capacity = capacity;
+  D->max_ks = 1;
   D->stream = cudab_stream(b);
   const char *g = getenv("MLXRT_CUDA_GRAPH");
   D->use_graph = !(g && strcmp(g, "0") == 0);
@@ -328,7 +353,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   DALLOC(D->attb, max_q);
   DALLOC(D->gub, max_cols);
   DALLOC(D->h, H);
-  DALLOC(D->y, max_rows);
+  DALLOC(D->y, max_rows * D->max_ks);
   DALLOC(D->q, max_q);
   DALLOC(D->ylog, d->vocab);
   DALLOC(D->logits, d->vocab);
@@ -380,7 +405,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
       rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
       rt_status(ck_embed(D->embed, D->tok, 1, D->emb, st), "embedding gather", err) ||
       rt_status(dk_embed_scale(D->emb, D->h, H, d->embed_scale, st), "embedding scale", err) ||
-      rt_status(dk_residual_norm(NULL, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, D->pmax, pb, st), "input norm", err))
+      rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, D->pmax, pb, st), "input norm", err))
     return -1;
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];
@@ -391,7 +416,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     const char *const *lb = l->sliding ? lab_sliding : lab_full;
     if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, 1, err) ||
         cprof_mark(P, lb[1], err) ||
-        rt_status(dk_qkv_post(D->y, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
+        rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
                               y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos, y->window, D->q,
                               y->kc, y->vc, st),
                   "q/k/v norm+rope", err) ||
@@ -402,15 +427,15 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
                   "attention", err) ||
         cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, 0, err) ||
         cprof_mark(P, lb[4], err) ||
-        rt_status(dk_residual_norm(D->y, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
+        rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
                                    pb, st),
                   "attention residual", err) ||
         cprof_mark(P, lb[5], err) || run_mv(D, &y->gu, D->xb, D->y, 1, err) ||
         cprof_mark(P, lb[6], err) ||
-        rt_status(dk_geglu(D->y, D->y + y->inter, D->gub, y->inter, D->pmax, pb, st), "geglu", err) ||
+        rt_status(dk_geglu(D->y, D->y + y->inter, y->gu.ks, y->gu.rows, D->gub, y->inter, D->pmax, pb, st), "geglu", err) ||
         cprof_mark(P, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, 1, err) ||
         cprof_mark(P, lb[8], err) ||
-        rt_status(dk_residual_norm(D->y, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
+        rt_status(dk_residual_norm(D->y, y->down.ks, y->down.rows, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
                                    next_norm, D->xb, H, d->eps, D->pmax, pb, st),
                   "FFN residual", err))
       return mx_prefix(err, "layer %d", i);
@@ -701,7 +726,7 @@ static int prefill_run(accel_decoder *D, const int32_t *tokens, int64_t n, int64
       return mx_prefix(err, "chunk at position %lld", (long long)(pos + c0));
   }
   const float *h_last = P->h + (int64_t)(T - 1) * d->hidden;
-  if (rt_status(dk_residual_norm(NULL, NULL, (float *)h_last, 0, 0.0f, D->final_norm, D->xb, d->hidden, d->eps, D->pmax,
+  if (rt_status(dk_residual_norm(NULL, 1, 0, NULL, (float *)h_last, 0, 0.0f, D->final_norm, D->xb, d->hidden, d->eps, D->pmax,
                                  ck_xprep_block(), D->stream),
                 "final norm", err))
     return -1;

@@ -6,16 +6,20 @@
  *      max|y - ref| / max|ref| per activation row must be ≤ 1e-3; outputs are poisoned with NaN
  *      first, so an unwritten element fails;
  *   3. embed_rows bit-exact against the CPU backend;
- *   4. error paths (expert range, key reuse, short parts);
- *   5. unless --no-bench: timings on the Gemma 4 31B shapes (cuda_bench.c).
+ *   4. the prompt pass's products (prefill.cu, cuda_gemm.c): pf_dequant bit-exact against the
+ *      host (rank-2 weights), and the cuBLAS GEMM on it against a host product;
+ *   5. error paths (expert range, key reuse, short parts);
+ *   6. unless --no-bench: timings on the Gemma 4 31B shapes (cuda_bench.c).
  * Exit status 0 only when every check passed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_gemm.h"
 #include "cuda_internal.h"
 #include "gpu_test_util.h"
+#include "prefill_kernels.h"
 
 int cuda_bench(const char *table_path, int quick);
 int cuda_bench_profile(const char *which);
@@ -60,6 +64,85 @@ typedef struct tcase {
 } tcase;
 
 static const char *dtn(accel_dtype d) { return d == ACCEL_BF16 ? "bf16" : d == ACCEL_F16 ? "f16" : "f32"; }
+
+/* The prompt pass's products on a rank-2 weight: pf_dequant bit-exact against the host (fast
+ * layouts: fp and dense formats s·v exactly, affine one rounding of float(s·q) + b; the generic
+ * layout goes through ck_embed, so mx.dequantize's rounding), then y[40, rows] from the cuBLAS
+ * GEMM on the dequantized weight against a float64 host product of the same bf16 values. */
+static void prefill_products(accel_backend *cu, const host_weight *h, const ck_layout *L, const char *label,
+                             uint64_t *rng) {
+  const accel_spec *s = &h->w.spec;
+  const int64_t rows = s->rows, cols = s->cols, n = 40;
+  mlxrt_error err = {{0}};
+  void *st = cudab_stream(cu), *cb = NULL;
+  uint16_t *dw = NULL, *dx = NULL, *w = malloc((size_t)(rows * cols) * 2), *x = malloc((size_t)(n * cols) * 2);
+  int32_t *dids = NULL, *ids = malloc((size_t)rows * sizeof(int32_t));
+  float *dy = NULL, *y = malloc((size_t)(n * rows) * sizeof(float));
+  double *ref = malloc((size_t)(n * rows) * sizeof(double));
+  if (!w || !x || !ids || !y || !ref) {
+    CHECKF(0, "%s: prefill products: out of host memory", label);
+    goto done;
+  }
+  for (int64_t r = 0; r < rows; r++) ids[r] = (int32_t)r;
+  int ok = !rt_malloc((void **)&dw, (size_t)(rows * cols) * 2, &err) &&
+           !rt_malloc((void **)&dx, (size_t)(n * cols) * 2, &err) &&
+           !rt_malloc((void **)&dids, (size_t)rows * sizeof(int32_t), &err) &&
+           !rt_malloc((void **)&dy, (size_t)(n * rows) * sizeof(float), &err) &&
+           !rt_h2d(dids, ids, (size_t)rows * sizeof(int32_t), st, &err) &&
+           !rt_memset(dw, 0xff, (size_t)(rows * cols) * 2, st, &err) &&
+           !rt_status(pf_dequant(L, dids, dw, st), "pf_dequant", &err) &&
+           !rt_d2h(w, dw, (size_t)(rows * cols) * 2, st, &err) && !rt_stream_sync(st, &err);
+  CHECKF(ok, "%s: pf_dequant failed: %s", label, err.msg);
+  if (!ok) goto done;
+  size_t bad = 0, first = 0;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t k = 0; k < cols; k++) {
+      uint16_t want;
+      if (L->fmt == CK_GENERIC) want = ref_embed(h, r, k);
+      else if (s->mode == ACCEL_MODE_AFFINE) {
+        const uint8_t *wr = (const uint8_t *)h->part[0] + (size_t)r * (size_t)(cols * s->bits / 8);
+        size_t G = (size_t)(r * (cols / s->group_size) + k / s->group_size);
+        float sc = (float)get_value(h->part[1], G, s->scales_dtype);
+        float bi = (float)get_value(h->part[2], G, s->scales_dtype);
+        want = mx_f32_to_bf16(sc * (float)ref_code(wr, s->bits, k) + bi);
+      } else want = mx_f32_to_bf16((float)ref_weight(h, 0, r, k));
+      size_t i = (size_t)(r * cols + k);
+      if (w[i] != want && !bad++) first = i;
+    }
+  CHECKF(bad == 0, "%s: pf_dequant differs from the host in %zu of %lld values (first at row %lld col %lld)",
+         label, bad, (long long)(rows * cols), (long long)(first / (size_t)cols), (long long)(first % (size_t)cols));
+  random_x(x, (size_t)(n * cols), 1.0, rng);
+  for (int64_t i = 0; i < n * rows; i++) y[i] = NAN;
+  ok = !cg_create(&cb, &err) && !rt_h2d(dx, x, (size_t)(n * cols) * 2, st, &err) &&
+       !rt_h2d(dy, y, (size_t)(n * rows) * sizeof(float), st, &err) &&
+       !cg_gemm_bf16(cb, st, n, rows, cols, dx, dw, dy, rows, &err) &&
+       !rt_d2h(y, dy, (size_t)(n * rows) * sizeof(float), st, &err) && !rt_stream_sync(st, &err);
+  CHECKF(ok, "%s: cuBLAS GEMM failed: %s", label, err.msg);
+  if (!ok) goto done;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t r = 0; r < rows; r++) {
+      double acc = 0;
+      for (int64_t k = 0; k < cols; k++) acc += (double)mx_bf16_to_f32(w[r * cols + k]) * mx_bf16_to_f32(x[i * cols + k]);
+      ref[i * rows + r] = acc;
+    }
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double e = rel_err_row(y + i * rows, ref + i * rows, rows);
+    if (e > worst) worst = e;
+  }
+  CHECKF(worst <= 1e-4, "%s: cuBLAS GEMM on the dequantized weight: rel err %.3g > 1e-4", label, worst);
+done:
+  cg_destroy(cb);
+  rt_free(dw);
+  rt_free(dx);
+  rt_free(dids);
+  rt_free(dy);
+  free(w);
+  free(x);
+  free(ids);
+  free(y);
+  free(ref);
+}
 
 /* One case: for each n, x at a few magnitudes, CUDA vs CPU backend vs float64. */
 static void run_case(accel_backend *cu, accel_backend *cpu, const tcase *tc, uint64_t key,
@@ -124,6 +207,7 @@ static void run_case(accel_backend *cu, accel_backend *cpu, const tcase *tc, uin
   }
   if (worst > g_worst) g_worst = worst;
   printf("  %-44s %-11s max rel err %.2e\n", tc->label, L->fmt == CK_GENERIC ? "generic" : "tensor-core", worst);
+  if (s->experts == 0) prefill_products(cu, &h, L, tc->label, rng);
   /* embedding rows, bit-exact against the CPU backend and the host reference (rank-2 only) */
   if (s->experts == 0) {
     int32_t ids[5] = {0, (int32_t)(s->rows - 1), (int32_t)(s->rows / 2), 7 % (int32_t)s->rows, 0};

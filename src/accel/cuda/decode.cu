@@ -3,6 +3,7 @@
  * result is rounded before a following add use __fmul_rn so nvcc does not fuse them into an
  * FMA the reference does not have. */
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "ck_device.cuh"
@@ -14,6 +15,14 @@ extern "C" void ck_set_pdl(int on) { g_pdl = on; }
 extern "C" int ck_pdl_enabled(void) { return g_pdl; }
 
 static __device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
+
+/* A mat-vec output whose k range was split over ks blocks: the partial sums at p, p + kstride,
+ * … added in split order (deterministic). */
+static __device__ __forceinline__ float ysum(const float *p, int ks, int64_t kstride) {
+  float v = p[0];
+  for (int s = 1; s < ks; s++) v += p[(int64_t)s * kstride];
+  return v;
+}
 
 /* Sum over the block (blockDim.x a multiple of 32, ≤ 1024). */
 static __device__ float block_sum(float v) {
@@ -71,38 +80,55 @@ extern "C" int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, v
   return (int)ck_launch(embed_scale_kernel, (H + 255) / 256, 256, 0, (cudaStream_t)stream, e, h, H, scale);
 }
 
-/* One block of 1024 threads over one row; thread t owns values t, t + 1024, … (at most
- * RN_VPT of them), kept in registers between the passes, so h is read and written once. */
-#define RN_MAX_PBLOCKS 128
-#define RN_THREADS 1024
-#define RN_VPT 16
-__global__ void __launch_bounds__(RN_THREADS) residual_norm_kernel(const float *y, const float *w_post, float *h,
-                                                                   int use_scalar, float scalar,
-                                                                   const float *w_next, uint16_t *xb, int H,
-                                                                   float eps, float *pmax, int pblock) {
+/* One row over a cluster of RN_CL blocks of RN_BT threads (one block alone was latency-bound
+ * at ~16 us): thread g of the cluster owns values g, g + RN_CL·RN_BT, … (at most RN_VPT),
+ * kept in registers between the passes. The row sums are reduced per block, then each block
+ * adds the RN_CL block sums in rank order through distributed shared memory, so every block
+ * holds the same total (deterministic). One pass of the cluster covers RN_CL·RN_BT values,
+ * which is the activation prep's pblock: the pass's max|xb| is pmax of that pblock. */
+#define RN_CL 8
+#define RN_BT 256
+#define RN_VPT 8
+namespace cg = cooperative_groups;
+
+__device__ __forceinline__ float cluster_total(cg::cluster_group &cl, float *slot, float v) {
+  v = block_sum(v);
+  if (threadIdx.x == 0) *slot = v;
+  cl.sync();
+  float t = 0.0f;
+  for (unsigned r = 0; r < RN_CL; r++) t += *cl.map_shared_rank(slot, r);
+  return t;
+}
+
+__global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
+    residual_norm_kernel(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar,
+                         float scalar, const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock) {
   ck_pdl_wait();
   ck_pdl_trigger();
-  __shared__ float cm[RN_THREADS * RN_VPT / 32]; /* max|xb| of each run of 32 values */
-  int nblk = pmax ? (H + pblock - 1) / pblock : 0;
+  cg::cluster_group cl = cg::this_cluster();
+  __shared__ float sums[2];
+  __shared__ float wmax[RN_VPT][RN_BT / 32], kmax[RN_VPT];
+  const int g = (int)cl.block_rank() * RN_BT + threadIdx.x, step = RN_CL * RN_BT;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float hv[RN_VPT];
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) {
-    int i = threadIdx.x + k * RN_THREADS;
+    int i = g + k * step;
     hv[k] = i < H ? h[i] : 0.0f;
   }
   if (y) {
     float yv[RN_VPT], ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < RN_VPT; k++) {
-      int i = threadIdx.x + k * RN_THREADS;
-      yv[k] = i < H ? rb(y[i]) : 0.0f;
+      int i = g + k * step;
+      yv[k] = i < H ? rb(ysum(y + i, ks, kstride)) : 0.0f;
       ss = fmaf(yv[k], yv[k], ss);
     }
-    ss = block_sum(ss);
+    ss = cluster_total(cl, &sums[0], ss);
     float r = 1.0f / sqrtf(ss / (float)H + eps);
 #pragma unroll
     for (int k = 0; k < RN_VPT; k++) {
-      int i = threadIdx.x + k * RN_THREADS;
+      int i = g + k * step;
       if (i >= H) continue;
       float o = rb(__fmul_rn(rb(__fmul_rn(yv[k], r)), w_post[i]));
       float v = rb(__fadd_rn(hv[k], o));
@@ -114,47 +140,48 @@ __global__ void __launch_bounds__(RN_THREADS) residual_norm_kernel(const float *
   float ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) ss = fmaf(hv[k], hv[k], ss);
-  ss = block_sum(ss);
+  ss = cluster_total(cl, &sums[1], ss);
   float r = 1.0f / sqrtf(ss / (float)H + eps);
-  /* xb, and max|xb| per pblock values for the mat-vec's activation prep: the max of each run
-   * of 32 values (one warp's) goes to cm[run] (pblock is a multiple of 32), then thread b
-   * reduces the runs of pblock b — no shared atomics (contended, they cost ~10 us here) */
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) {
-    int base = k * RN_THREADS;
-    if (base >= H) break;
-    int i = base + threadIdx.x;
+    int i = g + k * step;
     float m = 0.0f;
     if (i < H) {
       uint16_t o = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hv[k], r)), w_next[i]));
       xb[i] = o;
       m = fabsf(ck_bf16_to_f32(o));
     }
-    if (!nblk) continue;
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0) cm[i >> 5] = m;
+    if (lane == 0) wmax[k][warp] = m;
   }
-  if (!nblk) return;
-  __syncthreads();
-  int runs = (H + 31) >> 5, per = pblock >> 5;
-  for (int b = threadIdx.x; b < nblk; b += blockDim.x) {
-    float m = 0.0f;
-    for (int c = b * per; c < (b + 1) * per && c < runs; c++) m = fmaxf(m, cm[c]);
-    pmax[b] = m;
+  if (pmax) {
+    __syncthreads();
+    if (threadIdx.x < RN_VPT) {
+      float m = 0.0f;
+      for (int w = 0; w < RN_BT / 32; w++) m = fmaxf(m, wmax[threadIdx.x][w]);
+      kmax[threadIdx.x] = m;
+    }
+    cl.sync();
+    int nblk = (H + pblock - 1) / pblock;
+    if (cl.block_rank() == 0 && threadIdx.x < nblk) {
+      float m = 0.0f;
+      for (unsigned q = 0; q < RN_CL; q++) m = fmaxf(m, *cl.map_shared_rank(&kmax[threadIdx.x], q));
+      pmax[threadIdx.x] = m;
+    }
   }
+  cl.sync(); /* no block leaves while another still reads its shared memory */
 }
 
-extern "C" int dk_residual_norm(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
+extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
                                 const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                                 void *stream) {
-  if ((pmax && (pblock % 32 || (H + pblock - 1) / pblock > RN_MAX_PBLOCKS)) || H > RN_THREADS * RN_VPT)
-    return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(residual_norm_kernel, 1, RN_THREADS, 0, (cudaStream_t)stream, y, w_post, h, use_scalar,
-                        scalar, w_next, xb, H, eps, pmax, pblock);
+  if ((pmax && pblock != RN_CL * RN_BT) || H > RN_CL * RN_BT * RN_VPT) return (int)cudaErrorInvalidValue;
+  return (int)ck_launch(residual_norm_kernel, RN_CL, RN_BT, 0, (cudaStream_t)stream, y, ks, kstride, w_post, h,
+                        use_scalar, scalar, w_next, xb, H, eps, pmax, pblock);
 }
 
 /* One block per head: blocks [0, nq) are query heads, [nq, nq + nkv) key/value heads. */
-__global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int nq, int nkv, int hd, int k_eq_v,
+__global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v,
                                                        const float *qn, const float *kn,
                                                        const float *inv_freq, int trad, int v_norm,
                                                        float eps, const int *pos_p, int window,
@@ -171,12 +198,13 @@ __global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int nq, i
   /* rmsnorm with weight */
   float ss = 0.0f;
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-    float v = rb(src[i]);
+    float v = rb(ysum(src + i, ks, kstride));
     ss = fmaf(v, v, ss);
   }
   ss = block_sum(ss);
   float r = 1.0f / sqrtf(ss / (float)hd + eps);
-  for (int i = threadIdx.x; i < hd; i += blockDim.x) sv[i] = rb(__fmul_rn(rb(__fmul_rn(rb(src[i]), r)), w[i]));
+  for (int i = threadIdx.x; i < hd; i += blockDim.x)
+    sv[i] = rb(__fmul_rn(rb(__fmul_rn(rb(ysum(src + i, ks, kstride)), r)), w[i]));
   __syncthreads();
   /* rope: pair (a, b) per live frequency */
   int half = hd / 2;
@@ -204,24 +232,24 @@ __global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int nq, i
   if (v_norm) {
     float s2 = 0.0f;
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-      float v = rb(vs[i]);
+      float v = rb(ysum(vs + i, ks, kstride));
       s2 = fmaf(v, v, s2);
     }
     s2 = block_sum(s2);
     rv = 1.0f / sqrtf(s2 / (float)hd + eps);
   }
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-    float v = rb(vs[i]);
+    float v = rb(ysum(vs + i, ks, kstride));
     vd[i] = ck_f32_to_bf16(v_norm ? __fmul_rn(v, rv) : v);
   }
 }
 
-extern "C" int dk_qkv_post(const float *y, int nq, int nkv, int hd, int k_eq_v, const float *qn,
+extern "C" int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn,
                            const float *kn, const float *inv_freq, int traditional, int v_norm, float eps,
                            const int *pos, int window, float *q_out, uint16_t *kc, uint16_t *vc,
                            void *stream) {
-  return (int)ck_launch(qkv_post_kernel, nq + nkv, 128, (size_t)hd * sizeof(float), (cudaStream_t)stream, y, nq,
-                        nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
+  return (int)ck_launch(qkv_post_kernel, nq + nkv, 128, (size_t)hd * sizeof(float), (cudaStream_t)stream, y, ks,
+                        kstride, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
 }
 
 /* gelu_approx op by op in bf16, as MLX computes it */
@@ -236,13 +264,13 @@ __device__ __forceinline__ float gelu_approx(float x) {
 }
 
 /* One block per pblock values; block b also writes pmax[b] = max|out| over them. */
-__global__ void geglu_kernel(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock) {
+__global__ void geglu_kernel(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock) {
   ck_pdl_wait();
   ck_pdl_trigger();
   int64_t b0 = (int64_t)blockIdx.x * pblock, end = b0 + pblock < n ? b0 + pblock : n;
   float m = 0.0f;
   for (int64_t i = b0 + threadIdx.x; i < end; i += blockDim.x) {
-    uint16_t o = ck_f32_to_bf16(__fmul_rn(gelu_approx(rb(g[i])), rb(u[i])));
+    uint16_t o = ck_f32_to_bf16(__fmul_rn(gelu_approx(rb(ysum(g + i, ks, kstride))), rb(ysum(u + i, ks, kstride))));
     out[i] = o;
     m = fmaxf(m, fabsf(ck_bf16_to_f32(o)));
   }
@@ -251,10 +279,11 @@ __global__ void geglu_kernel(const float *g, const float *u, uint16_t *out, int6
   if (threadIdx.x == 0) pmax[blockIdx.x] = m;
 }
 
-extern "C" int dk_geglu(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock,
+extern "C" int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock,
                         void *stream) {
   int64_t blocks = (n + pblock - 1) / pblock;
-  return (int)ck_launch(geglu_kernel, (unsigned)blocks, 1024, 0, (cudaStream_t)stream, g, u, out, n, pmax, pblock);
+  return (int)ck_launch(geglu_kernel, (unsigned)blocks, 1024, 0, (cudaStream_t)stream, g, u, ks, kstride, out, n, pmax,
+                        pblock);
 }
 
 /* ---- logits: softcap, then argmax (lowest index on ties) by the last block to finish ---- */

@@ -14,6 +14,8 @@ extern "C" {
 
 /* tok[0] = all_tokens[*pos] (the token of this step). */
 int dk_step_begin(const int32_t *all_tokens, const int *pos, int32_t *tok, void *stream);
+/* y arguments below may hold the partial sums of a mat-vec split over ks k ranges (ck_qmv_split):
+ * y[i] + y[i + kstride] + … in order; ks = 1 for a plain output. */
 /* (*pos)++ (the end of one step's layers). */
 int dk_step_end(int *pos, void *stream);
 /* h[i] = bf16(bf16 e[i] · scale) */
@@ -22,17 +24,17 @@ int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, void *stream
  *   when y: o = rmsnorm(bf16(y), w_post); h = bf16(h + o); when use_scalar: h = bf16(h·scalar)
  *   then xb = bf16 rmsnorm(h, w_next), and when pmax: pmax[b] = max|xb| over each pblock values
  *   (what ck_xprep_premax reads). */
-int dk_residual_norm(const float *y, const float *w_post, float *h, int use_scalar, float scalar,
+int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
                      const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                      void *stream);
 /* Per head after the q|k|v product y = [q nq·hd | k nkv·hd | v nkv·hd] (v = k's rows when
  * k_eq_v): q = rope(rmsnorm(q, qn)) → q_out; k = rope(rmsnorm(k, kn)) and v (weightless
  * rmsnorm when v_norm) → the cache slot of *pos (pos % window when window > 0). */
-int dk_qkv_post(const float *y, int nq, int nkv, int hd, int k_eq_v, const float *qn, const float *kn,
+int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn, const float *kn,
                 const float *inv_freq, int traditional, int v_norm, float eps, const int *pos, int window,
                 float *q_out, uint16_t *kc, uint16_t *vc, void *stream);
 /* out[i] = bf16(gelu_approx(bf16 g[i]) · bf16 u[i]); when pmax, pmax[b] = max|out| per pblock. */
-int dk_geglu(const float *g, const float *u, uint16_t *out, int64_t n, float *pmax, int pblock, void *stream);
+int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock, void *stream);
 /* logits = softcap(bf16 y) (cap 0 = none); *next = argmax (lowest index on ties). part_v /
  * part_i / count: dk_logits_scratch() entries, count zeroed once. */
 int dk_logits(const float *y, float *logits, int64_t V, float cap, float *part_v, int *part_i,

@@ -74,6 +74,10 @@ int ck_qmv(const ck_layout *L, int64_t slab, const uint16_t *x, const uint16_t *
 /* The two halves of ck_qmv: tensor-core kernels (qmv_tc.cu) and the generic one. */
 int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
                 const int *xexp, int nb, float *y, int64_t ldy, void *stream);
+/* ck_qmv_fast with the k range split over `ksplit` blocks per tile (fast formats only): the
+ * partial sums of split s go to y + s·kstride (the caller adds them, in order). */
+int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
+                 float *y, int64_t ldy, int ksplit, int64_t kstride, void *stream);
 int ck_qmv_generic(const ck_layout *L, int64_t slab, const uint16_t *x, int nb, float *y,
                    int64_t ldy, void *stream);
 /* out[i, cols] bf16 = row ids[i] dequantized as mx.dequantize does (ids already checked). */

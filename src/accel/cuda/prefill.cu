@@ -358,35 +358,39 @@ __device__ __forceinline__ void pa_combine(float &m, float &l, float m2, float l
   l = a + b;
 }
 
-#define PA_QT 16  /* queries per block (one m16 tile) */
-#define PA_KT 32  /* keys per tile: 8 per warp */
-#define PA_PLD 40 /* P row stride (bf16) */
+#define PA_RG 2                /* 16-row query groups per block: they share each K/V tile */
+#define PA_QT (16 * PA_RG)     /* queries per block */
+#define PA_KT 32               /* keys per tile: 8 per warp of a row group */
+#define PA_THREADS (128 * PA_RG)
+#define PA_PLD 40              /* P row stride (bf16) */
 
 template <int HD>
 constexpr size_t pa_smem() {
   return (size_t)(PA_QT + 2 * PA_KT) * (HD + 8) * 2 + PA_QT * PA_PLD * 2 + 4 * PA_QT * 2 * sizeof(float);
 }
 
-/* grid (ceil(T / 16), nq), 4 warps. A block holds 16 queries of one head. Per key tile of 32
- * (8 per warp): S = Q·Kᵀ with mma m16n8k16 (bf16 in, float32 accumulate), rounded to bf16 and
- * masked. Pass 1 keeps each row's running (max, Σexp); pass 2 recomputes S, forms
- * p = bf16(exp(s − M)·(1/total)) in shared memory, and each warp accumulates P·V for its share
- * of the head's 8-column output tiles. Shared rows are padded by 8 bf16 so the fragment loads
- * of the 8 row groups hit distinct banks. */
+/* grid (ceil(T / 32), nq), 8 warps. A block holds 32 queries of one head as two row groups of
+ * 16 (one m16 tile each, 4 warps each); both read the same K/V tiles from shared memory. Per key
+ * tile of 32 (8 per warp of a group): S = Q·Kᵀ with mma m16n8k16 (bf16 in, float32 accumulate),
+ * rounded to bf16 and masked. Pass 1 keeps each row's running (max, Σexp); pass 2 recomputes S,
+ * forms p = bf16(exp(s − M)·(1/total)) in shared memory, and each warp accumulates P·V for its
+ * group's rows and its share of the head's 8-column output tiles. Shared rows are padded by 8
+ * bf16 so the fragment loads of the 8 row groups of a warp hit distinct banks. */
 template <int HD>
-__global__ void __launch_bounds__(128) pa_mma_kernel(PaArgs a) {
+__global__ void __launch_bounds__(PA_THREADS) pa_mma_kernel(PaArgs a) {
   constexpr int LD = HD + 8, NTILES = HD / 8, NTW = (NTILES + 3) / 4, VPR = HD / 8;
   extern __shared__ __align__(16) uint16_t pa_sm[];
   uint16_t *Qs = pa_sm, *Ks = Qs + PA_QT * LD, *Vs = Ks + PA_KT * LD, *Ps = Vs + PA_KT * LD;
-  float *red = reinterpret_cast<float *>(Ps + PA_QT * PA_PLD); /* [warp][row][m, l] */
+  float *red = reinterpret_cast<float *>(Ps + PA_QT * PA_PLD); /* [warp of a group][row][m, l] */
   const int h = blockIdx.y, gkv = h / (a.nq / a.nkv), q0 = blockIdx.x * PA_QT;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int wq = warp & 3, r0 = (warp >> 2) * 16; /* warp within its row group; the group's first row */
   const int64_t kvd = (int64_t)a.nkv * HD, qstride = (int64_t)a.nq * HD;
   const int nvalid = a.T - q0 < PA_QT ? a.T - q0 : PA_QT;
-  /* this lane's two rows (g, g + 8); padding rows repeat the last valid query */
+  /* this lane's two rows (r0 + g, r0 + g + 8); padding rows repeat the last valid query */
   int64_t pr[2], lo[2];
   for (int r = 0; r < 2; r++) {
-    int row = g + 8 * r;
+    int row = r0 + g + 8 * r;
     pr[r] = a.p0 + q0 + (row < nvalid ? row : nvalid - 1);
     lo[r] = pa_lo(pr[r], a.window);
   }
@@ -411,17 +415,18 @@ __global__ void __launch_bounds__(128) pa_mma_kernel(PaArgs a) {
       *reinterpret_cast<uint4 *>(dst + r * LD + c * 8) = v;
     }
   };
-  /* S for rows (g, g+8) × keys k0 + warp·8 + (2t, 2t+1): c[2r + e], masked → -inf */
+  const uint16_t *qa = Qs + (r0 + g) * LD + 2 * t, *qb = qa + 8 * LD; /* A rows g, g + 8 of the group */
+  /* S for rows (g, g+8) × keys k0 + wq·8 + (2t, 2t+1): s[2r + e], masked → -inf */
   auto scores = [&](int64_t k0, float (&s)[4]) {
     float c[4] = {0.f, 0.f, 0.f, 0.f};
-    const uint16_t *kr = Ks + (warp * 8 + g) * LD + 2 * t;
+    const uint16_t *kr = Ks + (wq * 8 + g) * LD + 2 * t;
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++) {
       uint32_t A[4];
-      A[0] = *reinterpret_cast<const uint32_t *>(Qs + g * LD + kk * 16 + 2 * t);
-      A[1] = *reinterpret_cast<const uint32_t *>(Qs + (g + 8) * LD + kk * 16 + 2 * t);
-      A[2] = *reinterpret_cast<const uint32_t *>(Qs + g * LD + kk * 16 + 2 * t + 8);
-      A[3] = *reinterpret_cast<const uint32_t *>(Qs + (g + 8) * LD + kk * 16 + 2 * t + 8);
+      A[0] = *reinterpret_cast<const uint32_t *>(qa + kk * 16);
+      A[1] = *reinterpret_cast<const uint32_t *>(qb + kk * 16);
+      A[2] = *reinterpret_cast<const uint32_t *>(qa + kk * 16 + 8);
+      A[3] = *reinterpret_cast<const uint32_t *>(qb + kk * 16 + 8);
       uint32_t b0 = *reinterpret_cast<const uint32_t *>(kr + kk * 16);
       uint32_t b1 = *reinterpret_cast<const uint32_t *>(kr + kk * 16 + 8);
       mma_bf16(c, A, b0, b1);
@@ -429,7 +434,7 @@ __global__ void __launch_bounds__(128) pa_mma_kernel(PaArgs a) {
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       int r = e >> 1;
-      int64_t j = k0 + warp * 8 + 2 * t + (e & 1);
+      int64_t j = k0 + wq * 8 + 2 * t + (e & 1);
       s[e] = j <= pr[r] && j >= lo[r] ? rb(c[e]) : -INFINITY;
     }
   };
@@ -453,15 +458,15 @@ __global__ void __launch_bounds__(128) pa_mma_kernel(PaArgs a) {
     }
   if (t == 0)
     for (int r = 0; r < 2; r++) {
-      red[(warp * PA_QT + g + 8 * r) * 2] = m[r];
-      red[(warp * PA_QT + g + 8 * r) * 2 + 1] = l[r];
+      red[(wq * PA_QT + r0 + g + 8 * r) * 2] = m[r];
+      red[(wq * PA_QT + r0 + g + 8 * r) * 2 + 1] = l[r];
     }
   __syncthreads();
   float M[2], inv[2];
   for (int r = 0; r < 2; r++) {
     float mm = -INFINITY, ll = 0.f;
     for (int w = 0; w < 4; w++) {
-      const float *rw = red + (w * PA_QT + g + 8 * r) * 2;
+      const float *rw = red + (w * PA_QT + r0 + g + 8 * r) * 2;
       pa_combine(mm, ll, rw[0], rw[1]);
     }
     M[r] = mm;
@@ -472,6 +477,7 @@ __global__ void __launch_bounds__(128) pa_mma_kernel(PaArgs a) {
   float o[NTW][4];
 #pragma unroll
   for (int i = 0; i < NTW; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  const uint16_t *pa = Ps + (r0 + g) * PA_PLD + 2 * t, *pb = pa + 8 * PA_PLD;
   for (int it = 0; it < ntiles; it++) {
     int64_t k0 = lo_blk + (int64_t)it * PA_KT;
     __syncthreads();
@@ -486,20 +492,20 @@ __global__ void __launch_bounds__(128) pa_mma_kernel(PaArgs a) {
       int r = e >> 1;
       p[e] = s[e] == -INFINITY ? (uint16_t)0 : ck_f32_to_bf16(__fmul_rn(expf(__fsub_rn(s[e], M[r])), inv[r]));
     }
-    *reinterpret_cast<uint32_t *>(Ps + g * PA_PLD + warp * 8 + 2 * t) = p[0] | ((uint32_t)p[1] << 16);
-    *reinterpret_cast<uint32_t *>(Ps + (g + 8) * PA_PLD + warp * 8 + 2 * t) = p[2] | ((uint32_t)p[3] << 16);
+    *reinterpret_cast<uint32_t *>(Ps + (r0 + g) * PA_PLD + wq * 8 + 2 * t) = p[0] | ((uint32_t)p[1] << 16);
+    *reinterpret_cast<uint32_t *>(Ps + (r0 + g + 8) * PA_PLD + wq * 8 + 2 * t) = p[2] | ((uint32_t)p[3] << 16);
     __syncthreads();
 #pragma unroll
     for (int ks = 0; ks < PA_KT / 16; ks++) {
       uint32_t A[4];
-      A[0] = *reinterpret_cast<const uint32_t *>(Ps + g * PA_PLD + ks * 16 + 2 * t);
-      A[1] = *reinterpret_cast<const uint32_t *>(Ps + (g + 8) * PA_PLD + ks * 16 + 2 * t);
-      A[2] = *reinterpret_cast<const uint32_t *>(Ps + g * PA_PLD + ks * 16 + 2 * t + 8);
-      A[3] = *reinterpret_cast<const uint32_t *>(Ps + (g + 8) * PA_PLD + ks * 16 + 2 * t + 8);
+      A[0] = *reinterpret_cast<const uint32_t *>(pa + ks * 16);
+      A[1] = *reinterpret_cast<const uint32_t *>(pb + ks * 16);
+      A[2] = *reinterpret_cast<const uint32_t *>(pa + ks * 16 + 8);
+      A[3] = *reinterpret_cast<const uint32_t *>(pb + ks * 16 + 8);
       const uint16_t *v0 = Vs + (ks * 16 + 2 * t) * LD + g;
 #pragma unroll
       for (int i = 0; i < NTW; i++) {
-        int nt = warp + 4 * i;
+        int nt = wq + 4 * i;
         if (nt < NTILES) {
           const uint16_t *vc = v0 + nt * 8;
           uint32_t b0 = vc[0] | ((uint32_t)vc[LD] << 16);
@@ -511,11 +517,11 @@ __global__ void __launch_bounds__(128) pa_mma_kernel(PaArgs a) {
   }
 #pragma unroll
   for (int i = 0; i < NTW; i++) {
-    int nt = warp + 4 * i;
+    int nt = wq + 4 * i;
     if (nt >= NTILES) continue;
     int col = nt * 8 + 2 * t;
     for (int r = 0; r < 2; r++) {
-      int row = g + 8 * r;
+      int row = r0 + g + 8 * r;
       if (row >= nvalid) continue;
       uint32_t pair = ck_f32_to_bf16(o[i][2 * r]) | ((uint32_t)ck_f32_to_bf16(o[i][2 * r + 1]) << 16);
       *reinterpret_cast<uint32_t *>(a.att + (int64_t)(q0 + row) * qstride + (int64_t)h * HD + col) = pair;
@@ -589,7 +595,7 @@ static int pa_launch(const PaArgs &a, cudaStream_t st) {
     if (e) return (int)e;
     attr_set = 1;
   }
-  pa_mma_kernel<HD><<<dim3((unsigned)((a.T + PA_QT - 1) / PA_QT), a.nq), 128, smem, st>>>(a);
+  pa_mma_kernel<HD><<<dim3((unsigned)((a.T + PA_QT - 1) / PA_QT), a.nq), PA_THREADS, smem, st>>>(a);
   return (int)cudaGetLastError();
 }
 

@@ -27,6 +27,8 @@ struct QmvArgs {
   float *y;
   int64_t rows, ldy;
   int nunits, nb;
+  int ksplit;      /* blockIdx.y of ksplit takes units [nunits·y/ksplit, nunits·(y+1)/ksplit) */
+  int64_t kstride; /* and writes its partial sums at y + blockIdx.y·kstride */
   int64_t nslices; /* cols / 32: the x layout's row stride in 32-k slices */
   int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling) */
 };
@@ -290,11 +292,14 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t tile = blockIdx.x;
-  const int nunits = p.nunits, nstages = (nunits + S::SU - 1) / S::SU;
-  const uint8_t *wsrc = (const uint8_t *)p.w + (size_t)tile * nunits * S::UNIT_W;
-  const uint8_t *ssrc = (const uint8_t *)p.s + (size_t)tile * nunits * S::UNIT_S;
+  const int ks = blockIdx.y;
+  const int ubeg = (int)((int64_t)p.nunits * ks / p.ksplit), uend = (int)((int64_t)p.nunits * (ks + 1) / p.ksplit);
+  const int nunits = uend - ubeg, nstages = (nunits + S::SU - 1) / S::SU;
+  const uint8_t *wsrc = (const uint8_t *)p.w + ((size_t)tile * p.nunits + ubeg) * S::UNIT_W;
+  const uint8_t *ssrc = (const uint8_t *)p.s + ((size_t)tile * p.nunits + ubeg) * S::UNIT_S;
   /* x in batch-row-major fragment order: [row g][32-k slice][t][16 B] */
-  const uint4 *xrow = p.xp + (size_t)g * p.nslices * 4 + t;
+  constexpr int XSTEP0 = (S::UK / 32) * 4; /* uint4 of x per unit */
+  const uint4 *xrow = p.xp + (size_t)g * p.nslices * 4 + t + (size_t)ubeg * XSTEP0;
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < S::NS; i++) mbar_init(&mbar[i], 1);
@@ -325,7 +330,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   /* per-unit strides of this warp's pointers (units ul, ul + nw, ... of each stage) */
   constexpr int XSTEP = (S::UK / 32) * 4;    /* uint4 of x per unit */
   constexpr int WSTEP = S::CPU * 32;          /* uint4 of codes per unit */
-  const float2 *xs_lane = reinterpret_cast<const float2 *>(p.xs) + t; /* [group][8 floats] */
+  const float2 *xs_lane = reinterpret_cast<const float2 *>(p.xs) + t + (size_t)ubeg * S::GPU * 4; /* [group][8 floats] */
   for (int st = 0; st < nstages; st++) {
     const int slot = st % S::NS, u0 = st * S::SU;
     const int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
@@ -384,7 +389,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     float s = 0.f;
     for (int w = 0; w < nw; w++) s += red[w][src][slot];
     int64_t row = tile * 16 + rl;
-    if (col < p.nb && row < p.rows) p.y[(int64_t)col * p.ldy + row] = ldexpf(s, -p.xexp[col]);
+    if (col < p.nb && row < p.rows) p.y[(int64_t)ks * p.kstride + (int64_t)col * p.ldy + row] = ldexpf(s, -p.xexp[col]);
   }
 }
 
@@ -592,22 +597,22 @@ static int occupancy(qmv_fn fn, int w, int smem) {
   return per_sm;
 }
 
-static int warps_for(const ck_layout *L, qmv_fn fn, int smem) {
+static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
   if (g_warps_override > 0) return g_warps_override;
   static int sms;
   if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 132;
   /* measured in the decoder on the H200 (31B shapes): 4 warps per tile win from ~2000 tiles
    * up (gate|up 43008×5376: 53 vs 70 us at 8), 8 below (q|k|v 16384 rows: 30 vs 33 us) */
-  if (L->tiles >= 2048 && occupancy(fn, 4, smem) >= 1) return 4;
+  if (L->tiles * ksplit >= 2048 && occupancy(fn, 4, smem) >= 1) return 4;
   int best = 8;
   double best_score = -1;
   for (int w = 4; w <= CK_MAX_WARPS; w *= 2) {
-    if (w > 4 && w > L->nunits) break;
+    if (w > 4 && w > L->nunits / ksplit) break;
     int per_sm = occupancy(fn, w, smem);
     if (per_sm < 1) continue;
     /* one round: balance over SMs; several: fullness of the last wave */
-    double slots = (double)per_sm * sms, waves = (double)L->tiles / slots;
-    double per = (double)L->tiles / sms;
+    double slots = (double)per_sm * sms, waves = (double)(L->tiles * ksplit) / slots;
+    double per = (double)(L->tiles * ksplit) / sms;
     double eff = waves <= 1.0 ? per / ceil(per) : waves / ceil(waves);
     /* measured on the H200: 4 warps when the tiles make many waves (lm_head), else 8 */
     double pref = waves > 8.0 ? 4.0 : 8.0;
@@ -620,10 +625,11 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem) {
   return best;
 }
 
-extern "C" int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
-                           const int *xexp, int nb, float *y, int64_t ldy, void *stream) {
+extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
+                            const int *xexp, int nb, float *y, int64_t ldy, int ksplit, int64_t kstride,
+                            void *stream) {
   qmv_fn fn = pick(L);
-  if (!fn) return (int)cudaErrorInvalidValue;
+  if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
   QmvArgs a;
   a.w = (const uint4 *)((const char *)L->w + (size_t)slab * L->w_slab);
   a.s = (const char *)L->s + (size_t)slab * L->s_slab;
@@ -637,8 +643,16 @@ extern "C" int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp,
   a.nslices = L->cols / 32;
   a.nb = nb;
   a.variant = g_variant;
+  a.ksplit = ksplit;
+  a.kstride = kstride;
   int smem = smem_for(L);
-  return (int)ck_launch(fn, (unsigned)L->tiles, warps_for(L, fn, smem) * 32, smem, (cudaStream_t)stream, a);
+  return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps_for(L, fn, smem, ksplit) * 32, smem,
+                        (cudaStream_t)stream, a);
+}
+
+extern "C" int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
+                           const int *xexp, int nb, float *y, int64_t ldy, void *stream) {
+  return ck_qmv_split(L, slab, xp, xs, xexp, nb, y, ldy, 1, 0, stream);
 }
 
 /* ---- bandwidth reference --------------------------------------------------------------- */
