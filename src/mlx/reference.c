@@ -384,6 +384,8 @@ static int moe_block(mx_session *s, const mx_layer *ly, int64_t n, float *out, m
   if (H > 8192 || E > 512 || K > 64) return mx_fail(err, "MoE sizes beyond the reference path's limits");
   float root = (float)(1.0 / sqrt((double)H));
   float *rs = s->t2; /* router weight: bf16(scale · H^-½) */
+  /* mlx-cpu: MLX rounds the Python scalar H^-½ to the array's dtype (bf16) first */
+  if (s->mlx_cpu) root = mx_round_bf16(root);
   for (int i = 0; i < H; i++) rs[i] = mx_round_bf16(ly->router_scale.v[i] * root);
   for (int64_t t = 0; t < n; t++) {
     const float *hrow = s->h + t * H;
@@ -401,16 +403,25 @@ static int moe_block(mx_session *s, const mx_layer *ly, int64_t n, float *out, m
     }
     float mxs = -INFINITY, sum = 0.0f;
     for (int k = 0; k < K; k++) mxs = fmaxf(mxs, scores[idx[k]]);
-    for (int k = 0; k < K; k++) sum += wts[k] = expf(scores[idx[k]] - mxs);
-    for (int k = 0; k < K; k++)
-      wts[k] = mx_round_bf16(mx_round_bf16(wts[k] / sum) * ly->per_expert_scale.v[idx[k]]);
+    if (s->mlx_cpu) { /* mx.softmax(precise=False) on bf16: every operation rounded to bf16 */
+      for (int k = 0; k < K; k++) sum = mx_round_bf16(sum + (wts[k] = mx_round_bf16(mx_mlxcpu_expf(mx_round_bf16(scores[idx[k]] - mxs)))));
+      float inv = mx_round_bf16(1.0f / sum);
+      for (int k = 0; k < K; k++) wts[k] = mx_round_bf16(mx_round_bf16(wts[k] * inv) * ly->per_expert_scale.v[idx[k]]);
+    } else {
+      for (int k = 0; k < K; k++) sum += wts[k] = expf(scores[idx[k]] - mxs);
+      for (int k = 0; k < K; k++)
+        wts[k] = mx_round_bf16(mx_round_bf16(wts[k] / sum) * ly->per_expert_scale.v[idx[k]]);
+    }
     float xin[8192];
     mx_rmsnorm_mode(xin, hrow, ly->pre_ffw_norm_2.v, H, eps, s->mlx_cpu);
     float acc[8192];
     memset(acc, 0, (size_t)H * sizeof(float));
     for (int k = 0; k < K; k++) {
       if (mlp(s, &ly->exp_gate, &ly->exp_up, &ly->exp_down, idx[k], xin, 1, y, err)) return -1;
-      for (int i = 0; i < H; i++) acc[i] += mx_round_bf16(wts[k] * y[i]);
+      if (s->mlx_cpu) /* (w·y).sum(-2): MLX sums bf16 in bf16 */
+        for (int i = 0; i < H; i++) acc[i] = mx_round_bf16(acc[i] + mx_round_bf16(wts[k] * y[i]));
+      else
+        for (int i = 0; i < H; i++) acc[i] += mx_round_bf16(wts[k] * y[i]);
     }
     float *o = out + t * H;
     for (int i = 0; i < H; i++) o[i] = mx_round_bf16(acc[i]);
