@@ -97,7 +97,7 @@ static int parse_sampler(const char *spec, mlxrt_gen_params *p) {
     size_t klen = (size_t)(eq - spec);
     char *end;
     double v = strtod(eq + 1, &end);
-    if (end == eq + 1 || (*end && *end != ',')) return -1;
+    if (end == eq + 1 || (*end && (*end != ',' || !end[1]))) return -1;
 #define KEY(name) (klen == strlen(name) && !strncmp(spec, name, klen))
     if (KEY("temp") || KEY("temperature")) p->temperature = (float)v;
     else if (KEY("top_k")) p->top_k = (int)v;
