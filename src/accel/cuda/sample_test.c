@@ -2,8 +2,11 @@
  * (accel_sample_ref, src/accel/accel_sample.c) on fresh random logits, parameters and uniform
  * numbers: every chosen id must be identical (and the same call twice must agree: the passes
  * leave their state clean). Then timings of one selection on a 262144-entry vocabulary with
- * CUDA events, launched eagerly (as the decoder does) and as a captured graph.
- *   mlxrt-sample-test [--trials N] [--seed S] [--no-bench]
+ * CUDA events, launched eagerly (as the decoder does) and as a captured graph. With --model DIR
+ * (repeatable): sessions on the CUDA decoder (MLXRT_DECODER=1) stepping with
+ * mlxrt_session_step_sample (the draw on the device) must give, token for token, what the same
+ * decoder's logits (read back) give through accel_sample_ref with the same seed's uniforms.
+ *   mlxrt-sample-test [--trials N] [--seed S] [--no-bench] [--model DIR]...
  * Exit status 0 only when every check passed. */
 #include <float.h>
 #include <math.h>
@@ -13,6 +16,8 @@
 
 #include "accel/accel_sample.h"
 #include "base/bf16.h"
+#include "mlx/sampler.h"
+#include "mlxrt.h"
 #include "runtime.h"
 #include "sample_kernels.h"
 
@@ -158,14 +163,85 @@ static int bench(gpu *g, float *l, mlxrt_error *err) {
   return rc;
 }
 
+/* ---- end to end: the decoder's sampled steps against its own logits + the C reference ---- */
+#define E2E_STEPS 24
+
+static int e2e_steps(const char *dir, int device, const accel_sample_params *sp, uint64_t seed, int32_t *out,
+                     mlxrt_error *err) {
+  setenv("MLXRT_DECODER", "1", 1);
+  const char *be = getenv("MLXRT_SAMPLE_TEST_BACKEND"); /* "cpu": the same check on the CPU decoder */
+  mlxrt_options opt = {be ? be : "cuda", 0, 0};
+  mlxrt_model *m = mlxrt_model_load(dir, &opt, err);
+  mlxrt_session *s = m ? mlxrt_session_new(m, 256, err) : NULL;
+  int V = m ? mlxrt_model_vocab_size(m) : 1, ok = s != NULL;
+  mlxrt_gen_params g;
+  mlxrt_gen_params_default(&g);
+  g.temperature = sp->temperature;
+  g.top_k = sp->top_k;
+  g.top_p = sp->top_p;
+  g.min_p = sp->min_p;
+  g.repetition_penalty = 1.0f;
+  g.seed = seed;
+  g.seed_set = 1;
+  mlxrt_sampler *smp = ok && device ? mlxrt_sampler_new(m, &g, err) : NULL;
+  float *logits = malloc((size_t)V * sizeof(float));
+  mx_rng r;
+  mx_rng_seed(&r, seed);
+  const int32_t prompt[4] = {2, 10, 11, 12};
+  ok = ok && (!device || smp) && logits && mlxrt_session_feed(s, prompt, 3, NULL, 0, err) == 0;
+  int32_t t = prompt[3];
+  for (int i = 0; ok && i < E2E_STEPS; i++) {
+    if (device) ok = mlxrt_session_step_sample(s, t, smp, &t, err) == 0;
+    else
+      ok = mlxrt_session_feed(s, &t, 1, logits, 0, err) == 0 &&
+           accel_sample_ref(logits, V, sp, sp->temperature > 0 ? mx_rng_uniform(&r) : 0.0, &t, err) == 0;
+    out[i] = t;
+  }
+  free(logits);
+  mlxrt_sampler_free(smp);
+  mlxrt_session_free(s);
+  mlxrt_model_free(m);
+  unsetenv("MLXRT_DECODER");
+  return ok ? 0 : -1;
+}
+
+static int e2e(const char *dir, int *checks, int *failed) {
+  const accel_sample_params cfg[] = {{0.8f, 64, 0.95f, 0.0f}, {1.0f, 0, 1.0f, 0.0f}, {1.5f, 0, 0.9f, 0.05f},
+                                     {0.0f, 0, 1.0f, 0.0f},   {2.0f, 5, 1.0f, 0.0f}};
+  for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+    int32_t dev[E2E_STEPS], ref[E2E_STEPS];
+    mlxrt_error err = {{0}};
+    if (e2e_steps(dir, 1, &cfg[c], 1000 + c, dev, &err) || e2e_steps(dir, 0, &cfg[c], 1000 + c, ref, &err)) {
+      printf("FAIL %s: %s\n", dir, err.msg);
+      (*checks)++;
+      (*failed)++;
+      return -1;
+    }
+    (*checks)++;
+    int same = !memcmp(dev, ref, sizeof dev);
+    if (!same) (*failed)++;
+    printf("%s %s: temperature %g top_k %d top_p %g min_p %g, %d sampled steps:", same ? "ok  " : "FAIL", dir,
+           cfg[c].temperature, cfg[c].top_k, cfg[c].top_p, cfg[c].min_p, E2E_STEPS);
+    for (int i = 0; i < 8; i++) printf(" %d", dev[i]);
+    if (!same) {
+      printf(" | reference:");
+      for (int i = 0; i < E2E_STEPS; i++) printf(" %d", ref[i]);
+    }
+    printf("%s\n", same ? " ..." : "");
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  int trials = 600, do_bench = 1;
+  int trials = 600, do_bench = 1, n_models = 0;
+  const char *models[16];
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--trials") && i + 1 < argc) trials = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--model") && i + 1 < argc && n_models < 16) models[n_models++] = argv[++i];
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 0) | 1;
     else if (!strcmp(argv[i], "--no-bench")) do_bench = 0;
     else {
-      fprintf(stderr, "usage: mlxrt-sample-test [--trials N] [--seed S] [--no-bench]\n");
+      fprintf(stderr, "usage: mlxrt-sample-test [--trials N] [--seed S] [--no-bench] [--model DIR]...\n");
       return 2;
     }
   }
@@ -210,7 +286,10 @@ int main(int argc, char **argv) {
   printf("selection: %d trials (", checks);
   for (int k = 0; k < 7; k++) printf("%s%s %d", k ? ", " : "", KINDS[k], per_kind[k]);
   printf("), %d differ from the reference\n", failed);
-  int rc = failed ? 1 : 0;
+  int e2e_checks = 0, e2e_failed = 0;
+  for (int i = 0; i < n_models; i++) e2e(models[i], &e2e_checks, &e2e_failed);
+  if (n_models) printf("decoder sessions: %d sampled runs, %d differ from the reference on their own logits\n", e2e_checks, e2e_failed);
+  int rc = failed || e2e_failed ? 1 : 0;
   if (do_bench && bench(&g, l, &err)) {
     fprintf(stderr, "mlxrt-sample-test: %s\n", err.msg);
     rc = 1;
