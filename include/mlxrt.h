@@ -63,6 +63,19 @@ int mlxrt_session_feed(mlxrt_session *s, const int32_t *tokens, int64_t n, float
 /* Feeds one token and returns the greedy next token. With a device decoder only the token id
  * comes back from the device (no logits copy); otherwise the argmax runs on the host. */
 int mlxrt_session_step_greedy(mlxrt_session *s, int32_t token, int32_t *next, mlxrt_error *err);
+/* A token sampler for mlxrt_session_step_sample: mlxrt_gen_params's sampling fields (defined
+ * below; a negative value means mlx-lm's default: temperature 1, every filter off, no
+ * repetition penalty; seed when seed_set, else 0). */
+typedef struct mlxrt_sampler mlxrt_sampler;
+struct mlxrt_gen_params;
+mlxrt_sampler *mlxrt_sampler_new(const mlxrt_model *m, const struct mlxrt_gen_params *p, mlxrt_error *err);
+void mlxrt_sampler_free(mlxrt_sampler *s);
+/* Feeds one token and returns the next one drawn by the sampler. With a device decoder
+ * (MLXRT_DECODER=1) the draw runs on the device and only the token id comes back (unless the
+ * sampler has a repetition penalty); otherwise it runs on the host over the logits. The fed
+ * token joins the sampler's repetition-penalty history. */
+int mlxrt_session_step_sample(mlxrt_session *s, int32_t token, mlxrt_sampler *smp, int32_t *next,
+                              mlxrt_error *err);
 /* Tokens currently in the cache. */
 int64_t mlxrt_session_position(const mlxrt_session *s);
 /* Drops every cached token (the session is reusable from scratch). */

@@ -45,6 +45,8 @@ expect_error "model.safetensors" "$MLXRT" inspect "$T/broken"
 expect_error "comma-separated" "$MLXRT" logits -m "$T/model" --tokens 1,x,3
 expect_error "outside the vocabulary" "$MLXRT" logits -m "$T/model" --tokens 1,999999
 expect_error "unknown backend" "$MLXRT" logits -m "$T/model" --tokens 1,2 --backend tpu
+expect_error "--numerics must be float32 or mlx-cpu" "$MLXRT" run -m "$T/model" -p hi --numerics fast
+expect_error "--numerics mlx-cpu runs on the CPU backend" "$MLXRT" logits -m "$T/model" --tokens 1,2 --numerics mlx-cpu --backend cuda
 expect_error "fewer than one chunk" "$MLXRT" perplexity -m "$T/model" -f tests/fixtures/tokenizer/small-expected.txt -c 100000
 # nothing half-written: a failing logits run leaves no output file behind
 "$MLXRT" logits -m "$T/model" --tokens 1,999999 -o "$T/out.safetensors" 2>/dev/null

@@ -5,12 +5,15 @@
  *  - and with mx.quantized_matmul within bf16 tolerance: MLX's CPU kernel accumulates in bf16
  *    (every product and partial sum rounded to 8 bits), so we allow
  *    |y − y_mlx| ≤ 2^-6 · Σ|x·w| for bf16/f16 scales and fp modes, 1e-5 · Σ|x·w| for f32
- *    scales and dense (MLX accumulates those in float); the largest ratio is printed.
+ *    scales and dense (MLX accumulates those in float); the largest ratio is printed;
+ *  - cpu_qmatmul_mlx_compat (mlx-cpu numerics) equals mx.quantized_matmul bit for bit, every
+ *    format it emulates (bf16-scale affine, nvfp4, mxfp4, mxfp8), n = 1, 3, 8, every ISA.
  * The fixture files are read with a tiny safetensors reader (cJSON for the header). */
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
 #include "accel/cpu/cpu_kernels.h"
+#include "accel/cpu/mlx_compat.h"
 #include "base/bf16.h"
 #include "base/error.h"
 #include "test_util.h"
@@ -77,6 +80,8 @@ static float ld_f32(const void *p, int64_t i) {
 static double max_ratio_mlx_bf16, max_ratio_mlx_f32, max_ratio_ref;
 
 /* One case: dequantization bit-exactness, then products against float64 and MLX. */
+static int mlx_compat_checked;
+
 static void check_case(const st_file *f, const char *name) {
   char key[128];
   st_tensor w, sc, bi, deq;
@@ -206,6 +211,25 @@ static void check_case(const st_file *f, const char *name) {
         }
       }
     }
+    /* mlx-cpu numerics: MLX's own bf16 accumulation, bit for bit, on every ISA */
+    if (cpu_mlx_compat_supports(s)) {
+      for (int isa = CPU_ISA_SCALAR; isa < CPU_ISA_COUNT; isa++) {
+        if (!cpu_isa_supported((cpu_isa)isa)) continue;
+        cpu_compat_pack *pack = NULL;
+        long differ = 0;
+        for (int64_t e = 0; e < slabs; e++) {
+          CHECKF(cpu_qmatmul_mlx_compat(NULL, (cpu_isa)isa, &m, &pack, e, x, n, y, &err) == 0, "%s", err.msg);
+          for (int64_t i = 0; i < n * rows; i++) {
+            float ym = (float)ld_f32(yt.p, e * n * rows + i);
+            if (memcmp(&ym, &y[i], 4)) differ++;
+          }
+        }
+        cpu_compat_pack_free(pack);
+        mlx_compat_checked++;
+        CHECKF(differ == 0, "%s n=%d isa %s: mlx-cpu emulation differs from mx.quantized_matmul in %ld of %lld outputs",
+               name, n, cpu_isa_name((cpu_isa)isa), differ, (long long)(slabs * n * rows));
+      }
+    }
     free(x);
     free(y);
   }
@@ -243,5 +267,8 @@ int main(void) {
   printf("max |y-ref|/sum|x*w|: float64 ref %.3g; MLX bf16-accumulating cases %.3g (tol 2^-6); "
          "MLX float cases %.3g (tol 1e-5)\n",
          max_ratio_ref, max_ratio_mlx_bf16, max_ratio_mlx_f32);
+  printf("mlx-cpu emulation (mlx_compat.c) bit for bit against mx.quantized_matmul: %d case x n x ISA runs\n",
+         mlx_compat_checked);
+  CHECK(mlx_compat_checked > 0);
   TEST_END();
 }

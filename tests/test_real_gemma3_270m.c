@@ -2,16 +2,17 @@
  * scripts/golden_real_model.py and scripts/golden_real_f32.py): 5 prompts × 64 tokens,
  * teacher-forced along mlx-lm's own greedy path; every disagreement is printed with the margin.
  *  - Against mlx-lm on the CPU, whose quantized matmul accumulates in bf16 (NUMERICS.md):
- *    measured 90.9 % top-1 agreement on affine 4-bit (disagreements up to margin 1.25) and
- *    97.8 % on nvfp4; the floor asserted is 85 %. The issue's 98 % target is NOT met against
+ *    measured 90.9 % top-1 agreement on affine 4-bit (disagreements up to margin 1.25), 94.4 %
+ *    on affine 8-bit and 97.8 % on nvfp4; the floor asserted is 85 %. The issue's 98 % target is NOT met against
  *    this peer.
  *  - Against the float32-accumulation reference (the same mlx-lm model with every quantized
  *    matrix replaced by its mx.dequantize result): measured 317/320 = 99.1 % (affine 4-bit,
  *    worst disagreement at margin 0.25) and 318/320 = 99.4 % (nvfp4); asserted ≥ 98 % and
- *    margin < 0.3.
- *  - With MLXRT_NUMERICS=mlx-cpu (MLX's bf16 accumulation emulated), the first prompt's
- *    prompt logits are mlx-lm's bit for bit; MLX's own cos/sin differ from libm's in ~0.02 %
- *    of RoPE elements, so 14/16 decode steps agree (asserted ≥ 14).
+ *    margin < 0.3; 8-bit: 320/320.
+ *  - With mlx-cpu numerics (MLX's CPU arithmetic emulated bit for bit: bf16 accumulation, its
+ *    own sin/cos/exp, its RMSNorm mean) the issue's acceptance is asserted literally for every
+ *    format with a fixture (4-bit, 8-bit, nvfp4): ≥ 98 % top-1 agreement with mlx-lm and any
+ *    divergence only at mlx-lm top-2 margin < 0.1. Measured 320/320 for each.
  * Needs the demo model (scripts/make_demo_model.sh); MLXRT_ALLOW_MISSING_MODELS=1 turns its
  * absence into a skip. */
 #include <cjson/cJSON.h>
@@ -148,64 +149,105 @@ static void check_model(const char *name, const char *backend) {
   mlxrt_model_free(m);
 }
 
-/* With MLXRT_NUMERICS=mlx-cpu (MLX's own CPU accumulation, docs/NUMERICS.md) the logits
- * are mlx-lm's bit for bit, so the top-1 must agree at every step. Scalar and slow: the
- * first prompt's first `steps` steps only. */
-static void check_mlx_exact(const char *name, int steps) {
+/* The issue's acceptance, literally, in mlx-cpu numerics (MLX's own CPU arithmetic emulated,
+ * docs/NUMERICS.md): every prompt of the fixture, every one of its teacher-forced steps fed as
+ * mlx-lm's generate_step feeds them (the prompt but its last token in one batch, then one
+ * token per step), top-1 against mlx-lm's; ≥ 98 % agreement and any disagreement only where
+ * mlx-lm's top-2 margin is < 0.1. Every disagreement is printed with its margin. */
+static void check_mlx_cpu(const char *name) {
   const char *cache = getenv("MLXRT_CACHE");
   const char *home = getenv("HOME");
-  char dir[1024], fix[1024];
+  char dir[1024], fix[1024], path[1100];
   if (cache && *cache) snprintf(dir, sizeof dir, "%s/models/%s", cache, name);
   else snprintf(dir, sizeof dir, "%s/.cache/mlxrt/models/%s", home ? home : ".", name);
   snprintf(fix, sizeof fix, "%s/tests/fixtures/real/%s.json", MLXRT_SOURCE_DIR, name);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  FILE *probe = fopen(path, "r");
+  if (!probe) {
+    CHECKF(0, "%s: model not found for the mlx-cpu comparison", dir);
+    return;
+  }
+  fclose(probe);
   mlxrt_error err = {{0}};
   size_t len;
   char *text = mx_read_file(fix, &len, &err);
-  if (!text) return;
+  if (!text) return; /* no golden data for this format */
   cJSON *root = cJSON_Parse(text);
   free(text);
-  const cJSON *p = root ? cJSON_GetArrayItem(cJSON_GetObjectItem(root, "prompts"), 0) : NULL;
+  CHECKF(root != NULL, "%s: invalid JSON", fix);
   setenv("MLXRT_NUMERICS", "mlx-cpu", 1);
   mlxrt_options opt = {"cpu", 0, 0};
-  mlxrt_model *m = p ? mlxrt_model_load(dir, &opt, &err) : NULL;
+  mlxrt_model *m = root ? mlxrt_model_load(dir, &opt, &err) : NULL;
   unsetenv("MLXRT_NUMERICS");
   if (!m) {
-    CHECKF(0, "%s: %s", name, err.msg[0] ? err.msg : "no prompts in the fixture");
+    CHECKF(0, "%s (mlx-cpu numerics): %s", name, err.msg);
     cJSON_Delete(root);
     return;
   }
-  int32_t seq[4096 + 512], top1[512];
-  int P = ints(cJSON_GetObjectItem(p, "prompt_ids"), seq, 4096);
-  int G = ints(cJSON_GetObjectItem(p, "greedy"), seq + P, 512);
-  ints(cJSON_GetObjectItem(p, "top1"), top1, 512);
-  if (steps > G) steps = G;
   int64_t V = mlxrt_model_vocab_size(m);
-  float *logits = malloc((size_t)steps * (size_t)V * sizeof(float));
-  mlxrt_session *s = mlxrt_session_new(m, 0, &err);
-  /* as mlx-lm's generate_step: the prompt but its last token in one batch, then one token
-   * per step (MLX's n = 1 and batched products need not round alike) */
-  int ok = logits && s && mlxrt_session_feed(s, seq, P - 1, NULL, 0, &err) == 0;
-  for (int i = 0; ok && i < steps; i++)
-    ok = mlxrt_session_feed(s, seq + P - 1 + i, 1, logits + (int64_t)i * V, 0, &err) == 0;
-  CHECKF(ok, "%s (mlx-cpu numerics): %s", name, err.msg);
-  int agree = 0;
-  for (int i = 0; ok && i < steps; i++) agree += argmax(logits + (int64_t)i * V, V) == top1[i];
-  printf("%s with MLXRT_NUMERICS=mlx-cpu: %s, top-1 equal to mlx-lm at %d/%d steps\n", name,
-         cJSON_GetObjectItem(p, "name")->valuestring, agree, steps);
-  CHECKF(agree >= steps - 2, "%s: mlx-cpu numerics agree with mlx-lm at only %d/%d steps", name, agree, steps);
+  float *logits = malloc((size_t)V * sizeof(float));
+  int total = 0, agree = 0, wide = 0;
+  double worst = 0.0;
+  const cJSON *p;
+  cJSON_ArrayForEach(p, cJSON_GetObjectItem(root, "prompts")) {
+    static int32_t seq[4096 + 512];
+    int32_t top1[512], top2[512];
+    double margin[512];
+    const char *pname = cJSON_GetObjectItem(p, "name")->valuestring;
+    int P = ints(cJSON_GetObjectItem(p, "prompt_ids"), seq, 4096);
+    int G = ints(cJSON_GetObjectItem(p, "greedy"), seq + P, 512);
+    ints(cJSON_GetObjectItem(p, "top1"), top1, 512);
+    ints(cJSON_GetObjectItem(p, "top2"), top2, 512);
+    int k = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(p, "margin")) if (k < 512) margin[k++] = e->valuedouble;
+    if (k < G) G = k;
+    mlxrt_session *s = mlxrt_session_new(m, 0, &err);
+    int ok = logits && s && P > 0 && mlxrt_session_feed(s, seq, P - 1, NULL, 0, &err) == 0;
+    int a = 0, i = 0;
+    for (; ok && i < G; i++) {
+      ok = mlxrt_session_feed(s, seq + P - 1 + i, 1, logits, 0, &err) == 0;
+      if (!ok) break;
+      int ours = argmax(logits, V);
+      total++;
+      if (ours == top1[i]) {
+        a++;
+        continue;
+      }
+      if (margin[i] > worst) worst = margin[i];
+      if (margin[i] >= 0.1) wide++;
+      printf("  mlx-cpu %s step %2d: ours %6d, mlx-lm %6d (top-2 %6d, margin %.4f)\n", pname, i, ours, top1[i],
+             top2[i], margin[i]);
+    }
+    CHECKF(ok, "%s %s (mlx-cpu numerics): %s", name, pname, err.msg);
+    agree += a;
+    mlxrt_session_free(s);
+  }
+  double rate = total ? 100.0 * agree / total : 0.0;
+  printf("%s with mlx-cpu numerics: teacher-forced top-1 agreement with mlx-lm %d/%d = %.1f %% "
+         "(%d disagreements at margin >= 0.1, largest disagreeing margin %.4f)\n",
+         name, agree, total, rate, wide, worst);
+  CHECKF(total > 0, "%s: no prompts in the fixture", fix);
+  CHECKF(rate >= 98.0, "%s: mlx-cpu agreement with mlx-lm %.1f %% < 98 %%", name, rate);
+  CHECKF(wide == 0, "%s: %d mlx-cpu disagreements where mlx-lm's top-2 margin is >= 0.1", name, wide);
   free(logits);
-  mlxrt_session_free(s);
   mlxrt_model_free(m);
   cJSON_Delete(root);
 }
 
 int main(int argc, char **argv) {
   const char *backend = argc > 1 ? argv[1] : "cpu";
-  /* the floors above were measured on these two checkpoints; other formats get fixtures (and
+  /* the floors above were measured on these checkpoints; other formats get fixtures (and
    * their own measured floors) when scripts/golden_real_model.py has been run for them */
   check_model("gemma-3-270m-4bit", backend);
+  check_model("gemma-3-270m-8bit", backend);
   check_model("gemma-3-270m-nvfp4", backend);
   CHECKF(fixtures_found > 0, "no fixture in %s/tests/fixtures/real", MLXRT_SOURCE_DIR);
-  if (!strcmp(backend, "cpu") && !models_missing) check_mlx_exact("gemma-3-270m-4bit", 16);
+  /* the acceptance in mlx-cpu numerics: every format with a fixture (CPU only) */
+  if (!strcmp(backend, "cpu") && !models_missing) {
+    check_mlx_cpu("gemma-3-270m-4bit");
+    check_mlx_cpu("gemma-3-270m-8bit");
+    check_mlx_cpu("gemma-3-270m-nvfp4");
+  }
   TEST_END();
 }

@@ -162,9 +162,8 @@ int main(int argc, char **argv) {
     snprintf(p, sizeof p, "%s/%s", FIXTURES, names[i]);
     check_model(p, 0);
   }
-  /* MLX's own CPU accumulation emulated: affine and nvfp4 checkpoints must match exactly.
-   * Not the MoE ones: the expert sum and router softmax are not modelled op for op
-   * (docs/NUMERICS.md), nor mxfp4 (MLX's batched mx-mode kernel). */
+  /* MLX's own CPU arithmetic emulated (mlx-cpu numerics): every checkpoint — bf16, affine,
+   * nvfp4, mxfp4, MoE included — must match exactly (docs/NUMERICS.md). */
   const char *backend = getenv("MLXRT_TEST_BACKEND");
   if (!backend || !*backend || !strcmp(backend, "cpu")) {
     setenv("MLXRT_NUMERICS", "mlx-cpu", 1);
@@ -172,8 +171,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
       char p[1024];
       snprintf(p, sizeof p, "%s/%s", FIXTURES, names[i]);
-      if ((strstr(names[i], "affine") || strstr(names[i], "nvfp4")) && !strstr(names[i], "moe"))
-        check_model(p, 1);
+      check_model(p, 1);
     }
     unsetenv("MLXRT_NUMERICS");
   }

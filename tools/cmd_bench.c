@@ -2,7 +2,9 @@
  * prompt pass of -p tokens; tg = -n greedy decode steps (argmax, no sampler, as llama-bench);
  * -d DEPTH tokens are cached first (untimed). Reports mean ± sd t/s over -r runs, plus the
  * bytes a decode step streams, GB/s, % of the backend's read bandwidth measured in this run,
- * and a hash of the last logits (a determinism check). */
+ * and a hash of the last logits (a determinism check). --sampler SPEC adds, for each tg, the
+ * same tg with every step drawn by that sampler (on the device with MLXRT_DECODER=1: only the
+ * token id comes back), so the sampler's cost is measured, not guessed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "gen_args.h"
 #include "mlxrt.h"
 
 #define MAX_VALUES 16
@@ -64,7 +67,7 @@ static void fill_tokens(int32_t *t, int64_t n, int vocab, uint64_t *state) {
 
 typedef struct {
   char test[48];
-  int n_prompt, n_gen, depth;
+  int n_prompt, n_gen, depth, sampled;
   double mean, sd, gbs, pct;
   uint64_t hash;
 } result;
@@ -72,16 +75,54 @@ typedef struct {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: mlxrt bench -m MODEL_DIR [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json]\n"
-          "                   [-t THREADS] [--backend auto|cpu|cuda]\n"
-          "  -p, -n, -d take comma-separated lists (e.g. -d 0,4096,32768); -p 0 or -n 0 skips.\n");
+          "                   [-t THREADS] [--backend auto|cpu|cuda] [--numerics float32|mlx-cpu]\n"
+          "                   [--sampler SPEC]\n"
+          "  -p, -n, -d take comma-separated lists (e.g. -d 0,4096,32768); -p 0 or -n 0 skips.\n"
+          "  --sampler temp=0.8,top_k=64,top_p=0.95[,min_p=P][,seed=S]: each tg also runs with\n"
+          "  that sampler (a separate row); unnamed settings are off (temperature 1).\n");
+}
+
+/* "temp=0.8,top_k=64,top_p=0.95,min_p=0.05,seed=1" → p; -1 on a bad spec. */
+static int parse_sampler(const char *spec, mlxrt_gen_params *p) {
+  mlxrt_gen_params_default(p);
+  p->temperature = 1.0f;
+  p->top_k = 0;
+  p->top_p = 1.0f;
+  p->min_p = 0.0f;
+  p->repetition_penalty = 1.0f;
+  p->seed_set = 1;
+  while (*spec) {
+    const char *eq = strchr(spec, '=');
+    if (!eq) return -1;
+    size_t klen = (size_t)(eq - spec);
+    char *end;
+    double v = strtod(eq + 1, &end);
+    if (end == eq + 1 || (*end && (*end != ',' || !end[1]))) return -1;
+#define KEY(name) (klen == strlen(name) && !strncmp(spec, name, klen))
+    if (KEY("temp") || KEY("temperature")) p->temperature = (float)v;
+    else if (KEY("top_k")) p->top_k = (int)v;
+    else if (KEY("top_p")) p->top_p = (float)v;
+    else if (KEY("min_p")) p->min_p = (float)v;
+    else if (KEY("seed")) p->seed = (uint64_t)v;
+    else return -1;
+#undef KEY
+    if (v < 0) return -1;
+    spec = *end ? end + 1 : end;
+  }
+  return 0;
 }
 
 /* One timed repetition; returns seconds or < 0 on error. */
-static double run_once(mlxrt_model *m, int depth, int pp, int tg, float *logits, int32_t *toks,
-                       uint64_t *seed, uint64_t *hash, mlxrt_error *err) {
+static double run_once(mlxrt_model *m, int depth, int pp, int tg, const mlxrt_gen_params *sampler,
+                       float *logits, int32_t *toks, uint64_t *seed, uint64_t *hash, mlxrt_error *err) {
   int V = mlxrt_model_vocab_size(m);
+  mlxrt_sampler *smp = sampler ? mlxrt_sampler_new(m, sampler, err) : NULL;
+  if (sampler && !smp) return -1;
   mlxrt_session *s = mlxrt_session_new(m, (int64_t)depth + pp + tg + 1, err);
-  if (!s) return -1;
+  if (!s) {
+    mlxrt_sampler_free(smp);
+    return -1;
+  }
   double t = -1;
   if (depth > 0) {
     fill_tokens(toks, depth, V, seed);
@@ -100,7 +141,8 @@ static double run_once(mlxrt_model *m, int depth, int pp, int tg, float *logits,
     /* greedy argmax on the device when the backend decodes whole steps; the last step also
      * returns its logits for the determinism hash */
     for (int i = 0; i + 1 < tg; i++)
-      if (mlxrt_session_step_greedy(s, tok, &tok, err)) goto done;
+      if (smp ? mlxrt_session_step_sample(s, tok, smp, &tok, err) : mlxrt_session_step_greedy(s, tok, &tok, err))
+        goto done;
     if (tg > 0) {
       if (mlxrt_session_feed(s, &tok, 1, logits, 0, err)) goto done;
       tok = argmax(logits, V);
@@ -110,11 +152,13 @@ static double run_once(mlxrt_model *m, int depth, int pp, int tg, float *logits,
   }
 done:
   mlxrt_session_free(s);
+  mlxrt_sampler_free(smp);
   return t;
 }
 
 int cmd_bench(int argc, char **argv) {
-  const char *model = NULL, *backend = NULL, *fmt = "md";
+  const char *model = NULL, *backend = NULL, *fmt = "md", *numerics = NULL, *sampler_spec = NULL;
+  mlxrt_gen_params sampler;
   int_list P = {{512}, 1}, N = {{128}, 1}, D = {{0}, 1};
   int reps = 5, threads = 0;
   for (int i = 1; i < argc; i++) {
@@ -140,6 +184,10 @@ int cmd_bench(int argc, char **argv) {
       fmt = v;
       bad = strcmp(v, "md") && strcmp(v, "json");
     } else if (!strcmp(a, "--backend")) backend = v;
+    else if (!strcmp(a, "--sampler")) {
+      sampler_spec = v;
+      bad = parse_sampler(v, &sampler);
+    } else if (!strcmp(a, "--numerics")) numerics = v;
     else {
       fprintf(stderr, "mlxrt bench: unknown option '%s'\n", a);
       usage(stderr);
@@ -154,6 +202,7 @@ int cmd_bench(int argc, char **argv) {
     fprintf(stderr, "mlxrt bench: -m MODEL_DIR is required\n");
     return 2;
   }
+  if (gen_args_apply_numerics(numerics, &backend, "bench")) return 2;
   mlxrt_error err = {{0}};
   mlxrt_options opt = {backend, threads, 0};
   mlxrt_model *m = mlxrt_model_load(model, &opt, &err);
@@ -169,7 +218,7 @@ int cmd_bench(int argc, char **argv) {
   float *logits = malloc((size_t)V * sizeof(float));
   int32_t *toks = malloc((size_t)maxtok * sizeof(int32_t));
   double *times = malloc((size_t)reps * sizeof(double));
-  result res[3 * MAX_VALUES * MAX_VALUES];
+  result res[3 * MAX_VALUES * MAX_VALUES + 1];
   int nres = 0, rc = 0;
   double bw = mlxrt_model_read_bandwidth(m);
   if (!logits || !toks || !times) {
@@ -178,20 +227,22 @@ int cmd_bench(int argc, char **argv) {
     goto out;
   }
   for (int di = 0; di < D.n && !rc; di++)
-    for (int kind = 0; kind < 2 && !rc; kind++) {
+    for (int kind = 0; kind < 3 && !rc; kind++) { /* pp, tg, tg with the sampler */
       const int_list *L = kind ? &N : &P;
+      const mlxrt_gen_params *smp = kind == 2 ? &sampler : NULL;
+      if (kind == 2 && !sampler_spec) break;
       for (int li = 0; li < L->n && !rc; li++) {
         int pp = kind ? 0 : L->v[li], tg = kind ? L->v[li] : 0, depth = D.v[di];
         if (pp == 0 && tg == 0) continue;
         uint64_t seed = 0x9e3779b97f4a7c15ull, hash = 0;
         /* one warm-up run (first-use uploads, page faults), as llama-bench does */
-        if (run_once(m, depth, pp ? pp : 0, tg ? (tg < 4 ? tg : 4) : 0, logits, toks, &seed, &hash, &err) < 0) {
+        if (run_once(m, depth, pp ? pp : 0, tg ? (tg < 4 ? tg : 4) : 0, smp, logits, toks, &seed, &hash, &err) < 0) {
           rc = 1;
           break;
         }
         for (int r = 0; r < reps; r++) {
           seed = 0x9e3779b97f4a7c15ull;
-          times[r] = run_once(m, depth, pp, tg, logits, toks, &seed, &hash, &err);
+          times[r] = run_once(m, depth, pp, tg, smp, logits, toks, &seed, &hash, &err);
           if (times[r] < 0) {
             rc = 1;
             break;
@@ -213,8 +264,10 @@ int cmd_bench(int argc, char **argv) {
         R->n_gen = tg;
         R->depth = depth;
         R->hash = hash;
+        R->sampled = smp != NULL;
         snprintf(R->test, sizeof R->test, "%s%d", pp ? "pp" : "tg", nt);
         if (depth) snprintf(R->test + strlen(R->test), sizeof R->test - strlen(R->test), " @ d%d", depth);
+        if (smp) snprintf(R->test + strlen(R->test), sizeof R->test - strlen(R->test), " +sampler");
         if (tg) {
           /* bytes per step: weights + the KV read at the average depth of the run */
           double bytes = (double)info.bytes_per_token +
@@ -234,11 +287,11 @@ int cmd_bench(int argc, char **argv) {
       printf("  {\"model\": \"%s\", \"quant\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, "
              "\"backend\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
              "\"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"gbs\": %.2f, \"bandwidth_gbs\": %.2f, "
-             "\"roofline_pct\": %.2f, \"logits_hash\": \"%016llx\"}%s\n",
+             "\"roofline_pct\": %.2f, \"logits_hash\": \"%016llx\", \"sampler\": \"%s\"}%s\n",
              info.variant, info.quant, (unsigned long long)info.bytes_on_disk,
              (unsigned long long)info.params, mlxrt_model_backend_name(m), threads, res[i].n_prompt,
              res[i].n_gen, res[i].depth, res[i].mean, res[i].sd, res[i].gbs, bw, res[i].pct,
-             (unsigned long long)res[i].hash, i + 1 < nres ? "," : "");
+             (unsigned long long)res[i].hash, res[i].sampled ? sampler_spec : "greedy", i + 1 < nres ? "," : "");
     printf("]\n");
   } else {
     printf("| model | size | params | backend | threads | test | t/s | GB/s | %% of %.0f GB/s | logits hash |\n", bw);
@@ -254,6 +307,7 @@ int cmd_bench(int argc, char **argv) {
              (double)info.params / 1e6, mlxrt_model_backend_name(m), threads, res[i].test, res[i].mean,
              res[i].sd, gb, pc, (unsigned long long)res[i].hash);
     }
+    if (sampler_spec) printf("\n+sampler: every tg step drawn with %s\n", sampler_spec);
   }
 out:
   free(logits);

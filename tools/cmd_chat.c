@@ -15,6 +15,7 @@ static const char USAGE[] =
     "usage: mlxrt chat -m MODEL [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
     "                  [--min-p P] [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX]\n"
     "                  [--backend auto|cpu|cuda] [--think] [--show-thinking] [-v]\n"
+    "                  [--numerics float32|mlx-cpu]\n"
     "Type a message and press Enter. /reset starts over, /exit or Ctrl-D quits,\n"
     "Ctrl-C stops the current answer.\n";
 

@@ -6,12 +6,13 @@
 #include <string.h>
 
 #include "commands.h"
+#include "gen_args.h"
 #include "mlxrt.h"
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: mlxrt logits -m MODEL_DIR --tokens 2,5,17,... [-o OUT.safetensors] [--decode N]\n"
-          "                    [--backend auto|cpu|cuda] [-t THREADS]\n"
+          "                    [--backend auto|cpu|cuda] [-t THREADS] [--numerics float32|mlx-cpu]\n"
           "Writes 'logits' [positions, vocab] (float32) and, with --decode N, 'greedy' [N] (int32)\n"
           "and 'greedy_logits' [N, vocab]. Without -o, prints the argmax of each position.\n");
 }
@@ -59,7 +60,7 @@ static int argmax(const float *x, int n) {
 }
 
 int cmd_logits(int argc, char **argv) {
-  const char *model = NULL, *tokens_arg = NULL, *out = NULL, *backend = NULL;
+  const char *model = NULL, *tokens_arg = NULL, *out = NULL, *backend = NULL, *numerics = NULL;
   int decode = 0, threads = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -72,6 +73,7 @@ int cmd_logits(int argc, char **argv) {
     else if (!strcmp(a, "-o") && has) out = argv[++i];
     else if (!strcmp(a, "--decode") && has) decode = atoi(argv[++i]);
     else if (!strcmp(a, "--backend") && has) backend = argv[++i];
+    else if (!strcmp(a, "--numerics") && has) numerics = argv[++i];
     else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && has) threads = atoi(argv[++i]);
     else {
       fprintf(stderr, "mlxrt logits: unknown or incomplete option '%s'\n", a);
@@ -87,6 +89,7 @@ int cmd_logits(int argc, char **argv) {
     fprintf(stderr, "mlxrt logits: --decode must be >= 0\n");
     return 2;
   }
+  if (gen_args_apply_numerics(numerics, &backend, "logits")) return 2;
   int64_t n = 0;
   int32_t *tokens = parse_tokens(tokens_arg, &n);
   if (!tokens || n == 0) {

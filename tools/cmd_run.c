@@ -10,9 +10,10 @@ static const char USAGE[] =
     "usage: mlxrt run -m MODEL [-p PROMPT | -f FILE] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
     "                 [--min-p P] [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX]\n"
     "                 [--backend auto|cpu|cuda] [--system TEXT] [--no-chat-template]\n"
-    "                 [--think] [--show-thinking] [-v]\n"
+    "                 [--think] [--show-thinking] [--numerics float32|mlx-cpu] [-v]\n"
     "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
-    "Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n";
+    "Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n"
+    "--numerics mlx-cpu reproduces mlx-lm on a CPU bit for bit (slower; docs/NUMERICS.md).\n";
 
 int cmd_run(int argc, char **argv) {
   gen_args a;

@@ -55,7 +55,7 @@ int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd, const ch
                                          "--n-predict", "-t", "--threads", "-c", "--ctx-size", "--temp",
                                          "--temperature", "--top-k", "--top-p", "--min-p",
                                          "--repeat-penalty", "--repetition-penalty", "--repeat-last-n",
-                                         "-s", "--seed"};
+                                         "-s", "--seed", "--numerics"};
     int known = 0;
     for (size_t k = 0; k < sizeof VALUED / sizeof VALUED[0]; k++) known |= !strcmp(f, VALUED[k]);
     if (!known) {
@@ -74,6 +74,7 @@ int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd, const ch
     else if (!strcmp(f, "-f") || !strcmp(f, "--file")) a->prompt_file = v;
     else if (!strcmp(f, "--system") || !strcmp(f, "--system-prompt")) a->chat.system = v;
     else if (!strcmp(f, "--backend")) a->backend = v;
+    else if (!strcmp(f, "--numerics")) a->numerics = v;
     else if (!strcmp(f, "-n") || !strcmp(f, "--max-tokens") || !strcmp(f, "--n-predict"))
       bad = need_int(v, f, cmd, -1, 1 << 30, &x) || ((g->max_tokens = (int)x), 0);
     else if (!strcmp(f, "-t") || !strcmp(f, "--threads"))
@@ -100,6 +101,26 @@ int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd, const ch
   }
   if (!a->model) {
     fprintf(stderr, "mlxrt %s: -m/--model is required (a model directory or an org/name in the HF cache)\n", cmd);
+    return 2;
+  }
+  return gen_args_apply_numerics(a->numerics, &a->backend, cmd);
+}
+
+int gen_args_apply_numerics(const char *value, const char **backend, const char *cmd) {
+  if (!value) return 0;
+  if (strcmp(value, "float32") && strcmp(value, "mlx-cpu")) {
+    fprintf(stderr, "mlxrt %s: --numerics must be float32 or mlx-cpu, not '%s'\n", cmd, value);
+    return 2;
+  }
+  if (!strcmp(value, "mlx-cpu")) {
+    if (!*backend || !strcmp(*backend, "auto")) *backend = "cpu";
+    else if (strcmp(*backend, "cpu")) {
+      fprintf(stderr, "mlxrt %s: --numerics mlx-cpu runs on the CPU backend, not '%s'\n", cmd, *backend);
+      return 2;
+    }
+  }
+  if (setenv("MLXRT_NUMERICS", value, 1)) {
+    fprintf(stderr, "mlxrt %s: cannot set MLXRT_NUMERICS\n", cmd);
     return 2;
   }
   return 0;

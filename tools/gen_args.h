@@ -9,6 +9,7 @@ typedef struct gen_args {
   const char *prompt;
   const char *prompt_file;
   const char *backend;
+  const char *numerics; /* --numerics float32|mlx-cpu (NULL: $MLXRT_NUMERICS or float32) */
   int threads;
   int verbose;
   mlxrt_chat_options chat;
@@ -17,6 +18,13 @@ typedef struct gen_args {
 /* Parses argv (after the command name). Returns 0, 1 when --help was printed, or 2 after
  * printing a one-line error. */
 int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd, const char *usage);
+/* --numerics VALUE for every command that loads a model: float32 (the default: bf16 rounding
+ * points like MLX, float32 accumulation) or mlx-cpu (MLX's CPU arithmetic bit for bit, see
+ * docs/NUMERICS.md). Sets $MLXRT_NUMERICS, which the CPU backend reads when the model loads,
+ * and keeps mlx-cpu on the CPU backend (*backend unset or "auto" becomes "cpu"; another
+ * backend is an error). value NULL changes nothing. Returns 0, or 2 after printing a
+ * one-line error. */
+int gen_args_apply_numerics(const char *value, const char **backend, const char *cmd);
 /* Reads -f FILE into a malloc'd string (NULL with a message printed on failure). */
 char *gen_args_read_prompt_file(const char *path, const char *cmd);
 /* Loads the model, printing a progress line on a terminal; NULL after printing the error. */

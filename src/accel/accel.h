@@ -98,9 +98,24 @@ typedef struct accel_backend accel_backend;
 /* A backend's whole-model decoder: weights resident, a KV cache for `capacity` positions. */
 typedef struct accel_decoder accel_decoder;
 
+/* Sampling on the decoder (decoder_step_sample). The filters act on the untempered
+ * distribution and keep a most-probable prefix each (mlx-lm's semantics, as src/mlx/sampler.c);
+ * the kept tokens are drawn with weights e^((l - max)/temperature). The exact algorithm, which
+ * every backend implements bit for bit, is in src/accel/accel_sample.h. */
+typedef struct accel_sample_params {
+  float temperature; /* 0 = greedy (the sanitized argmax, lowest id) */
+  int top_k;         /* keep the k most probable (ties toward lower ids); 0 or >= vocab = off */
+  float top_p;       /* keep while the mass of more probable tokens < top_p; 0 or 1 = off */
+  float min_p;       /* keep p >= min_p · p_max; 0 = off */
+} accel_sample_params;
+
 struct accel_backend {
   const char *name;
   void *impl;
+  /* 1 when products reproduce MLX's CPU kernels bit for bit (MLXRT_NUMERICS=mlx-cpu); the
+   * model layer then computes its own MLX-side math (RoPE, softmax exp, RMSNorm mean) the
+   * way MLX's CPU does. */
+  int mlx_cpu_numerics;
   int verbose; /* accel_options.verbose (set by accel_create): say which path runs what */
 
   /* y[n, rows] = x[n, cols] · Wᵀ, x in bf16, y in float32 (float32 accumulation).
@@ -128,6 +143,15 @@ struct accel_backend {
                                    mlxrt_error *err);
   int (*decoder_step)(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos,
                       float *logits, int32_t *next_token, mlxrt_error *err);
+  /* Optional (NULL: read the logits and sample on the host): decoder_step, then the next
+   * token drawn from the last token's logits with `sp` and the caller's uniform number
+   * u in [0, 1) (one draw of the session sampler's stream, so the choice is a deterministic
+   * function of logits, sp and u, identical on every backend: accel_sample.h). Only the token
+   * id leaves the device. *token = the chosen id; a step whose logits are all -inf or NaN
+   * fails. */
+  int (*decoder_step_sample)(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos,
+                             const accel_sample_params *sp, double u, int32_t *token,
+                             mlxrt_error *err);
   void (*decoder_free)(accel_decoder *dec);
 
   /* Frees everything cached for this backend. */

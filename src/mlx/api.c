@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "mlx/model.h"
+#include "mlx/sampler.h"
 #include "mlx/session.h"
 #include "mlxrt.h"
 
@@ -83,6 +84,43 @@ int mlxrt_session_feed(mlxrt_session *S, const int32_t *tokens, int64_t n, float
 
 int mlxrt_session_step_greedy(mlxrt_session *S, int32_t token, int32_t *next, mlxrt_error *err) {
   return mx_session_step_greedy(S->s, token, next, err);
+}
+
+struct mlxrt_sampler {
+  mx_sampler *s;
+};
+
+mlxrt_sampler *mlxrt_sampler_new(const mlxrt_model *M, const mlxrt_gen_params *g, mlxrt_error *err) {
+  mx_sampler_params sp;
+  mx_sampler_params_default(&sp);
+  if (g) {
+    if (g->temperature >= 0) sp.temperature = g->temperature;
+    if (g->top_k >= 0) sp.top_k = g->top_k;
+    if (g->top_p >= 0) sp.top_p = g->top_p;
+    if (g->min_p >= 0) sp.min_p = g->min_p;
+    if (g->repetition_penalty >= 0) sp.repetition_penalty = g->repetition_penalty;
+    if (g->repetition_window >= 0) sp.repetition_window = g->repetition_window;
+    if (g->seed_set) sp.seed = g->seed;
+  }
+  mlxrt_sampler *S = mx_calloc(1, sizeof *S, err);
+  if (!S) return NULL;
+  if (!(S->s = mx_sampler_create(&sp, M->m->cfg.vocab_size, err))) {
+    free(S);
+    return NULL;
+  }
+  return S;
+}
+
+void mlxrt_sampler_free(mlxrt_sampler *S) {
+  if (!S) return;
+  mx_sampler_free(S->s);
+  free(S);
+}
+
+int mlxrt_session_step_sample(mlxrt_session *S, int32_t token, mlxrt_sampler *smp, int32_t *next,
+                              mlxrt_error *err) {
+  mx_sampler_accept(smp->s, token);
+  return mx_session_step_sample(S->s, token, smp->s, next, err);
 }
 
 int64_t mlxrt_session_position(const mlxrt_session *S) { return mx_session_pos(S->s); }

@@ -268,6 +268,9 @@ int mlxrt_chat_turn(mlxrt_chat *c, const char *user_text, mlxrt_text_fn fn, void
   mx_tok_stream_init(&ts, c->tok, !gemma4);
   mx_thought_stream_init(&th, c->opt.show_thinking);
   int max = c->opt.gen.max_tokens;
+  /* on a decoder session each step samples inside the decoder (only the id comes back) */
+  const int on_device = mx_session_uses_decoder(c->s);
+  int32_t next = -1;
   double t1 = now_s();
   st->stopped_by = 1;
   for (int i = 0; max <= 0 || i < max; i++) {
@@ -275,9 +278,9 @@ int mlxrt_chat_turn(mlxrt_chat *c, const char *user_text, mlxrt_text_fn fn, void
       st->stopped_by = 2;
       break;
     }
-    int tok = mx_sampler_get_params(c->sampler)->temperature == 0
-                  ? argmax(c->logits, cfg->vocab_size)
-                  : mx_sampler_sample(c->sampler, c->logits, err);
+    int tok = next >= 0 ? next
+              : mx_sampler_get_params(c->sampler)->temperature == 0 ? argmax(c->logits, cfg->vocab_size)
+                                                                  : mx_sampler_sample(c->sampler, c->logits, err);
     if (tok < 0) goto out_stream;
     if (mx_gen_config_is_eos(&c->gen, tok)) {
       st->stopped_by = 0;
@@ -297,7 +300,9 @@ int mlxrt_chat_turn(mlxrt_chat *c, const char *user_text, mlxrt_text_fn fn, void
       break;
     }
     int32_t t32 = tok;
-    if (mx_session_feed(c->s, &t32, 1, c->logits, 0, err)) goto out_stream;
+    if (on_device ? mx_session_step_sample(c->s, t32, c->sampler, &next, err)
+                  : mx_session_feed(c->s, &t32, 1, c->logits, 0, err))
+      goto out_stream;
     if (push_cached(c, &t32, 1, err)) goto out_stream;
   }
   {

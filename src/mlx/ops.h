@@ -10,6 +10,10 @@
 void mx_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 /* Applies mx_rmsnorm to each of `rows` consecutive vectors of n. */
 void mx_rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, float eps);
+/* The same with mlx_cpu = 1 taking the mean as MLX's mx.mean does, Σx² · float(1/n) (differs
+ * from Σx²/n in the last bit for n not a power of two); mlx_cpu = 0 is mx_rmsnorm. */
+void mx_rmsnorm_mode(float *y, const float *x, const float *w, int n, float eps, int mlx_cpu);
+void mx_rmsnorm_rows_mode(float *y, const float *x, const float *w, int rows, int n, float eps, int mlx_cpu);
 
 /* gelu_approx op by op in bf16: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). */
 float mx_gelu_approx(float x);
@@ -20,6 +24,22 @@ void mx_geglu(float *out, const float *g, const float *u, int64_t n);
  * traditional. inv_freq has dim/2 entries (0 for a pass-through pair). cos/sin are rounded
  * to bf16 and each product and sum is rounded to bf16, as MLX's kernel does in bf16. */
 void mx_rope_apply(float *x, int dim, const float *inv_freq, float pos, int traditional);
+
+/* The same in two steps, so one position's angles serve every head:
+ * mx_rope_angles: c[j], s[j] = bf16(cos θ_j), bf16(sin θ_j) with θ_j = pos·inv_freq[j] in float32
+ * (pass-through pairs get 1 and 0). mlx_cpu = 0: libm's cosf/sinf (the default numerics);
+ * 1: MLX's own CPU sin/cos (base/mlx_cpu_math.h), for mlx-cpu numerics.
+ * mx_rope_rotate: applies them to one head vector of `dim` as mx_rope_apply does. */
+void mx_rope_angles(float *c, float *s, int half, const float *inv_freq, float pos, int mlx_cpu);
+void mx_rope_rotate(float *x, int dim, const float *c, const float *s, int traditional);
+
+/* MLX's own RoPE frequencies (mx.fast.rope's CPU path, mlx-lm's RoPE classes), for mlx-cpu
+ * numerics: inv[half] and the position scale, computed in float32 as MLX does:
+ *   default / linear:  inv_j = exp_mlx(−j · (logf(θ)/half)),  pos_scale = (float)(1/factor)
+ *   proportional:      inv_j = 1 / (factor · powf(θ, 2j/dim))  for j < live, else 0
+ * (kind: 0 default, 1 linear, 2 proportional, as mx_rope_kind). */
+void mx_rope_freqs_mlx_cpu(float *inv, float *pos_scale, int kind, double theta, double factor, int dim,
+                           int live);
 
 /* Adds elementwise with bf16 rounding: y = bf16(a + b). */
 void mx_add(float *y, const float *a, const float *b, int64_t n);

@@ -8,8 +8,10 @@
 
 #include "base/bf16.h"
 #include "base/error.h"
+#include "base/mlx_cpu_math.h"
 #include "mlx/decoder_desc.h"
 #include "mlx/ops.h"
+#include "mlx/sampler.h"
 #include "mlx/session.h"
 
 struct mx_session {
@@ -22,6 +24,10 @@ struct mx_session {
   int *feeds_shared;       /* layer is the K/V source of a later KV-shared layer */
   uint16_t **chunk_k, **chunk_v; /* per layer chunk K/V (bf16), kept until the pass ends */
   float **inv_freq;        /* per layer: [head_dim/2], 0 for pass-through pairs */
+  float *rope_pos_scale;   /* per layer: positions are multiplied by it (1 but in mlx-cpu linear) */
+  float *rope_c, *rope_s;  /* one position's bf16 cos/sin, [max head_dim / 2] each */
+  int mlx_cpu;             /* the backend emulates MLX's CPU numerics: RoPE, softmax exp and
+                            * the RMSNorm mean follow MLX's CPU too */
 
   /* scratch, sized for `batch` tokens */
   float *h, *x, *q, *k, *v, *att, *o, *g, *u, *t1, *t2, *ple, *scores, *moe;
@@ -43,11 +49,17 @@ static int linear(mx_session *s, const mx_linear *l, int expert, const float *x,
 
 /* ---- RoPE tables --------------------------------------------------------------------------- */
 /* inv_freq_j = θ^(−2j/D) / factor for the layer's live pairs, 0 for the rest (config.h). */
-static float *rope_table(const mx_config *c, int layer, mlxrt_error *err) {
+/* With mlx-cpu numerics MLX's own float32 formulas instead (ops.h), positions scaled apart. */
+static float *rope_table(const mx_config *c, int layer, int mlx_cpu, float *pos_scale, mlxrt_error *err) {
   const mx_rope *r = mx_config_layer_rope(c, layer);
   int dim = c->layer_head_dim[layer], half = dim / 2, live = c->layer_rope_pairs[layer];
   float *t = mx_calloc((size_t)half, sizeof(float), err);
   if (!t) return NULL;
+  *pos_scale = 1.0f;
+  if (mlx_cpu) {
+    mx_rope_freqs_mlx_cpu(t, pos_scale, (int)r->kind, r->theta, r->factor > 0 ? r->factor : 1.0, dim, live);
+    return t;
+  }
   double factor = r->factor > 0 ? r->factor : 1.0;
   for (int j = 0; j < live && j < half; j++) t[j] = (float)(pow(r->theta, -(2.0 * j) / dim) / factor);
   return t;
@@ -72,6 +84,9 @@ void mx_session_free(mx_session *s) {
   if (s->inv_freq)
     for (int i = 0; i < m->n_layers; i++) free(s->inv_freq[i]);
   free(s->inv_freq);
+  free(s->rope_pos_scale);
+  free(s->rope_c);
+  free(s->rope_s);
   float *fs[] = {s->h, s->x, s->q, s->k, s->v, s->att, s->o, s->g, s->u, s->t1, s->t2, s->ple, s->scores, s->moe};
   for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
   free(s->xb);
@@ -148,6 +163,8 @@ mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t
   ALLOC(s->v, B * max_kv);
   ALLOC(s->att, B * max_q);
   ALLOC(s->o, B * H);
+  ALLOC(s->rope_c, max_hd / 2 + 1);
+  ALLOC(s->rope_s, max_hd / 2 + 1);
   ALLOC(s->g, B * wide);
   ALLOC(s->u, B * wide);
   ALLOC(s->t1, B * wide);
@@ -159,14 +176,20 @@ mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t
   ALLOC(s->stage_k, B * max_kv);
   ALLOC(s->stage_v, B * max_kv);
 #undef ALLOC
+  s->mlx_cpu = b->mlx_cpu_numerics;
   s->inv_freq = mx_calloc((size_t)L, sizeof(float *), err);
-  if (!s->inv_freq) goto fail;
+  s->rope_pos_scale = mx_calloc((size_t)L, sizeof(float), err);
+  if (!s->inv_freq || !s->rope_pos_scale) goto fail;
   for (int i = 0; i < L; i++)
-    if (!(s->inv_freq[i] = rope_table(c, i, err))) goto fail;
+    if (!(s->inv_freq[i] = rope_table(c, i, s->mlx_cpu, &s->rope_pos_scale[i], err))) goto fail;
   /* The decoder policy (session.h): an explicit request that cannot be honoured is an error,
    * never a silent fallback; a model the decoder does not run says so when verbose. */
   const char *want_dec = getenv("MLXRT_DECODER");
   int force = want_dec && !strcmp(want_dec, "1"), never = want_dec && !strcmp(want_dec, "0");
+  if (force && s->mlx_cpu) {
+    mx_fail(err, "MLXRT_DECODER=1: the backend's decoder does not emulate mlx-cpu numerics");
+    goto fail;
+  }
   if (force && (flags & MX_SESSION_REFERENCE)) {
     mx_fail(err, "MLXRT_DECODER=1: this session needs every position's logits, which only the reference path gives");
     goto fail;
@@ -220,7 +243,8 @@ static const uint16_t *view_value(const kv_view *v, int64_t p) {
 }
 
 /* MLX's sdpa on the CPU: q·bf16(scale) → bf16, scores → bf16, softmax in float32 → bf16,
- * Σ p·v → bf16. A sliding layer's query at p sees keys p−window < k ≤ p. */
+ * Σ p·v → bf16. MLX's softmax takes its own exp (base/mlx_cpu_math.h), libm's expf differs
+ * in the last bit now and then: mlx-cpu numerics use MLX's, the default libm's. A sliding layer's query at p sees keys p−window < k ≤ p. */
 static int attention(mx_session *s, const mx_layer *ly, const kv_view *kv, int64_t n,
                      float scale, int window, mlxrt_error *err) {
   const mx_config *c = &s->m->cfg;
@@ -253,7 +277,7 @@ static int attention(mx_session *s, const mx_layer *ly, const kv_view *kv, int64
       }
       float sum = 0.0f;
       for (int64_t j = lo; j <= p; j++) {
-        float e = expf(s->scores[j] - mx);
+        float e = s->mlx_cpu ? mx_mlxcpu_expf(s->scores[j] - mx) : expf(s->scores[j] - mx);
         s->scores[j] = e;
         sum += e;
       }
@@ -293,13 +317,16 @@ static int attention_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
   float eps = (float)c->rms_norm_eps;
   const float *inv = s->inv_freq[li];
   int trad = c->rope_traditional;
+  float pscale = s->rope_pos_scale[li], *rc = s->rope_c, *rs = s->rope_s;
   int64_t pos0 = s->pos;
 
-  mx_rmsnorm_rows(s->x, s->h, ly->input_norm.v, (int)n, c->hidden_size, eps);
+  mx_rmsnorm_rows_mode(s->x, s->h, ly->input_norm.v, (int)n, c->hidden_size, eps, s->mlx_cpu);
   if (linear(s, &ly->q_proj, -1, s->x, n, s->q, err)) return -1;
-  mx_rmsnorm_rows(s->q, s->q, ly->q_norm.v, (int)(n * nq), hd, eps);
-  for (int64_t i = 0; i < n; i++)
-    for (int h = 0; h < nq; h++) mx_rope_apply(s->q + (i * nq + h) * hd, hd, inv, (float)(pos0 + i), trad);
+  mx_rmsnorm_rows_mode(s->q, s->q, ly->q_norm.v, (int)(n * nq), hd, eps, s->mlx_cpu);
+  for (int64_t i = 0; i < n; i++) {
+    mx_rope_angles(rc, rs, hd / 2, inv, (float)(pos0 + i) * pscale, s->mlx_cpu);
+    for (int h = 0; h < nq; h++) mx_rope_rotate(s->q + (i * nq + h) * hd, hd, rc, rs, trad);
+  }
 
   kv_view view;
   int src = ly->kv_source;
@@ -309,11 +336,13 @@ static int attention_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
     if (linear(s, &ly->k_proj, -1, s->x, n, s->k, err)) return -1;
     if (ly->k_eq_v) memcpy(s->v, s->k, (size_t)(n * kvd) * sizeof(float));
     else if (linear(s, &ly->v_proj, -1, s->x, n, s->v, err)) return -1;
-    mx_rmsnorm_rows(s->k, s->k, ly->k_norm.v, (int)(n * nkv), hd, eps);
-    for (int64_t i = 0; i < n; i++)
-      for (int h = 0; h < nkv; h++) mx_rope_apply(s->k + (i * nkv + h) * hd, hd, inv, (float)(pos0 + i), trad);
+    mx_rmsnorm_rows_mode(s->k, s->k, ly->k_norm.v, (int)(n * nkv), hd, eps, s->mlx_cpu);
+    for (int64_t i = 0; i < n; i++) {
+      mx_rope_angles(rc, rs, hd / 2, inv, (float)(pos0 + i) * pscale, s->mlx_cpu);
+      for (int h = 0; h < nkv; h++) mx_rope_rotate(s->k + (i * nkv + h) * hd, hd, rc, rs, trad);
+    }
     if (c->family == MX_GEMMA4) /* v_norm: weightless RMSNorm per head */
-      mx_rmsnorm_rows(s->v, s->v, NULL, (int)(n * nkv), hd, eps);
+      mx_rmsnorm_rows_mode(s->v, s->v, NULL, (int)(n * nkv), hd, eps, s->mlx_cpu);
     mx_to_bf16(ck, s->k, n * kvd);
     mx_to_bf16(cv, s->v, n * kvd);
   }
@@ -329,7 +358,7 @@ static int attention_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
     if (commit_kv(s, li, ck, cv, pos0, n, err)) return -1;
 
   if (linear(s, &ly->o_proj, -1, s->att, n, s->o, err)) return -1;
-  mx_rmsnorm_rows(s->o, s->o, ly->post_attn_norm.v, (int)n, c->hidden_size, eps);
+  mx_rmsnorm_rows_mode(s->o, s->o, ly->post_attn_norm.v, (int)n, c->hidden_size, eps, s->mlx_cpu);
   mx_add(s->h, s->h, s->o, n * c->hidden_size);
   return 0;
 }
@@ -355,10 +384,12 @@ static int moe_block(mx_session *s, const mx_layer *ly, int64_t n, float *out, m
   if (H > 8192 || E > 512 || K > 64) return mx_fail(err, "MoE sizes beyond the reference path's limits");
   float root = (float)(1.0 / sqrt((double)H));
   float *rs = s->t2; /* router weight: bf16(scale · H^-½) */
+  /* mlx-cpu: MLX rounds the Python scalar H^-½ to the array's dtype (bf16) first */
+  if (s->mlx_cpu) root = mx_round_bf16(root);
   for (int i = 0; i < H; i++) rs[i] = mx_round_bf16(ly->router_scale.v[i] * root);
   for (int64_t t = 0; t < n; t++) {
     const float *hrow = s->h + t * H;
-    mx_rmsnorm(rw, hrow, rs, H, eps);
+    mx_rmsnorm_mode(rw, hrow, rs, H, eps, s->mlx_cpu);
     if (linear(s, &ly->router_proj, -1, rw, 1, scores, err)) return -1;
     /* top-k by score (ties: lower index first) */
     for (int k = 0; k < K; k++) {
@@ -372,20 +403,29 @@ static int moe_block(mx_session *s, const mx_layer *ly, int64_t n, float *out, m
     }
     float mxs = -INFINITY, sum = 0.0f;
     for (int k = 0; k < K; k++) mxs = fmaxf(mxs, scores[idx[k]]);
-    for (int k = 0; k < K; k++) sum += wts[k] = expf(scores[idx[k]] - mxs);
-    for (int k = 0; k < K; k++)
-      wts[k] = mx_round_bf16(mx_round_bf16(wts[k] / sum) * ly->per_expert_scale.v[idx[k]]);
+    if (s->mlx_cpu) { /* mx.softmax(precise=False) on bf16: every operation rounded to bf16 */
+      for (int k = 0; k < K; k++) sum = mx_round_bf16(sum + (wts[k] = mx_round_bf16(mx_mlxcpu_expf(mx_round_bf16(scores[idx[k]] - mxs)))));
+      float inv = mx_round_bf16(1.0f / sum);
+      for (int k = 0; k < K; k++) wts[k] = mx_round_bf16(mx_round_bf16(wts[k] * inv) * ly->per_expert_scale.v[idx[k]]);
+    } else {
+      for (int k = 0; k < K; k++) sum += wts[k] = expf(scores[idx[k]] - mxs);
+      for (int k = 0; k < K; k++)
+        wts[k] = mx_round_bf16(mx_round_bf16(wts[k] / sum) * ly->per_expert_scale.v[idx[k]]);
+    }
     float xin[8192];
-    mx_rmsnorm(xin, hrow, ly->pre_ffw_norm_2.v, H, eps);
+    mx_rmsnorm_mode(xin, hrow, ly->pre_ffw_norm_2.v, H, eps, s->mlx_cpu);
     float acc[8192];
     memset(acc, 0, (size_t)H * sizeof(float));
     for (int k = 0; k < K; k++) {
       if (mlp(s, &ly->exp_gate, &ly->exp_up, &ly->exp_down, idx[k], xin, 1, y, err)) return -1;
-      for (int i = 0; i < H; i++) acc[i] += mx_round_bf16(wts[k] * y[i]);
+      if (s->mlx_cpu) /* (w·y).sum(-2): MLX sums bf16 in bf16 */
+        for (int i = 0; i < H; i++) acc[i] = mx_round_bf16(acc[i] + mx_round_bf16(wts[k] * y[i]));
+      else
+        for (int i = 0; i < H; i++) acc[i] += mx_round_bf16(wts[k] * y[i]);
     }
     float *o = out + t * H;
     for (int i = 0; i < H; i++) o[i] = mx_round_bf16(acc[i]);
-    mx_rmsnorm(o, o, ly->post_ffw_norm_2.v, H, eps);
+    mx_rmsnorm_mode(o, o, ly->post_ffw_norm_2.v, H, eps, s->mlx_cpu);
   }
   return 0;
 }
@@ -396,15 +436,15 @@ static int ffn_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
   const mx_layer *ly = &m->layers[li];
   int H = c->hidden_size;
   float eps = (float)c->rms_norm_eps;
-  mx_rmsnorm_rows(s->x, s->h, ly->pre_ffw_norm.v, (int)n, H, eps);
+  mx_rmsnorm_rows_mode(s->x, s->h, ly->pre_ffw_norm.v, (int)n, H, eps, s->mlx_cpu);
   if (mlp(s, &ly->gate_proj, &ly->up_proj, &ly->down_proj, -1, s->x, n, s->o, err)) return -1;
   if (c->enable_moe) {
-    mx_rmsnorm_rows(s->o, s->o, ly->post_ffw_norm_1.v, (int)n, H, eps);
+    mx_rmsnorm_rows_mode(s->o, s->o, ly->post_ffw_norm_1.v, (int)n, H, eps, s->mlx_cpu);
     float *h2 = s->moe;
     if (moe_block(s, ly, n, h2, err)) return -1;
     mx_add(s->o, s->o, h2, n * H);
   }
-  mx_rmsnorm_rows(s->o, s->o, ly->post_ffw_norm.v, (int)n, H, eps);
+  mx_rmsnorm_rows_mode(s->o, s->o, ly->post_ffw_norm.v, (int)n, H, eps, s->mlx_cpu);
   mx_add(s->h, s->h, s->o, n * H);
 
   if (c->hidden_size_per_layer_input > 0) {
@@ -416,7 +456,7 @@ static int ffn_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
         s->t1[t * P + j] = mx_round_bf16(gg * s->ple[(t * L + li) * P + j]);
       }
     if (linear(s, &ly->ple_proj, -1, s->t1, n, s->o, err)) return -1;
-    mx_rmsnorm_rows(s->o, s->o, ly->post_ple_norm.v, (int)n, H, eps);
+    mx_rmsnorm_rows_mode(s->o, s->o, ly->post_ple_norm.v, (int)n, H, eps, s->mlx_cpu);
     mx_add(s->h, s->h, s->o, n * H);
   }
   if (c->has_layer_scalar) mx_scale(s->h, s->h, ly->layer_scalar, n * H);
@@ -433,7 +473,7 @@ static int per_layer_inputs(mx_session *s, const int32_t *tokens, int64_t n, mlx
   /* projection of the scaled embedding: bf16(proj · bf16(H^-½)), RMSNorm over each P slice */
   if (linear(s, &m->per_layer_model_proj, -1, s->h, n, s->ple, err)) return -1;
   mx_scale(s->ple, s->ple, mx_round_bf16((float)(1.0 / sqrt((double)c->hidden_size))), n * LP);
-  mx_rmsnorm_rows(s->ple, s->ple, m->per_layer_proj_norm.v, (int)(n * L), P, eps);
+  mx_rmsnorm_rows_mode(s->ple, s->ple, m->per_layer_proj_norm.v, (int)(n * L), P, eps, s->mlx_cpu);
   /* the token's own per-layer rows: bf16(E_pl[tok] · bf16(√P)) */
   uint16_t *rows = s->xb;
   for (int64_t t = 0; t < n; t++) {
@@ -458,7 +498,7 @@ static int output_logits(mx_session *s, int64_t row0, int64_t nrows, float *logi
   int H = c->hidden_size;
   const mx_linear *head = m->lm_head.present ? &m->lm_head : &m->embed;
   int64_t V = c->vocab_size;
-  mx_rmsnorm_rows(s->x, s->h + row0 * H, m->final_norm.v, (int)nrows, H, (float)c->rms_norm_eps);
+  mx_rmsnorm_rows_mode(s->x, s->h + row0 * H, m->final_norm.v, (int)nrows, H, (float)c->rms_norm_eps, s->mlx_cpu);
   if (linear(s, head, -1, s->x, nrows, logits, err)) return -1;
   if (c->final_logit_softcap > 0) {
     float cap = (float)c->final_logit_softcap;
@@ -557,6 +597,34 @@ int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_er
     for (int i = 1; i < c->vocab_size; i++)
       if (logits[i] > logits[b]) b = i;
     *next = b;
+  }
+  free(logits);
+  return rc;
+}
+
+int mx_session_uses_decoder(const mx_session *s) { return s->dec != NULL; }
+
+int mx_session_step_sample(mx_session *s, int32_t token, mx_sampler *smp, int32_t *next, mlxrt_error *err) {
+  const mx_config *c = &s->m->cfg;
+  const mx_sampler_params *sp = mx_sampler_get_params(smp);
+  const accel_backend *b = s->dec ? s->dec->b : NULL;
+  if (b && b->decoder_step_sample && sp->repetition_penalty == 1.0f) {
+    if (token < 0 || token >= c->vocab_size)
+      return mx_fail(err, "token id %d is outside the vocabulary [0, %d)", token, c->vocab_size);
+    if (s->pos + 1 > s->capacity) return mx_fail(err, "context full: capacity %lld", (long long)s->capacity);
+    accel_sample_params ap = {sp->temperature, sp->top_k, sp->top_p, sp->min_p};
+    const double u = sp->temperature > 0.0f ? mx_sampler_uniform(smp) : 0.0;
+    if (b->decoder_step_sample(s->dec->dec, &token, 1, s->pos, &ap, u, next, err)) return -1;
+    s->pos++;
+    return 0;
+  }
+  float *logits = mx_malloc((size_t)c->vocab_size * sizeof(float), err);
+  if (!logits) return -1;
+  int rc = mx_session_feed(s, &token, 1, logits, 0, err);
+  if (!rc) {
+    const int t = mx_sampler_sample(smp, logits, err);
+    if (t < 0) rc = -1;
+    else *next = t;
   }
   free(logits);
   return rc;

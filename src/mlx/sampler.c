@@ -149,6 +149,8 @@ void mx_sampler_free(mx_sampler *s) {
 
 const mx_sampler_params *mx_sampler_get_params(const mx_sampler *s) { return &s->p; }
 
+double mx_sampler_uniform(mx_sampler *s) { return mx_rng_uniform(&s->rng); }
+
 void mx_sampler_accept(mx_sampler *s, int token) {
   if (token < 0 || token >= s->vocab || s->p.repetition_window == 0) return;
   s->hist[s->hist_pos] = token;

@@ -64,6 +64,11 @@ void mx_sampler_seed(mx_sampler *s, uint64_t seed);
 
 const mx_sampler_params *mx_sampler_get_params(const mx_sampler *s);
 
+/* The next uniform number in [0, 1) of the sampler's stream: the one mx_sampler_sample would
+ * draw (a decoder that samples on its device gets it as an argument, so the stream stays in
+ * step whichever side samples). */
+double mx_sampler_uniform(mx_sampler *s);
+
 /* The PRNG alone (exposed for tests): uniform double in [0, 1). */
 typedef struct mx_rng {
   uint64_t s[4];

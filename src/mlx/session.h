@@ -32,6 +32,15 @@ int mx_session_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logi
                     int all_positions, mlxrt_error *err);
 /* One token in, the greedy next token out (on the device when a decoder runs the session). */
 int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_error *err);
+/* One token in, the next token out, drawn by smp (temperature 0: greedy). When a decoder runs
+ * the session, it samples on its device (only the id comes back) unless smp has a repetition
+ * penalty (then the logits come back and smp samples on the host). Draws one uniform number of
+ * smp's stream per non-greedy step either way; does not call mx_sampler_accept. */
+struct mx_sampler;
+/* 1 when the backend's whole-step decoder runs the session (MLXRT_DECODER=1). */
+int mx_session_uses_decoder(const mx_session *s);
+int mx_session_step_sample(mx_session *s, int32_t token, struct mx_sampler *smp, int32_t *next,
+                           mlxrt_error *err);
 int64_t mx_session_pos(const mx_session *s);
 int64_t mx_session_capacity(const mx_session *s);
 /* Forgets positions ≥ pos (full layers only keep what they had; a sliding ring can only be

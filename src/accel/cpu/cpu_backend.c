@@ -13,6 +13,7 @@ typedef struct {
   uint64_t key;
   int used;
   cpu_qmat m;
+  cpu_compat_pack *compat; /* mlx-cpu numerics: the weight re-laid out, built on first use */
 } cache_slot;
 
 typedef struct {
@@ -59,11 +60,11 @@ static const void *load_part(const accel_weight *w, accel_part part, mlxrt_error
   return p;
 }
 
-/* The weight's decoded description, loading its parts on first use. */
-static const cpu_qmat *get_weight(cpu_impl *c, const accel_weight *w, mlxrt_error *err) {
+/* The weight's cache slot (its decoded description), loading its parts on first use. */
+static cache_slot *get_slot(cpu_impl *c, const accel_weight *w, mlxrt_error *err) {
   if (c->cap) {
     for (size_t k = slot_of(w->key, c->cap); c->slots[k].used; k = (k + 1) & (c->cap - 1))
-      if (c->slots[k].key == w->key) return &c->slots[k].m;
+      if (c->slots[k].key == w->key) return &c->slots[k];
   }
   const char *name = w->name ? w->name : "weight";
   if (cpu_spec_check(&w->spec, name, err)) return NULL;
@@ -84,7 +85,12 @@ static const cpu_qmat *get_weight(cpu_impl *c, const accel_weight *w, mlxrt_erro
   c->slots[k].key = w->key;
   c->slots[k].m = m;
   c->count++;
-  return &c->slots[k].m;
+  return &c->slots[k];
+}
+
+static const cpu_qmat *get_weight(cpu_impl *c, const accel_weight *w, mlxrt_error *err) {
+  cache_slot *s = get_slot(c, w, err);
+  return s ? &s->m : NULL;
 }
 
 static int check_expert(const accel_weight *w, int expert, mlxrt_error *err) {
@@ -99,10 +105,11 @@ static int cpu_qmatmul_entry(accel_backend *b, const accel_weight *w, int expert
                              const uint16_t *x, int64_t n, float *y, mlxrt_error *err) {
   cpu_impl *c = b->impl;
   if (check_expert(w, expert, err)) return -1;
-  const cpu_qmat *m = get_weight(c, w, err);
-  if (!m) return -1;
+  cache_slot *slot = get_slot(c, w, err);
+  if (!slot) return -1;
+  const cpu_qmat *m = &slot->m;
   int rc = c->mlx_compat && cpu_mlx_compat_supports(&m->spec)
-               ? cpu_qmatmul_mlx_compat(c->pool, m, expert < 0 ? 0 : expert, x, n, y, err)
+               ? cpu_qmatmul_mlx_compat(c->pool, c->isa, m, &slot->compat, expert < 0 ? 0 : expert, x, n, y, err)
                : cpu_qmatmul(c->pool, c->isa, m, expert < 0 ? 0 : expert, x, n, y, err);
   if (rc) return mx_prefix(err, "%s", w->name ? w->name : "weight");
   return 0;
@@ -135,6 +142,8 @@ static void cpu_destroy(accel_backend *b) {
   cpu_impl *c = b->impl;
   if (c) {
     cpu_pool_destroy(c->pool);
+    for (size_t i = 0; i < c->cap; i++)
+      if (c->slots[i].used) cpu_compat_pack_free(c->slots[i].compat);
     free(c->slots);
     free(c);
   }
@@ -154,6 +163,7 @@ accel_backend *accel_cpu_create(int threads, mlxrt_error *err) {
   b->impl = c;
   c->isa = isa;
   c->mlx_compat = compat;
+  b->mlx_cpu_numerics = compat;
   if (!(c->pool = cpu_pool_create(threads, err))) {
     cpu_destroy(b);
     return NULL;
@@ -163,6 +173,7 @@ accel_backend *accel_cpu_create(int threads, mlxrt_error *err) {
   b->embed_rows = cpu_embed_rows;
   b->decoder_create = cpu_decoder_create;
   b->decoder_step = cpu_decoder_step;
+  b->decoder_step_sample = cpu_decoder_step_sample;
   b->decoder_free = cpu_decoder_free;
   b->read_bandwidth = cpu_backend_read_bandwidth;
   b->destroy = cpu_destroy;

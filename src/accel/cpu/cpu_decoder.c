@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accel/accel_sample.h"
 #include "base/bf16.h"
 #include "base/error.h"
 
@@ -362,4 +363,12 @@ int cpu_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t
     *next_token = best;
   }
   return 0;
+}
+
+int cpu_decoder_step_sample(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos,
+                            const accel_sample_params *sp, double u, int32_t *token, mlxrt_error *err) {
+  accel_sample_plan pl;
+  if (accel_sample_plan_make(sp, D->d->vocab, u, &pl, err)) return mx_prefix(err, "CPU decoder");
+  if (cpu_decoder_step(D, tokens, n, pos, D->logits, NULL, err)) return -1;
+  return accel_sample_ref(D->logits, D->d->vocab, sp, u, token, err);
 }

@@ -19,12 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accel/accel_sample.h"
 #include "base/error.h"
 #include "cuda_gemm.h"
 #include "cuda_internal.h"
 #include "cuda_prof.h"
 #include "decode_kernels.h"
 #include "prefill_kernels.h"
+#include "sample_kernels.h"
 
 #define STAGE_TOKENS 4096
 #define SPLIT_KEYS 256
@@ -66,6 +68,7 @@ struct accel_decoder {
   float *scores, *smax, *ssum, *pacc, *part_v;
   int *part_i;
   unsigned *counts; /* [n_heads] attention + [1] logits */
+  void *sk_state;   /* token selection on the device (sample.cu), zeroed once */
   /* pinned host staging */
   int32_t *h_toks;
   int *h_pos;
@@ -222,7 +225,7 @@ void cuda_decoder_free(accel_decoder *D) {
   free(D->ly);
   void *dev[] = {D->final_norm, D->all_tokens, D->tok, D->next, D->pos, D->emb, D->xb, D->attb, D->gub,
                  D->h, D->y, D->q, D->ylog, D->logits, D->xp, D->xs, D->pmax, D->xexp, D->scores,
-                 D->smax, D->ssum, D->pacc, D->part_v, D->part_i, D->counts};
+                 D->smax, D->ssum, D->pacc, D->part_v, D->part_i, D->counts, D->sk_state};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
   rt_host_free(D->h_toks);
   rt_host_free(D->h_pos);
@@ -366,6 +369,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   DALLOC(D->part_i, nb);
   DALLOC(D->counts, d->n_heads + 1);
   if (rt_memset(D->counts, 0, (size_t)(d->n_heads + 1) * sizeof(unsigned), D->stream, err)) goto fail;
+  if (d->vocab <= ACCEL_SAMPLE_MAX_VOCAB &&
+      (rt_malloc(&D->sk_state, sk_state_bytes(), err) || rt_memset(D->sk_state, 0, sk_state_bytes(), D->stream, err)))
+    goto fail;
   if (rt_host_alloc((void **)&D->h_toks, STAGE_TOKENS * sizeof(int32_t), err) ||
       rt_host_alloc((void **)&D->h_pos, sizeof(int), err) ||
       rt_host_alloc((void **)&D->h_next, sizeof(int32_t), err) ||
@@ -763,5 +769,26 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
     return mx_prefix(err, "CUDA decoder head");
   if (next_token) *next_token = *D->h_next;
   if (logits) memcpy(logits, D->h_logits, (size_t)d->vocab * sizeof(float));
+  return 0;
+}
+
+/* decoder_step_sample: the body and the head as in a greedy step, then the selection of
+ * accel_sample.h on the device over the head's logits (sample.cu, launched eagerly with its
+ * parameters and u by value: while the step's graphs run these launches cost no GPU time),
+ * overwriting the greedy id; only that id is read back. */
+int cuda_decoder_step_sample(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos,
+                             const accel_sample_params *sp, double u, int32_t *token, mlxrt_error *err) {
+  accel_sample_plan pl;
+  if (!D->sk_state) return mx_fail(err, "CUDA decoder: no device sampling for a vocabulary of %d", D->d->vocab);
+  if (accel_sample_plan_make(sp, D->d->vocab, u, &pl, err)) return mx_prefix(err, "CUDA decoder");
+  sk_params kp = {pl.greedy, pl.inv_t, pl.use_min_p, pl.log_min_p, pl.top_k, pl.use_top_p, pl.top_p, pl.x53};
+  if (cuda_decoder_step(D, tokens, n, pos, NULL, NULL, err)) return -1;
+  if (launch(D, 1, err) || cprof_mark(&D->prof, "sampling", err) ||
+      rt_status(sk_sample(D->logits, D->d->vocab, &kp, D->sk_state, D->next, D->stream), "sampling", err) ||
+      cprof_flush(&D->prof, err) || rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||
+      rt_stream_sync(D->stream, err))
+    return mx_prefix(err, "CUDA decoder head");
+  if (*D->h_next < 0) return mx_fail(err, "CUDA decoder: every logit is -inf or NaN, no token can be chosen");
+  *token = *D->h_next;
   return 0;
 }

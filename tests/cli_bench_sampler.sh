@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# mlxrt bench --sampler: each tg gets a second row timed with that sampler (on the decoder with
+# MLXRT_DECODER=1, on the host otherwise), in the table and in JSON; a bad spec exits 2 with one
+# line naming it.
+set -u
+MLXRT=$1
+SRC=${MLXRT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+M=$SRC/tests/fixtures/models/gemma3-text-bf16
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+for dec in 0 1; do
+  if MLXRT_DECODER=$dec $MLXRT bench -m "$M" --backend cpu -t 1 -p 0 -n 8,4 -r 2 \
+      --sampler temp=0.8,top_k=20,top_p=0.9,min_p=0.01,seed=3 >"$T/md" 2>"$T/err"; then ok
+  else bad "bench --sampler (decoder $dec) failed: $(cat "$T/err")"; fi
+  [ "$(grep -c '| tg8 +sampler |' "$T/md")" -eq 1 ] && [ "$(grep -c '| tg4 +sampler |' "$T/md")" -eq 1 ] &&
+    [ "$(grep -c '| tg8 |' "$T/md")" -eq 1 ] && ok || { bad "decoder $dec: rows"; cat "$T/md"; }
+  grep -q '^+sampler: every tg step drawn with temp=0.8,top_k=20,top_p=0.9,min_p=0.01,seed=3' "$T/md" && ok ||
+    bad "decoder $dec: sampler line"
+  if MLXRT_DECODER=$dec $MLXRT bench -m "$M" --backend cpu -t 1 -p 0 -n 4 -r 1 -o json --sampler temp=1 >"$T/json" 2>"$T/err"; then ok
+  else bad "bench --sampler -o json (decoder $dec) failed: $(cat "$T/err")"; fi
+  [ "$(grep -c '"sampler": "temp=1"' "$T/json")" -eq 1 ] && [ "$(grep -c '"sampler": "greedy"' "$T/json")" -eq 1 ] && ok ||
+    { bad "decoder $dec: json"; cat "$T/json"; }
+done
+
+for spec in temp=abc foo=1 top_k=-1 temp top_p=0.5,; do
+  $MLXRT bench -m "$M" --sampler "$spec" >"$T/out" 2>"$T/err"
+  rc=$?
+  if [ $rc -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -qF "bad value '$spec' for --sampler" "$T/err"; then ok
+  else bad "--sampler '$spec': rc=$rc $(cat "$T/err")"; fi
+done
+
+echo "$((pass + fail)) checks, $pass passed, $fail failed"
+[ $fail -eq 0 ]
