@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "ck_block.cuh"
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
 #include "decode_kernels.h"
@@ -21,7 +22,6 @@
 #define AT_MAX_REP 16
 #define AT_MAX_HD 1024
 
-static __device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
 
 /* The keys [lo, hi) of this split, from the live range [first, last]. */
 __device__ __forceinline__ void split_range(int pos, int window, int splits, int s, int *lo, int *hi) {
@@ -33,30 +33,6 @@ __device__ __forceinline__ void split_range(int pos, int window, int splits, int
   if (a > b) a = b;
   *lo = a;
   *hi = b;
-}
-
-static __device__ float block_max(float v) {
-  __shared__ float part[32];
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-  __syncthreads();
-  if (l == 0) part[w] = v;
-  __syncthreads();
-  v = l < (int)(blockDim.x >> 5) ? part[l] : -INFINITY;
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-static __device__ float block_add(float v) {
-  __shared__ float part[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-  __syncthreads();
-  if (l == 0) part[w] = v;
-  __syncthreads();
-  v = l < (int)(blockDim.x >> 5) ? part[l] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
 }
 
 /* Eight bf16 values at p (16-byte aligned) as floats. */
@@ -167,7 +143,7 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
     const float *sc = scores + (int64_t)(g * REP + r) * ctx_cap;
     if (m > -INFINITY)
       for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) sum += expf(__fsub_rn(sc[j], m));
-    sum = block_add(sum);
+    sum = block_sum(sum);
     if (threadIdx.x == 0) {
       smax[(g * REP + r) * splits + s] = m;
       ssum[(g * REP + r) * splits + s] = sum;

@@ -6,6 +6,7 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include "ck_block.cuh"
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
 #include "decode_kernels.h"
@@ -14,39 +15,12 @@ static int g_pdl;
 extern "C" void ck_set_pdl(int on) { g_pdl = on; }
 extern "C" int ck_pdl_enabled(void) { return g_pdl; }
 
-static __device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
 
 /* A mat-vec output whose k range was split over ks blocks: the partial sums at p, p + kstride,
  * … added in split order (deterministic). */
 static __device__ __forceinline__ float ysum(const float *p, int ks, int64_t kstride) {
   float v = p[0];
   for (int s = 1; s < ks; s++) v += p[(int64_t)s * kstride];
-  return v;
-}
-
-/* Sum over the block (blockDim.x a multiple of 32, ≤ 1024). */
-static __device__ float block_sum(float v) {
-  __shared__ float part[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-  __syncthreads();
-  if (l == 0) part[w] = v;
-  __syncthreads();
-  int nw = blockDim.x >> 5;
-  v = l < nw ? part[l] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-static __device__ float block_max(float v) {
-  __shared__ float part[32];
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-  __syncthreads();
-  if (l == 0) part[w] = v;
-  __syncthreads();
-  v = l < (int)(blockDim.x >> 5) ? part[l] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
@@ -206,18 +180,7 @@ __global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int ks, i
   for (int i = threadIdx.x; i < hd; i += blockDim.x)
     sv[i] = rb(__fmul_rn(rb(__fmul_rn(rb(ysum(src + i, ks, kstride)), r)), w[i]));
   __syncthreads();
-  /* rope: pair (a, b) per live frequency */
-  int half = hd / 2;
-  for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    float f = inv_freq[j];
-    if (f == 0.0f) continue;
-    float ang = __fmul_rn(fpos, f);
-    float c = rb(cosf(ang)), s = rb(sinf(ang));
-    int ia = trad ? 2 * j : j, ib = trad ? 2 * j + 1 : j + half;
-    float a = sv[ia], b = sv[ib];
-    sv[ia] = rb(__fsub_rn(rb(__fmul_rn(a, c)), rb(__fmul_rn(b, s))));
-    sv[ib] = rb(__fadd_rn(rb(__fmul_rn(b, c)), rb(__fmul_rn(a, s))));
-  }
+  rope_pairs(sv, hd, inv_freq, fpos, trad);
   __syncthreads();
   if (is_q) {
     for (int i = threadIdx.x; i < hd; i += blockDim.x) q_out[(int64_t)head * hd + i] = sv[i];

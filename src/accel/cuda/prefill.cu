@@ -8,35 +8,10 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
+#include "ck_block.cuh"
 #include "ck_device.cuh"
 #include "prefill_kernels.h"
 
-static __device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
-
-/* Sum / max over the block (blockDim.x a multiple of 32, ≤ 1024). */
-static __device__ float pf_block_sum(float v) {
-  __shared__ float part[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-  __syncthreads();
-  if (l == 0) part[w] = v;
-  __syncthreads();
-  v = l < (int)(blockDim.x >> 5) ? part[l] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-static __device__ float pf_block_max(float v) {
-  __shared__ float part[32];
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-  __syncthreads();
-  if (l == 0) part[w] = v;
-  __syncthreads();
-  v = l < (int)(blockDim.x >> 5) ? part[l] : -INFINITY;
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 /* ---- dequantization of a resident weight to bf16 ----------------------------------------- */
 /* E2M1 code → float without a lookup table (no local memory): e = 0 is 0 or 0.5, else
@@ -183,7 +158,7 @@ __global__ void __launch_bounds__(NR_THREADS) pf_norm_kernel(const float *y, int
       float v = rb(yr[i]);
       ss = fmaf(v, v, ss);
     }
-    ss = pf_block_sum(ss);
+    ss = block_sum(ss);
     float r = 1.0f / sqrtf(ss / (float)H + eps);
     for (int i = threadIdx.x; i < H; i += blockDim.x) {
       float o = rb(__fmul_rn(rb(__fmul_rn(rb(yr[i]), r)), w_post[i]));
@@ -194,7 +169,7 @@ __global__ void __launch_bounds__(NR_THREADS) pf_norm_kernel(const float *y, int
   }
   float ss = 0.0f;
   for (int i = threadIdx.x; i < H; i += blockDim.x) ss = fmaf(hr[i], hr[i], ss);
-  ss = pf_block_sum(ss);
+  ss = block_sum(ss);
   float r = 1.0f / sqrtf(ss / (float)H + eps);
   for (int i = threadIdx.x; i < H; i += blockDim.x)
     xr[i] = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hr[i], r)), w_next[i]));
@@ -224,21 +199,11 @@ __global__ void __launch_bounds__(128) pf_qkv_post_kernel(const float *y, int64_
     float v = rb(src[i]);
     ss = fmaf(v, v, ss);
   }
-  ss = pf_block_sum(ss);
+  ss = block_sum(ss);
   float r = 1.0f / sqrtf(ss / (float)hd + eps);
   for (int i = threadIdx.x; i < hd; i += blockDim.x) sv[i] = rb(__fmul_rn(rb(__fmul_rn(rb(src[i]), r)), w[i]));
   __syncthreads();
-  const int half = hd / 2;
-  for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    float f = inv_freq[j];
-    if (f == 0.0f) continue;
-    float ang = __fmul_rn(fpos, f);
-    float c = rb(cosf(ang)), s = rb(sinf(ang));
-    int ia = trad ? 2 * j : j, ib = trad ? 2 * j + 1 : j + half;
-    float a = sv[ia], b = sv[ib];
-    sv[ia] = rb(__fsub_rn(rb(__fmul_rn(a, c)), rb(__fmul_rn(b, s))));
-    sv[ib] = rb(__fadd_rn(rb(__fmul_rn(b, c)), rb(__fmul_rn(a, s))));
-  }
+  rope_pairs(sv, hd, inv_freq, fpos, trad);
   __syncthreads();
   if (is_q) {
     float *qo = q_out + tok * (int64_t)nq * hd + (int64_t)head * hd;
@@ -255,7 +220,7 @@ __global__ void __launch_bounds__(128) pf_qkv_post_kernel(const float *y, int64_
       float v = rb(vs[i]);
       s2 = fmaf(v, v, s2);
     }
-    s2 = pf_block_sum(s2);
+    s2 = block_sum(s2);
     rv = 1.0f / sqrtf(s2 / (float)hd + eps);
   }
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
@@ -554,13 +519,13 @@ __global__ void __launch_bounds__(PS_THREADS) pa_simple_kernel(PaArgs a) {
   };
   float mx = -INFINITY;
   for (int64_t j = lo + warp; j <= p; j += nw) mx = fmaxf(mx, dot(j));
-  const float M = pf_block_max(mx);
+  const float M = block_max(mx);
   float sum = 0.f;
   for (int64_t j = lo + warp; j <= p; j += nw) {
     float e = expf(__fsub_rn(dot(j), M));
     if (lane == 0) sum += e;
   }
-  const float inv = __fdiv_rn(1.0f, pf_block_sum(sum));
+  const float inv = __fdiv_rn(1.0f, block_sum(sum));
   float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
   for (int64_t k0 = lo; k0 <= p; k0 += PS_KT) {
     int n = (int)(p - k0 + 1 < PS_KT ? p - k0 + 1 : PS_KT);

@@ -1,0 +1,58 @@
+/* Device helpers shared by the decoder's kernels (decode.cu, attention.cu, prefill.cu): the
+ * bf16 rounding point, block-wide sum and max, and the RoPE rotation of one head in shared
+ * memory — each with the reference path's rounding points (docs/NUMERICS.md). */
+#ifndef MLXRT_CK_BLOCK_CUH
+#define MLXRT_CK_BLOCK_CUH
+
+#include <math.h>
+
+#include "ck_device.cuh"
+
+/* x rounded to bf16 (RNE), back as float */
+static __device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
+
+/* Sum over the block (blockDim.x a multiple of 32, ≤ 1024); every thread gets the result. */
+static __device__ float block_sum(float v) {
+  __shared__ float part[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  __syncthreads();
+  if (l == 0) part[w] = v;
+  __syncthreads();
+  v = l < (int)(blockDim.x >> 5) ? part[l] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/* Max over the block (same shape rules as block_sum). */
+static __device__ float block_max(float v) {
+  __shared__ float part[32];
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  __syncthreads();
+  if (l == 0) part[w] = v;
+  __syncthreads();
+  v = l < (int)(blockDim.x >> 5) ? part[l] : -INFINITY;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/* RoPE of one head held in shared memory sv[hd] at position fpos: each live frequency
+ * (inv_freq[j] != 0; proportional partial RoPE leaves the rest) rotates its pair (rotate-half,
+ * or adjacent when traditional) with cos/sin rounded to bf16 and every product and sum rounded.
+ * The caller synchronizes before and after. */
+static __device__ __forceinline__ void rope_pairs(float *sv, int hd, const float *inv_freq, float fpos, int trad) {
+  const int half = hd / 2;
+  for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    float f = inv_freq[j];
+    if (f == 0.0f) continue;
+    float ang = __fmul_rn(fpos, f);
+    float c = rb(cosf(ang)), s = rb(sinf(ang));
+    int ia = trad ? 2 * j : j, ib = trad ? 2 * j + 1 : j + half;
+    float a = sv[ia], b = sv[ib];
+    sv[ia] = rb(__fsub_rn(rb(__fmul_rn(a, c)), rb(__fmul_rn(b, s))));
+    sv[ib] = rb(__fadd_rn(rb(__fmul_rn(b, c)), rb(__fmul_rn(a, s))));
+  }
+}
+
+#endif
