@@ -153,17 +153,9 @@ show() { sed -E 's/.*"n_prompt": ([0-9]+), "n_gen": ([0-9]+), "n_depth": ([0-9]+
 cat "$STATUS"
 nvidia-smi >"$WORK/nvidia-smi.txt" 2>&1; gather nvidia-smi "$WORK/nvidia-smi.txt"
 
-# libcjson-dev may be missing on the GPU image: unpack the .deb files carried in .debs/.
-CMAKE_EXTRA=()
-if [ ! -f /usr/include/cjson/cJSON.h ] && ls .debs/*.deb >/dev/null 2>&1; then
-  CJ=/tmp/mlxrt-cjson
-  mkdir -p "$CJ"
-  for f in .debs/*.deb; do dpkg -x "$f" "$CJ"; done
-  LIBDIR=$(dirname "$(find "$CJ" -name 'libcjson.so*' | head -1)")
-  [ -e "$LIBDIR/libcjson.so" ] || ln -sf "$(ls "$LIBDIR"/libcjson.so.* | head -1)" "$LIBDIR/libcjson.so"
-  CMAKE_EXTRA=(-DCJSON_INCLUDE_DIR="$CJ/usr/include" -DCJSON_LIBRARY="$LIBDIR/libcjson.so")
-  export LD_LIBRARY_PATH="$LIBDIR:${LD_LIBRARY_PATH:-}"
-fi
+# libcjson-dev may be missing on the GPU image: scripts/gpu_cjson.sh unpacks the carried .debs
+source scripts/gpu_cjson.sh
+CMAKE_EXTRA=("${CJSON_CMAKE[@]}")
 [ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 # shared objects llama-bench needs that the image may lack (see build_llama_bench_cuda.sh)
 [ -d "$CARRY/lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$CARRY/lib"

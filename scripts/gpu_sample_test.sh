@@ -23,16 +23,9 @@ T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null
 
-EXTRA=()
-if [ ! -f /usr/include/cjson/cJSON.h ] && ls .debs/*.deb >/dev/null 2>&1; then
-  CJ=/tmp/mlxrt-cjson
-  mkdir -p "$CJ"
-  for f in .debs/*.deb; do dpkg -x "$f" "$CJ"; done
-  LIBDIR=$(dirname "$(find "$CJ" -name 'libcjson.so*' | head -1)")
-  [ -e "$LIBDIR/libcjson.so" ] || ln -sf "$(ls "$LIBDIR"/libcjson.so.* | head -1)" "$LIBDIR/libcjson.so"
-  EXTRA=(-DCJSON_INCLUDE_DIR="$CJ/usr/include" -DCJSON_LIBRARY="$LIBDIR/libcjson.so")
-  export LD_LIBRARY_PATH="$LIBDIR:${LD_LIBRARY_PATH:-}"
-fi
+# libcjson-dev may be missing on the GPU image: scripts/gpu_cjson.sh unpacks the carried .debs
+source scripts/gpu_cjson.sh
+EXTRA=("${CJSON_CMAKE[@]}")
 
 stamp "build (-j$JOBS)"
 if ! { cmake -S . -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DMLXRT_CUDA_PTXAS_VERBOSE=ON "${EXTRA[@]}" &&

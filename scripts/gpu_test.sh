@@ -17,18 +17,9 @@ JOBS=$(nproc 2>/dev/null || echo 4)
 { date -u; nvidia-smi; nvcc --version; cmake --version; } >"$OUT/env.txt" 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv 2>/dev/null
 
-# libcjson-dev may be missing on the GPU image: unpack the .deb files carried in .debs/.
-EXTRA=()
-if [ ! -f /usr/include/cjson/cJSON.h ] && ls .debs/*.deb >/dev/null 2>&1; then
-  CJ=/tmp/mlxrt-cjson
-  mkdir -p "$CJ"
-  for f in .debs/*.deb; do dpkg -x "$f" "$CJ"; done
-  LIBDIR=$(dirname "$(find "$CJ" -name 'libcjson.so*' | head -1)")
-  [ -e "$LIBDIR/libcjson.so" ] || ln -sf "$(ls "$LIBDIR"/libcjson.so.* | head -1)" "$LIBDIR/libcjson.so"
-  EXTRA=(-DCJSON_INCLUDE_DIR="$CJ/usr/include" -DCJSON_LIBRARY="$LIBDIR/libcjson.so")
-  export LD_LIBRARY_PATH="$LIBDIR:${LD_LIBRARY_PATH:-}"
-  echo "using cJSON unpacked from .debs ($LIBDIR)"
-fi
+# libcjson-dev may be missing on the GPU image: scripts/gpu_cjson.sh unpacks the carried .debs
+source scripts/gpu_cjson.sh
+EXTRA=("${CJSON_CMAKE[@]}")
 
 echo "== build (-j$JOBS)"
 if ! { cmake -S . -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DMLXRT_CUDA_PTXAS_VERBOSE=ON "${EXTRA[@]}" &&
