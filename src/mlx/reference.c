@@ -508,11 +508,9 @@ static int output_logits(mx_session *s, int64_t row0, int64_t nrows, float *logi
   return 0;
 }
 
-static int forward_chunk(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
-                         int all_positions, mlxrt_error *err) {
-  const mx_model *m = s->m;
-  const mx_config *c = &m->cfg;
-  int H = c->hidden_size;
+/* Every feed's input checks: ids inside the vocabulary, room in the cache. */
+static int check_feed(const mx_session *s, const int32_t *tokens, int64_t n, mlxrt_error *err) {
+  const mx_config *c = &s->m->cfg;
   for (int64_t i = 0; i < n; i++)
     if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
       return mx_fail(err, "token id %d at position %lld is outside the vocabulary [0, %d)", tokens[i],
@@ -520,6 +518,15 @@ static int forward_chunk(mx_session *s, const int32_t *tokens, int64_t n, float 
   if (s->pos + n > s->capacity)
     return mx_fail(err, "context full: %lld tokens in the cache + %lld new exceed the capacity of %lld",
                    (long long)s->pos, (long long)n, (long long)s->capacity);
+  return 0;
+}
+
+static int forward_chunk(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
+                         int all_positions, mlxrt_error *err) {
+  const mx_model *m = s->m;
+  const mx_config *c = &m->cfg;
+  int H = c->hidden_size;
+  if (check_feed(s, tokens, n, err)) return -1;
   uint16_t *rows = s->xb;
   if (s->b->embed_rows(s->b, &m->embed.aw, tokens, n, rows, err)) return -1;
   mx_from_bf16(s->h, rows, n * H);
@@ -547,16 +554,10 @@ static int forward_chunk(mx_session *s, const int32_t *tokens, int64_t n, float 
 /* The whole step on the backend's decoder: the logits of the last token only. */
 static int decoder_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
                         int all_positions, mlxrt_error *err) {
-  const mx_config *c = &s->m->cfg;
   if (logits && all_positions && n > 1)
-    return mx_fail(err, "MLXRT_DECODER=1: the decoder gives the last position's logits only");
-  for (int64_t i = 0; i < n; i++)
-    if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
-      return mx_fail(err, "token id %d at position %lld is outside the vocabulary [0, %d)", tokens[i],
-                     (long long)(s->pos + i), c->vocab_size);
-  if (s->pos + n > s->capacity)
-    return mx_fail(err, "context full: %lld tokens in the cache + %lld new exceed the capacity of %lld",
-                   (long long)s->pos, (long long)n, (long long)s->capacity);
+    return mx_fail(err, "the decoder runs this session and gives the last position's logits only "
+                        "(ask for every position with MLXRT_SESSION_ALL_POSITIONS)");
+  if (check_feed(s, tokens, n, err)) return -1;
   if (mx_decoder_feed(s->dec, tokens, n, s->pos, logits, NULL, err)) return -1;
   s->pos += n;
   return 0;
@@ -581,10 +582,7 @@ int mx_session_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logi
 int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_error *err) {
   const mx_config *c = &s->m->cfg;
   if (s->dec) {
-    if (token < 0 || token >= c->vocab_size)
-      return mx_fail(err, "token id %d is outside the vocabulary [0, %d)", token, c->vocab_size);
-    if (s->pos + 1 > s->capacity)
-      return mx_fail(err, "context full: capacity %lld", (long long)s->capacity);
+    if (check_feed(s, &token, 1, err)) return -1;
     if (mx_decoder_feed(s->dec, &token, 1, s->pos, NULL, next, err)) return -1;
     s->pos++;
     return 0;
@@ -609,9 +607,7 @@ int mx_session_step_sample(mx_session *s, int32_t token, mx_sampler *smp, int32_
   const mx_sampler_params *sp = mx_sampler_get_params(smp);
   const accel_backend *b = s->dec ? s->dec->b : NULL;
   if (b && b->decoder_step_sample && sp->repetition_penalty == 1.0f) {
-    if (token < 0 || token >= c->vocab_size)
-      return mx_fail(err, "token id %d is outside the vocabulary [0, %d)", token, c->vocab_size);
-    if (s->pos + 1 > s->capacity) return mx_fail(err, "context full: capacity %lld", (long long)s->capacity);
+    if (check_feed(s, &token, 1, err)) return -1;
     accel_sample_params ap = {sp->temperature, sp->top_k, sp->top_p, sp->min_p};
     const double u = sp->temperature > 0.0f ? mx_sampler_uniform(smp) : 0.0;
     if (b->decoder_step_sample(s->dec->dec, &token, 1, s->pos, &ap, u, next, err)) return -1;
