@@ -463,6 +463,13 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   }
   if (rt_stream_create(&c->stream, err)) goto fail;
   if (rt_malloc((void **)&c->d_xexp, 8 * sizeof(int), err)) goto fail;
+  /* a benchmark knob: the mat-vec's stages in flight per block (both are exact) */
+  const char *qs = getenv("MLXRT_QMV_STAGES");
+  if (qs && *qs && strcmp(qs, "3") && strcmp(qs, "4")) {
+    mx_fail(err, "MLXRT_QMV_STAGES=%s: expected 3 or 4", qs);
+    goto fail;
+  }
+  ck_set_qmv_stages(qs && *qs ? atoi(qs) : 0);
   if (c->verbose)
     fprintf(stderr, "mlxrt cuda: device %d %s (sm_%d%d, %d SMs, %.1f GB)\n", c->dev.index,
             c->dev.name, c->dev.cc_major, c->dev.cc_minor, c->dev.sms, (double)c->dev.total_mem / 1e9);

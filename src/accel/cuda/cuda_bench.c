@@ -68,7 +68,7 @@ typedef struct brow {
 /* Times one weight format on one shape; returns microseconds per product (median of 5
  * passes, each the mean over a round-robin of `copies` resident copies). */
 typedef struct bcfg {
-  int warps, variant;
+  int warps, variant, stages; /* stages: 3, 4 or 0 (per format) */
 } bcfg;
 
 static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint64_t *rng,
@@ -105,8 +105,10 @@ static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint
   void *st = cudab_stream(cu), *e0 = NULL, *e1 = NULL;
   if (rt_event_create(&e0, err) || rt_event_create(&e1, err)) goto done;
   int iters = copies * (wbytes > 256 * MB ? 4 : 12);
+  const int stages0 = ck_get_qmv_stages();
   for (int ci = 0; ci < ncfg; ci++) {
   ck_set_tuning(cfg[ci].warps, cfg[ci].variant);
+  ck_set_qmv_stages(cfg[ci].stages);
   float t[5], tp[5];
   for (int prep = 0; prep < (ncfg > 1 ? 1 : 2); prep++) {
     for (int r = -1; r < 5; r++) {
@@ -131,6 +133,7 @@ static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint
   o->gbs = (double)wbytes / (t[2] * 1e-6) / 1e9;
   }
   ck_set_tuning(0, 0);
+  ck_set_qmv_stages(stages0);
   rt_event_destroy(e0);
   rt_event_destroy(e1);
   rc = 0;
@@ -151,7 +154,14 @@ int cuda_bench_profile(const char *which) {
     f = nv;
   }
   bshape sh = {"262144x5376 (lm_head)", 262144, 5376};
-  bcfg c = {0, 0};
+  accel_options o = {"cuda", 0, 0};
+  accel_backend *cu = mlxrt_cuda_backend_create(&o, &err); /* reads MLXRT_QMV_STAGES */
+  if (!cu) {
+    printf("profile: %s\n", err.msg);
+    return 1;
+  }
+  accel_destroy(cu);
+  bcfg c = {0, 0, ck_get_qmv_stages()};
   brow r;
   uint64_t rng = 42;
   if (time_case(&f, &sh, 1, 64u << 20, &rng, &c, 1, &r, &err)) {
@@ -201,7 +211,7 @@ int cuda_bench(const char *table_path, int quick) {
       for (int64_t n = 1; n <= 8; n += 7) {
         if (n == 8 && (quick || si != 5)) continue; /* batch 8 only on the lm_head */
         brow *r = &rows[nr];
-        bcfg auto_cfg = {0, 0};
+        bcfg auto_cfg = {0, 0, ck_get_qmv_stages()};
         if (time_case(&fmts[fi], &shapes[si], n, dev.l2_bytes, &rng, &auto_cfg, 1, r, &err)) {
           printf("bench %s %s: %s\n", fmts[fi].name, shapes[si].name, err.msg);
           rc = 1;
@@ -215,10 +225,11 @@ int cuda_bench(const char *table_path, int quick) {
     }
   }
   /* what bounds the target kernels: the same loads without the work, and other block sizes */
-  const bcfg cfgs[] = {{0, 1}, {2, 0}, {4, 0}, {8, 0}, {16, 0}};
-  const char *cfg_names[] = {"loads only", "2 warps/tile", "4 warps/tile", "8 warps/tile", "16 warps/tile"};
+  const bcfg cfgs[] = {{0, 1, 4}, {0, 0, 4}, {0, 1, 3}, {0, 0, 3}, {4, 0, 3}, {8, 0, 3}};
+  const char *cfg_names[] = {"4 st loads only", "4 stages", "3 st loads only", "3 stages", "3 st 4 w/tile",
+                             "3 st 8 w/tile"};
   const int ncfg = (int)(sizeof cfgs / sizeof *cfgs);
-  brow tune[5];
+  brow tune[6];
   if (!quick) {
     printf("\nvariants (n = 1): us and %% of read bandwidth\n%-12s %-22s", "format", "shape");
     for (int c = 0; c < ncfg; c++) printf(" %16s", cfg_names[c]);

@@ -38,6 +38,8 @@ typedef struct dec_mv {
   int n;
   int ks; /* k splits (one fast-format weight only): partial sums at y + s·rows, summed by the consumer */
   int64_t rows;
+  int xmode; /* when its input comes from the residual norm: the activation prep that kernel writes
+              * (dk_residual_norm's xmode; 0 = the prep runs before the product, from pmax) */
 } dec_mv;
 
 typedef struct dec_layer {
@@ -142,6 +144,20 @@ static void choose_split(accel_decoder *D, dec_mv *mv) {
   if (ks > D->max_ks) D->max_ks = ks;
 }
 
+/* The activation prep the residual norm can write for mv (dk_residual_norm's xmode): every part
+ * a fast format without group sums reading the same x layout; else 0 (affine formats need the
+ * group sums of x: their prep stays a kernel of its own). */
+static int mv_xmode(const dec_mv *mv) {
+  int mode = 0;
+  for (int i = 0; i < mv->n; i++) {
+    const ck_layout *L = mv->L[i];
+    int m = L->fmt == CK_DBF16 ? 2 : (L->fmt == CK_NVFP4 || L->fmt == CK_MXFP4 || L->fmt == CK_MXFP8 || L->fmt == CK_DF16) ? 1 : 0;
+    if (m == 0 || (i > 0 && m != mode) || L->cols % 32) return 0;
+    mode = m;
+  }
+  return mode;
+}
+
 /* Makes the rows of ws[0..n) one resident weight when their formats agree (else each part). */
 static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const char *what, int layer,
                    dec_mv *mv, mlxrt_error *err) {
@@ -159,6 +175,7 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
     }
     mv->n = n;
     choose_split(D, mv);
+    mv->xmode = mv_xmode(mv);
     return 0;
   }
   cat_ctx c = {.n = n};
@@ -183,16 +200,19 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
   mv->off[0] = 0;
   mv->n = 1;
   choose_split(D, mv);
+  mv->xmode = mv_xmode(mv);
   return 0;
 }
 
 /* y = x · Wᵀ for every part (device x bf16, y float32). premax: x's producer already wrote
- * the block maxima the activation prep needs into D->pmax. */
+ * the block maxima the activation prep needs into D->pmax; XP_DONE: it wrote the prep itself
+ * (mv->xmode). */
+enum { XP_FULL = 0, XP_PREMAX = 1, XP_DONE = 2 };
 static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
     int st = 0;
-    if (L->fmt != CK_GENERIC)
+    if (L->fmt != CK_GENERIC && premax != XP_DONE)
       st = premax ? ck_xprep_premax(L, x, D->xp, D->xs, D->xexp, D->pmax, D->stream)
                   : ck_xprep(L, x, 1, D->xp, D->xs, D->xexp, D->pmax, D->stream);
     if (rt_status(st, "x prep launch", err)) return -1;
@@ -407,7 +427,9 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
       rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
       rt_status(ck_embed(D->embed, D->tok, 1, D->emb, st), "embedding gather", err) ||
       rt_status(dk_embed_scale(D->emb, D->h, H, d->embed_scale, st), "embedding scale", err) ||
-      rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, D->pmax, pb, st), "input norm", err))
+      rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, D->pmax, pb, D->xp,
+                                 D->xexp, D->ly[0].qkv.xmode, st),
+                "input norm", err))
     return -1;
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];
@@ -416,7 +438,8 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     int last = i == d->n_layers - 1;
     const float *next_norm = last ? D->final_norm : D->ly[i + 1].norms;
     const char *const *lb = l->sliding ? lab_sliding : lab_full;
-    if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, 1, err) ||
+    const dec_mv *next_mv = last ? &D->head : &D->ly[i + 1].qkv; /* what the FFN residual's norm feeds */
+    if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
         cprof_mark(P, lb[1], err) ||
         rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
                               y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos, y->window, D->q,
@@ -427,18 +450,18 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
                                y->splits, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                D->attb, st),
                   "attention", err) ||
-        cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, 0, err) ||
+        cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, XP_FULL, err) ||
         cprof_mark(P, lb[4], err) ||
         rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
-                                   pb, st),
+                                   pb, D->xp, D->xexp, y->gu.xmode, st),
                   "attention residual", err) ||
-        cprof_mark(P, lb[5], err) || run_mv(D, &y->gu, D->xb, D->y, 1, err) ||
+        cprof_mark(P, lb[5], err) || run_mv(D, &y->gu, D->xb, D->y, y->gu.xmode ? XP_DONE : XP_PREMAX, err) ||
         cprof_mark(P, lb[6], err) ||
         rt_status(dk_geglu(D->y, D->y + y->inter, y->gu.ks, y->gu.rows, D->gub, y->inter, D->pmax, pb, st), "geglu", err) ||
-        cprof_mark(P, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, 1, err) ||
+        cprof_mark(P, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, XP_PREMAX, err) ||
         cprof_mark(P, lb[8], err) ||
         rt_status(dk_residual_norm(D->y, y->down.ks, y->down.rows, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
-                                   next_norm, D->xb, H, d->eps, D->pmax, pb, st),
+                                   next_norm, D->xb, H, d->eps, D->pmax, pb, D->xp, D->xexp, next_mv->xmode, st),
                   "FFN residual", err))
       return mx_prefix(err, "layer %d", i);
   }
@@ -448,7 +471,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
 /* After the body: xb holds bf16 final_norm(h) of the last token. */
 static int enqueue_head(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  return cprof_mark(&D->prof, "lm_head mat-vec", err) || run_mv(D, &D->head, D->xb, D->ylog, 1, err) ||
+  return cprof_mark(&D->prof, "lm_head mat-vec", err) || run_mv(D, &D->head, D->xb, D->ylog, D->head.xmode ? XP_DONE : XP_PREMAX, err) ||
          cprof_mark(&D->prof, "logits + argmax", err) ||
          rt_status(dk_logits(D->ylog, D->logits, d->vocab, d->final_softcap, D->part_v, D->part_i,
                              D->counts + d->n_heads, D->next, D->stream),
@@ -729,7 +752,7 @@ static int prefill_run(accel_decoder *D, const int32_t *tokens, int64_t n, int64
   }
   const float *h_last = P->h + (int64_t)(T - 1) * d->hidden;
   if (rt_status(dk_residual_norm(NULL, 1, 0, NULL, (float *)h_last, 0, 0.0f, D->final_norm, D->xb, d->hidden, d->eps, D->pmax,
-                                 ck_xprep_block(), D->stream),
+                                 ck_xprep_block(), D->xp, D->xexp, D->head.xmode, D->stream),
                 "final norm", err))
     return -1;
   return rt_stream_sync(D->stream, err);

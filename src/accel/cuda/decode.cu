@@ -76,7 +76,8 @@ __device__ __forceinline__ float cluster_total(cg::cluster_group &cl, float *slo
 
 __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
     residual_norm_kernel(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar,
-                         float scalar, const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock) {
+                         float scalar, const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
+                         uint16_t *xp, int *xexp, int xmode) {
   ck_pdl_wait();
   ck_pdl_trigger();
   cg::cluster_group cl = cg::this_cluster();
@@ -116,19 +117,22 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
   for (int k = 0; k < RN_VPT; k++) ss = fmaf(hv[k], hv[k], ss);
   ss = cluster_total(cl, &sums[1], ss);
   float r = 1.0f / sqrtf(ss / (float)H + eps);
+  uint16_t ov[RN_VPT];
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) {
     int i = g + k * step;
     float m = 0.0f;
+    ov[k] = 0;
     if (i < H) {
       uint16_t o = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hv[k], r)), w_next[i]));
       xb[i] = o;
+      ov[k] = o;
       m = fabsf(ck_bf16_to_f32(o));
     }
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     if (lane == 0) wmax[k][warp] = m;
   }
-  if (pmax) {
+  if (pmax || xmode) {
     __syncthreads();
     if (threadIdx.x < RN_VPT) {
       float m = 0.0f;
@@ -137,10 +141,37 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
     }
     cl.sync();
     int nblk = (H + pblock - 1) / pblock;
-    if (cl.block_rank() == 0 && threadIdx.x < nblk) {
+    if (pmax && cl.block_rank() == 0 && threadIdx.x < nblk) {
       float m = 0.0f;
       for (unsigned q = 0; q < RN_CL; q++) m = fmaxf(m, *cl.map_shared_rank(&kmax[threadIdx.x], q));
       pmax[threadIdx.x] = m;
+    }
+    if (xmode) {
+      /* the activation prep of the next mat-vec (what ck_xprep_premax computes from pmax, bit
+       * for bit): the row maximum over every block's pass maxima, then x in fragment order */
+      __shared__ int xe;
+      if (warp == 0) {
+        float m = 0.0f;
+        for (int v = lane; v < RN_CL * nblk; v += 32) m = fmaxf(m, *cl.map_shared_rank(&kmax[v / RN_CL], v % RN_CL));
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        int e = 0;
+        if (xmode == 1 && m > 0.f && m <= 3.0e38f) {
+          frexpf(m, &e); /* m < 2^e: scale by 2^(15-e) → max in [2^14, 2^15) */
+          e = 15 - e;
+        }
+        if (lane == 0) xe = e;
+      }
+      __syncthreads();
+      const int e = xe;
+      if (cl.block_rank() == 0 && threadIdx.x == 0) *xexp = e;
+#pragma unroll
+      for (int k = 0; k < RN_VPT; k++) {
+        int i = g + k * step;
+        if (i >= H) continue;
+        const int kk = i & 31, rr = kk & 15; /* value kk of 32-k slice i/32: m, hi, t, j */
+        const uint16_t v = xmode == 2 ? ov[k] : ck_f32_to_f16(ldexpf(ck_bf16_to_f32(ov[k]), e));
+        xp[((i >> 5) * 4 + ((rr & 7) >> 1)) * 8 + (kk >> 4) * 4 + (rr >> 3) * 2 + (rr & 1)] = v;
+      }
     }
   }
   cl.sync(); /* no block leaves while another still reads its shared memory */
@@ -148,10 +179,12 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
 
 extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
                                 const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
-                                void *stream) {
-  if ((pmax && pblock != RN_CL * RN_BT) || H > RN_CL * RN_BT * RN_VPT) return (int)cudaErrorInvalidValue;
+                                uint16_t *xp, int *xexp, int xmode, void *stream) {
+  if (((pmax || xmode) && pblock != RN_CL * RN_BT) || H > RN_CL * RN_BT * RN_VPT || xmode < 0 || xmode > 2 ||
+      (xmode && (!xp || !xexp || H % 32)))
+    return (int)cudaErrorInvalidValue;
   return (int)ck_launch(residual_norm_kernel, RN_CL, RN_BT, 0, (cudaStream_t)stream, y, ks, kstride, w_post, h,
-                        use_scalar, scalar, w_next, xb, H, eps, pmax, pblock);
+                        use_scalar, scalar, w_next, xb, H, eps, pmax, pblock, xp, xexp, xmode);
 }
 
 /* One block per head: blocks [0, nq) are query heads, [nq, nq + nkv) key/value heads. */

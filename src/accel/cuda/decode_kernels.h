@@ -23,10 +23,12 @@ int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, void *stream
 /* The residual join and the next norm, one row of H:
  *   when y: o = rmsnorm(bf16(y), w_post); h = bf16(h + o); when use_scalar: h = bf16(h·scalar)
  *   then xb = bf16 rmsnorm(h, w_next), and when pmax: pmax[b] = max|xb| over each pblock values
- *   (what ck_xprep_premax reads). */
+ *   (what ck_xprep_premax reads). xmode also writes the next mat-vec's activation prep for one
+ *   row, bit-identical to ck_xprep: 1 = fp16 scaled by 2^xexp[0] (formats without group sums),
+ *   2 = bf16 as is (dense bf16), both in fragment order at xp; 0 = none. */
 int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
                      const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
-                     void *stream);
+                     uint16_t *xp, int *xexp, int xmode, void *stream);
 /* Per head after the q|k|v product y = [q nq·hd | k nkv·hd | v nkv·hd] (v = k's rows when
  * k_eq_v): q = rope(rmsnorm(q, qn)) → q_out; k = rope(rmsnorm(k, kn)) and v (weightless
  * rmsnorm when v_norm) → the cache slot of *pos (pos % window when window > 0). */

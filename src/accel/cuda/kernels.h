@@ -91,6 +91,10 @@ int ck_pdl_enabled(void);
 /* Benchmark knobs: warps per tile (0 = automatic) and kernel variant (0 = the product,
  * 1 = loads only). Not for normal use. */
 void ck_set_tuning(int warps, int variant);
+/* Shared-memory stages in flight per block of the tensor-core mat-vec: 3 or 4, or 0 for the
+ * per-format default (3 for nvfp4, 4 otherwise; MLXRT_QMV_STAGES). */
+void ck_set_qmv_stages(int n);
+int ck_get_qmv_stages(void);
 
 /* A plain streaming read of nbytes (multiple of 16) for the bandwidth reference; sink gets
  * a value that depends on every byte so the compiler keeps the loads. */

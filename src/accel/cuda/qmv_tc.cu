@@ -121,7 +121,8 @@ __device__ __forceinline__ void decode_a(const uint32_t *wd, int m, uint32_t (&a
 }
 
 /* Compile-time shape of one format's work. A stage is SU units: about 8 KB of codes plus
- * their scales, copied global → shared by the bulk-copy engine; NS stages are in flight. */
+ * their scales, copied global → shared by the bulk-copy engine; the kernel's NST stages are in
+ * flight. */
 template <int FMT, int GS>
 struct Shape {
   static constexpr int KC = ck_chunk_k(FMT), UK = ck_unit_k_c(FMT, GS);
@@ -132,7 +133,6 @@ struct Shape {
   static constexpr int GPU = AFF ? UK / GS : 1; /* affine groups per unit */
   static constexpr int MPG = AFF ? GS / 16 : 2; /* mmas per group (affine, mx) */
   static constexpr int SU = 16 / CPU;           /* units per stage */
-  static constexpr int NS = 4;                  /* stages in flight */
   static constexpr int UNIT_W = CPU * 512;      /* code bytes per unit */
   static constexpr int UNIT_S = AFF ? GPU * 64 : DENSE ? 0 : 8 * ck_fp_scale_bytes(FMT);
   static constexpr int STAGE = SU * (UNIT_W + UNIT_S);
@@ -280,15 +280,15 @@ __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (
   }
 }
 
-/* One block per 16-row tile. Thread 0 streams the tile's codes and scales into NS shared
+/* One block per 16-row tile. Thread 0 streams the tile's codes and scales into NST shared
  * stages with bulk copies completing on mbarriers (all of a stage's bytes in flight at once,
  * no registers held); the W warps split each stage's units (split-K inside the block) and
  * reduce through shared memory at the end. */
-template <int FMT, int GS, bool SB_F16>
+template <int FMT, int GS, bool SB_F16, int NST>
 __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   typedef Shape<FMT, GS> S;
   extern __shared__ __align__(128) uint8_t stage_mem[];
-  __shared__ uint64_t mbar[S::NS];
+  __shared__ uint64_t mbar[NST];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t tile = blockIdx.x;
@@ -302,12 +302,12 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   const uint4 *xrow = p.xp + (size_t)g * p.nslices * 4 + t + (size_t)ubeg * XSTEP0;
 
   if (threadIdx.x == 0) {
-    for (int i = 0; i < S::NS; i++) mbar_init(&mbar[i], 1);
+    for (int i = 0; i < NST; i++) mbar_init(&mbar[i], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  auto issue = [&](int st) { /* thread 0: stage st into slot st % NS */
-    int slot = st % S::NS, u0 = st * S::SU;
+  auto issue = [&](int st) { /* thread 0: stage st into slot st % NST */
+    int slot = st % NST, u0 = st * S::SU;
     int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
     uint8_t *dst = stage_mem + slot * S::STAGE;
     uint32_t wb = (uint32_t)(nu * S::UNIT_W), sb = (uint32_t)(nu * S::UNIT_S);
@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     if (sb) bulk_copy(dst + S::SU * S::UNIT_W, ssrc + (size_t)u0 * S::UNIT_S, sb, &mbar[slot]);
   };
   if (threadIdx.x == 0)
-    for (int st = 0; st < S::NS && st < nstages; st++) issue(st);
+    for (int st = 0; st < NST && st < nstages; st++) issue(st);
   /* the weights depend on no earlier kernel: their first stages are in flight before the
    * wait for the kernel that wrote x (programmatic dependent launch, ck_launch.cuh) */
   ck_pdl_wait();
@@ -332,9 +332,9 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   constexpr int WSTEP = S::CPU * 32;          /* uint4 of codes per unit */
   const float2 *xs_lane = reinterpret_cast<const float2 *>(p.xs) + t + (size_t)ubeg * S::GPU * 4; /* [group][8 floats] */
   for (int st = 0; st < nstages; st++) {
-    const int slot = st % S::NS, u0 = st * S::SU;
+    const int slot = st % NST, u0 = st * S::SU;
     const int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
-    mbar_wait(&mbar[slot], (uint32_t)((st / S::NS) & 1));
+    mbar_wait(&mbar[slot], (uint32_t)((st / NST) & 1));
     const uint8_t *base = stage_mem + slot * S::STAGE;
     const uint4 *wsm = reinterpret_cast<const uint4 *>(base) + lane + warp * WSTEP;
     const uint8_t *ssm = base + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S;
@@ -363,9 +363,9 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       }
     }
     __syncthreads(); /* every warp is done with this slot */
-    if (threadIdx.x == 0 && st + S::NS < nstages) {
+    if (threadIdx.x == 0 && st + NST < nstages) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      issue(st + S::NS);
+      issue(st + NST);
     }
   }
   if (!S::AFF && !S::MX) {
@@ -488,9 +488,10 @@ __global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, 
 typedef void (*qmv_fn)(QmvArgs);
 
 template <int FMT, int GS>
-static constexpr int stage_smem() { return Shape<FMT, GS>::NS * Shape<FMT, GS>::STAGE; }
+static constexpr int stage_smem() { return Shape<FMT, GS>::STAGE; }
 
-/* Dynamic shared memory of the kernel pick() returns (≥ 8 KB: it also holds the reduction). */
+/* Bytes of one stage of the kernels pick() returns; the dynamic shared memory is the stage
+ * count times this (≥ 8 KB: it also holds the reduction). */
 static int smem_for(const ck_layout *L) {
   switch (L->fmt) {
   case CK_AFF4: return L->group_size == 32 ? stage_smem<CK_AFF4, 32>() : L->group_size == 64 ? stage_smem<CK_AFF4, 64>() : stage_smem<CK_AFF4, 128>();
@@ -503,29 +504,41 @@ static int smem_for(const ck_layout *L) {
   }
 }
 
-template <int FMT>
+template <int FMT, int NST>
 static qmv_fn pick_affine(int gs, bool f16) {
   switch (gs) {
-  case 32: return f16 ? qmv_tc_kernel<FMT, 32, true> : qmv_tc_kernel<FMT, 32, false>;
-  case 64: return f16 ? qmv_tc_kernel<FMT, 64, true> : qmv_tc_kernel<FMT, 64, false>;
-  case 128: return f16 ? qmv_tc_kernel<FMT, 128, true> : qmv_tc_kernel<FMT, 128, false>;
+  case 32: return f16 ? qmv_tc_kernel<FMT, 32, true, NST> : qmv_tc_kernel<FMT, 32, false, NST>;
+  case 64: return f16 ? qmv_tc_kernel<FMT, 64, true, NST> : qmv_tc_kernel<FMT, 64, false, NST>;
+  case 128: return f16 ? qmv_tc_kernel<FMT, 128, true, NST> : qmv_tc_kernel<FMT, 128, false, NST>;
   }
   return nullptr;
 }
 
-static qmv_fn pick(const ck_layout *L) {
+template <int NST>
+static qmv_fn pick_ns(const ck_layout *L) {
   bool f16 = L->scales_dtype == CKT_F16;
   switch (L->fmt) {
-  case CK_AFF4: return pick_affine<CK_AFF4>(L->group_size, f16);
-  case CK_AFF8: return pick_affine<CK_AFF8>(L->group_size, f16);
-  case CK_NVFP4: return qmv_tc_kernel<CK_NVFP4, 16, false>;
-  case CK_MXFP4: return qmv_tc_kernel<CK_MXFP4, 32, false>;
-  case CK_MXFP8: return qmv_tc_kernel<CK_MXFP8, 32, false>;
-  case CK_DBF16: return qmv_tc_kernel<CK_DBF16, 0, false>;
-  case CK_DF16: return qmv_tc_kernel<CK_DF16, 0, false>;
+  case CK_AFF4: return pick_affine<CK_AFF4, NST>(L->group_size, f16);
+  case CK_AFF8: return pick_affine<CK_AFF8, NST>(L->group_size, f16);
+  case CK_NVFP4: return qmv_tc_kernel<CK_NVFP4, 16, false, NST>;
+  case CK_MXFP4: return qmv_tc_kernel<CK_MXFP4, 32, false, NST>;
+  case CK_MXFP8: return qmv_tc_kernel<CK_MXFP8, 32, false, NST>;
+  case CK_DBF16: return qmv_tc_kernel<CK_DBF16, 0, false, NST>;
+  case CK_DF16: return qmv_tc_kernel<CK_DF16, 0, false, NST>;
   }
   return nullptr;
 }
+
+/* Stages in flight per block. Three leave room for more resident blocks (28 KB instead of
+ * 37 KB of stages per block for 4-bit formats): measured on the H200, nvfp4 gains 3-4 % on
+ * lm_head and in the decoder, affine 4-bit g64 loses 10 % on lm_head (docs/PERF.md), so the
+ * default is 3 for nvfp4 and 4 otherwise; MLXRT_QMV_STAGES overrides it. */
+static int g_stages; /* 0 = per format */
+extern "C" void ck_set_qmv_stages(int n) { g_stages = n == 3 || n == 4 ? n : 0; }
+extern "C" int ck_get_qmv_stages(void) { return g_stages; }
+static int stages_for(const ck_layout *L) { return g_stages ? g_stages : L->fmt == CK_NVFP4 ? 3 : 4; }
+
+static qmv_fn pick(const ck_layout *L) { return stages_for(L) == 3 ? pick_ns<3>(L) : pick_ns<4>(L); }
 
 extern "C" int ck_unit_k(int fmt, int group_size) { return ck_unit_k_c(fmt, group_size); }
 
@@ -645,7 +658,7 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
   a.variant = g_variant;
   a.ksplit = ksplit;
   a.kstride = kstride;
-  int smem = smem_for(L);
+  int smem = stages_for(L) * smem_for(L);
   return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps_for(L, fn, smem, ksplit) * 32, smem,
                         (cudaStream_t)stream, a);
 }
