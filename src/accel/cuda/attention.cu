@@ -68,7 +68,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 /* grid (nkv, splits): the REP query heads of KV head g over the split's keys. Each warp
- * takes two keys at a time; a lane holds 8 consecutive dims of each 256-dim chunk (one
+ * takes KPI keys at a time; a lane holds 8 consecutive dims of each 256-dim chunk (one
  * 16-byte load per key and chunk), so K is read once, coalesced, for all REP heads. */
 template <int REP>
 __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
@@ -94,45 +94,50 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
   float mx[REP];
 #pragma unroll
   for (int r = 0; r < REP; r++) mx[r] = -INFINITY;
-  for (int j = lo + 2 * warp; j < hi; j += 2 * nw) {
-    int two = j + 1 < hi;
-    int64_t s0 = window > 0 ? j % window : j, s1 = window > 0 ? (j + 1) % window : j + 1;
-    const uint16_t *k0 = kc + s0 * kvd + (int64_t)g * hd, *k1 = kc + s1 * kvd + (int64_t)g * hd;
-    float d0[REP], d1[REP];
+  /* KPI keys per warp and step, their loads issued before any is used (the loop is latency-
+   * bound: one step's loads and shuffle reductions overlap); each key's sum runs in the same
+   * order as one key at a time */
+  constexpr int KPI = REP <= 8 ? 4 : 2;
+  for (int j = lo + KPI * warp; j < hi; j += KPI * nw) {
+    const uint16_t *kp[KPI];
 #pragma unroll
-    for (int r = 0; r < REP; r++) d0[r] = d1[r] = 0.0f;
+    for (int u = 0; u < KPI; u++) {
+      int jj = j + u < hi ? j + u : j;
+      int64_t sl = window > 0 ? jj % window : jj;
+      kp[u] = kc + sl * kvd + (int64_t)g * hd;
+    }
+    float dk[KPI][REP];
+#pragma unroll
+    for (int u = 0; u < KPI; u++)
+#pragma unroll
+      for (int r = 0; r < REP; r++) dk[u][r] = 0.0f;
     for (int c = 0; c < nch; c++) {
       int d = c * 256 + lane * 8;
       if (d >= hd) continue;
-      float a[8], b[8];
-      load8(k0 + d, a);
-      if (two) {
-        load8(k1 + d, b);
-      } else {
+      float a[KPI][8];
 #pragma unroll
-        for (int i = 0; i < 8; i++) b[i] = 0.0f;
-      }
+      for (int u = 0; u < KPI; u++) load8(kp[u] + d, a[u]);
 #pragma unroll
       for (int r = 0; r < REP; r++) {
         const float4 *qp = (const float4 *)(qs + r * hd + d);
         float4 x0 = qp[0], x1 = qp[1];
         float qv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-          d0[r] = fmaf(qv[i], a[i], d0[r]);
-          d1[r] = fmaf(qv[i], b[i], d1[r]);
-        }
+        for (int u = 0; u < KPI; u++)
+#pragma unroll
+          for (int i = 0; i < 8; i++) dk[u][r] = fmaf(qv[i], a[u][i], dk[u][r]);
       }
     }
 #pragma unroll
     for (int r = 0; r < REP; r++) {
-      float v0 = rb(warp_sum(d0[r])), v1 = rb(warp_sum(d1[r]));
       float *row = scores + (int64_t)(g * REP + r) * ctx_cap;
-      if (lane == 0) row[j] = v0;
-      mx[r] = fmaxf(mx[r], v0);
-      if (two) {
-        if (lane == 0) row[j + 1] = v1;
-        mx[r] = fmaxf(mx[r], v1);
+#pragma unroll
+      for (int u = 0; u < KPI; u++) {
+        float v = rb(warp_sum(dk[u][r]));
+        if (j + u < hi) {
+          if (lane == 0) row[j + u] = v;
+          mx[r] = fmaxf(mx[r], v);
+        }
       }
     }
   }
@@ -203,7 +208,29 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
     }
     __syncthreads();
     if (!active) continue;
-    for (int jj = 0; jj < n; jj++) {
+    /* KPI keys' loads in flight before their products (the loop is latency-bound); each
+     * accumulator still adds the keys in order */
+    constexpr int KPI = REP <= 2 ? 8 : REP <= 8 ? 4 : 2;
+    int jj = 0;
+    for (; jj + KPI <= n; jj += KPI) {
+      float v[KPI][8];
+#pragma unroll
+      for (int u = 0; u < KPI; u++) {
+        int j = t0 + jj + u;
+        int64_t slot = window > 0 ? j % window : j;
+        load_n(vc + slot * kvd + (int64_t)g * hd + d0, dpt, v[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < KPI; u++)
+#pragma unroll
+        for (int r = 0; r < REP; r++) {
+          float p = ps[r][jj + u];
+#pragma unroll
+          for (int i = 0; i < 8; i++)
+            if (i < dpt) acc[r][i] = fmaf(p, v[u][i], acc[r][i]);
+        }
+    }
+    for (; jj < n; jj++) {
       int j = t0 + jj;
       int64_t slot = window > 0 ? j % window : j;
       float v[8];
