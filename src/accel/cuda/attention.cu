@@ -7,7 +7,8 @@
  *   2. per KV head and split (V read once for its rep query heads): M = max m_s,
  *      total = Σ l_s·exp(m_s − M) (the float32 softmax denominator, summed in another order
  *      than the CPU's), p = bf16(exp(s − M) / total), partial Σ p·v; the last block of each
- *      KV head reduces the partials in split order.
+ *      KV head reduces the partials in split order (above 32 splits: a third kernel, one
+ *      thread per output, with the same sums).
  * The query-group size (rep) is a template parameter so the per-head sums stay in registers.
  * A sliding layer (window > 0) keeps a ring: position j lives in slot j % window. */
 #include <cuda_fp16.h>
@@ -163,6 +164,23 @@ __device__ __forceinline__ float global_max(const float *smax, int h, int splits
 }
 
 #define PV_TILE 256
+/* Up to this many splits the last pv block of a KV head reduces them; above, combine_kernel. */
+#define AT_LAST_BLOCK_SPLITS 32
+
+/* Σ over the splits of one output (stride hd): four independent chains (loads in flight),
+ * added in a fixed order. */
+__device__ __forceinline__ float split_sum(const float *src, int splits, int hd) {
+  float v0 = 0.0f, v1 = 0.0f, v2 = 0.0f, v3 = 0.0f;
+  int k = 0;
+  for (; k + 3 < splits; k += 4) {
+    v0 += __ldcg(src + (int64_t)k * hd);
+    v1 += __ldcg(src + (int64_t)(k + 1) * hd);
+    v2 += __ldcg(src + (int64_t)(k + 2) * hd);
+    v3 += __ldcg(src + (int64_t)(k + 3) * hd);
+  }
+  for (; k < splits; k++) v0 += __ldcg(src + (int64_t)k * hd);
+  return (v0 + v1) + (v2 + v3);
+}
 
 /* grid (nkv, splits): Σ p·v of the split for the REP query heads of KV head g, V read once
  * (thread t owns dims [t·dpt, t·dpt + dpt)); then the last block of the group reduces the
@@ -252,6 +270,7 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
       for (int i = 0; i < 8; i++)
         if (i < dpt) dst[i] = acc[r][i];
     }
+  if (splits > AT_LAST_BLOCK_SPLITS) return; /* combine_kernel reduces the splits */
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(count + g, 1u) == (unsigned)splits - 1;
@@ -260,20 +279,20 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
   __threadfence();
   for (int i = threadIdx.x; i < REP * hd; i += blockDim.x) {
     int r = i / hd, d = i - r * hd, h = g * REP + r;
-    /* four independent chains over the splits (loads in flight), added in a fixed order */
-    const float *src = pacc + (int64_t)h * splits * hd + d;
-    float v0 = 0.0f, v1 = 0.0f, v2 = 0.0f, v3 = 0.0f;
-    int k = 0;
-    for (; k + 3 < splits; k += 4) {
-      v0 += __ldcg(src + (int64_t)k * hd);
-      v1 += __ldcg(src + (int64_t)(k + 1) * hd);
-      v2 += __ldcg(src + (int64_t)(k + 2) * hd);
-      v3 += __ldcg(src + (int64_t)(k + 3) * hd);
-    }
-    for (; k < splits; k++) v0 += __ldcg(src + (int64_t)k * hd);
-    att[(int64_t)h * hd + d] = ck_f32_to_bf16((v0 + v1) + (v2 + v3));
+    att[(int64_t)h * hd + d] = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, splits, hd));
   }
   if (threadIdx.x == 0) count[g] = 0;
+}
+
+/* grid (nq, ceil(hd / AT_THREADS)): one output each, the splits summed as split_sum does. For
+ * many splits (full layers at long contexts) the last block of a KV head would read
+ * rep · splits · hd partials alone — latency-bound at ~1 ms per token at depth 32768 over the
+ * 31B's ten full layers — so the reduction gets a kernel of its own, same sums, same bits. */
+__global__ void __launch_bounds__(AT_THREADS) combine_kernel(const float *pacc, int splits, int hd, uint16_t *att) {
+  ck_pdl_wait();
+  ck_pdl_trigger();
+  const int h = blockIdx.x, d = blockIdx.y * AT_THREADS + threadIdx.x;
+  if (d < hd) att[(int64_t)h * hd + d] = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, splits, hd));
 }
 
 template <int REP>
@@ -286,8 +305,11 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
   cudaError_t e = ck_launch(scores_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, nkv, hd, scale, pos,
                             window, splits, ctx_cap, scores, smax, ssum);
   if (e) return e;
-  return ck_launch(pv_kernel<REP>, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, dpt, pos, window, splits,
-                   ctx_cap, scores, smax, ssum, pacc, count, att);
+  e = ck_launch(pv_kernel<REP>, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, dpt, pos, window, splits,
+                ctx_cap, scores, smax, ssum, pacc, count, att);
+  if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;
+  return ck_launch(combine_kernel, dim3(nkv * REP, (hd + AT_THREADS - 1) / AT_THREADS), AT_THREADS, 0, st, pacc,
+                   splits, hd, att);
 }
 
 extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
