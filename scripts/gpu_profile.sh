@@ -15,6 +15,12 @@
 #      GPU self-test (pf_dequant and the cuBLAS GEMM are checked there too). Five logs in $OUT
 #      (prefill_selftest, prefill_tiny, prefill_s31x6, prefill_prof, prefill_bench31) + build.log.
 #      prefill_check / prefill_bench: the correctness half / the 60-layer half alone.
+#   qmv (not in the default list): mlxrt-cuda-test — every mat-vec kernel against the CPU
+#      backend and float64 with the default stage count, the mat-vec table on the 31B shapes
+#      and the variants table (3 and 4 stages, loads only, warps per tile) → selftest.log,
+#      bench.md; then the self-test again (no tables) with MLXRT_QMV_STAGES=n for each n in
+#      QMV_STAGES (default "3 4"), so every instance is checked.
+#   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
 #   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,6 +53,17 @@ if has tiny; then
   timeout 120 "$DT" --ref cpu --gen 24 --tg 0 "${ROOT}"/tests/fixtures/models/gemma* >"$OUT/tiny.log" 2>&1 || rc=1
   grep -cE "^  PASS" "$OUT/tiny.log" | sed 's/^/tiny PASS count: /'; grep -E "FAIL" "$OUT/tiny.log" | head
 fi
+if has qmv; then
+  stamp "mat-vec self-test and tables"
+  timeout 300 "$BUILD/mlxrt-cuda-test" --table "$OUT/bench.md" >"$OUT/selftest.log" 2>&1 || rc=1
+  grep -E "^FAIL|checks,|streaming read" "$OUT/selftest.log" | head -30
+  sed -n '/^format /,$p' "$OUT/selftest.log"
+  for n in ${QMV_STAGES:-3 4}; do
+    stamp "mat-vec self-test, MLXRT_QMV_STAGES=$n"
+    MLXRT_QMV_STAGES=$n timeout 200 "$BUILD/mlxrt-cuda-test" --no-bench >"$OUT/selftest_st$n.log" 2>&1 || rc=1
+    grep -E "^FAIL|checks," "$OUT/selftest_st$n.log" | head -10
+  done
+fi
 if has small; then
   stamp "synth gemma4-31b $MODE, 6 layers"
   "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" --layers 6 -o "$SYN/s31x6" >"$OUT/synth6.log" 2>&1 || tail -3 "$OUT/synth6.log"
@@ -59,6 +76,11 @@ if has prof; then
   MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 32 -r 1 \
     >"$OUT/prof.log" 2>&1 || rc=1
   cat "$OUT/prof.log"
+  for n in ${QMV_STAGES:-}; do
+    stamp "bench tg128 with MLXRT_QMV_STAGES=$n"
+    MLXRT_QMV_STAGES=$n MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 -r 3 \
+      2>&1 | tee "$OUT/bench31_st$n.log" | grep tg128
+  done
   for w in ${QMV_WARPS:-}; do
     stamp "profile with MLXRT_QMV_WARPS=$w"
     MLXRT_QMV_WARPS=$w MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda \
