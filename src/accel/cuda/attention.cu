@@ -76,8 +76,7 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
                                                             float scale, const int *pos_p, int window,
                                                             int splits, int64_t ctx_cap, float *scores,
                                                             float *smax, float *ssum) {
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
   extern __shared__ float4 qs4[]; /* [REP][hd] floats */
   float *qs = (float *)qs4;
   int g = blockIdx.x, s = blockIdx.y;
@@ -192,8 +191,7 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
                                                         int64_t ctx_cap, const float *scores,
                                                         const float *smax, const float *ssum, float *pacc,
                                                         unsigned *count, uint16_t *att) {
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
   __shared__ float ps[REP][PV_TILE];
   __shared__ float gm[REP], ginv[REP];
   __shared__ bool last;
@@ -289,8 +287,7 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
  * rep · splits · hd partials alone — latency-bound at ~1 ms per token at depth 32768 over the
  * 31B's ten full layers — so the reduction gets a kernel of its own, same sums, same bits. */
 __global__ void __launch_bounds__(AT_THREADS) combine_kernel(const float *pacc, int splits, int hd, uint16_t *att) {
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
   const int h = blockIdx.x, d = blockIdx.y * AT_THREADS + threadIdx.x;
   if (d < hd) att[(int64_t)h * hd + d] = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, splits, hd));
 }
@@ -328,3 +325,5 @@ extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *
   default: return (int)cudaErrorInvalidValue;
   }
 }
+
+CK_PDL_EARLY_SETTER(ck_pdl_early_attention)

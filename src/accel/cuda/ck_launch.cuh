@@ -25,6 +25,31 @@ __device__ __forceinline__ void ck_pdl_trigger() {
 #endif
 }
 
+/* Each decoder kernel starts with ck_pdl_enter(): wait for the predecessor, then let the
+ * successor launch — or, with ck_set_pdl_early(1), the other way round, so that a chain of
+ * waiting kernels can be resident before the running one ends (the next mat-vec's weight
+ * prologue then overlaps the small kernels before it). Both orders are safe: a kernel reads
+ * and writes shared data only after its wait, which returns when the predecessor — and so,
+ * transitively, every earlier kernel — has completed. An experiment knob
+ * (MLXRT_CUDA_PDL_EARLY=1), off by default until measured. The flag lives in each
+ * translation unit's constant memory; CK_PDL_EARLY_SETTER(name) defines its setter. */
+static __constant__ int ck_pdl_early_c;
+
+__device__ __forceinline__ void ck_pdl_enter() {
+  if (ck_pdl_early_c) {
+    ck_pdl_trigger();
+    ck_pdl_wait();
+  } else {
+    ck_pdl_wait();
+    ck_pdl_trigger();
+  }
+}
+
+#define CK_PDL_EARLY_SETTER(name)                                                    \
+  extern "C" int name(int on) {                                                      \
+    return (int)cudaMemcpyToSymbol(ck_pdl_early_c, &on, sizeof on);                  \
+  }
+
 template <typename... KArgs, typename... Args>
 static inline cudaError_t ck_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                                     cudaStream_t st, Args... args) {

@@ -288,6 +288,13 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   D->use_graph = !(g && strcmp(g, "0") == 0);
   const char *pdl = getenv("MLXRT_CUDA_PDL");
   D->use_pdl = !(pdl && strcmp(pdl, "0") == 0);
+  /* experiment knob: successors launch before each kernel's wait (ck_launch.cuh) */
+  const char *early = getenv("MLXRT_CUDA_PDL_EARLY");
+  if (early && *early && strcmp(early, "0") && strcmp(early, "1")) {
+    mx_fail(err, "MLXRT_CUDA_PDL_EARLY=%s: expected 0 or 1", early);
+    goto fail;
+  }
+  if (rt_status(ck_set_pdl_early(early && !strcmp(early, "1")), "PDL order", err)) goto fail;
   if (cprof_init(&D->prof, D->stream, err)) goto fail;
   /* benchmark knob: warps per 16-row tile of every mat-vec (0 = chosen per shape) */
   const char *wq = getenv("MLXRT_QMV_WARPS");

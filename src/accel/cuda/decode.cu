@@ -15,6 +15,16 @@ static int g_pdl;
 extern "C" void ck_set_pdl(int on) { g_pdl = on; }
 extern "C" int ck_pdl_enabled(void) { return g_pdl; }
 
+extern "C" int ck_pdl_early_attention(int on);
+extern "C" int ck_pdl_early_decode(int on);
+extern "C" int ck_pdl_early_qmv(int on);
+extern "C" int ck_set_pdl_early(int on) {
+  int e = ck_pdl_early_attention(on);
+  if (!e) e = ck_pdl_early_decode(on);
+  if (!e) e = ck_pdl_early_qmv(on);
+  return e;
+}
+
 
 /* A mat-vec output whose k range was split over ks blocks: the partial sums at p, p + kstride,
  * … added in split order (deterministic). */
@@ -25,13 +35,11 @@ static __device__ __forceinline__ float ysum(const float *p, int ks, int64_t kst
 }
 
 __global__ void step_begin_kernel(const int32_t *all, const int *pos, int32_t *tok) {
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
   tok[0] = all[*pos];
 }
 __global__ void step_end_kernel(int *pos) {
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
   *pos += 1;
 }
 
@@ -44,8 +52,7 @@ extern "C" int dk_step_end(int *pos, void *stream) {
 }
 
 __global__ void embed_scale_kernel(const uint16_t *e, float *h, int H, float scale) {
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < H; i += gridDim.x * blockDim.x)
     h[i] = rb(__fmul_rn(ck_bf16_to_f32(e[i]), scale));
 }
@@ -78,8 +85,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
     residual_norm_kernel(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar,
                          float scalar, const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                          uint16_t *xp, int *xexp, int xmode) {
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
   cg::cluster_group cl = cg::this_cluster();
   __shared__ float sums[2];
   __shared__ float wmax[RN_VPT][RN_BT / 32], kmax[RN_VPT];
@@ -193,8 +199,7 @@ __global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int ks, i
                                                        const float *inv_freq, int trad, int v_norm,
                                                        float eps, const int *pos_p, int window,
                                                        float *q_out, uint16_t *kc, uint16_t *vc) {
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
   extern __shared__ float sv[]; /* [hd] */
   int head = blockIdx.x, is_q = head < nq, kh = head - nq;
   int64_t kvd = (int64_t)nkv * hd;
@@ -261,8 +266,7 @@ __device__ __forceinline__ float gelu_approx(float x) {
 
 /* One block per pblock values; block b also writes pmax[b] = max|out| over them. */
 __global__ void geglu_kernel(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock) {
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
   int64_t b0 = (int64_t)blockIdx.x * pblock, end = b0 + pblock < n ? b0 + pblock : n;
   float m = 0.0f;
   for (int64_t i = b0 + threadIdx.x; i < end; i += blockDim.x) {
@@ -296,8 +300,7 @@ __device__ __forceinline__ void better(float &bv, int &bi, float v, int i) {
 __global__ void __launch_bounds__(LG_THREADS) logits_kernel(const float *y, float *logits, int64_t V, float cap,
                                                             float *part_v, int *part_i, unsigned *count,
                                                             int32_t *next) {
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
   float bv = -INFINITY;
   int bi = 0x7fffffff;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < V; i += (int64_t)gridDim.x * blockDim.x) {
@@ -348,3 +351,5 @@ extern "C" int dk_logits(const float *y, float *logits, int64_t V, float cap, fl
   return (int)ck_launch(logits_kernel, dk_logits_blocks(V), LG_THREADS, 0, (cudaStream_t)stream, y, logits, V, cap,
                         part_v, part_i, count, next);
 }
+
+CK_PDL_EARLY_SETTER(ck_pdl_early_decode)

@@ -87,6 +87,9 @@ int ck_embed(const ck_layout *L, const int32_t *ids, int64_t n, uint16_t *out, v
  * on while the decoder enqueues a step, off otherwise. One thread drives a backend. */
 void ck_set_pdl(int on);
 int ck_pdl_enabled(void);
+/* Every decoder kernel lets its successor launch before it waits for its predecessor (on = 1)
+ * instead of after (0, the default); ck_launch.cuh says why both are safe. A cudaError_t. */
+int ck_set_pdl_early(int on);
 
 /* Benchmark knobs: warps per tile (0 = automatic) and kernel variant (0 = the product,
  * 1 = loads only). Not for normal use. */

@@ -319,8 +319,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     for (int st = 0; st < NST && st < nstages; st++) issue(st);
   /* the weights depend on no earlier kernel: their first stages are in flight before the
    * wait for the kernel that wrote x (programmatic dependent launch, ck_launch.cuh) */
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
 
   /* two accumulator sets: the two units in flight have independent mma chains */
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
@@ -397,8 +396,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
 /* Pass 1: per (2048-value block, row) max|x| into pmax[n][blk]. */
 #define XP_BLOCK 2048
 __global__ void xmax_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk) {
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
   const int n = blockIdx.y, blk = blockIdx.x;
   if (n >= nb) return;
   const uint16_t *xr = x + (int64_t)n * cols;
@@ -428,8 +426,7 @@ __global__ void xmax_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax
  * ≥ nb write zero sums. cols is a multiple of 32 here (the fast path's unit). */
 __global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, int gs,
                              const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp) {
-  ck_pdl_wait();
-  ck_pdl_trigger();
+  ck_pdl_enter();
   const int n = blockIdx.y;
   const int64_t S = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nsl = cols / 32;
   int e = 0;
@@ -690,3 +687,5 @@ extern "C" int ck_read_bw(const void *buf, size_t nbytes, unsigned *sink, int sm
   read_bw_kernel<<<sms * 4, 512, 0, (cudaStream_t)stream>>>((const uint4 *)buf, nbytes / 16, sink);
   return (int)cudaGetLastError();
 }
+
+CK_PDL_EARLY_SETTER(ck_pdl_early_qmv)
