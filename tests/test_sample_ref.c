@@ -12,20 +12,10 @@
 #include "accel/accel_sample.h"
 #include "accel/accel_sample_math.h"
 #include "mlx/sampler.h"
+#include "test_logits.h"
 #include "test_util.h"
 
 #define BIG 262144
-
-static void random_logits(float *l, int n, uint64_t seed, float sd, int ties) {
-  mx_rng r;
-  mx_rng_seed(&r, seed);
-  for (int i = 0; i < n; i++) {
-    double u1 = mx_rng_uniform(&r), u2 = mx_rng_uniform(&r);
-    double g = sqrt(-2.0 * log(u1 + 1e-300)) * cos(6.283185307179586 * u2);
-    l[i] = (float)(g * sd);
-    if (ties) l[i] = roundf(l[i] * 2.0f) / 2.0f;
-  }
-}
 
 /* ---- brute force: sort by (value desc, id asc), cut the order where the definition says ---- */
 static const float *g_vals;
@@ -112,7 +102,7 @@ static void test_kept(int V, int trials, int with_sampler) {
   int bad_brute = 0, bad_sampler = 0, total = 0;
   for (int t = 0; t < trials; t++) {
     int ties = t % 3 == 2;
-    random_logits(l, V, 1000 + (uint64_t)t, t % 2 ? 1.0f : 3.0f, ties);
+    test_random_logits(l, V, 1000 + (uint64_t)t, t % 2 ? 1.0f : 3.0f, ties ? 0.5f : 0.0f);
     for (int ci = 0; ci < NCASES; ci++) {
       accel_sample_params sp = CASES[ci];
       int n = accel_sample_kept(l, V, &sp, a, &err);
@@ -150,7 +140,7 @@ static void test_draws_vs_sampler(int V, int logit_sets, int draws) {
   mlxrt_error err = {{0}};
   int diff = 0, n = 0;
   for (int t = 0; t < logit_sets; t++) {
-    random_logits(l, V, 77 + (uint64_t)t, t % 2 ? 1.5f : 4.0f, 0);
+    test_random_logits(l, V, 77 + (uint64_t)t, t % 2 ? 1.5f : 4.0f, 0.0f);
     for (int ci = 0; ci < NCASES; ci++) {
       accel_sample_params sp = CASES[ci];
       uint64_t seed = 12345 + (uint64_t)(t * 100 + ci);
@@ -282,7 +272,7 @@ int main(void) {
   test_draws_vs_sampler(BIG, 1, 4);
   /* timing of the CPU selection on the Gemma vocabulary (the CPU decoder runs it per token) */
   float *l = malloc(BIG * sizeof(float));
-  random_logits(l, BIG, 5, 3.0f, 0);
+  test_random_logits(l, BIG, 5, 3.0f, 0.0f);
   struct timespec t0, t1;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
   int32_t tok;

@@ -10,6 +10,7 @@
 
 #include "mlx/gen_config.h"
 #include "mlx/sampler.h"
+#include "test_logits.h"
 #include "test_util.h"
 
 #define BIG_VOCAB 262144
@@ -19,18 +20,6 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Normal(0, sd) logits from our PRNG (Box-Muller); `ties` rounds them to create equal values. */
-static void random_logits(float *l, int n, uint64_t seed, float sd, int ties) {
-  mx_rng r;
-  mx_rng_seed(&r, seed);
-  for (int i = 0; i < n; i++) {
-    double u1 = mx_rng_uniform(&r), u2 = mx_rng_uniform(&r);
-    double g = sqrt(-2.0 * log(u1 + 1e-300)) * cos(6.283185307179586 * u2);
-    l[i] = (float)(g * sd);
-    if (ties) l[i] = roundf(l[i] * 4.0f) / 4.0f;
-  }
 }
 
 static mx_sampler *make(float temp, int top_k, float top_p, float min_p, uint64_t seed, int vocab) {
@@ -132,7 +121,7 @@ static void test_candidates_exact(void) {
   for (int trial = 0; trial < 3; trial++) {
     int ties = trial == 2;
     float sd = trial == 0 ? 3.0f : 1.0f; /* peaked vs flat (flat: the top-p set is large) */
-    random_logits(l, BIG_VOCAB, 100 + (uint64_t)trial, sd, ties);
+    test_random_logits(l, BIG_VOCAB, 100 + (uint64_t)trial, sd, ties ? 0.25f : 0.0f);
     int *sorted = sorted_order(l, BIG_VOCAB);
     for (int c = 0; c < ncfg; c++)
       compare_candidates(l, BIG_VOCAB, sorted, cfg[c].k, cfg[c].p, cfg[c].minp,
@@ -142,7 +131,7 @@ static void test_candidates_exact(void) {
   /* Small vocabularies, many random cases, heavy ties. */
   float small[37];
   for (int t = 0; t < 300; t++) {
-    random_logits(small, 37, 1000 + (uint64_t)t, 2.0f, t % 2);
+    test_random_logits(small, 37, 1000 + (uint64_t)t, 2.0f, t % 2 ? 0.25f : 0.0f);
     compare_candidates(small, 37, NULL, t % 7, (t % 5) ? 0.15f * (float)(t % 5) + 0.1f : 1.0f,
                        (t % 3) ? 0.0f : 0.1f, "37 vocab");
   }
@@ -194,7 +183,7 @@ static void test_greedy(void) {
   mx_sampler *tiny = make(1e-40f, 0, 1.0f, 0.0f, 5, BIG_VOCAB); /* subnormal temperature */
   int agree_tiny = 0;
   for (int i = 0; i < trials; i++) {
-    random_logits(big, BIG_VOCAB, 500 + (uint64_t)i, 2.0f, 0);
+    test_random_logits(big, BIG_VOCAB, 500 + (uint64_t)i, 2.0f, 0.0f);
     int want = mx_sampler_sample(g, big, &err);
     agree_t += mx_sampler_sample(t, big, &err) == want;
     agree_k += mx_sampler_sample(k, big, &err) == want;
@@ -338,7 +327,7 @@ static void test_repetition_penalty(void) {
 
 static void test_determinism(void) {
   static float l[BIG_VOCAB];
-  random_logits(l, BIG_VOCAB, 77, 2.0f, 0);
+  test_random_logits(l, BIG_VOCAB, 77, 2.0f, 0.0f);
   mx_sampler *a = make(1.0f, 64, 0.95f, 0.0f, 1234, BIG_VOCAB);
   mx_sampler *b = make(1.0f, 64, 0.95f, 0.0f, 1234, BIG_VOCAB);
   mx_sampler *c = make(1.0f, 64, 0.95f, 0.0f, 1235, BIG_VOCAB);
@@ -409,7 +398,7 @@ static void test_params(void) {
 
 static void test_timing(void) {
   static float l[BIG_VOCAB];
-  random_logits(l, BIG_VOCAB, 9, 3.0f, 0);
+  test_random_logits(l, BIG_VOCAB, 9, 3.0f, 0.0f);
   const struct {
     const char *name;
     float t;

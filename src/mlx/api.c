@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "mlx/gen_config.h"
 #include "mlx/model.h"
 #include "mlx/sampler.h"
 #include "mlx/session.h"
@@ -93,15 +94,7 @@ struct mlxrt_sampler {
 mlxrt_sampler *mlxrt_sampler_new(const mlxrt_model *M, const mlxrt_gen_params *g, mlxrt_error *err) {
   mx_sampler_params sp;
   mx_sampler_params_default(&sp);
-  if (g) {
-    if (g->temperature >= 0) sp.temperature = g->temperature;
-    if (g->top_k >= 0) sp.top_k = g->top_k;
-    if (g->top_p >= 0) sp.top_p = g->top_p;
-    if (g->min_p >= 0) sp.min_p = g->min_p;
-    if (g->repetition_penalty >= 0) sp.repetition_penalty = g->repetition_penalty;
-    if (g->repetition_window >= 0) sp.repetition_window = g->repetition_window;
-    if (g->seed_set) sp.seed = g->seed;
-  }
+  if (g) mx_gen_params_apply_sampling(g, &sp);
   mlxrt_sampler *S = mx_calloc(1, sizeof *S, err);
   if (!S) return NULL;
   if (!(S->s = mx_sampler_create(&sp, M->m->cfg.vocab_size, err))) {

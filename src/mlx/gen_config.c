@@ -190,3 +190,13 @@ void mx_gen_config_apply_sampling(const mx_gen_config *g, mx_sampler_params *p) 
   if (g->has_min_p) p->min_p = g->min_p;
   if (g->has_repetition_penalty) p->repetition_penalty = g->repetition_penalty;
 }
+
+void mx_gen_params_apply_sampling(const mlxrt_gen_params *g, mx_sampler_params *p) {
+  if (g->temperature >= 0) p->temperature = g->temperature;
+  if (g->top_k >= 0) p->top_k = g->top_k;
+  if (g->top_p >= 0) p->top_p = g->top_p;
+  if (g->min_p >= 0) p->min_p = g->min_p;
+  if (g->repetition_penalty >= 0) p->repetition_penalty = g->repetition_penalty;
+  if (g->repetition_window >= 0) p->repetition_window = g->repetition_window;
+  if (g->seed_set) p->seed = g->seed;
+}

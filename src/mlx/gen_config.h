@@ -40,5 +40,8 @@ int mx_gen_config_is_eos(const mx_gen_config *g, int id);
 
 /* Copies the sampling fields present onto p (see the header comment). */
 void mx_gen_config_apply_sampling(const mx_gen_config *g, mx_sampler_params *p);
+/* Copies the caller's settings onto p: every field of g that is set (≥ 0; the seed when
+ * seed_set) wins over p's. */
+void mx_gen_params_apply_sampling(const mlxrt_gen_params *g, mx_sampler_params *p);
 
 #endif

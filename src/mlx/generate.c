@@ -137,14 +137,7 @@ mlxrt_chat *mlxrt_chat_new(mlxrt_model *M, const mlxrt_chat_options *opt, mlxrt_
   mx_sampler_params sp;
   mx_sampler_params_default(&sp);
   mx_gen_config_apply_sampling(&c->gen, &sp);
-  const mlxrt_gen_params *g = &c->opt.gen;
-  if (g->temperature >= 0) sp.temperature = g->temperature;
-  if (g->top_k >= 0) sp.top_k = g->top_k;
-  if (g->top_p >= 0) sp.top_p = g->top_p;
-  if (g->min_p >= 0) sp.min_p = g->min_p;
-  if (g->repetition_penalty >= 0) sp.repetition_penalty = g->repetition_penalty;
-  if (g->repetition_window >= 0) sp.repetition_window = g->repetition_window;
-  if (g->seed_set) sp.seed = g->seed;
+  mx_gen_params_apply_sampling(&c->opt.gen, &sp);
   if (!(c->sampler = mx_sampler_create(&sp, c->m->cfg.vocab_size, err))) goto fail;
   if (!(c->s = mx_session_create(c->m, c->b, c->opt.capacity, 0, err))) goto fail;
   if (!(c->logits = mx_malloc((size_t)c->m->cfg.vocab_size * sizeof(float), err))) goto fail;

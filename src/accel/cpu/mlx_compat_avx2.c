@@ -34,12 +34,7 @@ AI __m256 wload(const uint16_t *p) {
 
 void cpu_compat_affine_avx2(const uint16_t *w, int nblk, int64_t cols, const float *x, float *out) {
   int64_t bstride = cols * 16;
-  switch (nblk) {
-  case 4: AFFINE_BODY(4) break;
-  case 3: AFFINE_BODY(3) break;
-  case 2: AFFINE_BODY(2) break;
-  default: AFFINE_BODY(1) break;
-  }
+  CPU_COMPAT_BY_NBLK(AFFINE_BODY)
 }
 
 #define DENSE_BODY(NB)                                                                   \
@@ -55,12 +50,7 @@ void cpu_compat_affine_avx2(const uint16_t *w, int nblk, int64_t cols, const flo
 
 void cpu_compat_dense_avx2(const uint16_t *w, int nblk, int64_t cols, const float *x, float *out) {
   int64_t bstride = cols * 16;
-  switch (nblk) {
-  case 4: DENSE_BODY(4) break;
-  case 3: DENSE_BODY(3) break;
-  case 2: DENSE_BODY(2) break;
-  default: DENSE_BODY(1) break;
-  }
+  CPU_COMPAT_BY_NBLK(DENSE_BODY)
 }
 
 #define FP_BODY(NB)                                                                      \
@@ -85,10 +75,5 @@ void cpu_compat_dense_avx2(const uint16_t *w, int nblk, int64_t cols, const floa
 void cpu_compat_fp_avx2(const uint16_t *w, const float *s, int nblk, int64_t cols, int64_t gs,
                         const float *x, float *out) {
   int64_t bstride = cols * 16, ng = cols / gs, sstride = ng * 16;
-  switch (nblk) {
-  case 4: FP_BODY(4) break;
-  case 3: FP_BODY(3) break;
-  case 2: FP_BODY(2) break;
-  default: FP_BODY(1) break;
-  }
+  CPU_COMPAT_BY_NBLK(FP_BODY)
 }

@@ -33,4 +33,14 @@ void cpu_compat_affine_avx512(const uint16_t *w, int nblk, int64_t cols, const f
 void cpu_compat_fp_avx512(const uint16_t *w, const float *s, int nblk, int64_t cols, int64_t gs,
                           const float *x, float *out);
 
+/* The ISA files' dispatch: BODY(n) with the block count nblk (1..4) as a constant, so each
+ * count gets its own fully unrolled accumulators. */
+#define CPU_COMPAT_BY_NBLK(BODY) \
+  switch (nblk) {                \
+  case 4: BODY(4) break;         \
+  case 3: BODY(3) break;         \
+  case 2: BODY(2) break;         \
+  default: BODY(1) break;        \
+  }
+
 #endif
