@@ -20,6 +20,8 @@
 #      and the variants table (3 and 4 stages, loads only, warps per tile) → selftest.log,
 #      bench.md; then the self-test again (no tables) with MLXRT_QMV_STAGES=n for each n in
 #      QMV_STAGES (default "3 4"), so every instance is checked.
+#   pdl (not in the default list): tiny fixtures and tg128 at depths PDL_DEPTHS (default
+#      0,4096,32768) for each MLXRT_CUDA_PDL_EARLY in PDL_EARLY (default "0 1").
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
 #   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
 set -uo pipefail
@@ -94,6 +96,21 @@ if has prof; then
   fi
   stamp "bench tg128 with graphs"
   MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 128 -r 2 ${BENCH_EXTRA:-} 2>&1 | tee "$OUT/bench31.log"
+fi
+if has pdl; then
+  # MLXRT_CUDA_PDL_EARLY: 0 (wait, then trigger) against 1 (trigger, then wait); the logits
+  # hash must not change, and the tiny fixtures must pass with either order.
+  [ -f "$SYN/s31/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" \
+    >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+  for e in ${PDL_EARLY:-0 1}; do
+    stamp "tiny fixtures, MLXRT_CUDA_PDL_EARLY=$e"
+    MLXRT_CUDA_PDL_EARLY=$e timeout 120 "$DT" --ref cpu --gen 24 --tg 0 "${ROOT}"/tests/fixtures/models/gemma* \
+      >"$OUT/tiny_early$e.log" 2>&1 || rc=1
+    grep -cE "^  PASS" "$OUT/tiny_early$e.log" | sed 's/^/tiny PASS count: /'; grep -E "FAIL" "$OUT/tiny_early$e.log" | head
+    stamp "bench tg128 at depths ${PDL_DEPTHS:-0,4096,32768}, MLXRT_CUDA_PDL_EARLY=$e"
+    MLXRT_CUDA_PDL_EARLY=$e MLXRT_DECODER=1 timeout 400 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 \
+      -d "${PDL_DEPTHS:-0,4096,32768}" -r 2 2>&1 | tee "$OUT/bench31_early$e.log" | grep -E "tg128|hash"
+  done
 fi
 if has prefill || has prefill_check; then
   stamp "prefill: GPU self-test (kernels, pf_dequant bit-exact, cuBLAS GEMM on it)"
