@@ -56,6 +56,36 @@ __device__ __forceinline__ float ck_e4m3_to_f32(uint32_t b) {
   float v = __uint_as_float((b & 0x7fu) << 20) * 1.329227995784916e36f; /* 2^120 */
   return (b & 0x80u) ? -v : v;
 }
+/* nvfp4 scales in the tile layout: each E4M3 scale s (0 < s ≤ 120, byte ≤ 0x6F) as the 7-bit
+ * code c = bits 26..20 of the float s·2^10, whose exponent field is then 128..143, so the
+ * float is (0x40000000 | c << 20) — one mask-and-or per scale. Four codes share a word at
+ * bits 20..26, 12..18, 4..10 and 27..31|0..1 (ck_nv_place); a zero scale has code 0 and its
+ * group's codes are made ±0 instead (repack.cu), so every product is still exactly ±0. */
+#define CK_NV_SCALE_LOG2 10
+__device__ __forceinline__ uint32_t ck_nv_code(uint32_t e4m3) {
+  if ((e4m3 & 0x7fu) == 0) return 0;
+  return (__float_as_uint(ck_e4m3_to_f32(e4m3) * (float)(1 << CK_NV_SCALE_LOG2)) >> 20) & 0x7fu;
+}
+/* Code q (0..3) of a scale word, placed at bits 20..26. */
+__device__ __forceinline__ uint32_t ck_nv_place(uint32_t c, int q) {
+  return q == 0 ? c << 20 : q == 1 ? c << 12 : q == 2 ? c << 4 : (c << 27) | (c >> 5);
+}
+__device__ __forceinline__ uint32_t ck_nv_field(uint32_t w, int q) {
+  return q == 0 ? w : q == 1 ? w << 8 : q == 2 ? w << 16 : __funnelshift_l(w, w, 25);
+}
+/* s·2^10 of scale q of word w */
+__device__ __forceinline__ float ck_nv_scale(uint32_t w, int q) {
+  return __uint_as_float((ck_nv_field(w, q) & 0x07f00000u) | 0x40000000u);
+}
+
+/* The scale of (tile row g + 8·hi, group gu of unit u) from the tile layout (repack.cu), as a
+ * float; a zero scale reads back as 2^-9 over codes the repack zeroed. */
+__device__ __forceinline__ float ck_nv_tile_scale(const void *s, int64_t tile, int64_t nunits, int64_t u, int g,
+                                                  int hi, int gu) {
+  uint32_t w = ((const uint32_t *)s)[((tile * nunits + u) * 8 + g) * 2 + (gu >> 1)];
+  return ck_nv_scale(w, 2 * hi + (gu & 1)) * (1.0f / (1 << CK_NV_SCALE_LOG2));
+}
+
 /* E8M0: 2^(s-127); s = 0 is 2^-127. */
 __device__ __forceinline__ float ck_e8m0_to_f32(uint32_t s) {
   return __uint_as_float(s ? (s << 23) : 0x00400000u);

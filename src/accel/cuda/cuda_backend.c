@@ -165,11 +165,11 @@ static int choose_format(const cuda_impl *c, const accel_spec *s, const void *sc
     return s->bits == 4 ? CK_AFF4 : CK_AFF8;
   case ACCEL_MODE_NVFP4: {
     if (s->cols % 64) return CK_GENERIC;
-    /* the fp16-folded scale needs 0 ≤ s ≤ 3.75 (E4M3 byte ≤ 0x47): true of every MLX
-     * quantizer's output; anything else takes the generic kernel */
+    /* the tile layout's 7-bit scale codes cover 0 ≤ s ≤ 120 (E4M3 byte ≤ 0x6F; ck_device.cuh):
+     * MLX's quantizer stays far below; anything else takes the generic kernel */
     const uint8_t *p = scales;
     for (size_t i = 0; i < scale_bytes; i++)
-      if (p[i] > 0x47) return CK_GENERIC;
+      if (p[i] > 0x6F) return CK_GENERIC;
     return CK_NVFP4;
   }
   case ACCEL_MODE_MXFP4:

@@ -298,7 +298,8 @@ static void correctness(accel_backend *cu, accel_backend *cpu, int generic_only,
   RUN(fpm(ACCEL_MODE_NVFP4, 72, 384, 0), 0, 0, 1, "nvfp4 72x384");
   RUN(fpm(ACCEL_MODE_NVFP4, 1000, 5376, 0), 0, 0, 1, "nvfp4 1000x5376");
   RUN(fpm(ACCEL_MODE_NVFP4, 72, 384, 0), 0x00, 0x7f, 0, "nvfp4 72x384 scales up to 480 (generic)");
-  RUN(fpm(ACCEL_MODE_NVFP4, 72, 384, 0), 0x00, 0x10, 1, "nvfp4 72x384 subnormal scales");
+  RUN(fpm(ACCEL_MODE_NVFP4, 72, 384, 0), 0x00, 0x10, 1, "nvfp4 72x384 zero and subnormal scales");
+  RUN(fpm(ACCEL_MODE_NVFP4, 72, 384, 0), 0x40, 0x6f, 1, "nvfp4 72x384 scales 2..120");
   RUN(fpm(ACCEL_MODE_NVFP4, 48, 256, 3), 0, 0, 1, "nvfp4 3x48x256 stacked");
   RUN(fpm(ACCEL_MODE_NVFP4, 40, 48, 0), 0, 0, 0, "nvfp4 40x48 (K %% 64 != 0)");
   RUN(fpm(ACCEL_MODE_MXFP4, 72, 384, 0), 0, 0, 1, "mxfp4 72x384");

@@ -36,9 +36,7 @@ __device__ __forceinline__ void pf_params(const ck_layout &L, int64_t tile, int 
     *s = L.scales_dtype == CKT_F16 ? ck_f16_to_f32(sp[0]) : ck_bf16_to_f32(sp[0]);
     *b = L.scales_dtype == CKT_F16 ? ck_f16_to_f32(sp[1]) : ck_bf16_to_f32(sp[1]);
   } else if (FMT == CK_NVFP4) {
-    int gu = kc >> 4;
-    uint8_t sb = ((const uint8_t *)L.s)[((tile * L.nunits + chunk) * 8 + g) * 8 + (gu >> 1) * 4 + hi * 2 + (gu & 1)];
-    *s = ck_f16_to_f32((uint16_t)(sb << 7)) * (1.0f / 16384.0f);
+    *s = ck_nv_tile_scale(L.s, tile, L.nunits, chunk, g, hi, kc >> 4);
   } else if (FMT == CK_MXFP4) {
     *s = ck_e8m0_to_f32(((const uint8_t *)L.s)[((tile * L.nunits + chunk) * 8 + g) * 4 + hi * 2 + (kc >> 5)]);
   } else if (FMT == CK_MXFP8) {

@@ -121,8 +121,7 @@ __device__ void rep_element(const ck_layout &L, int64_t row, int64_t k, uint32_t
   } else if (L.fmt == CK_NVFP4) {
     int64_t u = k / 64;
     int gu = (int)((k % 64) / 16);
-    uint8_t b = ((const uint8_t *)L.s)[((tile * L.nunits + u) * 8 + g) * 8 + (gu >> 1) * 4 + hi * 2 + (gu & 1)];
-    *scale = ck_f16_to_f32((uint16_t)(b << 7)) * (1.0f / 16384.0f);
+    *scale = ck_nv_tile_scale(L.s, tile, L.nunits, u, g, hi, gu);
   } else if (L.fmt == CK_MXFP4) {
     int64_t u = k / 64;
     int gu = (int)((k % 64) / 32);

@@ -44,20 +44,6 @@ __device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
   return v;
 }
 
-__device__ __forceinline__ uint32_t h2_sub(uint32_t a, uint32_t b) {
-  __half2 r = __hsub2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b));
-  return *reinterpret_cast<uint32_t *>(&r);
-}
-__device__ __forceinline__ uint32_t h2_fma(uint32_t a, uint32_t b, uint32_t c) {
-  __half2 r = __hfma2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b),
-                      *reinterpret_cast<__half2 *>(&c));
-  return *reinterpret_cast<uint32_t *>(&r);
-}
-__device__ __forceinline__ uint32_t h2_mul(uint32_t a, __half2 b) {
-  __half2 r = __hmul2(*reinterpret_cast<__half2 *>(&a), b);
-  return *reinterpret_cast<uint32_t *>(&r);
-}
-
 template <bool BF16>
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
@@ -103,11 +89,13 @@ __device__ __forceinline__ void decode_a(const uint32_t *wd, int m, uint32_t (&a
     a[2] = __byte_perm(w1, H2_1024, 0x5150);
     a[3] = __byte_perm(w1, H2_1024, 0x5352);
   } else if (FMT == CK_NVFP4 || FMT == CK_MXFP4) { /* fp16 (sign, e1e0m << 9) = v · 2^-14 */
+    /* registers 2 and 3 move magnitude and sign by different shifts: one multiply by
+     * 2^6 + 2^2 (2^9 + 2^1) does both, the shifted copies never overlapping (no carries) */
     uint32_t w = wd[m];
     a[0] = w & 0x8E008E00u;
     a[1] = (w << 3) & 0x8E008E00u;
-    a[2] = ((w << 6) & 0x0E000E00u) | ((w << 2) & 0x80008000u);
-    a[3] = ((w << 9) & 0x0E000E00u) | ((w << 1) & 0x80008000u);
+    a[2] = ((w & 0x20382038u) * 68u) & 0x8E008E00u;
+    a[3] = ((w & 0x40074007u) * 514u) & 0x8E008E00u;
   } else if (FMT == CK_MXFP8) { /* E4M3 byte → fp16 ((b&0x7f) << 7 | sign << 15) = v · 2^-8 */
     uint32_t w0 = wd[2 * m], w1 = wd[2 * m + 1];
     uint32_t u[4] = {__byte_perm(w0, 0, 0x4140), __byte_perm(w0, 0, 0x4342),
@@ -130,6 +118,7 @@ struct Shape {
   static constexpr bool AFF = FMT == CK_AFF4 || FMT == CK_AFF8;
   static constexpr bool MX = FMT == CK_MXFP4 || FMT == CK_MXFP8;
   static constexpr bool DENSE = FMT == CK_DBF16 || FMT == CK_DF16;
+  static constexpr bool POST = AFF || MX || FMT == CK_NVFP4; /* scales applied to float sums */
   static constexpr int GPU = AFF ? UK / GS : 1; /* affine groups per unit */
   static constexpr int MPG = AFF ? GS / 16 : 2; /* mmas per group (affine, mx) */
   static constexpr int SU = 16 / CPU;           /* units per stage */
@@ -137,6 +126,13 @@ struct Shape {
   static constexpr int UNIT_S = AFF ? GPU * 64 : DENSE ? 0 : 8 * ck_fp_scale_bytes(FMT);
   static constexpr int STAGE = SU * (UNIT_W + UNIT_S);
 };
+
+/* s·2^10 of nvfp4 scale q of word w (ck_nv_scale) in one LOP3: e holds 0x40000000. */
+__device__ __forceinline__ float nv_scale(uint32_t w, int q, uint32_t e) {
+  uint32_t d, f = ck_nv_field(w, q);
+  asm("lop3.b32 %0, %1, 0x07f00000, %2, 0xEA;" : "=r"(d) : "r"(f), "r"(e));
+  return __uint_as_float(d);
+}
 
 /* ---- mbarrier + bulk copy (sm_90) ---- */
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
@@ -169,6 +165,11 @@ __device__ __forceinline__ uint4 ld_keep(const uint4 *p) {
   asm("ld.global.nc.L1::evict_last.v4.u32 {%0,%1,%2,%3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_keep2(const uint2 *p) {
+  uint2 v;
+  asm("ld.global.nc.L1::evict_last.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
 }
 
@@ -224,15 +225,16 @@ __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (
     uint32_t b0 = (m & 1) ? xv.z : xv.x, b1 = (m & 1) ? xv.w : xv.y;
     uint32_t a[4];
     decode_a<FMT>(wd, m, a);
-    if (FMT == CK_NVFP4) { /* fold the E4M3 scale: fp16 (v·2^-14)·(s·2^14) = v·s exactly */
-      uint32_t w = (m >> 1) ? r.sc[0].y : r.sc[0].x;
-      uint32_t Sc = (m & 1) ? ((w >> 1) & 0x7F807F80u) : ((w & 0x00FF00FFu) << 7);
-      __half2 sh = *reinterpret_cast<__half2 *>(&Sc);
-      __half2 lo = __low2half2(sh), hi = __high2half2(sh);
-      a[0] = h2_mul(a[0], lo);
-      a[1] = h2_mul(a[1], hi);
-      a[2] = h2_mul(a[2], lo);
-      a[3] = h2_mul(a[3], hi);
+    if (FMT == CK_NVFP4) { /* one group per mma: its sums times the rows' scales, in float */
+      float d[4] = {0.f, 0.f, 0.f, 0.f};
+      mma16816<false>(d, a, b0, b1);
+      const uint32_t w = (m >> 1) ? r.sc[0].y : r.sc[0].x;
+      const float s0 = ck_nv_scale(w, m & 1), s8 = ck_nv_scale(w, 2 + (m & 1));
+      tot[0] = fmaf(d[0], s0, tot[0]);
+      tot[1] = fmaf(d[1], s0, tot[1]);
+      tot[2] = fmaf(d[2], s8, tot[2]);
+      tot[3] = fmaf(d[3], s8, tot[3]);
+      continue;
     }
     mma16816<FMT == CK_DBF16>(acc, a, b0, b1);
     if (S::AFF && (m + 1) % S::MPG == 0) {
@@ -283,8 +285,15 @@ __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (
 /* One block per 16-row tile. Thread 0 streams the tile's codes and scales into NST shared
  * stages with bulk copies completing on mbarriers (all of a stage's bytes in flight at once,
  * no registers held); the W warps split each stage's units (split-K inside the block) and
- * reduce through shared memory at the end. */
-template <int FMT, int GS, bool SB_F16, int NST>
+ * reduce through shared memory at the end.
+ *
+ * COL (nvfp4, one activation row): the mma's 8 columns carry 8 groups instead of 8 rows of x.
+ * A warp takes its units in pairs; the B operand of mma j (j < 4: mma j of the first unit,
+ * else mma j - 4 of the second) is x in column j and zero elsewhere, so one accumulator ends
+ * the pair holding each row's 8 group sums apart, and each lane scales its 4 of them with 4
+ * FMAs — instead of scaling every decoded weight pair in fp16 (16 multiplies and 8 scale
+ * extractions per unit). Lane (g, t) loads only the 8 bytes of x its column needs. */
+template <int FMT, int GS, bool SB_F16, int NST, bool COL = false>
 __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   typedef Shape<FMT, GS> S;
   extern __shared__ __align__(128) uint8_t stage_mem[];
@@ -330,6 +339,20 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   constexpr int XSTEP = (S::UK / 32) * 4;    /* uint4 of x per unit */
   constexpr int WSTEP = S::CPU * 32;          /* uint4 of codes per unit */
   const float2 *xs_lane = reinterpret_cast<const float2 *>(p.xs) + t + (size_t)ubeg * S::GPU * 4; /* [group][8 floats] */
+  /* COL: lane (g, t) reads x pair (b0, b1) of mma g & 3 of its unit (row 0 of the layout) */
+  const uint2 *xcol = reinterpret_cast<const uint2 *>(p.xp + t + (size_t)ubeg * XSTEP0) + ((g & 3) >> 1) * 8 + (g & 1);
+  /* loop invariants, made opaque (volatile) so the compiler keeps them in registers instead of
+   * recomputing them every pair: the column masks (all ones for column g), the second unit's
+   * offsets of codes / this lane's scale word / this lane's x, and the scales' exponent bits */
+  uint32_t colsel[8];
+#pragma unroll
+  for (int j = 0; j < 8; j++) asm volatile("neg.s32 %0, %1;" : "=r"(colsel[j]) : "r"((int)(g == j)));
+  int col_w, col_s, col_x;
+  uint32_t nv_e;
+  asm volatile("mov.b32 %0, %1;" : "=r"(col_w) : "r"(nw * WSTEP));
+  asm volatile("mov.b32 %0, %1;" : "=r"(col_s) : "r"(t >= 2 ? nw * S::UNIT_S : 0));
+  asm volatile("mov.b32 %0, %1;" : "=r"(col_x) : "r"(g >= 4 ? nw * XSTEP * 2 : 0));
+  asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
   for (int st = 0; st < nstages; st++) {
     const int slot = st % NST, u0 = st * S::SU;
     const int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
@@ -345,6 +368,36 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
 #pragma unroll
         for (int c = 0; c < S::CPU; c++) r0.w[c] = wsm[c * 32];
         compute_unit<FMT, GS, SB_F16, true>(r0, acc, tot);
+      }
+    } else if (COL) {
+      const uint2 *xc = xcol + (size_t)(u0 + warp) * XSTEP * 2;
+      const uint8_t *sc = ssm + (t & 1) * 4;
+      for (int ul = warp; ul < nu; ul += 2 * nw) {
+        const bool two = ul + nw < nu; /* else the second unit's reads fall back on the first */
+        const uint4 w0 = wsm[0], w1 = wsm[two ? col_w : 0];
+        const uint32_t sw = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
+        const uint2 xv = ld_keep2(xc + (two ? col_x : 0));
+        const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
+        float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+          uint32_t a[4];
+          decode_a<FMT>(wd0, m, a);
+          mma16816<false>(d, a, xv.x & colsel[m], xv.y & colsel[m]);
+        }
+        if (two) {
+#pragma unroll
+          for (int m = 0; m < 4; m++) {
+            uint32_t a[4];
+            decode_a<FMT>(wd1, m, a);
+            mma16816<false>(d, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
+          }
+        }
+#pragma unroll
+        for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw, q, nv_e), tot[q]);
+        wsm += 2 * col_w;
+        sc += 2 * nw * S::UNIT_S;
+        xc += 2 * nw * XSTEP * 2;
       }
     } else {
       for (int ul = warp; ul < nu; ul += 2 * nw) {
@@ -367,12 +420,22 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       issue(st + NST);
     }
   }
-  if (!S::AFF && !S::MX) {
+  if (!S::POST) {
 #pragma unroll
     for (int i = 0; i < 4; i++) tot[i] = acc[i] + acc2[i];
   } else {
 #pragma unroll
     for (int i = 0; i < 4; i++) tot[i] += tot2[i];
+  }
+  if (COL) { /* the lane's two columns, then the four lanes of a row: row g in tot[0], g+8 in tot[2] */
+    float rg = tot[0] + tot[1], r8 = tot[2] + tot[3];
+    rg += __shfl_xor_sync(0xffffffffu, rg, 1);
+    r8 += __shfl_xor_sync(0xffffffffu, r8, 1);
+    rg += __shfl_xor_sync(0xffffffffu, rg, 2);
+    r8 += __shfl_xor_sync(0xffffffffu, r8, 2);
+    tot[0] = rg;
+    tot[2] = r8;
+    tot[1] = tot[3] = 0.f;
   }
   if (p.variant == 1) tot[0] = acc[0] + acc2[0]; /* loads-only: keep the loads alive */
 
@@ -388,7 +451,9 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     float s = 0.f;
     for (int w = 0; w < nw; w++) s += red[w][src][slot];
     int64_t row = tile * 16 + rl;
-    if (col < p.nb && row < p.rows) p.y[(int64_t)ks * p.kstride + (int64_t)col * p.ldy + row] = ldexpf(s, -p.xexp[col]);
+    /* undo x's 2^e, and for nvfp4 the decode's 2^-14 and the scales' 2^10 */
+    constexpr int YSH = FMT == CK_NVFP4 ? 14 - CK_NV_SCALE_LOG2 : 0;
+    if (col < p.nb && row < p.rows) p.y[(int64_t)ks * p.kstride + (int64_t)col * p.ldy + row] = ldexpf(s, YSH - p.xexp[col]);
   }
 }
 
@@ -512,12 +577,12 @@ static qmv_fn pick_affine(int gs, bool f16) {
 }
 
 template <int NST>
-static qmv_fn pick_ns(const ck_layout *L) {
+static qmv_fn pick_ns(const ck_layout *L, int nb) {
   bool f16 = L->scales_dtype == CKT_F16;
   switch (L->fmt) {
   case CK_AFF4: return pick_affine<CK_AFF4, NST>(L->group_size, f16);
   case CK_AFF8: return pick_affine<CK_AFF8, NST>(L->group_size, f16);
-  case CK_NVFP4: return qmv_tc_kernel<CK_NVFP4, 16, false, NST>;
+  case CK_NVFP4: return nb == 1 ? qmv_tc_kernel<CK_NVFP4, 16, false, NST, true> : qmv_tc_kernel<CK_NVFP4, 16, false, NST>;
   case CK_MXFP4: return qmv_tc_kernel<CK_MXFP4, 32, false, NST>;
   case CK_MXFP8: return qmv_tc_kernel<CK_MXFP8, 32, false, NST>;
   case CK_DBF16: return qmv_tc_kernel<CK_DBF16, 0, false, NST>;
@@ -535,7 +600,7 @@ extern "C" void ck_set_qmv_stages(int n) { g_stages = n == 3 || n == 4 ? n : 0; 
 extern "C" int ck_get_qmv_stages(void) { return g_stages; }
 static int stages_for(const ck_layout *L) { return g_stages ? g_stages : L->fmt == CK_NVFP4 ? 3 : 4; }
 
-static qmv_fn pick(const ck_layout *L) { return stages_for(L) == 3 ? pick_ns<3>(L) : pick_ns<4>(L); }
+static qmv_fn pick(const ck_layout *L, int nb) { return stages_for(L) == 3 ? pick_ns<3>(L, nb) : pick_ns<4>(L, nb); }
 
 extern "C" int ck_unit_k(int fmt, int group_size) { return ck_unit_k_c(fmt, group_size); }
 
@@ -616,7 +681,10 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
   if (L->tiles * ksplit >= 2048 && occupancy(fn, 4, smem) >= 1) return 4;
   int best = 8;
   double best_score = -1;
-  for (int w = 4; w <= CK_MAX_WARPS; w *= 2) {
+  /* 16 warps per tile measured slowest on every shape (docs/PERF.md), and its occupancy-based
+   * score can still win when few registers are used (the nvfp4 COL kernel: 40 vs 28 us on
+   * 21504×5376): 4 or 8 only */
+  for (int w = 4; w <= 8; w *= 2) {
     if (w > 4 && w > L->nunits / ksplit) break;
     int per_sm = occupancy(fn, w, smem);
     if (per_sm < 1) continue;
@@ -638,7 +706,7 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
 extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
                             const int *xexp, int nb, float *y, int64_t ldy, int ksplit, int64_t kstride,
                             void *stream) {
-  qmv_fn fn = pick(L);
+  qmv_fn fn = pick(L, nb);
   if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
   QmvArgs a;
   a.w = (const uint4 *)((const char *)L->w + (size_t)slab * L->w_slab);

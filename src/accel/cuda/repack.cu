@@ -38,6 +38,10 @@ __global__ void repack_codes_kernel(RepackArgs a) {
         int64_t row = tile * 16 + ck_frag_row(g, i);
         int64_t k = chunk * 64 + 16 * j + ck_frag_k(t, i);
         uint32_t c = raw_code_at(a, slab, row, k, 4);
+        /* a zero scale: the group's codes become ±0 (the sign kept, so s·v keeps its sign) */
+        if (a.fmt == CK_NVFP4 && row < a.rows &&
+            !(((const uint8_t *)a.raw_s)[(slab * a.rows + row) * a.ngroups + k / 16] & 0x7fu))
+          c &= 8u;
         if (a.fmt == CK_AFF4)
           word |= c << (4 * ck_aff4_nibble(i));
         else
@@ -88,16 +92,12 @@ __global__ void repack_affine_scales_kernel(RepackArgs a) {
   }
 }
 
-/* nvfp4's fp16 operand scale: the E4M3 value × 2^14 as fp16 (exact: ≤ 4 significant bits, and
- * the host only sends scales in [0, 3.75] here), stored as its bits 7..14. */
-__device__ __forceinline__ uint32_t nvfp4_scale_code(uint32_t e4m3) {
-  float s = ck_e4m3_to_f32(e4m3) * 16384.0f;
-  return (uint32_t)(__half_as_ushort(__float2half_rn(s)) >> 7) & 0xffu;
-}
-
-/* fp formats: per (slab, tile, unit, g) the scale bytes of rows g and g+8, in the order the
- * kernel decodes them: for each pair of groups (G0, G1): [g·G0, g·G1, g8·G0, g8·G1]
- * (mxfp8 has one group per unit: [g, g8]). */
+/* nvfp4: per (slab, tile, unit, g) two words; word w holds the codes (ck_nv_code) of
+ * (row g, group 2w), (g, 2w+1), (g+8, 2w), (g+8, 2w+1) at places 0..3 (ck_nv_place): the
+ * scales of the D columns lane (g, t) holds when the mat-vec gives each group its own column
+ * (qmv_tc.cu).
+ * mxfp4 / mxfp8: per (slab, tile, unit, g) the E8M0 bytes of rows g and g+8: for each pair of
+ * groups (G0, G1): [g·G0, g·G1, g8·G0, g8·G1] (mxfp8 has one group per unit: [g, g8]). */
 __global__ void repack_fp_scales_kernel(RepackArgs a) {
   const int spu = ck_fp_scale_bytes(a.fmt);
   int64_t total = a.slabs * a.tiles * a.nunits * 8;
@@ -108,24 +108,25 @@ __global__ void repack_fp_scales_kernel(RepackArgs a) {
     int64_t u = rest % a.nunits;
     rest /= a.nunits;
     int64_t tile = rest % a.tiles, slab = rest / a.tiles;
+    const int gpu = a.fmt == CK_NVFP4 ? 4 : a.fmt == CK_MXFP4 ? 2 : 1;
+    auto raw = [&](int hi, int gl) -> uint32_t {
+      int64_t row = tile * 16 + g + 8 * hi;
+      if (row >= a.rows) return 0;
+      return ((const uint8_t *)a.raw_s)[(slab * a.rows + row) * a.ngroups + u * gpu + gl];
+    };
+    if (a.fmt == CK_NVFP4) {
+      uint32_t *o = (uint32_t *)((uint8_t *)a.s + idx * spu);
+      for (int w = 0; w < 2; w++) {
+        uint32_t word = 0;
+        for (int q = 0; q < 4; q++) word |= ck_nv_place(ck_nv_code(raw(q >> 1, 2 * w + (q & 1))), q);
+        o[w] = word;
+      }
+      continue;
+    }
     uint8_t *o = (uint8_t *)a.s + idx * spu;
     for (int b = 0; b < spu; b++) {
-      int hi, gl;
-      if (a.fmt == CK_MXFP8) {
-        hi = b;
-        gl = 0;
-      } else {
-        hi = (b >> 1) & 1;
-        gl = (b >> 2) * 2 + (b & 1);
-      }
-      int gpu = a.fmt == CK_NVFP4 ? 4 : a.fmt == CK_MXFP4 ? 2 : 1;
-      int64_t row = tile * 16 + g + 8 * hi;
-      uint32_t v = 0;
-      if (row < a.rows) {
-        v = ((const uint8_t *)a.raw_s)[(slab * a.rows + row) * a.ngroups + u * gpu + gl];
-        if (a.fmt == CK_NVFP4) v = nvfp4_scale_code(v);
-      }
-      o[b] = (uint8_t)v;
+      int hi = a.fmt == CK_MXFP8 ? b : (b >> 1) & 1, gl = a.fmt == CK_MXFP8 ? 0 : (b >> 2) * 2 + (b & 1);
+      o[b] = (uint8_t)raw(hi, gl);
     }
   }
 }
