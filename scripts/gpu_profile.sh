@@ -22,6 +22,10 @@
 #      QMV_STAGES (default "3 4"), so every instance is checked.
 #   pdl (not in the default list): tiny fixtures and tg128 at depths PDL_DEPTHS (default
 #      0,4096,32768) for each MLXRT_CUDA_PDL_EARLY in PDL_EARLY (default "0 1").
+#   attn (not in the default list): tg128 at depths 0/4096/32768 for each decode-attention split
+#      shape KEYS:BLOCKS_PER_SM:MAX_SPLITS in ATTN_CONFIGS.
+#   profd (not in the default list): the per-kernel profile of 8 decode steps at depth PROF_DEPTH
+#      (default 32768).
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
 #   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
 set -uo pipefail
@@ -111,6 +115,28 @@ if has pdl; then
     MLXRT_CUDA_PDL_EARLY=$e MLXRT_DECODER=1 timeout 400 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 \
       -d "${PDL_DEPTHS:-0,4096,32768}" -r 2 2>&1 | tee "$OUT/bench31_early$e.log" | grep -E "tg128|hash"
   done
+fi
+if has attn; then
+  # decode attention's split shape: tg128 at depths 0/4096/32768 for each KEYS:BLOCKS:MAX in
+  # ATTN_CONFIGS (MLXRT_ATTN_SPLIT_KEYS, MLXRT_ATTN_BLOCKS_PER_SM, MLXRT_ATTN_MAX_SPLITS)
+  [ -f "$SYN/s31/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" \
+    >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+  for c in ${ATTN_CONFIGS:-64:4:128 32:8:256}; do
+    IFS=: read -r ak ab am <<<"$c"
+    stamp "bench tg128, attention splits of >= $ak keys, <= $ab blocks per SM, <= $am splits"
+    MLXRT_ATTN_SPLIT_KEYS=$ak MLXRT_ATTN_BLOCKS_PER_SM=$ab MLXRT_ATTN_MAX_SPLITS=$am MLXRT_DECODER=1 timeout 200 \
+      "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 -d 0,4096,32768 -r 1 2>&1 |
+      tee "$OUT/bench31_attn_${ak}_${ab}_${am}.log" | grep -E "tg128"
+  done
+fi
+if has profd; then
+  # where the step's time goes at depth (eager launches, per-kernel table)
+  [ -f "$SYN/s31/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" \
+    >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+  stamp "profile (eager, 8 steps) at depth ${PROF_DEPTH:-32768}"
+  MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 200 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 8 -r 1 \
+    -d "${PROF_DEPTH:-32768}" >"$OUT/prof_d${PROF_DEPTH:-32768}.log" 2>&1 || rc=1
+  cat "$OUT/prof_d${PROF_DEPTH:-32768}.log"
 fi
 if has prefill || has prefill_check; then
   stamp "prefill: GPU self-test (kernels, pf_dequant bit-exact, cuBLAS GEMM on it)"

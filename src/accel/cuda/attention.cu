@@ -5,10 +5,10 @@
  *   1. scores (one block per KV head and split; K read once for its rep query heads), and per
  *      split the max m_s and the sum l_s = Σ exp(s − m_s);
  *   2. per KV head and split (V read once for its rep query heads): M = max m_s,
- *      total = Σ l_s·exp(m_s − M) (the float32 softmax denominator, summed in another order
- *      than the CPU's), p = bf16(exp(s − M) / total), partial Σ p·v; the last block of each
- *      KV head reduces the partials in split order (above 32 splits: a third kernel, one
- *      thread per output, with the same sums).
+ *      total = Σ l_s·exp(m_s − M) (the float32 softmax denominator, summed over the splits
+ *      by a warp, in another order than the CPU's), p = bf16(exp(s − M) / total), partial
+ *      Σ p·v; the last block of each KV head reduces the partials in split order (above 4
+ *      splits: a third kernel, one thread per output, with the same sums).
  * The query-group size (rep) is a template parameter so the per-head sums stay in registers.
  * A sliding layer (window > 0) keeps a ring: position j lives in slot j % window. */
 #include <cuda_fp16.h>
@@ -156,29 +156,30 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
   }
 }
 
-__device__ __forceinline__ float global_max(const float *smax, int h, int splits) {
-  float m = -INFINITY;
-  for (int i = 0; i < splits; i++) m = fmaxf(m, smax[h * splits + i]);
-  return m;
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
 }
 
 #define PV_TILE 256
-/* Up to this many splits the last pv block of a KV head reduces them; above, combine_kernel. */
-#define AT_LAST_BLOCK_SPLITS 32
+/* Up to this many splits the last pv block of a KV head reduces them; above, combine_kernel
+ * (the last block alone is latency-bound on REP·hd outputs: measured ~10 us at 16 splits). */
+#define AT_LAST_BLOCK_SPLITS 4
 
-/* Σ over the splits of one output (stride hd): four independent chains (loads in flight),
+/* Σ over the splits of one output (stride hd): eight independent chains (loads in flight),
  * added in a fixed order. */
 __device__ __forceinline__ float split_sum(const float *src, int splits, int hd) {
-  float v0 = 0.0f, v1 = 0.0f, v2 = 0.0f, v3 = 0.0f;
+  float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   int k = 0;
-  for (; k + 3 < splits; k += 4) {
-    v0 += __ldcg(src + (int64_t)k * hd);
-    v1 += __ldcg(src + (int64_t)(k + 1) * hd);
-    v2 += __ldcg(src + (int64_t)(k + 2) * hd);
-    v3 += __ldcg(src + (int64_t)(k + 3) * hd);
+  for (; k + 7 < splits; k += 8) {
+    float x[8];
+#pragma unroll
+    for (int c = 0; c < 8; c++) x[c] = __ldcg(src + (int64_t)(k + c) * hd);
+#pragma unroll
+    for (int c = 0; c < 8; c++) v[c] += x[c];
   }
-  for (; k < splits; k++) v0 += __ldcg(src + (int64_t)k * hd);
-  return (v0 + v1) + (v2 + v3);
+  for (; k < splits; k++) v[0] += __ldcg(src + (int64_t)k * hd);
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
 /* grid (nkv, splits): Σ p·v of the split for the REP query heads of KV head g, V read once
@@ -197,15 +198,24 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
   __shared__ bool last;
   int g = blockIdx.x, s = blockIdx.y, pos = *pos_p, lo, hi;
   split_range(pos, window, splits, s, &lo, &hi);
-  if (threadIdx.x < REP) {
-    int h = g * REP + threadIdx.x;
-    float m = global_max(smax, h, splits), total = 0.0f;
-    for (int i = 0; i < splits; i++) {
-      float ms = smax[h * splits + i];
-      if (ms > -INFINITY) total += ssum[h * splits + i] * expf(__fsub_rn(ms, m));
+  { /* each head's M and total: a warp per head, its lanes over the splits (one thread per
+     * head looped over every split alone: ~2·splits dependent loads before any work) */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int r = warp; r < REP; r += (int)(blockDim.x >> 5)) {
+      const int h = g * REP + r;
+      float m = -INFINITY, total = 0.0f;
+      for (int i = lane; i < splits; i += 32) m = fmaxf(m, smax[h * splits + i]);
+      m = warp_max(m);
+      for (int i = lane; i < splits; i += 32) {
+        float ms = smax[h * splits + i];
+        if (ms > -INFINITY) total += ssum[h * splits + i] * expf(__fsub_rn(ms, m));
+      }
+      total = warp_sum(total);
+      if (lane == 0) {
+        gm[r] = m;
+        ginv[r] = __fdiv_rn(1.0f, total);
+      }
     }
-    gm[threadIdx.x] = m;
-    ginv[threadIdx.x] = __fdiv_rn(1.0f, total);
   }
   int64_t kvd = (int64_t)nkv * hd;
   int d0 = threadIdx.x * dpt, active = d0 < hd;

@@ -30,7 +30,9 @@
 
 #define STAGE_TOKENS 4096
 #define SPLIT_KEYS 64
+#define SPLIT_BLOCKS_PER_SM 4
 #define MAX_SPLITS 128
+static int env_knob(const char *name, int def, int lo, int hi, int *out, mlxrt_error *err);
 
 typedef struct dec_mv {
   const ck_layout *L[3]; /* one concatenated weight, or the parts when their formats differ */
@@ -300,6 +302,12 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   const char *wq = getenv("MLXRT_QMV_WARPS");
   if (wq && *wq) ck_set_tuning(atoi(wq), 0);
   if (D->prof.on) D->use_graph = 0;
+  /* decode attention's split shape (benchmark knobs; defaults measured on the H200) */
+  int split_keys, split_blocks, max_splits_knob;
+  if (env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &split_keys, err) ||
+      env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
+      env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err))
+    goto fail;
   int H = d->hidden, L = d->n_layers, sms = cudab_device(b)->sms;
   int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1;
   if (check_shape(d->embed, d->vocab, H, "embedding", -1, err) ||
@@ -334,9 +342,10 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
      * four times at long contexts, with at least SPLIT_KEYS keys per split (each block's loop
      * over its keys is latency-bound: measured on the H200, 256-key splits cost tg128 at depth
      * 4096 40 % of its speed) */
-    int64_t sp = (ctx + SPLIT_KEYS - 1) / SPLIT_KEYS, cap_sp = (4 * sms + l->n_kv_heads - 1) / l->n_kv_heads;
+    int64_t sp = (ctx + split_keys - 1) / split_keys,
+            cap_sp = ((int64_t)split_blocks * sms + l->n_kv_heads - 1) / l->n_kv_heads;
     if (sp > cap_sp) sp = cap_sp;
-    if (sp > MAX_SPLITS) sp = MAX_SPLITS;
+    if (sp > max_splits_knob) sp = max_splits_knob;
     y->splits = (int)sp;
     if (sp > max_splits) max_splits = sp;
     /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */
