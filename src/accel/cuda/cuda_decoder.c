@@ -29,9 +29,9 @@
 #include "sample_kernels.h"
 
 #define STAGE_TOKENS 4096
-#define SPLIT_KEYS 64
-#define SPLIT_BLOCKS_PER_SM 4
-#define MAX_SPLITS 128
+#define SPLIT_KEYS 32
+#define SPLIT_BLOCKS_PER_SM 8
+#define MAX_SPLITS 256
 static int env_knob(const char *name, int def, int lo, int hi, int *out, mlxrt_error *err);
 
 typedef struct dec_mv {
