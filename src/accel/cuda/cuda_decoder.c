@@ -338,10 +338,11 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     y->window = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : 0;
     int64_t slots = y->window > 0 ? y->window : capacity;
     int64_t ctx = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : capacity;
-    /* enough splits that the scores pass (one block per KV head and split) covers the SMs
-     * four times at long contexts, with at least SPLIT_KEYS keys per split (each block's loop
-     * over its keys is latency-bound: measured on the H200, 256-key splits cost tg128 at depth
-     * 4096 40 % of its speed) */
+    /* enough splits that both passes (one block per KV head and split) put split_blocks
+     * blocks on every SM at long contexts, with at least split_keys keys per split: each
+     * block's loop over its keys is latency-bound, so more, shorter blocks win (H200, 31B
+     * tg128 at depths 0/4096/32768: 32 keys / 8 per SM / 256 splits 109.8/97.8/77.0 t/s,
+     * 64 / 4 / 128 102.7/88.0/73.0; docs/PERF.md session 4) */
     int64_t sp = (ctx + split_keys - 1) / split_keys,
             cap_sp = ((int64_t)split_blocks * sms + l->n_kv_heads - 1) / l->n_kv_heads;
     if (sp > cap_sp) sp = cap_sp;
