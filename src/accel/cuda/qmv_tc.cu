@@ -344,15 +344,16 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   /* loop invariants, made opaque (volatile) so the compiler keeps them in registers instead of
    * recomputing them every pair: the column masks (all ones for column g), the second unit's
    * offsets of codes / this lane's scale word / this lane's x, and the scales' exponent bits */
-  uint32_t colsel[8];
+  uint32_t colsel[8] = {0, 0, 0, 0, 0, 0, 0, 0}, nv_e = 0;
+  int col_w = 0, col_s = 0, col_x = 0;
+  if (COL) {
 #pragma unroll
-  for (int j = 0; j < 8; j++) asm volatile("neg.s32 %0, %1;" : "=r"(colsel[j]) : "r"((int)(g == j)));
-  int col_w, col_s, col_x;
-  uint32_t nv_e;
-  asm volatile("mov.b32 %0, %1;" : "=r"(col_w) : "r"(nw * WSTEP));
-  asm volatile("mov.b32 %0, %1;" : "=r"(col_s) : "r"(t >= 2 ? nw * S::UNIT_S : 0));
-  asm volatile("mov.b32 %0, %1;" : "=r"(col_x) : "r"(g >= 4 ? nw * XSTEP * 2 : 0));
-  asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
+    for (int j = 0; j < 8; j++) asm volatile("neg.s32 %0, %1;" : "=r"(colsel[j]) : "r"((int)(g == j)));
+    asm volatile("mov.b32 %0, %1;" : "=r"(col_w) : "r"(nw * WSTEP));
+    asm volatile("mov.b32 %0, %1;" : "=r"(col_s) : "r"(t >= 2 ? nw * S::UNIT_S : 0));
+    asm volatile("mov.b32 %0, %1;" : "=r"(col_x) : "r"(g >= 4 ? nw * XSTEP * 2 : 0));
+    asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
+  }
   for (int st = 0; st < nstages; st++) {
     const int slot = st % NST, u0 = st * S::SU;
     const int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
