@@ -37,20 +37,12 @@ MODE=${MODE:-nvfp4}
 STAGES=${STAGES:-build tiny small prof}
 mkdir -p "$OUT"
 cd "$ROOT" || exit 1
-JOBS=$(nproc 2>/dev/null || echo 4)
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
-# libcjson-dev may be missing on the GPU image: scripts/gpu_cjson.sh unpacks the carried .debs
-source scripts/gpu_cjson.sh
-EXTRA=("${CJSON_CMAKE[@]}")
+source scripts/gpu_build.sh
 if has build; then
   stamp "build (-j$JOBS)"
-  if ! { cmake -S . -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DMLXRT_CUDA_PTXAS_VERBOSE=ON "${EXTRA[@]}" &&
-         cmake --build "$BUILD" -j"$JOBS" --target mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-decode-real mlxrt-cuda-test; } >"$OUT/build.log" 2>&1; then
-    tail -40 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
-  fi
+  gpu_build "$BUILD" "$OUT/build.log" mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-decode-real mlxrt-cuda-test || exit 1
 fi
 DT="$BUILD/mlxrt-decode-test"
 rc=0

@@ -18,22 +18,12 @@ SYN=${SYNTH_DIR:-/tmp}
 TRIALS=${TRIALS:-3000}
 mkdir -p "$OUT"
 cd "$ROOT" || exit 1
-JOBS=$(nproc 2>/dev/null || echo 4)
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+source scripts/gpu_build.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null
 
-# libcjson-dev may be missing on the GPU image: scripts/gpu_cjson.sh unpacks the carried .debs
-source scripts/gpu_cjson.sh
-EXTRA=("${CJSON_CMAKE[@]}")
 
 stamp "build (-j$JOBS)"
-if ! { cmake -S . -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DMLXRT_CUDA_PTXAS_VERBOSE=ON "${EXTRA[@]}" &&
-       cmake --build "$BUILD" -j"$JOBS" --target mlxrt mlxrt_cuda mlxrt-sample-test; } >"$OUT/build.log" 2>&1; then
-  tail -40 "$OUT/build.log"
-  echo "BUILD FAILED"
-  exit 1
-fi
+gpu_build "$BUILD" "$OUT/build.log" mlxrt mlxrt_cuda mlxrt-sample-test || exit 1
 grep -A2 -E "Compiling entry.*sk_.*sm_90a" "$OUT/build.log" | grep -E "Compiling|registers|spill" >"$OUT/ptxas_sample.txt" || true
 rc=0
 

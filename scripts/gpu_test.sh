@@ -12,22 +12,14 @@ OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-$ROOT/build-gpu}
 mkdir -p "$OUT"
 cd "$ROOT" || exit 1
-JOBS=$(nproc 2>/dev/null || echo 4)
+source scripts/gpu_build.sh
 
 { date -u; nvidia-smi; nvcc --version; cmake --version; } >"$OUT/env.txt" 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv 2>/dev/null
 
-# libcjson-dev may be missing on the GPU image: scripts/gpu_cjson.sh unpacks the carried .debs
-source scripts/gpu_cjson.sh
-EXTRA=("${CJSON_CMAKE[@]}")
 
 echo "== build (-j$JOBS)"
-if ! { cmake -S . -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DMLXRT_CUDA_PTXAS_VERBOSE=ON "${EXTRA[@]}" &&
-       cmake --build "$BUILD" -j"$JOBS"; } >"$OUT/build.log" 2>&1; then
-  tail -40 "$OUT/build.log"
-  echo "BUILD FAILED"
-  exit 1
-fi
+gpu_build "$BUILD" "$OUT/build.log" || exit 1
 grep -A2 "Compiling entry.*sm_90a" "$OUT/build.log" | grep -E "Compiling|registers|spill" >"$OUT/ptxas.txt" || true
 # SASS of the two kernels the targets are about (affine 4-bit g64 bf16 scales, nvfp4)
 OBJ=$(find "$BUILD" -name 'qmv_tc.cu.o' | head -1)
