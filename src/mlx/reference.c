@@ -579,31 +579,36 @@ int mx_session_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logi
   return 0;
 }
 
+/* One token through the session; its logits in a new buffer the caller frees (NULL on error). */
+static float *feed_one(mx_session *s, int32_t token, mlxrt_error *err) {
+  float *logits = mx_malloc((size_t)s->m->cfg.vocab_size * sizeof(float), err);
+  if (logits && mx_session_feed(s, &token, 1, logits, 0, err)) {
+    free(logits);
+    return NULL;
+  }
+  return logits;
+}
+
 int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_error *err) {
-  const mx_config *c = &s->m->cfg;
   if (s->dec) {
     if (check_feed(s, &token, 1, err)) return -1;
     if (mx_decoder_feed(s->dec, &token, 1, s->pos, NULL, next, err)) return -1;
     s->pos++;
     return 0;
   }
-  float *logits = mx_malloc((size_t)c->vocab_size * sizeof(float), err);
+  float *logits = feed_one(s, token, err);
   if (!logits) return -1;
-  int rc = mx_session_feed(s, &token, 1, logits, 0, err);
-  if (!rc) {
-    int b = 0;
-    for (int i = 1; i < c->vocab_size; i++)
-      if (logits[i] > logits[b]) b = i;
-    *next = b;
-  }
+  int b = 0;
+  for (int i = 1; i < s->m->cfg.vocab_size; i++)
+    if (logits[i] > logits[b]) b = i;
+  *next = b;
   free(logits);
-  return rc;
+  return 0;
 }
 
 int mx_session_uses_decoder(const mx_session *s) { return s->dec != NULL; }
 
 int mx_session_step_sample(mx_session *s, int32_t token, mx_sampler *smp, int32_t *next, mlxrt_error *err) {
-  const mx_config *c = &s->m->cfg;
   const mx_sampler_params *sp = mx_sampler_get_params(smp);
   const accel_backend *b = s->dec ? s->dec->b : NULL;
   if (b && b->decoder_step_sample && sp->repetition_penalty == 1.0f) {
@@ -614,16 +619,13 @@ int mx_session_step_sample(mx_session *s, int32_t token, mx_sampler *smp, int32_
     s->pos++;
     return 0;
   }
-  float *logits = mx_malloc((size_t)c->vocab_size * sizeof(float), err);
+  float *logits = feed_one(s, token, err);
   if (!logits) return -1;
-  int rc = mx_session_feed(s, &token, 1, logits, 0, err);
-  if (!rc) {
-    const int t = mx_sampler_sample(smp, logits, err);
-    if (t < 0) rc = -1;
-    else *next = t;
-  }
+  const int t = mx_sampler_sample(smp, logits, err);
   free(logits);
-  return rc;
+  if (t < 0) return -1;
+  *next = t;
+  return 0;
 }
 
 int64_t mx_session_pos(const mx_session *s) { return s->pos; }
