@@ -173,6 +173,9 @@ __device__ __forceinline__ uint2 ld_keep2(const uint2 *p) {
   return v;
 }
 
+/* What the lanes of an empty batch row read as x: a unit's worth of zeros (L1-resident). */
+__device__ uint4 qmv_xzero[64];
+
 /* A unit's operands, loaded before any of them is used (two units are in flight per warp). */
 template <int FMT, int GS>
 struct UnitRegs {
@@ -187,12 +190,12 @@ struct UnitRegs {
  * shared memory; x (this lane's batch row g, fragment order) and the group sums from global. */
 template <int FMT, int GS>
 __device__ __forceinline__ void load_unit(UnitRegs<FMT, GS> &r, const uint4 *wsm, const uint8_t *ssm,
-                                          const uint4 *xu, const float2 *xsu, bool xok) {
+                                          const uint4 *xu, const float2 *xsu) {
   typedef Shape<FMT, GS> S;
 #pragma unroll
   for (int c = 0; c < S::CPU; c++) r.w[c] = wsm[c * 32];
 #pragma unroll
-  for (int h = 0; h < S::MPU / 2; h++) r.x[h] = xok ? ld_keep(xu + h * 4) : make_uint4(0, 0, 0, 0);
+  for (int h = 0; h < S::MPU / 2; h++) r.x[h] = ld_keep(xu + h * 4);
   if (S::AFF) {
 #pragma unroll
     for (int gl = 0; gl < S::GPU; gl++) {
@@ -308,7 +311,10 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   const uint8_t *ssrc = (const uint8_t *)p.s + ((size_t)tile * p.nunits + ubeg) * S::UNIT_S;
   /* x in batch-row-major fragment order: [row g][32-k slice][t][16 B] */
   constexpr int XSTEP0 = (S::UK / 32) * 4; /* uint4 of x per unit */
-  const uint4 *xrow = p.xp + (size_t)g * p.nslices * 4 + t + (size_t)ubeg * XSTEP0;
+  /* lanes of an empty batch row read a zero line instead (no predicate, no zeroing per unit) */
+  const bool xok = g < p.nb;
+  const int xstep = xok ? (S::UK / 32) * 4 : 0;
+  const uint4 *xrow = xok ? p.xp + (size_t)g * p.nslices * 4 + t + (size_t)ubeg * XSTEP0 : qmv_xzero + t;
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < NST; i++) mbar_init(&mbar[i], 1);
@@ -334,7 +340,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
   float acc2[4] = {0.f, 0.f, 0.f, 0.f}, tot2[4] = {0.f, 0.f, 0.f, 0.f};
   const int sstride = S::AFF ? 8 : ck_fp_scale_bytes(FMT);
-  const bool xok = g < p.nb, loads_only = p.variant == 1;
+  const bool loads_only = p.variant == 1;
   /* per-unit strides of this warp's pointers (units ul, ul + nw, ... of each stage) */
   constexpr int XSTEP = (S::UK / 32) * 4;    /* uint4 of x per unit */
   constexpr int WSTEP = S::CPU * 32;          /* uint4 of codes per unit */
@@ -361,7 +367,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     const uint8_t *base = stage_mem + slot * S::STAGE;
     const uint4 *wsm = reinterpret_cast<const uint4 *>(base) + lane + warp * WSTEP;
     const uint8_t *ssm = base + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S;
-    const uint4 *xu = xrow + (u0 + warp) * XSTEP;
+    const uint4 *xu = xrow + (u0 + warp) * xstep;
     const float2 *xsu = xs_lane + (u0 + warp) * S::GPU * 4;
     if (loads_only) {
       for (int ul = warp; ul < nu; ul += nw, wsm += nw * WSTEP) {
@@ -404,14 +410,14 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       for (int ul = warp; ul < nu; ul += 2 * nw) {
         UnitRegs<FMT, GS> r0, r1;
         const bool two = ul + nw < nu;
-        load_unit(r0, wsm, ssm, xu, xsu, xok);
+        load_unit(r0, wsm, ssm, xu, xsu);
         if (two)
-          load_unit(r1, wsm + nw * WSTEP, ssm + nw * S::UNIT_S, xu + nw * XSTEP, xsu + nw * S::GPU * 4, xok);
+          load_unit(r1, wsm + nw * WSTEP, ssm + nw * S::UNIT_S, xu + nw * xstep, xsu + nw * S::GPU * 4);
         compute_unit<FMT, GS, SB_F16, false>(r0, acc, tot);
         if (two) compute_unit<FMT, GS, SB_F16, false>(r1, acc2, tot2);
         wsm += 2 * nw * WSTEP;
         ssm += 2 * nw * S::UNIT_S;
-        xu += 2 * nw * XSTEP;
+        xu += 2 * nw * xstep;
         xsu += 2 * nw * S::GPU * 4;
       }
     }
