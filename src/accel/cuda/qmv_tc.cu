@@ -134,6 +134,14 @@ __device__ __forceinline__ float nv_scale(uint32_t w, int q, uint32_t e) {
   return __uint_as_float(d);
 }
 
+/* One unit pair of the COL kernel (below): two = the second unit exists (TWO: known at
+ * compile time, no selects); else the second unit's reads fall back on the first. */
+__device__ __forceinline__ uint2 ld_keep2(const uint2 *p);
+template <int FMT, bool TWO>
+__device__ __forceinline__ void col_pair(const uint4 *wsm, const uint8_t *sc, const uint2 *xc, bool two_rt, int col_w,
+                                         int col_s, int col_x, const uint32_t (&colsel)[8], uint32_t nv_e,
+                                         float (&tot)[4]);
+
 /* ---- mbarrier + bulk copy (sm_90) ---- */
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
@@ -171,6 +179,34 @@ __device__ __forceinline__ uint2 ld_keep2(const uint2 *p) {
   uint2 v;
   asm("ld.global.nc.L1::evict_last.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
+}
+
+template <int FMT, bool TWO>
+__device__ __forceinline__ void col_pair(const uint4 *wsm, const uint8_t *sc, const uint2 *xc, bool two_rt, int col_w,
+                                         int col_s, int col_x, const uint32_t (&colsel)[8], uint32_t nv_e,
+                                         float (&tot)[4]) {
+  const bool two = TWO || two_rt;
+  const uint4 w0 = wsm[0], w1 = wsm[two ? col_w : 0];
+  const uint32_t sw = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
+  const uint2 xv = ld_keep2(xc + (two ? col_x : 0));
+  const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
+  float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int m = 0; m < 4; m++) {
+    uint32_t a[4];
+    decode_a<FMT>(wd0, m, a);
+    mma16816<false>(d, a, xv.x & colsel[m], xv.y & colsel[m]);
+  }
+  if (two) {
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+      uint32_t a[4];
+      decode_a<FMT>(wd1, m, a);
+      mma16816<false>(d, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw, q, nv_e), tot[q]);
 }
 
 /* What the lanes of an empty batch row read as x: a unit's worth of zeros (L1-resident). */
@@ -379,32 +415,20 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     } else if (COL) {
       const uint2 *xc = xcol + (size_t)(u0 + warp) * XSTEP * 2;
       const uint8_t *sc = ssm + (t & 1) * 4;
-      for (int ul = warp; ul < nu; ul += 2 * nw) {
-        const bool two = ul + nw < nu; /* else the second unit's reads fall back on the first */
-        const uint4 w0 = wsm[0], w1 = wsm[two ? col_w : 0];
-        const uint32_t sw = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
-        const uint2 xv = ld_keep2(xc + (two ? col_x : 0));
-        const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
-        float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int m = 0; m < 4; m++) {
-          uint32_t a[4];
-          decode_a<FMT>(wd0, m, a);
-          mma16816<false>(d, a, xv.x & colsel[m], xv.y & colsel[m]);
+      if (nu == S::SU && S::SU % (2 * nw) == 0) { /* a full stage: every pair has two units */
+        for (int ul = warp; ul < nu; ul += 2 * nw) {
+          col_pair<FMT, true>(wsm, sc, xc, true, col_w, col_s, col_x, colsel, nv_e, tot);
+          wsm += 2 * col_w;
+          sc += 2 * nw * S::UNIT_S;
+          xc += 2 * nw * XSTEP * 2;
         }
-        if (two) {
-#pragma unroll
-          for (int m = 0; m < 4; m++) {
-            uint32_t a[4];
-            decode_a<FMT>(wd1, m, a);
-            mma16816<false>(d, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
-          }
+      } else {
+        for (int ul = warp; ul < nu; ul += 2 * nw) {
+          col_pair<FMT, false>(wsm, sc, xc, ul + nw < nu, col_w, col_s, col_x, colsel, nv_e, tot);
+          wsm += 2 * col_w;
+          sc += 2 * nw * S::UNIT_S;
+          xc += 2 * nw * XSTEP * 2;
         }
-#pragma unroll
-        for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw, q, nv_e), tot[q]);
-        wsm += 2 * col_w;
-        sc += 2 * nw * S::UNIT_S;
-        xc += 2 * nw * XSTEP * 2;
       }
     } else {
       for (int ul = warp; ul < nu; ul += 2 * nw) {
