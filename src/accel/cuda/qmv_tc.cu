@@ -134,6 +134,14 @@ __device__ __forceinline__ float nv_scale(uint32_t w, int q, uint32_t e) {
   return __uint_as_float(d);
 }
 
+/* One unit pair of the COL kernel (below): two = the second unit exists (TWO: known at
+ * compile time, no selects); else the second unit's reads fall back on the first. */
+__device__ __forceinline__ uint2 ld_keep2(const uint2 *p);
+template <int FMT, bool TWO>
+__device__ __forceinline__ void col_pair(const uint4 *wsm, const uint8_t *sc, const uint2 *xc, bool two_rt, int col_w,
+                                         int col_s, int col_x, const uint32_t (&colsel)[8], uint32_t nv_e,
+                                         float (&tot)[4]);
+
 /* ---- mbarrier + bulk copy (sm_90) ---- */
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
@@ -173,6 +181,37 @@ __device__ __forceinline__ uint2 ld_keep2(const uint2 *p) {
   return v;
 }
 
+template <int FMT, bool TWO>
+__device__ __forceinline__ void col_pair(const uint4 *wsm, const uint8_t *sc, const uint2 *xc, bool two_rt, int col_w,
+                                         int col_s, int col_x, const uint32_t (&colsel)[8], uint32_t nv_e,
+                                         float (&tot)[4]) {
+  const bool two = TWO || two_rt;
+  const uint4 w0 = wsm[0], w1 = wsm[two ? col_w : 0];
+  const uint32_t sw = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
+  const uint2 xv = ld_keep2(xc + (two ? col_x : 0));
+  const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
+  float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int m = 0; m < 4; m++) {
+    uint32_t a[4];
+    decode_a<FMT>(wd0, m, a);
+    mma16816<false>(d, a, xv.x & colsel[m], xv.y & colsel[m]);
+  }
+  if (two) {
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+      uint32_t a[4];
+      decode_a<FMT>(wd1, m, a);
+      mma16816<false>(d, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw, q, nv_e), tot[q]);
+}
+
+/* What the lanes of an empty batch row read as x: a unit's worth of zeros (L1-resident). */
+__device__ uint4 qmv_xzero[64];
+
 /* A unit's operands, loaded before any of them is used (two units are in flight per warp). */
 template <int FMT, int GS>
 struct UnitRegs {
@@ -187,12 +226,12 @@ struct UnitRegs {
  * shared memory; x (this lane's batch row g, fragment order) and the group sums from global. */
 template <int FMT, int GS>
 __device__ __forceinline__ void load_unit(UnitRegs<FMT, GS> &r, const uint4 *wsm, const uint8_t *ssm,
-                                          const uint4 *xu, const float2 *xsu, bool xok) {
+                                          const uint4 *xu, const float2 *xsu) {
   typedef Shape<FMT, GS> S;
 #pragma unroll
   for (int c = 0; c < S::CPU; c++) r.w[c] = wsm[c * 32];
 #pragma unroll
-  for (int h = 0; h < S::MPU / 2; h++) r.x[h] = xok ? ld_keep(xu + h * 4) : make_uint4(0, 0, 0, 0);
+  for (int h = 0; h < S::MPU / 2; h++) r.x[h] = ld_keep(xu + h * 4);
   if (S::AFF) {
 #pragma unroll
     for (int gl = 0; gl < S::GPU; gl++) {
@@ -308,7 +347,10 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   const uint8_t *ssrc = (const uint8_t *)p.s + ((size_t)tile * p.nunits + ubeg) * S::UNIT_S;
   /* x in batch-row-major fragment order: [row g][32-k slice][t][16 B] */
   constexpr int XSTEP0 = (S::UK / 32) * 4; /* uint4 of x per unit */
-  const uint4 *xrow = p.xp + (size_t)g * p.nslices * 4 + t + (size_t)ubeg * XSTEP0;
+  /* lanes of an empty batch row read a zero line instead (no predicate, no zeroing per unit) */
+  const bool xok = g < p.nb;
+  const int xstep = xok ? (S::UK / 32) * 4 : 0;
+  const uint4 *xrow = xok ? p.xp + (size_t)g * p.nslices * 4 + t + (size_t)ubeg * XSTEP0 : qmv_xzero + t;
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < NST; i++) mbar_init(&mbar[i], 1);
@@ -334,7 +376,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
   float acc2[4] = {0.f, 0.f, 0.f, 0.f}, tot2[4] = {0.f, 0.f, 0.f, 0.f};
   const int sstride = S::AFF ? 8 : ck_fp_scale_bytes(FMT);
-  const bool xok = g < p.nb, loads_only = p.variant == 1;
+  const bool loads_only = p.variant == 1;
   /* per-unit strides of this warp's pointers (units ul, ul + nw, ... of each stage) */
   constexpr int XSTEP = (S::UK / 32) * 4;    /* uint4 of x per unit */
   constexpr int WSTEP = S::CPU * 32;          /* uint4 of codes per unit */
@@ -361,7 +403,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     const uint8_t *base = stage_mem + slot * S::STAGE;
     const uint4 *wsm = reinterpret_cast<const uint4 *>(base) + lane + warp * WSTEP;
     const uint8_t *ssm = base + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S;
-    const uint4 *xu = xrow + (u0 + warp) * XSTEP;
+    const uint4 *xu = xrow + (u0 + warp) * xstep;
     const float2 *xsu = xs_lane + (u0 + warp) * S::GPU * 4;
     if (loads_only) {
       for (int ul = warp; ul < nu; ul += nw, wsm += nw * WSTEP) {
@@ -373,45 +415,33 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     } else if (COL) {
       const uint2 *xc = xcol + (size_t)(u0 + warp) * XSTEP * 2;
       const uint8_t *sc = ssm + (t & 1) * 4;
-      for (int ul = warp; ul < nu; ul += 2 * nw) {
-        const bool two = ul + nw < nu; /* else the second unit's reads fall back on the first */
-        const uint4 w0 = wsm[0], w1 = wsm[two ? col_w : 0];
-        const uint32_t sw = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
-        const uint2 xv = ld_keep2(xc + (two ? col_x : 0));
-        const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
-        float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int m = 0; m < 4; m++) {
-          uint32_t a[4];
-          decode_a<FMT>(wd0, m, a);
-          mma16816<false>(d, a, xv.x & colsel[m], xv.y & colsel[m]);
+      if (nu == S::SU && S::SU % (2 * nw) == 0) { /* a full stage: every pair has two units */
+        for (int ul = warp; ul < nu; ul += 2 * nw) {
+          col_pair<FMT, true>(wsm, sc, xc, true, col_w, col_s, col_x, colsel, nv_e, tot);
+          wsm += 2 * col_w;
+          sc += 2 * nw * S::UNIT_S;
+          xc += 2 * nw * XSTEP * 2;
         }
-        if (two) {
-#pragma unroll
-          for (int m = 0; m < 4; m++) {
-            uint32_t a[4];
-            decode_a<FMT>(wd1, m, a);
-            mma16816<false>(d, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
-          }
+      } else {
+        for (int ul = warp; ul < nu; ul += 2 * nw) {
+          col_pair<FMT, false>(wsm, sc, xc, ul + nw < nu, col_w, col_s, col_x, colsel, nv_e, tot);
+          wsm += 2 * col_w;
+          sc += 2 * nw * S::UNIT_S;
+          xc += 2 * nw * XSTEP * 2;
         }
-#pragma unroll
-        for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw, q, nv_e), tot[q]);
-        wsm += 2 * col_w;
-        sc += 2 * nw * S::UNIT_S;
-        xc += 2 * nw * XSTEP * 2;
       }
     } else {
       for (int ul = warp; ul < nu; ul += 2 * nw) {
         UnitRegs<FMT, GS> r0, r1;
         const bool two = ul + nw < nu;
-        load_unit(r0, wsm, ssm, xu, xsu, xok);
+        load_unit(r0, wsm, ssm, xu, xsu);
         if (two)
-          load_unit(r1, wsm + nw * WSTEP, ssm + nw * S::UNIT_S, xu + nw * XSTEP, xsu + nw * S::GPU * 4, xok);
+          load_unit(r1, wsm + nw * WSTEP, ssm + nw * S::UNIT_S, xu + nw * xstep, xsu + nw * S::GPU * 4);
         compute_unit<FMT, GS, SB_F16, false>(r0, acc, tot);
         if (two) compute_unit<FMT, GS, SB_F16, false>(r1, acc2, tot2);
         wsm += 2 * nw * WSTEP;
         ssm += 2 * nw * S::UNIT_S;
-        xu += 2 * nw * XSTEP;
+        xu += 2 * nw * xstep;
         xsu += 2 * nw * S::GPU * 4;
       }
     }
