@@ -625,13 +625,57 @@ static qmv_fn pick_ns(const ck_layout *L, int nb) {
 /* Stages in flight per block. Three leave room for more resident blocks (28 KB instead of
  * 37 KB of stages per block for 4-bit formats): measured on the H200, nvfp4 gains 3-4 % on
  * lm_head and in the decoder, affine 4-bit g64 loses 10 % on lm_head (docs/PERF.md), so the
- * default is 3 for nvfp4 and 4 otherwise; MLXRT_QMV_STAGES overrides it. */
-static int g_stages; /* 0 = per format */
-extern "C" void ck_set_qmv_stages(int n) { g_stages = n == 3 || n == 4 ? n : 0; }
+ * base is 3 for nvfp4 and 4 otherwise. A shape whose tiles all fit on the GPU at once (down,
+ * o: 336 tiles on 132 SMs) leaves most of shared memory empty with that, and its few blocks per
+ * SM keep too few bytes in flight to cover the memory latency: such a shape takes up to 8
+ * stages, as many as its resident blocks leave room for (qmv_stages). MLXRT_QMV_STAGES=3|4|6|8
+ * forces a count. */
+static int g_stages; /* 0 = per format and shape */
+extern "C" void ck_set_qmv_stages(int n) { g_stages = n == 3 || n == 4 || n == 6 || n == 8 ? n : 0; }
 extern "C" int ck_get_qmv_stages(void) { return g_stages; }
-static int stages_for(const ck_layout *L) { return g_stages ? g_stages : L->fmt == CK_NVFP4 ? 3 : 4; }
 
-static qmv_fn pick(const ck_layout *L, int nb) { return stages_for(L) == 3 ? pick_ns<3>(L, nb) : pick_ns<4>(L, nb); }
+static qmv_fn pick(const ck_layout *L, int nb, int nst) {
+  switch (nst) {
+  case 3: return pick_ns<3>(L, nb);
+  case 6: return pick_ns<6>(L, nb);
+  case 8: return pick_ns<8>(L, nb);
+  default: return pick_ns<4>(L, nb);
+  }
+}
+
+/* Shared memory an SM gives the stages of its resident blocks (of 228 KB: 1 KB per block is
+ * the runtime's, and the static mbarriers). */
+#define QMV_SMEM_PER_SM (220 * 1024)
+
+static int device_sms(void) {
+  static int sms;
+  if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 132;
+  return sms;
+}
+
+/* Dynamic shared memory past 48 KB must be allowed per kernel, once (memo as in occupancy). */
+static cudaError_t allow_smem(qmv_fn fn, int smem) {
+  static qmv_fn done[64];
+  static int ndone;
+  if (smem <= 48 * 1024) return cudaSuccess;
+  for (int i = 0; i < ndone; i++)
+    if (done[i] == fn) return cudaSuccess;
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
+  if (e == cudaSuccess && ndone < 64) done[ndone++] = fn;
+  return e;
+}
+
+static int qmv_stages(const ck_layout *L, int ksplit, int sms) {
+  if (g_stages) return g_stages;
+  const int base = L->fmt == CK_NVFP4 ? 3 : 4, stage = smem_for(L);
+  const int64_t blocks = L->tiles * ksplit, per_sm = (blocks + sms - 1) / sms;
+  const int su = 16 * ck_chunk_k(L->fmt) / ck_unit_k_c(L->fmt, L->group_size); /* units per stage */
+  const int64_t need = (L->nunits / ksplit + su - 1) / su;                        /* one block's stages */
+  int best = base;
+  for (int n = 6; n <= 8; n += 2)
+    if (per_sm * n * stage <= QMV_SMEM_PER_SM && n <= need + 1) best = n;
+  return best;
+}
 
 extern "C" int ck_unit_k(int fmt, int group_size) { return ck_unit_k_c(fmt, group_size); }
 
@@ -705,8 +749,7 @@ static int occupancy(qmv_fn fn, int w, int smem) {
 
 static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
   if (g_warps_override > 0) return g_warps_override;
-  static int sms;
-  if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 132;
+  const int sms = device_sms();
   /* measured in the decoder on the H200 (31B shapes): 4 warps per tile win from ~2000 tiles
    * up (gate|up 43008×5376: 53 vs 70 us at 8), 8 below (q|k|v 16384 rows: 30 vs 33 us) */
   if (L->tiles * ksplit >= 2048 && occupancy(fn, 4, smem) >= 1) return 4;
@@ -737,8 +780,12 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
 extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
                             const int *xexp, int nb, float *y, int64_t ldy, int ksplit, int64_t kstride,
                             void *stream) {
-  qmv_fn fn = pick(L, nb);
-  if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
+  if (ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
+  const int nst = qmv_stages(L, ksplit, device_sms()), smem = nst * smem_for(L);
+  qmv_fn fn = pick(L, nb, nst);
+  if (!fn) return (int)cudaErrorInvalidValue;
+  cudaError_t e = allow_smem(fn, smem);
+  if (e) return (int)e;
   QmvArgs a;
   a.w = (const uint4 *)((const char *)L->w + (size_t)slab * L->w_slab);
   a.s = (const char *)L->s + (size_t)slab * L->s_slab;
@@ -754,7 +801,6 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
   a.variant = g_variant;
   a.ksplit = ksplit;
   a.kstride = kstride;
-  int smem = stages_for(L) * smem_for(L);
   return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps_for(L, fn, smem, ksplit) * 32, smem,
                         (cudaStream_t)stream, a);
 }
