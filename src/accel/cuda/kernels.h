@@ -94,8 +94,8 @@ int ck_set_pdl_early(int on);
 /* Benchmark knobs: warps per tile (0 = automatic) and kernel variant (0 = the product,
  * 1 = loads only). Not for normal use. */
 void ck_set_tuning(int warps, int variant);
-/* Shared-memory stages in flight per block of the tensor-core mat-vec: 3, 4, 6 or 8, or 0 for
- * the default per format and shape (qmv_tc.cu; MLXRT_QMV_STAGES). */
+/* Shared-memory stages in flight per block of the tensor-core mat-vec: 3 or 4, or 0 for the
+ * per-format default (3 for nvfp4, 4 otherwise; MLXRT_QMV_STAGES). */
 void ck_set_qmv_stages(int n);
 int ck_get_qmv_stages(void);
 

@@ -134,14 +134,6 @@ __device__ __forceinline__ float nv_scale(uint32_t w, int q, uint32_t e) {
   return __uint_as_float(d);
 }
 
-/* One unit pair of the COL kernel (below): two = the second unit exists (TWO: known at
- * compile time, no selects); else the second unit's reads fall back on the first. */
-__device__ __forceinline__ uint2 ld_keep2(const uint2 *p);
-template <int FMT, bool TWO>
-__device__ __forceinline__ void col_pair(const uint4 *wsm, const uint8_t *sc, const uint2 *xc, bool two_rt, int col_w,
-                                         int col_s, int col_x, const uint32_t (&colsel)[8], uint32_t nv_e,
-                                         float (&tot)[4]);
-
 /* ---- mbarrier + bulk copy (sm_90) ---- */
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
@@ -181,37 +173,6 @@ __device__ __forceinline__ uint2 ld_keep2(const uint2 *p) {
   return v;
 }
 
-template <int FMT, bool TWO>
-__device__ __forceinline__ void col_pair(const uint4 *wsm, const uint8_t *sc, const uint2 *xc, bool two_rt, int col_w,
-                                         int col_s, int col_x, const uint32_t (&colsel)[8], uint32_t nv_e,
-                                         float (&tot)[4]) {
-  const bool two = TWO || two_rt;
-  const uint4 w0 = wsm[0], w1 = wsm[two ? col_w : 0];
-  const uint32_t sw = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
-  const uint2 xv = ld_keep2(xc + (two ? col_x : 0));
-  const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
-  float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-  for (int m = 0; m < 4; m++) {
-    uint32_t a[4];
-    decode_a<FMT>(wd0, m, a);
-    mma16816<false>(d, a, xv.x & colsel[m], xv.y & colsel[m]);
-  }
-  if (two) {
-#pragma unroll
-    for (int m = 0; m < 4; m++) {
-      uint32_t a[4];
-      decode_a<FMT>(wd1, m, a);
-      mma16816<false>(d, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
-    }
-  }
-#pragma unroll
-  for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw, q, nv_e), tot[q]);
-}
-
-/* What the lanes of an empty batch row read as x: a unit's worth of zeros (L1-resident). */
-__device__ uint4 qmv_xzero[64];
-
 /* A unit's operands, loaded before any of them is used (two units are in flight per warp). */
 template <int FMT, int GS>
 struct UnitRegs {
@@ -226,12 +187,12 @@ struct UnitRegs {
  * shared memory; x (this lane's batch row g, fragment order) and the group sums from global. */
 template <int FMT, int GS>
 __device__ __forceinline__ void load_unit(UnitRegs<FMT, GS> &r, const uint4 *wsm, const uint8_t *ssm,
-                                          const uint4 *xu, const float2 *xsu) {
+                                          const uint4 *xu, const float2 *xsu, bool xok) {
   typedef Shape<FMT, GS> S;
 #pragma unroll
   for (int c = 0; c < S::CPU; c++) r.w[c] = wsm[c * 32];
 #pragma unroll
-  for (int h = 0; h < S::MPU / 2; h++) r.x[h] = ld_keep(xu + h * 4);
+  for (int h = 0; h < S::MPU / 2; h++) r.x[h] = xok ? ld_keep(xu + h * 4) : make_uint4(0, 0, 0, 0);
   if (S::AFF) {
 #pragma unroll
     for (int gl = 0; gl < S::GPU; gl++) {
@@ -347,10 +308,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   const uint8_t *ssrc = (const uint8_t *)p.s + ((size_t)tile * p.nunits + ubeg) * S::UNIT_S;
   /* x in batch-row-major fragment order: [row g][32-k slice][t][16 B] */
   constexpr int XSTEP0 = (S::UK / 32) * 4; /* uint4 of x per unit */
-  /* lanes of an empty batch row read a zero line instead (no predicate, no zeroing per unit) */
-  const bool xok = g < p.nb;
-  const int xstep = xok ? (S::UK / 32) * 4 : 0;
-  const uint4 *xrow = xok ? p.xp + (size_t)g * p.nslices * 4 + t + (size_t)ubeg * XSTEP0 : qmv_xzero + t;
+  const uint4 *xrow = p.xp + (size_t)g * p.nslices * 4 + t + (size_t)ubeg * XSTEP0;
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < NST; i++) mbar_init(&mbar[i], 1);
@@ -376,7 +334,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
   float acc2[4] = {0.f, 0.f, 0.f, 0.f}, tot2[4] = {0.f, 0.f, 0.f, 0.f};
   const int sstride = S::AFF ? 8 : ck_fp_scale_bytes(FMT);
-  const bool loads_only = p.variant == 1;
+  const bool xok = g < p.nb, loads_only = p.variant == 1;
   /* per-unit strides of this warp's pointers (units ul, ul + nw, ... of each stage) */
   constexpr int XSTEP = (S::UK / 32) * 4;    /* uint4 of x per unit */
   constexpr int WSTEP = S::CPU * 32;          /* uint4 of codes per unit */
@@ -403,7 +361,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     const uint8_t *base = stage_mem + slot * S::STAGE;
     const uint4 *wsm = reinterpret_cast<const uint4 *>(base) + lane + warp * WSTEP;
     const uint8_t *ssm = base + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S;
-    const uint4 *xu = xrow + (u0 + warp) * xstep;
+    const uint4 *xu = xrow + (u0 + warp) * XSTEP;
     const float2 *xsu = xs_lane + (u0 + warp) * S::GPU * 4;
     if (loads_only) {
       for (int ul = warp; ul < nu; ul += nw, wsm += nw * WSTEP) {
@@ -415,33 +373,45 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     } else if (COL) {
       const uint2 *xc = xcol + (size_t)(u0 + warp) * XSTEP * 2;
       const uint8_t *sc = ssm + (t & 1) * 4;
-      if (nu == S::SU && S::SU % (2 * nw) == 0) { /* a full stage: every pair has two units */
-        for (int ul = warp; ul < nu; ul += 2 * nw) {
-          col_pair<FMT, true>(wsm, sc, xc, true, col_w, col_s, col_x, colsel, nv_e, tot);
-          wsm += 2 * col_w;
-          sc += 2 * nw * S::UNIT_S;
-          xc += 2 * nw * XSTEP * 2;
+      for (int ul = warp; ul < nu; ul += 2 * nw) {
+        const bool two = ul + nw < nu; /* else the second unit's reads fall back on the first */
+        const uint4 w0 = wsm[0], w1 = wsm[two ? col_w : 0];
+        const uint32_t sw = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
+        const uint2 xv = ld_keep2(xc + (two ? col_x : 0));
+        const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
+        float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+          uint32_t a[4];
+          decode_a<FMT>(wd0, m, a);
+          mma16816<false>(d, a, xv.x & colsel[m], xv.y & colsel[m]);
         }
-      } else {
-        for (int ul = warp; ul < nu; ul += 2 * nw) {
-          col_pair<FMT, false>(wsm, sc, xc, ul + nw < nu, col_w, col_s, col_x, colsel, nv_e, tot);
-          wsm += 2 * col_w;
-          sc += 2 * nw * S::UNIT_S;
-          xc += 2 * nw * XSTEP * 2;
+        if (two) {
+#pragma unroll
+          for (int m = 0; m < 4; m++) {
+            uint32_t a[4];
+            decode_a<FMT>(wd1, m, a);
+            mma16816<false>(d, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
+          }
         }
+#pragma unroll
+        for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw, q, nv_e), tot[q]);
+        wsm += 2 * col_w;
+        sc += 2 * nw * S::UNIT_S;
+        xc += 2 * nw * XSTEP * 2;
       }
     } else {
       for (int ul = warp; ul < nu; ul += 2 * nw) {
         UnitRegs<FMT, GS> r0, r1;
         const bool two = ul + nw < nu;
-        load_unit(r0, wsm, ssm, xu, xsu);
+        load_unit(r0, wsm, ssm, xu, xsu, xok);
         if (two)
-          load_unit(r1, wsm + nw * WSTEP, ssm + nw * S::UNIT_S, xu + nw * xstep, xsu + nw * S::GPU * 4);
+          load_unit(r1, wsm + nw * WSTEP, ssm + nw * S::UNIT_S, xu + nw * XSTEP, xsu + nw * S::GPU * 4, xok);
         compute_unit<FMT, GS, SB_F16, false>(r0, acc, tot);
         if (two) compute_unit<FMT, GS, SB_F16, false>(r1, acc2, tot2);
         wsm += 2 * nw * WSTEP;
         ssm += 2 * nw * S::UNIT_S;
-        xu += 2 * nw * xstep;
+        xu += 2 * nw * XSTEP;
         xsu += 2 * nw * S::GPU * 4;
       }
     }
@@ -625,57 +595,13 @@ static qmv_fn pick_ns(const ck_layout *L, int nb) {
 /* Stages in flight per block. Three leave room for more resident blocks (28 KB instead of
  * 37 KB of stages per block for 4-bit formats): measured on the H200, nvfp4 gains 3-4 % on
  * lm_head and in the decoder, affine 4-bit g64 loses 10 % on lm_head (docs/PERF.md), so the
- * base is 3 for nvfp4 and 4 otherwise. A shape whose tiles all fit on the GPU at once (down,
- * o: 336 tiles on 132 SMs) leaves most of shared memory empty with that, and its few blocks per
- * SM keep too few bytes in flight to cover the memory latency: such a shape takes up to 8
- * stages, as many as its resident blocks leave room for (qmv_stages). MLXRT_QMV_STAGES=3|4|6|8
- * forces a count. */
-static int g_stages; /* 0 = per format and shape */
-extern "C" void ck_set_qmv_stages(int n) { g_stages = n == 3 || n == 4 || n == 6 || n == 8 ? n : 0; }
+ * default is 3 for nvfp4 and 4 otherwise; MLXRT_QMV_STAGES overrides it. */
+static int g_stages; /* 0 = per format */
+extern "C" void ck_set_qmv_stages(int n) { g_stages = n == 3 || n == 4 ? n : 0; }
 extern "C" int ck_get_qmv_stages(void) { return g_stages; }
+static int stages_for(const ck_layout *L) { return g_stages ? g_stages : L->fmt == CK_NVFP4 ? 3 : 4; }
 
-static qmv_fn pick(const ck_layout *L, int nb, int nst) {
-  switch (nst) {
-  case 3: return pick_ns<3>(L, nb);
-  case 6: return pick_ns<6>(L, nb);
-  case 8: return pick_ns<8>(L, nb);
-  default: return pick_ns<4>(L, nb);
-  }
-}
-
-/* Shared memory an SM gives the stages of its resident blocks (of 228 KB: 1 KB per block is
- * the runtime's, and the static mbarriers). */
-#define QMV_SMEM_PER_SM (220 * 1024)
-
-static int device_sms(void) {
-  static int sms;
-  if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 132;
-  return sms;
-}
-
-/* Dynamic shared memory past 48 KB must be allowed per kernel, once (memo as in occupancy). */
-static cudaError_t allow_smem(qmv_fn fn, int smem) {
-  static qmv_fn done[64];
-  static int ndone;
-  if (smem <= 48 * 1024) return cudaSuccess;
-  for (int i = 0; i < ndone; i++)
-    if (done[i] == fn) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
-  if (e == cudaSuccess && ndone < 64) done[ndone++] = fn;
-  return e;
-}
-
-static int qmv_stages(const ck_layout *L, int ksplit, int sms) {
-  if (g_stages) return g_stages;
-  const int base = L->fmt == CK_NVFP4 ? 3 : 4, stage = smem_for(L);
-  const int64_t blocks = L->tiles * ksplit, per_sm = (blocks + sms - 1) / sms;
-  const int su = 16 * ck_chunk_k(L->fmt) / ck_unit_k_c(L->fmt, L->group_size); /* units per stage */
-  const int64_t need = (L->nunits / ksplit + su - 1) / su;                        /* one block's stages */
-  int best = base;
-  for (int n = 6; n <= 8; n += 2)
-    if (per_sm * n * stage <= QMV_SMEM_PER_SM && n <= need + 1) best = n;
-  return best;
-}
+static qmv_fn pick(const ck_layout *L, int nb) { return stages_for(L) == 3 ? pick_ns<3>(L, nb) : pick_ns<4>(L, nb); }
 
 extern "C" int ck_unit_k(int fmt, int group_size) { return ck_unit_k_c(fmt, group_size); }
 
@@ -749,7 +675,8 @@ static int occupancy(qmv_fn fn, int w, int smem) {
 
 static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
   if (g_warps_override > 0) return g_warps_override;
-  const int sms = device_sms();
+  static int sms;
+  if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 132;
   /* measured in the decoder on the H200 (31B shapes): 4 warps per tile win from ~2000 tiles
    * up (gate|up 43008×5376: 53 vs 70 us at 8), 8 below (q|k|v 16384 rows: 30 vs 33 us) */
   if (L->tiles * ksplit >= 2048 && occupancy(fn, 4, smem) >= 1) return 4;
@@ -780,12 +707,8 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
 extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
                             const int *xexp, int nb, float *y, int64_t ldy, int ksplit, int64_t kstride,
                             void *stream) {
-  if (ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
-  const int nst = qmv_stages(L, ksplit, device_sms()), smem = nst * smem_for(L);
-  qmv_fn fn = pick(L, nb, nst);
-  if (!fn) return (int)cudaErrorInvalidValue;
-  cudaError_t e = allow_smem(fn, smem);
-  if (e) return (int)e;
+  qmv_fn fn = pick(L, nb);
+  if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
   QmvArgs a;
   a.w = (const uint4 *)((const char *)L->w + (size_t)slab * L->w_slab);
   a.s = (const char *)L->s + (size_t)slab * L->s_slab;
@@ -801,6 +724,7 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
   a.variant = g_variant;
   a.ksplit = ksplit;
   a.kstride = kstride;
+  int smem = stages_for(L) * smem_for(L);
   return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps_for(L, fn, smem, ksplit) * 32, smem,
                         (cudaStream_t)stream, a);
 }
