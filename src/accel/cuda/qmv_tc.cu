@@ -30,7 +30,8 @@ struct QmvArgs {
   int ksplit;      /* blockIdx.y of ksplit takes units [nunits·y/ksplit, nunits·(y+1)/ksplit) */
   int64_t kstride; /* and writes its partial sums at y + blockIdx.y·kstride */
   int64_t nslices; /* cols / 32: the x layout's row stride in 32-k slices */
-  int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling) */
+  int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling);
+                * 2 = COL without its full-stage loop, 3 = no COL (benchmarks: what each gains) */
 };
 
 #define CK_MAX_WARPS 16
@@ -133,6 +134,8 @@ __device__ __forceinline__ float nv_scale(uint32_t w, int q, uint32_t e) {
   asm("lop3.b32 %0, %1, 0x07f00000, %2, 0xEA;" : "=r"(d) : "r"(f), "r"(e));
   return __uint_as_float(d);
 }
+
+template <bool B> struct ck_bool { static constexpr bool value = B; };
 
 /* ---- mbarrier + bulk copy (sm_90) ---- */
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
@@ -287,12 +290,16 @@ __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (
  * no registers held); the W warps split each stage's units (split-K inside the block) and
  * reduce through shared memory at the end.
  *
- * COL (nvfp4, one activation row): the mma's 8 columns carry 8 groups instead of 8 rows of x.
- * A warp takes its units in pairs; the B operand of mma j (j < 4: mma j of the first unit,
- * else mma j - 4 of the second) is x in column j and zero elsewhere, so one accumulator ends
- * the pair holding each row's 8 group sums apart, and each lane scales its 4 of them with 4
- * FMAs — instead of scaling every decoded weight pair in fp16 (16 multiplies and 8 scale
- * extractions per unit). Lane (g, t) loads only the 8 bytes of x its column needs. */
+ * COL (one activation row; nvfp4, and affine 4-bit with groups of 32 or 64): the mma's 8
+ * columns carry 8 partial sums instead of 8 rows of x. A warp takes its units in pairs; the B
+ * operand of mma j (j < 4: mma j of the first unit, else mma j - 4 of the second) is x in
+ * column j and zero elsewhere, so one accumulator ends the pair holding each row's 8 sums
+ * apart. Lane (g, t) holds columns 2t and 2t + 1, which always lie in one scale group (of
+ * unit t / 2), so it scales its 4 sums with 4 FMAs: for nvfp4 instead of scaling every decoded
+ * weight pair in fp16 (16 multiplies and 8 scale extractions per unit), for affine once per
+ * pair instead of once per unit, and the bias term b·Σx once per group (with groups of 64 two
+ * lanes share a group: the odd one adds none). Lane (g, t) loads only the 8 bytes of x its
+ * column needs. */
 template <int FMT, int GS, bool SB_F16, int NST, bool COL = false>
 __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   typedef Shape<FMT, GS> S;
@@ -345,7 +352,9 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
    * recomputing them every pair: the column masks (all ones for column g), the second unit's
    * offsets of codes / this lane's scale word / this lane's x, and the scales' exponent bits */
   uint32_t colsel[8] = {0, 0, 0, 0, 0, 0, 0, 0}, nv_e = 0;
-  int col_w = 0, col_s = 0, col_x = 0;
+  int col_w = 0, col_s = 0, col_x = 0, col_soff = 0, col_xs_off = 0;
+  const float *col_xs = p.xs; /* affine: this lane's group sums (x row 0) at the pair's first unit */
+  float col_bw = 1.f;         /* affine: 1 for the lane that adds its group's bias term, else 0 */
   if (COL) {
 #pragma unroll
     for (int j = 0; j < 8; j++) asm volatile("neg.s32 %0, %1;" : "=r"(colsel[j]) : "r"((int)(g == j)));
@@ -353,6 +362,15 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     asm volatile("mov.b32 %0, %1;" : "=r"(col_s) : "r"(t >= 2 ? nw * S::UNIT_S : 0));
     asm volatile("mov.b32 %0, %1;" : "=r"(col_x) : "r"(g >= 4 ? nw * XSTEP * 2 : 0));
     asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
+    if (S::AFF) { /* this lane's group: unit t / 2, group (2t mod 4) / MPG of it */
+      const int gl = ((2 * t) & 3) / S::MPG;
+      col_soff = gl * 64;
+      col_xs = p.xs + ((size_t)ubeg * S::GPU + gl) * 8;
+      asm volatile("mov.b32 %0, %1;" : "=r"(col_xs_off) : "r"(t >= 2 ? nw * S::GPU * 8 : 0));
+      col_bw = S::MPG == 4 && (t & 1) ? 0.f : 1.f; /* groups of 64: lanes 2t and 2t+1 share one */
+    } else {
+      col_soff = (t & 1) * 4;
+    }
   }
   for (int st = 0; st < nstages; st++) {
     const int slot = st % NST, u0 = st * S::SU;
@@ -372,13 +390,23 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       }
     } else if (COL) {
       const uint2 *xc = xcol + (size_t)(u0 + warp) * XSTEP * 2;
-      const uint8_t *sc = ssm + (t & 1) * 4;
-      for (int ul = warp; ul < nu; ul += 2 * nw) {
-        const bool two = ul + nw < nu; /* else the second unit's reads fall back on the first */
+      const uint8_t *sc = ssm + col_soff;
+      const float *xsc = col_xs + (size_t)(u0 + warp) * S::GPU * 8;
+      /* one pair; TWO: the second unit is known to exist (a full stage: no selects), else two
+       * says whether it does and its reads fall back on the first unit */
+      auto pair = [&](auto two_c, bool two_rt) {
+        const bool two = decltype(two_c)::value || two_rt;
         const uint4 w0 = wsm[0], w1 = wsm[two ? col_w : 0];
-        const uint32_t sw = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
         const uint2 xv = ld_keep2(xc + (two ? col_x : 0));
         const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
+        uint2 sw = make_uint2(0, 0);
+        float xsv = 0.f;
+        if (S::AFF) { /* a missing second unit adds no bias term */
+          sw = *reinterpret_cast<const uint2 *>(sc + (two ? col_s : 0));
+          xsv = __ldg(xsc + (two ? col_xs_off : 0)) * (two || t < 2 ? col_bw : 0.f);
+        } else {
+          sw.x = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
+        }
         float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int m = 0; m < 4; m++) {
@@ -394,11 +422,41 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
             mma16816<false>(d, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
           }
         }
+        if (S::AFF) { /* compute_unit's group epilogue, for this lane's group */
+          float s0, b0f, s8, b8;
+          if (SB_F16) {
+            s0 = ck_f16_to_f32((uint16_t)sw.x);
+            b0f = ck_f16_to_f32((uint16_t)(sw.x >> 16));
+            s8 = ck_f16_to_f32((uint16_t)sw.y);
+            b8 = ck_f16_to_f32((uint16_t)(sw.y >> 16));
+          } else {
+            s0 = __uint_as_float(sw.x << 16);
+            b0f = __uint_as_float(sw.x & 0xffff0000u);
+            s8 = __uint_as_float(sw.y << 16);
+            b8 = __uint_as_float(sw.y & 0xffff0000u);
+          }
+          b0f = fmaf(-1024.f, s0, b0f); /* codes entered as 1024 + q, rows g+8 as 1024 + 16·q */
+          b8 = fmaf(-64.f, s8, b8);
+          s8 *= 0.0625f;
+          tot[0] = fmaf(s0, d[0], fmaf(b0f, xsv, tot[0]));
+          tot[1] = fmaf(s0, d[1], tot[1]);
+          tot[2] = fmaf(s8, d[2], fmaf(b8, xsv, tot[2]));
+          tot[3] = fmaf(s8, d[3], tot[3]);
+        } else {
 #pragma unroll
-        for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw, q, nv_e), tot[q]);
+          for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw.x, q, nv_e), tot[q]);
+        }
+      };
+      auto advance = [&]() {
         wsm += 2 * col_w;
         sc += 2 * nw * S::UNIT_S;
         xc += 2 * nw * XSTEP * 2;
+        xsc += 2 * nw * S::GPU * 8;
+      };
+      if (nu == S::SU && S::SU % (2 * nw) == 0 && p.variant != 2) {
+        for (int ul = warp; ul < nu; ul += 2 * nw, advance()) pair(ck_bool<true>(), true);
+      } else {
+        for (int ul = warp; ul < nu; ul += 2 * nw, advance()) pair(ck_bool<false>(), ul + nw < nu);
       }
     } else {
       for (int ul = warp; ul < nu; ul += 2 * nw) {
@@ -567,8 +625,12 @@ static int smem_for(const ck_layout *L) {
   }
 }
 
+/* COL (one activation row) for affine 4-bit with groups of 32 and 64 (units of 64 k). */
 template <int FMT, int NST>
-static qmv_fn pick_affine(int gs, bool f16) {
+static qmv_fn pick_affine(int gs, bool f16, int nb) {
+  constexpr bool C4 = FMT == CK_AFF4;
+  if (C4 && nb == 1 && gs == 32) return f16 ? qmv_tc_kernel<FMT, 32, true, NST, C4> : qmv_tc_kernel<FMT, 32, false, NST, C4>;
+  if (C4 && nb == 1 && gs == 64) return f16 ? qmv_tc_kernel<FMT, 64, true, NST, C4> : qmv_tc_kernel<FMT, 64, false, NST, C4>;
   switch (gs) {
   case 32: return f16 ? qmv_tc_kernel<FMT, 32, true, NST> : qmv_tc_kernel<FMT, 32, false, NST>;
   case 64: return f16 ? qmv_tc_kernel<FMT, 64, true, NST> : qmv_tc_kernel<FMT, 64, false, NST>;
@@ -581,8 +643,8 @@ template <int NST>
 static qmv_fn pick_ns(const ck_layout *L, int nb) {
   bool f16 = L->scales_dtype == CKT_F16;
   switch (L->fmt) {
-  case CK_AFF4: return pick_affine<CK_AFF4, NST>(L->group_size, f16);
-  case CK_AFF8: return pick_affine<CK_AFF8, NST>(L->group_size, f16);
+  case CK_AFF4: return pick_affine<CK_AFF4, NST>(L->group_size, f16, nb);
+  case CK_AFF8: return pick_affine<CK_AFF8, NST>(L->group_size, f16, nb);
   case CK_NVFP4: return nb == 1 ? qmv_tc_kernel<CK_NVFP4, 16, false, NST, true> : qmv_tc_kernel<CK_NVFP4, 16, false, NST>;
   case CK_MXFP4: return qmv_tc_kernel<CK_MXFP4, 32, false, NST>;
   case CK_MXFP8: return qmv_tc_kernel<CK_MXFP8, 32, false, NST>;
@@ -707,7 +769,7 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
 extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
                             const int *xexp, int nb, float *y, int64_t ldy, int ksplit, int64_t kstride,
                             void *stream) {
-  qmv_fn fn = pick(L, nb);
+  qmv_fn fn = pick(L, g_variant == 3 ? 0 : nb); /* variant 3 (benchmark): the kernel without COL */
   if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
   QmvArgs a;
   a.w = (const uint4 *)((const char *)L->w + (size_t)slab * L->w_slab);
