@@ -31,8 +31,7 @@ struct QmvArgs {
   int64_t kstride; /* and writes its partial sums at y + blockIdx.y·kstride */
   int64_t nslices; /* cols / 32: the x layout's row stride in 32-k slices */
   int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling);
-                * 2 = COL without its full-stage loop, 3 = no COL, 4 = a block barrier per stage
-                * instead of the free-slot mbarriers (benchmarks: what each gains) */
+                * 2 = COL without its full-stage loop, 3 = no COL (benchmarks: what each gains) */
 };
 
 #define CK_MAX_WARPS 16
@@ -144,9 +143,6 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) {
 }
 __device__ __forceinline__ void mbar_init(uint64_t *m, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(m)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t *m) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(m)) : "memory");
 }
 __device__ __forceinline__ void mbar_expect(uint64_t *m, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(m)), "r"(bytes)
@@ -292,9 +288,7 @@ __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (
 /* One block per 16-row tile. Thread 0 streams the tile's codes and scales into NST shared
  * stages with bulk copies completing on mbarriers (all of a stage's bytes in flight at once,
  * no registers held); the W warps split each stage's units (split-K inside the block) and
- * reduce through shared memory at the end. A warp done with a stage arrives on the slot's
- * free mbarrier and goes on to the next stage; thread 0 waits for the slot's last warp before
- * it refills the slot, so no warp idles at a block barrier per stage.
+ * reduce through shared memory at the end.
  *
  * COL (one activation row; nvfp4, and affine 4-bit with groups of 32 or 64): the mma's 8
  * columns carry 8 partial sums instead of 8 rows of x. A warp takes its units in pairs; the B
@@ -310,7 +304,7 @@ template <int FMT, int GS, bool SB_F16, int NST, bool COL = false>
 __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   typedef Shape<FMT, GS> S;
   extern __shared__ __align__(128) uint8_t stage_mem[];
-  __shared__ uint64_t mbar[NST], ebar[NST]; /* stage full (bytes landed), stage free (warps done) */
+  __shared__ uint64_t mbar[NST];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t tile = blockIdx.x;
@@ -324,10 +318,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   const uint4 *xrow = p.xp + (size_t)g * p.nslices * 4 + t + (size_t)ubeg * XSTEP0;
 
   if (threadIdx.x == 0) {
-    for (int i = 0; i < NST; i++) {
-      mbar_init(&mbar[i], 1);
-      mbar_init(&ebar[i], (uint32_t)nw);
-    }
+    for (int i = 0; i < NST; i++) mbar_init(&mbar[i], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -482,19 +473,12 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
         xsu += 2 * nw * S::GPU * 4;
       }
     }
-    if (p.variant == 4) { /* (benchmark) the whole block waits for the slot's last reader */
-      __syncthreads();
-    } else { /* each warp signals the slot free and goes on; only thread 0 waits, to refill */
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&ebar[slot]);
-      if (threadIdx.x == 0 && st + NST < nstages) mbar_wait(&ebar[slot], (uint32_t)((st / NST) & 1));
-    }
+    __syncthreads(); /* every warp is done with this slot */
     if (threadIdx.x == 0 && st + NST < nstages) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       issue(st + NST);
     }
   }
-  __syncthreads(); /* every warp is done with every slot: the stage memory takes the reduction */
   if (!S::POST) {
 #pragma unroll
     for (int i = 0; i < 4; i++) tot[i] = acc[i] + acc2[i];
@@ -515,7 +499,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   if (p.variant == 1) tot[0] = acc[0] + acc2[0]; /* loads-only: keep the loads alive */
 
   /* lane (g, t) holds rows (g, g+8) × columns (2t, 2t+1); sum the warps' partials (in the
-   * stage memory: every stage has been consumed behind the barrier after the loop). */
+   * stage memory: every stage has been consumed behind the loop's last barrier). */
   float(*red)[32][4] = reinterpret_cast<float(*)[32][4]>(stage_mem);
 #pragma unroll
   for (int i = 0; i < 4; i++) red[warp][lane][i] = tot[i];
