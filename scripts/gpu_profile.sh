@@ -17,7 +17,9 @@
 #      prefill_check / prefill_bench: the correctness half / the 60-layer half alone.
 #   qmv (not in the default list): mlxrt-cuda-test — every mat-vec kernel against the CPU
 #      backend and float64 with the default stage count, the mat-vec table on the 31B shapes
-#      and the variants table (3 and 4 stages, loads only, warps per tile) → selftest.log,
+#      and the variants table (a plain read of the same bytes, loads only, 3 and 4 stages,
+#      warps per tile, the one-row kernels without their full-stage loop or without one
+#      column per group) → selftest.log,
 #      bench.md; then the self-test again (no tables) with MLXRT_QMV_STAGES=n for each n in
 #      QMV_STAGES (default "3 4"), so every instance is checked.
 #   pdl (not in the default list): tiny fixtures and tg128 at depths PDL_DEPTHS (default
