@@ -21,7 +21,8 @@
 #      warps per tile, the one-row kernels without their full-stage loop or without one
 #      column per group) → selftest.log,
 #      bench.md; then the self-test again (no tables) with MLXRT_QMV_STAGES=n for each n in
-#      QMV_STAGES (default "3 4"), so every instance is checked.
+#      QMV_STAGES (default "3 4"), so every instance is checked; and with MLXRT_QMV_VARIANT=v for
+#      each v in QMV_VARIANTS (default none; 2, 3, 5 are the benchmark variants of kernels.h).
 #   pdl (not in the default list): tiny fixtures and tg128 at depths PDL_DEPTHS (default
 #      0,4096,32768) for each MLXRT_CUDA_PDL_EARLY in PDL_EARLY (default "0 1").
 #   attn (not in the default list): tg128 at depths 0/4096/32768 for each decode-attention split
@@ -62,6 +63,11 @@ if has qmv; then
     stamp "mat-vec self-test, MLXRT_QMV_STAGES=$n"
     MLXRT_QMV_STAGES=$n timeout 200 "$BUILD/mlxrt-cuda-test" --no-bench >"$OUT/selftest_st$n.log" 2>&1 || rc=1
     grep -E "^FAIL|checks," "$OUT/selftest_st$n.log" | head -10
+  done
+  for v in ${QMV_VARIANTS:-}; do
+    stamp "mat-vec self-test, MLXRT_QMV_VARIANT=$v"
+    MLXRT_QMV_VARIANT=$v timeout 200 "$BUILD/mlxrt-cuda-test" --no-bench >"$OUT/selftest_v$v.log" 2>&1 || rc=1
+    grep -E "^FAIL|checks," "$OUT/selftest_v$v.log" | head -10
   done
 fi
 if has small; then

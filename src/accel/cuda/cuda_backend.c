@@ -470,6 +470,13 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
     goto fail;
   }
   ck_set_qmv_stages(qs && *qs ? atoi(qs) : 0);
+  /* and the mat-vec variant for A/B runs in one build (kernels.h; 0 = the default kernels) */
+  const char *qv = getenv("MLXRT_QMV_VARIANT");
+  if (qv && *qv && strcmp(qv, "0") && strcmp(qv, "2") && strcmp(qv, "3") && strcmp(qv, "5")) {
+    mx_fail(err, "MLXRT_QMV_VARIANT=%s: expected 0, 2, 3 or 5", qv);
+    goto fail;
+  }
+  ck_set_qmv_variant(qv && *qv ? atoi(qv) : 0);
   if (c->verbose)
     fprintf(stderr, "mlxrt cuda: device %d %s (sm_%d%d, %d SMs, %.1f GB)\n", c->dev.index,
             c->dev.name, c->dev.cc_major, c->dev.cc_minor, c->dev.sms, (double)c->dev.total_mem / 1e9);

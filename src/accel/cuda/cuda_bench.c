@@ -275,11 +275,11 @@ int cuda_bench(const char *table_path, int quick) {
   /* what bounds the target kernels: the same loads without the work, other stage counts and
    * block sizes, and a plain read of the same bytes (rotating over copies past the L2, one
    * launch per copy): what any single launch of that size reaches */
-  const bcfg cfgs[] = {{0, 1, 0}, {0, 0, 3}, {0, 0, 4}, {4, 0, 0}, {8, 0, 0}, {0, 2, 0}, {0, 3, 0}};
+  const bcfg cfgs[] = {{0, 1, 0}, {0, 0, 3}, {0, 0, 4}, {4, 0, 0}, {8, 0, 0}, {0, 2, 0}, {0, 3, 0}, {0, 5, 0}};
   const char *cfg_names[] = {"loads only", "3 stages", "4 stages", "4 w/tile", "8 w/tile", "no full-st loop",
-                             "no column/group"};
+                             "no column/group", "2 mma chains"};
   const int ncfg = (int)(sizeof cfgs / sizeof *cfgs);
-  brow tune[7];
+  brow tune[8];
   if (!quick) {
     printf("\nvariants (n = 1): us and %% of read bandwidth (stage and warp counts: the rest automatic)\n"
            "%-12s %-22s %16s", "format", "shape", "read, same MB");

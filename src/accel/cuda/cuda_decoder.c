@@ -298,16 +298,10 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   }
   if (rt_status(ck_set_pdl_early(early && !strcmp(early, "1")), "PDL order", err)) goto fail;
   if (cprof_init(&D->prof, D->stream, err)) goto fail;
-  /* benchmark knobs: warps per 16-row tile of every mat-vec (0 = chosen per shape), and the
-   * mat-vec variant (kernels.h: 2 = the one-row kernel without its full-stage loop, 3 = without
-   * one mma column per group; 0 and 1 as usual) */
-  const char *wq = getenv("MLXRT_QMV_WARPS"), *vq = getenv("MLXRT_QMV_VARIANT");
-  int qvar = vq && *vq ? atoi(vq) : 0;
-  if (qvar != 0 && qvar != 2 && qvar != 3) {
-    mx_fail(err, "MLXRT_QMV_VARIANT=%s: expected 0, 2 or 3", vq);
-    goto fail;
-  }
-  if ((wq && *wq) || qvar) ck_set_tuning(wq && *wq ? atoi(wq) : 0, qvar);
+  /* benchmark knob: warps per 16-row tile of every mat-vec (0 = chosen per shape); the
+   * mat-vec variant (MLXRT_QMV_VARIANT) is the backend's */
+  const char *wq = getenv("MLXRT_QMV_WARPS");
+  if (wq && *wq) ck_set_tuning(atoi(wq), ck_get_qmv_variant());
   if (D->prof.on) D->use_graph = 0;
   /* decode attention's split shape (benchmark knobs; defaults measured on the H200) */
   int split_keys, split_blocks, max_splits_knob;

@@ -93,8 +93,11 @@ int ck_set_pdl_early(int on);
 
 /* Benchmark knobs: warps per tile (0 = automatic) and kernel variant (0 = the product,
  * 1 = loads only, 2 = one-row kernels without the full-stage loop, 3 = without one mma column
- * per group). Not for normal use. */
+ * per group, 5 = one-row kernels with two mma chains per unit pair). Not for normal use. */
 void ck_set_tuning(int warps, int variant);
+/* The variant alone (MLXRT_QMV_VARIANT, read by the backend: 0, 2, 3 or 5). */
+void ck_set_qmv_variant(int variant);
+int ck_get_qmv_variant(void);
 /* Shared-memory stages in flight per block of the tensor-core mat-vec: 3 or 4, or 0 for the
  * per-format default (3 for nvfp4, 4 otherwise; MLXRT_QMV_STAGES). */
 void ck_set_qmv_stages(int n);

@@ -31,7 +31,8 @@ struct QmvArgs {
   int64_t kstride; /* and writes its partial sums at y + blockIdx.y·kstride */
   int64_t nslices; /* cols / 32: the x layout's row stride in 32-k slices */
   int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling);
-                * 2 = COL without its full-stage loop, 3 = no COL (benchmarks: what each gains) */
+                * 2 = COL without its full-stage loop, 3 = no COL, 5 = COL with two mma chains
+                * per pair (benchmarks: what each gains) */
 };
 
 #define CK_MAX_WARPS 16
@@ -300,7 +301,7 @@ __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (
  * pair instead of once per unit, and the bias term b·Σx once per group (with groups of 64 two
  * lanes share a group: the odd one adds none). Lane (g, t) loads only the 8 bytes of x its
  * column needs. */
-template <int FMT, int GS, bool SB_F16, int NST, bool COL = false>
+template <int FMT, int GS, bool SB_F16, int NST, int COL = 0>
 __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   typedef Shape<FMT, GS> S;
   extern __shared__ __align__(128) uint8_t stage_mem[];
@@ -415,11 +416,20 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
           mma16816<false>(d, a, xv.x & colsel[m], xv.y & colsel[m]);
         }
         if (two) {
+          /* COL 2 (benchmark variant 5): the second unit on its own accumulator, so the pair is
+           * two chains of 4 mmas instead of one of 8; a lane's columns come from one unit
+           * only, so d + d2 adds exact zeros: the same bits */
+          float d2[4] = {0.f, 0.f, 0.f, 0.f};
+          float(&dd)[4] = COL == 2 ? d2 : d;
 #pragma unroll
           for (int m = 0; m < 4; m++) {
             uint32_t a[4];
             decode_a<FMT>(wd1, m, a);
-            mma16816<false>(d, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
+            mma16816<false>(dd, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
+          }
+          if (COL == 2) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) d[q] += d2[q];
           }
         }
         if (S::AFF) { /* compute_unit's group epilogue, for this lane's group */
@@ -628,7 +638,7 @@ static int smem_for(const ck_layout *L) {
 /* COL (one activation row) for affine 4-bit with groups of 32 and 64 (units of 64 k). */
 template <int FMT, int NST>
 static qmv_fn pick_affine(int gs, bool f16, int nb) {
-  constexpr bool C4 = FMT == CK_AFF4;
+  constexpr int C4 = FMT == CK_AFF4;
   if (C4 && nb == 1 && gs == 32) return f16 ? qmv_tc_kernel<FMT, 32, true, NST, C4> : qmv_tc_kernel<FMT, 32, false, NST, C4>;
   if (C4 && nb == 1 && gs == 64) return f16 ? qmv_tc_kernel<FMT, 64, true, NST, C4> : qmv_tc_kernel<FMT, 64, false, NST, C4>;
   switch (gs) {
@@ -645,7 +655,7 @@ static qmv_fn pick_ns(const ck_layout *L, int nb) {
   switch (L->fmt) {
   case CK_AFF4: return pick_affine<CK_AFF4, NST>(L->group_size, f16, nb);
   case CK_AFF8: return pick_affine<CK_AFF8, NST>(L->group_size, f16, nb);
-  case CK_NVFP4: return nb == 1 ? qmv_tc_kernel<CK_NVFP4, 16, false, NST, true> : qmv_tc_kernel<CK_NVFP4, 16, false, NST>;
+  case CK_NVFP4: return nb == 1 ? qmv_tc_kernel<CK_NVFP4, 16, false, NST, 1> : qmv_tc_kernel<CK_NVFP4, 16, false, NST>;
   case CK_MXFP4: return qmv_tc_kernel<CK_MXFP4, 32, false, NST>;
   case CK_MXFP8: return qmv_tc_kernel<CK_MXFP8, 32, false, NST>;
   case CK_DBF16: return qmv_tc_kernel<CK_DBF16, 0, false, NST>;
@@ -670,6 +680,15 @@ static int stages_for(const ck_layout *L, int nb) {
 /* nb: activation rows; 0 picks the per-unit kernel for one row too (benchmark variant 3) */
 static qmv_fn pick(const ck_layout *L, int nb) {
   return stages_for(L, nb) == 3 ? pick_ns<3>(L, nb) : pick_ns<4>(L, nb);
+}
+
+/* Benchmark variant 5: the one-row kernel with two mma chains per pair (3 stages), for the
+ * two target formats; NULL for the others (they run the default kernel). */
+static qmv_fn pick_two_chains(const ck_layout *L, int nb) {
+  if (nb != 1 || stages_for(L, nb) != 3) return nullptr;
+  if (L->fmt == CK_NVFP4) return qmv_tc_kernel<CK_NVFP4, 16, false, 3, 2>;
+  if (L->fmt == CK_AFF4 && L->group_size == 64 && L->scales_dtype != CKT_F16) return qmv_tc_kernel<CK_AFF4, 64, false, 3, 2>;
+  return nullptr;
 }
 
 extern "C" int ck_unit_k(int fmt, int group_size) { return ck_unit_k_c(fmt, group_size); }
@@ -723,6 +742,8 @@ extern "C" void ck_set_tuning(int warps, int variant) {
   g_warps_override = warps;
   g_variant = variant;
 }
+extern "C" void ck_set_qmv_variant(int variant) { g_variant = variant; }
+extern "C" int ck_get_qmv_variant(void) { return g_variant; }
 
 /* Warps per tile: the block size whose resident blocks cover the tiles in the fullest waves
  * (a partial last wave of long blocks is what costs most on shapes of ~1000 tiles); ties go
@@ -777,7 +798,8 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
                             const int *xexp, int nb, float *y, int64_t ldy, int ksplit, int64_t kstride,
                             void *stream) {
   const int pick_nb = g_variant == 3 ? 0 : nb; /* variant 3 (benchmark): the kernel without COL */
-  qmv_fn fn = pick(L, pick_nb);
+  qmv_fn fn = g_variant == 5 ? pick_two_chains(L, nb) : nullptr;
+  if (!fn) fn = pick(L, pick_nb);
   if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
   QmvArgs a;
   a.w = (const uint4 *)((const char *)L->w + (size_t)slab * L->w_slab);
