@@ -212,6 +212,31 @@ __device__ __forceinline__ void load_unit(UnitRegs<FMT, GS> &r, const uint4 *wsm
   }
 }
 
+/* An affine group's scale and bias for the lane's rows g and g+8 (sv: (s, b) pairs, bf16 or
+ * fp16), with the decode's offsets folded in: codes entered as 1024 + q, and rows g+8 of
+ * 4-bit as 1024 + 16·q, so y += s·Σ + b·Σx with these s and b. */
+template <int FMT, bool SB_F16>
+__device__ __forceinline__ void affine_fold(uint2 sv, float &s0, float &b0, float &s8, float &b8) {
+  if (SB_F16) {
+    s0 = ck_f16_to_f32((uint16_t)sv.x);
+    b0 = ck_f16_to_f32((uint16_t)(sv.x >> 16));
+    s8 = ck_f16_to_f32((uint16_t)sv.y);
+    b8 = ck_f16_to_f32((uint16_t)(sv.y >> 16));
+  } else {
+    s0 = __uint_as_float(sv.x << 16);
+    b0 = __uint_as_float(sv.x & 0xffff0000u);
+    s8 = __uint_as_float(sv.y << 16);
+    b8 = __uint_as_float(sv.y & 0xffff0000u);
+  }
+  b0 = fmaf(-1024.f, s0, b0);
+  if (FMT == CK_AFF4) {
+    b8 = fmaf(-64.f, s8, b8);
+    s8 *= 0.0625f;
+  } else {
+    b8 = fmaf(-1024.f, s8, b8);
+  }
+}
+
 template <int FMT, int GS, bool SB_F16, bool LOADS_ONLY>
 __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (&acc)[4],
                                              float (&tot)[4]) {
@@ -243,26 +268,8 @@ __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (
     mma16816<FMT == CK_DBF16>(acc, a, b0, b1);
     if (S::AFF && (m + 1) % S::MPG == 0) {
       const int gl = m / S::MPG;
-      const uint2 sv = r.sc[gl];
       float s0, b0f, s8, b8;
-      if (SB_F16) {
-        s0 = ck_f16_to_f32((uint16_t)sv.x);
-        b0f = ck_f16_to_f32((uint16_t)(sv.x >> 16));
-        s8 = ck_f16_to_f32((uint16_t)sv.y);
-        b8 = ck_f16_to_f32((uint16_t)(sv.y >> 16));
-      } else {
-        s0 = __uint_as_float(sv.x << 16);
-        b0f = __uint_as_float(sv.x & 0xffff0000u);
-        s8 = __uint_as_float(sv.y << 16);
-        b8 = __uint_as_float(sv.y & 0xffff0000u);
-      }
-      b0f = fmaf(-1024.f, s0, b0f); /* codes entered as 1024 + q ... */
-      if (FMT == CK_AFF4) {         /* ... and rows g+8 of 4-bit as 1024 + 16·q */
-        b8 = fmaf(-64.f, s8, b8);
-        s8 *= 0.0625f;
-      } else {
-        b8 = fmaf(-1024.f, s8, b8);
-      }
+      affine_fold<FMT, SB_F16>(r.sc[gl], s0, b0f, s8, b8);
       const float2 xsv = r.xs[gl];
       tot[0] = fmaf(s0, acc[0], fmaf(b0f, xsv.x, tot[0]));
       tot[1] = fmaf(s0, acc[1], fmaf(b0f, xsv.y, tot[1]));
@@ -434,20 +441,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
         }
         if (S::AFF) { /* compute_unit's group epilogue, for this lane's group */
           float s0, b0f, s8, b8;
-          if (SB_F16) {
-            s0 = ck_f16_to_f32((uint16_t)sw.x);
-            b0f = ck_f16_to_f32((uint16_t)(sw.x >> 16));
-            s8 = ck_f16_to_f32((uint16_t)sw.y);
-            b8 = ck_f16_to_f32((uint16_t)(sw.y >> 16));
-          } else {
-            s0 = __uint_as_float(sw.x << 16);
-            b0f = __uint_as_float(sw.x & 0xffff0000u);
-            s8 = __uint_as_float(sw.y << 16);
-            b8 = __uint_as_float(sw.y & 0xffff0000u);
-          }
-          b0f = fmaf(-1024.f, s0, b0f); /* codes entered as 1024 + q, rows g+8 as 1024 + 16·q */
-          b8 = fmaf(-64.f, s8, b8);
-          s8 *= 0.0625f;
+          affine_fold<FMT, SB_F16>(sw, s0, b0f, s8, b8);
           tot[0] = fmaf(s0, d[0], fmaf(b0f, xsv, tot[0]));
           tot[1] = fmaf(s0, d[1], tot[1]);
           tot[2] = fmaf(s8, d[2], fmaf(b8, xsv, tot[2]));
