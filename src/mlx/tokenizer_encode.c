@@ -515,6 +515,18 @@ static int range_push(range_vec *a, size_t start, size_t stop) {
   return 0;
 }
 
+/* The next occurrence of the step's literal pattern in s[*i..n), from *i on: 1 and its
+ * [*ms, *me), with *i left at it; else 0 (HF's Pattern::find_matches for a string pattern). */
+static int next_literal(const tk_pretok *p, const char *s, size_t n, size_t *i, size_t *ms, size_t *me) {
+  for (; *i + p->plen <= n; (*i)++)
+    if (!memcmp(s + *i, p->pattern, p->plen)) {
+      *ms = *i;
+      *me = *i + p->plen;
+      return 1;
+    }
+  return 0;
+}
+
 /* Splits s[0..n) with one Split step; appends the pieces (offsets into s) to out. */
 static int split_step(const tk_pretok *p, const char *s, size_t base, size_t n, range_vec *out) {
   /* (offsets, is_match) as HF's Pattern::find_matches produces them */
@@ -523,14 +535,7 @@ static int split_step(const tk_pretok *p, const char *s, size_t base, size_t n, 
   size_t first_out = out->n;
   for (;;) {
     size_t ms = n, me = n;
-    int found = 0;
-    while (i + p->plen <= n) {
-      if (!memcmp(s + base + i, p->pattern, p->plen)) {
-        ms = i, me = i + p->plen, found = 1;
-        break;
-      }
-      i++;
-    }
+    int found = next_literal(p, s + base, n, &i, &ms, &me);
     /* pieces: [prev, ms) non-match (if non-empty), [ms, me) match */
     for (int part = 0; part < 2; part++) {
       size_t a = part == 0 ? prev : ms, b = part == 0 ? ms : me;
@@ -572,14 +577,7 @@ static int split_merged_next(const tk_pretok *p, const char *s, size_t base, siz
   int rc = -1;
   for (;;) {
     size_t ms = n, me = n;
-    int found = 0;
-    while (i + p->plen <= n) {
-      if (!memcmp(s + base + i, p->pattern, p->plen)) {
-        ms = i, me = i + p->plen, found = 1;
-        break;
-      }
-      i++;
-    }
+    int found = next_literal(p, s + base, n, &i, &ms, &me);
     for (int part = 0; part < 2; part++) {
       size_t a = part == 0 ? prev : ms, b = part == 0 ? ms : me;
       if (part == 1 && !found) break;
