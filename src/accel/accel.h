@@ -93,6 +93,14 @@ typedef struct accel_model_desc {
   const accel_layer_desc *layers;
 } accel_model_desc;
 
+/* Checks the projection weights of layer i of d: present (v unless k_eq_v), not stacked, and
+ * of the shapes its heads, head_dim, hidden size and intermediate size imply. 0, or -1 with a
+ * message naming the layer and the weight (both decoders run it). */
+int accel_check_layer_weights(const accel_model_desc *d, int i, mlxrt_error *err);
+/* One weight of rows × cols, not stacked ("layer -1" in the message for model-level ones). */
+int accel_check_weight(const accel_weight *w, int64_t rows, int64_t cols, const char *what, int layer,
+                       mlxrt_error *err);
+
 /* ---- backends ----------------------------------------------------------------------------- */
 typedef struct accel_backend accel_backend;
 /* A backend's whole-model decoder: weights resident, a KV cache for `capacity` positions. */

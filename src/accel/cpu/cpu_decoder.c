@@ -111,16 +111,6 @@ void cpu_decoder_free(accel_decoder *D) {
   free(D);
 }
 
-static int check_weight(const accel_weight *w, int64_t rows, int64_t cols, const char *what, int layer,
-                        mlxrt_error *err) {
-  if (!w) return mx_fail(err, "decoder: layer %d has no %s weight", layer, what);
-  if (w->spec.experts > 0 || w->spec.rows != rows || w->spec.cols != cols)
-    return mx_fail(err, "decoder: layer %d %s is %lldx%lld (experts %lld), expected %lldx%lld", layer,
-                   what, (long long)w->spec.rows, (long long)w->spec.cols, (long long)w->spec.experts,
-                   (long long)rows, (long long)cols);
-  return 0;
-}
-
 accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, int64_t capacity,
                                   mlxrt_error *err) {
   if (!d || d->n_layers <= 0 || d->hidden <= 0 || d->n_heads <= 0 || d->vocab <= 0 || !d->layers ||
@@ -136,8 +126,8 @@ accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, i
   if (!(D->kv = mx_calloc((size_t)d->n_layers, sizeof *D->kv, err))) goto fail;
   int64_t H = d->hidden;
   D->max_cols = H;
-  if (check_weight(d->embed, d->vocab, H, "embedding", -1, err) ||
-      check_weight(d->lm_head, d->vocab, H, "lm_head", -1, err))
+  if (accel_check_weight(d->embed, d->vocab, H, "embedding", -1, err) ||
+      accel_check_weight(d->lm_head, d->vocab, H, "lm_head", -1, err))
     goto fail;
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];
@@ -149,13 +139,7 @@ accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, i
       goto fail;
     }
     int64_t qd = (int64_t)d->n_heads * l->head_dim, kvd = (int64_t)l->n_kv_heads * l->head_dim;
-    if (check_weight(l->q, qd, H, "q_proj", i, err) || check_weight(l->k, kvd, H, "k_proj", i, err) ||
-        (!l->k_eq_v && check_weight(l->v, kvd, H, "v_proj", i, err)) ||
-        check_weight(l->o, H, qd, "o_proj", i, err) ||
-        check_weight(l->gate, l->intermediate, H, "gate_proj", i, err) ||
-        check_weight(l->up, l->intermediate, H, "up_proj", i, err) ||
-        check_weight(l->down, H, l->intermediate, "down_proj", i, err))
-      goto fail;
+    if (accel_check_layer_weights(d, i, err)) goto fail;
     if (qd > D->max_q) D->max_q = qd;
     if (kvd > D->max_kv) D->max_kv = kvd;
     if (l->intermediate > D->max_inter) D->max_inter = l->intermediate;

@@ -260,15 +260,6 @@ static int upload_floats(accel_decoder *D, float *dst, const float *src, int64_t
   return rt_h2d(dst, src, (size_t)n * sizeof(float), D->stream, err) || rt_stream_sync(D->stream, err);
 }
 
-static int check_shape(const accel_weight *w, int64_t rows, int64_t cols, const char *what, int layer,
-                       mlxrt_error *err) {
-  if (!w) return mx_fail(err, "decoder: layer %d has no %s weight", layer, what);
-  if (w->spec.experts > 0 || w->spec.rows != rows || w->spec.cols != cols)
-    return mx_fail(err, "decoder: layer %d %s is %lldx%lld, expected %lldx%lld", layer, what,
-                   (long long)w->spec.rows, (long long)w->spec.cols, (long long)rows, (long long)cols);
-  return 0;
-}
-
 #define DALLOC(p, count)                                                          \
   if (rt_malloc((void **)&(p), (size_t)(count) * sizeof *(p), err)) goto fail
 
@@ -311,8 +302,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     goto fail;
   int H = d->hidden, L = d->n_layers, sms = cudab_device(b)->sms;
   int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1;
-  if (check_shape(d->embed, d->vocab, H, "embedding", -1, err) ||
-      check_shape(d->lm_head, d->vocab, H, "lm_head", -1, err))
+  if (accel_check_weight(d->embed, d->vocab, H, "embedding", -1, err) ||
+      accel_check_weight(d->lm_head, d->vocab, H, "lm_head", -1, err))
     goto fail;
   if (!(D->ly = mx_calloc((size_t)L, sizeof *D->ly, err))) goto fail;
   for (int i = 0; i < L; i++) {
@@ -326,13 +317,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       goto fail;
     }
     int64_t qd = (int64_t)d->n_heads * l->head_dim, kvd = (int64_t)l->n_kv_heads * l->head_dim;
-    if (check_shape(l->q, qd, H, "q_proj", i, err) || check_shape(l->k, kvd, H, "k_proj", i, err) ||
-        (!l->k_eq_v && check_shape(l->v, kvd, H, "v_proj", i, err)) ||
-        check_shape(l->o, H, qd, "o_proj", i, err) ||
-        check_shape(l->gate, l->intermediate, H, "gate_proj", i, err) ||
-        check_shape(l->up, l->intermediate, H, "up_proj", i, err) ||
-        check_shape(l->down, H, l->intermediate, "down_proj", i, err))
-      goto fail;
+    if (accel_check_layer_weights(d, i, err)) goto fail;
     y->hd = l->head_dim;
     y->nkv = l->n_kv_heads;
     y->inter = l->intermediate;
