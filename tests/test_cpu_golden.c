@@ -124,7 +124,7 @@ static void check_case(const st_file *f, const char *name) {
     }
   }
   mlxrt_error err = {{0}};
-  CHECKF(cpu_spec_check(s, name, &err) == 0, "%s", err.msg);
+  CHECKF(accel_spec_check(s, name, &err) == 0, "%s", err.msg);
   int64_t slabs = rank3 ? s->experts : 1, rows = s->rows, cols = s->cols;
   accel_dtype ddt = cpu_dequant_dtype(s);
   size_t es = ddt == ACCEL_F32 ? 4 : 2;

@@ -56,6 +56,9 @@ size_t accel_part_bytes(const accel_spec *spec, accel_part part);
 /* Bytes read to apply the whole weight once (what a mat-vec must stream). */
 size_t accel_weight_bytes(const accel_spec *spec);
 const char *accel_mode_name(accel_mode mode);
+/* 0 when every backend can take the spec (mode, bits, group size, dtypes, shape), else -1
+ * with a message naming `name` (the tensor) and the field. */
+int accel_spec_check(const accel_spec *spec, const char *name, mlxrt_error *err);
 
 /* ---- whole-model decode description ------------------------------------------------------ */
 /* What a backend needs to run a dense Gemma 3 / Gemma 4 decoder step by itself (no PLE, no

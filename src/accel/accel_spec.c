@@ -60,3 +60,51 @@ int accel_check_layer_weights(const accel_model_desc *d, int i, mlxrt_error *err
     return -1;
   return 0;
 }
+
+int accel_spec_check(const accel_spec *s, const char *name, mlxrt_error *err) {
+  if (!name) name = "(unnamed)";
+  if (s->rows <= 0 || s->cols <= 0 || s->experts < 0)
+    return mx_fail(err, "%s: bad shape experts=%lld rows=%lld cols=%lld", name,
+                   (long long)s->experts, (long long)s->rows, (long long)s->cols);
+  if (s->mode == ACCEL_MODE_DENSE) {
+    if (s->dense_dtype != ACCEL_BF16 && s->dense_dtype != ACCEL_F16 &&
+        s->dense_dtype != ACCEL_F32)
+      return mx_fail(err, "%s: dense weight dtype %d is not bf16, f16 or f32", name,
+                     (int)s->dense_dtype);
+    return 0;
+  }
+  int bits = s->bits, gs = s->group_size;
+  switch (s->mode) {
+  case ACCEL_MODE_AFFINE:
+    if (bits < 2 || bits > 8 || bits == 7)
+      return mx_fail(err, "%s: affine bits %d not in {2,3,4,5,6,8}", name, bits);
+    if (gs != 32 && gs != 64 && gs != 128)
+      return mx_fail(err, "%s: affine group size %d not in {32,64,128}", name, gs);
+    if (s->scales_dtype != ACCEL_BF16 && s->scales_dtype != ACCEL_F16 &&
+        s->scales_dtype != ACCEL_F32)
+      return mx_fail(err, "%s: affine scales dtype %d is not bf16, f16 or f32", name,
+                     (int)s->scales_dtype);
+    break;
+  case ACCEL_MODE_NVFP4:
+    if (bits != 4 || gs != 16)
+      return mx_fail(err, "%s: nvfp4 needs bits 4 and group size 16, got %d/%d", name, bits, gs);
+    break;
+  case ACCEL_MODE_MXFP4:
+    if (bits != 4 || gs != 32)
+      return mx_fail(err, "%s: mxfp4 needs bits 4 and group size 32, got %d/%d", name, bits, gs);
+    break;
+  case ACCEL_MODE_MXFP8:
+    if (bits != 8 || gs != 32)
+      return mx_fail(err, "%s: mxfp8 needs bits 8 and group size 32, got %d/%d", name, bits, gs);
+    break;
+  default:
+    return mx_fail(err, "%s: unknown quantization mode %d", name, (int)s->mode);
+  }
+  if (s->cols % gs != 0)
+    return mx_fail(err, "%s: %lld columns are not a multiple of the group size %d", name,
+                   (long long)s->cols, gs);
+  if ((s->cols * bits) % 32 != 0)
+    return mx_fail(err, "%s: %lld columns of %d bits do not fill whole uint32 words", name,
+                   (long long)s->cols, bits);
+  return 0;
+}

@@ -67,7 +67,7 @@ static cache_slot *get_slot(cpu_impl *c, const accel_weight *w, mlxrt_error *err
       if (c->slots[k].key == w->key) return &c->slots[k];
   }
   const char *name = w->name ? w->name : "weight";
-  if (cpu_spec_check(&w->spec, name, err)) return NULL;
+  if (accel_spec_check(&w->spec, name, err)) return NULL;
   if (!w->load) {
     mx_fail(err, "%s: no loader", name);
     return NULL;

@@ -31,9 +31,6 @@ typedef enum {
 } cpu_isa;
 
 /* ---- spec and layout --------------------------------------------------------------------- */
-/* Checks that mode/bits/group size/dtypes/shape form a format MLX can produce; the message
- * names `name`. */
-int cpu_spec_check(const accel_spec *s, const char *name, mlxrt_error *err);
 /* Bytes of one row of the packed weight (or dense row), and of one row of scales. */
 size_t cpu_row_bytes(const accel_spec *s);
 size_t cpu_scale_row_bytes(const accel_spec *s);

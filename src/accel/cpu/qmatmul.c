@@ -130,7 +130,7 @@ static void mm_task(void *ctx, int64_t t, int worker) {
 int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
                 const uint16_t *x, int64_t n, float *y, mlxrt_error *err) {
   const accel_spec *s = &m->spec;
-  if (cpu_spec_check(s, "cpu_qmatmul", err)) return -1;
+  if (accel_spec_check(s, "cpu_qmatmul", err)) return -1;
   if (!cpu_isa_supported(isa)) return mx_fail(err, "cpu_qmatmul: ISA %s not supported here", cpu_isa_name(isa));
   int64_t slabs = s->experts > 0 ? s->experts : 1;
   if (expert < 0 || expert >= slabs)
