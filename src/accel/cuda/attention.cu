@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
                                                             int splits, int64_t ctx_cap, float *scores,
                                                             float *smax, float *ssum) {
   ck_pdl_enter();
-  extern __shared__ float4 qs4[]; /* [REP][hd] floats */
+  CK_DYNAMIC_SHARED(float4, qs4); /* [REP][hd] floats */
   float *qs = (float *)qs4;
   int g = blockIdx.x, s = blockIdx.y;
   int pos = *pos_p, lo, hi;

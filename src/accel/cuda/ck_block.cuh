@@ -8,6 +8,14 @@
 
 #include "ck_device.cuh"
 
+/* A kernel's dynamic shared memory as name[] (in the host emulation of tests/gpu, a static
+ * buffer: blocks run one at a time there). */
+#ifdef CK_EMULATION
+#define CK_DYNAMIC_SHARED(type, name) type *name = reinterpret_cast<type *>(emu_dyn_smem)
+#else
+#define CK_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
 /* x rounded to bf16 (RNE), back as float */
 static __device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
 

@@ -1,7 +1,10 @@
-/* Host emulation of the CUDA features sample.cu uses (tests/gpu/sample_emulate.cpp): a block's
- * 256 threads are host threads, __syncthreads a barrier, warp shuffles go through a per-warp
- * buffer between two warp barriers, __shared__ variables are statics (blocks run one at a
- * time), atomics are host atomics. Not a CUDA header: only for that check. */
+/* Host emulation of the CUDA features sample.cu and attention.cu use
+ * (tests/gpu/sample_emulate.cpp, tests/gpu/attention_emulate.cpp): a block's threads are host
+ * threads, __syncthreads a barrier, warp shuffles go through a per-warp buffer between two
+ * warp barriers, __shared__ variables are statics (blocks run one at a time; dynamic shared
+ * memory is emu_dyn_smem, see CK_DYNAMIC_SHARED in ck_block.cuh), atomics are host atomics.
+ * With EMU_LAUNCH, cudaLaunchKernelEx runs a kernel over its grid on those threads
+ * (emu_run_grid, defined by the harness). Not a CUDA header: only for those checks. */
 #ifndef SK_EMU_CUDA_RUNTIME_H
 #define SK_EMU_CUDA_RUNTIME_H
 #include <pthread.h>
@@ -10,6 +13,7 @@
 
 #define __global__
 #define __device__
+#define __host__
 #define __forceinline__ inline
 #define __shared__ static
 #define __constant__
@@ -25,7 +29,11 @@ extern uint64_t emu_xbuf[8][32];
 
 static inline void __syncthreads() { pthread_barrier_wait(&emu_block_barrier); }
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-template <typename T> static inline T __ldcg(const T *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+template <typename T> static inline T __ldcg(const T *p) {
+  T v;
+  __atomic_load(p, &v, __ATOMIC_SEQ_CST);
+  return v;
+}
 template <typename T> static inline T atomicAdd(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static inline unsigned __float_as_uint(float f) {
   unsigned u;
@@ -60,4 +68,55 @@ template <typename T> static inline T __shfl_up_sync(unsigned, T v, int o) {
 template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int o) {
   return emu_exchange(v, (int)(threadIdx.x & 31) ^ o, true);
 }
+
+/* ---- what attention.cu and the shared device headers need besides ---------------------- */
+struct float2 { float x, y; };
+struct float4 { float x, y, z, w; };
+struct uint2 { unsigned x, y; };
+struct uint4 { unsigned x, y, z, w; };
+static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+static inline uint2 make_uint2(unsigned a, unsigned b) { return uint2{a, b}; }
+template <typename T> static inline T __ldg(const T *p) { return *p; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
+  s &= 31;
+  return s ? (hi << s) | (lo >> (32 - s)) : hi;
+}
+
+#ifdef EMU_LAUNCH
+#include <functional>
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+typedef int cudaError_t;
+enum { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+typedef void *cudaStream_t;
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 1 };
+struct cudaLaunchAttribute {
+  cudaLaunchAttributeID id;
+  struct { int programmaticStreamSerializationAllowed; } val;
+};
+struct cudaLaunchConfig_t {
+  dim3 gridDim, blockDim;
+  size_t dynamicSmemBytes;
+  cudaStream_t stream;
+  cudaLaunchAttribute *attrs;
+  unsigned numAttrs;
+};
+extern unsigned char emu_dyn_smem[];
+/* Runs body once per block of grid on blockDim host threads; non-zero when the shape is one
+ * the harness cannot run. */
+int emu_run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body);
+template <typename... KArgs, typename... Args>
+static inline cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *cfg, void (*kernel)(KArgs...), Args... args) {
+  return emu_run_grid(cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes, [=]() { kernel(args...); })
+             ? cudaErrorInvalidValue
+             : cudaSuccess;
+}
+template <typename T> static inline cudaError_t cudaMemcpyToSymbol(T &sym, const void *src, size_t n) {
+  memcpy(&sym, src, n);
+  return cudaSuccess;
+}
+#endif
 #endif

@@ -1,0 +1,189 @@
+/* Runs the decode attention of attention.cu (dk_attention: the scores, pv and combine kernels,
+ * through their real launcher) on host threads (tests/gpu/emu/cuda_runtime.h), against a
+ * direct attention with the same rounding points: a check of the kernels' logic — split
+ * ranges, the sliding ring, GQA, empty splits, the last-block and the combine-kernel
+ * reductions — on a machine without a GPU. Two kinds of case:
+ *   - structure: q = 0 and one-hot V (key j → dim j mod hd), so every p is the same bf16(1/n)
+ *     and each output is exactly (number of live keys on that dim) · p: exact equality checks
+ *     that every live key is read once and no other;
+ *   - values: random q, K, V; each head's output within 1 % of its largest value (sum orders
+ *     differ from the direct one, so the bf16 roundings of scores may differ; a misplaced key
+ *     or a wrong slot is off by far more).
+ * Not CI (C++, slow: the threads meet at a barrier for every __syncthreads and shuffle).
+ * Build and run from the repository root:
+ *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
+ *       -Iinclude tests/gpu/attention_emulate.cpp -o /tmp/attention_emulate -lm
+ *   /tmp/attention_emulate [seed]
+ */
+#include "../../src/accel/cuda/attention.cu"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <vector>
+
+extern "C" int ck_pdl_enabled(void) { return 0; }
+
+thread_local emu_dim3 threadIdx;
+emu_dim3 blockIdx, gridDim, blockDim;
+pthread_barrier_t emu_block_barrier, emu_warp_barrier[8];
+uint64_t emu_xbuf[8][32];
+alignas(16) unsigned char emu_dyn_smem[64 * 1024];
+
+/* A pool of AT_THREADS host threads runs one block at a time. */
+static pthread_barrier_t start_b, end_b;
+static const std::function<void()> *g_body;
+static bool g_quit;
+
+static void *worker(void *arg) {
+  threadIdx.x = (unsigned)(uintptr_t)arg;
+  threadIdx.y = threadIdx.z = 0;
+  for (;;) {
+    pthread_barrier_wait(&start_b);
+    if (g_quit) return NULL;
+    (*g_body)();
+    pthread_barrier_wait(&end_b);
+  }
+}
+
+int emu_run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body) {
+  if (block.x != AT_THREADS || block.y != 1 || block.z != 1 || smem > sizeof emu_dyn_smem) return 1;
+  g_body = &body;
+  gridDim = {grid.x, grid.y, grid.z};
+  blockDim = {block.x, 1, 1};
+  for (unsigned z = 0; z < grid.z; z++)
+    for (unsigned y = 0; y < grid.y; y++)
+      for (unsigned x = 0; x < grid.x; x++) {
+        blockIdx = {x, y, z};
+        pthread_barrier_wait(&start_b);
+        pthread_barrier_wait(&end_b);
+      }
+  return 0;
+}
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd() {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return g_rng;
+}
+static float unit() { return (float)((double)(rnd() >> 11) * 0x1p-53); }
+static float bf(float x) { return rb(x); }
+static uint16_t tob(float x) { return ck_f32_to_bf16(x); }
+static float fromb(uint16_t h) { return ck_bf16_to_f32(h); }
+
+struct Case {
+  int rep, nkv, hd, window, pos, splits;
+  bool structure;
+};
+
+/* The direct attention of one query head with the reference path's rounding points. */
+static void direct(const Case &c, const float *q, const std::vector<uint16_t> &K, const std::vector<uint16_t> &V,
+                   float scale, int h, std::vector<float> &out) {
+  const int hd = c.hd, g = h / c.rep;
+  const int64_t kvd = (int64_t)c.nkv * hd;
+  const int first = c.window > 0 && c.pos - c.window + 1 > 0 ? c.pos - c.window + 1 : 0;
+  std::vector<float> qs(hd), s;
+  for (int d = 0; d < hd; d++) qs[d] = scale == 1.0f ? q[(int64_t)h * hd + d] : bf(q[(int64_t)h * hd + d] * bf(scale));
+  float m = -INFINITY;
+  for (int j = first; j <= c.pos; j++) {
+    int64_t sl = c.window > 0 ? j % c.window : j;
+    double acc = 0;
+    for (int d = 0; d < hd; d++) acc += (double)qs[d] * fromb(K[sl * kvd + (int64_t)g * hd + d]);
+    s.push_back(bf((float)acc));
+    m = fmaxf(m, s.back());
+  }
+  double total = 0;
+  for (float v : s) total += exp((double)v - m);
+  out.assign(hd, 0.0f);
+  std::vector<double> o(hd, 0.0);
+  for (int j = first; j <= c.pos; j++) {
+    int64_t sl = c.window > 0 ? j % c.window : j;
+    float p = bf((float)(exp((double)s[j - first] - m) / total));
+    for (int d = 0; d < hd; d++) o[d] += (double)p * fromb(V[sl * kvd + (int64_t)g * hd + d]);
+  }
+  for (int d = 0; d < hd; d++) out[d] = bf((float)o[d]);
+}
+
+static int run_case(const Case &c) {
+  const int nq = c.rep * c.nkv, hd = c.hd;
+  const int64_t kvd = (int64_t)c.nkv * hd, cap = c.pos + 1, slots = c.window > 0 ? c.window : cap;
+  std::vector<float> q((size_t)nq * hd);
+  std::vector<uint16_t> K((size_t)(slots * kvd)), V((size_t)(slots * kvd));
+  const float scale = c.structure ? 1.0f : 1.0f / sqrtf((float)hd);
+  for (auto &x : q) x = c.structure ? 0.0f : bf(unit() * 4 - 2);
+  /* every slot holds something, also those outside the window (stale ring entries) */
+  for (int64_t sl = 0; sl < slots; sl++)
+    for (int64_t i = 0; i < kvd; i++) {
+      K[sl * kvd + i] = tob(c.structure ? unit() : unit() * 2 - 1);
+      int d = (int)(i % hd);
+      /* the key at this slot: the newest position mapping to it (the ring's live one) */
+      int64_t j = c.window > 0 ? sl + ((c.pos - sl) / c.window) * c.window : sl;
+      V[sl * kvd + i] = tob(c.structure ? (d == (int)(j % hd) ? 1.0f : 0.0f) : unit() * 2 - 1);
+    }
+  std::vector<float> scores((size_t)(nq * cap)), smax((size_t)nq * c.splits), ssum((size_t)nq * c.splits);
+  std::vector<float> pacc((size_t)nq * c.splits * hd);
+  std::vector<unsigned> count((size_t)c.nkv, 0u);
+  std::vector<uint16_t> att((size_t)nq * hd, 0xffff);
+  int pos = c.pos;
+  int rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, cap,
+                        scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att.data(), NULL);
+  if (rc) {
+    printf("FAIL launch rc=%d\n", rc);
+    return 1;
+  }
+  int bad = 0;
+  for (unsigned x : count)
+    if (x) bad = 1; /* the last block must leave the counter clean for the next step */
+  std::vector<float> ref;
+  double worst = 0;
+  for (int h = 0; h < nq; h++) {
+    direct(c, q.data(), K, V, scale, h, ref);
+    float mx = 0;
+    for (float v : ref) mx = fmaxf(mx, fabsf(v));
+    for (int d = 0; d < hd; d++) {
+      float got = fromb(att[(size_t)h * hd + d]);
+      double e = fabs((double)got - ref[d]);
+      if (c.structure ? got != ref[d] : e > 0.01 * mx + 1e-30) bad = 1;
+      if (mx > 0) worst = fmax(worst, e / mx);
+    }
+  }
+  printf("%s rep %2d nkv %d hd %3d window %4d pos %5d splits %3d %-9s worst %.2e\n", bad ? "FAIL" : "ok  ", c.rep,
+         c.nkv, hd, c.window, c.pos, c.splits, c.structure ? "structure" : "values", worst);
+  return bad;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
+  pthread_barrier_init(&emu_block_barrier, NULL, AT_THREADS);
+  for (int w = 0; w < AT_THREADS / 32; w++) pthread_barrier_init(&emu_warp_barrier[w], NULL, 32);
+  pthread_barrier_init(&start_b, NULL, AT_THREADS + 1);
+  pthread_barrier_init(&end_b, NULL, AT_THREADS + 1);
+  pthread_t th[AT_THREADS];
+  for (int t = 0; t < AT_THREADS; t++) pthread_create(&th[t], NULL, worker, (void *)(uintptr_t)t);
+
+  /* the 31B's layers (sliding: 16 KV heads of 256, rep 2, window 1024; full: 4 of 512, rep 8)
+   * scaled down in heads, and the other query-group sizes; splits from one to more than keys */
+  const Case cases[] = {
+      {2, 2, 256, 0, 0, 1, true},      {2, 2, 256, 0, 0, 4, true},     {2, 2, 256, 64, 5, 3, true},
+      {2, 2, 256, 64, 63, 4, true},    {2, 2, 256, 64, 64, 5, true},   {2, 2, 256, 64, 200, 16, true},
+      {8, 1, 512, 0, 700, 37, true},   {8, 1, 512, 0, 700, 4, true},   {2, 2, 256, 1024, 1500, 32, true},
+      {1, 3, 256, 0, 300, 7, true},    {4, 2, 128, 0, 129, 300, true}, {16, 1, 256, 0, 90, 6, true},
+      {2, 2, 256, 0, 0, 1, false},     {2, 2, 256, 64, 5, 3, false},   {2, 2, 256, 64, 200, 16, false},
+      {8, 1, 512, 0, 700, 37, false},  {8, 1, 512, 0, 700, 2, false},  {2, 2, 256, 1024, 1500, 32, false},
+      {1, 3, 256, 0, 300, 7, false},   {4, 2, 128, 0, 129, 300, false}, {16, 1, 256, 0, 90, 6, false},
+      {2, 1, 1024, 64, 100, 5, false},
+  };
+  int fails = 0, n = 0;
+  for (const Case &c : cases) {
+    fails += run_case(c);
+    n++;
+  }
+  g_quit = true;
+  pthread_barrier_wait(&start_b);
+  for (int t = 0; t < AT_THREADS; t++) pthread_join(th[t], NULL);
+  printf("%d passed, %d failed\n", n - fails, fails);
+  return fails ? 1 : 0;
+}
