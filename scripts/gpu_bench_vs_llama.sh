@@ -147,6 +147,9 @@ show() { sed -E 's/.*"n_prompt": ([0-9]+), "n_gen": ([0-9]+), "n_depth": ([0-9]+
   # the device copy's git metadata can lag the files it carries: say how many differ from HEAD
   echo "mlxrt commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')" \
        "($(git status --porcelain --untracked-files=no 2>/dev/null | wc -l) tracked files differ from it in this copy)"
+  # what the copy holds, whatever its metadata says: compare with `bash scripts/source_hash.sh`
+  # run on a checkout of the commit meant
+  echo "mlxrt source hash $(bash scripts/source_hash.sh)"
   [ -x "$LLAMA_BENCH" ] && echo "llama.cpp: llama-cpp-python 0.3.36 sdist, $("$LLAMA_BENCH" --version 2>&1 | head -1)"
   echo "$(nproc) CPUs, $(free -g | awk '/Mem:/{print $2}') GB RAM, models in $MODELS"
   echo "params: -p $NP -n $NG -d $DEPTHS -r $REPS${LAYERS:+ --layers $LAYERS}, budget $BUDGET s"

@@ -43,6 +43,7 @@ cd "$ROOT" || exit 1
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 source scripts/gpu_build.sh
+stamp "source hash $(bash scripts/source_hash.sh) (scripts/source_hash.sh on a checkout ties it to a commit)"
 if has build; then
   stamp "build (-j$JOBS)"
   gpu_build "$BUILD" "$OUT/build.log" mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-decode-real mlxrt-cuda-test || exit 1
