@@ -23,6 +23,8 @@
 
 #include <vector>
 
+#include "emu_rng.h"
+
 extern "C" int ck_pdl_enabled(void) { return 0; }
 
 thread_local emu_dim3 threadIdx;
@@ -63,12 +65,7 @@ int emu_run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>
 }
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd() {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return g_rng;
-}
+static uint64_t rnd() { return emu_xorshift64(&g_rng); }
 static float unit() { return (float)((double)(rnd() >> 11) * 0x1p-53); }
 static float bf(float x) { return rb(x); }
 static uint16_t tob(float x) { return ck_f32_to_bf16(x); }

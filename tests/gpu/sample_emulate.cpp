@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "emu_rng.h"
+
 extern "C" {
 #include "accel/accel_sample.h"
 }
@@ -69,12 +71,7 @@ static void emu_sample(const float *logits, int V, const sk_params *p, sk_state 
 }
 
 static uint64_t g_rng = 0x12345678abcdefull;
-static uint64_t rnd() {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return g_rng;
-}
+static uint64_t rnd() { return emu_xorshift64(&g_rng); }
 static double unit() { return (double)(rnd() >> 11) * 0x1p-53; }
 static double normal() {
   double u1 = unit(), u2 = unit();
