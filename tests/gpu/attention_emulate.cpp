@@ -77,7 +77,8 @@ struct Case {
 };
 
 /* The direct attention of one query head with the reference path's rounding points. */
-static void direct(const Case &c, const float *q, const std::vector<uint16_t> &K, const std::vector<uint16_t> &V,
+/* onepass: as dk_attention_onepass, p is not rounded (normalised at the end). */
+static void direct(const Case &c, bool onepass, const float *q, const std::vector<uint16_t> &K, const std::vector<uint16_t> &V,
                    float scale, int h, std::vector<float> &out) {
   const int hd = c.hd, g = h / c.rep;
   const int64_t kvd = (int64_t)c.nkv * hd;
@@ -98,13 +99,14 @@ static void direct(const Case &c, const float *q, const std::vector<uint16_t> &K
   std::vector<double> o(hd, 0.0);
   for (int j = first; j <= c.pos; j++) {
     int64_t sl = c.window > 0 ? j % c.window : j;
-    float p = bf((float)(exp((double)s[j - first] - m) / total));
-    for (int d = 0; d < hd; d++) o[d] += (double)p * fromb(V[sl * kvd + (int64_t)g * hd + d]);
+    double e = exp((double)s[j - first] - m);
+    double p = onepass ? e : bf((float)(e / total));
+    for (int d = 0; d < hd; d++) o[d] += p * fromb(V[sl * kvd + (int64_t)g * hd + d]);
   }
-  for (int d = 0; d < hd; d++) out[d] = bf((float)o[d]);
+  for (int d = 0; d < hd; d++) out[d] = bf((float)(onepass ? o[d] / total : o[d]));
 }
 
-static int run_case(const Case &c) {
+static int run_case(const Case &c, bool onepass) {
   const int nq = c.rep * c.nkv, hd = c.hd;
   const int64_t kvd = (int64_t)c.nkv * hd, cap = c.pos + 1, slots = c.window > 0 ? c.window : cap;
   std::vector<float> q((size_t)nq * hd);
@@ -125,8 +127,11 @@ static int run_case(const Case &c) {
   std::vector<unsigned> count((size_t)c.nkv, 0u);
   std::vector<uint16_t> att((size_t)nq * hd, 0xffff);
   int pos = c.pos;
-  int rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, cap,
-                        scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att.data(), NULL);
+  int rc = onepass ? dk_attention_onepass(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window,
+                                             c.splits, smax.data(), ssum.data(), pacc.data(), att.data(), NULL)
+                     : dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits,
+                                    cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(),
+                                    att.data(), NULL);
   if (rc) {
     printf("FAIL launch rc=%d\n", rc);
     return 1;
@@ -137,7 +142,7 @@ static int run_case(const Case &c) {
   std::vector<float> ref;
   double worst = 0;
   for (int h = 0; h < nq; h++) {
-    direct(c, q.data(), K, V, scale, h, ref);
+    direct(c, onepass, q.data(), K, V, scale, h, ref);
     float mx = 0;
     for (float v : ref) mx = fmaxf(mx, fabsf(v));
     for (int d = 0; d < hd; d++) {
@@ -147,8 +152,9 @@ static int run_case(const Case &c) {
       if (mx > 0) worst = fmax(worst, e / mx);
     }
   }
-  printf("%s rep %2d nkv %d hd %3d window %4d pos %5d splits %3d %-9s worst %.2e\n", bad ? "FAIL" : "ok  ", c.rep,
-         c.nkv, hd, c.window, c.pos, c.splits, c.structure ? "structure" : "values", worst);
+  printf("%s %s rep %2d nkv %d hd %4d window %4d pos %5d splits %3d %-9s worst %.2e\n", bad ? "FAIL" : "ok  ",
+         onepass ? "one pass" : "two pass", c.rep, c.nkv, hd, c.window, c.pos, c.splits,
+         c.structure ? "structure" : "values", worst);
   return bad;
 }
 
@@ -174,10 +180,13 @@ int main(int argc, char **argv) {
       {2, 1, 1024, 64, 100, 5, false},
   };
   int fails = 0, n = 0;
-  for (const Case &c : cases) {
-    fails += run_case(c);
-    n++;
-  }
+  for (int onepass = 0; onepass < 2; onepass++)
+    for (const Case &c : cases) {
+      /* the one-pass kernel's own limit: hd ≤ 128 · dims per thread (8 / 4 / 2 for REP ≤ 4 / 8 / 16) */
+      if (onepass && c.hd > 128 * OP_DPT(c.rep)) continue;
+      fails += run_case(c, onepass);
+      n++;
+    }
   g_quit = true;
   pthread_barrier_wait(&start_b);
   for (int t = 0; t < AT_THREADS; t++) pthread_join(th[t], NULL);

@@ -82,6 +82,7 @@ struct accel_decoder {
   int use_graph, warm_body, warm_head;
   int max_ks; /* largest k split of any mat-vec (the y buffer holds that many partials) */
   int use_pdl; /* kernels overlap their predecessor's tail (MLXRT_CUDA_PDL=0: off) */
+  int attn_onepass; /* MLXRT_ATTN_ONEPASS=1: the one-pass decode attention (an experiment) */
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
   struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
 };
@@ -296,7 +297,10 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   if (D->prof.on) D->use_graph = 0;
   /* decode attention's split shape (benchmark knobs; defaults measured on the H200) */
   int split_keys, split_blocks, max_splits_knob;
-  if (env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &split_keys, err) ||
+  /* MLXRT_ATTN_ONEPASS=1: one pass over K and V with an online softmax (attention.cu; p not
+   * rounded as the reference path rounds it: an experiment, off by default) */
+  if (env_knob("MLXRT_ATTN_ONEPASS", 0, 0, 1, &D->attn_onepass, err) ||
+      env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &split_keys, err) ||
       env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
       env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err))
     goto fail;
@@ -318,6 +322,11 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     }
     int64_t qd = (int64_t)d->n_heads * l->head_dim, kvd = (int64_t)l->n_kv_heads * l->head_dim;
     if (accel_check_layer_weights(d, i, err)) goto fail;
+    if (D->attn_onepass && !dk_attention_onepass_supports(d->n_heads / l->n_kv_heads, l->head_dim)) {
+      mx_fail(err, "MLXRT_ATTN_ONEPASS=1: layer %d's %d query heads per KV head of dim %d are not supported by the "
+              "one-pass attention", i, d->n_heads / l->n_kv_heads, l->head_dim);
+      goto fail;
+    }
     y->hd = l->head_dim;
     y->nkv = l->n_kv_heads;
     y->inter = l->intermediate;
@@ -449,9 +458,12 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
                               y->kc, y->vc, st),
                   "q/k/v norm+rope", err) ||
         cprof_mark(P, lb[2], err) ||
-        rt_status(dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                               y->splits, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
-                               D->attb, st),
+        rt_status(D->attn_onepass
+                      ? dk_attention_onepass(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+                                             y->splits, D->smax, D->ssum, D->pacc, D->attb, st)
+                      : dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+                                     y->splits, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
+                                     D->attb, st),
                   "attention", err) ||
         cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, XP_FULL, err) ||
         cprof_mark(P, lb[4], err) ||

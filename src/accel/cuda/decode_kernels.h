@@ -49,6 +49,14 @@ int dk_logits_blocks(int64_t V);
 int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
                  float scale, const int *pos, int window, int splits, int64_t ctx_cap, float *scores,
                  float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, void *stream);
+/* The same attention in one pass over K and V per split (online softmax; an experiment,
+ * MLXRT_ATTN_ONEPASS=1): p is not rounded to bf16, unlike the reference path (attention.cu).
+ * smax/ssum/pacc as above; GQA groups of ≤ 4 / 8 / 16 take head dims ≤ 1024 / 512 / 256. */
+int dk_attention_onepass(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                         float scale, const int *pos, int window, int splits, float *smax, float *ssum,
+                         float *pacc, uint16_t *att, void *stream);
+/* 1 when dk_attention_onepass takes query groups of rep heads of dimension hd. */
+int dk_attention_onepass_supports(int rep, int hd);
 
 #ifdef __cplusplus
 }
