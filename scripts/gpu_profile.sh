@@ -27,6 +27,10 @@
 #      0,4096,32768) for each MLXRT_CUDA_PDL_EARLY in PDL_EARLY (default "0 1").
 #   attn (not in the default list): tg128 at depths 0/4096/32768 for each decode-attention split
 #      shape KEYS:BLOCKS_PER_SM:MAX_SPLITS in ATTN_CONFIGS.
+#   onepass (not in the default list): the one-pass decode attention (MLXRT_ATTN_ONEPASS=1) on the
+#      tiny fixtures against the CPU reference and the 6-layer 31B with a 600-token prompt against
+#      the reference path on CUDA (its attention is the host's), then
+#      tg128 at depths ONEPASS_DEPTHS (default 0,4096,32768) without and with it.
 #   profd (not in the default list): the per-kernel profile of 8 decode steps at depth PROF_DEPTH
 #      (default 32768).
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
@@ -128,6 +132,27 @@ if has attn; then
     MLXRT_ATTN_SPLIT_KEYS=$ak MLXRT_ATTN_BLOCKS_PER_SM=$ab MLXRT_ATTN_MAX_SPLITS=$am MLXRT_DECODER=1 timeout 200 \
       "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 -d 0,4096,32768 -r 1 2>&1 |
       tee "$OUT/bench31_attn_${ak}_${ab}_${am}.log" | grep -E "tg128"
+  done
+fi
+if has onepass; then
+  # the one-pass decode attention (MLXRT_ATTN_ONEPASS=1, an experiment): the tiny fixtures
+  # against the CPU reference and the 6-layer 31B (a 600-token prompt, so decode steps run many
+  # splits) against the reference path on CUDA, with it on; then tg128 without and with it
+  stamp "one-pass attention: tiny fixtures"
+  MLXRT_ATTN_ONEPASS=1 timeout 120 "$DT" --ref cpu --gen 24 --tg 0 "${ROOT}"/tests/fixtures/models/gemma* \
+    >"$OUT/onepass_tiny.log" 2>&1 || rc=1
+  grep -cE "^  PASS" "$OUT/onepass_tiny.log" | sed 's/^/tiny PASS count: /'; grep -E "FAIL" "$OUT/onepass_tiny.log" | head
+  [ -f "$SYN/s31x6/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" --layers 6 -o "$SYN/s31x6" \
+    >"$OUT/synth6.log" 2>&1 || tail -3 "$OUT/synth6.log"
+  stamp "one-pass attention: 6-layer 31B, 600-token prompt"
+  MLXRT_ATTN_ONEPASS=1 timeout 300 "$DT" --ref cuda --prompt 600 --gen 8 --tg 0 "$SYN/s31x6" 2>&1 |
+    tee "$OUT/onepass_s31x6.log" | grep -E "noise|logits|PASS|FAIL" || rc=1
+  [ -f "$SYN/s31/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" \
+    >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+  for e in 0 1; do
+    stamp "bench tg128 at depths ${ONEPASS_DEPTHS:-0,4096,32768}, MLXRT_ATTN_ONEPASS=$e"
+    MLXRT_ATTN_ONEPASS=$e MLXRT_DECODER=1 timeout 300 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 \
+      -d "${ONEPASS_DEPTHS:-0,4096,32768}" -r 1 2>&1 | tee "$OUT/bench31_onepass$e.log" | grep -E "tg128"
   done
 fi
 if has profd; then
