@@ -68,6 +68,35 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+/* This lane's share of the dot products of KPI keys (kp: their K rows of this KV head) with
+ * the REP query heads in qs ([REP][hd] floats): the lane holds 8 consecutive dims of each
+ * of the nch 256-dim chunks (one 16-byte load per key and chunk); warp_sum completes each. */
+template <int REP, int KPI>
+__device__ __forceinline__ void key_dots(const uint16_t *const (&kp)[KPI], const float *qs, int hd, int nch,
+                                         int lane, float (&dk)[KPI][REP]) {
+#pragma unroll
+  for (int u = 0; u < KPI; u++)
+#pragma unroll
+    for (int r = 0; r < REP; r++) dk[u][r] = 0.0f;
+  for (int c = 0; c < nch; c++) {
+    int d = c * 256 + lane * 8;
+    if (d >= hd) continue;
+    float a[KPI][8];
+#pragma unroll
+    for (int u = 0; u < KPI; u++) load8(kp[u] + d, a[u]);
+#pragma unroll
+    for (int r = 0; r < REP; r++) {
+      const float4 *qp = (const float4 *)(qs + r * hd + d);
+      float4 x0 = qp[0], x1 = qp[1];
+      float qv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+      for (int u = 0; u < KPI; u++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) dk[u][r] = fmaf(qv[i], a[u][i], dk[u][r]);
+    }
+  }
+}
+
 /* grid (nkv, splits): the REP query heads of KV head g over the split's keys. Each warp
  * takes KPI keys at a time; a lane holds 8 consecutive dims of each 256-dim chunk (one
  * 16-byte load per key and chunk), so K is read once, coalesced, for all REP heads. */
@@ -107,27 +136,7 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
       kp[u] = kc + sl * kvd + (int64_t)g * hd;
     }
     float dk[KPI][REP];
-#pragma unroll
-    for (int u = 0; u < KPI; u++)
-#pragma unroll
-      for (int r = 0; r < REP; r++) dk[u][r] = 0.0f;
-    for (int c = 0; c < nch; c++) {
-      int d = c * 256 + lane * 8;
-      if (d >= hd) continue;
-      float a[KPI][8];
-#pragma unroll
-      for (int u = 0; u < KPI; u++) load8(kp[u] + d, a[u]);
-#pragma unroll
-      for (int r = 0; r < REP; r++) {
-        const float4 *qp = (const float4 *)(qs + r * hd + d);
-        float4 x0 = qp[0], x1 = qp[1];
-        float qv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-        for (int u = 0; u < KPI; u++)
-#pragma unroll
-          for (int i = 0; i < 8; i++) dk[u][r] = fmaf(qv[i], a[u][i], dk[u][r]);
-      }
-    }
+    key_dots<REP, KPI>(kp, qs, hd, nch, lane, dk);
 #pragma unroll
     for (int r = 0; r < REP; r++) {
       float *row = scores + (int64_t)(g * REP + r) * ctx_cap;
@@ -397,27 +406,7 @@ __global__ void __launch_bounds__(AT_THREADS) onepass_kernel(const float *q, con
         kp[u] = kc + sl * kvd + (int64_t)g * hd;
       }
       float dk[KPI][REP];
-#pragma unroll
-      for (int u = 0; u < KPI; u++)
-#pragma unroll
-        for (int r = 0; r < REP; r++) dk[u][r] = 0.0f;
-      for (int c = 0; c < nch; c++) {
-        int d = c * 256 + lane * 8;
-        if (d >= hd) continue;
-        float a[KPI][8];
-#pragma unroll
-        for (int u = 0; u < KPI; u++) load8(kp[u] + d, a[u]);
-#pragma unroll
-        for (int r = 0; r < REP; r++) {
-          const float4 *qp = (const float4 *)(qs + r * hd + d);
-          float4 x0 = qp[0], x1 = qp[1];
-          float qv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-          for (int u = 0; u < KPI; u++)
-#pragma unroll
-            for (int i = 0; i < 8; i++) dk[u][r] = fmaf(qv[i], a[u][i], dk[u][r]);
-        }
-      }
+      key_dots<REP, KPI>(kp, qs, hd, nch, lane, dk);
 #pragma unroll
       for (int r = 0; r < REP; r++)
 #pragma unroll
