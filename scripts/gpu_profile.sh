@@ -54,10 +54,34 @@ if has build; then
 fi
 DT="$BUILD/mlxrt-decode-test"
 rc=0
+# synth31 DIR [--layers N]: the synthetic Gemma 4 31B checkpoint (MODE) in DIR, made unless one
+# of that mode is already there
+synth31() {
+  local dir=$1 log="$OUT/synth_$(basename "$1").log"
+  shift
+  [ -f "$dir/config.json" ] && [ "$(cat "$dir/.mlxrt-mode" 2>/dev/null)" = "$MODE" ] && return 0
+  stamp "synth gemma4-31b $MODE $* -> $dir"
+  "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" "$@" -o "$dir" >"$log" 2>&1 && echo "$MODE" >"$dir/.mlxrt-mode" ||
+    tail -3 "$log"
+}
+# tiny_check LOG [VAR=VALUE...]: the tiny fixtures, decoder against the CPU reference, with those settings
+tiny_check() {
+  local log="$OUT/$1"
+  shift
+  env "$@" timeout 120 "$DT" --ref cpu --gen 24 --tg 0 "${ROOT}"/tests/fixtures/models/gemma* >"$log" 2>&1 || rc=1
+  grep -cE "^  PASS" "$log" | sed 's/^/tiny PASS count: /'
+  grep -E "FAIL" "$log" | head
+}
+# tg_depths LOG DEPTHS REPS [VAR=VALUE...]: `mlxrt bench` tg128 on the 60-layer 31B at DEPTHS
+tg_depths() {
+  local log="$OUT/$1" depths=$2 reps=$3
+  shift 3
+  env "$@" MLXRT_DECODER=1 timeout 400 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 -d "$depths" \
+    -r "$reps" 2>&1 | tee "$log" | grep -E "tg128|hash"
+}
 if has tiny; then
   stamp "tiny fixtures"
-  timeout 120 "$DT" --ref cpu --gen 24 --tg 0 "${ROOT}"/tests/fixtures/models/gemma* >"$OUT/tiny.log" 2>&1 || rc=1
-  grep -cE "^  PASS" "$OUT/tiny.log" | sed 's/^/tiny PASS count: /'; grep -E "FAIL" "$OUT/tiny.log" | head
+  tiny_check tiny.log
 fi
 if has qmv; then
   stamp "mat-vec self-test and tables"
@@ -76,13 +100,11 @@ if has qmv; then
   done
 fi
 if has small; then
-  stamp "synth gemma4-31b $MODE, 6 layers"
-  "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" --layers 6 -o "$SYN/s31x6" >"$OUT/synth6.log" 2>&1 || tail -3 "$OUT/synth6.log"
+  synth31 "$SYN/s31x6" --layers 6
   timeout 240 "$DT" --ref both --prompt 8 --gen 8 --tg 0 "$SYN/s31x6" 2>&1 | tee "$OUT/s31x6.log" || rc=1
 fi
 if has prof; then
-  stamp "synth gemma4-31b $MODE, 60 layers"
-  "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+  synth31 "$SYN/s31"
   stamp "profile (eager, 32 steps)"
   MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 32 -r 1 \
     >"$OUT/prof.log" 2>&1 || rc=1
@@ -109,29 +131,23 @@ fi
 if has pdl; then
   # MLXRT_CUDA_PDL_EARLY: 0 (wait, then trigger) against 1 (trigger, then wait); the logits
   # hash must not change, and the tiny fixtures must pass with either order.
-  [ -f "$SYN/s31/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" \
-    >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+  synth31 "$SYN/s31"
   for e in ${PDL_EARLY:-0 1}; do
     stamp "tiny fixtures, MLXRT_CUDA_PDL_EARLY=$e"
-    MLXRT_CUDA_PDL_EARLY=$e timeout 120 "$DT" --ref cpu --gen 24 --tg 0 "${ROOT}"/tests/fixtures/models/gemma* \
-      >"$OUT/tiny_early$e.log" 2>&1 || rc=1
-    grep -cE "^  PASS" "$OUT/tiny_early$e.log" | sed 's/^/tiny PASS count: /'; grep -E "FAIL" "$OUT/tiny_early$e.log" | head
+    tiny_check "tiny_early$e.log" MLXRT_CUDA_PDL_EARLY=$e
     stamp "bench tg128 at depths ${PDL_DEPTHS:-0,4096,32768}, MLXRT_CUDA_PDL_EARLY=$e"
-    MLXRT_CUDA_PDL_EARLY=$e MLXRT_DECODER=1 timeout 400 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 \
-      -d "${PDL_DEPTHS:-0,4096,32768}" -r 2 2>&1 | tee "$OUT/bench31_early$e.log" | grep -E "tg128|hash"
+    tg_depths "bench31_early$e.log" "${PDL_DEPTHS:-0,4096,32768}" 2 MLXRT_CUDA_PDL_EARLY=$e
   done
 fi
 if has attn; then
   # decode attention's split shape: tg128 at depths 0/4096/32768 for each KEYS:BLOCKS:MAX in
   # ATTN_CONFIGS (MLXRT_ATTN_SPLIT_KEYS, MLXRT_ATTN_BLOCKS_PER_SM, MLXRT_ATTN_MAX_SPLITS)
-  [ -f "$SYN/s31/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" \
-    >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+  synth31 "$SYN/s31"
   for c in ${ATTN_CONFIGS:-64:4:128 32:8:256}; do
     IFS=: read -r ak ab am <<<"$c"
     stamp "bench tg128, attention splits of >= $ak keys, <= $ab blocks per SM, <= $am splits"
-    MLXRT_ATTN_SPLIT_KEYS=$ak MLXRT_ATTN_BLOCKS_PER_SM=$ab MLXRT_ATTN_MAX_SPLITS=$am MLXRT_DECODER=1 timeout 200 \
-      "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 -d 0,4096,32768 -r 1 2>&1 |
-      tee "$OUT/bench31_attn_${ak}_${ab}_${am}.log" | grep -E "tg128"
+    tg_depths "bench31_attn_${ak}_${ab}_${am}.log" 0,4096,32768 1 MLXRT_ATTN_SPLIT_KEYS=$ak \
+      MLXRT_ATTN_BLOCKS_PER_SM=$ab MLXRT_ATTN_MAX_SPLITS=$am
   done
 fi
 if has onepass; then
@@ -139,26 +155,20 @@ if has onepass; then
   # against the CPU reference and the 6-layer 31B (a 600-token prompt, so decode steps run many
   # splits) against the reference path on CUDA, with it on; then tg128 without and with it
   stamp "one-pass attention: tiny fixtures"
-  MLXRT_ATTN_ONEPASS=1 timeout 120 "$DT" --ref cpu --gen 24 --tg 0 "${ROOT}"/tests/fixtures/models/gemma* \
-    >"$OUT/onepass_tiny.log" 2>&1 || rc=1
-  grep -cE "^  PASS" "$OUT/onepass_tiny.log" | sed 's/^/tiny PASS count: /'; grep -E "FAIL" "$OUT/onepass_tiny.log" | head
-  [ -f "$SYN/s31x6/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" --layers 6 -o "$SYN/s31x6" \
-    >"$OUT/synth6.log" 2>&1 || tail -3 "$OUT/synth6.log"
+  tiny_check onepass_tiny.log MLXRT_ATTN_ONEPASS=1
+  synth31 "$SYN/s31x6" --layers 6
   stamp "one-pass attention: 6-layer 31B, 600-token prompt"
   MLXRT_ATTN_ONEPASS=1 timeout 300 "$DT" --ref cuda --prompt 600 --gen 8 --tg 0 "$SYN/s31x6" 2>&1 |
     tee "$OUT/onepass_s31x6.log" | grep -E "noise|logits|PASS|FAIL" || rc=1
-  [ -f "$SYN/s31/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" \
-    >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+  synth31 "$SYN/s31"
   for e in 0 1; do
     stamp "bench tg128 at depths ${ONEPASS_DEPTHS:-0,4096,32768}, MLXRT_ATTN_ONEPASS=$e"
-    MLXRT_ATTN_ONEPASS=$e MLXRT_DECODER=1 timeout 300 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 \
-      -d "${ONEPASS_DEPTHS:-0,4096,32768}" -r 1 2>&1 | tee "$OUT/bench31_onepass$e.log" | grep -E "tg128"
+    tg_depths "bench31_onepass$e.log" "${ONEPASS_DEPTHS:-0,4096,32768}" 1 MLXRT_ATTN_ONEPASS=$e
   done
 fi
 if has profd; then
   # where the step's time goes at depth (eager launches, per-kernel table)
-  [ -f "$SYN/s31/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" \
-    >"$OUT/synth31.log" 2>&1 || tail -3 "$OUT/synth31.log"
+  synth31 "$SYN/s31"
   stamp "profile (eager, 8 steps) at depth ${PROF_DEPTH:-32768}"
   MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 200 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 8 -r 1 \
     -d "${PROF_DEPTH:-32768}" >"$OUT/prof_d${PROF_DEPTH:-32768}.log" 2>&1 || rc=1
@@ -174,14 +184,12 @@ if has prefill || has prefill_check; then
   grep -cE "^  prefill .*: PASS" "$OUT/prefill_tiny.log" | sed 's/^/prefill checks passed: /'
   grep -E "FAIL|differ at" "$OUT/prefill_tiny.log" | head -40
   stamp "prefill: synth gemma4-31b $MODE, 6 layers, 600-token prompt"
-  [ -f "$SYN/s31x6/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" --layers 6 -o "$SYN/s31x6" \
-    >"$SYN/synth6.log" 2>&1 || tail -3 "$SYN/synth6.log"
+  synth31 "$SYN/s31x6" --layers 6
   timeout 400 "$DT" --ref cuda --prompt 600 --gen 8 --tg 0 --prefill 2 "$SYN/s31x6" 2>&1 | tee "$OUT/prefill_s31x6.log" || rc=1
 fi
 if has prefill || has prefill_bench; then
   stamp "prefill: synth gemma4-31b $MODE, 60 layers"
-  [ -f "$SYN/s31/config.json" ] || "$BUILD/mlxrt" synth --like gemma4-31b --mode "$MODE" -o "$SYN/s31" \
-    >"$SYN/synth31.log" 2>&1 || tail -3 "$SYN/synth31.log"
+  synth31 "$SYN/s31"
   MLXRT_CUDA_PROFILE=1 MLXRT_DECODER=1 timeout 200 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 0 -r 1 \
     >"$OUT/prefill_prof.log" 2>&1 || rc=1
   cat "$OUT/prefill_prof.log"
