@@ -25,63 +25,51 @@ static void die_on(int rc, const mlxrt_error *err) {
   }
 }
 
-/* Median GB/s of `reps` timed passes over a buffer of `bytes`. */
-static double read_bandwidth(void *stream, int sms, size_t bytes, mlxrt_error *err) {
+/* GB/s of the plain read kernel over `bytes` per launch, `iters` back-to-back launches per timed
+ * pass rotating over `copies` buffers (so the set can be made larger than the L2); the median
+ * of `passes` passes after two warm-up passes. */
+static double read_rate(void *stream, int sms, size_t bytes, int copies, int iters, int passes, mlxrt_error *err) {
+  const size_t chunk = (bytes + 255) & ~(size_t)255;
   void *buf = NULL, *sink = NULL, *e0 = NULL, *e1 = NULL;
-  die_on(rt_malloc(&buf, bytes, err), err);
+  die_on(rt_malloc(&buf, chunk * (size_t)copies, err), err);
   die_on(rt_malloc(&sink, 16, err), err);
-  die_on(rt_memset(buf, 0x5a, bytes, stream, err), err);
+  die_on(rt_memset(buf, 0x5a, chunk * (size_t)copies, stream, err), err);
   die_on(rt_event_create(&e0, err) || rt_event_create(&e1, err), err);
   float t[9];
-  for (int r = -2; r < 9; r++) {
+  for (int r = -2; r < passes; r++) {
     die_on(rt_event_record(e0, stream, err), err);
-    die_on(rt_status(ck_read_bw(buf, bytes, sink, sms, stream), "read kernel", err), err);
+    for (int i = 0; i < iters; i++)
+      die_on(rt_status(ck_read_bw((char *)buf + (size_t)(i % copies) * chunk, bytes, sink, sms, stream),
+                       "read kernel", err), err);
     die_on(rt_event_record(e1, stream, err), err);
     float ms;
     die_on(rt_event_ms(e0, e1, &ms, err), err);
-    if (r >= 0) t[r] = ms;
+    if (r >= 0) t[r] = ms / (float)iters;
   }
-  qsort(t, 9, sizeof *t, cmp_float);
+  qsort(t, (size_t)passes, sizeof *t, cmp_float);
   rt_event_destroy(e0);
   rt_event_destroy(e1);
   rt_free(buf);
   rt_free(sink);
-  return (double)bytes / (t[4] * 1e-3) / 1e9;
+  return (double)bytes / (t[passes / 2] * 1e-3) / 1e9;
 }
 
-/* GB/s of the plain read kernel over `bytes` per launch: back-to-back launches rotating over
- * enough copies that the set is ≥ 4× the L2 (as the mat-vec timings do); median of 5 passes. */
+/* The device's streaming-read bandwidth: one launch over one buffer of `bytes`, median of 9. */
+static double read_bandwidth(void *stream, int sms, size_t bytes, mlxrt_error *err) {
+  return read_rate(stream, sms, bytes, 1, 1, 9, err);
+}
+
+/* What one launch of `bytes` reaches: back-to-back launches rotating over enough copies that the
+ * set is ≥ 4× the L2 (as the mat-vec timings do), median of 5 passes. */
 static double read_same_size(int sms, size_t bytes, size_t l2, mlxrt_error *err) {
   accel_options o = {"cuda", 0, 0};
   accel_backend *cu = mlxrt_cuda_backend_create(&o, err);
   if (!cu) return 0;
-  size_t chunk = (bytes + 255) & ~(size_t)255;
-  int copies = (int)((4 * l2 + chunk - 1) / chunk);
+  int copies = (int)((4 * l2 + bytes - 1) / bytes);
   if (copies < 2) copies = 2;
-  void *buf = NULL, *sink = NULL, *e0 = NULL, *e1 = NULL, *st = cudab_stream(cu);
-  die_on(rt_malloc(&buf, chunk * (size_t)copies, err), err);
-  die_on(rt_malloc(&sink, 16, err), err);
-  die_on(rt_memset(buf, 0x5a, chunk * (size_t)copies, st, err), err);
-  die_on(rt_event_create(&e0, err) || rt_event_create(&e1, err), err);
-  const int iters = copies * 8;
-  float t[5];
-  for (int r = -1; r < 5; r++) {
-    die_on(rt_event_record(e0, st, err), err);
-    for (int i = 0; i < iters; i++)
-      die_on(rt_status(ck_read_bw((char *)buf + (size_t)(i % copies) * chunk, bytes, sink, sms, st), "read kernel",
-                       err), err);
-    die_on(rt_event_record(e1, st, err), err);
-    float ms;
-    die_on(rt_event_ms(e0, e1, &ms, err), err);
-    if (r >= 0) t[r] = ms * 1000.0f / (float)iters;
-  }
-  qsort(t, 5, sizeof *t, cmp_float);
-  rt_event_destroy(e0);
-  rt_event_destroy(e1);
-  rt_free(buf);
-  rt_free(sink);
+  double gbs = read_rate(cudab_stream(cu), sms, bytes, copies, copies * 8, 5, err);
   accel_destroy(cu);
-  return (double)bytes / (t[2] * 1e-6) / 1e9;
+  return gbs;
 }
 
 typedef struct bfmt {
