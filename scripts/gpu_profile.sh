@@ -31,6 +31,11 @@
 #      tiny fixtures against the CPU reference and the 6-layer 31B with a 600-token prompt against
 #      the reference path on CUDA (its attention is the host's), then
 #      tg128 at depths ONEPASS_DEPTHS (default 0,4096,32768) without and with it.
+#   ab (not in the default list): tg128 at depths AB_DEPTHS (default 0), 2 repetitions, for
+#      each setting in AB_CONFIGS (VAR=V[,VAR=V...] per setting, e.g. "MLXRT_QMV_VARIANT=0
+#      MLXRT_QMV_VARIANT=6 MLXRT_QMV_VARIANT=0"): alternating A/B runs in one build.
+#   ncuqmv (not in the default list): ncu stall reasons (cycles per issued instruction, per
+#      reason) of the nvfp4 and affine 4-bit mat-vecs on lm_head and on 21504->5376.
 #   profd (not in the default list): the per-kernel profile of 8 decode steps at depth PROF_DEPTH
 #      (default 32768).
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
@@ -88,7 +93,7 @@ if has qmv; then
   timeout 300 "$BUILD/mlxrt-cuda-test" --table "$OUT/bench.md" >"$OUT/selftest.log" 2>&1 || rc=1
   grep -E "^FAIL|checks,|streaming read" "$OUT/selftest.log" | head -30
   sed -n '/^format /,$p' "$OUT/selftest.log"
-  for n in ${QMV_STAGES:-3 4}; do
+  for n in ${QMV_STAGES-3 4}; do
     stamp "mat-vec self-test, MLXRT_QMV_STAGES=$n"
     MLXRT_QMV_STAGES=$n timeout 200 "$BUILD/mlxrt-cuda-test" --no-bench >"$OUT/selftest_st$n.log" 2>&1 || rc=1
     grep -E "^FAIL|checks," "$OUT/selftest_st$n.log" | head -10
@@ -164,6 +169,25 @@ if has onepass; then
   for e in 0 1; do
     stamp "bench tg128 at depths ${ONEPASS_DEPTHS:-0,4096,32768}, MLXRT_ATTN_ONEPASS=$e"
     tg_depths "bench31_onepass$e.log" "${ONEPASS_DEPTHS:-0,4096,32768}" 1 MLXRT_ATTN_ONEPASS=$e
+  done
+fi
+if has ab; then
+  synth31 "$SYN/s31"
+  n=0
+  for c in ${AB_CONFIGS:-}; do
+    n=$((n + 1))
+    stamp "bench tg128 at depths ${AB_DEPTHS:-0}, ${c//,/ }"
+    tg_depths "bench31_ab$n.log" "${AB_DEPTHS:-0}" 2 ${c//,/ }
+  done
+fi
+if has ncuqmv && command -v ncu >/dev/null; then
+  for f in nvfp4-down nvfp4 affine4-down affine4; do
+    stamp "ncu stall reasons: $f"
+    timeout 120 ncu --clock-control none -k regex:qmv_tc_kernel -c 1 --section SpeedOfLight --section Occupancy \
+      --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warps_active.avg.per_cycle_active,sm__cycles_elapsed.avg.per_second \
+      "$BUILD/mlxrt-cuda-test" --profile $f >"$OUT/ncu_$f.log" 2>&1
+    grep -E "Duration|DRAM Throughput|Achieved Occupancy|issue_active|warps_active|per_second" "$OUT/ncu_$f.log" | sed 's/  */ /g'
+    grep -E "issue_stalled" "$OUT/ncu_$f.log" | awk '{print $NF, $1}' | sort -rn | head -8
   done
 fi
 if has profd; then

@@ -92,6 +92,7 @@ typedef struct brow {
  * passes, each the mean over a round-robin of `copies` resident copies). */
 typedef struct bcfg {
   int warps, variant, stages; /* stages: 3, 4 or 0 (per format) */
+  int warm;                   /* 1: one copy, launched again and again (weights L2-resident if they fit) */
 } bcfg;
 
 static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint64_t *rng,
@@ -132,6 +133,7 @@ static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint
   for (int ci = 0; ci < ncfg; ci++) {
   ck_set_tuning(cfg[ci].warps, cfg[ci].variant);
   ck_set_qmv_stages(cfg[ci].stages);
+  const int ncopies = cfg[ci].warm ? 1 : copies;
   /* passes: 0 the product alone; 1 with the x prep; 2 the product alone launched as the
    * decoder launches it (programmatic dependent launch: each launch's weight prologue may
    * overlap the previous launch's tail) */
@@ -141,7 +143,7 @@ static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint
     for (int r = -1; r < 5; r++) {
       if (rt_event_record(e0, st, err)) goto done;
       for (int i = 0; i < iters; i++)
-        if (cudab_launch(cu, L[i % copies], -1, n, pass == 1, err)) goto done;
+        if (cudab_launch(cu, L[i % ncopies], -1, n, pass == 1, err)) goto done;
       if (rt_event_record(e1, st, err)) goto done;
       float ms;
       if (rt_event_ms(e0, e1, &ms, err)) goto done;
@@ -177,15 +179,20 @@ done:
   return rc;
 }
 
-/* One format on the lm_head shape (for a profiler run): "affine4" or "nvfp4". */
+/* One format on one shape (for a profiler run): "affine4" or "nvfp4", on the lm_head shape,
+ * or with "-down" on 21504->5376. */
 int cuda_bench_profile(const char *which) {
   mlxrt_error err = {{0}};
   bfmt f = {"affine4 g64", {ACCEL_MODE_AFFINE, 4, 64, ACCEL_BF16, ACCEL_BF16, 0, 0, 0}};
-  if (!strcmp(which, "nvfp4")) {
+  if (!strncmp(which, "nvfp4", 5)) {
     bfmt nv = {"nvfp4", {ACCEL_MODE_NVFP4, 4, 16, ACCEL_BF16, ACCEL_BF16, 0, 0, 0}};
     f = nv;
   }
   bshape sh = {"262144x5376 (lm_head)", 262144, 5376};
+  if (strstr(which, "-down")) {
+    bshape dn = {"21504->5376 (down)", 5376, 21504};
+    sh = dn;
+  }
   accel_options o = {"cuda", 0, 0};
   accel_backend *cu = mlxrt_cuda_backend_create(&o, &err); /* reads MLXRT_QMV_STAGES */
   if (!cu) {
@@ -193,14 +200,14 @@ int cuda_bench_profile(const char *which) {
     return 1;
   }
   accel_destroy(cu);
-  bcfg c = {0, 0, ck_get_qmv_stages()};
+  bcfg c = {0, 0, ck_get_qmv_stages(), 0};
   brow r;
   uint64_t rng = 42;
   if (time_case(&f, &sh, 1, 64u << 20, &rng, &c, 1, &r, &err)) {
     printf("profile: %s\n", err.msg);
     return 1;
   }
-  printf("%s lm_head: %.2f us\n", f.name, r.us);
+  printf("%s %s: %.2f us\n", f.name, sh.name, r.us);
   return 0;
 }
 
@@ -247,7 +254,7 @@ int cuda_bench(const char *table_path, int quick) {
       for (int64_t n = 1; n <= 8; n += 7) {
         if (n == 8 && (quick || si != 5)) continue; /* batch 8 only on the lm_head */
         brow *r = &rows[nr];
-        bcfg auto_cfg = {0, 0, ck_get_qmv_stages()};
+        bcfg auto_cfg = {0, 0, ck_get_qmv_stages(), 0};
         if (time_case(&fmts[fi], &shapes[si], n, dev.l2_bytes, &rng, &auto_cfg, 1, r, &err)) {
           printf("bench %s %s: %s\n", fmts[fi].name, shapes[si].name, err.msg);
           rc = 1;
@@ -263,11 +270,12 @@ int cuda_bench(const char *table_path, int quick) {
   /* what bounds the target kernels: the same loads without the work, other stage counts and
    * block sizes, and a plain read of the same bytes (rotating over copies past the L2, one
    * launch per copy): what any single launch of that size reaches */
-  const bcfg cfgs[] = {{0, 1, 0}, {0, 0, 3}, {0, 0, 4}, {4, 0, 0}, {8, 0, 0}, {0, 2, 0}, {0, 3, 0}, {0, 5, 0}};
-  const char *cfg_names[] = {"loads only", "3 stages", "4 stages", "4 w/tile", "8 w/tile", "no full-st loop",
-                             "no column/group", "2 mma chains"};
+  const bcfg cfgs[] = {{0, 1, 0, 0}, {0, 0, 3, 0}, {0, 0, 4, 0}, {4, 0, 0, 0}, {8, 0, 0, 0},
+                       {0, 5, 0, 0}, {0, 6, 0, 0}, {0, 0, 0, 1}};
+  const char *cfg_names[] = {"loads only", "3 stages", "4 stages", "4 w/tile", "8 w/tile", "2 mma chains",
+                             "x from global", "L2-warm copy"};
   const int ncfg = (int)(sizeof cfgs / sizeof *cfgs);
-  brow tune[8];
+  brow tune[16];
   if (!quick) {
     printf("\nvariants (n = 1): us and %% of read bandwidth (stage and warp counts: the rest automatic)\n"
            "%-12s %-22s %16s", "format", "shape", "read, same MB");

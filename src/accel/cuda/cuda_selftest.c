@@ -357,7 +357,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--table") && i + 1 < argc) table = argv[++i];
     else if (!strcmp(argv[i], "--profile") && i + 1 < argc) return cuda_bench_profile(argv[++i]) ? 1 : 0;
     else {
-      fprintf(stderr, "usage: mlxrt-cuda-test [--no-bench] [--quick] [--table FILE.md] [--profile affine4|nvfp4]\n");
+      fprintf(stderr, "usage: mlxrt-cuda-test [--no-bench] [--quick] [--table FILE.md] [--profile affine4|nvfp4[-down]]\n");
       return 2;
     }
   }

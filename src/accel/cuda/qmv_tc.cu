@@ -127,6 +127,10 @@ struct Shape {
   static constexpr int UNIT_W = CPU * 512;      /* code bytes per unit */
   static constexpr int UNIT_S = AFF ? GPU * 64 : DENSE ? 0 : 8 * ck_fp_scale_bytes(FMT);
   static constexpr int STAGE = SU * (UNIT_W + UNIT_S);
+  /* with x staged beside the weights (the one-row kernels' XS): row 0 of x for the stage's
+   * units, then (affine) the group sums of its groups, all 8 batch rows as xs lays them out */
+  static constexpr int STAGE_XB = SU * UK * 2, STAGE_XSB = AFF ? SU * GPU * 32 : 0;
+  static constexpr int STAGE_XS = STAGE + STAGE_XB + STAGE_XSB;
 };
 
 /* s·2^10 of nvfp4 scale q of word w (ck_nv_scale) in one LOP3: e holds 0x40000000. */
@@ -153,6 +157,10 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t b
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(m))
                : "memory");
+}
+/* More bytes for the current phase, without an arrival (copies issued after the first). */
+__device__ __forceinline__ void mbar_expect_more(uint64_t *m, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(m)), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint64_t *m, uint32_t phase) {
   uint32_t done = 0;
@@ -308,9 +316,14 @@ __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (
  * pair instead of once per unit, and the bias term b·Σx once per group (with groups of 64 two
  * lanes share a group: the odd one adds none). Lane (g, t) loads only the 8 bytes of x its
  * column needs. */
-template <int FMT, int GS, bool SB_F16, int NST, int COL = 0>
+template <int FMT, int GS, bool SB_F16, int NST, int COL = 0, bool XS = false>
 __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   typedef Shape<FMT, GS> S;
+  /* XS (one-row kernels): x (and the affine group sums) come with each stage's weights through
+   * the bulk copy, so a pair waits on shared memory instead of an L1 miss to the L2 */
+  static_assert(!XS || COL, "x staging is for the one-row kernels");
+  constexpr int STAGE = XS ? S::STAGE_XS : S::STAGE;
+  constexpr int XOFF = S::SU * (S::UNIT_W + S::UNIT_S), XSOFF = XOFF + S::STAGE_XB;
   extern __shared__ __align__(128) uint8_t stage_mem[];
   __shared__ uint64_t mbar[NST];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -330,20 +343,33 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  auto issue = [&](int st) { /* thread 0: stage st into slot st % NST */
+  /* thread 0: stage st into slot st % NST — its weights (W), its x part (X; XS kernels), or
+   * both; a slot's bytes are all expected with its weights, so its phase cannot complete
+   * before the x part issued later (after the wait for x's producer) has landed */
+  auto issue = [&](int st, bool W, bool X) {
     int slot = st % NST, u0 = st * S::SU;
     int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
-    uint8_t *dst = stage_mem + slot * S::STAGE;
+    uint8_t *dst = stage_mem + slot * STAGE;
     uint32_t wb = (uint32_t)(nu * S::UNIT_W), sb = (uint32_t)(nu * S::UNIT_S);
-    mbar_expect(&mbar[slot], wb + sb);
-    bulk_copy(dst, wsrc + (size_t)u0 * S::UNIT_W, wb, &mbar[slot]);
-    if (sb) bulk_copy(dst + S::SU * S::UNIT_W, ssrc + (size_t)u0 * S::UNIT_S, sb, &mbar[slot]);
+    uint32_t xb = XS ? (uint32_t)(nu * S::UK * 2) : 0, xsb = XS && S::AFF ? (uint32_t)(nu * S::GPU * 32) : 0;
+    if (W) {
+      mbar_expect(&mbar[slot], wb + sb + xb + xsb);
+      bulk_copy(dst, wsrc + (size_t)u0 * S::UNIT_W, wb, &mbar[slot]);
+      if (sb) bulk_copy(dst + S::SU * S::UNIT_W, ssrc + (size_t)u0 * S::UNIT_S, sb, &mbar[slot]);
+    }
+    if (XS && X) {
+      const size_t ug = (size_t)ubeg + u0; /* the stage's first unit in the whole row */
+      bulk_copy(dst + XOFF, reinterpret_cast<const uint8_t *>(p.xp) + ug * S::UK * 2, xb, &mbar[slot]);
+      if (xsb) bulk_copy(dst + XSOFF, reinterpret_cast<const uint8_t *>(p.xs) + ug * S::GPU * 32, xsb, &mbar[slot]);
+    }
   };
   if (threadIdx.x == 0)
-    for (int st = 0; st < NST && st < nstages; st++) issue(st);
+    for (int st = 0; st < NST && st < nstages; st++) issue(st, true, false);
   /* the weights depend on no earlier kernel: their first stages are in flight before the
    * wait for the kernel that wrote x (programmatic dependent launch, ck_launch.cuh) */
   ck_pdl_enter();
+  if (XS && threadIdx.x == 0)
+    for (int st = 0; st < NST && st < nstages; st++) issue(st, false, true);
 
   /* two accumulator sets: the two units in flight have independent mma chains */
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
@@ -360,7 +386,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
    * recomputing them every pair: the column masks (all ones for column g), the second unit's
    * offsets of codes / this lane's scale word / this lane's x, and the scales' exponent bits */
   uint32_t colsel[8] = {0, 0, 0, 0, 0, 0, 0, 0}, nv_e = 0;
-  int col_w = 0, col_s = 0, col_x = 0, col_soff = 0, col_xs_off = 0;
+  int col_w = 0, col_s = 0, col_x = 0, col_soff = 0, col_xs_off = 0, col_gl = 0;
   const float *col_xs = p.xs; /* affine: this lane's group sums (x row 0) at the pair's first unit */
   float col_bw = 1.f;         /* affine: 1 for the lane that adds its group's bias term, else 0 */
   if (COL) {
@@ -372,6 +398,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
     if (S::AFF) { /* this lane's group: unit t / 2, group (2t mod 4) / MPG of it */
       const int gl = ((2 * t) & 3) / S::MPG;
+      col_gl = gl;
       col_soff = gl * 64;
       col_xs = p.xs + ((size_t)ubeg * S::GPU + gl) * 8;
       asm volatile("mov.b32 %0, %1;" : "=r"(col_xs_off) : "r"(t >= 2 ? nw * S::GPU * 8 : 0));
@@ -384,7 +411,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     const int slot = st % NST, u0 = st * S::SU;
     const int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
     mbar_wait(&mbar[slot], (uint32_t)((st / NST) & 1));
-    const uint8_t *base = stage_mem + slot * S::STAGE;
+    const uint8_t *base = stage_mem + slot * STAGE;
     const uint4 *wsm = reinterpret_cast<const uint4 *>(base) + lane + warp * WSTEP;
     const uint8_t *ssm = base + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S;
     const uint4 *xu = xrow + (u0 + warp) * XSTEP;
@@ -397,21 +424,26 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
         compute_unit<FMT, GS, SB_F16, true>(r0, acc, tot);
       }
     } else if (COL) {
-      const uint2 *xc = xcol + (size_t)(u0 + warp) * XSTEP * 2;
+      /* x and the group sums: the stage's copy (XS; lane (g, t)'s 8 bytes of its unit's x at
+       * t·16 + ((g & 3) >> 1)·64 + (g & 1)·8, the same strides as in global memory), or global */
+      const uint2 *xc = XS ? reinterpret_cast<const uint2 *>(base + XOFF + t * 16 + ((g & 3) >> 1) * 64 + (g & 1) * 8) +
+                                 (size_t)warp * XSTEP * 2
+                           : xcol + (size_t)(u0 + warp) * XSTEP * 2;
       const uint8_t *sc = ssm + col_soff;
-      const float *xsc = col_xs + (size_t)(u0 + warp) * S::GPU * 8;
+      const float *xsc = XS ? reinterpret_cast<const float *>(base + XSOFF) + (warp * S::GPU + col_gl) * 8
+                            : col_xs + (size_t)(u0 + warp) * S::GPU * 8;
       /* one pair; TWO: the second unit is known to exist (a full stage: no selects), else two
        * says whether it does and its reads fall back on the first unit */
       auto pair = [&](auto two_c, bool two_rt) {
         const bool two = decltype(two_c)::value || two_rt;
         const uint4 w0 = wsm[0], w1 = wsm[two ? col_w : 0];
-        const uint2 xv = ld_keep2(xc + (two ? col_x : 0));
+        const uint2 xv = XS ? xc[two ? col_x : 0] : ld_keep2(xc + (two ? col_x : 0));
         const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
         uint2 sw = make_uint2(0, 0);
         float xsv = 0.f;
         if (S::AFF) { /* a missing second unit adds no bias term */
           sw = *reinterpret_cast<const uint2 *>(sc + (two ? col_s : 0));
-          xsv = __ldg(xsc + (two ? col_xs_off : 0)) * (two || t < 2 ? col_bw : 0.f);
+          xsv = (XS ? xsc[two ? col_xs_off : 0] : __ldg(xsc + (two ? col_xs_off : 0))) * (two || t < 2 ? col_bw : 0.f);
         } else {
           sw.x = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
         }
@@ -480,7 +512,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     __syncthreads(); /* every warp is done with this slot */
     if (threadIdx.x == 0 && st + NST < nstages) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      issue(st + NST);
+      issue(st + NST, true, true);
     }
   }
   if (!S::POST) {
@@ -615,9 +647,19 @@ typedef void (*qmv_fn)(QmvArgs);
 template <int FMT, int GS>
 static constexpr int stage_smem() { return Shape<FMT, GS>::STAGE; }
 
+/* x staged with the weights in the one-row kernels (nvfp4, affine 4-bit g32/g64): on unless
+ * benchmark variant 6 asks for x from global memory as before (variant 5 reads it there too). */
+static int g_variant;
+static bool xs_for(const ck_layout *L, int nb) {
+  return nb == 1 && g_variant != 6 && g_variant != 5 && (L->fmt == CK_NVFP4 || (L->fmt == CK_AFF4 && L->group_size <= 64));
+}
+
 /* Bytes of one stage of the kernels pick() returns; the dynamic shared memory is the stage
  * count times this (≥ 8 KB: it also holds the reduction). */
-static int smem_for(const ck_layout *L) {
+static int smem_for(const ck_layout *L, int nb) {
+  if (xs_for(L, nb))
+    return L->fmt == CK_NVFP4 ? Shape<CK_NVFP4, 16>::STAGE_XS
+                              : L->group_size == 32 ? Shape<CK_AFF4, 32>::STAGE_XS : Shape<CK_AFF4, 64>::STAGE_XS;
   switch (L->fmt) {
   case CK_AFF4: return L->group_size == 32 ? stage_smem<CK_AFF4, 32>() : L->group_size == 64 ? stage_smem<CK_AFF4, 64>() : stage_smem<CK_AFF4, 128>();
   case CK_AFF8: return L->group_size == 32 ? stage_smem<CK_AFF8, 32>() : L->group_size == 64 ? stage_smem<CK_AFF8, 64>() : stage_smem<CK_AFF8, 128>();
@@ -629,12 +671,17 @@ static int smem_for(const ck_layout *L) {
   }
 }
 
-/* COL (one activation row) for affine 4-bit with groups of 32 and 64 (units of 64 k). */
+/* COL (one activation row) for affine 4-bit with groups of 32 and 64 (units of 64 k), with x
+ * staged (xs) or read from global memory. */
 template <int FMT, int NST>
-static qmv_fn pick_affine(int gs, bool f16, int nb) {
+static qmv_fn pick_affine(int gs, bool f16, int nb, bool xs) {
   constexpr int C4 = FMT == CK_AFF4;
-  if (C4 && nb == 1 && gs == 32) return f16 ? qmv_tc_kernel<FMT, 32, true, NST, C4> : qmv_tc_kernel<FMT, 32, false, NST, C4>;
-  if (C4 && nb == 1 && gs == 64) return f16 ? qmv_tc_kernel<FMT, 64, true, NST, C4> : qmv_tc_kernel<FMT, 64, false, NST, C4>;
+  if (C4 && nb == 1 && gs == 32)
+    return xs ? (f16 ? qmv_tc_kernel<FMT, 32, true, NST, C4, C4> : qmv_tc_kernel<FMT, 32, false, NST, C4, C4>)
+              : (f16 ? qmv_tc_kernel<FMT, 32, true, NST, C4> : qmv_tc_kernel<FMT, 32, false, NST, C4>);
+  if (C4 && nb == 1 && gs == 64)
+    return xs ? (f16 ? qmv_tc_kernel<FMT, 64, true, NST, C4, C4> : qmv_tc_kernel<FMT, 64, false, NST, C4, C4>)
+              : (f16 ? qmv_tc_kernel<FMT, 64, true, NST, C4> : qmv_tc_kernel<FMT, 64, false, NST, C4>);
   switch (gs) {
   case 32: return f16 ? qmv_tc_kernel<FMT, 32, true, NST> : qmv_tc_kernel<FMT, 32, false, NST>;
   case 64: return f16 ? qmv_tc_kernel<FMT, 64, true, NST> : qmv_tc_kernel<FMT, 64, false, NST>;
@@ -645,11 +692,14 @@ static qmv_fn pick_affine(int gs, bool f16, int nb) {
 
 template <int NST>
 static qmv_fn pick_ns(const ck_layout *L, int nb) {
-  bool f16 = L->scales_dtype == CKT_F16;
+  bool f16 = L->scales_dtype == CKT_F16, xs = xs_for(L, nb);
   switch (L->fmt) {
-  case CK_AFF4: return pick_affine<CK_AFF4, NST>(L->group_size, f16, nb);
-  case CK_AFF8: return pick_affine<CK_AFF8, NST>(L->group_size, f16, nb);
-  case CK_NVFP4: return nb == 1 ? qmv_tc_kernel<CK_NVFP4, 16, false, NST, 1> : qmv_tc_kernel<CK_NVFP4, 16, false, NST>;
+  case CK_AFF4: return pick_affine<CK_AFF4, NST>(L->group_size, f16, nb, xs);
+  case CK_AFF8: return pick_affine<CK_AFF8, NST>(L->group_size, f16, nb, false);
+  case CK_NVFP4:
+    return nb != 1 ? qmv_tc_kernel<CK_NVFP4, 16, false, NST>
+           : xs    ? qmv_tc_kernel<CK_NVFP4, 16, false, NST, 1, true>
+                   : qmv_tc_kernel<CK_NVFP4, 16, false, NST, 1>;
   case CK_MXFP4: return qmv_tc_kernel<CK_MXFP4, 32, false, NST>;
   case CK_MXFP8: return qmv_tc_kernel<CK_MXFP8, 32, false, NST>;
   case CK_DBF16: return qmv_tc_kernel<CK_DBF16, 0, false, NST>;
@@ -731,7 +781,7 @@ extern "C" int ck_xprep_premax(const ck_layout *L, const uint16_t *x, uint16_t *
                         1, bf16, gs, pmax, nblk, xp, xs, xexp);
 }
 
-static int g_warps_override, g_variant;
+static int g_warps_override;
 extern "C" void ck_set_tuning(int warps, int variant) {
   g_warps_override = warps;
   g_variant = variant;
@@ -810,10 +860,10 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
   a.variant = g_variant;
   a.ksplit = ksplit;
   a.kstride = kstride;
-  int smem = stages_for(L, pick_nb) * smem_for(L);
-  return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps_for(L, fn, smem, ksplit) * 32, smem,
-                        (cudaStream_t)stream, a);
+  int smem = stages_for(L, pick_nb) * smem_for(L, pick_nb), warps = warps_for(L, fn, smem, ksplit);
+  return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps * 32, smem, (cudaStream_t)stream, a);
 }
+
 
 extern "C" int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
                            const int *xexp, int nb, float *y, int64_t ldy, void *stream) {
