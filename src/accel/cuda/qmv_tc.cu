@@ -158,10 +158,6 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t b
                ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(m))
                : "memory");
 }
-/* One arrival (a consumer warp done with a slot). */
-__device__ __forceinline__ void mbar_arrive(uint64_t *m) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(m)) : "memory");
-}
 /* More bytes for the current phase, without an arrival (copies issued after the first). */
 __device__ __forceinline__ void mbar_expect_more(uint64_t *m, uint32_t bytes) {
   asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(m)), "r"(bytes) : "memory");
@@ -320,21 +316,17 @@ __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (
  * pair instead of once per unit, and the bias term b·Σx once per group (with groups of 64 two
  * lanes share a group: the odd one adds none). Lane (g, t) loads only the 8 bytes of x its
  * column needs. */
-template <int FMT, int GS, bool SB_F16, int NST, int COL = 0, bool XS = false, bool PW = false>
+template <int FMT, int GS, bool SB_F16, int NST, int COL = 0, bool XS = false>
 __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   typedef Shape<FMT, GS> S;
-  /* PW: the block's last warp only copies (its lane 0 refills a slot as soon as every compute
-   * warp has arrived on the slot's "empty" mbarrier), so no block-wide barrier per stage */
   /* XS (one-row kernels): x (and the affine group sums) come with each stage's weights through
    * the bulk copy, so a pair waits on shared memory instead of an L1 miss to the L2 */
   static_assert(!XS || COL, "x staging is for the one-row kernels");
   constexpr int STAGE = XS ? S::STAGE_XS : S::STAGE;
   constexpr int XOFF = S::SU * (S::UNIT_W + S::UNIT_S), XSOFF = XOFF + S::STAGE_XB;
   extern __shared__ __align__(128) uint8_t stage_mem[];
-  __shared__ uint64_t mbar[NST], mbar_empty[PW ? NST : 1];
-  /* nw: the compute warps */
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x >> 5) - (PW ? 1 : 0);
-  const bool producer = PW && warp == nw, issuer = threadIdx.x == (PW ? nw * 32 : 0);
+  __shared__ uint64_t mbar[NST];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t tile = blockIdx.x;
   const int ks = blockIdx.y;
@@ -348,12 +340,10 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < NST; i++) mbar_init(&mbar[i], 1);
-    if (PW)
-      for (int i = 0; i < NST; i++) mbar_init(&mbar_empty[i], (uint32_t)nw);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  /* the issuer: stage st into slot st % NST — its weights (W), its x part (X; XS kernels), or
+  /* thread 0: stage st into slot st % NST — its weights (W), its x part (X; XS kernels), or
    * both; a slot's bytes are all expected with its weights, so its phase cannot complete
    * before the x part issued later (after the wait for x's producer) has landed */
   auto issue = [&](int st, bool W, bool X) {
@@ -373,19 +363,13 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       if (xsb) bulk_copy(dst + XSOFF, reinterpret_cast<const uint8_t *>(p.xs) + ug * S::GPU * 32, xsb, &mbar[slot]);
     }
   };
-  if (issuer)
+  if (threadIdx.x == 0)
     for (int st = 0; st < NST && st < nstages; st++) issue(st, true, false);
   /* the weights depend on no earlier kernel: their first stages are in flight before the
    * wait for the kernel that wrote x (programmatic dependent launch, ck_launch.cuh) */
   ck_pdl_enter();
-  if (XS && issuer)
+  if (XS && threadIdx.x == 0)
     for (int st = 0; st < NST && st < nstages; st++) issue(st, false, true);
-  if (PW && issuer) /* the producer: each later stage once its slot's previous stage is consumed */
-    for (int st = NST; st < nstages; st++) {
-      mbar_wait(&mbar_empty[st % NST], (uint32_t)((st / NST - 1) & 1));
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      issue(st, true, true);
-    }
 
   /* two accumulator sets: the two units in flight have independent mma chains */
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
@@ -423,7 +407,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       col_soff = (t & 1) * 4;
     }
   }
-  for (int st = 0; st < (producer ? 0 : nstages); st++) {
+  for (int st = 0; st < nstages; st++) {
     const int slot = st % NST, u0 = st * S::SU;
     const int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
     mbar_wait(&mbar[slot], (uint32_t)((st / NST) & 1));
@@ -525,15 +509,10 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
         xsu += 2 * nw * S::GPU * 4;
       }
     }
-    if (PW) { /* this warp is done with the slot */
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&mbar_empty[slot]);
-    } else {
-      __syncthreads(); /* every warp is done with this slot */
-      if (threadIdx.x == 0 && st + NST < nstages) {
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        issue(st + NST, true, true);
-      }
+    __syncthreads(); /* every warp is done with this slot */
+    if (threadIdx.x == 0 && st + NST < nstages) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      issue(st + NST, true, true);
     }
   }
   if (!S::POST) {
@@ -558,11 +537,8 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   /* lane (g, t) holds rows (g, g+8) × columns (2t, 2t+1); sum the warps' partials (in the
    * stage memory: every stage has been consumed behind the loop's last barrier). */
   float(*red)[32][4] = reinterpret_cast<float(*)[32][4]>(stage_mem);
-  if (PW) __syncthreads(); /* every compute warp is past its last stage */
-  if (!producer) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) red[warp][lane][i] = tot[i];
-  }
+  for (int i = 0; i < 4; i++) red[warp][lane][i] = tot[i];
   __syncthreads();
   for (int idx = threadIdx.x; idx < 128; idx += blockDim.x) {
     int rl = idx >> 3, col = idx & 7;
@@ -677,8 +653,6 @@ static int g_variant;
 static bool xs_for(const ck_layout *L, int nb) {
   return nb == 1 && g_variant != 6 && g_variant != 5 && (L->fmt == CK_NVFP4 || (L->fmt == CK_AFF4 && L->group_size <= 64));
 }
-/* and a producer warp of their own (benchmark variant 7) */
-static bool pw_for(const ck_layout *L, int nb) { return g_variant == 7 && xs_for(L, nb); }
 
 /* Bytes of one stage of the kernels pick() returns; the dynamic shared memory is the stage
  * count times this (≥ 8 KB: it also holds the reduction). */
@@ -700,15 +674,13 @@ static int smem_for(const ck_layout *L, int nb) {
 /* COL (one activation row) for affine 4-bit with groups of 32 and 64 (units of 64 k), with x
  * staged (xs) or read from global memory. */
 template <int FMT, int NST>
-static qmv_fn pick_affine(int gs, bool f16, int nb, bool xs, bool pw) {
+static qmv_fn pick_affine(int gs, bool f16, int nb, bool xs) {
   constexpr int C4 = FMT == CK_AFF4;
   if (C4 && nb == 1 && gs == 32)
-    return pw ? (f16 ? qmv_tc_kernel<FMT, 32, true, NST, C4, C4, C4> : qmv_tc_kernel<FMT, 32, false, NST, C4, C4, C4>)
-         : xs ? (f16 ? qmv_tc_kernel<FMT, 32, true, NST, C4, C4> : qmv_tc_kernel<FMT, 32, false, NST, C4, C4>)
+    return xs ? (f16 ? qmv_tc_kernel<FMT, 32, true, NST, C4, C4> : qmv_tc_kernel<FMT, 32, false, NST, C4, C4>)
               : (f16 ? qmv_tc_kernel<FMT, 32, true, NST, C4> : qmv_tc_kernel<FMT, 32, false, NST, C4>);
   if (C4 && nb == 1 && gs == 64)
-    return pw ? (f16 ? qmv_tc_kernel<FMT, 64, true, NST, C4, C4, C4> : qmv_tc_kernel<FMT, 64, false, NST, C4, C4, C4>)
-         : xs ? (f16 ? qmv_tc_kernel<FMT, 64, true, NST, C4, C4> : qmv_tc_kernel<FMT, 64, false, NST, C4, C4>)
+    return xs ? (f16 ? qmv_tc_kernel<FMT, 64, true, NST, C4, C4> : qmv_tc_kernel<FMT, 64, false, NST, C4, C4>)
               : (f16 ? qmv_tc_kernel<FMT, 64, true, NST, C4> : qmv_tc_kernel<FMT, 64, false, NST, C4>);
   switch (gs) {
   case 32: return f16 ? qmv_tc_kernel<FMT, 32, true, NST> : qmv_tc_kernel<FMT, 32, false, NST>;
@@ -720,13 +692,12 @@ static qmv_fn pick_affine(int gs, bool f16, int nb, bool xs, bool pw) {
 
 template <int NST>
 static qmv_fn pick_ns(const ck_layout *L, int nb) {
-  bool f16 = L->scales_dtype == CKT_F16, xs = xs_for(L, nb), pw = pw_for(L, nb);
+  bool f16 = L->scales_dtype == CKT_F16, xs = xs_for(L, nb);
   switch (L->fmt) {
-  case CK_AFF4: return pick_affine<CK_AFF4, NST>(L->group_size, f16, nb, xs, pw);
-  case CK_AFF8: return pick_affine<CK_AFF8, NST>(L->group_size, f16, nb, false, false);
+  case CK_AFF4: return pick_affine<CK_AFF4, NST>(L->group_size, f16, nb, xs);
+  case CK_AFF8: return pick_affine<CK_AFF8, NST>(L->group_size, f16, nb, false);
   case CK_NVFP4:
     return nb != 1 ? qmv_tc_kernel<CK_NVFP4, 16, false, NST>
-           : pw    ? qmv_tc_kernel<CK_NVFP4, 16, false, NST, 1, true, true>
            : xs    ? qmv_tc_kernel<CK_NVFP4, 16, false, NST, 1, true>
                    : qmv_tc_kernel<CK_NVFP4, 16, false, NST, 1>;
   case CK_MXFP4: return qmv_tc_kernel<CK_MXFP4, 32, false, NST>;
@@ -836,26 +807,13 @@ static int occupancy(qmv_fn fn, int w, int smem) {
   return per_sm;
 }
 
-/* Lets fn take smem bytes of dynamic shared memory (beyond the default 48 KB), once per
- * kernel and size (not thread-safe, as occupancy()). */
-static cudaError_t allow_smem(qmv_fn fn, int smem) {
-  static struct { qmv_fn fn; int smem; } done[32];
-  static int ndone;
-  for (int i = 0; i < ndone; i++)
-    if (done[i].fn == fn && done[i].smem >= smem) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (e == cudaSuccess && ndone < 32) done[ndone++] = {fn, smem};
-  return e;
-}
-
-/* Compute warps per tile; `extra` more warps per block (a producer warp) count for occupancy. */
-static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit, int extra) {
+static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
   if (g_warps_override > 0) return g_warps_override;
   static int sms;
   if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 132;
   /* measured in the decoder on the H200 (31B shapes): 4 warps per tile win from ~2000 tiles
    * up (gate|up 43008×5376: 53 vs 70 us at 8), 8 below (q|k|v 16384 rows: 30 vs 33 us) */
-  if (L->tiles * ksplit >= 2048 && occupancy(fn, 4 + extra, smem) >= 1) return 4;
+  if (L->tiles * ksplit >= 2048 && occupancy(fn, 4, smem) >= 1) return 4;
   int best = 8;
   double best_score = -1;
   /* 16 warps per tile measured slowest on every shape (docs/PERF.md), and its occupancy-based
@@ -863,7 +821,7 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit, int ex
    * 21504×5376): 4 or 8 only */
   for (int w = 4; w <= 8; w *= 2) {
     if (w > 4 && w > L->nunits / ksplit) break;
-    int per_sm = occupancy(fn, w + extra, smem);
+    int per_sm = occupancy(fn, w, smem);
     if (per_sm < 1) continue;
     /* one round: balance over SMs; several: fullness of the last wave */
     double slots = (double)per_sm * sms, waves = (double)(L->tiles * ksplit) / slots;
@@ -902,13 +860,7 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
   a.variant = g_variant;
   a.ksplit = ksplit;
   a.kstride = kstride;
-  int smem = stages_for(L, pick_nb) * smem_for(L, pick_nb);
-  if (smem > 48 * 1024) { /* 4 stages of affine 4-bit g32 with x staged: 52 KB */
-    cudaError_t e = allow_smem(fn, smem);
-    if (e) return (int)e;
-  }
-  const int extra = pw_for(L, pick_nb) ? 1 : 0;
-  int warps = warps_for(L, fn, smem, ksplit, extra) + extra;
+  int smem = stages_for(L, pick_nb) * smem_for(L, pick_nb), warps = warps_for(L, fn, smem, ksplit);
   return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps * 32, smem, (cudaStream_t)stream, a);
 }
 
