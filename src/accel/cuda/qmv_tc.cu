@@ -807,6 +807,20 @@ static int occupancy(qmv_fn fn, int w, int smem) {
   return per_sm;
 }
 
+/* Lets fn take smem bytes of dynamic shared memory (beyond the default 48 KB), once per
+ * kernel and size (not thread-safe, as occupancy()). */
+static cudaError_t allow_smem(qmv_fn fn, int smem) {
+  static struct { qmv_fn fn; int smem; } done[32];
+  static int ndone;
+  for (int i = 0; i < ndone; i++)
+    if (done[i].fn == fn && done[i].smem >= smem) return cudaSuccess;
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e == cudaSuccess && ndone < 32) done[ndone++] = {fn, smem};
+  return e;
+}
+
+/* Warps per tile of the kernels without x staged (the one-row kernels with it take 4: measured
+ * on the H200 in session 6, 4 beat 8 on every 31B shape, +1 % tg128). */
 static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
   if (g_warps_override > 0) return g_warps_override;
   static int sms;
@@ -860,7 +874,12 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
   a.variant = g_variant;
   a.ksplit = ksplit;
   a.kstride = kstride;
-  int smem = stages_for(L, pick_nb) * smem_for(L, pick_nb), warps = warps_for(L, fn, smem, ksplit);
+  int smem = stages_for(L, pick_nb) * smem_for(L, pick_nb);
+  if (smem > 48 * 1024) { /* 4 stages of affine 4-bit g32 with x staged: 52 KB */
+    cudaError_t e = allow_smem(fn, smem);
+    if (e) return (int)e;
+  }
+  int warps = xs_for(L, pick_nb) && g_warps_override <= 0 ? 4 : warps_for(L, fn, smem, ksplit);
   return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps * 32, smem, (cudaStream_t)stream, a);
 }
 
