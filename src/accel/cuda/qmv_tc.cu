@@ -650,9 +650,10 @@ static constexpr int stage_smem() { return Shape<FMT, GS>::STAGE; }
 /* x staged with the weights in the one-row kernels (nvfp4, affine 4-bit g32/g64): on unless
  * benchmark variant 6 asks for x from global memory as before (variant 5 reads it there too). */
 static int g_variant;
-static bool xs_for(const ck_layout *L, int nb) {
-  return nb == 1 && g_variant != 6 && g_variant != 5 && (L->fmt == CK_NVFP4 || (L->fmt == CK_AFF4 && L->group_size <= 64));
+static bool one_row_col(const ck_layout *L, int nb) {
+  return nb == 1 && (L->fmt == CK_NVFP4 || (L->fmt == CK_AFF4 && L->group_size <= 64));
 }
+static bool xs_for(const ck_layout *L, int nb) { return g_variant != 6 && g_variant != 5 && one_row_col(L, nb); }
 
 /* Bytes of one stage of the kernels pick() returns; the dynamic shared memory is the stage
  * count times this (≥ 8 KB: it also holds the reduction). */
@@ -819,8 +820,8 @@ static cudaError_t allow_smem(qmv_fn fn, int smem) {
   return e;
 }
 
-/* Warps per tile of the kernels without x staged (the one-row kernels with it take 4: measured
- * on the H200 in session 6, 4 beat 8 on every 31B shape, +1 % tg128). */
+/* Warps per tile of the kernels other than the one-row ones (those take 4: measured on the
+ * H200 in session 6, 4 beat 8 on every 31B shape with x staged, +1 % tg128). */
 static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
   if (g_warps_override > 0) return g_warps_override;
   static int sms;
@@ -879,7 +880,7 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
     cudaError_t e = allow_smem(fn, smem);
     if (e) return (int)e;
   }
-  int warps = xs_for(L, pick_nb) && g_warps_override <= 0 ? 4 : warps_for(L, fn, smem, ksplit);
+  int warps = one_row_col(L, pick_nb) && g_warps_override <= 0 ? 4 : warps_for(L, fn, smem, ksplit);
   return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps * 32, smem, (cudaStream_t)stream, a);
 }
 
