@@ -34,6 +34,9 @@
 #   ab (not in the default list): tg128 at depths AB_DEPTHS (default 0), 2 repetitions, for
 #      each setting in AB_CONFIGS (VAR=V[,VAR=V...] per setting, e.g. "MLXRT_QMV_VARIANT=0
 #      MLXRT_QMV_VARIANT=6 MLXRT_QMV_VARIANT=0"): alternating A/B runs in one build.
+#   timeline (not in the default list): the in-graph timeline (MLXRT_CUDA_TIMELINE=1: each
+#      kernel's share of the step as the graph with programmatic dependent launches runs it)
+#      of tg at depths TL_DEPTHS (default "0 32768"), 64 steps per depth.
 #   ncuqmv (not in the default list): ncu stall reasons (cycles per issued instruction, per
 #      reason) of the nvfp4 and affine 4-bit mat-vecs on lm_head and on 21504->5376.
 #   profd (not in the default list): the per-kernel profile of 8 decode steps at depth PROF_DEPTH
@@ -128,7 +131,7 @@ if has prof; then
     stamp "ncu: device time of one layer's kernels (eager)"
     MLXRT_CUDA_GRAPH=0 MLXRT_DECODER=1 timeout 150 ncu --launch-skip 1200 --launch-count 40 --metrics gpu__time_duration.sum \
       "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 3 -r 1 >"$OUT/ncu.log" 2>&1
-    grep -E "^  [a-z_].*\(|gpu__time_duration" "$OUT/ncu.log" | paste - - | awk '{print $1, $(NF)}' | head -40
+    grep -E "^  [a-z_].*\(|gpu__time_duration" "$OUT/ncu.log" | paste - - | awk '{print $1, $(NF)}' | head -60
   fi
   stamp "bench tg128 with graphs"
   MLXRT_DECODER=1 timeout 120 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 128 -r 2 ${BENCH_EXTRA:-} 2>&1 | tee "$OUT/bench31.log"
@@ -180,6 +183,16 @@ if has ab; then
     tg_depths "bench31_ab$n.log" "${AB_DEPTHS:-0}" 2 ${c//,/ }
   done
 fi
+if has timeline; then
+  synth31 "$SYN/s31"
+  for d in ${TL_DEPTHS:-0 32768}; do
+    stamp "in-graph timeline, tg64 at depth $d"
+    MLXRT_CUDA_TIMELINE=1 MLXRT_DECODER=1 timeout 240 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 64 \
+      -r 1 -d "$d" >"$OUT/timeline_d$d.log" 2>&1 || rc=1
+    grep -E "tg64" "$OUT/timeline_d$d.log"
+    sed -n '/timeline of the graph replays/,/^$/p' "$OUT/timeline_d$d.log" | head -60
+  done
+fi
 if has ncuqmv && command -v ncu >/dev/null; then
   for f in nvfp4-down nvfp4 affine4-down affine4; do
     stamp "ncu stall reasons: $f"
@@ -206,7 +219,7 @@ if has prefill || has prefill_check; then
   timeout 300 "$DT" --ref cpu --prompt 40 --gen 16 --tg 0 --prefill 1 "${ROOT}"/tests/fixtures/models/gemma* \
     >"$OUT/prefill_tiny.log" 2>&1 || rc=1
   grep -cE "^  prefill .*: PASS" "$OUT/prefill_tiny.log" | sed 's/^/prefill checks passed: /'
-  grep -E "FAIL|differ at" "$OUT/prefill_tiny.log" | head -40
+  grep -E "FAIL|differ at" "$OUT/prefill_tiny.log" | head -60
   stamp "prefill: synth gemma4-31b $MODE, 6 layers, 600-token prompt"
   synth31 "$SYN/s31x6" --layers 6
   timeout 400 "$DT" --ref cuda --prompt 600 --gen 8 --tg 0 --prefill 2 "$SYN/s31x6" 2>&1 | tee "$OUT/prefill_s31x6.log" || rc=1

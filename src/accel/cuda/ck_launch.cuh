@@ -35,12 +35,36 @@ __device__ __forceinline__ void ck_pdl_trigger() {
  * translation unit's constant memory; CK_PDL_EARLY_SETTER(name) defines its setter. */
 static __constant__ int ck_pdl_early_c;
 
+/* The in-graph timeline (MLXRT_CUDA_TIMELINE=1, cuda_timeline.h): when t is set, block 0's
+ * thread 0 of every kernel stamps %globaltimer as its wait returns — i.e. once everything
+ * before it has completed — so consecutive stamps bound each kernel's share of the step as
+ * the graph runs it. Set per translation unit (CK_PDL_EARLY_SETTER defines the setter). */
+struct ck_tl_dev {
+  unsigned long long *t;
+  unsigned *n;
+  unsigned cap;
+};
+static __constant__ ck_tl_dev ck_tl_c;
+
+__device__ __forceinline__ void ck_tl_stamp() {
+#if defined(__CUDA_ARCH__)
+  if (ck_tl_c.t && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    unsigned i = atomicAdd(ck_tl_c.n, 1u);
+    if (i < ck_tl_c.cap) ck_tl_c.t[i] = now;
+  }
+#endif
+}
+
 __device__ __forceinline__ void ck_pdl_enter() {
   if (ck_pdl_early_c) {
     ck_pdl_trigger();
     ck_pdl_wait();
+    ck_tl_stamp();
   } else {
     ck_pdl_wait();
+    ck_tl_stamp();
     ck_pdl_trigger();
   }
 }
@@ -48,6 +72,11 @@ __device__ __forceinline__ void ck_pdl_enter() {
 #define CK_PDL_EARLY_SETTER(name)                                                    \
   extern "C" int name(int on) {                                                      \
     return (int)cudaMemcpyToSymbol(ck_pdl_early_c, &on, sizeof on);                  \
+  }                                                                                  \
+  extern "C" int name##_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st) { \
+    ck_tl_dev v = {t, n, cap};                                                       \
+    return (int)cudaMemcpyToSymbolAsync(ck_tl_c, &v, sizeof v, 0, cudaMemcpyHostToDevice, \
+                                        (cudaStream_t)st);                           \
   }
 
 template <typename... KArgs, typename... Args>
@@ -63,6 +92,7 @@ static inline cudaError_t ck_launch(void (*kernel)(KArgs...), dim3 grid, dim3 bl
   at[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
   cfg.numAttrs = ck_pdl_enabled() ? 1 : 0;
+  ck_tl_note((const void *)kernel);
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }
 

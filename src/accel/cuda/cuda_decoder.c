@@ -24,6 +24,7 @@
 #include "cuda_gemm.h"
 #include "cuda_internal.h"
 #include "cuda_prof.h"
+#include "cuda_timeline.h"
 #include "decode_kernels.h"
 #include "prefill_kernels.h"
 #include "sample_kernels.h"
@@ -83,6 +84,7 @@ struct accel_decoder {
   int max_ks; /* largest k split of any mat-vec (the y buffer holds that many partials) */
   int use_pdl; /* kernels overlap their predecessor's tail (MLXRT_CUDA_PDL=0: off) */
   int attn_onepass; /* MLXRT_ATTN_ONEPASS=1: the one-pass decode attention (an experiment) */
+  int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
   struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
 };
@@ -237,6 +239,7 @@ void cuda_decoder_free(accel_decoder *D) {
   rt_graph_destroy(D->g_body);
   rt_graph_destroy(D->g_head);
   cprof_report_free(&D->prof, "CUDA decoder profile (MLXRT_CUDA_PROFILE=1)");
+  if (D->timeline) ctl_report_free("CUDA decoder timeline of the graph replays (MLXRT_CUDA_TIMELINE=1)");
   prefill_free(D);
   if (D->ly)
     for (int i = 0; i < D->d->n_layers; i++) {
@@ -290,6 +293,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   }
   if (rt_status(ck_set_pdl_early(early && !strcmp(early, "1")), "PDL order", err)) goto fail;
   if (cprof_init(&D->prof, D->stream, err)) goto fail;
+  if (ctl_init(err)) goto fail;
+  D->timeline = ctl_on();
   /* benchmark knob: warps per 16-row tile of every mat-vec (0 = chosen per shape); the
    * mat-vec variant (MLXRT_QMV_VARIANT) is the backend's */
   const char *wq = getenv("MLXRT_QMV_WARPS");
@@ -524,7 +529,9 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
     void *exec = NULL;
     int rc = rt_graph_begin(D->stream, &ce);
     if (!rc) {
+      ctl_capture_begin(head);
       rc = enq(D, &ce);
+      ctl_capture_end();
       if (rt_graph_end(D->stream, &exec, rc ? &e2 : &ce)) rc = -1;
     }
     if (rc) {
@@ -535,7 +542,8 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
     }
     *graph = exec;
   }
-  return rt_graph_launch(*graph, D->stream, err);
+  return ctl_replay_begin(head, D->stream, err) || rt_graph_launch(*graph, D->stream, err) ||
+         ctl_replay_end(D->stream, err);
 }
 
 /* ---- the batched prompt pass (prefill.cu; docs/DECODE.md "Prefill") ------------------------ */

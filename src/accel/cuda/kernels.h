@@ -91,6 +91,12 @@ int ck_pdl_enabled(void);
  * instead of after (0, the default); ck_launch.cuh says why both are safe. A cudaError_t. */
 int ck_set_pdl_early(int on);
 
+/* The in-graph timeline (cuda_timeline.h): every kernel launched through ck_launch is noted
+ * here (a no-op unless a timeline is recording a capture), and ck_set_timeline points every
+ * translation unit's stamp buffer at t (NULL: off), ordered on stream st. */
+void ck_tl_note(const void *kernel);
+int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
+
 /* Benchmark knobs: warps per tile (0 = automatic) and kernel variant (0 = the product,
  * 1 = loads only, 2 = one-row kernels without the full-stage loop, 3 = without one mma column
  * per group, 5 = one-row kernels with two mma chains per unit pair, 6 = one-row kernels reading

@@ -182,3 +182,12 @@ int rt_mem_info_at(size_t *free_b, size_t *total_b, const char *file, int line, 
   CHECK(cudaMemGetInfo(free_b, total_b), "cudaMemGetInfo");
   return 0;
 }
+
+const char *rt_func_name(const void *func) {
+  const char *name = NULL;
+  if (cudaFuncGetName(&name, func) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  return name;
+}

@@ -72,4 +72,7 @@ void rt_graph_destroy(void *exec);
 int rt_mem_info_at(size_t *free_b, size_t *total_b, const char *file, int line, mlxrt_error *err);
 #define rt_mem_info(f, t, err) rt_mem_info_at((f), (t), __FILE__, __LINE__, (err))
 
+/* The (mangled) name of a kernel, or NULL. */
+const char *rt_func_name(const void *func);
+
 #endif

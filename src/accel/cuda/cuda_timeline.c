@@ -1,0 +1,202 @@
+/* The in-graph timeline; see cuda_timeline.h. */
+#include "cuda_timeline.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "kernels.h"
+#include "runtime.h"
+
+#define CTL_STAMPS (1u << 20) /* 8 MB: ~1400 steps of the 60-layer 31B */
+#define CTL_LOG 4096          /* launches per captured graph */
+#define CTL_REPLAYS 16384
+#define CTL_ROWS 256
+
+typedef struct ctl_launch {
+  const void *fn;
+  const char *label;
+} ctl_launch;
+
+typedef struct ctl_row {
+  const void *fn;
+  const char *label;
+  double us;
+  long calls;
+} ctl_row;
+
+static struct {
+  int on;
+  unsigned long long *d_t;
+  unsigned *d_n;
+  void *stream;
+  const char *label;
+  int rec; /* graph whose launches are being logged, or -1 */
+  ctl_launch log[2][CTL_LOG];
+  int nlog[2];
+  unsigned char replay[CTL_REPLAYS]; /* graph of each recorded replay, in order */
+  int nreplay;
+} T = {.rec = -1};
+
+int ctl_init(mlxrt_error *err) {
+  const char *e = getenv("MLXRT_CUDA_TIMELINE");
+  if (!e || !*e || !strcmp(e, "0")) return 0;
+  if (strcmp(e, "1")) return mx_fail(err, "MLXRT_CUDA_TIMELINE=%s: expected 0 or 1", e);
+  if (T.on) return mx_fail(err, "MLXRT_CUDA_TIMELINE: another decoder already records a timeline");
+  memset(&T, 0, sizeof T);
+  T.rec = -1;
+  if (rt_malloc((void **)&T.d_t, (size_t)CTL_STAMPS * sizeof *T.d_t, err) ||
+      rt_malloc((void **)&T.d_n, sizeof *T.d_n, err) || rt_memset(T.d_n, 0, sizeof *T.d_n, NULL, err) ||
+      rt_stream_sync(NULL, err)) {
+    rt_free(T.d_t);
+    rt_free(T.d_n);
+    T.d_t = NULL;
+    T.d_n = NULL;
+    return -1;
+  }
+  T.on = 1;
+  return 0;
+}
+
+int ctl_on(void) { return T.on; }
+
+void ctl_label(const char *label) { T.label = label; }
+
+void ctl_capture_begin(int g) {
+  if (!T.on || g < 0 || g > 1) return;
+  T.rec = g;
+  T.nlog[g] = 0;
+}
+
+void ctl_capture_end(void) { T.rec = -1; }
+
+/* Called by ck_launch for every launch (ck_launch.cuh). */
+void ck_tl_note(const void *kernel) {
+  if (T.rec < 0 || T.nlog[T.rec] >= CTL_LOG) return;
+  T.log[T.rec][T.nlog[T.rec]++] = (ctl_launch){kernel, T.label};
+}
+
+int ctl_replay_begin(int g, void *stream, mlxrt_error *err) {
+  if (!T.on || T.nreplay >= CTL_REPLAYS || T.nlog[g] == 0) return 0;
+  T.replay[T.nreplay++] = (unsigned char)g;
+  T.stream = stream;
+  return rt_status(ck_set_timeline(T.d_t, T.d_n, CTL_STAMPS, stream), "timeline on", err);
+}
+
+int ctl_replay_end(void *stream, mlxrt_error *err) {
+  if (!T.on) return 0;
+  return rt_status(ck_set_timeline(NULL, NULL, 0, stream), "timeline off", err);
+}
+
+/* "qmv_tc_kernel" from "_Z13qmv_tc_kernelILi2E...": the identifier after the length. */
+static void short_name(const void *fn, char *out, size_t n) {
+  const char *m = rt_func_name(fn);
+  snprintf(out, n, "%s", m ? m : "?");
+  if (m && !strncmp(m, "_Z", 2)) {
+    char *end;
+    long len = strtol(m + 2, &end, 10);
+    if (len > 0 && (size_t)len < n && (long)strlen(end) >= len) snprintf(out, n, "%.*s", (int)len, end);
+  }
+}
+
+static ctl_row *row_for(ctl_row *rows, int *nrows, const ctl_launch *l) {
+  for (int i = 0; i < *nrows; i++)
+    if (rows[i].fn == l->fn && (rows[i].label == l->label || (rows[i].label && l->label && !strcmp(rows[i].label, l->label))))
+      return &rows[i];
+  if (*nrows == CTL_ROWS) return &rows[CTL_ROWS - 1]; /* the last row collects the rest */
+  rows[*nrows] = (ctl_row){l->fn, l->label, 0, 0};
+  return &rows[(*nrows)++];
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void report(const char *title) {
+  mlxrt_error err = {{0}};
+  unsigned n = 0;
+  if (rt_d2h(&n, T.d_n, sizeof n, T.stream, &err) || rt_stream_sync(T.stream, &err)) {
+    fprintf(stderr, "timeline: %s\n", err.msg);
+    return;
+  }
+  if (n > CTL_STAMPS) n = CTL_STAMPS;
+  unsigned long long *t = malloc((size_t)(n ? n : 1) * sizeof *t);
+  ctl_row *rows = calloc(CTL_ROWS, sizeof *rows);
+  double *gaps = malloc(CTL_REPLAYS * sizeof *gaps);
+  if (!t || !rows || !gaps) {
+    fprintf(stderr, "timeline: out of host memory\n");
+    free(t);
+    free(rows);
+    free(gaps);
+    return;
+  }
+  if (n && (rt_d2h(t, T.d_t, (size_t)n * sizeof *t, T.stream, &err) || rt_stream_sync(T.stream, &err))) {
+    fprintf(stderr, "timeline: %s\n", err.msg);
+    free(t);
+    free(rows);
+    free(gaps);
+    return;
+  }
+  /* replays in order; within one, each stamp's gap to the next is its kernel's; the last
+   * kernel of graph 0 runs up to graph 1's first (enqueued back to back), while the step's
+   * last kernel waits on the host (not counted) */
+  unsigned pos = 0, expect = 0, last_body = 0;
+  int nrows = 0, used = 0, steps = 0, have_body = 0, bodies = 0;
+  double total_us = 0;
+  for (int r = 0; r < T.nreplay; r++) expect += (unsigned)T.nlog[T.replay[r]];
+  for (int r = 0; r < T.nreplay; r++) {
+    int g = T.replay[r], k = T.nlog[g];
+    if (pos + (unsigned)k > n) break;
+    if (g == 0) { /* whole steps, host round trip included: graph 0's first stamp to the next one's */
+      if (have_body) gaps[steps++] = (double)(t[pos] - t[last_body]) / 1e3;
+      last_body = pos;
+      have_body = 1;
+      bodies++;
+    }
+    int next_same_step = g == 0 && r + 1 < T.nreplay && T.replay[r + 1] == 1 && pos + (unsigned)k < n;
+    for (int j = 0; j < k; j++) {
+      unsigned long long a = t[pos + j], b;
+      if (j + 1 < k) b = t[pos + j + 1];
+      else if (next_same_step) b = t[pos + k];
+      else continue;
+      ctl_row *row = row_for(rows, &nrows, &T.log[g][j]);
+      double us = (double)(b - a) / 1e3;
+      row->us += us;
+      row->calls++;
+      total_us += us;
+    }
+    pos += (unsigned)k;
+    used++;
+  }
+  fprintf(stderr, "\n%s: %d graph replays (%d + %d launches per replay of graphs 0 / 1), %u stamps%s\n", title, used,
+          T.nlog[0], T.nlog[1], n,
+          n == expect ? "" : " — NOT the launches logged: the table is not reliable");
+  if (steps) { /* the median: gaps between runs (a new prompt, a reset) are not steps */
+    qsort(gaps, (size_t)steps, sizeof *gaps, cmp_double);
+    fprintf(stderr, "median step (graph 0's first kernel to the next one's, host round trip included): %.1f us; "
+            "the kernels below: %.1f us per step\n", gaps[steps / 2], total_us / bodies);
+  }
+  fprintf(stderr, "%-28s %-28s %8s %10s %10s %7s\n", "label", "kernel", "calls", "mean us", "total ms", "share");
+  for (int i = 0; i < nrows; i++) {
+    char name[64];
+    short_name(rows[i].fn, name, sizeof name);
+    fprintf(stderr, "%-28s %-28s %8ld %10.2f %10.3f %6.1f%%\n", rows[i].label ? rows[i].label : "-", name,
+            rows[i].calls, rows[i].calls ? rows[i].us / (double)rows[i].calls : 0.0, rows[i].us / 1e3,
+            total_us > 0 ? 100.0 * rows[i].us / total_us : 0.0);
+  }
+  free(t);
+  free(rows);
+  free(gaps);
+}
+
+void ctl_report_free(const char *title) {
+  if (!T.on) return;
+  if (title) report(title);
+  rt_free(T.d_t);
+  rt_free(T.d_n);
+  memset(&T, 0, sizeof T);
+  T.rec = -1;
+}
