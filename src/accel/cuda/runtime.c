@@ -185,9 +185,13 @@ int rt_mem_info_at(size_t *free_b, size_t *total_b, const char *file, int line, 
 
 const char *rt_func_name(const void *func) {
   const char *name = NULL;
+#if CUDART_VERSION >= 12030 /* cudaFuncGetName came with CUDA 12.3 */
   if (cudaFuncGetName(&name, func) != cudaSuccess) {
     cudaGetLastError();
     return NULL;
   }
+#else
+  (void)func;
+#endif
   return name;
 }
