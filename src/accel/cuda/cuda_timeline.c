@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "cuda_timeline_agg.h"
 #include "kernels.h"
 #include "runtime.h"
 
@@ -14,18 +15,6 @@
 #define CTL_LOG 4096          /* launches per captured graph */
 #define CTL_REPLAYS 16384
 #define CTL_ROWS 256
-
-typedef struct ctl_launch {
-  const void *fn;
-  const char *label;
-} ctl_launch;
-
-typedef struct ctl_row {
-  const void *fn;
-  const char *label;
-  double us;
-  long calls;
-} ctl_row;
 
 static struct {
   int on;
@@ -101,20 +90,6 @@ static void short_name(const void *fn, char *out, size_t n) {
   }
 }
 
-static ctl_row *row_for(ctl_row *rows, int *nrows, const ctl_launch *l) {
-  for (int i = 0; i < *nrows; i++)
-    if (rows[i].fn == l->fn && (rows[i].label == l->label || (rows[i].label && l->label && !strcmp(rows[i].label, l->label))))
-      return &rows[i];
-  if (*nrows == CTL_ROWS) return &rows[CTL_ROWS - 1]; /* the last row collects the rest */
-  rows[*nrows] = (ctl_row){l->fn, l->label, 0, 0};
-  return &rows[(*nrows)++];
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static void report(const char *title) {
   mlxrt_error err = {{0}};
   unsigned n = 0;
@@ -128,64 +103,26 @@ static void report(const char *title) {
   double *gaps = malloc(CTL_REPLAYS * sizeof *gaps);
   if (!t || !rows || !gaps) {
     fprintf(stderr, "timeline: out of host memory\n");
-    free(t);
-    free(rows);
-    free(gaps);
-    return;
-  }
-  if (n && (rt_d2h(t, T.d_t, (size_t)n * sizeof *t, T.stream, &err) || rt_stream_sync(T.stream, &err))) {
+  } else if (n && (rt_d2h(t, T.d_t, (size_t)n * sizeof *t, T.stream, &err) || rt_stream_sync(T.stream, &err))) {
     fprintf(stderr, "timeline: %s\n", err.msg);
-    free(t);
-    free(rows);
-    free(gaps);
-    return;
-  }
-  /* replays in order; within one, each stamp's gap to the next is its kernel's; the last
-   * kernel of graph 0 runs up to graph 1's first (enqueued back to back), while the step's
-   * last kernel waits on the host (not counted) */
-  unsigned pos = 0, expect = 0, last_body = 0;
-  int nrows = 0, used = 0, steps = 0, have_body = 0, bodies = 0;
-  double total_us = 0;
-  for (int r = 0; r < T.nreplay; r++) expect += (unsigned)T.nlog[T.replay[r]];
-  for (int r = 0; r < T.nreplay; r++) {
-    int g = T.replay[r], k = T.nlog[g];
-    if (pos + (unsigned)k > n) break;
-    if (g == 0) { /* whole steps, host round trip included: graph 0's first stamp to the next one's */
-      if (have_body) gaps[steps++] = (double)(t[pos] - t[last_body]) / 1e3;
-      last_body = pos;
-      have_body = 1;
-      bodies++;
+  } else {
+    const ctl_launch *const logs[2] = {T.log[0], T.log[1]};
+    ctl_summary sm;
+    ctl_aggregate(t, n, T.replay, T.nreplay, logs, T.nlog, rows, CTL_ROWS, gaps, &sm);
+    fprintf(stderr, "\n%s: %d graph replays (%d + %d launches per replay of graphs 0 / 1), %u stamps%s\n", title,
+            sm.replays, T.nlog[0], T.nlog[1], n,
+            n == sm.expected ? "" : " — NOT the launches logged: the table is not reliable");
+    if (sm.median_step_us > 0)
+      fprintf(stderr, "median step (graph 0's first kernel to the next one's, host round trip included): %.1f us; "
+              "the kernels below: %.1f us per step\n", sm.median_step_us, sm.bodies ? sm.total_us / sm.bodies : 0.0);
+    fprintf(stderr, "%-28s %-28s %8s %10s %10s %7s\n", "label", "kernel", "calls", "mean us", "total ms", "share");
+    for (int i = 0; i < sm.nrows; i++) {
+      char name[64];
+      short_name(rows[i].fn, name, sizeof name);
+      fprintf(stderr, "%-28s %-28s %8ld %10.2f %10.3f %6.1f%%\n", rows[i].label ? rows[i].label : "-", name,
+              rows[i].calls, rows[i].calls ? rows[i].us / (double)rows[i].calls : 0.0, rows[i].us / 1e3,
+              sm.total_us > 0 ? 100.0 * rows[i].us / sm.total_us : 0.0);
     }
-    int next_same_step = g == 0 && r + 1 < T.nreplay && T.replay[r + 1] == 1 && pos + (unsigned)k < n;
-    for (int j = 0; j < k; j++) {
-      unsigned long long a = t[pos + j], b;
-      if (j + 1 < k) b = t[pos + j + 1];
-      else if (next_same_step) b = t[pos + k];
-      else continue;
-      ctl_row *row = row_for(rows, &nrows, &T.log[g][j]);
-      double us = (double)(b - a) / 1e3;
-      row->us += us;
-      row->calls++;
-      total_us += us;
-    }
-    pos += (unsigned)k;
-    used++;
-  }
-  fprintf(stderr, "\n%s: %d graph replays (%d + %d launches per replay of graphs 0 / 1), %u stamps%s\n", title, used,
-          T.nlog[0], T.nlog[1], n,
-          n == expect ? "" : " — NOT the launches logged: the table is not reliable");
-  if (steps) { /* the median: gaps between runs (a new prompt, a reset) are not steps */
-    qsort(gaps, (size_t)steps, sizeof *gaps, cmp_double);
-    fprintf(stderr, "median step (graph 0's first kernel to the next one's, host round trip included): %.1f us; "
-            "the kernels below: %.1f us per step\n", gaps[steps / 2], total_us / bodies);
-  }
-  fprintf(stderr, "%-28s %-28s %8s %10s %10s %7s\n", "label", "kernel", "calls", "mean us", "total ms", "share");
-  for (int i = 0; i < nrows; i++) {
-    char name[64];
-    short_name(rows[i].fn, name, sizeof name);
-    fprintf(stderr, "%-28s %-28s %8ld %10.2f %10.3f %6.1f%%\n", rows[i].label ? rows[i].label : "-", name,
-            rows[i].calls, rows[i].calls ? rows[i].us / (double)rows[i].calls : 0.0, rows[i].us / 1e3,
-            total_us > 0 ? 100.0 * rows[i].us / total_us : 0.0);
   }
   free(t);
   free(rows);

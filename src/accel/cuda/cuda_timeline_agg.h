@@ -1,0 +1,37 @@
+/* The in-graph timeline's arithmetic (cuda_timeline.h), apart from the device so that a CPU
+ * test can check it: stamps of graph replays → each launch's share of the step. */
+#ifndef MLXRT_CUDA_TIMELINE_AGG_H
+#define MLXRT_CUDA_TIMELINE_AGG_H
+
+typedef struct ctl_launch {
+  const void *fn;    /* the kernel */
+  const char *label; /* the decoder's mark before it */
+} ctl_launch;
+
+typedef struct ctl_row {
+  const void *fn;
+  const char *label;
+  double us;
+  long calls;
+} ctl_row;
+
+typedef struct ctl_summary {
+  int replays;           /* replays whose stamps were all there */
+  int bodies;            /* of those, replays of graph 0 */
+  int nrows;             /* rows filled */
+  unsigned expected;     /* stamps the logs promise for every recorded replay */
+  double total_us;       /* sum over the rows */
+  double median_step_us; /* graph 0's first stamp to the next one's (0: fewer than two) */
+} ctl_summary;
+
+/* t[0..n): stamps (ns) in order; replay[0..nreplay): the graph (0 or 1) of each recorded
+ * replay; log[g][0..nlog[g]): graph g's launches, in order, one stamp each. Within a replay
+ * each stamp's gap to the next is its launch's; graph 0's last launch runs up to the first
+ * stamp of a graph 1 replayed right after it (the same step); the last launch of a step
+ * (waiting on the host) is not counted. Rows are (kernel, label) pairs in order of first
+ * appearance, at most max_rows (the last collects the rest); gaps: scratch of nreplay. */
+void ctl_aggregate(const unsigned long long *t, unsigned n, const unsigned char *replay, int nreplay,
+                   const ctl_launch *const log[2], const int nlog[2], ctl_row *rows, int max_rows, double *gaps,
+                   ctl_summary *s);
+
+#endif

@@ -1,0 +1,70 @@
+/* The CUDA decoder's in-graph timeline (MLXRT_CUDA_TIMELINE=1), its arithmetic without a GPU:
+ * made-up stamps of graph replays must give each launch the gap to the next stamp of its step,
+ * graph 0's last launch the gap to graph 1's first, nothing to a step's last launch, rows per
+ * (kernel, label), the median step, and replays whose stamps are missing left out. */
+#include "accel/cuda/cuda_timeline_agg.h"
+#include "test_util.h"
+
+static int kA, kB, kC, kD, kE; /* stand-ins for kernel addresses */
+
+#define NEAR(a, b) (fabs((a) - (b)) < 1e-9)
+
+static const ctl_row *find(const ctl_row *rows, int n, const void *fn, const char *label) {
+  for (int i = 0; i < n; i++)
+    if (rows[i].fn == fn && ((!label && !rows[i].label) || (label && rows[i].label && !strcmp(label, rows[i].label))))
+      return &rows[i];
+  return NULL;
+}
+
+int main(void) {
+  /* graph 0: A (embed), B (mv), A again under another label, C; graph 1: D, E */
+  const ctl_launch body[] = {{&kA, "embed"}, {&kB, "q mat-vec"}, {&kA, "o mat-vec"}, {&kC, NULL}};
+  const ctl_launch head[] = {{&kD, "lm_head"}, {&kE, "logits"}};
+  const ctl_launch *const logs[2] = {body, head};
+  const int nlog[2] = {4, 2};
+  /* three steps, 100 us apart, then a fourth 1000 us later (a new run); stamps in ns:
+   * body at +0, +10, +30, +33 us; head at +40, +45 us */
+  const unsigned char replay[] = {0, 1, 0, 1, 0, 1, 0, 1};
+  const double base[] = {0, 100, 200, 1200};
+  unsigned long long t[24];
+  unsigned n = 0;
+  for (int s = 0; s < 4; s++) {
+    const double at[] = {0, 10, 30, 33, 40, 45};
+    for (int j = 0; j < 6; j++) t[n++] = (unsigned long long)((base[s] + at[j]) * 1000.0 + 0.5);
+  }
+  ctl_row rows[16];
+  double gaps[8];
+  ctl_summary sm;
+  ctl_aggregate(t, n, replay, 8, logs, nlog, rows, 16, gaps, &sm);
+  CHECK(sm.replays == 8 && sm.bodies == 4 && sm.expected == 24);
+  CHECKF(sm.nrows == 5, "rows %d", sm.nrows); /* A twice (two labels), B, C, D; E never counted */
+  const ctl_row *a1 = find(rows, sm.nrows, &kA, "embed"), *a2 = find(rows, sm.nrows, &kA, "o mat-vec");
+  const ctl_row *b = find(rows, sm.nrows, &kB, "q mat-vec"), *c = find(rows, sm.nrows, &kC, NULL);
+  const ctl_row *d = find(rows, sm.nrows, &kD, "lm_head"), *e = find(rows, sm.nrows, &kE, "logits");
+  CHECK(a1 && a2 && b && c && d && !e);
+  if (a1 && a2 && b && c && d) {
+    CHECKF(a1->calls == 4 && NEAR(a1->us, 40), "embed %ld %g", a1->calls, a1->us);
+    CHECKF(b->calls == 4 && NEAR(b->us, 80), "q %ld %g", b->calls, b->us);
+    CHECKF(a2->calls == 4 && NEAR(a2->us, 12), "o %ld %g", a2->calls, a2->us);
+    CHECKF(c->calls == 4 && NEAR(c->us, 28), "graph 0's last runs up to graph 1's first: %ld %g", c->calls, c->us);
+    CHECKF(d->calls == 4 && NEAR(d->us, 20), "lm_head %ld %g", d->calls, d->us);
+    CHECK(rows[0].fn == &kA && rows[1].fn == &kB); /* order of first appearance */
+  }
+  CHECK(NEAR(sm.total_us, 40 + 80 + 12 + 28 + 20));
+  CHECKF(NEAR(sm.median_step_us, 100), "median step %g (gaps 100, 100, 1000)", sm.median_step_us);
+
+  /* the stamps of the last head replay are missing: it is left out, and graph 0's last
+   * launch of that step has no graph 1 stamp to run up to */
+  ctl_aggregate(t, n - 2, replay, 8, logs, nlog, rows, 16, gaps, &sm);
+  CHECK(sm.replays == 7 && sm.expected == 24);
+  c = find(rows, sm.nrows, &kC, NULL);
+  CHECK(c && c->calls == 3);
+  /* a step's last replay alone (graph 0 only, nothing after it) counts its inner gaps only */
+  const unsigned char one[] = {0};
+  ctl_aggregate(t, 4, one, 1, logs, nlog, rows, 16, gaps, &sm);
+  CHECK(sm.replays == 1 && sm.nrows == 3 && NEAR(sm.total_us, 33) && sm.median_step_us == 0);
+  /* more (kernel, label) pairs than rows: the last row collects the rest */
+  ctl_aggregate(t, n, replay, 8, logs, nlog, rows, 2, gaps, &sm);
+  CHECK(sm.nrows == 2 && rows[1].calls == 16 && NEAR(sm.total_us, 180));
+  TEST_END();
+}
