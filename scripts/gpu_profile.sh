@@ -37,6 +37,9 @@
 #   timeline (not in the default list): the in-graph timeline (MLXRT_CUDA_TIMELINE=1: each
 #      kernel's share of the step as the graph with programmatic dependent launches runs it)
 #      of tg at depths TL_DEPTHS (default "0 32768"), 64 steps per depth.
+#   ncuattn (not in the default list): ncu on the full layers' decode attention (scores, p·v and
+#      the one-pass kernel, GQA 8) at depth ATTN_DEPTH (default 32768): duration, DRAM
+#      throughput, issue activity and stall reasons, two launches each.
 #   ncuqmv (not in the default list): ncu stall reasons (cycles per issued instruction, per
 #      reason) of the nvfp4 and affine 4-bit mat-vecs on lm_head and on 21504->5376.
 #   profd (not in the default list): the per-kernel profile of 8 decode steps at depth PROF_DEPTH
@@ -191,6 +194,19 @@ if has timeline; then
       -r 1 -d "$d" >"$OUT/timeline_d$d.log" 2>&1 || rc=1
     grep -E "tg64" "$OUT/timeline_d$d.log"
     sed -n '/timeline of the graph replays/,/^$/p' "$OUT/timeline_d$d.log" | head -60
+  done
+fi
+if has ncuattn && command -v ncu >/dev/null; then
+  synth31 "$SYN/s31"
+  for e in 0 1; do
+    stamp "ncu: full-layer decode attention at depth ${ATTN_DEPTH:-32768}, MLXRT_ATTN_ONEPASS=$e"
+    MLXRT_ATTN_ONEPASS=$e MLXRT_DECODER=1 timeout 300 ncu --clock-control none \
+      -k 'regex:(scores_kernel|pv_kernel|onepass_kernel)ILi8' --launch-skip 2 -c 4 --section SpeedOfLight \
+      --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warps_active.avg.per_cycle_active \
+      "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 2 -r 1 -d "${ATTN_DEPTH:-32768}" \
+      >"$OUT/ncu_attn_onepass$e.log" 2>&1
+    grep -E "_kernel|Duration|DRAM Throughput|issue_active|warps_active" "$OUT/ncu_attn_onepass$e.log" | sed 's/  */ /g' | head -40
+    grep -E "issue_stalled" "$OUT/ncu_attn_onepass$e.log" | awk '$NF > 0.5 {print $NF, $1}' | head -24
   done
 fi
 if has ncuqmv && command -v ncu >/dev/null; then
