@@ -192,11 +192,13 @@ __device__ __forceinline__ float split_sum(const float *src, int splits, int hd)
 }
 
 /* grid (nkv, splits): Σ p·v of the split for the REP query heads of KV head g, V read once
- * (thread t owns dims [t·dpt, t·dpt + dpt)); then the last block of the group reduces the
+ * (thread t owns dims [t·DPT, t·DPT + DPT)); then the last block of the group reduces the
  * splits in order. p = bf16(exp(s − M)/total) with the global M and total, staged per tile
- * of keys in shared memory. */
-template <int REP>
-__global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int nkv, int hd, int dpt,
+ * of keys in shared memory. DPT is a template parameter so that the accumulators are REP·DPT
+ * registers, not REP·8 (with a run-time count the GQA-8 kernel took 128 registers: 4 resident
+ * blocks per SM where the split count assumes 8). */
+template <int REP, int DPT>
+__global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int nkv, int hd,
                                                         const int *pos_p, int window, int splits,
                                                         int64_t ctx_cap, const float *scores,
                                                         const float *smax, const float *ssum, float *pacc,
@@ -227,12 +229,12 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
     }
   }
   int64_t kvd = (int64_t)nkv * hd;
-  int d0 = threadIdx.x * dpt, active = d0 < hd;
-  float acc[REP][8];
+  int d0 = threadIdx.x * DPT, active = d0 < hd;
+  float acc[REP][DPT];
 #pragma unroll
   for (int r = 0; r < REP; r++)
 #pragma unroll
-    for (int i = 0; i < 8; i++) acc[r][i] = 0.0f;
+    for (int i = 0; i < DPT; i++) acc[r][i] = 0.0f;
   for (int t0 = lo; t0 < hi; t0 += PV_TILE) {
     int n = hi - t0 < PV_TILE ? hi - t0 : PV_TILE;
     __syncthreads(); /* gm/ginv written; the previous tile consumed */
@@ -248,12 +250,12 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
     constexpr int KPI = REP <= 2 ? 8 : REP <= 8 ? 4 : 2;
     int jj = 0;
     for (; jj + KPI <= n; jj += KPI) {
-      float v[KPI][8];
+      float v[KPI][DPT];
 #pragma unroll
       for (int u = 0; u < KPI; u++) {
         int j = t0 + jj + u;
         int64_t slot = window > 0 ? j % window : j;
-        load_n(vc + slot * kvd + (int64_t)g * hd + d0, dpt, v[u]);
+        load_n(vc + slot * kvd + (int64_t)g * hd + d0, DPT, v[u]);
       }
 #pragma unroll
       for (int u = 0; u < KPI; u++)
@@ -261,21 +263,19 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
         for (int r = 0; r < REP; r++) {
           float p = ps[r][jj + u];
 #pragma unroll
-          for (int i = 0; i < 8; i++)
-            if (i < dpt) acc[r][i] = fmaf(p, v[u][i], acc[r][i]);
+          for (int i = 0; i < DPT; i++) acc[r][i] = fmaf(p, v[u][i], acc[r][i]);
         }
     }
     for (; jj < n; jj++) {
       int j = t0 + jj;
       int64_t slot = window > 0 ? j % window : j;
-      float v[8];
-      load_n(vc + slot * kvd + (int64_t)g * hd + d0, dpt, v);
+      float v[DPT];
+      load_n(vc + slot * kvd + (int64_t)g * hd + d0, DPT, v);
 #pragma unroll
       for (int r = 0; r < REP; r++) {
         float p = ps[r][jj];
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-          if (i < dpt) acc[r][i] = fmaf(p, v[i], acc[r][i]);
+        for (int i = 0; i < DPT; i++) acc[r][i] = fmaf(p, v[i], acc[r][i]);
       }
     }
   }
@@ -284,8 +284,7 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
     for (int r = 0; r < REP; r++) {
       float *dst = pacc + ((int64_t)(g * REP + r) * splits + s) * hd + d0;
 #pragma unroll
-      for (int i = 0; i < 8; i++)
-        if (i < dpt) dst[i] = acc[r][i];
+      for (int i = 0; i < DPT; i++) dst[i] = acc[r][i];
     }
   if (splits > AT_LAST_BLOCK_SPLITS) return; /* combine_kernel reduces the splits */
   __threadfence();
@@ -321,8 +320,11 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
   cudaError_t e = ck_launch(scores_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, nkv, hd, scale, pos,
                             window, splits, ctx_cap, scores, smax, ssum);
   if (e) return e;
-  e = ck_launch(pv_kernel<REP>, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, dpt, pos, window, splits,
-                ctx_cap, scores, smax, ssum, pacc, count, att);
+  void (*pv)(const uint16_t *, int, int, const int *, int, int, int64_t, const float *, const float *,
+             const float *, float *, unsigned *, uint16_t *) =
+      dpt == 1 ? pv_kernel<REP, 1> : dpt == 2 ? pv_kernel<REP, 2> : dpt == 4 ? pv_kernel<REP, 4> : pv_kernel<REP, 8>;
+  e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, pos, window, splits, ctx_cap, scores, smax,
+                ssum, pacc, count, att);
   if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;
   return ck_launch(combine_kernel, dim3(nkv * REP, (hd + AT_THREADS - 1) / AT_THREADS), AT_THREADS, 0, st, pacc,
                    splits, hd, att);
