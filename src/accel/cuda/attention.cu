@@ -364,10 +364,10 @@ extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *
 
 template <int REP>
 __global__ void __launch_bounds__(AT_THREADS) onepass_kernel(const float *q, const uint16_t *kc, const uint16_t *vc,
-                                                             int nkv, int hd, int dpt, float scale, const int *pos_p,
+                                                             int nkv, int hd, float scale, const int *pos_p,
                                                              int window, int splits, float *smax, float *ssum,
                                                              float *pacc) {
-  constexpr int DPT_MAX = OP_DPT(REP), OP_HPW = (REP + OP_WARPS - 1) / OP_WARPS; /* heads per warp */
+  constexpr int DPT = OP_DPT(REP), OP_HPW = (REP + OP_WARPS - 1) / OP_WARPS; /* heads per warp */
   ck_pdl_enter();
   CK_DYNAMIC_SHARED(float4, dyn4); /* q as [REP][hd]; at the end the key groups' sums */
   float *qs = (float *)dyn4;
@@ -382,14 +382,14 @@ __global__ void __launch_bounds__(AT_THREADS) onepass_kernel(const float *q, con
   }
   const int64_t kvd = (int64_t)nkv * hd;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5, nch = (hd + 255) / 256;
-  /* V: T threads cover a key's hd dims (dpt each); G key groups take the tile's keys in turn */
-  const int T = hd / dpt, G = (int)blockDim.x / T, kg = threadIdx.x / T, d0 = (threadIdx.x % T) * dpt;
+  /* V: T threads cover a key's hd dims (DPT each); G key groups take the tile's keys in turn */
+  const int T = hd / DPT, G = (int)blockDim.x / T, kg = threadIdx.x / T, d0 = (threadIdx.x % T) * DPT;
   const bool vact = kg < G;
-  float acc[REP][DPT_MAX];
+  float acc[REP][DPT];
 #pragma unroll
   for (int r = 0; r < REP; r++)
 #pragma unroll
-    for (int i = 0; i < DPT_MAX; i++) acc[r][i] = 0.0f;
+    for (int i = 0; i < DPT; i++) acc[r][i] = 0.0f;
   /* the running max and sum of head r = warp + k·OP_WARPS, held by that warp's lanes */
   float m_runs[OP_HPW], l_runs[OP_HPW];
 #pragma unroll
@@ -439,34 +439,32 @@ __global__ void __launch_bounds__(AT_THREADS) onepass_kernel(const float *q, con
       for (int r = 0; r < REP; r++) {
         const float a = alpha[r];
 #pragma unroll
-        for (int i = 0; i < DPT_MAX; i++) acc[r][i] *= a;
+        for (int i = 0; i < DPT; i++) acc[r][i] *= a;
       }
       int jj = kg;
       for (; jj + G < n; jj += 2 * G) {
-        float v0[8], v1[8];
+        float v0[DPT], v1[DPT];
         int j = t0 + jj, j1 = j + G;
         int64_t s0 = window > 0 ? j % window : j, s1 = window > 0 ? j1 % window : j1;
-        load_n(vc + s0 * kvd + (int64_t)g * hd + d0, dpt, v0);
-        load_n(vc + s1 * kvd + (int64_t)g * hd + d0, dpt, v1);
+        load_n(vc + s0 * kvd + (int64_t)g * hd + d0, DPT, v0);
+        load_n(vc + s1 * kvd + (int64_t)g * hd + d0, DPT, v1);
 #pragma unroll
         for (int r = 0; r < REP; r++) {
           const float p0 = ps[r][jj], p1 = ps[r][jj + G];
 #pragma unroll
-          for (int i = 0; i < DPT_MAX; i++)
-            if (i < dpt) acc[r][i] = fmaf(p1, v1[i], fmaf(p0, v0[i], acc[r][i]));
+          for (int i = 0; i < DPT; i++) acc[r][i] = fmaf(p1, v1[i], fmaf(p0, v0[i], acc[r][i]));
         }
       }
       if (jj < n) {
-        float v0[8];
+        float v0[DPT];
         int j = t0 + jj;
         int64_t s0 = window > 0 ? j % window : j;
-        load_n(vc + s0 * kvd + (int64_t)g * hd + d0, dpt, v0);
+        load_n(vc + s0 * kvd + (int64_t)g * hd + d0, DPT, v0);
 #pragma unroll
         for (int r = 0; r < REP; r++) {
           const float p0 = ps[r][jj];
 #pragma unroll
-          for (int i = 0; i < DPT_MAX; i++)
-            if (i < dpt) acc[r][i] = fmaf(p0, v0[i], acc[r][i]);
+          for (int i = 0; i < DPT; i++) acc[r][i] = fmaf(p0, v0[i], acc[r][i]);
         }
       }
     }
@@ -478,8 +476,7 @@ __global__ void __launch_bounds__(AT_THREADS) onepass_kernel(const float *q, con
 #pragma unroll
     for (int r = 0; r < REP; r++)
 #pragma unroll
-      for (int i = 0; i < DPT_MAX; i++)
-        if (i < dpt) red[((int64_t)kg * REP + r) * hd + d0 + i] = acc[r][i];
+      for (int i = 0; i < DPT; i++) red[((int64_t)kg * REP + r) * hd + d0 + i] = acc[r][i];
   __syncthreads();
   for (int idx = threadIdx.x; idx < REP * hd; idx += blockDim.x) {
     const int r = idx / hd, d = idx - r * hd;
@@ -527,7 +524,7 @@ static cudaError_t launch_onepass(const float *q, const uint16_t *kc, const uint
   const int G = AT_THREADS / (hd / dpt);
   const size_t smem = (size_t)(G > 1 ? G : 1) * REP * hd * sizeof(float);
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
-  cudaError_t e = ck_launch(onepass_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, vc, nkv, hd, dpt,
+  cudaError_t e = ck_launch(onepass_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, vc, nkv, hd,
                             scale, pos, window, splits, smax, ssum, pacc);
   if (e) return e;
   return ck_launch(onepass_combine_kernel, dim3(nkv * REP, (hd + AT_THREADS - 1) / AT_THREADS), AT_THREADS, 0, st,
