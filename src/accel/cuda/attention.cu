@@ -151,18 +151,24 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
     }
   }
   __syncthreads(); /* the block's own score writes are visible to the whole block */
+  /* every head's max, then its Σ exp(s − max), each as one block reduction would give it (the
+   * REP reductions share their barriers) */
+  block_max_n<REP>(mx);
+  float sum[REP];
 #pragma unroll
   for (int r = 0; r < REP; r++) {
-    float m = block_max(mx[r]), sum = 0.0f;
     const float *sc = scores + (int64_t)(g * REP + r) * ctx_cap;
-    if (m > -INFINITY)
-      for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) sum += expf(__fsub_rn(sc[j], m));
-    sum = block_sum(sum);
-    if (threadIdx.x == 0) {
-      smax[(g * REP + r) * splits + s] = m;
-      ssum[(g * REP + r) * splits + s] = sum;
-    }
+    sum[r] = 0.0f;
+    if (mx[r] > -INFINITY)
+      for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) sum[r] += expf(__fsub_rn(sc[j], mx[r]));
   }
+  block_sum_n<REP>(sum);
+  if (threadIdx.x == 0)
+#pragma unroll
+    for (int r = 0; r < REP; r++) {
+      smax[(g * REP + r) * splits + s] = mx[r];
+      ssum[(g * REP + r) * splits + s] = sum[r];
+    }
 }
 
 __device__ __forceinline__ float warp_max(float v) {

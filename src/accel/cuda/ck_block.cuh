@@ -20,7 +20,7 @@
 static __device__ __forceinline__ float rb(float x) { return ck_bf16_to_f32(ck_f32_to_bf16(x)); }
 
 /* Sum over the block (blockDim.x a multiple of 32, ≤ 1024); every thread gets the result. */
-static __device__ float block_sum(float v) {
+static __device__ inline float block_sum(float v) {
   __shared__ float part[32];
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   int w = threadIdx.x >> 5, l = threadIdx.x & 31;
@@ -33,7 +33,7 @@ static __device__ float block_sum(float v) {
 }
 
 /* Max over the block (same shape rules as block_sum). */
-static __device__ float block_max(float v) {
+static __device__ inline float block_max(float v) {
   __shared__ float part[32];
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   int w = threadIdx.x >> 5, l = threadIdx.x & 31;
@@ -43,6 +43,47 @@ static __device__ float block_max(float v) {
   v = l < (int)(blockDim.x >> 5) ? part[l] : -INFINITY;
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+
+/* N block sums at once (two barriers instead of 2·N): v[i] becomes block_sum(v[i]) — the same
+ * additions in the same order, so the same bits. */
+template <int N>
+static __device__ void block_sum_n(float (&v)[N]) {
+  __shared__ float part[N][32];
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    for (int o = 16; o > 0; o >>= 1) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
+  __syncthreads();
+  if (l == 0)
+#pragma unroll
+    for (int i = 0; i < N; i++) part[i][w] = v[i];
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < N; i++) {
+    v[i] = l < nw ? part[i][l] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
+  }
+}
+
+/* N block maxima at once, as block_sum_n. */
+template <int N>
+static __device__ void block_max_n(float (&v)[N]) {
+  __shared__ float part[N][32];
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    for (int o = 16; o > 0; o >>= 1) v[i] = fmaxf(v[i], __shfl_xor_sync(0xffffffffu, v[i], o));
+  __syncthreads();
+  if (l == 0)
+#pragma unroll
+    for (int i = 0; i < N; i++) part[i][w] = v[i];
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < N; i++) {
+    v[i] = l < nw ? part[i][l] : -INFINITY;
+    for (int o = 16; o > 0; o >>= 1) v[i] = fmaxf(v[i], __shfl_xor_sync(0xffffffffu, v[i], o));
+  }
 }
 
 /* RoPE of one head held in shared memory sv[hd] at position fpos: each live frequency
