@@ -33,7 +33,8 @@
 #      tg128 at depths ONEPASS_DEPTHS (default 0,4096,32768) without and with it.
 #   ab (not in the default list): tg128 at depths AB_DEPTHS (default 0), 2 repetitions, for
 #      each setting in AB_CONFIGS (VAR=V[,VAR=V...] per setting, e.g. "MLXRT_QMV_VARIANT=0
-#      MLXRT_QMV_VARIANT=6 MLXRT_QMV_VARIANT=0"): alternating A/B runs in one build.
+#      MLXRT_QMV_VARIANT=6 MLXRT_QMV_VARIANT=0"): alternating A/B runs in one build; then the
+#      tiny fixtures against the CPU reference with the last setting.
 #   timeline (not in the default list): the in-graph timeline (MLXRT_CUDA_TIMELINE=1: each
 #      kernel's share of the step as the graph with programmatic dependent launches runs it)
 #      of tg at depths TL_DEPTHS (default "0 32768"), 64 steps per depth.
@@ -180,11 +181,17 @@ fi
 if has ab; then
   synth31 "$SYN/s31"
   n=0
+  last=""
   for c in ${AB_CONFIGS:-}; do
     n=$((n + 1))
     stamp "bench tg128 at depths ${AB_DEPTHS:-0}, ${c//,/ }"
     tg_depths "bench31_ab$n.log" "${AB_DEPTHS:-0}" 2 ${c//,/ }
+    last=$c
   done
+  if [ -n "$last" ]; then
+    stamp "tiny fixtures with ${last//,/ }"
+    tiny_check tiny_ab.log ${last//,/ }
+  fi
 fi
 if has timeline; then
   synth31 "$SYN/s31"

@@ -127,11 +127,18 @@ static int run_case(const Case &c, bool onepass) {
   std::vector<unsigned> count((size_t)c.nkv, 0u);
   std::vector<uint16_t> att((size_t)nq * hd, 0xffff);
   int pos = c.pos;
+  /* the x-prep maxima (every other case): amax[0] = max |att|, the rest of the namax zeroed,
+   * what lies beyond untouched */
+  const bool with_amax = (c.pos + c.splits) % 2 == 0;
+  const int namax = (nq * hd + 2047) / 2048;
+  std::vector<float> amax((size_t)namax + 2, 123.0f);
+  float *am = with_amax ? amax.data() : NULL;
   int rc = onepass ? dk_attention_onepass(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window,
-                                             c.splits, smax.data(), ssum.data(), pacc.data(), att.data(), NULL)
+                                             c.splits, smax.data(), ssum.data(), pacc.data(), att.data(), am, namax,
+                                             NULL)
                      : dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits,
                                     cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(),
-                                    att.data(), NULL);
+                                    att.data(), am, namax, NULL);
   if (rc) {
     printf("FAIL launch rc=%d\n", rc);
     return 1;
@@ -150,6 +157,16 @@ static int run_case(const Case &c, bool onepass) {
       double e = fabs((double)got - ref[d]);
       if (c.structure ? got != ref[d] : e > 0.01 * mx + 1e-30) bad = 1;
       if (mx > 0) worst = fmax(worst, e / mx);
+    }
+  }
+  if (with_amax) {
+    float mx = 0;
+    for (uint16_t b : att) mx = fmaxf(mx, fabsf(fromb(b)));
+    bool ok = amax[0] == mx && amax[(size_t)namax] == 123.0f && amax[(size_t)namax + 1] == 123.0f;
+    for (int i = 1; i < namax; i++) ok = ok && amax[(size_t)i] == 0.0f;
+    if (!ok) {
+      printf("FAIL x-prep maxima: amax[0] %g against max |att| %g (namax %d)\n", amax[0], mx, namax);
+      bad = 1;
     }
   }
   printf("%s %s rep %2d nkv %d hd %4d window %4d pos %5d splits %3d %-9s worst %.2e\n", bad ? "FAIL" : "ok  ",

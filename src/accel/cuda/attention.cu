@@ -63,6 +63,20 @@ __device__ __forceinline__ void load_n(const uint16_t *p, int dpt, float *f) {
   }
 }
 
+/* The x-prep maxima (dk_attention's amax): the first kernel zeroes them, after its wait (the
+ * previous product's prep has read them by then)... */
+__device__ __forceinline__ void amax_zero(float *amax, int namax) {
+  if (amax && blockIdx.x == 0 && blockIdx.y == 0)
+    for (int i = threadIdx.x; i < namax; i += blockDim.x) amax[i] = 0.0f;
+}
+/* ... and each block writing att adds its max |value| (every thread calls; NaN is skipped, as
+ * fmaxf skips it in the prep's max pass). Non-negative floats order as their bits. */
+__device__ __forceinline__ void amax_add(float *amax, float v) {
+  if (!amax) return;
+  float m = block_max(v == v ? fabsf(v) : 0.0f);
+  if (threadIdx.x == 0 && m > 0.0f) atomicMax(reinterpret_cast<unsigned *>(amax), __float_as_uint(m));
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -104,8 +118,9 @@ template <int REP>
 __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
                                                             float scale, const int *pos_p, int window,
                                                             int splits, int64_t ctx_cap, float *scores,
-                                                            float *smax, float *ssum) {
+                                                            float *smax, float *ssum, float *amax, int namax) {
   ck_pdl_enter();
+  amax_zero(amax, namax);
   CK_DYNAMIC_SHARED(float4, qs4); /* [REP][hd] floats */
   float *qs = (float *)qs4;
   int g = blockIdx.x, s = blockIdx.y;
@@ -208,7 +223,7 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
                                                         const int *pos_p, int window, int splits,
                                                         int64_t ctx_cap, const float *scores,
                                                         const float *smax, const float *ssum, float *pacc,
-                                                        unsigned *count, uint16_t *att) {
+                                                        unsigned *count, uint16_t *att, float *amax) {
   ck_pdl_enter();
   __shared__ float ps[REP][PV_TILE];
   __shared__ float gm[REP], ginv[REP];
@@ -299,10 +314,14 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
   __syncthreads();
   if (!last) return;
   __threadfence();
+  float vmax = 0.0f;
   for (int i = threadIdx.x; i < REP * hd; i += blockDim.x) {
     int r = i / hd, d = i - r * hd, h = g * REP + r;
-    att[(int64_t)h * hd + d] = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, splits, hd));
+    const uint16_t b = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, splits, hd));
+    att[(int64_t)h * hd + d] = b;
+    vmax = fmaxf(vmax, fabsf(ck_bf16_to_f32(b)));
   }
+  amax_add(amax, vmax);
   if (threadIdx.x == 0) count[g] = 0;
 }
 
@@ -310,45 +329,52 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
  * many splits (full layers at long contexts) the last block of a KV head would read
  * rep · splits · hd partials alone — latency-bound at ~1 ms per token at depth 32768 over the
  * 31B's ten full layers — so the reduction gets a kernel of its own, same sums, same bits. */
-__global__ void __launch_bounds__(AT_THREADS) combine_kernel(const float *pacc, int splits, int hd, uint16_t *att) {
+__global__ void __launch_bounds__(AT_THREADS) combine_kernel(const float *pacc, int splits, int hd, uint16_t *att,
+                                                             float *amax) {
   ck_pdl_enter();
   const int h = blockIdx.x, d = blockIdx.y * AT_THREADS + threadIdx.x;
-  if (d < hd) att[(int64_t)h * hd + d] = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, splits, hd));
+  float v = 0.0f;
+  if (d < hd) {
+    const uint16_t b = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, splits, hd));
+    att[(int64_t)h * hd + d] = b;
+    v = ck_bf16_to_f32(b);
+  }
+  amax_add(amax, v);
 }
 
 template <int REP>
 static cudaError_t launch_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
                                     float scale, const int *pos, int window, int splits, int64_t ctx_cap,
                                     float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
-                                    uint16_t *att, cudaStream_t st) {
+                                    uint16_t *att, float *amax, int namax, cudaStream_t st) {
   size_t smem = (size_t)REP * hd * sizeof(float);
   int dpt = hd <= AT_THREADS ? 1 : hd <= 2 * AT_THREADS ? 2 : hd <= 4 * AT_THREADS ? 4 : 8;
   cudaError_t e = ck_launch(scores_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, nkv, hd, scale, pos,
-                            window, splits, ctx_cap, scores, smax, ssum);
+                            window, splits, ctx_cap, scores, smax, ssum, amax, namax);
   if (e) return e;
   void (*pv)(const uint16_t *, int, int, const int *, int, int, int64_t, const float *, const float *,
-             const float *, float *, unsigned *, uint16_t *) =
+             const float *, float *, unsigned *, uint16_t *, float *) =
       dpt == 1 ? pv_kernel<REP, 1> : dpt == 2 ? pv_kernel<REP, 2> : dpt == 4 ? pv_kernel<REP, 4> : pv_kernel<REP, 8>;
   e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, pos, window, splits, ctx_cap, scores, smax,
-                ssum, pacc, count, att);
+                ssum, pacc, count, att, amax);
   if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;
   return ck_launch(combine_kernel, dim3(nkv * REP, (hd + AT_THREADS - 1) / AT_THREADS), AT_THREADS, 0, st, pacc,
-                   splits, hd, att);
+                   splits, hd, att, amax);
 }
 
 extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
                             float scale, const int *pos, int window, int splits, int64_t ctx_cap,
                             float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
-                            uint16_t *att, void *stream) {
+                            uint16_t *att, float *amax, int namax, void *stream) {
   if (nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD || (size_t)nq / nkv * hd * sizeof(float) > 48 * 1024)
     return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
   switch (nq / nkv) {
-  case 1: return (int)launch_attention<1>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, st);
-  case 2: return (int)launch_attention<2>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, st);
-  case 4: return (int)launch_attention<4>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, st);
-  case 8: return (int)launch_attention<8>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, st);
-  case 16: return (int)launch_attention<16>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, st);
+  case 1: return (int)launch_attention<1>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
+  case 2: return (int)launch_attention<2>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
+  case 4: return (int)launch_attention<4>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
+  case 8: return (int)launch_attention<8>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
+  case 16: return (int)launch_attention<16>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
   default: return (int)cudaErrorInvalidValue;
   }
 }
@@ -372,9 +398,10 @@ template <int REP>
 __global__ void __launch_bounds__(AT_THREADS) onepass_kernel(const float *q, const uint16_t *kc, const uint16_t *vc,
                                                              int nkv, int hd, float scale, const int *pos_p,
                                                              int window, int splits, float *smax, float *ssum,
-                                                             float *pacc) {
+                                                             float *pacc, float *amax, int namax) {
   constexpr int DPT = OP_DPT(REP), OP_HPW = (REP + OP_WARPS - 1) / OP_WARPS; /* heads per warp */
   ck_pdl_enter();
+  amax_zero(amax, namax);
   CK_DYNAMIC_SHARED(float4, dyn4); /* q as [REP][hd]; at the end the key groups' sums */
   float *qs = (float *)dyn4;
   __shared__ float ps[REP][OP_TILE], alpha[REP];
@@ -504,37 +531,42 @@ __global__ void __launch_bounds__(AT_THREADS) onepass_kernel(const float *q, con
  * the splits in order; empty splits (m_s = −∞) weigh nothing. */
 __global__ void __launch_bounds__(AT_THREADS) onepass_combine_kernel(const float *smax, const float *ssum,
                                                                      const float *pacc, int splits, int hd,
-                                                                     uint16_t *att) {
+                                                                     uint16_t *att, float *amax) {
   ck_pdl_enter();
   const int h = blockIdx.x, d = blockIdx.y * AT_THREADS + threadIdx.x;
-  if (d >= hd) return;
-  float M = -INFINITY;
-  for (int k = 0; k < splits; k++) M = fmaxf(M, smax[h * splits + k]);
-  float num = 0.0f, den = 0.0f;
-  for (int k = 0; k < splits; k++) {
-    const float ms = smax[h * splits + k];
-    if (ms == -INFINITY) continue;
-    const float w = expf(__fsub_rn(ms, M));
-    den = fmaf(w, ssum[h * splits + k], den);
-    num = fmaf(w, __ldcg(pacc + ((int64_t)h * splits + k) * hd + d), num);
+  float out = 0.0f;
+  if (d < hd) {
+    float M = -INFINITY;
+    for (int k = 0; k < splits; k++) M = fmaxf(M, smax[h * splits + k]);
+    float num = 0.0f, den = 0.0f;
+    for (int k = 0; k < splits; k++) {
+      const float ms = smax[h * splits + k];
+      if (ms == -INFINITY) continue;
+      const float w = expf(__fsub_rn(ms, M));
+      den = fmaf(w, ssum[h * splits + k], den);
+      num = fmaf(w, __ldcg(pacc + ((int64_t)h * splits + k) * hd + d), num);
+    }
+    const uint16_t b = ck_f32_to_bf16(__fdiv_rn(num, den));
+    att[(int64_t)h * hd + d] = b;
+    out = ck_bf16_to_f32(b);
   }
-  att[(int64_t)h * hd + d] = ck_f32_to_bf16(__fdiv_rn(num, den));
+  amax_add(amax, out);
 }
 
 template <int REP>
 static cudaError_t launch_onepass(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                   const int *pos, int window, int splits, float *smax, float *ssum, float *pacc,
-                                  uint16_t *att, cudaStream_t st) {
+                                  uint16_t *att, float *amax, int namax, cudaStream_t st) {
   const int dpt = OP_DPT(REP); /* every dim owned by one thread: hd ≤ 128·dpt */
   if (hd % dpt || hd / dpt > AT_THREADS) return cudaErrorInvalidValue;
   const int G = AT_THREADS / (hd / dpt);
   const size_t smem = (size_t)(G > 1 ? G : 1) * REP * hd * sizeof(float);
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
   cudaError_t e = ck_launch(onepass_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, vc, nkv, hd,
-                            scale, pos, window, splits, smax, ssum, pacc);
+                            scale, pos, window, splits, smax, ssum, pacc, amax, namax);
   if (e) return e;
   return ck_launch(onepass_combine_kernel, dim3(nkv * REP, (hd + AT_THREADS - 1) / AT_THREADS), AT_THREADS, 0, st,
-                   smax, ssum, pacc, splits, hd, att);
+                   smax, ssum, pacc, splits, hd, att, amax);
 }
 
 extern "C" int dk_attention_onepass_supports(int rep, int hd) {
@@ -543,15 +575,15 @@ extern "C" int dk_attention_onepass_supports(int rep, int hd) {
 
 extern "C" int dk_attention_onepass(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
                                     float scale, const int *pos, int window, int splits, float *smax, float *ssum,
-                                    float *pacc, uint16_t *att, void *stream) {
+                                    float *pacc, uint16_t *att, float *amax, int namax, void *stream) {
   if (nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD) return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
   switch (nq / nkv) {
-  case 1: return (int)launch_onepass<1>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, st);
-  case 2: return (int)launch_onepass<2>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, st);
-  case 4: return (int)launch_onepass<4>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, st);
-  case 8: return (int)launch_onepass<8>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, st);
-  case 16: return (int)launch_onepass<16>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, st);
+  case 1: return (int)launch_onepass<1>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, amax, namax, st);
+  case 2: return (int)launch_onepass<2>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, amax, namax, st);
+  case 4: return (int)launch_onepass<4>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, amax, namax, st);
+  case 8: return (int)launch_onepass<8>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, amax, namax, st);
+  case 16: return (int)launch_onepass<16>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, amax, namax, st);
   default: return (int)cudaErrorInvalidValue;
   }
 }

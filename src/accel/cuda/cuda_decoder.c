@@ -85,6 +85,7 @@ struct accel_decoder {
   int use_pdl; /* kernels overlap their predecessor's tail (MLXRT_CUDA_PDL=0: off) */
   int attn_onepass; /* MLXRT_ATTN_ONEPASS=1: the one-pass decode attention (an experiment) */
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
+  int attn_xmax;    /* MLXRT_ATTN_XMAX=1: the attention writes o's x-prep maxima (no max pass) */
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
   struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
 };
@@ -304,7 +305,10 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   int split_keys, split_blocks, max_splits_knob;
   /* MLXRT_ATTN_ONEPASS=1: one pass over K and V with an online softmax (attention.cu; p not
    * rounded as the reference path rounds it: an experiment, off by default) */
-  if (env_knob("MLXRT_ATTN_ONEPASS", 0, 0, 1, &D->attn_onepass, err) ||
+  /* an experiment, off until measured: the attention's last kernel writes the maxima o's x prep
+   * needs (the same values; one launch fewer per layer) */
+  if (env_knob("MLXRT_ATTN_XMAX", 0, 0, 1, &D->attn_xmax, err) ||
+      env_knob("MLXRT_ATTN_ONEPASS", 0, 0, 1, &D->attn_onepass, err) ||
       env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &split_keys, err) ||
       env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
       env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err))
@@ -456,6 +460,8 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     const float *next_norm = last ? D->final_norm : D->ly[i + 1].norms;
     const char *const *lb = l->sliding ? lab_sliding : lab_full;
     const dec_mv *next_mv = last ? &D->head : &D->ly[i + 1].qkv; /* what the FFN residual's norm feeds */
+    float *amax = D->attn_xmax ? D->pmax : NULL; /* o's x-prep maxima, from the attention */
+    const int namax = (int)(((int64_t)nq * y->hd + pb - 1) / pb);
     if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
         cprof_mark(P, lb[1], err) ||
         rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
@@ -465,12 +471,12 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
         cprof_mark(P, lb[2], err) ||
         rt_status(D->attn_onepass
                       ? dk_attention_onepass(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                             y->splits, D->smax, D->ssum, D->pacc, D->attb, st)
+                                             y->splits, D->smax, D->ssum, D->pacc, D->attb, amax, namax, st)
                       : dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
                                      y->splits, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
-                                     D->attb, st),
+                                     D->attb, amax, namax, st),
                   "attention", err) ||
-        cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, XP_FULL, err) ||
+        cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, amax ? XP_PREMAX : XP_FULL, err) ||
         cprof_mark(P, lb[4], err) ||
         rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
                                    pb, D->xp, D->xexp, y->gu.xmode, st),
