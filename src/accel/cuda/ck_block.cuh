@@ -45,15 +45,21 @@ static __device__ inline float block_max(float v) {
   return v;
 }
 
-/* N block sums at once (two barriers instead of 2·N): v[i] becomes block_sum(v[i]) — the same
- * additions in the same order, so the same bits. */
-template <int N>
-static __device__ void block_sum_n(float (&v)[N]) {
+/* N block reductions at once (two barriers instead of 2·N): v[i] becomes what block_sum /
+ * block_max give for it — the same operations in the same order, so the same bits. */
+struct ck_op_add {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct ck_op_max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+template <int N, typename Op>
+static __device__ void block_reduce_n(float (&v)[N], Op op, float identity) {
   __shared__ float part[N][32];
   int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
 #pragma unroll
   for (int i = 0; i < N; i++)
-    for (int o = 16; o > 0; o >>= 1) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
+    for (int o = 16; o > 0; o >>= 1) v[i] = op(v[i], __shfl_xor_sync(0xffffffffu, v[i], o));
   __syncthreads();
   if (l == 0)
 #pragma unroll
@@ -61,30 +67,12 @@ static __device__ void block_sum_n(float (&v)[N]) {
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < N; i++) {
-    v[i] = l < nw ? part[i][l] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
+    v[i] = l < nw ? part[i][l] : identity;
+    for (int o = 16; o > 0; o >>= 1) v[i] = op(v[i], __shfl_xor_sync(0xffffffffu, v[i], o));
   }
 }
-
-/* N block maxima at once, as block_sum_n. */
-template <int N>
-static __device__ void block_max_n(float (&v)[N]) {
-  __shared__ float part[N][32];
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
-#pragma unroll
-  for (int i = 0; i < N; i++)
-    for (int o = 16; o > 0; o >>= 1) v[i] = fmaxf(v[i], __shfl_xor_sync(0xffffffffu, v[i], o));
-  __syncthreads();
-  if (l == 0)
-#pragma unroll
-    for (int i = 0; i < N; i++) part[i][w] = v[i];
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < N; i++) {
-    v[i] = l < nw ? part[i][l] : -INFINITY;
-    for (int o = 16; o > 0; o >>= 1) v[i] = fmaxf(v[i], __shfl_xor_sync(0xffffffffu, v[i], o));
-  }
-}
+template <int N> static __device__ void block_sum_n(float (&v)[N]) { block_reduce_n(v, ck_op_add(), 0.0f); }
+template <int N> static __device__ void block_max_n(float (&v)[N]) { block_reduce_n(v, ck_op_max(), -INFINITY); }
 
 /* RoPE of one head held in shared memory sv[hd] at position fpos: each live frequency
  * (inv_freq[j] != 0; proportional partial RoPE leaves the rest) rotates its pair (rotate-half,
