@@ -158,10 +158,6 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t b
                ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(m))
                : "memory");
 }
-/* More bytes for the current phase, without an arrival (copies issued after the first). */
-__device__ __forceinline__ void mbar_expect_more(uint64_t *m, uint32_t bytes) {
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(m)), "r"(bytes) : "memory");
-}
 __device__ __forceinline__ void mbar_wait(uint64_t *m, uint32_t phase) {
   uint32_t done = 0;
   while (!done)
