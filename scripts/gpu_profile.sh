@@ -35,6 +35,9 @@
 #      each setting in AB_CONFIGS (VAR=V[,VAR=V...] per setting, e.g. "MLXRT_QMV_VARIANT=0
 #      MLXRT_QMV_VARIANT=6 MLXRT_QMV_VARIANT=0"): alternating A/B runs in one build; then the
 #      tiny fixtures against the CPU reference with the last setting.
+#   abrev (not in the default list): the same A/B against an earlier commit packed by
+#      scripts/pack_rev.sh (.gpu-carry/rev.tar.gz): built here too, then tg128 at depths
+#      AB_DEPTHS (default 0) alternating this tree's mlxrt and the earlier one's, twice each.
 #   timeline (not in the default list): the in-graph timeline (MLXRT_CUDA_TIMELINE=1: each
 #      kernel's share of the step as the graph with programmatic dependent launches runs it)
 #      of tg at depths TL_DEPTHS (default "0 32768"), 64 steps per depth.
@@ -85,11 +88,12 @@ tiny_check() {
   grep -E "FAIL" "$log" | head
 }
 # tg_depths LOG DEPTHS REPS [VAR=VALUE...]: `mlxrt bench` tg128 on the 60-layer 31B at DEPTHS
+# (with $MLXRT_BIN instead of this build's mlxrt when set)
 tg_depths() {
   local log="$OUT/$1" depths=$2 reps=$3
   shift 3
-  env "$@" MLXRT_DECODER=1 timeout 400 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 -d "$depths" \
-    -r "$reps" 2>&1 | tee "$log" | grep -E "tg128|hash"
+  env "$@" MLXRT_DECODER=1 timeout 400 "${MLXRT_BIN:-$BUILD/mlxrt}" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 \
+    -d "$depths" -r "$reps" 2>&1 | tee "$log" | grep -E "tg128|hash"
 }
 if has tiny; then
   stamp "tiny fixtures"
@@ -191,6 +195,28 @@ if has ab; then
   if [ -n "$last" ]; then
     stamp "tiny fixtures with ${last//,/ }"
     tiny_check tiny_ab.log ${last//,/ }
+  fi
+fi
+if has abrev; then
+  if [ ! -f .gpu-carry/rev.tar.gz ]; then
+    echo "abrev: no .gpu-carry/rev.tar.gz (run scripts/pack_rev.sh REV on the CPU machine)"
+    rc=1
+  else
+    REVSRC=/tmp/mlxrt-rev
+    rm -rf "$REVSRC" && mkdir -p "$REVSRC" && tar -xzf .gpu-carry/rev.tar.gz -C "$REVSRC"
+    ln -sfn "$ROOT/.debs" "$REVSRC/.debs"
+    stamp "build of the earlier commit $(cat .gpu-carry/rev.txt 2>/dev/null)"
+    if (cd "$REVSRC" && source scripts/gpu_build.sh && gpu_build "$REVSRC/build" "$OUT/build_rev.log" mlxrt mlxrt_cuda); then
+      synth31 "$SYN/s31"
+      for i in 1 2; do
+        stamp "bench tg128 at depths ${AB_DEPTHS:-0}: this tree"
+        tg_depths "bench31_abrev_new$i.log" "${AB_DEPTHS:-0}" 2
+        stamp "bench tg128 at depths ${AB_DEPTHS:-0}: $(cat .gpu-carry/rev.txt 2>/dev/null | cut -c1-12)"
+        MLXRT_BIN="$REVSRC/build/mlxrt" tg_depths "bench31_abrev_old$i.log" "${AB_DEPTHS:-0}" 2
+      done
+    else
+      rc=1
+    fi
   fi
 fi
 if has timeline; then
