@@ -85,7 +85,7 @@ struct accel_decoder {
   int use_pdl; /* kernels overlap their predecessor's tail (MLXRT_CUDA_PDL=0: off) */
   int attn_onepass; /* MLXRT_ATTN_ONEPASS=1: the one-pass decode attention (an experiment) */
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
-  int attn_xmax;    /* MLXRT_ATTN_XMAX=1: the attention writes o's x-prep maxima (no max pass) */
+  int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
   struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
 };
@@ -305,9 +305,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   int split_keys, split_blocks, max_splits_knob;
   /* MLXRT_ATTN_ONEPASS=1: one pass over K and V with an online softmax (attention.cu; p not
    * rounded as the reference path rounds it: an experiment, off by default) */
-  /* an experiment, off until measured: the attention's last kernel writes the maxima o's x prep
-   * needs (the same values; one launch fewer per layer) */
-  if (env_knob("MLXRT_ATTN_XMAX", 0, 0, 1, &D->attn_xmax, err) ||
+  /* the attention's last kernel writes the maxima o's x prep needs (the same values; one launch
+   * fewer per layer; tg128 +0.8 % in session 7, docs/PERF.md) */
+  if (env_knob("MLXRT_ATTN_XMAX", 1, 0, 1, &D->attn_xmax, err) ||
       env_knob("MLXRT_ATTN_ONEPASS", 0, 0, 1, &D->attn_onepass, err) ||
       env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &split_keys, err) ||
       env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||

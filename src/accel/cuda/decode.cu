@@ -94,17 +94,35 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
     residual_norm_kernel(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar,
                          float scalar, const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                          uint16_t *xp, int *xexp, int xmode) {
-  ck_pdl_enter();
   cg::cluster_group cl = cg::this_cluster();
   __shared__ float sums[2];
   __shared__ float wmax[RN_VPT][RN_BT / 32], kmax[RN_VPT];
   const int g = (int)cl.block_rank() * RN_BT + threadIdx.x, step = RN_CL * RN_BT;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float hv[RN_VPT];
+  /* The loads that do not depend on the predecessor are issued before its wait: this kernel
+   * runs while the next mat-vec's resident blocks stream their first weight stages, and a
+   * DRAM read queued behind them cost several us per dependent round trip (in-graph
+   * timeline, docs/PERF.md session 7). The norm weights never change. With y, the
+   * predecessor is the mat-vec writing y, and h was written by a kernel that completed
+   * before that mat-vec passed its own wait; without y (the input norm) the predecessor
+   * writes h, and when kernels trigger before they wait (ck_pdl_early_c) nothing earlier is
+   * known complete: then h is read after the wait. */
+  float wp[RN_VPT], wn[RN_VPT], hv[RN_VPT];
+  const int early = ck_pdl_early_c || !y;
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) {
     int i = g + k * step;
-    hv[k] = i < H ? h[i] : 0.0f;
+    wp[k] = y && i < H ? w_post[i] : 0.0f;
+    wn[k] = i < H ? w_next[i] : 0.0f;
+    hv[k] = !early && i < H ? h[i] : 0.0f;
+  }
+  ck_pdl_enter();
+  if (early) {
+#pragma unroll
+    for (int k = 0; k < RN_VPT; k++) {
+      int i = g + k * step;
+      hv[k] = i < H ? h[i] : 0.0f;
+    }
   }
   if (y) {
     float yv[RN_VPT], ss = 0.0f;
@@ -120,7 +138,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
     for (int k = 0; k < RN_VPT; k++) {
       int i = g + k * step;
       if (i >= H) continue;
-      float o = rb(__fmul_rn(rb(__fmul_rn(yv[k], r)), w_post[i]));
+      float o = rb(__fmul_rn(rb(__fmul_rn(yv[k], r)), wp[k]));
       float v = rb(__fadd_rn(hv[k], o));
       if (use_scalar) v = rb(__fmul_rn(v, scalar));
       hv[k] = v;
@@ -139,7 +157,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
     float m = 0.0f;
     ov[k] = 0;
     if (i < H) {
-      uint16_t o = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hv[k], r)), w_next[i]));
+      uint16_t o = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hv[k], r)), wn[k]));
       xb[i] = o;
       ov[k] = o;
       m = fabsf(ck_bf16_to_f32(o));
@@ -202,32 +220,67 @@ extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const f
                         use_scalar, scalar, w_next, xb, H, eps, pmax, pblock, xp, xexp, xmode);
 }
 
-/* One block per head: blocks [0, nq) are query heads, [nq, nq + nkv) key/value heads. */
-__global__ void __launch_bounds__(128) qkv_post_kernel(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v,
+/* One block per head: blocks [0, nq) are query heads, [nq, nq + nkv) key/value heads. A thread
+ * owns values threadIdx.x + k·QP_T (k < QP_V, so hd ≤ QP_T·QP_V) and rotation pairs likewise;
+ * the norm weights and rotation frequencies, which never change, are loaded before the wait
+ * for the q|k|v product (as in residual_norm_kernel). */
+#define QP_T 128
+#define QP_V 4
+__global__ void __launch_bounds__(QP_T) qkv_post_kernel(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v,
                                                        const float *qn, const float *kn,
                                                        const float *inv_freq, int trad, int v_norm,
                                                        float eps, const int *pos_p, int window,
                                                        float *q_out, uint16_t *kc, uint16_t *vc) {
-  ck_pdl_enter();
   extern __shared__ float sv[]; /* [hd] */
   int head = blockIdx.x, is_q = head < nq, kh = head - nq;
+  const float *w = is_q ? qn : kn;
+  float wv[QP_V], fr[QP_V / 2], yv[QP_V];
+#pragma unroll
+  for (int k = 0; k < QP_V; k++) {
+    int i = threadIdx.x + k * QP_T;
+    wv[k] = i < hd ? w[i] : 0.0f;
+  }
+#pragma unroll
+  for (int k = 0; k < QP_V / 2; k++) {
+    int j = threadIdx.x + k * QP_T;
+    fr[k] = j < hd / 2 ? inv_freq[j] : 0.0f;
+  }
+  ck_pdl_enter();
   int64_t kvd = (int64_t)nkv * hd;
   const float *src = is_q ? y + (int64_t)head * hd : y + (int64_t)nq * hd + (int64_t)kh * hd;
-  const float *w = is_q ? qn : kn;
   int pos = *pos_p;
   float fpos = (float)pos;
   /* rmsnorm with weight */
   float ss = 0.0f;
-  for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-    float v = rb(ysum(src + i, ks, kstride));
-    ss = fmaf(v, v, ss);
+#pragma unroll
+  for (int k = 0; k < QP_V; k++) {
+    int i = threadIdx.x + k * QP_T;
+    yv[k] = i < hd ? rb(ysum(src + i, ks, kstride)) : 0.0f;
+    ss = fmaf(yv[k], yv[k], ss);
   }
   ss = block_sum(ss);
   float r = 1.0f / sqrtf(ss / (float)hd + eps);
-  for (int i = threadIdx.x; i < hd; i += blockDim.x)
-    sv[i] = rb(__fmul_rn(rb(__fmul_rn(rb(ysum(src + i, ks, kstride)), r)), w[i]));
+#pragma unroll
+  for (int k = 0; k < QP_V; k++) {
+    int i = threadIdx.x + k * QP_T;
+    if (i < hd) sv[i] = rb(__fmul_rn(rb(__fmul_rn(yv[k], r)), wv[k]));
+  }
   __syncthreads();
-  rope_pairs(sv, hd, inv_freq, fpos, trad);
+  /* rotation of pair j: (j, j + hd/2), or (2j, 2j + 1) when traditional; a zero frequency
+   * leaves the pair as it is (proportional partial rotation) */
+  const int half = hd / 2;
+#pragma unroll
+  for (int k = 0; k < QP_V / 2; k++) {
+    int j = threadIdx.x + k * QP_T;
+    float f = fr[k];
+    if (j >= half || f == 0.0f) continue;
+    float ang = __fmul_rn(fpos, f);
+    float c = rb(cosf(ang)), sn = rb(sinf(ang));
+    int ia = trad ? 2 * j : j, ib = trad ? 2 * j + 1 : j + half;
+    float a = sv[ia], b = sv[ib];
+    sv[ia] = rb(__fsub_rn(rb(__fmul_rn(a, c)), rb(__fmul_rn(b, sn))));
+    sv[ib] = rb(__fadd_rn(rb(__fmul_rn(b, c)), rb(__fmul_rn(a, sn))));
+  }
   __syncthreads();
   if (is_q) {
     for (int i = threadIdx.x; i < hd; i += blockDim.x) q_out[(int64_t)head * hd + i] = sv[i];
@@ -258,7 +311,8 @@ extern "C" int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int 
                            const float *kn, const float *inv_freq, int traditional, int v_norm, float eps,
                            const int *pos, int window, float *q_out, uint16_t *kc, uint16_t *vc,
                            void *stream) {
-  return (int)ck_launch(qkv_post_kernel, nq + nkv, 128, (size_t)hd * sizeof(float), (cudaStream_t)stream, y, ks,
+  if (hd > QP_T * QP_V || hd % 2) return (int)cudaErrorInvalidValue;
+  return (int)ck_launch(qkv_post_kernel, nq + nkv, QP_T, (size_t)hd * sizeof(float), (cudaStream_t)stream, y, ks,
                         kstride, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
 }
 
