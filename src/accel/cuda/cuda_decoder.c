@@ -72,7 +72,7 @@ struct accel_decoder {
   int *xexp;
   float *scores, *smax, *ssum, *pacc, *part_v;
   int *part_i;
-  unsigned *counts; /* [n_heads] attention + [1] logits + [2] geglu's grid barrier */
+  unsigned *counts; /* [n_heads] attention + [1] logits */
   void *sk_state;   /* token selection on the device (sample.cu), zeroed once */
   /* pinned host staging */
   int32_t *h_toks;
@@ -410,8 +410,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   DALLOC(D->pacc, (int64_t)d->n_heads * max_splits * max_hd);
   DALLOC(D->part_v, nb);
   DALLOC(D->part_i, nb);
-  DALLOC(D->counts, d->n_heads + 3);
-  if (rt_memset(D->counts, 0, (size_t)(d->n_heads + 3) * sizeof(unsigned), D->stream, err)) goto fail;
+  DALLOC(D->counts, d->n_heads + 1);
+  if (rt_memset(D->counts, 0, (size_t)(d->n_heads + 1) * sizeof(unsigned), D->stream, err)) goto fail;
   if (d->vocab <= ACCEL_SAMPLE_MAX_VOCAB &&
       (rt_malloc(&D->sk_state, sk_state_bytes(), err) || rt_memset(D->sk_state, 0, sk_state_bytes(), D->stream, err)))
     goto fail;
@@ -483,10 +483,8 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
                   "attention residual", err) ||
         cprof_mark(P, lb[5], err) || run_mv(D, &y->gu, D->xb, D->y, y->gu.xmode ? XP_DONE : XP_PREMAX, err) ||
         cprof_mark(P, lb[6], err) ||
-        rt_status(dk_geglu(D->y, D->y + y->inter, y->gu.ks, y->gu.rows, D->gub, y->inter, D->pmax, pb, D->xp, D->xexp,
-                           y->down.xmode, D->counts + nq + 1, st),
-                  "geglu", err) ||
-        cprof_mark(P, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, y->down.xmode ? XP_DONE : XP_PREMAX, err) ||
+        rt_status(dk_geglu(D->y, D->y + y->inter, y->gu.ks, y->gu.rows, D->gub, y->inter, D->pmax, pb, st), "geglu", err) ||
+        cprof_mark(P, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, XP_PREMAX, err) ||
         cprof_mark(P, lb[8], err) ||
         rt_status(dk_residual_norm(D->y, y->down.ks, y->down.rows, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
                                    next_norm, D->xb, H, d->eps, D->pmax, pb, D->xp, D->xexp, next_mv->xmode, st),

@@ -70,13 +70,6 @@ extern "C" int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, v
   return (int)ck_launch(embed_scale_kernel, (H + 255) / 256, 256, 0, (cudaStream_t)stream, e, h, H, scale);
 }
 
-/* Where value i of a row goes in the mat-vec's fragment-ordered x (xfill_kernel's layout):
- * value kk of 32-k slice i/32 — half m = kk/16, pair t = (kk%8)/2, hi = kk%16/8, j = kk%2. */
-static __device__ __forceinline__ int64_t xp_index(int64_t i) {
-  const int kk = (int)(i & 31), rr = kk & 15;
-  return ((i >> 5) * 4 + ((rr & 7) >> 1)) * 8 + (kk >> 4) * 4 + (rr >> 3) * 2 + (rr & 1);
-}
-
 /* One row over a cluster of RN_CL blocks of RN_BT threads (one block alone was latency-bound
  * at ~16 us): thread g of the cluster owns values g, g + RN_CL·RN_BT, … (at most RN_VPT),
  * kept in registers between the passes. The row sums are reduced per block, then each block
@@ -208,8 +201,9 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
       for (int k = 0; k < RN_VPT; k++) {
         int i = g + k * step;
         if (i >= H) continue;
+        const int kk = i & 31, rr = kk & 15; /* value kk of 32-k slice i/32: m, hi, t, j */
         const uint16_t v = xmode == 2 ? ov[k] : ck_f32_to_f16(ldexpf(ck_bf16_to_f32(ov[k]), e));
-        xp[xp_index(i)] = v;
+        xp[((i >> 5) * 4 + ((rr & 7) >> 1)) * 8 + (kk >> 4) * 4 + (rr >> 3) * 2 + (rr & 1)] = v;
       }
     }
   }
@@ -333,79 +327,26 @@ __device__ __forceinline__ float gelu_approx(float x) {
   return rb(__fmul_rn(rb(__fmul_rn(0.5f, x)), rb(__fadd_rn(1.0f, th))));
 }
 
-/* One block per pblock values; block b also writes pmax[b] = max|out| over them. With xmode
- * (1: the down mat-vec reads fp16 x·2^e in fragment order, 2: bf16 x in fragment order) and
- * pmax, the blocks then meet at a grid barrier (bar[0] arrivals, bar[1] generation) and each
- * writes its own values of that prep — what xfill_kernel computes from pmax, bit for bit — so
- * the prep is not a launch of its own. Every block is resident by then: the next kernel is
- * launched only once all of them have passed their trigger, and nothing before them waits on
- * them. */
-#define GG_T 1024
-#define GG_V 2
-__global__ void __launch_bounds__(GG_T) geglu_kernel(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out,
-                                                     int64_t n, float *pmax, int pblock, uint16_t *xp, int *xexp,
-                                                     int xmode, unsigned *bar) {
+/* One block per pblock values; block b also writes pmax[b] = max|out| over them. */
+__global__ void geglu_kernel(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock) {
   ck_pdl_enter();
   int64_t b0 = (int64_t)blockIdx.x * pblock, end = b0 + pblock < n ? b0 + pblock : n;
   float m = 0.0f;
-  uint16_t ov[GG_V];
-#pragma unroll
-  for (int k = 0; k < GG_V; k++) {
-    int64_t i = b0 + threadIdx.x + (int64_t)k * GG_T;
-    ov[k] = 0;
-    if (i >= end) continue;
+  for (int64_t i = b0 + threadIdx.x; i < end; i += blockDim.x) {
     uint16_t o = ck_f32_to_bf16(__fmul_rn(gelu_approx(rb(ysum(g + i, ks, kstride))), rb(ysum(u + i, ks, kstride))));
     out[i] = o;
-    ov[k] = o;
     m = fmaxf(m, fabsf(ck_bf16_to_f32(o)));
   }
   if (!pmax) return;
   m = block_max(m);
-  if (!xmode) {
-    if (threadIdx.x == 0) pmax[blockIdx.x] = m;
-    return;
-  }
-  __shared__ int xe;
-  if (threadIdx.x == 0) {
-    volatile unsigned *vb = bar;
-    pmax[blockIdx.x] = m;
-    const unsigned gen = vb[1];
-    __threadfence();
-    if (atomicAdd(&bar[0], 1u) == gridDim.x - 1) {
-      bar[0] = 0; /* read again only by the next launch, after this one has completed */
-      __threadfence();
-      atomicAdd(&bar[1], 1u);
-    } else {
-      while (vb[1] == gen) __nanosleep(32);
-    }
-    __threadfence();
-    float mm = 0.0f;
-    for (unsigned b = 0; b < gridDim.x; b++) mm = fmaxf(mm, __ldcg(pmax + b));
-    int e = 0;
-    if (xmode == 1 && mm > 0.f && mm <= 3.0e38f) {
-      frexpf(mm, &e); /* mm < 2^e: scale by 2^(15-e) → max in [2^14, 2^15) */
-      e = 15 - e;
-    }
-    xe = e;
-    if (blockIdx.x == 0) *xexp = e;
-  }
-  __syncthreads();
-  const int e = xe;
-#pragma unroll
-  for (int k = 0; k < GG_V; k++) {
-    int64_t i = b0 + threadIdx.x + (int64_t)k * GG_T;
-    if (i >= end) continue;
-    xp[xp_index(i)] = xmode == 2 ? ov[k] : ck_f32_to_f16(ldexpf(ck_bf16_to_f32(ov[k]), e));
-  }
+  if (threadIdx.x == 0) pmax[blockIdx.x] = m;
 }
 
 extern "C" int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock,
-                        uint16_t *xp, int *xexp, int xmode, unsigned *bar, void *stream) {
-  if (pblock > GG_T * GG_V || xmode < 0 || xmode > 2 || (xmode && (!pmax || !xp || !xexp || !bar || n % 32)))
-    return (int)cudaErrorInvalidValue;
+                        void *stream) {
   int64_t blocks = (n + pblock - 1) / pblock;
-  return (int)ck_launch(geglu_kernel, (unsigned)blocks, GG_T, 0, (cudaStream_t)stream, g, u, ks, kstride, out, n, pmax,
-                        pblock, xp, xexp, xmode, bar);
+  return (int)ck_launch(geglu_kernel, (unsigned)blocks, 1024, 0, (cudaStream_t)stream, g, u, ks, kstride, out, n, pmax,
+                        pblock);
 }
 
 /* ---- logits: softcap, then argmax (lowest index on ties) by the last block to finish ---- */

@@ -35,12 +35,8 @@ int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_pos
 int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn, const float *kn,
                 const float *inv_freq, int traditional, int v_norm, float eps, const int *pos, int window,
                 float *q_out, uint16_t *kc, uint16_t *vc, void *stream);
-/* out[i] = bf16(gelu_approx(bf16 g[i]) · bf16 u[i]); when pmax, pmax[b] = max|out| per pblock.
- * xmode 1|2 (with pmax): also the next mat-vec's activation prep of out into xp / *xexp, as
- * dk_residual_norm's xmode writes it (n % 32 == 0); bar: two zeroed unsigneds, the launch's
- * grid barrier, reused by every launch. */
-int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock,
-             uint16_t *xp, int *xexp, int xmode, unsigned *bar, void *stream);
+/* out[i] = bf16(gelu_approx(bf16 g[i]) · bf16 u[i]); when pmax, pmax[b] = max|out| per pblock. */
+int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock, void *stream);
 /* logits = softcap(bf16 y) (cap 0 = none); *next = argmax (lowest index on ties). part_v /
  * part_i / count: dk_logits_scratch() entries, count zeroed once. */
 int dk_logits(const float *y, float *logits, int64_t V, float cap, float *part_v, int *part_i,
