@@ -82,6 +82,33 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+/* The warp-wide sums of NP values per lane (NP a power of two ≤ 32) at once: lane l gets the
+ * sum of value l / (32 / NP) — the same additions in the same tree as warp_sum on that value
+ * (the xor butterfly 16, 8, …, 1, each addition own + partner, which commutes), so the same
+ * bits, with NP − 1 + 5 − log2(NP) shuffles instead of 5·NP: at each of the first log2(NP)
+ * levels a lane keeps the half of its values that its partner gives away, and adds the
+ * partner's copy of them. */
+template <int NP>
+__device__ __forceinline__ float warp_transpose_sum(const float (&v)[NP], int lane) {
+  static_assert(NP >= 1 && NP <= 32 && (NP & (NP - 1)) == 0, "NP: a power of two up to 32");
+  float a[NP];
+#pragma unroll
+  for (int i = 0; i < NP; i++) a[i] = v[i];
+  int o = 16;
+#pragma unroll
+  for (int n = NP; n > 1; n >>= 1, o >>= 1) {
+    const bool up = (lane & o) != 0;
+#pragma unroll
+    for (int i = 0; i < n / 2; i++) {
+      const float keep = up ? a[n / 2 + i] : a[i], give = up ? a[i] : a[n / 2 + i];
+      a[i] = keep + __shfl_xor_sync(0xffffffffu, give, o);
+    }
+  }
+  float t = a[0];
+  for (; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+  return t;
+}
+
 /* This lane's share of the dot products of KPI keys (kp: their K rows of this KV head) with
  * the REP query heads in qs ([REP][hd] floats): the lane holds 8 consecutive dims of each
  * of the nch 256-dim chunks (one 16-byte load per key and chunk); warp_sum completes each. */
@@ -127,21 +154,36 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
   int pos = *pos_p, lo, hi;
   split_range(pos, window, splits, s, &lo, &hi);
   float bscale = rb(scale);
-  for (int i = threadIdx.x; i < REP * hd; i += blockDim.x) {
-    float v = q[(int64_t)g * REP * hd + i];
-    qs[i] = scale == 1.0f ? v : rb(__fmul_rn(v, bscale));
+  { /* the group's q rows (REP·hd floats, hd % 8 == 0) as float4s, several loads in flight per
+     * thread: 16 KB per block for GQA 8 at head dim 512, a chain of dependent round trips when
+     * loaded one float per iteration */
+    const float4 *q4 = reinterpret_cast<const float4 *>(q + (int64_t)g * REP * hd);
+    const int n4 = REP * hd / 4;
+#pragma unroll 8
+    for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+      float4 v = q4[i];
+      if (scale != 1.0f) {
+        v.x = rb(__fmul_rn(v.x, bscale));
+        v.y = rb(__fmul_rn(v.y, bscale));
+        v.z = rb(__fmul_rn(v.z, bscale));
+        v.w = rb(__fmul_rn(v.w, bscale));
+      }
+      qs4[i] = v;
+    }
   }
   __syncthreads();
   int64_t kvd = (int64_t)nkv * hd;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   int nch = (hd + 255) / 256;
-  float mx[REP];
-#pragma unroll
-  for (int r = 0; r < REP; r++) mx[r] = -INFINITY;
   /* KPI keys per warp and step, their loads issued before any is used (the loop is latency-
-   * bound: one step's loads and shuffle reductions overlap); each key's sum runs in the same
-   * order as one key at a time */
-  constexpr int KPI = REP <= 8 ? 4 : 2;
+   * bound: one step's loads and reductions overlap). The KPI·REP dot products are completed
+   * by one transposed warp reduction: lane l ends with pair p = l / (32 / NP) (key u = p / REP,
+   * head r = p % REP), each sum in the same order as one key at a time; the first lane of
+   * each pair writes its score, and each lane keeps the running max of its head's scores. */
+  constexpr int KPI = REP <= 8 ? 4 : 2, NP = KPI * REP;
+  const int pl = lane / (32 / NP), pu = pl / REP, pr = pl % REP, pw = (lane & (32 / NP - 1)) == 0;
+  float *prow = scores + (int64_t)(g * REP + pr) * ctx_cap;
+  float mxl = -INFINITY;
   for (int j = lo + KPI * warp; j < hi; j += KPI * nw) {
     const uint16_t *kp[KPI];
 #pragma unroll
@@ -150,21 +192,21 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
       int64_t sl = window > 0 ? jj % window : jj;
       kp[u] = kc + sl * kvd + (int64_t)g * hd;
     }
-    float dk[KPI][REP];
+    float dk[KPI][REP], flat[NP];
     key_dots<REP, KPI>(kp, qs, hd, nch, lane, dk);
 #pragma unroll
-    for (int r = 0; r < REP; r++) {
-      float *row = scores + (int64_t)(g * REP + r) * ctx_cap;
+    for (int u = 0; u < KPI; u++)
 #pragma unroll
-      for (int u = 0; u < KPI; u++) {
-        float v = rb(warp_sum(dk[u][r]));
-        if (j + u < hi) {
-          if (lane == 0) row[j + u] = v;
-          mx[r] = fmaxf(mx[r], v);
-        }
-      }
+      for (int r = 0; r < REP; r++) flat[u * REP + r] = dk[u][r];
+    const float v = rb(warp_transpose_sum<NP>(flat, lane));
+    if (j + pu < hi) {
+      if (pw) prow[j + pu] = v;
+      mxl = fmaxf(mxl, v);
     }
   }
+  float mx[REP];
+#pragma unroll
+  for (int r = 0; r < REP; r++) mx[r] = r == pr ? mxl : -INFINITY;
   __syncthreads(); /* the block's own score writes are visible to the whole block */
   /* every head's max, then its Σ exp(s − max), each as one block reduction would give it (the
    * REP reductions share their barriers) */
@@ -231,21 +273,36 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
   int g = blockIdx.x, s = blockIdx.y, pos = *pos_p, lo, hi;
   split_range(pos, window, splits, s, &lo, &hi);
   { /* each head's M and total: a warp per head, its lanes over the splits (one thread per
-     * head looped over every split alone: ~2·splits dependent loads before any work) */
+     * head looped over every split alone: ~2·splits dependent loads before any work); a warp
+     * with several heads (GQA 8: two) runs them side by side, so their loads are in flight
+     * together — each head's sums in the same order as alone */
+    constexpr int NW = AT_THREADS / 32, RW = (REP + NW - 1) / NW;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int r = warp; r < REP; r += (int)(blockDim.x >> 5)) {
-      const int h = g * REP + r;
-      float m = -INFINITY, total = 0.0f;
-      for (int i = lane; i < splits; i += 32) m = fmaxf(m, smax[h * splits + i]);
-      m = warp_max(m);
-      for (int i = lane; i < splits; i += 32) {
+    float m[RW], total[RW];
+#pragma unroll
+    for (int k = 0; k < RW; k++) m[k] = -INFINITY, total[k] = 0.0f;
+#pragma unroll 4
+    for (int i = lane; i < splits; i += 32)
+#pragma unroll
+      for (int k = 0; k < RW; k++)
+        if (warp + k * NW < REP) m[k] = fmaxf(m[k], smax[(g * REP + warp + k * NW) * splits + i]);
+#pragma unroll
+    for (int k = 0; k < RW; k++) m[k] = warp_max(m[k]);
+#pragma unroll 4
+    for (int i = lane; i < splits; i += 32)
+#pragma unroll
+      for (int k = 0; k < RW; k++) {
+        if (warp + k * NW >= REP) continue;
+        const int h = g * REP + warp + k * NW;
         float ms = smax[h * splits + i];
-        if (ms > -INFINITY) total += ssum[h * splits + i] * expf(__fsub_rn(ms, m));
+        if (ms > -INFINITY) total[k] += ssum[h * splits + i] * expf(__fsub_rn(ms, m[k]));
       }
-      total = warp_sum(total);
-      if (lane == 0) {
-        gm[r] = m;
-        ginv[r] = __fdiv_rn(1.0f, total);
+#pragma unroll
+    for (int k = 0; k < RW; k++) {
+      total[k] = warp_sum(total[k]);
+      if (lane == 0 && warp + k * NW < REP) {
+        gm[warp + k * NW] = m[k];
+        ginv[warp + k * NW] = __fdiv_rn(1.0f, total[k]);
       }
     }
   }
@@ -268,7 +325,7 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
     if (!active) continue;
     /* KPI keys' loads in flight before their products (the loop is latency-bound); each
      * accumulator still adds the keys in order */
-    constexpr int KPI = REP <= 2 ? 8 : REP <= 8 ? 4 : 2;
+    constexpr int KPI = REP <= 8 ? 8 : 2;
     int jj = 0;
     for (; jj + KPI <= n; jj += KPI) {
       float v[KPI][DPT];
