@@ -88,12 +88,13 @@ tiny_check() {
   grep -E "FAIL" "$log" | head
 }
 # tg_depths LOG DEPTHS REPS [VAR=VALUE...]: `mlxrt bench` tg128 on the 60-layer 31B at DEPTHS
-# (with $MLXRT_BIN instead of this build's mlxrt when set)
+# (with $MLXRT_BIN instead of this build's mlxrt when set; $TG_EXTRA added to its arguments,
+# e.g. TG_EXTRA="-c 262144" for a session made for the model's whole context)
 tg_depths() {
   local log="$OUT/$1" depths=$2 reps=$3
   shift 3
   env "$@" MLXRT_DECODER=1 timeout 400 "${MLXRT_BIN:-$BUILD/mlxrt}" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 \
-    -d "$depths" -r "$reps" 2>&1 | tee "$log" | grep -E "tg128|hash"
+    -d "$depths" -r "$reps" ${TG_EXTRA:-} 2>&1 | tee "$log" | grep -E "tg128|hash"
 }
 if has tiny; then
   stamp "tiny fixtures"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mlxrt bench --sampler: each tg gets a second row timed with that sampler (on the decoder with
 # MLXRT_DECODER=1, on the host otherwise), in the table and in JSON; a bad spec exits 2 with one
-# line naming it.
+# line naming it. Also -c CTX (the session's capacity).
 set -u
 MLXRT=$1
 SRC=${MLXRT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -31,6 +31,23 @@ for spec in temp=abc foo=1 top_k=-1 temp top_p=0.5,; do
   rc=$?
   if [ $rc -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -qF "bad value '$spec' for --sampler" "$T/err"; then ok
   else bad "--sampler '$spec': rc=$rc $(cat "$T/err")"; fi
+done
+
+# -c CTX: the session is made for CTX tokens (the row says so); on the CPU the capacity changes
+# no result, so the logits hash equals the one of a session just large enough
+hash_of() { awk -F'|' '/\| tg8/ {gsub(/ /, "", $11); print $11}' "$1"; }
+for dec in 0 1; do
+  MLXRT_DECODER=$dec $MLXRT bench -m "$M" --backend cpu -t 1 -p 0 -n 8 -r 1 >"$T/c0" 2>"$T/err" || bad "bench (decoder $dec)"
+  if MLXRT_DECODER=$dec $MLXRT bench -m "$M" --backend cpu -t 1 -p 0 -n 8 -r 1 -c 3000 >"$T/c1" 2>"$T/err"; then ok
+  else bad "bench -c 3000 (decoder $dec) failed: $(cat "$T/err")"; fi
+  grep -q '| tg8 ctx 3000 |' "$T/c1" && ok || { bad "decoder $dec: -c row"; cat "$T/c1"; }
+  [ -n "$(hash_of "$T/c0")" ] && [ "$(hash_of "$T/c0")" = "$(hash_of "$T/c1")" ] && ok ||
+    bad "decoder $dec: -c 3000 changed the logits hash ($(hash_of "$T/c0") vs $(hash_of "$T/c1"))"
+done
+for v in x -5 12k; do
+  $MLXRT bench -m "$M" -c "$v" >"$T/out" 2>"$T/err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -qF "bad value '$v' for -c" "$T/err" && ok || bad "-c '$v': rc=$rc $(cat "$T/err")"
 done
 
 echo "$((pass + fail)) checks, $pass passed, $fail failed"

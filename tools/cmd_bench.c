@@ -76,8 +76,10 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: mlxrt bench -m MODEL_DIR [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json]\n"
           "                   [-t THREADS] [--backend auto|cpu|cuda] [--numerics float32|mlx-cpu]\n"
-          "                   [--sampler SPEC]\n"
+          "                   [--sampler SPEC] [-c CTX]\n"
           "  -p, -n, -d take comma-separated lists (e.g. -d 0,4096,32768); -p 0 or -n 0 skips.\n"
+          "  -c CTX: each run's session holds CTX tokens (default: just enough, as llama-bench),\n"
+          "  e.g. the model's full context, as mlxrt run and chat make it by default.\n"
           "  --sampler temp=0.8,top_k=64,top_p=0.95[,min_p=P][,seed=S]: each tg also runs with\n"
           "  that sampler (a separate row); unnamed settings are off (temperature 1).\n");
 }
@@ -113,12 +115,13 @@ static int parse_sampler(const char *spec, mlxrt_gen_params *p) {
 }
 
 /* One timed repetition; returns seconds or < 0 on error. */
-static double run_once(mlxrt_model *m, int depth, int pp, int tg, const mlxrt_gen_params *sampler,
+static double run_once(mlxrt_model *m, int64_t ctx, int depth, int pp, int tg, const mlxrt_gen_params *sampler,
                        float *logits, int32_t *toks, uint64_t *seed, uint64_t *hash, mlxrt_error *err) {
   int V = mlxrt_model_vocab_size(m);
   mlxrt_sampler *smp = sampler ? mlxrt_sampler_new(m, sampler, err) : NULL;
   if (sampler && !smp) return -1;
-  mlxrt_session *s = mlxrt_session_new(m, (int64_t)depth + pp + tg + 1, err);
+  int64_t need = (int64_t)depth + pp + tg + 1;
+  mlxrt_session *s = mlxrt_session_new(m, ctx > need ? ctx : need, err);
   if (!s) {
     mlxrt_sampler_free(smp);
     return -1;
@@ -161,6 +164,7 @@ int cmd_bench(int argc, char **argv) {
   mlxrt_gen_params sampler;
   int_list P = {{512}, 1}, N = {{128}, 1}, D = {{0}, 1};
   int reps = 5, threads = 0;
+  long long ctx = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -180,6 +184,11 @@ int cmd_bench(int argc, char **argv) {
     else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) bad = parse_list(v, &D);
     else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) bad = (reps = atoi(v)) < 1;
     else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) threads = atoi(v);
+    else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+      char *end;
+      ctx = strtoll(v, &end, 10);
+      bad = end == v || *end || ctx < 0 || ctx > (1LL << 30);
+    }
     else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
       fmt = v;
       bad = strcmp(v, "md") && strcmp(v, "json");
@@ -236,13 +245,13 @@ int cmd_bench(int argc, char **argv) {
         if (pp == 0 && tg == 0) continue;
         uint64_t seed = 0x9e3779b97f4a7c15ull, hash = 0;
         /* one warm-up run (first-use uploads, page faults), as llama-bench does */
-        if (run_once(m, depth, pp ? pp : 0, tg ? (tg < 4 ? tg : 4) : 0, smp, logits, toks, &seed, &hash, &err) < 0) {
+        if (run_once(m, ctx, depth, pp ? pp : 0, tg ? (tg < 4 ? tg : 4) : 0, smp, logits, toks, &seed, &hash, &err) < 0) {
           rc = 1;
           break;
         }
         for (int r = 0; r < reps; r++) {
           seed = 0x9e3779b97f4a7c15ull;
-          times[r] = run_once(m, depth, pp, tg, smp, logits, toks, &seed, &hash, &err);
+          times[r] = run_once(m, ctx, depth, pp, tg, smp, logits, toks, &seed, &hash, &err);
           if (times[r] < 0) {
             rc = 1;
             break;
@@ -268,6 +277,7 @@ int cmd_bench(int argc, char **argv) {
         snprintf(R->test, sizeof R->test, "%s%d", pp ? "pp" : "tg", nt);
         if (depth) snprintf(R->test + strlen(R->test), sizeof R->test - strlen(R->test), " @ d%d", depth);
         if (smp) snprintf(R->test + strlen(R->test), sizeof R->test - strlen(R->test), " +sampler");
+        if (ctx) snprintf(R->test + strlen(R->test), sizeof R->test - strlen(R->test), " ctx %lld", ctx);
         if (tg) {
           /* bytes per step: weights + the KV read at the average depth of the run */
           double bytes = (double)info.bytes_per_token +

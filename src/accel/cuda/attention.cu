@@ -24,16 +24,36 @@
 #define AT_MAX_HD 1024
 
 
-/* The keys [lo, hi) of this split, from the live range [first, last]. */
-__device__ __forceinline__ void split_range(int pos, int window, int splits, int s, int *lo, int *hi) {
-  int first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-  int cnt = pos - first + 1;
-  int len = (cnt + splits - 1) / splits;
+/* The split shape: `n` blocks per KV head (fixed when the step's graph is made, for the
+ * session's capacity), each with at least `min_keys` keys of the live range [first, pos]: at
+ * short positions only the first few splits hold keys (the live ones), the rest exit at once,
+ * and the reductions over the splits read only the live ones. */
+struct at_splits {
+  int n, min_keys;
+};
+
+/* Keys per split at this position: ceil(cnt / n), at least min_keys. */
+__device__ __forceinline__ int split_len(int pos, int window, at_splits sp, int *first) {
+  *first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+  const int cnt = pos - *first + 1, len = (cnt + sp.n - 1) / sp.n;
+  return len > sp.min_keys ? len : sp.min_keys;
+}
+
+/* The keys [lo, hi) of split s (empty for a split past the live ones). */
+__device__ __forceinline__ void split_range(int pos, int window, at_splits sp, int s, int *lo, int *hi) {
+  int first, len = split_len(pos, window, sp, &first);
   int a = first + s * len, b = a + len;
   if (b > pos + 1) b = pos + 1;
   if (a > b) a = b;
   *lo = a;
   *hi = b;
+}
+
+/* How many splits hold keys at this position (≥ 1, ≤ sp.n). */
+__device__ __forceinline__ int live_splits(int pos, int window, at_splits sp) {
+  int first, len = split_len(pos, window, sp, &first);
+  const int cnt = pos - first + 1, live = (cnt + len - 1) / len;
+  return live < sp.n ? live : sp.n;
 }
 
 /* Eight bf16 values at p (16-byte aligned) as floats. */
@@ -144,15 +164,16 @@ __device__ __forceinline__ void key_dots(const uint16_t *const (&kp)[KPI], const
 template <int REP>
 __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
                                                             float scale, const int *pos_p, int window,
-                                                            int splits, int64_t ctx_cap, float *scores,
+                                                            at_splits sp, int64_t ctx_cap, float *scores,
                                                             float *smax, float *ssum, float *amax, int namax) {
   ck_pdl_enter();
   amax_zero(amax, namax);
   CK_DYNAMIC_SHARED(float4, qs4); /* [REP][hd] floats */
   float *qs = (float *)qs4;
-  int g = blockIdx.x, s = blockIdx.y;
+  int g = blockIdx.x, s = blockIdx.y, splits = sp.n;
   int pos = *pos_p, lo, hi;
-  split_range(pos, window, splits, s, &lo, &hi);
+  split_range(pos, window, sp, s, &lo, &hi);
+  if (lo == hi) return; /* past the live splits: nothing reads this split's results */
   float bscale = rb(scale);
   { /* the group's q rows (REP·hd floats, hd % 8 == 0) as float4s, several loads in flight per
      * thread: 16 KB per block for GQA 8 at head dim 512, a chain of dependent round trips when
@@ -238,19 +259,23 @@ __device__ __forceinline__ float warp_max(float v) {
  * (the last block alone is latency-bound on REP·hd outputs: measured ~10 us at 16 splits). */
 #define AT_LAST_BLOCK_SPLITS 4
 
-/* Σ over the splits of one output (stride hd): eight independent chains (loads in flight),
- * added in a fixed order. */
-__device__ __forceinline__ float split_sum(const float *src, int splits, int hd) {
+/* Σ over the live splits of one output (stride hd): eight independent chains (loads in
+ * flight), added in a fixed order — the order a sum over all `total` splits takes with the
+ * dead ones' zeros left out (each chain's partial is never −0, so adding +0 changes no bit):
+ * chains over the first total / 8 groups of eight, the remainder into chain 0. */
+__device__ __forceinline__ float split_sum(const float *src, int live, int total, int hd) {
   float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  const int chained = total / 8 * 8;
   int k = 0;
-  for (; k + 7 < splits; k += 8) {
+  for (; k < chained && k < live; k += 8) {
     float x[8];
 #pragma unroll
-    for (int c = 0; c < 8; c++) x[c] = __ldcg(src + (int64_t)(k + c) * hd);
+    for (int c = 0; c < 8; c++) x[c] = k + c < live ? __ldcg(src + (int64_t)(k + c) * hd) : 0.0f;
 #pragma unroll
-    for (int c = 0; c < 8; c++) v[c] += x[c];
+    for (int c = 0; c < 8; c++)
+      if (k + c < live) v[c] += x[c];
   }
-  for (; k < splits; k++) v[0] += __ldcg(src + (int64_t)k * hd);
+  for (k = chained; k < live; k++) v[0] += __ldcg(src + (int64_t)k * hd);
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
@@ -262,7 +287,7 @@ __device__ __forceinline__ float split_sum(const float *src, int splits, int hd)
  * blocks per SM where the split count assumes 8). */
 template <int REP, int DPT>
 __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int nkv, int hd,
-                                                        const int *pos_p, int window, int splits,
+                                                        const int *pos_p, int window, at_splits sp,
                                                         int64_t ctx_cap, const float *scores,
                                                         const float *smax, const float *ssum, float *pacc,
                                                         unsigned *count, uint16_t *att, float *amax) {
@@ -270,8 +295,10 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
   __shared__ float ps[REP][PV_TILE];
   __shared__ float gm[REP], ginv[REP];
   __shared__ bool last;
-  int g = blockIdx.x, s = blockIdx.y, pos = *pos_p, lo, hi;
-  split_range(pos, window, splits, s, &lo, &hi);
+  int g = blockIdx.x, s = blockIdx.y, pos = *pos_p, lo, hi, splits = sp.n;
+  split_range(pos, window, sp, s, &lo, &hi);
+  if (lo == hi) return; /* past the live splits (the reductions below read only those) */
+  const int live = live_splits(pos, window, sp);
   { /* each head's M and total: a warp per head, its lanes over the splits (one thread per
      * head looped over every split alone: ~2·splits dependent loads before any work); a warp
      * with several heads (GQA 8: two) runs them side by side, so their loads are in flight
@@ -282,14 +309,14 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
 #pragma unroll
     for (int k = 0; k < RW; k++) m[k] = -INFINITY, total[k] = 0.0f;
 #pragma unroll 4
-    for (int i = lane; i < splits; i += 32)
+    for (int i = lane; i < live; i += 32)
 #pragma unroll
       for (int k = 0; k < RW; k++)
         if (warp + k * NW < REP) m[k] = fmaxf(m[k], smax[(g * REP + warp + k * NW) * splits + i]);
 #pragma unroll
     for (int k = 0; k < RW; k++) m[k] = warp_max(m[k]);
 #pragma unroll 4
-    for (int i = lane; i < splits; i += 32)
+    for (int i = lane; i < live; i += 32)
 #pragma unroll
       for (int k = 0; k < RW; k++) {
         if (warp + k * NW >= REP) continue;
@@ -367,14 +394,14 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
   if (splits > AT_LAST_BLOCK_SPLITS) return; /* combine_kernel reduces the splits */
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(count + g, 1u) == (unsigned)splits - 1;
+  if (threadIdx.x == 0) last = atomicAdd(count + g, 1u) == (unsigned)live - 1;
   __syncthreads();
   if (!last) return;
   __threadfence();
   float vmax = 0.0f;
   for (int i = threadIdx.x; i < REP * hd; i += blockDim.x) {
     int r = i / hd, d = i - r * hd, h = g * REP + r;
-    const uint16_t b = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, splits, hd));
+    const uint16_t b = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, live, splits, hd));
     att[(int64_t)h * hd + d] = b;
     vmax = fmaxf(vmax, fabsf(ck_bf16_to_f32(b)));
   }
@@ -386,13 +413,14 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
  * many splits (full layers at long contexts) the last block of a KV head would read
  * rep · splits · hd partials alone — latency-bound at ~1 ms per token at depth 32768 over the
  * 31B's ten full layers — so the reduction gets a kernel of its own, same sums, same bits. */
-__global__ void __launch_bounds__(AT_THREADS) combine_kernel(const float *pacc, int splits, int hd, uint16_t *att,
-                                                             float *amax) {
+__global__ void __launch_bounds__(AT_THREADS) combine_kernel(const float *pacc, const int *pos_p, int window,
+                                                             at_splits sp, int hd, uint16_t *att, float *amax) {
   ck_pdl_enter();
-  const int h = blockIdx.x, d = blockIdx.y * AT_THREADS + threadIdx.x;
+  const int h = blockIdx.x, d = blockIdx.y * AT_THREADS + threadIdx.x, splits = sp.n;
+  const int live = live_splits(*pos_p, window, sp);
   float v = 0.0f;
   if (d < hd) {
-    const uint16_t b = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, splits, hd));
+    const uint16_t b = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, live, splits, hd));
     att[(int64_t)h * hd + d] = b;
     v = ck_bf16_to_f32(b);
   }
@@ -401,37 +429,40 @@ __global__ void __launch_bounds__(AT_THREADS) combine_kernel(const float *pacc, 
 
 template <int REP>
 static cudaError_t launch_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
-                                    float scale, const int *pos, int window, int splits, int64_t ctx_cap,
+                                    float scale, const int *pos, int window, at_splits sp, int64_t ctx_cap,
                                     float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
                                     uint16_t *att, float *amax, int namax, cudaStream_t st) {
+  const int splits = sp.n;
   size_t smem = (size_t)REP * hd * sizeof(float);
   int dpt = hd <= AT_THREADS ? 1 : hd <= 2 * AT_THREADS ? 2 : hd <= 4 * AT_THREADS ? 4 : 8;
   cudaError_t e = ck_launch(scores_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, nkv, hd, scale, pos,
-                            window, splits, ctx_cap, scores, smax, ssum, amax, namax);
+                            window, sp, ctx_cap, scores, smax, ssum, amax, namax);
   if (e) return e;
-  void (*pv)(const uint16_t *, int, int, const int *, int, int, int64_t, const float *, const float *,
+  void (*pv)(const uint16_t *, int, int, const int *, int, at_splits, int64_t, const float *, const float *,
              const float *, float *, unsigned *, uint16_t *, float *) =
       dpt == 1 ? pv_kernel<REP, 1> : dpt == 2 ? pv_kernel<REP, 2> : dpt == 4 ? pv_kernel<REP, 4> : pv_kernel<REP, 8>;
-  e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, pos, window, splits, ctx_cap, scores, smax,
+  e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, pos, window, sp, ctx_cap, scores, smax,
                 ssum, pacc, count, att, amax);
   if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;
   return ck_launch(combine_kernel, dim3(nkv * REP, (hd + AT_THREADS - 1) / AT_THREADS), AT_THREADS, 0, st, pacc,
-                   splits, hd, att, amax);
+                   pos, window, sp, hd, att, amax);
 }
 
 extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                            float scale, const int *pos, int window, int splits, int64_t ctx_cap,
+                            float scale, const int *pos, int window, int splits, int min_keys, int64_t ctx_cap,
                             float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
                             uint16_t *att, float *amax, int namax, void *stream) {
-  if (nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD || (size_t)nq / nkv * hd * sizeof(float) > 48 * 1024)
+  if (nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD || (size_t)nq / nkv * hd * sizeof(float) > 48 * 1024 ||
+      splits < 1 || min_keys < 1)
     return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
+  const at_splits sp = {splits, min_keys};
   switch (nq / nkv) {
-  case 1: return (int)launch_attention<1>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
-  case 2: return (int)launch_attention<2>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
-  case 4: return (int)launch_attention<4>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
-  case 8: return (int)launch_attention<8>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
-  case 16: return (int)launch_attention<16>(q, kc, vc, nkv, hd, scale, pos, window, splits, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
+  case 1: return (int)launch_attention<1>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
+  case 2: return (int)launch_attention<2>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
+  case 4: return (int)launch_attention<4>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
+  case 8: return (int)launch_attention<8>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
+  case 16: return (int)launch_attention<16>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
   default: return (int)cudaErrorInvalidValue;
   }
 }
@@ -454,7 +485,7 @@ extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *
 template <int REP>
 __global__ void __launch_bounds__(AT_THREADS) onepass_kernel(const float *q, const uint16_t *kc, const uint16_t *vc,
                                                              int nkv, int hd, float scale, const int *pos_p,
-                                                             int window, int splits, float *smax, float *ssum,
+                                                             int window, at_splits sp, float *smax, float *ssum,
                                                              float *pacc, float *amax, int namax) {
   constexpr int DPT = OP_DPT(REP), OP_HPW = (REP + OP_WARPS - 1) / OP_WARPS; /* heads per warp */
   ck_pdl_enter();
@@ -462,9 +493,10 @@ __global__ void __launch_bounds__(AT_THREADS) onepass_kernel(const float *q, con
   CK_DYNAMIC_SHARED(float4, dyn4); /* q as [REP][hd]; at the end the key groups' sums */
   float *qs = (float *)dyn4;
   __shared__ float ps[REP][OP_TILE], alpha[REP];
-  const int g = blockIdx.x, s = blockIdx.y, pos = *pos_p;
+  const int g = blockIdx.x, s = blockIdx.y, pos = *pos_p, splits = sp.n;
   int lo, hi;
-  split_range(pos, window, splits, s, &lo, &hi);
+  split_range(pos, window, sp, s, &lo, &hi);
+  if (lo == hi) return; /* past the live splits: the combine reads only those */
   const float bscale = rb(scale);
   for (int i = threadIdx.x; i < REP * hd; i += blockDim.x) {
     float v = q[(int64_t)g * REP * hd + i];
@@ -587,16 +619,17 @@ __global__ void __launch_bounds__(AT_THREADS) onepass_kernel(const float *q, con
 /* grid (nq, ceil(hd / AT_THREADS)): out = Σ_s w_s·acc_s / Σ_s w_s·l_s with w_s = exp(m_s − M),
  * the splits in order; empty splits (m_s = −∞) weigh nothing. */
 __global__ void __launch_bounds__(AT_THREADS) onepass_combine_kernel(const float *smax, const float *ssum,
-                                                                     const float *pacc, int splits, int hd,
-                                                                     uint16_t *att, float *amax) {
+                                                                     const float *pacc, const int *pos_p, int window,
+                                                                     at_splits sp, int hd, uint16_t *att, float *amax) {
   ck_pdl_enter();
-  const int h = blockIdx.x, d = blockIdx.y * AT_THREADS + threadIdx.x;
+  const int h = blockIdx.x, d = blockIdx.y * AT_THREADS + threadIdx.x, splits = sp.n;
+  const int live = live_splits(*pos_p, window, sp);
   float out = 0.0f;
   if (d < hd) {
     float M = -INFINITY;
-    for (int k = 0; k < splits; k++) M = fmaxf(M, smax[h * splits + k]);
+    for (int k = 0; k < live; k++) M = fmaxf(M, smax[h * splits + k]);
     float num = 0.0f, den = 0.0f;
-    for (int k = 0; k < splits; k++) {
+    for (int k = 0; k < live; k++) {
       const float ms = smax[h * splits + k];
       if (ms == -INFINITY) continue;
       const float w = expf(__fsub_rn(ms, M));
@@ -612,18 +645,19 @@ __global__ void __launch_bounds__(AT_THREADS) onepass_combine_kernel(const float
 
 template <int REP>
 static cudaError_t launch_onepass(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
-                                  const int *pos, int window, int splits, float *smax, float *ssum, float *pacc,
+                                  const int *pos, int window, at_splits sp, float *smax, float *ssum, float *pacc,
                                   uint16_t *att, float *amax, int namax, cudaStream_t st) {
+  const int splits = sp.n;
   const int dpt = OP_DPT(REP); /* every dim owned by one thread: hd ≤ 128·dpt */
   if (hd % dpt || hd / dpt > AT_THREADS) return cudaErrorInvalidValue;
   const int G = AT_THREADS / (hd / dpt);
   const size_t smem = (size_t)(G > 1 ? G : 1) * REP * hd * sizeof(float);
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
   cudaError_t e = ck_launch(onepass_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, vc, nkv, hd,
-                            scale, pos, window, splits, smax, ssum, pacc, amax, namax);
+                            scale, pos, window, sp, smax, ssum, pacc, amax, namax);
   if (e) return e;
   return ck_launch(onepass_combine_kernel, dim3(nkv * REP, (hd + AT_THREADS - 1) / AT_THREADS), AT_THREADS, 0, st,
-                   smax, ssum, pacc, splits, hd, att, amax);
+                   smax, ssum, pacc, pos, window, sp, hd, att, amax);
 }
 
 extern "C" int dk_attention_onepass_supports(int rep, int hd) {
@@ -631,16 +665,17 @@ extern "C" int dk_attention_onepass_supports(int rep, int hd) {
 }
 
 extern "C" int dk_attention_onepass(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                                    float scale, const int *pos, int window, int splits, float *smax, float *ssum,
-                                    float *pacc, uint16_t *att, float *amax, int namax, void *stream) {
-  if (nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD) return (int)cudaErrorInvalidValue;
+                                    float scale, const int *pos, int window, int splits, int min_keys, float *smax,
+                                    float *ssum, float *pacc, uint16_t *att, float *amax, int namax, void *stream) {
+  if (nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD || splits < 1 || min_keys < 1) return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
+  const at_splits sp = {splits, min_keys};
   switch (nq / nkv) {
-  case 1: return (int)launch_onepass<1>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, amax, namax, st);
-  case 2: return (int)launch_onepass<2>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, amax, namax, st);
-  case 4: return (int)launch_onepass<4>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, amax, namax, st);
-  case 8: return (int)launch_onepass<8>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, amax, namax, st);
-  case 16: return (int)launch_onepass<16>(q, kc, vc, nkv, hd, scale, pos, window, splits, smax, ssum, pacc, att, amax, namax, st);
+  case 1: return (int)launch_onepass<1>(q, kc, vc, nkv, hd, scale, pos, window, sp, smax, ssum, pacc, att, amax, namax, st);
+  case 2: return (int)launch_onepass<2>(q, kc, vc, nkv, hd, scale, pos, window, sp, smax, ssum, pacc, att, amax, namax, st);
+  case 4: return (int)launch_onepass<4>(q, kc, vc, nkv, hd, scale, pos, window, sp, smax, ssum, pacc, att, amax, namax, st);
+  case 8: return (int)launch_onepass<8>(q, kc, vc, nkv, hd, scale, pos, window, sp, smax, ssum, pacc, att, amax, namax, st);
+  case 16: return (int)launch_onepass<16>(q, kc, vc, nkv, hd, scale, pos, window, sp, smax, ssum, pacc, att, amax, namax, st);
   default: return (int)cudaErrorInvalidValue;
   }
 }

@@ -86,6 +86,7 @@ struct accel_decoder {
   int attn_onepass; /* MLXRT_ATTN_ONEPASS=1: the one-pass decode attention (an experiment) */
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
   int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
+  int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
   struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
 };
@@ -314,14 +315,14 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   if (wq && *wq) ck_set_tuning(atoi(wq), ck_get_qmv_variant());
   if (D->prof.on) D->use_graph = 0;
   /* decode attention's split shape (benchmark knobs; defaults measured on the H200) */
-  int split_keys, split_blocks, max_splits_knob;
+  int split_blocks, max_splits_knob;
   /* MLXRT_ATTN_ONEPASS=1: one pass over K and V with an online softmax (attention.cu; p not
    * rounded as the reference path rounds it: an experiment, off by default) */
   /* the attention's last kernel writes the maxima o's x prep needs (the same values; one launch
    * fewer per layer; tg128 +0.8 % in session 7, docs/PERF.md) */
   if (env_knob("MLXRT_ATTN_XMAX", 1, 0, 1, &D->attn_xmax, err) ||
       env_knob("MLXRT_ATTN_ONEPASS", 0, 0, 1, &D->attn_onepass, err) ||
-      env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &split_keys, err) ||
+      env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &D->split_keys, err) ||
       env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
       env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err))
     goto fail;
@@ -358,8 +359,10 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
      * blocks on every SM at long contexts, with at least split_keys keys per split: each
      * block's loop over its keys is latency-bound, so more, shorter blocks win (H200, 31B
      * tg128 at depths 0/4096/32768: 32 keys / 8 per SM / 256 splits 109.8/97.8/77.0 t/s,
-     * 64 / 4 / 128 102.7/88.0/73.0; docs/PERF.md session 4) */
-    int64_t sp = (ctx + split_keys - 1) / split_keys,
+     * 64 / 4 / 128 102.7/88.0/73.0; docs/PERF.md session 4); the kernels keep at least
+     * split_keys keys per split at every position, so a session made for a long context runs
+     * few, full splits while its context is short */
+    int64_t sp = (ctx + D->split_keys - 1) / D->split_keys,
             cap_sp = ((int64_t)split_blocks * sms + l->n_kv_heads - 1) / l->n_kv_heads;
     if (sp > cap_sp) sp = cap_sp;
     if (sp > max_splits_knob) sp = max_splits_knob;
@@ -483,9 +486,9 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
         cprof_mark(P, lb[2], err) ||
         rt_status(D->attn_onepass
                       ? dk_attention_onepass(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                             y->splits, D->smax, D->ssum, D->pacc, D->attb, amax, namax, st)
+                                             y->splits, D->split_keys, D->smax, D->ssum, D->pacc, D->attb, amax, namax, st)
                       : dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                     y->splits, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
+                                     y->splits, D->split_keys, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                      D->attb, amax, namax, st),
                   "attention", err) ||
         cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, amax ? XP_PREMAX : XP_FULL, err) ||
