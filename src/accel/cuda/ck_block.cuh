@@ -74,22 +74,23 @@ static __device__ void block_reduce_n(float (&v)[N], Op op, float identity) {
 template <int N> static __device__ void block_sum_n(float (&v)[N]) { block_reduce_n(v, ck_op_add(), 0.0f); }
 template <int N> static __device__ void block_max_n(float (&v)[N]) { block_reduce_n(v, ck_op_max(), -INFINITY); }
 
+/* One pair j of the rotation below, with its frequency f (a zero frequency leaves it as it is). */
+static __device__ __forceinline__ void rope_pair(float *sv, int j, int half, float f, float fpos, int trad) {
+  if (f == 0.0f) return;
+  float ang = __fmul_rn(fpos, f);
+  float c = rb(cosf(ang)), s = rb(sinf(ang));
+  int ia = trad ? 2 * j : j, ib = trad ? 2 * j + 1 : j + half;
+  float a = sv[ia], b = sv[ib];
+  sv[ia] = rb(__fsub_rn(rb(__fmul_rn(a, c)), rb(__fmul_rn(b, s))));
+  sv[ib] = rb(__fadd_rn(rb(__fmul_rn(b, c)), rb(__fmul_rn(a, s))));
+}
 /* RoPE of one head held in shared memory sv[hd] at position fpos: each live frequency
  * (inv_freq[j] != 0; proportional partial RoPE leaves the rest) rotates its pair (rotate-half,
  * or adjacent when traditional) with cos/sin rounded to bf16 and every product and sum rounded.
  * The caller synchronizes before and after. */
 static __device__ __forceinline__ void rope_pairs(float *sv, int hd, const float *inv_freq, float fpos, int trad) {
   const int half = hd / 2;
-  for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    float f = inv_freq[j];
-    if (f == 0.0f) continue;
-    float ang = __fmul_rn(fpos, f);
-    float c = rb(cosf(ang)), s = rb(sinf(ang));
-    int ia = trad ? 2 * j : j, ib = trad ? 2 * j + 1 : j + half;
-    float a = sv[ia], b = sv[ib];
-    sv[ia] = rb(__fsub_rn(rb(__fmul_rn(a, c)), rb(__fmul_rn(b, s))));
-    sv[ib] = rb(__fadd_rn(rb(__fmul_rn(b, c)), rb(__fmul_rn(a, s))));
-  }
+  for (int j = threadIdx.x; j < half; j += blockDim.x) rope_pair(sv, j, half, inv_freq[j], fpos, trad);
 }
 
 #endif

@@ -273,14 +273,7 @@ __global__ void __launch_bounds__(QP_T) qkv_post_kernel(const float *y, int ks, 
 #pragma unroll
   for (int k = 0; k < QP_V / 2; k++) {
     int j = threadIdx.x + k * QP_T;
-    float f = fr[k];
-    if (j >= half || f == 0.0f) continue;
-    float ang = __fmul_rn(fpos, f);
-    float c = rb(cosf(ang)), sn = rb(sinf(ang));
-    int ia = trad ? 2 * j : j, ib = trad ? 2 * j + 1 : j + half;
-    float a = sv[ia], b = sv[ib];
-    sv[ia] = rb(__fsub_rn(rb(__fmul_rn(a, c)), rb(__fmul_rn(b, sn))));
-    sv[ib] = rb(__fadd_rn(rb(__fmul_rn(b, c)), rb(__fmul_rn(a, sn))));
+    if (j < half) rope_pair(sv, j, half, fr[k], fpos, trad);
   }
   __syncthreads();
   if (is_q) {
