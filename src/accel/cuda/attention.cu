@@ -259,14 +259,15 @@ __device__ __forceinline__ float warp_max(float v) {
  * (the last block alone is latency-bound on REP·hd outputs: measured ~10 us at 16 splits). */
 #define AT_LAST_BLOCK_SPLITS 4
 
-/* Σ over the live splits of one output (stride hd): eight independent chains (loads in
- * flight), added in a fixed order — the order a sum over all `total` splits takes with the
+/* Σ over the live splits of one output (stride hd): eight independent chains (up to 32 loads
+ * in flight: combine_kernel's threads are latency-bound on them), added in a fixed order — the order a sum over all `total` splits takes with the
  * dead ones' zeros left out (each chain's partial is never −0, so adding +0 changes no bit):
  * chains over the first total / 8 groups of eight, the remainder into chain 0. */
 __device__ __forceinline__ float split_sum(const float *src, int live, int total, int hd) {
   float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   const int chained = total / 8 * 8;
   int k = 0;
+#pragma unroll 4
   for (; k < chained && k < live; k += 8) {
     float x[8];
 #pragma unroll
