@@ -226,7 +226,7 @@ extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const f
  * the norm weights and rotation frequencies, which never change, are loaded before the wait
  * for the q|k|v product (as in residual_norm_kernel). */
 #define QP_T 128
-#define QP_V 4
+#define QP_V 8 /* head dims up to 1024, as the decoder accepts */
 __global__ void __launch_bounds__(QP_T) qkv_post_kernel(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v,
                                                        const float *qn, const float *kn,
                                                        const float *inv_freq, int trad, int v_norm,
