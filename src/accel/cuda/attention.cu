@@ -260,9 +260,10 @@ __device__ __forceinline__ float warp_max(float v) {
 #define AT_LAST_BLOCK_SPLITS 4
 
 /* Σ over the live splits of one output (stride hd): eight independent chains (up to 32 loads
- * in flight: combine_kernel's threads are latency-bound on them), added in a fixed order — the order a sum over all `total` splits takes with the
- * dead ones' zeros left out (each chain's partial is never −0, so adding +0 changes no bit):
- * chains over the first total / 8 groups of eight, the remainder into chain 0. */
+ * in flight: combine_kernel's threads are latency-bound on them), added in a fixed order —
+ * the order a sum over all `total` splits takes with the dead ones' zeros left out (each
+ * chain's partial is never −0, so adding +0 changes no bit): chains over the first total / 8
+ * groups of eight, the remainder into chain 0. */
 __device__ __forceinline__ float split_sum(const float *src, int live, int total, int hd) {
   float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   const int chained = total / 8 * 8;
