@@ -31,18 +31,9 @@ __device__ __forceinline__ void ck_pdl_trigger() {
  * prologue then overlaps the small kernels before it). Both orders are safe: a kernel reads
  * and writes shared data only after its wait, which returns when the predecessor — and so,
  * transitively, every earlier kernel — has completed. An experiment knob
- * (MLXRT_CUDA_PDL_EARLY=1), off by default: 4 % slower when measured (docs/PERF.md).
- * Orders 2 and 3 (MLXRT_CUDA_PDL_LATE=1|2, an experiment) change only the kernels that feed a
- * mat-vec, which start with ck_pdl_enter_feeder(): the mat-vec's resident blocks stream their
- * first weight stages at once, and the feeder's own loads queue behind them, so the feeder lets
- * it launch after its last loads (ck_pdl_trigger_feeder(), order 2) or at its exit (3). The
- * order lives in each translation unit's constant memory; CK_PDL_EARLY_SETTER(name) defines
- * its setter. */
+ * (MLXRT_CUDA_PDL_EARLY=1), off by default: 4 % slower when measured (docs/PERF.md). The flag lives in each
+ * translation unit's constant memory; CK_PDL_EARLY_SETTER(name) defines its setter. */
 static __constant__ int ck_pdl_early_c;
-
-/* Whether this kernel may read, before its wait, data written by kernels that completed before
- * its predecessor passed its own wait (not when successors launch before waiting). */
-__device__ __forceinline__ bool ck_pdl_pre_wait_reads_ok() { return ck_pdl_early_c != 1; }
 
 /* The in-graph timeline (MLXRT_CUDA_TIMELINE=1, cuda_timeline.h): when t is set, block 0's
  * thread 0 of every kernel stamps %globaltimer as its wait returns — i.e. once everything
@@ -67,7 +58,7 @@ __device__ __forceinline__ void ck_tl_stamp() {
 }
 
 __device__ __forceinline__ void ck_pdl_enter() {
-  if (ck_pdl_early_c == 1) {
+  if (ck_pdl_early_c) {
     ck_pdl_trigger();
     ck_pdl_wait();
     ck_tl_stamp();
@@ -76,20 +67,6 @@ __device__ __forceinline__ void ck_pdl_enter() {
     ck_tl_stamp();
     ck_pdl_trigger();
   }
-}
-
-/* ck_pdl_enter() for a kernel whose successor is a mat-vec; with orders 2 and 3 it does not
- * trigger here, and ck_pdl_trigger_feeder() (after the kernel's last global loads) does for 2. */
-__device__ __forceinline__ void ck_pdl_enter_feeder() {
-  if (ck_pdl_early_c < 2) {
-    ck_pdl_enter();
-  } else {
-    ck_pdl_wait();
-    ck_tl_stamp();
-  }
-}
-__device__ __forceinline__ void ck_pdl_trigger_feeder() {
-  if (ck_pdl_early_c == 2) ck_pdl_trigger();
 }
 
 #define CK_PDL_EARLY_SETTER(name)                                                    \

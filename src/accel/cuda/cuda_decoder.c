@@ -287,25 +287,13 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   D->use_graph = !(g && strcmp(g, "0") == 0);
   const char *pdl = getenv("MLXRT_CUDA_PDL");
   D->use_pdl = !(pdl && strcmp(pdl, "0") == 0);
-  /* experiment knobs (ck_launch.cuh): MLXRT_CUDA_PDL_EARLY=1, successors launch before each
-   * kernel's wait; MLXRT_CUDA_PDL_LATE=1|2, the kernels that feed a mat-vec (residual norm, x
-   * prep) let it launch only after their last loads (1) or at their exit (2) */
-  const char *early = getenv("MLXRT_CUDA_PDL_EARLY"), *late = getenv("MLXRT_CUDA_PDL_LATE");
+  /* experiment knob: successors launch before each kernel's wait (ck_launch.cuh) */
+  const char *early = getenv("MLXRT_CUDA_PDL_EARLY");
   if (early && *early && strcmp(early, "0") && strcmp(early, "1")) {
     mx_fail(err, "MLXRT_CUDA_PDL_EARLY=%s: expected 0 or 1", early);
     goto fail;
   }
-  if (late && *late && strcmp(late, "0") && strcmp(late, "1") && strcmp(late, "2")) {
-    mx_fail(err, "MLXRT_CUDA_PDL_LATE=%s: expected 0, 1 or 2", late);
-    goto fail;
-  }
-  const int pdl_early = early && !strcmp(early, "1"), pdl_late = late && *late ? atoi(late) : 0;
-  if (pdl_early && pdl_late) {
-    mx_fail(err, "MLXRT_CUDA_PDL_EARLY=1 and MLXRT_CUDA_PDL_LATE=%s: choose one", late);
-    goto fail;
-  }
-  const int pdl_order = pdl_early ? 1 : pdl_late ? 1 + pdl_late : 0;
-  if (rt_status(ck_set_pdl_early(pdl_order), "PDL order", err)) goto fail;
+  if (rt_status(ck_set_pdl_early(early && !strcmp(early, "1")), "PDL order", err)) goto fail;
   if (cprof_init(&D->prof, D->stream, err)) goto fail;
   if (ctl_init(err)) goto fail;
   D->timeline = ctl_on();

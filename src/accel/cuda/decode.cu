@@ -105,10 +105,10 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
    * timeline, docs/PERF.md session 7). The norm weights never change. With y, the
    * predecessor is the mat-vec writing y, and h was written by a kernel that completed
    * before that mat-vec passed its own wait; without y (the input norm) the predecessor
-   * writes h, and when kernels trigger before they wait (order 1) nothing earlier is
+   * writes h, and when kernels trigger before they wait (ck_pdl_early_c) nothing earlier is
    * known complete: then h is read after the wait. */
   float wp[RN_VPT], wn[RN_VPT], hv[RN_VPT];
-  const int early = !ck_pdl_pre_wait_reads_ok() || !y;
+  const int early = ck_pdl_early_c || !y;
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) {
     int i = g + k * step;
@@ -116,7 +116,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
     wn[k] = i < H ? w_next[i] : 0.0f;
     hv[k] = !early && i < H ? h[i] : 0.0f;
   }
-  ck_pdl_enter_feeder();
+  ck_pdl_enter();
   if (early) {
 #pragma unroll
     for (int k = 0; k < RN_VPT; k++) {
@@ -149,7 +149,6 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) ss = fmaf(hv[k], hv[k], ss);
   ss = cluster_total(cl, &sums[1], ss);
-  ck_pdl_trigger_feeder(); /* every global load of this kernel has been consumed */
   float r = 1.0f / sqrtf(ss / (float)H + eps);
   uint16_t ov[RN_VPT];
 #pragma unroll

@@ -87,11 +87,9 @@ int ck_embed(const ck_layout *L, const int32_t *ids, int64_t n, uint16_t *out, v
  * on while the decoder enqueues a step, off otherwise. One thread drives a backend. */
 void ck_set_pdl(int on);
 int ck_pdl_enabled(void);
-/* When a decoder kernel lets its successor launch: 0 (the default) right after it waits for its
- * predecessor; 1 before that wait, every kernel; 2 / 3 as 0, except the kernels feeding a
- * mat-vec (residual norm, x prep): after their last loads (2) or at their exit (3).
- * ck_launch.cuh says why each is safe. A cudaError_t. */
-int ck_set_pdl_early(int order);
+/* Every decoder kernel lets its successor launch before it waits for its predecessor (on = 1)
+ * instead of after (0, the default); ck_launch.cuh says why both are safe. A cudaError_t. */
+int ck_set_pdl_early(int on);
 
 /* The in-graph timeline (cuda_timeline.h): every kernel launched through ck_launch is noted
  * here (a no-op unless a timeline is recording a capture), and ck_set_timeline points every

@@ -582,7 +582,7 @@ __global__ void xmax_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax
  * ≥ nb write zero sums. cols is a multiple of 32 here (the fast path's unit). */
 __global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, int gs,
                              const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp) {
-  ck_pdl_enter_feeder();
+  ck_pdl_enter();
   const int n = blockIdx.y;
   const int64_t S = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nsl = cols / 32;
   int e = 0;
@@ -630,7 +630,6 @@ __global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, 
       dst[tt] = v;
     }
   }
-  ck_pdl_trigger_feeder(); /* x and pmax have been read */
   if (gs > 0) { /* gs/32 adjacent lanes hold one group (groups never straddle a warp) */
     const int per = gs / 32;
     for (int o = per >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
