@@ -25,6 +25,10 @@
 #      each v in QMV_VARIANTS (default none; 2, 3, 5 are the benchmark variants of kernels.h).
 #   pdl (not in the default list): tiny fixtures and tg128 at depths PDL_DEPTHS (default
 #      0,4096,32768) for each MLXRT_CUDA_PDL_EARLY in PDL_EARLY (default "0 1").
+#   attnbench (not in the default list): mlxrt-attn-bench, decode attention alone on the 31B
+#      layer shapes, each split shape checked against the host and timed (attn_bench.log).
+#   ncuattnb (not in the default list): ncu on mlxrt-attn-bench --case for each
+#      SHAPE:POS:SPLITS:MIN_KEYS in ATTNB_CASES (default full:32767:128:1).
 #   attn (not in the default list): tg128 at depths 0/4096/32768 for each decode-attention split
 #      shape KEYS:BLOCKS_PER_SM:MAX_SPLITS in ATTN_CONFIGS.
 #   onepass (not in the default list): the one-pass decode attention (MLXRT_ATTN_ONEPASS=1) on the
@@ -65,7 +69,8 @@ source scripts/gpu_build.sh
 stamp "source hash $(bash scripts/source_hash.sh) (scripts/source_hash.sh on a checkout ties it to a commit)"
 if has build; then
   stamp "build (-j$JOBS)"
-  gpu_build "$BUILD" "$OUT/build.log" mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-decode-real mlxrt-cuda-test || exit 1
+  gpu_build "$BUILD" "$OUT/build.log" mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-decode-real mlxrt-cuda-test \
+    mlxrt-attn-bench || exit 1
 fi
 DT="$BUILD/mlxrt-decode-test"
 rc=0
@@ -154,6 +159,29 @@ if has pdl; then
     tiny_check "tiny_early$e.log" MLXRT_CUDA_PDL_EARLY=$e
     stamp "bench tg128 at depths ${PDL_DEPTHS:-0,4096,32768}, MLXRT_CUDA_PDL_EARLY=$e"
     tg_depths "bench31_early$e.log" "${PDL_DEPTHS:-0,4096,32768}" 2 MLXRT_CUDA_PDL_EARLY=$e
+  done
+fi
+if has attnbench; then
+  # decode attention alone on the 31B layer shapes: every split shape against a float64
+  # attention on the host, then µs per call in a graph (tests/gpu/attention_bench.c)
+  stamp "attention bench"
+  timeout 300 "$BUILD/mlxrt-attn-bench" >"$OUT/attn_bench.log" 2>&1 || rc=1
+  sed -n '/^fastest/,/^$/p' "$OUT/attn_bench.log"
+  tail -1 "$OUT/attn_bench.log"
+fi
+if has ncuattnb && command -v ncu >/dev/null; then
+  # ncu on mlxrt-attn-bench's one case per ATTNB_CASES entry (SHAPE:POS:SPLITS:MIN_KEYS): the
+  # check run's kernels (scores, p·v, combine), stall reasons per issued instruction
+  for c in ${ATTNB_CASES:-full:32767:128:1}; do
+    IFS=: read -r cs cp cn cm <<<"$c"
+    stamp "ncu: mlxrt-attn-bench --case $cs $cp $cn $cm"
+    timeout 300 ncu --clock-control none -k 'regex:(scores|pv|combine)_kernel' -c 3 --section SpeedOfLight \
+      --section LaunchStats --section Occupancy \
+      --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warps_active.avg.per_cycle_active,smsp__inst_executed.sum \
+      "$BUILD/mlxrt-attn-bench" --case "$cs" "$cp" "$cn" "$cm" >"$OUT/ncu_attnb_$cs$cp.log" 2>&1
+    grep -E "_kernel|Duration|DRAM Throughput|issue_active|warps_active|inst_executed|Registers Per|Achieved Occ|Theoretical Occ" \
+      "$OUT/ncu_attnb_$cs$cp.log" | sed 's/  */ /g' | head -40
+    grep -E "issue_stalled" "$OUT/ncu_attnb_$cs$cp.log" | awk '$NF > 0.3 {print $NF, $1}' | head -30
   done
 fi
 if has attn; then

@@ -102,6 +102,28 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+/* One level of warp_transpose_sum over the first N values of a (N a compile-time constant, so
+ * every index is one: with the level's count a run-time value the compiler kept the loop and
+ * picked each a[i] through a chain of predicated moves, ~40 instructions per value — most of
+ * the scores kernel's instructions): a lane keeps the half its partner at distance O gives away
+ * and adds the partner's copy of it. */
+template <int N, int O>
+struct transpose_level {
+  static __device__ __forceinline__ void run(float *a, int lane) {
+    const bool up = (lane & O) != 0;
+#pragma unroll
+    for (int i = 0; i < N / 2; i++) {
+      const float keep = up ? a[N / 2 + i] : a[i], give = up ? a[i] : a[N / 2 + i];
+      a[i] = keep + __shfl_xor_sync(0xffffffffu, give, O);
+    }
+    transpose_level<N / 2, O / 2>::run(a, lane);
+  }
+};
+template <int O>
+struct transpose_level<1, O> {
+  static __device__ __forceinline__ void run(float *, int) {}
+};
+
 /* The warp-wide sums of NP values per lane (NP a power of two ≤ 32) at once: lane l gets the
  * sum of value l / (32 / NP) — the same additions in the same tree as warp_sum on that value
  * (the xor butterfly 16, 8, …, 1, each addition own + partner, which commutes), so the same
@@ -114,18 +136,10 @@ __device__ __forceinline__ float warp_transpose_sum(const float (&v)[NP], int la
   float a[NP];
 #pragma unroll
   for (int i = 0; i < NP; i++) a[i] = v[i];
-  int o = 16;
-#pragma unroll
-  for (int n = NP; n > 1; n >>= 1, o >>= 1) {
-    const bool up = (lane & o) != 0;
-#pragma unroll
-    for (int i = 0; i < n / 2; i++) {
-      const float keep = up ? a[n / 2 + i] : a[i], give = up ? a[i] : a[n / 2 + i];
-      a[i] = keep + __shfl_xor_sync(0xffffffffu, give, o);
-    }
-  }
+  transpose_level<NP, 16>::run(a, lane);
   float t = a[0];
-  for (; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+#pragma unroll
+  for (int o = 16 / NP; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
   return t;
 }
 
@@ -281,6 +295,32 @@ __device__ __forceinline__ float split_sum(const float *src, int live, int total
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
+/* V of KPI consecutive keys from j0 (ring slots when window > 0): this thread's DPT dims at
+ * voff of each key row. */
+template <int KPI, int DPT>
+__device__ __forceinline__ void pv_load_keys(const uint16_t *vc, int j0, int window, int64_t kvd, int64_t voff,
+                                             float (&v)[KPI][DPT]) {
+#pragma unroll
+  for (int u = 0; u < KPI; u++) {
+    const int j = j0 + u;
+    const int64_t slot = window > 0 ? j % window : j;
+    load_n(vc + slot * kvd + voff, DPT, v[u]);
+  }
+}
+/* acc[r] += p[r][jj + u] · v[u] for the KPI keys in order. */
+template <int REP, int KPI, int DPT>
+__device__ __forceinline__ void pv_add_keys(const float (&ps)[REP][PV_TILE], int jj, const float (&v)[KPI][DPT],
+                                            float (&acc)[REP][DPT]) {
+#pragma unroll
+  for (int u = 0; u < KPI; u++)
+#pragma unroll
+    for (int r = 0; r < REP; r++) {
+      const float p = ps[r][jj + u];
+#pragma unroll
+      for (int i = 0; i < DPT; i++) acc[r][i] = fmaf(p, v[u][i], acc[r][i]);
+    }
+}
+
 /* grid (nkv, splits): Σ p·v of the split for the REP query heads of KV head g, V read once
  * (thread t owns dims [t·DPT, t·DPT + DPT)); then the last block of the group reduces the
  * splits in order. p = bf16(exp(s − M)/total) with the global M and total, staged per tile
@@ -352,27 +392,24 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
     }
     __syncthreads();
     if (!active) continue;
-    /* KPI keys' loads in flight before their products (the loop is latency-bound); each
-     * accumulator still adds the keys in order */
+    /* KPI keys' loads in flight before their products, and the next KPI keys' loads issued
+     * before this batch's products (two register buffers: the loop is latency-bound, and with
+     * one buffer each batch waited a full round trip); each accumulator still adds the keys
+     * in order */
     constexpr int KPI = REP <= 8 ? 8 : 2;
-    int jj = 0;
-    for (; jj + KPI <= n; jj += KPI) {
-      float v[KPI][DPT];
-#pragma unroll
-      for (int u = 0; u < KPI; u++) {
-        int j = t0 + jj + u;
-        int64_t slot = window > 0 ? j % window : j;
-        load_n(vc + slot * kvd + (int64_t)g * hd + d0, DPT, v[u]);
+    const int nb = n / KPI;
+    const int64_t voff = (int64_t)g * hd + d0;
+    float va[KPI][DPT], vb[KPI][DPT];
+    if (nb > 0) pv_load_keys<KPI, DPT>(vc, t0, window, kvd, voff, va);
+    for (int b = 0; b < nb; b += 2) {
+      if (b + 1 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 1) * KPI, window, kvd, voff, vb);
+      pv_add_keys<REP, KPI, DPT>(ps, b * KPI, va, acc);
+      if (b + 1 < nb) {
+        if (b + 2 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 2) * KPI, window, kvd, voff, va);
+        pv_add_keys<REP, KPI, DPT>(ps, (b + 1) * KPI, vb, acc);
       }
-#pragma unroll
-      for (int u = 0; u < KPI; u++)
-#pragma unroll
-        for (int r = 0; r < REP; r++) {
-          float p = ps[r][jj + u];
-#pragma unroll
-          for (int i = 0; i < DPT; i++) acc[r][i] = fmaf(p, v[u][i], acc[r][i]);
-        }
     }
+    int jj = nb * KPI;
     for (; jj < n; jj++) {
       int j = t0 + jj;
       int64_t slot = window > 0 ? j % window : j;
@@ -411,22 +448,55 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
   if (threadIdx.x == 0) count[g] = 0;
 }
 
-/* grid (nq, ceil(hd / AT_THREADS)): one output each, the splits summed as split_sum does. For
- * many splits (full layers at long contexts) the last block of a KV head would read
- * rep · splits · hd partials alone — latency-bound at ~1 ms per token at depth 32768 over the
- * 31B's ten full layers — so the reduction gets a kernel of its own, same sums, same bits. */
+/* grid (nq, ceil(hd / 32)), AT_THREADS threads: the splits summed as split_sum does, with its
+ * eight chains spread over the block's four warps — warp w adds chains w and w + 4 (splits c,
+ * c + 8, … in order) for 32 consecutive outputs, their loads in flight together, and the
+ * chains meet in shared memory in split_sum's final tree: the same additions in the same
+ * order, so the same bits. For many splits (full layers at long contexts) the last block of a
+ * KV head would read rep · splits · hd partials alone, and one thread per output (the previous
+ * form of this kernel) was latency-bound on its chains: 27 µs for 256 splits of the 31B's full
+ * layer (ncu, session 8), one warp per scheduler. */
+#define CB_CHAINS 8
 __global__ void __launch_bounds__(AT_THREADS) combine_kernel(const float *pacc, const int *pos_p, int window,
                                                              at_splits sp, int hd, uint16_t *att, float *amax) {
+  static_assert(AT_THREADS / 32 * 2 == CB_CHAINS, "two chains per warp");
   ck_pdl_enter();
-  const int h = blockIdx.x, d = blockIdx.y * AT_THREADS + threadIdx.x, splits = sp.n;
-  const int live = live_splits(*pos_p, window, sp);
-  float v = 0.0f;
+  __shared__ float part[CB_CHAINS][32];
+  const int h = blockIdx.x, w = threadIdx.x >> 5, lane = threadIdx.x & 31, d = blockIdx.y * 32 + lane;
+  const int splits = sp.n, live = live_splits(*pos_p, window, sp);
+  const int chained = splits / 8 * 8, end = live < chained ? live : chained;
+  float v0 = 0.0f, v1 = 0.0f; /* chains w and w + 4 */
   if (d < hd) {
-    const uint16_t b = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, live, splits, hd));
-    att[(int64_t)h * hd + d] = b;
-    v = ck_bf16_to_f32(b);
+    const float *src = pacc + (int64_t)h * splits * hd + d;
+    for (int s0 = 0; s0 < end; s0 += 8 * 4) {
+      float x0[4], x1[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int a = s0 + 8 * i + w, b = a + 4;
+        x0[i] = a < end ? __ldcg(src + (int64_t)a * hd) : 0.0f;
+        x1[i] = b < end ? __ldcg(src + (int64_t)b * hd) : 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        if (s0 + 8 * i + w < end) v0 += x0[i];
+        if (s0 + 8 * i + w + 4 < end) v1 += x1[i];
+      }
+    }
+    if (w == 0)
+      for (int k = chained; k < live; k++) v0 += __ldcg(src + (int64_t)k * hd);
   }
-  amax_add(amax, v);
+  part[w][lane] = v0;
+  part[w + 4][lane] = v1;
+  __syncthreads();
+  float out = 0.0f;
+  if (w == 0 && d < hd) {
+    const float t = ((part[0][lane] + part[1][lane]) + (part[2][lane] + part[3][lane])) +
+                    ((part[4][lane] + part[5][lane]) + (part[6][lane] + part[7][lane]));
+    const uint16_t b = ck_f32_to_bf16(t);
+    att[(int64_t)h * hd + d] = b;
+    out = ck_bf16_to_f32(b);
+  }
+  amax_add(amax, out);
 }
 
 template <int REP>
@@ -446,8 +516,8 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
   e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, pos, window, sp, ctx_cap, scores, smax,
                 ssum, pacc, count, att, amax);
   if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;
-  return ck_launch(combine_kernel, dim3(nkv * REP, (hd + AT_THREADS - 1) / AT_THREADS), AT_THREADS, 0, st, pacc,
-                   pos, window, sp, hd, att, amax);
+  return ck_launch(combine_kernel, dim3(nkv * REP, (hd + 31) / 32), AT_THREADS, 0, st, pacc, pos, window, sp, hd,
+                   att, amax);
 }
 
 extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,

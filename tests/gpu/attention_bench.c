@@ -1,0 +1,214 @@
+/* mlxrt-attn-bench: the decode attention kernels (dk_attention) alone, on the Gemma 4 31B
+ * layer shapes, for a sweep of split shapes (splits per KV head × fewest keys per split) at
+ * several context lengths. Each case is checked against a float64 attention on the host over
+ * the same bf16 inputs (fresh random q, K, V), then timed: 20 calls captured in one CUDA graph
+ * with programmatic dependent launch, as the decoder runs them, median of 5 replays. Prints
+ * one line per case and, per shape and context, the fastest split shape.
+ *   mlxrt-attn-bench [--quick]        exit status 1 when any case disagrees with the host
+ *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bf16.h"
+#include "base/error.h"
+#include "decode_kernels.h"
+#include "gpu_test_util.h"
+#include "kernels.h"
+#include "runtime.h"
+
+#define CALLS 20
+#define REPLAYS 5
+
+typedef struct shape {
+  const char *name;
+  int nq, nkv, hd, window; /* window > 0: a ring of that many slots */
+  int cap;                 /* cache slots */
+  int ctx;                 /* score row length (the session's capacity: positions index it) */
+} shape;
+
+typedef struct bufs {
+  uint16_t *kc, *vc, *att;
+  float *q, *scores, *smax, *ssum, *pacc;
+  unsigned *count;
+  int *pos;
+} bufs;
+
+static void die(const mlxrt_error *err) {
+  fprintf(stderr, "mlxrt-attn-bench: %s\n", err->msg);
+  exit(2);
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* float64 attention of every query head at position pos over the host copies of K and V (the
+ * query already scaled and rounded as the kernel does: bf16(q · bf16(scale)), scores rounded
+ * to bf16, p not rounded: the reference for a tolerance check, not for bits) */
+static void host_attention(const shape *s, const float *q, const uint16_t *kc, const uint16_t *vc, int pos,
+                           float scale, double *out) {
+  const int rep = s->nq / s->nkv, first = s->window > 0 && pos - s->window + 1 > 0 ? pos - s->window + 1 : 0;
+  const int n = pos - first + 1;
+  double *sc = malloc(sizeof(double) * (size_t)n), *qs = malloc(sizeof(double) * (size_t)s->nq * s->hd);
+  const float bs = mx_round_bf16(scale);
+  for (int i = 0; i < s->nq * s->hd; i++) qs[i] = mx_round_bf16(q[i] * bs);
+  for (int h = 0; h < s->nq; h++) {
+    const int g = h / rep;
+    double mx = -INFINITY, tot = 0.0;
+    for (int j = 0; j < n; j++) {
+      const int64_t slot = s->window > 0 ? (first + j) % s->window : first + j;
+      const uint16_t *k = kc + (slot * s->nkv + g) * s->hd;
+      double d = 0.0;
+      for (int i = 0; i < s->hd; i++) d += qs[h * s->hd + i] * mx_bf16_to_f32(k[i]);
+      sc[j] = mx_round_bf16((float)d);
+      if (sc[j] > mx) mx = sc[j];
+    }
+    for (int j = 0; j < n; j++) tot += sc[j] = exp(sc[j] - mx);
+    for (int i = 0; i < s->hd; i++) out[h * s->hd + i] = 0.0;
+    for (int j = 0; j < n; j++) {
+      const int64_t slot = s->window > 0 ? (first + j) % s->window : first + j;
+      const uint16_t *v = vc + (slot * s->nkv + g) * s->hd;
+      for (int i = 0; i < s->hd; i++) out[h * s->hd + i] += sc[j] / tot * mx_bf16_to_f32(v[i]);
+    }
+  }
+  free(sc);
+  free(qs);
+}
+
+/* max |gpu − ref| / max |ref| over every head */
+static double rel_error(const shape *s, const uint16_t *att, const double *ref) {
+  double e = 0.0, m = 0.0;
+  for (int i = 0; i < s->nq * s->hd; i++) {
+    double d = fabs(mx_bf16_to_f32(att[i]) - ref[i]);
+    if (d > e) e = d;
+    if (fabs(ref[i]) > m) m = fabs(ref[i]);
+  }
+  return m > 0.0 ? e / m : e;
+}
+
+static int attend(const shape *s, bufs *b, int splits, int min_keys, float scale, void *st) {
+  return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window, splits, min_keys,
+                      s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
+}
+
+/* µs per call: CALLS calls in one graph (programmatic dependent launch on), median of REPLAYS */
+static double time_case(const shape *s, bufs *b, int splits, int min_keys, float scale, void *st, mlxrt_error *err) {
+  void *exec = NULL, *e0 = NULL, *e1 = NULL;
+  float t[REPLAYS];
+  ck_set_pdl(1);
+  if (rt_graph_begin(st, err)) die(err);
+  for (int c = 0; c < CALLS; c++)
+    if (rt_status(attend(s, b, splits, min_keys, scale, st), "dk_attention (capture)", err)) die(err);
+  if (rt_graph_end(st, &exec, err)) die(err);
+  ck_set_pdl(0);
+  if (rt_event_create(&e0, err) || rt_event_create(&e1, err) || rt_graph_launch(exec, st, err)) die(err);
+  for (int r = 0; r < REPLAYS; r++) {
+    if (rt_event_record(e0, st, err) || rt_graph_launch(exec, st, err) || rt_event_record(e1, st, err) ||
+        rt_event_ms(e0, e1, &t[r], err))
+      die(err);
+  }
+  rt_graph_destroy(exec);
+  rt_event_destroy(e0);
+  rt_event_destroy(e1);
+  qsort(t, REPLAYS, sizeof *t, cmp_float);
+  return t[REPLAYS / 2] * 1e3 / CALLS;
+}
+
+int main(int argc, char **argv) {
+  int quick = argc > 1 && !strcmp(argv[1], "--quick"), one = argc == 6 && !strcmp(argv[1], "--case");
+  int one_shape = one && !strcmp(argv[2], "full"), one_pos = one ? atoi(argv[3]) : 0;
+  int one_n = one ? atoi(argv[4]) : 0, one_mk = one ? atoi(argv[5]) : 0;
+  if ((argc > 1 && !quick && !one) || (one && (strcmp(argv[2], "full") && strcmp(argv[2], "sliding")))) {
+    fprintf(stderr, "usage: mlxrt-attn-bench [--quick | --case sliding|full POS SPLITS MIN_KEYS]\n");
+    return 2;
+  }
+  mlxrt_error err = {0};
+  rt_device_info dev;
+  if (rt_device_open(&dev, &err)) die(&err);
+  void *st = NULL;
+  if (rt_stream_create(&st, &err)) die(&err);
+  const shape shapes[2] = {{"sliding (32 q, 16 kv, hd 256, window 1024)", 32, 16, 256, 1024, 1024, 4096},
+                           {"full (32 q, 4 kv, hd 512)", 32, 4, 512, 0, 32768, 32768}};
+  const int pos_sliding[] = {63, 127, 511, 1023, 4095}, pos_full[] = {63, 127, 511, 1023, 4095, 16383, 32767};
+  const int split_n[] = {4, 8, 16, 32, 64, 128, 256}, min_keys[] = {1, 4, 8, 16, 32, 64, 128};
+  const int max_splits = 256;
+  const float scale = 1.0f; /* Gemma 4: the norms carry the scale */
+  int failed = 0, cases = 0;
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  printf("device: %s, %d SMs; %d calls per graph, median of %d replays\n", dev.name, dev.sms, CALLS, REPLAYS);
+  for (int si = 0; si < 2; si++) {
+    const shape *s = &shapes[si];
+    if (one && si != one_shape) continue;
+    const size_t kvn = (size_t)s->cap * s->nkv * s->hd, qn = (size_t)s->nq * s->hd;
+    uint16_t *hk = malloc(kvn * 2), *hv = malloc(kvn * 2), *ha = malloc(qn * 2);
+    float *hq = malloc(qn * 4);
+    double *ref = malloc(qn * sizeof(double));
+    if (!hk || !hv || !ha || !hq || !ref) {
+      fprintf(stderr, "mlxrt-attn-bench: out of host memory\n");
+      return 2;
+    }
+    /* keys with a spread that makes the softmax neither flat nor one-hot at head dim 512 */
+    for (size_t i = 0; i < kvn; i++) hk[i] = mx_f32_to_bf16((float)(rng_unit(&rng) * 2.0 - 1.0) * 0.25f);
+    for (size_t i = 0; i < kvn; i++) hv[i] = mx_f32_to_bf16((float)(rng_unit(&rng) * 2.0 - 1.0));
+    for (size_t i = 0; i < qn; i++) hq[i] = mx_round_bf16((float)(rng_unit(&rng) * 2.0 - 1.0));
+    bufs b;
+    if (rt_malloc((void **)&b.kc, kvn * 2, &err) || rt_malloc((void **)&b.vc, kvn * 2, &err) ||
+        rt_malloc((void **)&b.att, qn * 2, &err) || rt_malloc((void **)&b.q, qn * 4, &err) ||
+        rt_malloc((void **)&b.scores, (size_t)s->nq * s->ctx * 4, &err) ||
+        rt_malloc((void **)&b.smax, (size_t)s->nq * max_splits * 4, &err) ||
+        rt_malloc((void **)&b.ssum, (size_t)s->nq * max_splits * 4, &err) ||
+        rt_malloc((void **)&b.pacc, (size_t)s->nq * max_splits * s->hd * 4, &err) ||
+        rt_malloc((void **)&b.count, (size_t)s->nq * 4, &err) || rt_malloc((void **)&b.pos, 4, &err) ||
+        rt_h2d(b.kc, hk, kvn * 2, st, &err) || rt_h2d(b.vc, hv, kvn * 2, st, &err) ||
+        rt_h2d(b.q, hq, qn * 4, st, &err) || rt_memset(b.count, 0, (size_t)s->nq * 4, st, &err))
+      die(&err);
+    printf("\n%s\n| pos | splits | min keys | us | rel err |\n|---:|---:|---:|---:|---:|\n", s->name);
+    const int *ps = one ? &one_pos : si == 0 ? pos_sliding : pos_full;
+    const int np = one ? 1 : si == 0 ? (int)(sizeof pos_sliding / sizeof *ps) : (int)(sizeof pos_full / sizeof *ps);
+    if (one && (one_pos < 0 || one_pos >= s->ctx || one_n < 1 || one_n > max_splits || one_mk < 1)) {
+      fprintf(stderr, "mlxrt-attn-bench: --case: position below %d, 1..%d splits, min keys >= 1\n", s->ctx,
+              max_splits);
+      return 2;
+    }
+    char best[16][96];
+    for (int pi = 0; pi < np && (!quick || pi < 2); pi++) {
+      const int pos = ps[pi];
+      host_attention(s, hq, hk, hv, pos, scale, ref);
+      if (rt_h2d(b.pos, &pos, 4, st, &err)) die(&err);
+      double best_us = 1e30;
+      for (size_t ni = 0; ni < sizeof split_n / sizeof *split_n; ni++)
+        for (size_t mi = 0; mi < sizeof min_keys / sizeof *min_keys; mi++) {
+          const int n = one ? one_n : split_n[ni], mk = one ? one_mk : min_keys[mi];
+          if (one && (ni || mi)) continue;
+          /* a min_keys that never binds at this position repeats the case with 1 */
+          const int cnt = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
+          if (!one && mk > 1 && (cnt + n - 1) / n >= mk) continue;
+          if (rt_memset(b.att, 0xff, qn * 2, st, &err) ||
+              rt_status(attend(s, &b, n, mk, scale, st), "dk_attention", &err) ||
+              rt_d2h(ha, b.att, qn * 2, st, &err) || rt_stream_sync(st, &err))
+            die(&err);
+          const double e = rel_error(s, ha, ref);
+          const int bad = !(e <= 1e-2);
+          failed += bad;
+          cases++;
+          const double us = time_case(s, &b, n, mk, scale, st, &err);
+          printf("| %d | %d | %d | %.2f | %.1e%s |\n", pos, n, mk, us, e, bad ? " FAIL" : "");
+          if (us < best_us) {
+            best_us = us;
+            snprintf(best[pi], sizeof best[pi], "pos %d: %.2f us with %d splits, min %d keys", pos, us, n, mk);
+          }
+        }
+    }
+    printf("\nfastest, %s:\n", s->name);
+    for (int pi = 0; pi < np && (!quick || pi < 2); pi++) printf("  %s\n", best[pi]);
+    rt_free(b.kc), rt_free(b.vc), rt_free(b.att), rt_free(b.q), rt_free(b.scores), rt_free(b.smax);
+    rt_free(b.ssum), rt_free(b.pacc), rt_free(b.count), rt_free(b.pos);
+    free(hk), free(hv), free(ha), free(hq), free(ref);
+  }
+  printf("\n%d passed, %d failed\n", cases - failed, failed);
+  rt_stream_destroy(st);
+  return failed ? 1 : 0;
+}
