@@ -75,7 +75,7 @@ static float fromb(uint16_t h) { return ck_bf16_to_f32(h); }
 struct Case {
   int rep, nkv, hd, window, pos, splits;
   bool structure;
-  int min_keys = 1; /* fewest keys per split (the decoder passes MLXRT_ATTN_SPLIT_KEYS, 32) */
+  int min_keys = 1; /* fewest keys per split (the decoder passes MLXRT_ATTN_SPLIT_KEYS, 16 by default) */
 };
 
 /* The direct attention of one query head with the reference path's rounding points. */

@@ -30,8 +30,9 @@
 #include "sample_kernels.h"
 
 #define STAGE_TOKENS 4096
-#define SPLIT_KEYS 32
-#define SPLIT_BLOCKS_PER_SM 8
+/* decode attention's split shape (docs/PERF.md session 8: mlxrt-attn-bench sweep, tg128 A/B) */
+#define SPLIT_KEYS 16
+#define SPLIT_BLOCKS_PER_SM 4
 #define MAX_SPLITS 256
 static int env_knob(const char *name, int def, int lo, int hi, int *out, mlxrt_error *err);
 
@@ -344,12 +345,13 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     int64_t slots = y->window > 0 ? y->window : capacity;
     int64_t ctx = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : capacity;
     /* enough splits that both passes (one block per KV head and split) put split_blocks
-     * blocks on every SM at long contexts, with at least split_keys keys per split: each
-     * block's loop over its keys is latency-bound, so more, shorter blocks win (H200, 31B
-     * tg128 at depths 0/4096/32768: 32 keys / 8 per SM / 256 splits 109.8/97.8/77.0 t/s,
-     * 64 / 4 / 128 102.7/88.0/73.0; docs/PERF.md session 4); the kernels keep at least
-     * split_keys keys per split at every position, so a session made for a long context runs
-     * few, full splits while its context is short */
+     * blocks on every SM at long contexts — one wave of the scores kernel, whose 119
+     * registers allow 4 blocks of 128 threads per SM — with at least split_keys keys per
+     * split; the kernels keep at least split_keys keys per split at every position, so a
+     * session made for a long context runs few, full splits while its context is short.
+     * H200, 31B tg128 at depths 0 / 32768 (session 8): 16 keys / 4 per SM 121.6 / 102.0 t/s,
+     * 32 keys / 8 per SM 118.8 / 98.5 (the split shape changes the softmax's summation
+     * order, so the logits hash; docs/PERF.md) */
     int64_t sp = (ctx + D->split_keys - 1) / D->split_keys,
             cap_sp = ((int64_t)split_blocks * sms + l->n_kv_heads - 1) / l->n_kv_heads;
     if (sp > cap_sp) sp = cap_sp;
