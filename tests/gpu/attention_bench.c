@@ -5,7 +5,8 @@
  * with programmatic dependent launch, as the decoder runs them, median of 5 replays. Prints
  * one line per case and, per shape and context, the fastest split shape.
  *   mlxrt-attn-bench [--quick]        exit status 1 when any case disagrees with the host
- *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu) */
+ *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu)
+ * MLXRT_ATTN_RING=0..3 runs the passes with their shared-memory rings (the decoder's knob). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,8 +91,9 @@ static double rel_error(const shape *s, const uint16_t *att, const double *ref) 
 }
 
 static int attend(const shape *s, bufs *b, int splits, int min_keys, float scale, void *st) {
+  const char *ring = getenv("MLXRT_ATTN_RING");
   return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window, splits, min_keys,
-                      s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
+                      ring ? atoi(ring) : 0, s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
 }
 
 /* µs per call: CALLS calls in one graph (programmatic dependent launch on), median of REPLAYS */

@@ -139,13 +139,26 @@ static int run_case(const Case &c, bool onepass) {
                                              c.splits, c.min_keys, smax.data(), ssum.data(), pacc.data(), att.data(),
                                              am, namax, NULL)
                      : dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits,
-                                    c.min_keys, cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(),
-                                    att.data(), am, namax, NULL);
+                                    c.min_keys, 0, cap, scores.data(), smax.data(), ssum.data(), pacc.data(),
+                                    count.data(), att.data(), am, namax, NULL);
   if (rc) {
     printf("FAIL launch rc=%d\n", rc);
     return 1;
   }
   int bad = 0;
+  if (!onepass) {
+    /* the scores pass through its K ring and p·v through its V ring (MLXRT_ATTN_RING=3) on the
+     * same inputs: the same bits */
+    std::vector<uint16_t> att_ring((size_t)nq * hd, 0xffff);
+    std::vector<float> amax_ring((size_t)namax + 2, 123.0f);
+    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 3,
+                      cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att_ring.data(),
+                      with_amax ? amax_ring.data() : NULL, namax, NULL);
+    if (rc || att_ring != att || (with_amax && amax_ring != amax)) {
+      printf("FAIL the rings' output differs (rc %d)\n", rc);
+      bad = 1;
+    }
+  }
   for (unsigned x : count)
     if (x) bad = 1; /* the last block must leave the counter clean for the next step */
   std::vector<float> ref;

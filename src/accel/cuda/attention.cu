@@ -22,6 +22,9 @@
 #define AT_THREADS 128
 #define AT_MAX_REP 16
 #define AT_MAX_HD 1024
+/* the scores kernel's K ring (MLXRT_ATTN_RING=1): keys per warp and step, steps per warp */
+#define AT_RING_KPI 2
+#define AT_RING_STAGES 4
 
 
 /* The split shape: `n` blocks per KV head (fixed when the step's graph is made, for the
@@ -64,6 +67,68 @@ __device__ __forceinline__ void load8(const uint16_t *p, float *f) {
   for (int i = 0; i < 4; i++) {
     f[2 * i] = __uint_as_float(w[i] << 16);
     f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+/* load8 from shared memory (the scores ring). */
+__device__ __forceinline__ void load8_shared(const uint16_t *p, float *f) {
+  uint4 u = *reinterpret_cast<const uint4 *>(p);
+  uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+/* 16 bytes global → shared without passing through registers (cp.async; the host emulation
+ * copies at once and its commit / wait are no-ops). */
+__device__ __forceinline__ void at_cp16(void *dst, const void *src) {
+#ifdef CK_EMULATION
+  memcpy(dst, src, 16);
+#else
+  const unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(src) : "memory");
+#endif
+}
+__device__ __forceinline__ void at_cp_commit() {
+#ifndef CK_EMULATION
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void at_cp_wait() {
+#ifndef CK_EMULATION
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+/* BYTES (4, 8 or 16) global → shared by cp.async (emulation: at once). */
+template <int BYTES>
+__device__ __forceinline__ void at_cp_n(void *dst, const void *src) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async moves 4, 8 or 16 bytes");
+#ifdef CK_EMULATION
+  memcpy(dst, src, BYTES);
+#else
+  const unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
+  if (BYTES == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(src) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(sa), "l"(src), "n"(BYTES) : "memory");
+#endif
+}
+
+/* dpt (2, 4 or 8) consecutive bf16 values in shared memory at p as floats. */
+__device__ __forceinline__ void load_n_shared(const uint16_t *p, int dpt, float *f) {
+  if (dpt == 8) {
+    load8_shared(p, f);
+  } else if (dpt == 4) {
+    const uint2 u = *reinterpret_cast<const uint2 *>(p);
+    f[0] = __uint_as_float(u.x << 16), f[1] = __uint_as_float(u.x & 0xffff0000u);
+    f[2] = __uint_as_float(u.y << 16), f[3] = __uint_as_float(u.y & 0xffff0000u);
+  } else {
+    const uint32_t u = *reinterpret_cast<const uint32_t *>(p);
+    f[0] = __uint_as_float(u << 16), f[1] = __uint_as_float(u & 0xffff0000u);
   }
 }
 
@@ -146,7 +211,7 @@ __device__ __forceinline__ float warp_transpose_sum(const float (&v)[NP], int la
 /* This lane's share of the dot products of KPI keys (kp: their K rows of this KV head) with
  * the REP query heads in qs ([REP][hd] floats): the lane holds 8 consecutive dims of each
  * of the nch 256-dim chunks (one 16-byte load per key and chunk); warp_sum completes each. */
-template <int REP, int KPI>
+template <int REP, int KPI, bool SMEM = false>
 __device__ __forceinline__ void key_dots(const uint16_t *const (&kp)[KPI], const float *qs, int hd, int nch,
                                          int lane, float (&dk)[KPI][REP]) {
 #pragma unroll
@@ -158,7 +223,12 @@ __device__ __forceinline__ void key_dots(const uint16_t *const (&kp)[KPI], const
     if (d >= hd) continue;
     float a[KPI][8];
 #pragma unroll
-    for (int u = 0; u < KPI; u++) load8(kp[u] + d, a[u]);
+    for (int u = 0; u < KPI; u++) {
+      if (SMEM)
+        load8_shared(kp[u] + d, a[u]);
+      else
+        load8(kp[u] + d, a[u]);
+    }
 #pragma unroll
     for (int r = 0; r < REP; r++) {
       const float4 *qp = (const float4 *)(qs + r * hd + d);
@@ -175,7 +245,7 @@ __device__ __forceinline__ void key_dots(const uint16_t *const (&kp)[KPI], const
 /* grid (nkv, splits): the REP query heads of KV head g over the split's keys. Each warp
  * takes KPI keys at a time; a lane holds 8 consecutive dims of each 256-dim chunk (one
  * 16-byte load per key and chunk), so K is read once, coalesced, for all REP heads. */
-template <int REP>
+template <int REP, bool RING>
 __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
                                                             float scale, const int *pos_p, int window,
                                                             at_splits sp, int64_t ctx_cap, float *scores,
@@ -210,25 +280,15 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
   int64_t kvd = (int64_t)nkv * hd;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   int nch = (hd + 255) / 256;
-  /* KPI keys per warp and step, their loads issued before any is used (the loop is latency-
-   * bound: one step's loads and reductions overlap). The KPI·REP dot products are completed
-   * by one transposed warp reduction: lane l ends with pair p = l / (32 / NP) (key u = p / REP,
-   * head r = p % REP), each sum in the same order as one key at a time; the first lane of
-   * each pair writes its score, and each lane keeps the running max of its head's scores. */
-  constexpr int KPI = REP <= 8 ? 4 : 2, NP = KPI * REP;
+  constexpr int KPI = RING ? AT_RING_KPI : REP <= 8 ? 4 : 2, NP = KPI * REP;
   const int pl = lane / (32 / NP), pu = pl / REP, pr = pl % REP, pw = (lane & (32 / NP - 1)) == 0;
   float *prow = scores + (int64_t)(g * REP + pr) * ctx_cap;
   float mxl = -INFINITY;
-  for (int j = lo + KPI * warp; j < hi; j += KPI * nw) {
-    const uint16_t *kp[KPI];
-#pragma unroll
-    for (int u = 0; u < KPI; u++) {
-      int jj = j + u < hi ? j + u : j;
-      int64_t sl = window > 0 ? jj % window : jj;
-      kp[u] = kc + sl * kvd + (int64_t)g * hd;
-    }
+  /* one step: the dot products of the KPI keys at kp with the group's heads, completed, rounded
+   * and written (the keys past hi repeat key j and are dropped) */
+  auto step = [&](int j, const uint16_t *const (&kp)[KPI]) {
     float dk[KPI][REP], flat[NP];
-    key_dots<REP, KPI>(kp, qs, hd, nch, lane, dk);
+    key_dots<REP, KPI, RING>(kp, qs, hd, nch, lane, dk);
 #pragma unroll
     for (int u = 0; u < KPI; u++)
 #pragma unroll
@@ -237,6 +297,56 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
     if (j + pu < hi) {
       if (pw) prow[j + pu] = v;
       mxl = fmaxf(mxl, v);
+    }
+  };
+  if constexpr (RING) {
+    /* K through a per-warp ring of AT_RING_STAGES steps in shared memory, filled by cp.async:
+     * AT_RING_STAGES − 1 steps' keys in flight while one is computed, without holding
+     * registers. Each lane copies exactly the 16-byte pieces it reads itself (dims
+     * c·256 + 8·lane of each key), so the only ordering needed is its own wait. */
+    uint16_t *ring = reinterpret_cast<uint16_t *>(qs + REP * hd) + (size_t)warp * AT_RING_STAGES * KPI * hd;
+    const int stride = KPI * nw;
+    auto issue = [&](int j, int slot) {
+      if (j < hi)
+#pragma unroll
+        for (int u = 0; u < KPI; u++) {
+          const int jj = j + u < hi ? j + u : j;
+          const int64_t sl = window > 0 ? jj % window : jj;
+          const uint16_t *src = kc + sl * kvd + (int64_t)g * hd;
+          uint16_t *dst = ring + ((size_t)slot * KPI + u) * hd;
+          for (int c = 0; c < nch; c++) {
+            const int d = c * 256 + lane * 8;
+            if (d < hd) at_cp16(dst + d, src + d);
+          }
+        }
+      at_cp_commit(); /* one group per step, empty past hi, so the wait count stays fixed */
+    };
+    int j = lo + KPI * warp;
+#pragma unroll
+    for (int t = 0; t < AT_RING_STAGES - 1; t++) issue(j + t * stride, t);
+    for (int t = 0; j < hi; j += stride, t++) {
+      issue(j + (AT_RING_STAGES - 1) * stride, (t + AT_RING_STAGES - 1) % AT_RING_STAGES);
+      at_cp_wait<AT_RING_STAGES - 1>(); /* this step's group has landed */
+      const uint16_t *kp[KPI];
+#pragma unroll
+      for (int u = 0; u < KPI; u++) kp[u] = ring + ((size_t)(t % AT_RING_STAGES) * KPI + u) * hd;
+      step(j, kp);
+    }
+  } else {
+    /* KPI keys per warp and step, their loads issued before any is used (the loop is latency-
+     * bound: one step's loads and reductions overlap). The KPI·REP dot products are completed
+     * by one transposed warp reduction: lane l ends with pair p = l / (32 / NP) (key u = p / REP,
+     * head r = p % REP), each sum in the same order as one key at a time; the first lane of
+     * each pair writes its score, and each lane keeps the running max of its head's scores. */
+    for (int j = lo + KPI * warp; j < hi; j += KPI * nw) {
+      const uint16_t *kp[KPI];
+#pragma unroll
+      for (int u = 0; u < KPI; u++) {
+        int jj = j + u < hi ? j + u : j;
+        int64_t sl = window > 0 ? jj % window : jj;
+        kp[u] = kc + sl * kvd + (int64_t)g * hd;
+      }
+      step(j, kp);
     }
   }
   float mx[REP];
@@ -327,7 +437,7 @@ __device__ __forceinline__ void pv_add_keys(const float (&ps)[REP][PV_TILE], int
  * of keys in shared memory. DPT is a template parameter so that the accumulators are REP·DPT
  * registers, not REP·8 (with a run-time count the GQA-8 kernel took 128 registers: 4 resident
  * blocks per SM where the split count assumes 8). */
-template <int REP, int DPT>
+template <int REP, int DPT, bool RING>
 __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int nkv, int hd,
                                                         const int *pos_p, int window, at_splits sp,
                                                         int64_t ctx_cap, const float *scores,
@@ -392,21 +502,50 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
     }
     __syncthreads();
     if (!active) continue;
-    /* KPI keys' loads in flight before their products, and the next KPI keys' loads issued
-     * before this batch's products (two register buffers: the loop is latency-bound, and with
-     * one buffer each batch waited a full round trip); each accumulator still adds the keys
-     * in order */
     constexpr int KPI = REP <= 8 ? 8 : 2;
     const int nb = n / KPI;
     const int64_t voff = (int64_t)g * hd + d0;
-    float va[KPI][DPT], vb[KPI][DPT];
-    if (nb > 0) pv_load_keys<KPI, DPT>(vc, t0, window, kvd, voff, va);
-    for (int b = 0; b < nb; b += 2) {
-      if (b + 1 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 1) * KPI, window, kvd, voff, vb);
-      pv_add_keys<REP, KPI, DPT>(ps, b * KPI, va, acc);
-      if (b + 1 < nb) {
-        if (b + 2 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 2) * KPI, window, kvd, voff, va);
-        pv_add_keys<REP, KPI, DPT>(ps, (b + 1) * KPI, vb, acc);
+    if constexpr (RING) {
+      /* V through a per-thread ring of AT_RING_STAGES batches in shared memory, filled by
+       * cp.async: each thread copies exactly the DPT dims it reads, so its own wait orders
+       * everything; AT_RING_STAGES − 1 batches in flight without holding registers */
+      CK_DYNAMIC_SHARED(float4, vr4);
+      uint16_t *vr = reinterpret_cast<uint16_t *>(vr4);
+      auto issue = [&](int b, int slot) {
+        if (b < nb)
+#pragma unroll
+          for (int u = 0; u < KPI; u++) {
+            const int j = t0 + b * KPI + u;
+            const int64_t sl = window > 0 ? j % window : j;
+            at_cp_n<DPT * 2>(vr + ((size_t)(slot * KPI + u) * AT_THREADS + threadIdx.x) * DPT, vc + sl * kvd + voff);
+          }
+        at_cp_commit(); /* one group per batch, empty past the last, so the wait count stays fixed */
+      };
+#pragma unroll
+      for (int b = 0; b < AT_RING_STAGES - 1; b++) issue(b, b);
+      for (int b = 0; b < nb; b++) {
+        issue(b + AT_RING_STAGES - 1, (b + AT_RING_STAGES - 1) % AT_RING_STAGES);
+        at_cp_wait<AT_RING_STAGES - 1>(); /* this batch's group has landed */
+        float v[KPI][DPT];
+#pragma unroll
+        for (int u = 0; u < KPI; u++)
+          load_n_shared(vr + ((size_t)((b % AT_RING_STAGES) * KPI + u) * AT_THREADS + threadIdx.x) * DPT, DPT, v[u]);
+        pv_add_keys<REP, KPI, DPT>(ps, b * KPI, v, acc);
+      }
+    } else {
+      /* KPI keys' loads in flight before their products, and the next KPI keys' loads issued
+       * before this batch's products (two register buffers: the loop is latency-bound, and
+       * with one buffer each batch waited a full round trip); each accumulator still adds the
+       * keys in order */
+      float va[KPI][DPT], vb[KPI][DPT];
+      if (nb > 0) pv_load_keys<KPI, DPT>(vc, t0, window, kvd, voff, va);
+      for (int b = 0; b < nb; b += 2) {
+        if (b + 1 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 1) * KPI, window, kvd, voff, vb);
+        pv_add_keys<REP, KPI, DPT>(ps, b * KPI, va, acc);
+        if (b + 1 < nb) {
+          if (b + 2 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 2) * KPI, window, kvd, voff, va);
+          pv_add_keys<REP, KPI, DPT>(ps, (b + 1) * KPI, vb, acc);
+        }
       }
     }
     int jj = nb * KPI;
@@ -503,26 +642,40 @@ template <int REP>
 static cudaError_t launch_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
                                     float scale, const int *pos, int window, at_splits sp, int64_t ctx_cap,
                                     float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
-                                    uint16_t *att, float *amax, int namax, cudaStream_t st) {
+                                    uint16_t *att, float *amax, int namax, int ring, cudaStream_t st) {
   const int splits = sp.n;
   size_t smem = (size_t)REP * hd * sizeof(float);
+  /* the K ring where it fits the default 48 KB of dynamic shared memory (otherwise the
+   * register path: the same bits either way) */
+  const size_t ring_smem = smem + (size_t)(AT_THREADS / 32) * AT_RING_STAGES * AT_RING_KPI * hd * sizeof(uint16_t);
+  const bool use_ring = (ring & 1) && ring_smem <= 48 * 1024;
   int dpt = hd <= AT_THREADS ? 1 : hd <= 2 * AT_THREADS ? 2 : hd <= 4 * AT_THREADS ? 4 : 8;
-  cudaError_t e = ck_launch(scores_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, nkv, hd, scale, pos,
-                            window, sp, ctx_cap, scores, smax, ssum, amax, namax);
+  cudaError_t e = ck_launch(use_ring ? scores_kernel<REP, true> : scores_kernel<REP, false>, dim3(nkv, splits),
+                            AT_THREADS, use_ring ? ring_smem : smem, st, q, kc, nkv, hd, scale, pos, window, sp, ctx_cap,
+                            scores, smax, ssum, amax, namax);
   if (e) return e;
+  /* p·v's V ring (ring & 2) for 2–4 dims per thread (cp.async moves 4–16 bytes; 8 dims would
+   * take 64 KB), where it fits 48 KB with the kernel's static buffers */
+  constexpr int PV_KPI = REP <= 8 ? 8 : 2;
+  const size_t pv_ring = (size_t)AT_RING_STAGES * PV_KPI * AT_THREADS * dpt * sizeof(uint16_t);
+  const bool pv_use_ring = (ring & 2) && (dpt == 2 || dpt == 4) &&
+                           pv_ring + (size_t)REP * PV_TILE * sizeof(float) + 1024 <= 48 * 1024;
   void (*pv)(const uint16_t *, int, int, const int *, int, at_splits, int64_t, const float *, const float *,
              const float *, float *, unsigned *, uint16_t *, float *) =
-      dpt == 1 ? pv_kernel<REP, 1> : dpt == 2 ? pv_kernel<REP, 2> : dpt == 4 ? pv_kernel<REP, 4> : pv_kernel<REP, 8>;
-  e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, pos, window, sp, ctx_cap, scores, smax,
-                ssum, pacc, count, att, amax);
+      dpt == 1   ? pv_kernel<REP, 1, false>
+      : dpt == 2 ? (pv_use_ring ? pv_kernel<REP, 2, true> : pv_kernel<REP, 2, false>)
+      : dpt == 4 ? (pv_use_ring ? pv_kernel<REP, 4, true> : pv_kernel<REP, 4, false>)
+                 : pv_kernel<REP, 8, false>;
+  e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, pv_use_ring ? pv_ring : 0, st, vc, nkv, hd, pos, window, sp,
+                ctx_cap, scores, smax, ssum, pacc, count, att, amax);
   if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;
   return ck_launch(combine_kernel, dim3(nkv * REP, (hd + 31) / 32), AT_THREADS, 0, st, pacc, pos, window, sp, hd,
                    att, amax);
 }
 
 extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                            float scale, const int *pos, int window, int splits, int min_keys, int64_t ctx_cap,
-                            float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
+                            float scale, const int *pos, int window, int splits, int min_keys, int ring,
+                            int64_t ctx_cap, float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
                             uint16_t *att, float *amax, int namax, void *stream) {
   if (nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD || (size_t)nq / nkv * hd * sizeof(float) > 48 * 1024 ||
       splits < 1 || min_keys < 1)
@@ -530,11 +683,11 @@ extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *
   cudaStream_t st = (cudaStream_t)stream;
   const at_splits sp = {splits, min_keys};
   switch (nq / nkv) {
-  case 1: return (int)launch_attention<1>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
-  case 2: return (int)launch_attention<2>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
-  case 4: return (int)launch_attention<4>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
-  case 8: return (int)launch_attention<8>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
-  case 16: return (int)launch_attention<16>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, st);
+  case 1: return (int)launch_attention<1>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, ring, st);
+  case 2: return (int)launch_attention<2>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, ring, st);
+  case 4: return (int)launch_attention<4>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, ring, st);
+  case 8: return (int)launch_attention<8>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, ring, st);
+  case 16: return (int)launch_attention<16>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, ring, st);
   default: return (int)cudaErrorInvalidValue;
   }
 }

@@ -45,14 +45,16 @@ int dk_logits_blocks(int64_t V);
 
 /* Decode attention of one query row per head at position *pos over the cache (split over
  * `splits` blocks per head, each with at least min_keys keys — so at short positions only the
- * first few hold keys — then reduced): att[h·hd + d] bf16. Scratch: scores[nq·ctx_cap],
+ * first few hold keys — then reduced): att[h·hd + d] bf16. ring (MLXRT_ATTN_RING, the same
+ * bits either way): bit 1, the scores pass streams K through shared memory with cp.async;
+ * bit 2, the p·v pass streams V so. Scratch: scores[nq·ctx_cap],
  * smax/ssum[nq·splits], pacc[nq·splits·hd], count[nq] (zeroed once). amax (NULL: none): the
  * activation maxima the next product's x prep reads (ck_xprep_premax): amax[0] = max |att|,
  * amax[1..namax) = 0 — the values ck_xprep's max pass would give, without its launch. */
 int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                 float scale, const int *pos, int window, int splits, int min_keys, int64_t ctx_cap, float *scores,
-                 float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax, int namax,
-                 void *stream);
+                 float scale, const int *pos, int window, int splits, int min_keys, int ring, int64_t ctx_cap,
+                 float *scores, float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax,
+                 int namax, void *stream);
 /* The same attention in one pass over K and V per split (online softmax; an experiment,
  * MLXRT_ATTN_ONEPASS=1): p is not rounded to bf16, unlike the reference path (attention.cu).
  * smax/ssum/pacc as above; GQA groups of ≤ 4 / 8 / 16 take head dims ≤ 1024 / 512 / 256. */
