@@ -6,7 +6,7 @@
  * one line per case and, per shape and context, the fastest split shape.
  *   mlxrt-attn-bench [--quick]        exit status 1 when any case disagrees with the host
  *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu)
- * MLXRT_ATTN_RING=0..3 runs the passes with their shared-memory rings (the decoder's knob). */
+ * MLXRT_ATTN_RING=1 runs the scores pass with its shared-memory K ring (the decoder's knob). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

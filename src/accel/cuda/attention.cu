@@ -103,35 +103,6 @@ __device__ __forceinline__ void at_cp_wait() {
 #endif
 }
 
-/* BYTES (4, 8 or 16) global → shared by cp.async (emulation: at once). */
-template <int BYTES>
-__device__ __forceinline__ void at_cp_n(void *dst, const void *src) {
-  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async moves 4, 8 or 16 bytes");
-#ifdef CK_EMULATION
-  memcpy(dst, src, BYTES);
-#else
-  const unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
-  if (BYTES == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(src) : "memory");
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(sa), "l"(src), "n"(BYTES) : "memory");
-#endif
-}
-
-/* dpt (2, 4 or 8) consecutive bf16 values in shared memory at p as floats. */
-__device__ __forceinline__ void load_n_shared(const uint16_t *p, int dpt, float *f) {
-  if (dpt == 8) {
-    load8_shared(p, f);
-  } else if (dpt == 4) {
-    const uint2 u = *reinterpret_cast<const uint2 *>(p);
-    f[0] = __uint_as_float(u.x << 16), f[1] = __uint_as_float(u.x & 0xffff0000u);
-    f[2] = __uint_as_float(u.y << 16), f[3] = __uint_as_float(u.y & 0xffff0000u);
-  } else {
-    const uint32_t u = *reinterpret_cast<const uint32_t *>(p);
-    f[0] = __uint_as_float(u << 16), f[1] = __uint_as_float(u & 0xffff0000u);
-  }
-}
-
 /* dpt (1, 2, 4 or 8) consecutive bf16 values at p (aligned to their size) as floats. */
 __device__ __forceinline__ void load_n(const uint16_t *p, int dpt, float *f) {
   if (dpt == 8) {
@@ -437,7 +408,7 @@ __device__ __forceinline__ void pv_add_keys(const float (&ps)[REP][PV_TILE], int
  * of keys in shared memory. DPT is a template parameter so that the accumulators are REP·DPT
  * registers, not REP·8 (with a run-time count the GQA-8 kernel took 128 registers: 4 resident
  * blocks per SM where the split count assumes 8). */
-template <int REP, int DPT, bool RING>
+template <int REP, int DPT>
 __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int nkv, int hd,
                                                         const int *pos_p, int window, at_splits sp,
                                                         int64_t ctx_cap, const float *scores,
@@ -505,47 +476,18 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
     constexpr int KPI = REP <= 8 ? 8 : 2;
     const int nb = n / KPI;
     const int64_t voff = (int64_t)g * hd + d0;
-    if constexpr (RING) {
-      /* V through a per-thread ring of AT_RING_STAGES batches in shared memory, filled by
-       * cp.async: each thread copies exactly the DPT dims it reads, so its own wait orders
-       * everything; AT_RING_STAGES − 1 batches in flight without holding registers */
-      CK_DYNAMIC_SHARED(float4, vr4);
-      uint16_t *vr = reinterpret_cast<uint16_t *>(vr4);
-      auto issue = [&](int b, int slot) {
-        if (b < nb)
-#pragma unroll
-          for (int u = 0; u < KPI; u++) {
-            const int j = t0 + b * KPI + u;
-            const int64_t sl = window > 0 ? j % window : j;
-            at_cp_n<DPT * 2>(vr + ((size_t)(slot * KPI + u) * AT_THREADS + threadIdx.x) * DPT, vc + sl * kvd + voff);
-          }
-        at_cp_commit(); /* one group per batch, empty past the last, so the wait count stays fixed */
-      };
-#pragma unroll
-      for (int b = 0; b < AT_RING_STAGES - 1; b++) issue(b, b);
-      for (int b = 0; b < nb; b++) {
-        issue(b + AT_RING_STAGES - 1, (b + AT_RING_STAGES - 1) % AT_RING_STAGES);
-        at_cp_wait<AT_RING_STAGES - 1>(); /* this batch's group has landed */
-        float v[KPI][DPT];
-#pragma unroll
-        for (int u = 0; u < KPI; u++)
-          load_n_shared(vr + ((size_t)((b % AT_RING_STAGES) * KPI + u) * AT_THREADS + threadIdx.x) * DPT, DPT, v[u]);
-        pv_add_keys<REP, KPI, DPT>(ps, b * KPI, v, acc);
-      }
-    } else {
-      /* KPI keys' loads in flight before their products, and the next KPI keys' loads issued
-       * before this batch's products (two register buffers: the loop is latency-bound, and
-       * with one buffer each batch waited a full round trip); each accumulator still adds the
-       * keys in order */
-      float va[KPI][DPT], vb[KPI][DPT];
-      if (nb > 0) pv_load_keys<KPI, DPT>(vc, t0, window, kvd, voff, va);
-      for (int b = 0; b < nb; b += 2) {
-        if (b + 1 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 1) * KPI, window, kvd, voff, vb);
-        pv_add_keys<REP, KPI, DPT>(ps, b * KPI, va, acc);
-        if (b + 1 < nb) {
-          if (b + 2 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 2) * KPI, window, kvd, voff, va);
-          pv_add_keys<REP, KPI, DPT>(ps, (b + 1) * KPI, vb, acc);
-        }
+    /* KPI keys' loads in flight before their products, and the next KPI keys' loads issued
+     * before this batch's products (two register buffers: the loop is latency-bound, and
+     * with one buffer each batch waited a full round trip); each accumulator still adds the
+     * keys in order */
+    float va[KPI][DPT], vb[KPI][DPT];
+    if (nb > 0) pv_load_keys<KPI, DPT>(vc, t0, window, kvd, voff, va);
+    for (int b = 0; b < nb; b += 2) {
+      if (b + 1 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 1) * KPI, window, kvd, voff, vb);
+      pv_add_keys<REP, KPI, DPT>(ps, b * KPI, va, acc);
+      if (b + 1 < nb) {
+        if (b + 2 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 2) * KPI, window, kvd, voff, va);
+        pv_add_keys<REP, KPI, DPT>(ps, (b + 1) * KPI, vb, acc);
       }
     }
     int jj = nb * KPI;
@@ -645,29 +587,31 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
                                     uint16_t *att, float *amax, int namax, int ring, cudaStream_t st) {
   const int splits = sp.n;
   size_t smem = (size_t)REP * hd * sizeof(float);
-  /* the K ring where it fits the default 48 KB of dynamic shared memory (otherwise the
-   * register path: the same bits either way) */
+  /* the K ring (MLXRT_ATTN_RING=1) where ring and q fit 48 KB (otherwise the register path:
+   * the same bits either way) */
   const size_t ring_smem = smem + (size_t)(AT_THREADS / 32) * AT_RING_STAGES * AT_RING_KPI * hd * sizeof(uint16_t);
-  const bool use_ring = (ring & 1) && ring_smem <= 48 * 1024;
+  const bool use_ring = ring && ring_smem <= 48 * 1024;
   int dpt = hd <= AT_THREADS ? 1 : hd <= 2 * AT_THREADS ? 2 : hd <= 4 * AT_THREADS ? 4 : 8;
+#ifndef CK_EMULATION
+  /* 48 KB of ring and q plus the kernel's static buffers pass the default limit of 48 KB per
+   * block (GQA 8, head dim 512): raise it once */
+  static bool ring_attr_set = false;
+  if (use_ring && !ring_attr_set) {
+    cudaError_t a = cudaFuncSetAttribute(scores_kernel<REP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         48 * 1024);
+    if (a) return a;
+    ring_attr_set = true;
+  }
+#endif
   cudaError_t e = ck_launch(use_ring ? scores_kernel<REP, true> : scores_kernel<REP, false>, dim3(nkv, splits),
                             AT_THREADS, use_ring ? ring_smem : smem, st, q, kc, nkv, hd, scale, pos, window, sp, ctx_cap,
                             scores, smax, ssum, amax, namax);
   if (e) return e;
-  /* p·v's V ring (ring & 2) for 2–4 dims per thread (cp.async moves 4–16 bytes; 8 dims would
-   * take 64 KB), where it fits 48 KB with the kernel's static buffers */
-  constexpr int PV_KPI = REP <= 8 ? 8 : 2;
-  const size_t pv_ring = (size_t)AT_RING_STAGES * PV_KPI * AT_THREADS * dpt * sizeof(uint16_t);
-  const bool pv_use_ring = (ring & 2) && (dpt == 2 || dpt == 4) &&
-                           pv_ring + (size_t)REP * PV_TILE * sizeof(float) + 1024 <= 48 * 1024;
   void (*pv)(const uint16_t *, int, int, const int *, int, at_splits, int64_t, const float *, const float *,
              const float *, float *, unsigned *, uint16_t *, float *) =
-      dpt == 1   ? pv_kernel<REP, 1, false>
-      : dpt == 2 ? (pv_use_ring ? pv_kernel<REP, 2, true> : pv_kernel<REP, 2, false>)
-      : dpt == 4 ? (pv_use_ring ? pv_kernel<REP, 4, true> : pv_kernel<REP, 4, false>)
-                 : pv_kernel<REP, 8, false>;
-  e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, pv_use_ring ? pv_ring : 0, st, vc, nkv, hd, pos, window, sp,
-                ctx_cap, scores, smax, ssum, pacc, count, att, amax);
+      dpt == 1 ? pv_kernel<REP, 1> : dpt == 2 ? pv_kernel<REP, 2> : dpt == 4 ? pv_kernel<REP, 4> : pv_kernel<REP, 8>;
+  e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, pos, window, sp, ctx_cap, scores, smax,
+                ssum, pacc, count, att, amax);
   if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;
   return ck_launch(combine_kernel, dim3(nkv * REP, (hd + 31) / 32), AT_THREADS, 0, st, pacc, pos, window, sp, hd,
                    att, amax);

@@ -45,9 +45,9 @@ int dk_logits_blocks(int64_t V);
 
 /* Decode attention of one query row per head at position *pos over the cache (split over
  * `splits` blocks per head, each with at least min_keys keys — so at short positions only the
- * first few hold keys — then reduced): att[h·hd + d] bf16. ring (MLXRT_ATTN_RING, the same
- * bits either way): bit 1, the scores pass streams K through shared memory with cp.async;
- * bit 2, the p·v pass streams V so. Scratch: scores[nq·ctx_cap],
+ * first few hold keys — then reduced): att[h·hd + d] bf16. ring (MLXRT_ATTN_RING=1, an
+ * experiment; the same bits either way): the scores pass streams K through shared memory
+ * with cp.async. Scratch: scores[nq·ctx_cap],
  * smax/ssum[nq·splits], pacc[nq·splits·hd], count[nq] (zeroed once). amax (NULL: none): the
  * activation maxima the next product's x prep reads (ck_xprep_premax): amax[0] = max |att|,
  * amax[1..namax) = 0 — the values ck_xprep's max pass would give, without its launch. */
