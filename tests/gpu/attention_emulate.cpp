@@ -32,6 +32,7 @@ thread_local emu_dim3 threadIdx;
 emu_dim3 blockIdx, gridDim, blockDim;
 pthread_barrier_t emu_block_barrier, emu_warp_barrier[8];
 uint64_t emu_xbuf[8][32];
+uint32_t emu_mma_buf[8][32][6];
 alignas(16) unsigned char emu_dyn_smem[64 * 1024];
 
 /* A pool of AT_THREADS host threads runs one block at a time. */
@@ -147,7 +148,7 @@ static int run_case(const Case &c, bool onepass) {
   }
   int bad = 0;
   if (!onepass) {
-    /* the scores pass through its K ring (MLXRT_ATTN_RING=1) on the same inputs: the same bits */
+    /* the scores pass through its K ring (MLXRT_ATTN_SCORES=1) on the same inputs: the same bits */
     std::vector<uint16_t> att_ring((size_t)nq * hd, 0xffff);
     std::vector<float> amax_ring((size_t)namax + 2, 123.0f);
     rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 1,
@@ -158,6 +159,22 @@ static int run_case(const Case &c, bool onepass) {
       bad = 1;
     }
   }
+  /* the scores pass on the tensor cores (MLXRT_ATTN_SCORES=2: GQA 8, head dims 256 / 512) on the
+   * same inputs: its float32 sums run in another order, so it is held to the reference's
+   * tolerance below, not to the FMA path's bits */
+  const bool tc = !onepass && c.rep == 8 && (hd == 256 || hd == 512);
+  std::vector<uint16_t> att_tc((size_t)nq * hd, 0xffff);
+  if (tc) {
+    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 2,
+                      cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att_tc.data(), NULL,
+                      namax, NULL);
+    if (rc) {
+      printf("FAIL tensor-core scores: launch rc=%d\n", rc);
+      bad = 1;
+    }
+  }
+  int tc_moved = 0;
+  double tc_worst = 0;
   for (unsigned x : count)
     if (x) bad = 1; /* the last block must leave the counter clean for the next step */
   std::vector<float> ref;
@@ -171,6 +188,17 @@ static int run_case(const Case &c, bool onepass) {
       double e = fabs((double)got - ref[d]);
       if (c.structure ? got != ref[d] : e > 0.01 * mx + 1e-30) bad = 1;
       if (mx > 0) worst = fmax(worst, e / mx);
+      if (tc) {
+        const float gt = fromb(att_tc[(size_t)h * hd + d]);
+        const double et = fabs((double)gt - ref[d]);
+        if (c.structure ? gt != ref[d] : et > 0.01 * mx + 1e-30) {
+          if (tc_moved >= 0) printf("FAIL tensor-core scores: head %d dim %d: %g against %g\n", h, d, gt, ref[d]);
+          tc_moved = -1000000;
+          bad = 1;
+        }
+        tc_moved += att_tc[(size_t)h * hd + d] != att[(size_t)h * hd + d];
+        if (mx > 0) tc_worst = fmax(tc_worst, et / mx);
+      }
     }
   }
   if (with_amax) {
@@ -192,6 +220,9 @@ static int run_case(const Case &c, bool onepass) {
   printf("%s %s rep %2d nkv %d hd %4d window %4d pos %5d splits %3d%s %-9s worst %.2e bits %016llx\n",
          bad ? "FAIL" : "ok  ", onepass ? "one pass" : "two pass", c.rep, c.nkv, hd, c.window, c.pos, c.splits, mk,
          c.structure ? "structure" : "values", worst, (unsigned long long)bits);
+  if (tc)
+    printf("     tensor-core scores: worst %.2e, %d of %d outputs differ from the FMA path's\n", tc_worst,
+           tc_moved < 0 ? -1 : tc_moved, nq * hd);
   return bad;
 }
 

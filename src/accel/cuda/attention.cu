@@ -22,9 +22,14 @@
 #define AT_THREADS 128
 #define AT_MAX_REP 16
 #define AT_MAX_HD 1024
-/* the scores kernel's K ring (MLXRT_ATTN_RING=1): keys per warp and step, steps per warp */
+/* the scores kernel's K ring (MLXRT_ATTN_SCORES=1): keys per warp and step, steps per warp */
 #define AT_RING_KPI 2
 #define AT_RING_STAGES 4
+/* how the scores kernel reads K (MLXRT_ATTN_SCORES): through registers (FMA), a shared-memory
+ * ring (FMA), or into tensor-core fragments (mma) */
+#define AT_K_REG 0
+#define AT_K_RING 1
+#define AT_K_TC 2
 
 
 /* The split shape: `n` blocks per KV head (fixed when the step's graph is made, for the
@@ -79,6 +84,24 @@ __device__ __forceinline__ void load8_shared(const uint16_t *p, float *f) {
     f[2 * i] = __uint_as_float(w[i] << 16);
     f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
+}
+
+/* Two floats holding bf16 values as a bf16 pair (lo in the low half). */
+__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
+  return (uint32_t)ck_f32_to_bf16(lo) | (uint32_t)ck_f32_to_bf16(hi) << 16;
+}
+
+/* c += A·B, mma.sync.m16n8k16 with bf16 operands and float32 accumulators (PTX fragment
+ * layout; the host emulation forms the same products, summed in k order). */
+__device__ __forceinline__ void at_mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#ifdef CK_EMULATION
+  emu_mma_bf16(c, a, b0, b1);
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 /* 16 bytes global → shared without passing through registers (cp.async; the host emulation
@@ -216,7 +239,7 @@ __device__ __forceinline__ void key_dots(const uint16_t *const (&kp)[KPI], const
 /* grid (nkv, splits): the REP query heads of KV head g over the split's keys. Each warp
  * takes KPI keys at a time; a lane holds 8 consecutive dims of each 256-dim chunk (one
  * 16-byte load per key and chunk), so K is read once, coalesced, for all REP heads. */
-template <int REP, bool RING>
+template <int REP, int KM, int NU>
 __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
                                                             float scale, const int *pos_p, int window,
                                                             at_splits sp, int64_t ctx_cap, float *scores,
@@ -251,78 +274,139 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
   int64_t kvd = (int64_t)nkv * hd;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   int nch = (hd + 255) / 256;
-  constexpr int KPI = RING ? AT_RING_KPI : REP <= 8 ? 4 : 2, NP = KPI * REP;
-  const int pl = lane / (32 / NP), pu = pl / REP, pr = pl % REP, pw = (lane & (32 / NP - 1)) == 0;
-  float *prow = scores + (int64_t)(g * REP + pr) * ctx_cap;
-  float mxl = -INFINITY;
-  /* one step: the dot products of the KPI keys at kp with the group's heads, completed, rounded
-   * and written (the keys past hi repeat key j and are dropped) */
-  auto step = [&](int j, const uint16_t *const (&kp)[KPI]) {
-    float dk[KPI][REP], flat[NP];
-    key_dots<REP, KPI, RING>(kp, qs, hd, nch, lane, dk);
+  float mx[REP]; /* this thread's running max of each head's scores (−∞ where it has none) */
+  if constexpr (KM == AT_K_TC) {
+    /* tensor cores (MLXRT_ATTN_SCORES=2; GQA 8, head dims 256 and 512): a warp takes 16 keys at a
+     * time as the A operand of mma.m16n8k16 (rows = keys) and the group's eight q rows as B
+     * (columns = heads). Lane (gq, t) = (lane / 4, lane % 4) loads its own 16 bytes of keys
+     * gq and gq + 8 at dims 32u + 8t of each 32-dim unit u, and the fragment k order is
+     * permuted alike in A and B (unit u's first mma takes dims 8t + {0, 1, 2, 3}, its second
+     * 8t + {4 … 7}), so no shuffle or shared-memory staging is needed: 2 loads and 2 mmas
+     * per 32 dims of 16 keys, against ~180 instructions per key on the FMA path. The
+     * products are exact; the float32 sums run in the tensor cores' order, so the scores may
+     * differ from the FMA path's in their last bf16 bit (a different sum, not a different
+     * product: the CPU-reference checks decide). Lane (gq, t) ends with heads 2t and 2t + 1
+     * of keys gq and gq + 8. */
+    static_assert(REP == 8 && NU >= 1 && NU <= 16, "tensor-core scores: GQA 8, head dim 32·NU");
+    const int gq = lane >> 2, t = lane & 3;
+    uint32_t qf[NU][4];
 #pragma unroll
-    for (int u = 0; u < KPI; u++)
-#pragma unroll
-      for (int r = 0; r < REP; r++) flat[u * REP + r] = dk[u][r];
-    const float v = rb(warp_transpose_sum<NP>(flat, lane));
-    if (j + pu < hi) {
-      if (pw) prow[j + pu] = v;
-      mxl = fmaxf(mxl, v);
+    for (int u = 0; u < NU; u++) {
+      const float4 *qp = reinterpret_cast<const float4 *>(qs + gq * hd + u * 32 + 8 * t);
+      const float4 x0 = qp[0], x1 = qp[1];
+      qf[u][0] = bf16_pair(x0.x, x0.y), qf[u][1] = bf16_pair(x0.z, x0.w);
+      qf[u][2] = bf16_pair(x1.x, x1.y), qf[u][3] = bf16_pair(x1.z, x1.w);
     }
-  };
-  if constexpr (RING) {
-    /* K through a per-warp ring of AT_RING_STAGES steps in shared memory, filled by cp.async:
-     * AT_RING_STAGES − 1 steps' keys in flight while one is computed, without holding
-     * registers. Each lane copies exactly the 16-byte pieces it reads itself (dims
-     * c·256 + 8·lane of each key), so the only ordering needed is its own wait. */
-    uint16_t *ring = reinterpret_cast<uint16_t *>(qs + REP * hd) + (size_t)warp * AT_RING_STAGES * KPI * hd;
-    const int stride = KPI * nw;
-    auto issue = [&](int j, int slot) {
-      if (j < hi)
+    float *sa = scores + (int64_t)(g * REP + 2 * t) * ctx_cap, *sb = sa + ctx_cap;
+    float ma = -INFINITY, mb = -INFINITY;
+    for (int j0 = lo + 16 * warp; j0 < hi; j0 += 16 * nw) {
+      const int ka = j0 + gq, kb = ka + 8, ja = ka < hi ? ka : j0, jb = kb < hi ? kb : j0;
+      const uint16_t *ra = kc + (window > 0 ? ja % window : ja) * kvd + (int64_t)g * hd + 8 * t;
+      const uint16_t *rb8 = kc + (window > 0 ? jb % window : jb) * kvd + (int64_t)g * hd + 8 * t;
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int u = 0; u < KPI; u++) {
-          const int jj = j + u < hi ? j + u : j;
-          const int64_t sl = window > 0 ? jj % window : jj;
-          const uint16_t *src = kc + sl * kvd + (int64_t)g * hd;
-          uint16_t *dst = ring + ((size_t)slot * KPI + u) * hd;
-          for (int c = 0; c < nch; c++) {
-            const int d = c * 256 + lane * 8;
-            if (d < hd) at_cp16(dst + d, src + d);
+      for (int u0 = 0; u0 < NU; u0 += 4) { /* four units' loads in flight, then their mmas */
+        uint4 la[4], lb[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+          if (u0 + u < NU) {
+            la[u] = __ldg(reinterpret_cast<const uint4 *>(ra + (u0 + u) * 32));
+            lb[u] = __ldg(reinterpret_cast<const uint4 *>(rb8 + (u0 + u) * 32));
           }
-        }
-      at_cp_commit(); /* one group per step, empty past hi, so the wait count stays fixed */
-    };
-    int j = lo + KPI * warp;
 #pragma unroll
-    for (int t = 0; t < AT_RING_STAGES - 1; t++) issue(j + t * stride, t);
-    for (int t = 0; j < hi; j += stride, t++) {
-      issue(j + (AT_RING_STAGES - 1) * stride, (t + AT_RING_STAGES - 1) % AT_RING_STAGES);
-      at_cp_wait<AT_RING_STAGES - 1>(); /* this step's group has landed */
-      const uint16_t *kp[KPI];
-#pragma unroll
-      for (int u = 0; u < KPI; u++) kp[u] = ring + ((size_t)(t % AT_RING_STAGES) * KPI + u) * hd;
-      step(j, kp);
-    }
-  } else {
-    /* KPI keys per warp and step, their loads issued before any is used (the loop is latency-
-     * bound: one step's loads and reductions overlap). The KPI·REP dot products are completed
-     * by one transposed warp reduction: lane l ends with pair p = l / (32 / NP) (key u = p / REP,
-     * head r = p % REP), each sum in the same order as one key at a time; the first lane of
-     * each pair writes its score, and each lane keeps the running max of its head's scores. */
-    for (int j = lo + KPI * warp; j < hi; j += KPI * nw) {
-      const uint16_t *kp[KPI];
-#pragma unroll
-      for (int u = 0; u < KPI; u++) {
-        int jj = j + u < hi ? j + u : j;
-        int64_t sl = window > 0 ? jj % window : jj;
-        kp[u] = kc + sl * kvd + (int64_t)g * hd;
+        for (int u = 0; u < 4; u++)
+          if (u0 + u < NU) {
+            const uint32_t a0[4] = {la[u].x, lb[u].x, la[u].y, lb[u].y}, a1[4] = {la[u].z, lb[u].z, la[u].w, lb[u].w};
+            at_mma_bf16(c, a0, qf[u0 + u][0], qf[u0 + u][1]);
+            at_mma_bf16(c, a1, qf[u0 + u][2], qf[u0 + u][3]);
+          }
       }
-      step(j, kp);
+      if (ka < hi) {
+        const float s0 = rb(c[0]), s1 = rb(c[1]);
+        sa[ka] = s0, sb[ka] = s1;
+        ma = fmaxf(ma, s0), mb = fmaxf(mb, s1);
+      }
+      if (kb < hi) {
+        const float s2 = rb(c[2]), s3 = rb(c[3]);
+        sa[kb] = s2, sb[kb] = s3;
+        ma = fmaxf(ma, s2), mb = fmaxf(mb, s3);
+      }
     }
-  }
-  float mx[REP];
 #pragma unroll
-  for (int r = 0; r < REP; r++) mx[r] = r == pr ? mxl : -INFINITY;
+    for (int r = 0; r < REP; r++) mx[r] = r == 2 * t ? ma : r == 2 * t + 1 ? mb : -INFINITY;
+  } else {
+    constexpr int KPI = KM == AT_K_RING ? AT_RING_KPI : REP <= 8 ? 4 : 2, NP = KPI * REP;
+    const int pl = lane / (32 / NP), pu = pl / REP, pr = pl % REP, pw = (lane & (32 / NP - 1)) == 0;
+    float *prow = scores + (int64_t)(g * REP + pr) * ctx_cap;
+    float mxl = -INFINITY;
+    /* one step: the dot products of the KPI keys at kp with the group's heads, completed, rounded
+     * and written (the keys past hi repeat key j and are dropped) */
+    auto step = [&](int j, const uint16_t *const (&kp)[KPI]) {
+      float dk[KPI][REP], flat[NP];
+      key_dots<REP, KPI, KM == AT_K_RING>(kp, qs, hd, nch, lane, dk);
+  #pragma unroll
+      for (int u = 0; u < KPI; u++)
+  #pragma unroll
+        for (int r = 0; r < REP; r++) flat[u * REP + r] = dk[u][r];
+      const float v = rb(warp_transpose_sum<NP>(flat, lane));
+      if (j + pu < hi) {
+        if (pw) prow[j + pu] = v;
+        mxl = fmaxf(mxl, v);
+      }
+    };
+    if constexpr (KM == AT_K_RING) {
+      /* K through a per-warp ring of AT_RING_STAGES steps in shared memory, filled by cp.async:
+       * AT_RING_STAGES − 1 steps' keys in flight while one is computed, without holding
+       * registers. Each lane copies exactly the 16-byte pieces it reads itself (dims
+       * c·256 + 8·lane of each key), so the only ordering needed is its own wait. */
+      uint16_t *ring = reinterpret_cast<uint16_t *>(qs + REP * hd) + (size_t)warp * AT_RING_STAGES * KPI * hd;
+      const int stride = KPI * nw;
+      auto issue = [&](int j, int slot) {
+        if (j < hi)
+  #pragma unroll
+          for (int u = 0; u < KPI; u++) {
+            const int jj = j + u < hi ? j + u : j;
+            const int64_t sl = window > 0 ? jj % window : jj;
+            const uint16_t *src = kc + sl * kvd + (int64_t)g * hd;
+            uint16_t *dst = ring + ((size_t)slot * KPI + u) * hd;
+            for (int c = 0; c < nch; c++) {
+              const int d = c * 256 + lane * 8;
+              if (d < hd) at_cp16(dst + d, src + d);
+            }
+          }
+        at_cp_commit(); /* one group per step, empty past hi, so the wait count stays fixed */
+      };
+      int j = lo + KPI * warp;
+  #pragma unroll
+      for (int t = 0; t < AT_RING_STAGES - 1; t++) issue(j + t * stride, t);
+      for (int t = 0; j < hi; j += stride, t++) {
+        issue(j + (AT_RING_STAGES - 1) * stride, (t + AT_RING_STAGES - 1) % AT_RING_STAGES);
+        at_cp_wait<AT_RING_STAGES - 1>(); /* this step's group has landed */
+        const uint16_t *kp[KPI];
+  #pragma unroll
+        for (int u = 0; u < KPI; u++) kp[u] = ring + ((size_t)(t % AT_RING_STAGES) * KPI + u) * hd;
+        step(j, kp);
+      }
+    } else {
+      /* KPI keys per warp and step, their loads issued before any is used (the loop is latency-
+       * bound: one step's loads and reductions overlap). The KPI·REP dot products are completed
+       * by one transposed warp reduction: lane l ends with pair p = l / (32 / NP) (key u = p / REP,
+       * head r = p % REP), each sum in the same order as one key at a time; the first lane of
+       * each pair writes its score, and each lane keeps the running max of its head's scores. */
+      for (int j = lo + KPI * warp; j < hi; j += KPI * nw) {
+        const uint16_t *kp[KPI];
+  #pragma unroll
+        for (int u = 0; u < KPI; u++) {
+          int jj = j + u < hi ? j + u : j;
+          int64_t sl = window > 0 ? jj % window : jj;
+          kp[u] = kc + sl * kvd + (int64_t)g * hd;
+        }
+        step(j, kp);
+      }
+    }
+  #pragma unroll
+    for (int r = 0; r < REP; r++) mx[r] = r == pr ? mxl : -INFINITY;
+  }
   __syncthreads(); /* the block's own score writes are visible to the whole block */
   /* every head's max, then its Σ exp(s − max), each as one block reduction would give it (the
    * REP reductions share their barriers) */
@@ -584,28 +668,33 @@ template <int REP>
 static cudaError_t launch_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
                                     float scale, const int *pos, int window, at_splits sp, int64_t ctx_cap,
                                     float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
-                                    uint16_t *att, float *amax, int namax, int ring, cudaStream_t st) {
+                                    uint16_t *att, float *amax, int namax, int kpath, cudaStream_t st) {
   const int splits = sp.n;
   size_t smem = (size_t)REP * hd * sizeof(float);
-  /* the K ring (MLXRT_ATTN_RING=1) where ring and q fit 48 KB (otherwise the register path:
-   * the same bits either way) */
+  /* how the scores pass reads K (dk_attention's kpath): the ring where ring and q fit 48 KB,
+   * the tensor cores for GQA 8 at head dims 256 and 512; otherwise through registers */
   const size_t ring_smem = smem + (size_t)(AT_THREADS / 32) * AT_RING_STAGES * AT_RING_KPI * hd * sizeof(uint16_t);
-  const bool use_ring = ring && ring_smem <= 48 * 1024;
+  const bool use_ring = kpath == AT_K_RING && ring_smem <= 48 * 1024;
+  void (*scores_fn)(const float *, const uint16_t *, int, int, float, const int *, int, at_splits, int64_t, float *,
+                    float *, float *, float *, int) =
+      use_ring ? scores_kernel<REP, AT_K_RING, 0> : scores_kernel<REP, AT_K_REG, 0>;
+  if constexpr (REP == 8)
+    if (kpath == AT_K_TC && (hd == 256 || hd == 512))
+      scores_fn = hd == 512 ? scores_kernel<8, AT_K_TC, 16> : scores_kernel<8, AT_K_TC, 8>;
   int dpt = hd <= AT_THREADS ? 1 : hd <= 2 * AT_THREADS ? 2 : hd <= 4 * AT_THREADS ? 4 : 8;
 #ifndef CK_EMULATION
   /* 48 KB of ring and q plus the kernel's static buffers pass the default limit of 48 KB per
    * block (GQA 8, head dim 512): raise it once */
   static bool ring_attr_set = false;
   if (use_ring && !ring_attr_set) {
-    cudaError_t a = cudaFuncSetAttribute(scores_kernel<REP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t a = cudaFuncSetAttribute(scores_kernel<REP, AT_K_RING, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          48 * 1024);
     if (a) return a;
     ring_attr_set = true;
   }
 #endif
-  cudaError_t e = ck_launch(use_ring ? scores_kernel<REP, true> : scores_kernel<REP, false>, dim3(nkv, splits),
-                            AT_THREADS, use_ring ? ring_smem : smem, st, q, kc, nkv, hd, scale, pos, window, sp, ctx_cap,
-                            scores, smax, ssum, amax, namax);
+  cudaError_t e = ck_launch(scores_fn, dim3(nkv, splits), AT_THREADS, use_ring ? ring_smem : smem, st, q, kc, nkv, hd,
+                            scale, pos, window, sp, ctx_cap, scores, smax, ssum, amax, namax);
   if (e) return e;
   void (*pv)(const uint16_t *, int, int, const int *, int, at_splits, int64_t, const float *, const float *,
              const float *, float *, unsigned *, uint16_t *, float *) =
@@ -618,7 +707,7 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
 }
 
 extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                            float scale, const int *pos, int window, int splits, int min_keys, int ring,
+                            float scale, const int *pos, int window, int splits, int min_keys, int kpath,
                             int64_t ctx_cap, float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
                             uint16_t *att, float *amax, int namax, void *stream) {
   if (nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD || (size_t)nq / nkv * hd * sizeof(float) > 48 * 1024 ||
@@ -627,11 +716,11 @@ extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *
   cudaStream_t st = (cudaStream_t)stream;
   const at_splits sp = {splits, min_keys};
   switch (nq / nkv) {
-  case 1: return (int)launch_attention<1>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, ring, st);
-  case 2: return (int)launch_attention<2>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, ring, st);
-  case 4: return (int)launch_attention<4>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, ring, st);
-  case 8: return (int)launch_attention<8>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, ring, st);
-  case 16: return (int)launch_attention<16>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, ring, st);
+  case 1: return (int)launch_attention<1>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
+  case 2: return (int)launch_attention<2>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
+  case 4: return (int)launch_attention<4>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
+  case 8: return (int)launch_attention<8>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
+  case 16: return (int)launch_attention<16>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
   default: return (int)cudaErrorInvalidValue;
   }
 }

@@ -45,14 +45,16 @@ int dk_logits_blocks(int64_t V);
 
 /* Decode attention of one query row per head at position *pos over the cache (split over
  * `splits` blocks per head, each with at least min_keys keys — so at short positions only the
- * first few hold keys — then reduced): att[h·hd + d] bf16. ring (MLXRT_ATTN_RING=1, an
- * experiment; the same bits either way): the scores pass streams K through shared memory
- * with cp.async. Scratch: scores[nq·ctx_cap],
+ * first few hold keys — then reduced): att[h·hd + d] bf16. kpath (MLXRT_ATTN_SCORES; 1 and 2
+ * are experiments): how the scores pass reads K — 0 through registers; 1 through a
+ * shared-memory ring filled by cp.async (the same bits as 0); 2 into tensor-core fragments
+ * (GQA 8 at head dims 256 / 512; float32 sums in another order: may move a score by one bf16
+ * step). Scratch: scores[nq·ctx_cap],
  * smax/ssum[nq·splits], pacc[nq·splits·hd], count[nq] (zeroed once). amax (NULL: none): the
  * activation maxima the next product's x prep reads (ck_xprep_premax): amax[0] = max |att|,
  * amax[1..namax) = 0 — the values ck_xprep's max pass would give, without its launch. */
 int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                 float scale, const int *pos, int window, int splits, int min_keys, int ring, int64_t ctx_cap,
+                 float scale, const int *pos, int window, int splits, int min_keys, int kpath, int64_t ctx_cap,
                  float *scores, float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax,
                  int namax, void *stream);
 /* The same attention in one pass over K and V per split (online softmax; an experiment,

@@ -67,6 +67,35 @@ template <typename T> static inline T emu_exchange(T v, int src_lane, bool use) 
   pthread_barrier_wait(&emu_warp_barrier[w]);
   return r;
 }
+/* mma.sync.m16n8k16 (bf16 in, f32 accumulate) for one warp, fragments per the PTX layout:
+ * every lane publishes its A and B registers, each then forms its own four outputs. The
+ * products are summed in k order in float32 (the hardware's order differs: a check of the
+ * fragment and index math, not of bits). */
+extern uint32_t emu_mma_buf[8][32][6];
+static inline void emu_mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  for (int i = 0; i < 4; i++) emu_mma_buf[w][lane][i] = a[i];
+  emu_mma_buf[w][lane][4] = b0;
+  emu_mma_buf[w][lane][5] = b1;
+  pthread_barrier_wait(&emu_warp_barrier[w]);
+  auto bf = [](uint32_t h) { return __uint_as_float((h & 0xffffu) << 16); };
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; l++) {
+    const int g = l >> 2, t = l & 3;
+    const uint32_t *f = emu_mma_buf[w][l];
+    A[g][2 * t] = bf(f[0]), A[g][2 * t + 1] = bf(f[0] >> 16);
+    A[g + 8][2 * t] = bf(f[1]), A[g + 8][2 * t + 1] = bf(f[1] >> 16);
+    A[g][2 * t + 8] = bf(f[2]), A[g][2 * t + 9] = bf(f[2] >> 16);
+    A[g + 8][2 * t + 8] = bf(f[3]), A[g + 8][2 * t + 9] = bf(f[3] >> 16);
+    B[2 * t][g] = bf(f[4]), B[2 * t + 1][g] = bf(f[4] >> 16);
+    B[2 * t + 8][g] = bf(f[5]), B[2 * t + 9][g] = bf(f[5] >> 16);
+  }
+  pthread_barrier_wait(&emu_warp_barrier[w]);
+  const int g = lane >> 2, t = lane & 3;
+  const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+  for (int i = 0; i < 4; i++)
+    for (int k = 0; k < 16; k++) c[i] += A[rows[i]][k] * B[k][cols[i]];
+}
 template <typename T> static inline T __shfl_up_sync(unsigned, T v, int o) {
   const int lane = threadIdx.x & 31;
   return emu_exchange(v, lane - o, lane >= o);
