@@ -287,40 +287,46 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
      * differ from the FMA path's in their last bf16 bit (a different sum, not a different
      * product: the CPU-reference checks decide). Lane (gq, t) ends with heads 2t and 2t + 1
      * of keys gq and gq + 8. */
-    static_assert(REP == 8 && NU >= 1 && NU <= 16, "tensor-core scores: GQA 8, head dim 32·NU");
+    static_assert(REP == 8 && NU >= 1 && NU <= 16 && NU % 8 == 0, "tensor-core scores: GQA 8, head dim 256 or 512");
     const int gq = lane >> 2, t = lane & 3;
-    uint32_t qf[NU][4];
-#pragma unroll
-    for (int u = 0; u < NU; u++) {
-      const float4 *qp = reinterpret_cast<const float4 *>(qs + gq * hd + u * 32 + 8 * t);
+    /* the B fragments in shared memory after q, in fragment order (unit u, lane L: the bf16
+     * pairs of head L / 4 at dims 32u + 8(L % 4) …), one 16-byte load per unit and lane: held in
+     * registers they took 64 of the kernel's 168 (now 56–64) */
+    uint4 *qf = reinterpret_cast<uint4 *>(qs + REP * hd); /* [NU][32] */
+    for (int i = threadIdx.x; i < NU * 32; i += blockDim.x) {
+      const int u = i >> 5, L = i & 31;
+      const float4 *qp = reinterpret_cast<const float4 *>(qs + (L >> 2) * hd + u * 32 + 8 * (L & 3));
       const float4 x0 = qp[0], x1 = qp[1];
-      qf[u][0] = bf16_pair(x0.x, x0.y), qf[u][1] = bf16_pair(x0.z, x0.w);
-      qf[u][2] = bf16_pair(x1.x, x1.y), qf[u][3] = bf16_pair(x1.z, x1.w);
+      qf[i] = make_uint4(bf16_pair(x0.x, x0.y), bf16_pair(x0.z, x0.w), bf16_pair(x1.x, x1.y), bf16_pair(x1.z, x1.w));
     }
+    __syncthreads();
     float *sa = scores + (int64_t)(g * REP + 2 * t) * ctx_cap, *sb = sa + ctx_cap;
     float ma = -INFINITY, mb = -INFINITY;
     for (int j0 = lo + 16 * warp; j0 < hi; j0 += 16 * nw) {
       const int ka = j0 + gq, kb = ka + 8, ja = ka < hi ? ka : j0, jb = kb < hi ? kb : j0;
       const uint16_t *ra = kc + (window > 0 ? ja % window : ja) * kvd + (int64_t)g * hd + 8 * t;
       const uint16_t *rb8 = kc + (window > 0 ? jb % window : jb) * kvd + (int64_t)g * hd + 8 * t;
-      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      /* two accumulator chains (each unit's first and second 16 dims), added at the end: 16
+       * dependent mmas per chain instead of 32 */
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int u0 = 0; u0 < NU; u0 += 4) { /* four units' loads in flight, then their mmas */
-        uint4 la[4], lb[4];
+      for (int u0 = 0; u0 < NU; u0 += 8) { /* eight units' loads, then their mmas (ptxas interleaves: ~5 ahead) */
+        uint4 la[8], lb[8];
 #pragma unroll
-        for (int u = 0; u < 4; u++)
-          if (u0 + u < NU) {
-            la[u] = __ldg(reinterpret_cast<const uint4 *>(ra + (u0 + u) * 32));
-            lb[u] = __ldg(reinterpret_cast<const uint4 *>(rb8 + (u0 + u) * 32));
-          }
+        for (int u = 0; u < 8; u++) {
+          la[u] = __ldg(reinterpret_cast<const uint4 *>(ra + (u0 + u) * 32));
+          lb[u] = __ldg(reinterpret_cast<const uint4 *>(rb8 + (u0 + u) * 32));
+        }
 #pragma unroll
-        for (int u = 0; u < 4; u++)
-          if (u0 + u < NU) {
-            const uint32_t a0[4] = {la[u].x, lb[u].x, la[u].y, lb[u].y}, a1[4] = {la[u].z, lb[u].z, la[u].w, lb[u].w};
-            at_mma_bf16(c, a0, qf[u0 + u][0], qf[u0 + u][1]);
-            at_mma_bf16(c, a1, qf[u0 + u][2], qf[u0 + u][3]);
-          }
+        for (int u = 0; u < 8; u++) {
+          const uint4 b = qf[(u0 + u) * 32 + lane];
+          const uint32_t a0[4] = {la[u].x, lb[u].x, la[u].y, lb[u].y}, a1[4] = {la[u].z, lb[u].z, la[u].w, lb[u].w};
+          at_mma_bf16(c, a0, b.x, b.y);
+          at_mma_bf16(c2, a1, b.z, b.w);
+        }
       }
+#pragma unroll
+      for (int i = 0; i < 4; i++) c[i] += c2[i];
       if (ka < hi) {
         const float s0 = rb(c[0]), s1 = rb(c[1]);
         sa[ka] = s0, sb[ka] = s1;
@@ -679,8 +685,10 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
                     float *, float *, float *, int) =
       use_ring ? scores_kernel<REP, AT_K_RING, 0> : scores_kernel<REP, AT_K_REG, 0>;
   if constexpr (REP == 8)
-    if (kpath == AT_K_TC && (hd == 256 || hd == 512))
+    if (kpath == AT_K_TC && (hd == 256 || hd == 512)) {
       scores_fn = hd == 512 ? scores_kernel<8, AT_K_TC, 16> : scores_kernel<8, AT_K_TC, 8>;
+      smem += (size_t)hd / 32 * 32 * sizeof(uint4); /* the q fragments */
+    }
   int dpt = hd <= AT_THREADS ? 1 : hd <= 2 * AT_THREADS ? 2 : hd <= 4 * AT_THREADS ? 4 : 8;
 #ifndef CK_EMULATION
   /* 48 KB of ring and q plus the kernel's static buffers pass the default limit of 48 KB per
