@@ -6,7 +6,7 @@
  * one line per case and, per shape and context, the fastest split shape.
  *   mlxrt-attn-bench [--quick]        exit status 1 when any case disagrees with the host
  *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu)
- * MLXRT_ATTN_SCORES=0|1|2 picks how the scores pass reads K, as the decoder's knob does. */
+ * MLXRT_ATTN_SCORES=0|1|2 and MLXRT_ATTN_PV=0|1 pick the passes' forms, as the decoder's knobs do. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,9 +91,9 @@ static double rel_error(const shape *s, const uint16_t *att, const double *ref) 
 }
 
 static int attend(const shape *s, bufs *b, int splits, int min_keys, float scale, void *st) {
-  const char *kpath = getenv("MLXRT_ATTN_SCORES");
+  const char *kpath = getenv("MLXRT_ATTN_SCORES"), *pv = getenv("MLXRT_ATTN_PV");
   return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window, splits, min_keys,
-                      kpath ? atoi(kpath) : 0, s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
+                      (kpath ? atoi(kpath) : 0) | (pv && !strcmp(pv, "1") ? 4 : 0), s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
 }
 
 /* µs per call: CALLS calls in one graph (programmatic dependent launch on), median of REPLAYS */

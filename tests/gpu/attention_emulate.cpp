@@ -163,18 +163,21 @@ static int run_case(const Case &c, bool onepass) {
    * same inputs: its float32 sums run in another order, so it is held to the reference's
    * tolerance below, not to the FMA path's bits */
   const bool tc = !onepass && c.rep == 8 && (hd == 256 || hd == 512);
-  std::vector<uint16_t> att_tc((size_t)nq * hd, 0xffff);
-  if (tc) {
-    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 2,
-                      cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att_tc.data(), NULL,
-                      namax, NULL);
+  /* [0]: the scores on the tensor cores (kpath 2); [1]: the scores and p·v (2 | 4) */
+  std::vector<uint16_t> att_tc[2] = {std::vector<uint16_t>((size_t)nq * hd, 0xffff),
+                                     std::vector<uint16_t>((size_t)nq * hd, 0xffff)};
+  const char *tc_name[2] = {"tensor-core scores", "tensor-core scores and p.v"};
+  for (int v = 0; tc && v < 2; v++) {
+    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys,
+                      v ? 6 : 2, cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(),
+                      att_tc[v].data(), NULL, namax, NULL);
     if (rc) {
-      printf("FAIL tensor-core scores: launch rc=%d\n", rc);
+      printf("FAIL %s: launch rc=%d\n", tc_name[v], rc);
       bad = 1;
     }
   }
-  int tc_moved = 0;
-  double tc_worst = 0;
+  int tc_moved[2] = {0, 0};
+  double tc_worst[2] = {0, 0};
   for (unsigned x : count)
     if (x) bad = 1; /* the last block must leave the counter clean for the next step */
   std::vector<float> ref;
@@ -188,16 +191,16 @@ static int run_case(const Case &c, bool onepass) {
       double e = fabs((double)got - ref[d]);
       if (c.structure ? got != ref[d] : e > 0.01 * mx + 1e-30) bad = 1;
       if (mx > 0) worst = fmax(worst, e / mx);
-      if (tc) {
-        const float gt = fromb(att_tc[(size_t)h * hd + d]);
+      for (int v = 0; tc && v < 2; v++) {
+        const float gt = fromb(att_tc[v][(size_t)h * hd + d]);
         const double et = fabs((double)gt - ref[d]);
         if (c.structure ? gt != ref[d] : et > 0.01 * mx + 1e-30) {
-          if (tc_moved >= 0) printf("FAIL tensor-core scores: head %d dim %d: %g against %g\n", h, d, gt, ref[d]);
-          tc_moved = -1000000;
+          if (tc_moved[v] >= 0) printf("FAIL %s: head %d dim %d: %g against %g\n", tc_name[v], h, d, gt, ref[d]);
+          tc_moved[v] = -1000000;
           bad = 1;
         }
-        tc_moved += att_tc[(size_t)h * hd + d] != att[(size_t)h * hd + d];
-        if (mx > 0) tc_worst = fmax(tc_worst, et / mx);
+        tc_moved[v] += att_tc[v][(size_t)h * hd + d] != att[(size_t)h * hd + d];
+        if (mx > 0) tc_worst[v] = fmax(tc_worst[v], et / mx);
       }
     }
   }
@@ -220,9 +223,9 @@ static int run_case(const Case &c, bool onepass) {
   printf("%s %s rep %2d nkv %d hd %4d window %4d pos %5d splits %3d%s %-9s worst %.2e bits %016llx\n",
          bad ? "FAIL" : "ok  ", onepass ? "one pass" : "two pass", c.rep, c.nkv, hd, c.window, c.pos, c.splits, mk,
          c.structure ? "structure" : "values", worst, (unsigned long long)bits);
-  if (tc)
-    printf("     tensor-core scores: worst %.2e, %d of %d outputs differ from the FMA path's\n", tc_worst,
-           tc_moved < 0 ? -1 : tc_moved, nq * hd);
+  for (int v = 0; tc && v < 2; v++)
+    printf("     %s: worst %.2e, %d of %d outputs differ from the FMA path's\n", tc_name[v], tc_worst[v],
+           tc_moved[v] < 0 ? -1 : tc_moved[v], nq * hd);
   return bad;
 }
 

@@ -30,6 +30,11 @@
 #define AT_K_REG 0
 #define AT_K_RING 1
 #define AT_K_TC 2
+/* how the p·v kernel forms Σ p·v (dk_attention's kpath bit AT_V_TC_BIT): FMAs key by key, or
+ * tensor-core tiles */
+#define AT_V_FMA 0
+#define AT_V_TC 1
+#define AT_V_TC_BIT 4
 
 
 /* The split shape: `n` blocks per KV head (fixed when the step's graph is made, for the
@@ -85,6 +90,9 @@ __device__ __forceinline__ void load8_shared(const uint16_t *p, float *f) {
     f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
 }
+
+/* Word i (a compile-time constant where it is called) of v. */
+__device__ __forceinline__ uint32_t u4_word(const uint4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 /* Two floats holding bf16 values as a bf16 pair (lo in the low half). */
 __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
@@ -498,7 +506,7 @@ __device__ __forceinline__ void pv_add_keys(const float (&ps)[REP][PV_TILE], int
  * of keys in shared memory. DPT is a template parameter so that the accumulators are REP·DPT
  * registers, not REP·8 (with a run-time count the GQA-8 kernel took 128 registers: 4 resident
  * blocks per SM where the split count assumes 8). */
-template <int REP, int DPT>
+template <int REP, int DPT, int VM>
 __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int nkv, int hd,
                                                         const int *pos_p, int window, at_splits sp,
                                                         int64_t ctx_cap, const float *scores,
@@ -548,6 +556,12 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
   }
   int64_t kvd = (int64_t)nkv * hd;
   int d0 = threadIdx.x * DPT, active = d0 < hd;
+  /* tensor cores (VM == AT_V_TC; GQA 8, head dims 256 / 512, so DPT 2 / 4): warp w owns dims
+   * [w·hd/4, (w+1)·hd/4) in VG groups of 64, each as four mma.m16n8k16 tiles (rows = dims,
+   * columns = the 8 heads, k = 16 keys) */
+  constexpr int VG = VM == AT_V_TC ? DPT / 2 : 1;
+  static_assert(VM != AT_V_TC || (REP == 8 && (DPT == 2 || DPT == 4)), "tensor-core p·v: GQA 8, head dim 256 or 512");
+  float tacc[VG][4][4] = {};
   float acc[REP][DPT];
 #pragma unroll
   for (int r = 0; r < REP; r++)
@@ -562,6 +576,42 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
       ps[r][jj] = rb(__fmul_rn(expf(__fsub_rn(sc, gm[r])), ginv[r]));
     }
     __syncthreads();
+    if constexpr (VM == AT_V_TC) {
+      /* Lane (gq, t) loads 16 bytes (dims 8gq … 8gq + 7 of its group of 64) of 4 keys, 4t … 4t + 3
+       * of each 16; byte permutes pair two keys' values of one dim into each A register (row
+       * gq ↔ the even dim 8gq + 2i of mma i, row gq + 8 ↔ the odd one), and B pairs the bf16 p
+       * of head gq at the same keys (the k order permuted alike in A and B). The products are
+       * exact; the float32 sums run in the tensor cores' order, not key by key. Keys past n get
+       * p = 0 and a zero V. */
+      const int lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
+      const int64_t vrow = (int64_t)g * hd + (threadIdx.x >> 5) * (hd / 4) + 8 * gq;
+      for (int kt = 0; kt < n; kt += 16) {
+        const int kk = kt + 4 * t;
+        float p4[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) p4[j] = kk + j < n ? ps[gq][kk + j] : 0.0f;
+        const uint32_t b0 = bf16_pair(p4[0], p4[1]), b1 = bf16_pair(p4[2], p4[3]);
+#pragma unroll
+        for (int gi = 0; gi < VG; gi++) {
+          uint4 v[4];
+#pragma unroll
+          for (int j = 0; j < 4; j++) {
+            const int key = t0 + kk + j;
+            const int64_t sl = window > 0 ? key % window : key;
+            v[j] = kk + j < n ? __ldg(reinterpret_cast<const uint4 *>(vc + sl * kvd + vrow + 64 * gi))
+                              : make_uint4(0u, 0u, 0u, 0u);
+          }
+#pragma unroll
+          for (int i = 0; i < 4; i++) {
+            const uint32_t w0 = u4_word(v[0], i), w1 = u4_word(v[1], i), w2 = u4_word(v[2], i), w3 = u4_word(v[3], i);
+            const uint32_t a[4] = {__byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632),
+                                   __byte_perm(w2, w3, 0x5410), __byte_perm(w2, w3, 0x7632)};
+            at_mma_bf16(tacc[gi][i], a, b0, b1);
+          }
+        }
+      }
+      continue;
+    }
     if (!active) continue;
     constexpr int KPI = REP <= 8 ? 8 : 2;
     const int nb = n / KPI;
@@ -594,13 +644,26 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
       }
     }
   }
-  if (active)
+  if constexpr (VM == AT_V_TC) {
+    /* lane (gq, t) holds heads 2t and 2t + 1 at dims 8gq + 2i and + 1 of each group */
+    const int lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
+    float *d0p = pacc + ((int64_t)(g * REP + 2 * t) * splits + s) * hd + (threadIdx.x >> 5) * (hd / 4) + 8 * gq;
+    float *d1p = d0p + (int64_t)splits * hd;
+#pragma unroll
+    for (int gi = 0; gi < VG; gi++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        d0p[64 * gi + 2 * i] = tacc[gi][i][0], d0p[64 * gi + 2 * i + 1] = tacc[gi][i][2];
+        d1p[64 * gi + 2 * i] = tacc[gi][i][1], d1p[64 * gi + 2 * i + 1] = tacc[gi][i][3];
+      }
+  } else if (active) {
 #pragma unroll
     for (int r = 0; r < REP; r++) {
       float *dst = pacc + ((int64_t)(g * REP + r) * splits + s) * hd + d0;
 #pragma unroll
       for (int i = 0; i < DPT; i++) dst[i] = acc[r][i];
     }
+  }
   if (splits > AT_LAST_BLOCK_SPLITS) return; /* combine_kernel reduces the splits */
   __threadfence();
   __syncthreads();
@@ -680,12 +743,12 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
   /* how the scores pass reads K (dk_attention's kpath): the ring where ring and q fit 48 KB,
    * the tensor cores for GQA 8 at head dims 256 and 512; otherwise through registers */
   const size_t ring_smem = smem + (size_t)(AT_THREADS / 32) * AT_RING_STAGES * AT_RING_KPI * hd * sizeof(uint16_t);
-  const bool use_ring = kpath == AT_K_RING && ring_smem <= 48 * 1024;
+  const bool use_ring = (kpath & 3) == AT_K_RING && ring_smem <= 48 * 1024;
   void (*scores_fn)(const float *, const uint16_t *, int, int, float, const int *, int, at_splits, int64_t, float *,
                     float *, float *, float *, int) =
       use_ring ? scores_kernel<REP, AT_K_RING, 0> : scores_kernel<REP, AT_K_REG, 0>;
   if constexpr (REP == 8)
-    if (kpath == AT_K_TC && (hd == 256 || hd == 512)) {
+    if ((kpath & 3) == AT_K_TC && (hd == 256 || hd == 512)) {
       scores_fn = hd == 512 ? scores_kernel<8, AT_K_TC, 16> : scores_kernel<8, AT_K_TC, 8>;
       smem += (size_t)hd / 32 * 32 * sizeof(uint4); /* the q fragments */
     }
@@ -706,7 +769,13 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
   if (e) return e;
   void (*pv)(const uint16_t *, int, int, const int *, int, at_splits, int64_t, const float *, const float *,
              const float *, float *, unsigned *, uint16_t *, float *) =
-      dpt == 1 ? pv_kernel<REP, 1> : dpt == 2 ? pv_kernel<REP, 2> : dpt == 4 ? pv_kernel<REP, 4> : pv_kernel<REP, 8>;
+      dpt == 1   ? pv_kernel<REP, 1, AT_V_FMA>
+      : dpt == 2 ? pv_kernel<REP, 2, AT_V_FMA>
+      : dpt == 4 ? pv_kernel<REP, 4, AT_V_FMA>
+                 : pv_kernel<REP, 8, AT_V_FMA>;
+  if constexpr (REP == 8)
+    if ((kpath & AT_V_TC_BIT) && (hd == 256 || hd == 512))
+      pv = hd == 512 ? pv_kernel<8, 4, AT_V_TC> : pv_kernel<8, 2, AT_V_TC>;
   e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, pos, window, sp, ctx_cap, scores, smax,
                 ssum, pacc, count, att, amax);
   if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;

@@ -86,6 +86,7 @@ struct accel_decoder {
   int use_pdl; /* kernels overlap their predecessor's tail (MLXRT_CUDA_PDL=0: off) */
   int attn_onepass; /* MLXRT_ATTN_ONEPASS=1: the one-pass decode attention (an experiment) */
   int attn_kpath;   /* MLXRT_ATTN_SCORES: how the scores pass reads K (dk_attention's kpath) */
+  int attn_pv_tc;   /* MLXRT_ATTN_PV=1: p·v on the tensor cores (kpath bit 4) */
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
   int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
   int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
@@ -313,6 +314,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   if (env_knob("MLXRT_ATTN_XMAX", 1, 0, 1, &D->attn_xmax, err) ||
       env_knob("MLXRT_ATTN_ONEPASS", 0, 0, 1, &D->attn_onepass, err) ||
       env_knob("MLXRT_ATTN_SCORES", 0, 0, 2, &D->attn_kpath, err) ||
+      env_knob("MLXRT_ATTN_PV", 0, 0, 1, &D->attn_pv_tc, err) ||
       env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &D->split_keys, err) ||
       env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
       env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err))
@@ -480,7 +482,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
                       ? dk_attention_onepass(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
                                              y->splits, D->split_keys, D->smax, D->ssum, D->pacc, D->attb, amax, namax, st)
                       : dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                     y->splits, D->split_keys, D->attn_kpath, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
+                                     y->splits, D->split_keys, D->attn_kpath | (D->attn_pv_tc ? 4 : 0), D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                      D->attb, amax, namax, st),
                   "attention", err) ||
         cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, amax ? XP_PREMAX : XP_FULL, err) ||

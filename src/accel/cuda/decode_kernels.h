@@ -45,11 +45,12 @@ int dk_logits_blocks(int64_t V);
 
 /* Decode attention of one query row per head at position *pos over the cache (split over
  * `splits` blocks per head, each with at least min_keys keys — so at short positions only the
- * first few hold keys — then reduced): att[h·hd + d] bf16. kpath (MLXRT_ATTN_SCORES; 1 and 2
- * are experiments): how the scores pass reads K — 0 through registers; 1 through a
- * shared-memory ring filled by cp.async (the same bits as 0); 2 into tensor-core fragments
- * (GQA 8 at head dims 256 / 512; float32 sums in another order: may move a score by one bf16
- * step). Scratch: scores[nq·ctx_cap],
+ * first few hold keys — then reduced): att[h·hd + d] bf16. kpath (experiments besides 0):
+ * bits 0–1 (MLXRT_ATTN_SCORES), how the scores pass reads K — 0 through registers; 1 through
+ * a shared-memory ring filled by cp.async (the same bits as 0); 2 into tensor-core fragments;
+ * bit 4 (MLXRT_ATTN_PV=1), p·v on the tensor cores. The tensor-core forms take GQA 8 at head
+ * dims 256 / 512 (others run the FMA path) and sum in float32 in another order: a result may
+ * move by one bf16 step. Scratch: scores[nq·ctx_cap],
  * smax/ssum[nq·splits], pacc[nq·splits·hd], count[nq] (zeroed once). amax (NULL: none): the
  * activation maxima the next product's x prep reads (ck_xprep_premax): amax[0] = max |att|,
  * amax[1..namax) = 0 — the values ck_xprep's max pass would give, without its launch. */

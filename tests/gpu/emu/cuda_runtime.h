@@ -113,6 +113,12 @@ static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
 static inline uint2 make_uint2(unsigned a, unsigned b) { return uint2{a, b}; }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
 static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const uint64_t b = (uint64_t)y << 32 | x;
+  unsigned r = 0;
+  for (int k = 0; k < 4; k++) r |= (unsigned)(b >> (8 * ((s >> (4 * k)) & 7)) & 0xffu) << (8 * k);
+  return r;
+}
 static inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
   s &= 31;
   return s ? (hi << s) | (lo >> (32 - s)) : hi;
