@@ -26,7 +26,8 @@
 #   pdl (not in the default list): tiny fixtures and tg128 at depths PDL_DEPTHS (default
 #      0,4096,32768) for each MLXRT_CUDA_PDL_EARLY in PDL_EARLY (default "0 1").
 #   attnbench (not in the default list): mlxrt-attn-bench, decode attention alone on the 31B
-#      layer shapes, each split shape checked against the host and timed (attn_bench.log).
+#      layer shapes, each split shape checked against the host and timed (attn_benchN.log), once
+#      per setting in ATTNB_ENVS.
 #   ncuattnb (not in the default list): ncu on mlxrt-attn-bench --case for each
 #      SHAPE:POS:SPLITS:MIN_KEYS in ATTNB_CASES (default full:32767:128:1).
 #   attn (not in the default list): tg128 at depths 0/4096/32768 for each decode-attention split
@@ -163,11 +164,19 @@ if has pdl; then
 fi
 if has attnbench; then
   # decode attention alone on the 31B layer shapes: every split shape against a float64
-  # attention on the host, then µs per call in a graph (tests/gpu/attention_bench.c)
-  stamp "attention bench"
-  timeout 300 "$BUILD/mlxrt-attn-bench" >"$OUT/attn_bench.log" 2>&1 || rc=1
-  sed -n '/^fastest/,/^$/p' "$OUT/attn_bench.log"
-  tail -1 "$OUT/attn_bench.log"
+  # attention on the host, then µs per call in a graph (tests/gpu/attention_bench.c); once per
+  # setting in ATTNB_ENVS (VAR=V[,VAR=V...], e.g. "MLXRT_ATTN_SCORES=0 MLXRT_ATTN_SCORES=2"), or
+  # once as the environment has it
+  n=0
+  for c in ${ATTNB_ENVS:-default}; do
+    n=$((n + 1))
+    ev=${c//,/ }
+    [ "$c" = default ] && ev=
+    stamp "attention bench ${ev:-(defaults)}"
+    env $ev timeout 300 "$BUILD/mlxrt-attn-bench" >"$OUT/attn_bench$n.log" 2>&1 || rc=1
+    sed -n '/^fastest/,/^$/p' "$OUT/attn_bench$n.log"
+    tail -1 "$OUT/attn_bench$n.log"
+  done
 fi
 if has ncuattnb && command -v ncu >/dev/null; then
   # ncu on mlxrt-attn-bench's one case per ATTNB_CASES entry (SHAPE:POS:SPLITS:MIN_KEYS): the
