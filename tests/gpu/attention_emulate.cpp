@@ -16,6 +16,7 @@
  *   /tmp/attention_emulate [seed]
  */
 #include "../../src/accel/cuda/attention.cu"
+#include "../../src/accel/cuda/attention_onepass.cu"
 
 #include <math.h>
 #include <stdio.h>

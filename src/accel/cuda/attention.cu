@@ -11,17 +11,8 @@
  *      splits: a third kernel, one thread per output, with the same sums).
  * The query-group size (rep) is a template parameter so the per-head sums stay in registers.
  * A sliding layer (window > 0) keeps a ring: position j lives in slot j % window. */
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "attention_common.cuh"
 
-#include "ck_block.cuh"
-#include "ck_device.cuh"
-#include "ck_launch.cuh"
-#include "decode_kernels.h"
-
-#define AT_THREADS 128
-#define AT_MAX_REP 16
-#define AT_MAX_HD 1024
 /* the scores kernel's K ring (MLXRT_ATTN_SCORES=1): keys per warp and step, steps per warp */
 #define AT_RING_KPI 2
 #define AT_RING_STAGES 4
@@ -35,61 +26,6 @@
 #define AT_V_FMA 0
 #define AT_V_TC 1
 #define AT_V_TC_BIT 4
-
-
-/* The split shape: `n` blocks per KV head (fixed when the step's graph is made, for the
- * session's capacity), each with at least `min_keys` keys of the live range [first, pos]: at
- * short positions only the first few splits hold keys (the live ones), the rest exit at once,
- * and the reductions over the splits read only the live ones. */
-struct at_splits {
-  int n, min_keys;
-};
-
-/* Keys per split at this position: ceil(cnt / n), at least min_keys. */
-__device__ __forceinline__ int split_len(int pos, int window, at_splits sp, int *first) {
-  *first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-  const int cnt = pos - *first + 1, len = (cnt + sp.n - 1) / sp.n;
-  return len > sp.min_keys ? len : sp.min_keys;
-}
-
-/* The keys [lo, hi) of split s (empty for a split past the live ones). */
-__device__ __forceinline__ void split_range(int pos, int window, at_splits sp, int s, int *lo, int *hi) {
-  int first, len = split_len(pos, window, sp, &first);
-  int a = first + s * len, b = a + len;
-  if (b > pos + 1) b = pos + 1;
-  if (a > b) a = b;
-  *lo = a;
-  *hi = b;
-}
-
-/* How many splits hold keys at this position (≥ 1, ≤ sp.n). */
-__device__ __forceinline__ int live_splits(int pos, int window, at_splits sp) {
-  int first, len = split_len(pos, window, sp, &first);
-  const int cnt = pos - first + 1, live = (cnt + len - 1) / len;
-  return live < sp.n ? live : sp.n;
-}
-
-/* Eight bf16 values at p (16-byte aligned) as floats. */
-__device__ __forceinline__ void load8(const uint16_t *p, float *f) {
-  uint4 u = __ldg((const uint4 *)p);
-  uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
-/* load8 from shared memory (the scores ring). */
-__device__ __forceinline__ void load8_shared(const uint16_t *p, float *f) {
-  uint4 u = *reinterpret_cast<const uint4 *>(p);
-  uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
 
 /* Word i (a compile-time constant where it is called) of v. */
 __device__ __forceinline__ uint32_t u4_word(const uint4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
@@ -134,41 +70,6 @@ __device__ __forceinline__ void at_cp_wait() {
 #endif
 }
 
-/* dpt (1, 2, 4 or 8) consecutive bf16 values at p (aligned to their size) as floats. */
-__device__ __forceinline__ void load_n(const uint16_t *p, int dpt, float *f) {
-  if (dpt == 8) {
-    load8(p, f);
-  } else if (dpt == 4) {
-    uint2 u = __ldg((const uint2 *)p);
-    f[0] = __uint_as_float(u.x << 16), f[1] = __uint_as_float(u.x & 0xffff0000u);
-    f[2] = __uint_as_float(u.y << 16), f[3] = __uint_as_float(u.y & 0xffff0000u);
-  } else if (dpt == 2) {
-    uint32_t u = __ldg((const unsigned int *)p);
-    f[0] = __uint_as_float(u << 16), f[1] = __uint_as_float(u & 0xffff0000u);
-  } else {
-    f[0] = ck_bf16_to_f32(__ldg((const unsigned short *)p));
-  }
-}
-
-/* The x-prep maxima (dk_attention's amax): the first kernel zeroes them, after its wait (the
- * previous product's prep has read them by then)... */
-__device__ __forceinline__ void amax_zero(float *amax, int namax) {
-  if (amax && blockIdx.x == 0 && blockIdx.y == 0)
-    for (int i = threadIdx.x; i < namax; i += blockDim.x) amax[i] = 0.0f;
-}
-/* ... and each block writing att adds its max |value| (every thread calls; NaN is skipped, as
- * fmaxf skips it in the prep's max pass). Non-negative floats order as their bits. */
-__device__ __forceinline__ void amax_add(float *amax, float v) {
-  if (!amax) return;
-  float m = block_max(v == v ? fabsf(v) : 0.0f);
-  if (threadIdx.x == 0 && m > 0.0f) atomicMax(reinterpret_cast<unsigned *>(amax), __float_as_uint(m));
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 /* One level of warp_transpose_sum over the first N values of a (N a compile-time constant, so
  * every index is one: with the level's count a run-time value the compiler kept the loop and
  * picked each a[i] through a chain of predicated moves, ~40 instructions per value — most of
@@ -208,40 +109,6 @@ __device__ __forceinline__ float warp_transpose_sum(const float (&v)[NP], int la
 #pragma unroll
   for (int o = 16 / NP; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
   return t;
-}
-
-/* This lane's share of the dot products of KPI keys (kp: their K rows of this KV head) with
- * the REP query heads in qs ([REP][hd] floats): the lane holds 8 consecutive dims of each
- * of the nch 256-dim chunks (one 16-byte load per key and chunk); warp_sum completes each. */
-template <int REP, int KPI, bool SMEM = false>
-__device__ __forceinline__ void key_dots(const uint16_t *const (&kp)[KPI], const float *qs, int hd, int nch,
-                                         int lane, float (&dk)[KPI][REP]) {
-#pragma unroll
-  for (int u = 0; u < KPI; u++)
-#pragma unroll
-    for (int r = 0; r < REP; r++) dk[u][r] = 0.0f;
-  for (int c = 0; c < nch; c++) {
-    int d = c * 256 + lane * 8;
-    if (d >= hd) continue;
-    float a[KPI][8];
-#pragma unroll
-    for (int u = 0; u < KPI; u++) {
-      if (SMEM)
-        load8_shared(kp[u] + d, a[u]);
-      else
-        load8(kp[u] + d, a[u]);
-    }
-#pragma unroll
-    for (int r = 0; r < REP; r++) {
-      const float4 *qp = (const float4 *)(qs + r * hd + d);
-      float4 x0 = qp[0], x1 = qp[1];
-      float qv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-      for (int u = 0; u < KPI; u++)
-#pragma unroll
-        for (int i = 0; i < 8; i++) dk[u][r] = fmaf(qv[i], a[u][i], dk[u][r]);
-    }
-  }
 }
 
 /* grid (nkv, splits): the REP query heads of KV head g over the split's keys. Each warp
@@ -440,11 +307,6 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
       smax[(g * REP + r) * splits + s] = mx[r];
       ssum[(g * REP + r) * splits + s] = sum[r];
     }
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
 }
 
 #define PV_TILE 256
@@ -798,219 +660,6 @@ extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *
   case 4: return (int)launch_attention<4>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
   case 8: return (int)launch_attention<8>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
   case 16: return (int)launch_attention<16>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
-  default: return (int)cudaErrorInvalidValue;
-  }
-}
-
-/* ---- one pass (an experiment, MLXRT_ATTN_ONEPASS=1; off by default) -----------------------
- * Each block reads its split's K and V once, in tiles of OP_TILE keys, with an online softmax
- * (as fused decode kernels do): scores as above (q·bf16(scale) → bf16, score → bf16), then per
- * head the running max m and sum l, the weights exp(s − m) unrounded, the accumulator rescaled
- * when m grows. A second kernel weighs the splits by exp(m_s − M) and divides by the total. p is
- * never rounded to bf16, so this is not the reference path's rounding: a third of the outputs
- * move by at most one bf16 step, toward exact attention (docs/PERF.md, session 5). V is read
- * with 8- or 16-byte loads by threads owning dpt dims, the key groups of a tile in parallel. */
-#define OP_TILE 32 /* keys per tile: one per lane in the softmax step */
-#define OP_WARPS (AT_THREADS / 32)
-/* dims per thread in the V step: 16-byte loads for small groups; fewer for large ones, whose
- * accumulators (REP × dpt floats) would not fit in registers (so REP 8 takes hd ≤ 512 and
- * REP 16 hd ≤ 256 here) */
-#define OP_DPT(rep) ((rep) <= 4 ? 8 : (rep) <= 8 ? 4 : 2)
-
-template <int REP>
-__global__ void __launch_bounds__(AT_THREADS) onepass_kernel(const float *q, const uint16_t *kc, const uint16_t *vc,
-                                                             int nkv, int hd, float scale, const int *pos_p,
-                                                             int window, at_splits sp, float *smax, float *ssum,
-                                                             float *pacc, float *amax, int namax) {
-  constexpr int DPT = OP_DPT(REP), OP_HPW = (REP + OP_WARPS - 1) / OP_WARPS; /* heads per warp */
-  ck_pdl_enter();
-  amax_zero(amax, namax);
-  CK_DYNAMIC_SHARED(float4, dyn4); /* q as [REP][hd]; at the end the key groups' sums */
-  float *qs = (float *)dyn4;
-  __shared__ float ps[REP][OP_TILE], alpha[REP];
-  const int g = blockIdx.x, s = blockIdx.y, pos = *pos_p, splits = sp.n;
-  int lo, hi;
-  split_range(pos, window, sp, s, &lo, &hi);
-  if (lo == hi) return; /* past the live splits: the combine reads only those */
-  const float bscale = rb(scale);
-  for (int i = threadIdx.x; i < REP * hd; i += blockDim.x) {
-    float v = q[(int64_t)g * REP * hd + i];
-    qs[i] = scale == 1.0f ? v : rb(__fmul_rn(v, bscale));
-  }
-  const int64_t kvd = (int64_t)nkv * hd;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5, nch = (hd + 255) / 256;
-  /* V: T threads cover a key's hd dims (DPT each); G key groups take the tile's keys in turn */
-  const int T = hd / DPT, G = (int)blockDim.x / T, kg = threadIdx.x / T, d0 = (threadIdx.x % T) * DPT;
-  const bool vact = kg < G;
-  float acc[REP][DPT];
-#pragma unroll
-  for (int r = 0; r < REP; r++)
-#pragma unroll
-    for (int i = 0; i < DPT; i++) acc[r][i] = 0.0f;
-  /* the running max and sum of head r = warp + k·OP_WARPS, held by that warp's lanes */
-  float m_runs[OP_HPW], l_runs[OP_HPW];
-#pragma unroll
-  for (int k = 0; k < OP_HPW; k++) m_runs[k] = -INFINITY, l_runs[k] = 0.0f;
-  __syncthreads();
-  for (int t0 = lo; t0 < hi; t0 += OP_TILE) {
-    const int n = hi - t0 < OP_TILE ? hi - t0 : OP_TILE;
-    /* 1. scores of the tile: warp w takes KPI keys at a time (fewer for large groups: registers) */
-    constexpr int KPI = REP <= 4 ? 4 : 2;
-    for (int j0 = KPI * warp; j0 < n; j0 += KPI * nw) {
-      const uint16_t *kp[KPI];
-#pragma unroll
-      for (int u = 0; u < KPI; u++) {
-        int jj = j0 + u < n ? j0 + u : j0, j = t0 + jj;
-        int64_t sl = window > 0 ? j % window : j;
-        kp[u] = kc + sl * kvd + (int64_t)g * hd;
-      }
-      float dk[KPI][REP];
-      key_dots<REP, KPI>(kp, qs, hd, nch, lane, dk);
-#pragma unroll
-      for (int r = 0; r < REP; r++)
-#pragma unroll
-        for (int u = 0; u < KPI; u++) {
-          float v = rb(warp_sum(dk[u][r]));
-          if (lane == 0 && j0 + u < n) ps[r][j0 + u] = v;
-        }
-    }
-    __syncthreads();
-    /* 2. per head (warp r mod nw, a lane per key): the running max and sum, the weights */
-#pragma unroll
-    for (int k = 0; k < OP_HPW; k++) {
-      const int r = warp + k * OP_WARPS;
-      if (r >= REP) break;
-      float sv = lane < n ? ps[r][lane] : -INFINITY;
-      float m_new = fmaxf(m_runs[k], warp_max(sv));
-      float a = m_runs[k] == -INFINITY ? 0.0f : expf(__fsub_rn(m_runs[k], m_new));
-      float p = lane < n ? expf(__fsub_rn(sv, m_new)) : 0.0f;
-      l_runs[k] = fmaf(l_runs[k], a, warp_sum(p));
-      m_runs[k] = m_new;
-      ps[r][lane] = p;
-      if (lane == 0) alpha[r] = a;
-    }
-    __syncthreads();
-    /* 3. V: rescale, then this key group's keys of the tile, two loads in flight */
-    if (vact) {
-#pragma unroll
-      for (int r = 0; r < REP; r++) {
-        const float a = alpha[r];
-#pragma unroll
-        for (int i = 0; i < DPT; i++) acc[r][i] *= a;
-      }
-      int jj = kg;
-      for (; jj + G < n; jj += 2 * G) {
-        float v0[DPT], v1[DPT];
-        int j = t0 + jj, j1 = j + G;
-        int64_t s0 = window > 0 ? j % window : j, s1 = window > 0 ? j1 % window : j1;
-        load_n(vc + s0 * kvd + (int64_t)g * hd + d0, DPT, v0);
-        load_n(vc + s1 * kvd + (int64_t)g * hd + d0, DPT, v1);
-#pragma unroll
-        for (int r = 0; r < REP; r++) {
-          const float p0 = ps[r][jj], p1 = ps[r][jj + G];
-#pragma unroll
-          for (int i = 0; i < DPT; i++) acc[r][i] = fmaf(p1, v1[i], fmaf(p0, v0[i], acc[r][i]));
-        }
-      }
-      if (jj < n) {
-        float v0[DPT];
-        int j = t0 + jj;
-        int64_t s0 = window > 0 ? j % window : j;
-        load_n(vc + s0 * kvd + (int64_t)g * hd + d0, DPT, v0);
-#pragma unroll
-        for (int r = 0; r < REP; r++) {
-          const float p0 = ps[r][jj];
-#pragma unroll
-          for (int i = 0; i < DPT; i++) acc[r][i] = fmaf(p0, v0[i], acc[r][i]);
-        }
-      }
-    }
-    __syncthreads(); /* ps and alpha are rewritten by the next tile */
-  }
-  /* the key groups' sums in group order (q is no longer needed: its memory takes them) */
-  float *red = qs; /* [G][REP][hd] */
-  if (vact)
-#pragma unroll
-    for (int r = 0; r < REP; r++)
-#pragma unroll
-      for (int i = 0; i < DPT; i++) red[((int64_t)kg * REP + r) * hd + d0 + i] = acc[r][i];
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < REP * hd; idx += blockDim.x) {
-    const int r = idx / hd, d = idx - r * hd;
-    float v = 0.0f;
-    for (int k = 0; k < G; k++) v += red[((int64_t)k * REP + r) * hd + d];
-    pacc[((int64_t)(g * REP + r) * splits + s) * hd + d] = v;
-  }
-#pragma unroll
-  for (int k = 0; k < OP_HPW; k++) {
-    const int r = warp + k * OP_WARPS;
-    if (r < REP && lane == 0) {
-      smax[(g * REP + r) * splits + s] = m_runs[k];
-      ssum[(g * REP + r) * splits + s] = l_runs[k];
-    }
-  }
-}
-
-/* grid (nq, ceil(hd / AT_THREADS)): out = Σ_s w_s·acc_s / Σ_s w_s·l_s with w_s = exp(m_s − M),
- * the splits in order; empty splits (m_s = −∞) weigh nothing. */
-__global__ void __launch_bounds__(AT_THREADS) onepass_combine_kernel(const float *smax, const float *ssum,
-                                                                     const float *pacc, const int *pos_p, int window,
-                                                                     at_splits sp, int hd, uint16_t *att, float *amax) {
-  ck_pdl_enter();
-  const int h = blockIdx.x, d = blockIdx.y * AT_THREADS + threadIdx.x, splits = sp.n;
-  const int live = live_splits(*pos_p, window, sp);
-  float out = 0.0f;
-  if (d < hd) {
-    float M = -INFINITY;
-    for (int k = 0; k < live; k++) M = fmaxf(M, smax[h * splits + k]);
-    float num = 0.0f, den = 0.0f;
-    for (int k = 0; k < live; k++) {
-      const float ms = smax[h * splits + k];
-      if (ms == -INFINITY) continue;
-      const float w = expf(__fsub_rn(ms, M));
-      den = fmaf(w, ssum[h * splits + k], den);
-      num = fmaf(w, __ldcg(pacc + ((int64_t)h * splits + k) * hd + d), num);
-    }
-    const uint16_t b = ck_f32_to_bf16(__fdiv_rn(num, den));
-    att[(int64_t)h * hd + d] = b;
-    out = ck_bf16_to_f32(b);
-  }
-  amax_add(amax, out);
-}
-
-template <int REP>
-static cudaError_t launch_onepass(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
-                                  const int *pos, int window, at_splits sp, float *smax, float *ssum, float *pacc,
-                                  uint16_t *att, float *amax, int namax, cudaStream_t st) {
-  const int splits = sp.n;
-  const int dpt = OP_DPT(REP); /* every dim owned by one thread: hd ≤ 128·dpt */
-  if (hd % dpt || hd / dpt > AT_THREADS) return cudaErrorInvalidValue;
-  const int G = AT_THREADS / (hd / dpt);
-  const size_t smem = (size_t)(G > 1 ? G : 1) * REP * hd * sizeof(float);
-  if (smem > 48 * 1024) return cudaErrorInvalidValue;
-  cudaError_t e = ck_launch(onepass_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, vc, nkv, hd,
-                            scale, pos, window, sp, smax, ssum, pacc, amax, namax);
-  if (e) return e;
-  return ck_launch(onepass_combine_kernel, dim3(nkv * REP, (hd + AT_THREADS - 1) / AT_THREADS), AT_THREADS, 0, st,
-                   smax, ssum, pacc, pos, window, sp, hd, att, amax);
-}
-
-extern "C" int dk_attention_onepass_supports(int rep, int hd) {
-  return (rep == 1 || rep == 2 || rep == 4 || rep == 8 || rep == 16) && hd % 8 == 0 && hd <= AT_THREADS * OP_DPT(rep);
-}
-
-extern "C" int dk_attention_onepass(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                                    float scale, const int *pos, int window, int splits, int min_keys, float *smax,
-                                    float *ssum, float *pacc, uint16_t *att, float *amax, int namax, void *stream) {
-  if (nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD || splits < 1 || min_keys < 1) return (int)cudaErrorInvalidValue;
-  cudaStream_t st = (cudaStream_t)stream;
-  const at_splits sp = {splits, min_keys};
-  switch (nq / nkv) {
-  case 1: return (int)launch_onepass<1>(q, kc, vc, nkv, hd, scale, pos, window, sp, smax, ssum, pacc, att, amax, namax, st);
-  case 2: return (int)launch_onepass<2>(q, kc, vc, nkv, hd, scale, pos, window, sp, smax, ssum, pacc, att, amax, namax, st);
-  case 4: return (int)launch_onepass<4>(q, kc, vc, nkv, hd, scale, pos, window, sp, smax, ssum, pacc, att, amax, namax, st);
-  case 8: return (int)launch_onepass<8>(q, kc, vc, nkv, hd, scale, pos, window, sp, smax, ssum, pacc, att, amax, namax, st);
-  case 16: return (int)launch_onepass<16>(q, kc, vc, nkv, hd, scale, pos, window, sp, smax, ssum, pacc, att, amax, namax, st);
   default: return (int)cudaErrorInvalidValue;
   }
 }

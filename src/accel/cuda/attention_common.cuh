@@ -1,0 +1,147 @@
+/* What the decode attention's kernels share (attention.cu: the two-pass kernels and their
+ * variants; attention_onepass.cu: the one-pass experiment): the split shape, bf16 loads, the
+ * x-prep maxima, warp reductions and the scores' dot products. */
+#ifndef MLXRT_CUDA_ATTENTION_COMMON_CUH
+#define MLXRT_CUDA_ATTENTION_COMMON_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "ck_block.cuh"
+#include "ck_device.cuh"
+#include "ck_launch.cuh"
+#include "decode_kernels.h"
+
+#define AT_THREADS 128
+#define AT_MAX_REP 16
+#define AT_MAX_HD 1024
+
+/* The split shape: `n` blocks per KV head (fixed when the step's graph is made, for the
+ * session's capacity), each with at least `min_keys` keys of the live range [first, pos]: at
+ * short positions only the first few splits hold keys (the live ones), the rest exit at once,
+ * and the reductions over the splits read only the live ones. */
+struct at_splits {
+  int n, min_keys;
+};
+
+/* Keys per split at this position: ceil(cnt / n), at least min_keys. */
+__device__ __forceinline__ int split_len(int pos, int window, at_splits sp, int *first) {
+  *first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+  const int cnt = pos - *first + 1, len = (cnt + sp.n - 1) / sp.n;
+  return len > sp.min_keys ? len : sp.min_keys;
+}
+
+/* The keys [lo, hi) of split s (empty for a split past the live ones). */
+__device__ __forceinline__ void split_range(int pos, int window, at_splits sp, int s, int *lo, int *hi) {
+  int first, len = split_len(pos, window, sp, &first);
+  int a = first + s * len, b = a + len;
+  if (b > pos + 1) b = pos + 1;
+  if (a > b) a = b;
+  *lo = a;
+  *hi = b;
+}
+
+/* How many splits hold keys at this position (≥ 1, ≤ sp.n). */
+__device__ __forceinline__ int live_splits(int pos, int window, at_splits sp) {
+  int first, len = split_len(pos, window, sp, &first);
+  const int cnt = pos - first + 1, live = (cnt + len - 1) / len;
+  return live < sp.n ? live : sp.n;
+}
+
+/* Eight bf16 values at p (16-byte aligned) as floats. */
+__device__ __forceinline__ void load8(const uint16_t *p, float *f) {
+  uint4 u = __ldg((const uint4 *)p);
+  uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+/* load8 from shared memory (the scores kernel's K ring). */
+__device__ __forceinline__ void load8_shared(const uint16_t *p, float *f) {
+  uint4 u = *reinterpret_cast<const uint4 *>(p);
+  uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+/* dpt (1, 2, 4 or 8) consecutive bf16 values at p (aligned to their size) as floats. */
+__device__ __forceinline__ void load_n(const uint16_t *p, int dpt, float *f) {
+  if (dpt == 8) {
+    load8(p, f);
+  } else if (dpt == 4) {
+    uint2 u = __ldg((const uint2 *)p);
+    f[0] = __uint_as_float(u.x << 16), f[1] = __uint_as_float(u.x & 0xffff0000u);
+    f[2] = __uint_as_float(u.y << 16), f[3] = __uint_as_float(u.y & 0xffff0000u);
+  } else if (dpt == 2) {
+    uint32_t u = __ldg((const unsigned int *)p);
+    f[0] = __uint_as_float(u << 16), f[1] = __uint_as_float(u & 0xffff0000u);
+  } else {
+    f[0] = ck_bf16_to_f32(__ldg((const unsigned short *)p));
+  }
+}
+
+/* The x-prep maxima (dk_attention's amax): the first kernel zeroes them, after its wait (the
+ * previous product's prep has read them by then)... */
+__device__ __forceinline__ void amax_zero(float *amax, int namax) {
+  if (amax && blockIdx.x == 0 && blockIdx.y == 0)
+    for (int i = threadIdx.x; i < namax; i += blockDim.x) amax[i] = 0.0f;
+}
+/* ... and each block writing att adds its max |value| (every thread calls; NaN is skipped, as
+ * fmaxf skips it in the prep's max pass). Non-negative floats order as their bits. */
+__device__ __forceinline__ void amax_add(float *amax, float v) {
+  if (!amax) return;
+  float m = block_max(v == v ? fabsf(v) : 0.0f);
+  if (threadIdx.x == 0 && m > 0.0f) atomicMax(reinterpret_cast<unsigned *>(amax), __float_as_uint(m));
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/* This lane's share of the dot products of KPI keys (kp: their K rows of this KV head) with
+ * the REP query heads in qs ([REP][hd] floats): the lane holds 8 consecutive dims of each
+ * of the nch 256-dim chunks (one 16-byte load per key and chunk); warp_sum completes each. */
+template <int REP, int KPI, bool SMEM = false>
+__device__ __forceinline__ void key_dots(const uint16_t *const (&kp)[KPI], const float *qs, int hd, int nch,
+                                         int lane, float (&dk)[KPI][REP]) {
+#pragma unroll
+  for (int u = 0; u < KPI; u++)
+#pragma unroll
+    for (int r = 0; r < REP; r++) dk[u][r] = 0.0f;
+  for (int c = 0; c < nch; c++) {
+    int d = c * 256 + lane * 8;
+    if (d >= hd) continue;
+    float a[KPI][8];
+#pragma unroll
+    for (int u = 0; u < KPI; u++) {
+      if (SMEM)
+        load8_shared(kp[u] + d, a[u]);
+      else
+        load8(kp[u] + d, a[u]);
+    }
+#pragma unroll
+    for (int r = 0; r < REP; r++) {
+      const float4 *qp = (const float4 *)(qs + r * hd + d);
+      float4 x0 = qp[0], x1 = qp[1];
+      float qv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+      for (int u = 0; u < KPI; u++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) dk[u][r] = fmaf(qv[i], a[u][i], dk[u][r]);
+    }
+  }
+}
+
+#endif
