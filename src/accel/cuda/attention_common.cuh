@@ -48,26 +48,20 @@ __device__ __forceinline__ int live_splits(int pos, int window, at_splits sp) {
   return live < sp.n ? live : sp.n;
 }
 
-/* Eight bf16 values at p (16-byte aligned) as floats. */
-__device__ __forceinline__ void load8(const uint16_t *p, float *f) {
-  uint4 u = __ldg((const uint4 *)p);
-  uint32_t w[4] = {u.x, u.y, u.z, u.w};
+/* Eight bf16 values packed in u as floats. */
+__device__ __forceinline__ void unpack8(uint4 u, float *f) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     f[2 * i] = __uint_as_float(w[i] << 16);
     f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
 }
-
-/* load8 from shared memory (the scores kernel's K ring). */
+/* Eight bf16 values at p (16-byte aligned) as floats: from global memory (read-only path)... */
+__device__ __forceinline__ void load8(const uint16_t *p, float *f) { unpack8(__ldg((const uint4 *)p), f); }
+/* ... and from shared memory (the scores kernel's K ring). */
 __device__ __forceinline__ void load8_shared(const uint16_t *p, float *f) {
-  uint4 u = *reinterpret_cast<const uint4 *>(p);
-  uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
+  unpack8(*reinterpret_cast<const uint4 *>(p), f);
 }
 
 /* dpt (1, 2, 4 or 8) consecutive bf16 values at p (aligned to their size) as floats. */
