@@ -430,6 +430,13 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
     goto fail;
   }
   ck_set_qmv_stages(qs && *qs ? atoi(qs) : 0);
+  /* and how many of them are issued before the wait for x's producer (default 2, qmv_tc.cu) */
+  const char *qe = getenv("MLXRT_QMV_EARLY");
+  if (qe && *qe && (strlen(qe) != 1 || qe[0] < '0' || qe[0] > '4')) {
+    mx_fail(err, "MLXRT_QMV_EARLY=%s: expected 0 to 4", qe);
+    goto fail;
+  }
+  ck_set_qmv_early(qe && *qe ? atoi(qe) : 2);
   /* and the mat-vec variant for A/B runs in one build (kernels.h; 0 = the default kernels) */
   const char *qv = getenv("MLXRT_QMV_VARIANT");
   if (qv && *qv && strcmp(qv, "0") && strcmp(qv, "2") && strcmp(qv, "3") && strcmp(qv, "5") && strcmp(qv, "6")) {

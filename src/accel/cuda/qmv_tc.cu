@@ -30,6 +30,7 @@ struct QmvArgs {
   int ksplit;      /* blockIdx.y of ksplit takes units [nunits·y/ksplit, nunits·(y+1)/ksplit) */
   int64_t kstride; /* and writes its partial sums at y + blockIdx.y·kstride */
   int64_t nslices; /* cols / 32: the x layout's row stride in 32-k slices */
+  int early;   /* weight stages issued before the wait for x's producer (≤ NST) */
   int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling);
                 * 2 = COL without its full-stage loop, 3 = no COL, 5 = COL with two mma chains
                 * per pair (benchmarks: what each gains) */
@@ -359,14 +360,15 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       if (xsb) bulk_copy(dst + XSOFF, reinterpret_cast<const uint8_t *>(p.xs) + ug * S::GPU * 32, xsb, &mbar[slot]);
     }
   };
+  /* the weights depend on no earlier kernel: their first p.early stages are in flight before
+   * the wait for the kernel that wrote x (programmatic dependent launch, ck_launch.cuh) */
   if (threadIdx.x == 0)
-    for (int st = 0; st < NST && st < nstages; st++) issue(st, true, false);
-  /* the weights depend on no earlier kernel: their first stages are in flight before the
-   * wait for the kernel that wrote x (programmatic dependent launch, ck_launch.cuh) */
+    for (int st = 0; st < NST && st < p.early && st < nstages; st++) issue(st, true, false);
   ck_pdl_enter();
-  if (XS && threadIdx.x == 0)
-    for (int st = 0; st < NST && st < nstages; st++) issue(st, false, true);
-
+  if (threadIdx.x == 0)
+    for (int st = 0; st < NST && st < nstages; st++)
+      if (st >= p.early) issue(st, true, true);
+      else if (XS) issue(st, false, true);
   /* two accumulator sets: the two units in flight have independent mma chains */
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
   float acc2[4] = {0.f, 0.f, 0.f, 0.f}, tot2[4] = {0.f, 0.f, 0.f, 0.f};
@@ -548,95 +550,6 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   }
 }
 
-/* ---- activation prep ------------------------------------------------------------------- */
-/* Pass 1: per (2048-value block, row) max|x| into pmax[n][blk]. */
-#define XP_BLOCK 2048
-__global__ void xmax_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk) {
-  ck_pdl_enter();
-  const int n = blockIdx.y, blk = blockIdx.x;
-  if (n >= nb) return;
-  const uint16_t *xr = x + (int64_t)n * cols;
-  float m = 0.f;
-  int64_t k0 = (int64_t)blk * XP_BLOCK + threadIdx.x * 8;
-  if (k0 + 8 <= cols) {
-    uint4 v = *reinterpret_cast<const uint4 *>(xr + k0);
-    uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-      m = fmaxf(m, fmaxf(fabsf(__uint_as_float(w[i] << 16)), fabsf(__uint_as_float(w[i] & 0xffff0000u))));
-  } else {
-    for (int64_t k = k0; k < cols && k < k0 + 8; k++) m = fmaxf(m, fabsf(ck_bf16_to_f32(xr[k])));
-  }
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __shared__ float wm[8];
-  if ((threadIdx.x & 31) == 0) wm[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, wm[w]);
-    pmax[n * nblk + blk] = m;
-  }
-}
-
-/* Pass 2: one thread per (32-k slice, row): the slice's fp16 (x · 2^e) values in fragment
- * order (64 contiguous bytes), and the group sums by a shuffle over adjacent slices. Rows
- * ≥ nb write zero sums. cols is a multiple of 32 here (the fast path's unit). */
-__global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, int gs,
-                             const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp) {
-  ck_pdl_enter();
-  const int n = blockIdx.y;
-  const int64_t S = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nsl = cols / 32;
-  int e = 0;
-  if (n < nb && !bf16) {
-    float m = 0.f;
-    for (int b = 0; b < nblk; b++) m = fmaxf(m, pmax[n * nblk + b]);
-    if (m > 0.f && m <= 3.0e38f) {
-      frexpf(m, &e); /* m < 2^e: scale by 2^(15-e) → max in [2^14, 2^15) */
-      e = 15 - e;
-    }
-  }
-  if (S == 0) xexp[n] = e;
-  float sum = 0.f;
-  if (S < nsl && n < nb) {
-    const uint4 *src = reinterpret_cast<const uint4 *>(x + (int64_t)n * cols + S * 32);
-    uint16_t h[32];
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-      uint4 v = src[q];
-      uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-          uint16_t xb = (uint16_t)(w[i] >> (16 * j));
-          uint16_t hv = bf16 ? xb : ck_f32_to_f16(ldexpf(ck_bf16_to_f32(xb), e));
-          if (!bf16) sum += ck_f16_to_f32(hv);
-          h[q * 8 + i * 2 + j] = hv;
-        }
-      }
-    }
-    uint4 *dst = reinterpret_cast<uint4 *>(xp + (((int64_t)n * nsl + S) * 4) * 8);
-#pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      uint16_t o[8];
-#pragma unroll
-      for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) o[m * 4 + i] = h[16 * m + 2 * tt + (i & 1) + 8 * (i >> 1)];
-      uint4 v;
-      v.x = o[0] | ((uint32_t)o[1] << 16);
-      v.y = o[2] | ((uint32_t)o[3] << 16);
-      v.z = o[4] | ((uint32_t)o[5] << 16);
-      v.w = o[6] | ((uint32_t)o[7] << 16);
-      dst[tt] = v;
-    }
-  }
-  if (gs > 0) { /* gs/32 adjacent lanes hold one group (groups never straddle a warp) */
-    const int per = gs / 32;
-    for (int o = per >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (S < nsl && S % per == 0) xs[(S / per) * 8 + n] = sum;
-  }
-}
-
 /* ---- launchers ------------------------------------------------------------------------- */
 typedef void (*qmv_fn)(QmvArgs);
 
@@ -711,6 +624,12 @@ static qmv_fn pick_ns(const ck_layout *L, int nb) {
  * but gains 2 % with one mma column per group (docs/PERF.md). So the default is 3 for nvfp4
  * and for affine 4-bit's one-row kernel, 4 otherwise; MLXRT_QMV_STAGES overrides it. */
 static int g_stages; /* 0 = per format */
+/* Weight stages a block issues before it waits for x's producer. Those bytes stream while the
+ * producer runs, but the producer's own dependent loads queue behind them: in the decoder on
+ * the H200 (31B nvfp4, tg128) all 3 stages gave 120.9 / 120.5 t/s, 2 gave 124.3, 1 122.8
+ * (docs/PERF.md, session 9). MLXRT_QMV_EARLY overrides it (0..4). */
+static int g_early = 2;
+extern "C" void ck_set_qmv_early(int n) { g_early = n >= 0 && n <= 4 ? n : 2; }
 extern "C" void ck_set_qmv_stages(int n) { g_stages = n == 3 || n == 4 ? n : 0; }
 extern "C" int ck_get_qmv_stages(void) { return g_stages; }
 static int stages_for(const ck_layout *L, int nb) {
@@ -747,35 +666,6 @@ extern "C" size_t ck_rep_s_bytes(const ck_layout *L) {
 extern "C" int64_t ck_xp_cols(const ck_layout *L) {
   int uk = ck_unit_k_c(L->fmt, L->group_size);
   return (L->cols + uk - 1) / uk * uk;
-}
-
-extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t *xp, float *xs,
-                        int *xexp, float *pmax, void *stream) {
-  cudaStream_t st = (cudaStream_t)stream;
-  int gs = (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) ? L->group_size : 0;
-  int bf16 = L->fmt == CK_DBF16;
-  int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK);
-  if (!bf16) {
-    cudaError_t e = ck_launch(xmax_kernel, dim3(nblk, nb), 256, 0, st, x, L->cols, nb, pmax, nblk);
-    if (e) return (int)e;
-  }
-  int64_t nsl = L->cols / 32;
-  return (int)ck_launch(xfill_kernel, dim3((unsigned)((nsl + 127) / 128), 8), 128, 0, st, x, L->cols, nb, bf16, gs,
-                        pmax, nblk, xp, xs, xexp);
-}
-
-extern "C" size_t ck_xprep_pmax_floats(int64_t cols) { return 8 * (size_t)((cols + XP_BLOCK - 1) / XP_BLOCK); }
-
-extern "C" int ck_xprep_block(void) { return XP_BLOCK; }
-
-extern "C" int ck_xprep_premax(const ck_layout *L, const uint16_t *x, uint16_t *xp, float *xs, int *xexp,
-                               const float *pmax, void *stream) {
-  int gs = (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) ? L->group_size : 0;
-  int bf16 = L->fmt == CK_DBF16;
-  int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK);
-  int64_t nsl = L->cols / 32;
-  return (int)ck_launch(xfill_kernel, dim3((unsigned)((nsl + 127) / 128), 8), 128, 0, (cudaStream_t)stream, x, L->cols,
-                        1, bf16, gs, pmax, nblk, xp, xs, xexp);
 }
 
 static int g_warps_override;
@@ -856,7 +746,7 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
   qmv_fn fn = g_variant == 5 ? pick_two_chains(L, nb) : nullptr;
   if (!fn) fn = pick(L, pick_nb);
   if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
-  QmvArgs a;
+  QmvArgs a = {};
   a.w = (const uint4 *)((const char *)L->w + (size_t)slab * L->w_slab);
   a.s = (const char *)L->s + (size_t)slab * L->s_slab;
   a.xp = (const uint4 *)xp;
@@ -869,6 +759,7 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
   a.nslices = L->cols / 32;
   a.nb = nb;
   a.variant = g_variant;
+  a.early = g_early;
   a.ksplit = ksplit;
   a.kstride = kstride;
   int smem = stages_for(L, pick_nb) * smem_for(L, pick_nb);

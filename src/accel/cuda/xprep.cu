@@ -1,0 +1,132 @@
+/* The activation prep of the tensor-core mat-vec (qmv_tc.cu): x (bf16, nb rows) as fp16
+ * x·2^e per row — max|x·2^e| in [2^14, 2^15), exact for every bf16 value within 2^29 of the
+ * row's maximum — in m16n8k16 fragment order, with the affine formats' group sums; dense bf16
+ * weights take x unscaled. Two passes: block maxima, then the fill. The one-row XR kernels
+ * make the same prep themselves (xraw_prep in qmv_tc.cu), bit for bit. */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "ck_device.cuh"
+#include "ck_launch.cuh"
+
+/* ---- activation prep ------------------------------------------------------------------- */
+/* Pass 1: per (2048-value block, row) max|x| into pmax[n][blk]. */
+#define XP_BLOCK 2048
+__global__ void xmax_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk) {
+  ck_pdl_enter();
+  const int n = blockIdx.y, blk = blockIdx.x;
+  if (n >= nb) return;
+  const uint16_t *xr = x + (int64_t)n * cols;
+  float m = 0.f;
+  int64_t k0 = (int64_t)blk * XP_BLOCK + threadIdx.x * 8;
+  if (k0 + 8 <= cols) {
+    uint4 v = *reinterpret_cast<const uint4 *>(xr + k0);
+    uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      m = fmaxf(m, fmaxf(fabsf(__uint_as_float(w[i] << 16)), fabsf(__uint_as_float(w[i] & 0xffff0000u))));
+  } else {
+    for (int64_t k = k0; k < cols && k < k0 + 8; k++) m = fmaxf(m, fabsf(ck_bf16_to_f32(xr[k])));
+  }
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ float wm[8];
+  if ((threadIdx.x & 31) == 0) wm[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, wm[w]);
+    pmax[n * nblk + blk] = m;
+  }
+}
+
+/* Pass 2: one thread per (32-k slice, row): the slice's fp16 (x · 2^e) values in fragment
+ * order (64 contiguous bytes), and the group sums by a shuffle over adjacent slices. Rows
+ * ≥ nb write zero sums. cols is a multiple of 32 here (the fast path's unit). */
+__global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, int gs,
+                             const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp) {
+  ck_pdl_enter();
+  const int n = blockIdx.y;
+  const int64_t S = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nsl = cols / 32;
+  int e = 0;
+  if (n < nb && !bf16) {
+    float m = 0.f;
+    for (int b = 0; b < nblk; b++) m = fmaxf(m, pmax[n * nblk + b]);
+    if (m > 0.f && m <= 3.0e38f) {
+      frexpf(m, &e); /* m < 2^e: scale by 2^(15-e) → max in [2^14, 2^15) */
+      e = 15 - e;
+    }
+  }
+  if (S == 0) xexp[n] = e;
+  float sum = 0.f;
+  if (S < nsl && n < nb) {
+    const uint4 *src = reinterpret_cast<const uint4 *>(x + (int64_t)n * cols + S * 32);
+    uint16_t h[32];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      uint4 v = src[q];
+      uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+          uint16_t xb = (uint16_t)(w[i] >> (16 * j));
+          uint16_t hv = bf16 ? xb : ck_f32_to_f16(ldexpf(ck_bf16_to_f32(xb), e));
+          if (!bf16) sum += ck_f16_to_f32(hv);
+          h[q * 8 + i * 2 + j] = hv;
+        }
+      }
+    }
+    uint4 *dst = reinterpret_cast<uint4 *>(xp + (((int64_t)n * nsl + S) * 4) * 8);
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) {
+      uint16_t o[8];
+#pragma unroll
+      for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) o[m * 4 + i] = h[16 * m + 2 * tt + (i & 1) + 8 * (i >> 1)];
+      uint4 v;
+      v.x = o[0] | ((uint32_t)o[1] << 16);
+      v.y = o[2] | ((uint32_t)o[3] << 16);
+      v.z = o[4] | ((uint32_t)o[5] << 16);
+      v.w = o[6] | ((uint32_t)o[7] << 16);
+      dst[tt] = v;
+    }
+  }
+  if (gs > 0) { /* gs/32 adjacent lanes hold one group (groups never straddle a warp) */
+    const int per = gs / 32;
+    for (int o = per >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (S < nsl && S % per == 0) xs[(S / per) * 8 + n] = sum;
+  }
+}
+
+extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t *xp, float *xs,
+                        int *xexp, float *pmax, void *stream) {
+  cudaStream_t st = (cudaStream_t)stream;
+  int gs = (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) ? L->group_size : 0;
+  int bf16 = L->fmt == CK_DBF16;
+  int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK);
+  if (!bf16) {
+    cudaError_t e = ck_launch(xmax_kernel, dim3(nblk, nb), 256, 0, st, x, L->cols, nb, pmax, nblk);
+    if (e) return (int)e;
+  }
+  int64_t nsl = L->cols / 32;
+  return (int)ck_launch(xfill_kernel, dim3((unsigned)((nsl + 127) / 128), 8), 128, 0, st, x, L->cols, nb, bf16, gs,
+                        pmax, nblk, xp, xs, xexp);
+}
+
+extern "C" size_t ck_xprep_pmax_floats(int64_t cols) { return 8 * (size_t)((cols + XP_BLOCK - 1) / XP_BLOCK); }
+
+extern "C" int ck_xprep_block(void) { return XP_BLOCK; }
+
+extern "C" int ck_xprep_premax(const ck_layout *L, const uint16_t *x, uint16_t *xp, float *xs, int *xexp,
+                               const float *pmax, void *stream) {
+  int gs = (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) ? L->group_size : 0;
+  int bf16 = L->fmt == CK_DBF16;
+  int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK);
+  int64_t nsl = L->cols / 32;
+  return (int)ck_launch(xfill_kernel, dim3((unsigned)((nsl + 127) / 128), 8), 128, 0, (cudaStream_t)stream, x, L->cols,
+                        1, bf16, gs, pmax, nblk, xp, xs, xexp);
+}
+
+
+CK_PDL_EARLY_SETTER(ck_pdl_early_xprep)
