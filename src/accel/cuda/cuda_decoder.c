@@ -90,6 +90,8 @@ struct accel_decoder {
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
   int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
   int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
+  int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
+                     * the residual norm feeds (q|k|v, gate|up, lm_head); -1 = the backend's count */
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
   struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
 };
@@ -218,7 +220,7 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
  * the block maxima the activation prep needs into D->pmax; XP_DONE: it wrote the prep itself
  * (mv->xmode). */
 enum { XP_FULL = 0, XP_PREMAX = 1, XP_DONE = 2 };
-static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
+static int run_mv_parts(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
     int st = 0;
@@ -232,6 +234,15 @@ static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *
       return -1;
   }
   return 0;
+}
+
+static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
+  /* the products whose x the residual norm wrote (XP_DONE) may take their own early-stage count */
+  const int early = ck_get_qmv_early();
+  if (premax == XP_DONE && D->early_norm >= 0) ck_set_qmv_early(D->early_norm);
+  int rc = run_mv_parts(D, mv, x, y, premax, err);
+  ck_set_qmv_early(early);
+  return rc;
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
@@ -312,6 +323,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   /* the attention's last kernel writes the maxima o's x prep needs (the same values; one launch
    * fewer per layer; tg128 +0.8 % in session 7, docs/PERF.md) */
   if (env_knob("MLXRT_ATTN_XMAX", 1, 0, 1, &D->attn_xmax, err) ||
+      env_knob("MLXRT_QMV_EARLY_NORM", -1, -1, 4, &D->early_norm, err) ||
       env_knob("MLXRT_ATTN_ONEPASS", 0, 0, 1, &D->attn_onepass, err) ||
       env_knob("MLXRT_ATTN_SCORES", 0, 0, 2, &D->attn_kpath, err) ||
       env_knob("MLXRT_ATTN_PV", 0, 0, 1, &D->attn_pv_tc, err) ||

@@ -111,6 +111,7 @@ void ck_set_qmv_stages(int n);
 /* Weight stages each block issues before waiting for x's producer (0..4, default 2;
  * MLXRT_QMV_EARLY). */
 void ck_set_qmv_early(int n);
+int ck_get_qmv_early(void);
 int ck_get_qmv_stages(void);
 
 /* A plain streaming read of nbytes (multiple of 16) for the bandwidth reference; sink gets

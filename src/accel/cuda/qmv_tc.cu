@@ -630,6 +630,7 @@ static int g_stages; /* 0 = per format */
  * (docs/PERF.md, session 9). MLXRT_QMV_EARLY overrides it (0..4). */
 static int g_early = 2;
 extern "C" void ck_set_qmv_early(int n) { g_early = n >= 0 && n <= 4 ? n : 2; }
+extern "C" int ck_get_qmv_early(void) { return g_early; }
 extern "C" void ck_set_qmv_stages(int n) { g_stages = n == 3 || n == 4 ? n : 0; }
 extern "C" int ck_get_qmv_stages(void) { return g_stages; }
 static int stages_for(const ck_layout *L, int nb) {
