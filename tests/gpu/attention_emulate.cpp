@@ -9,6 +9,8 @@
  *   - values: random q, K, V; each head's output within 1 % of its largest value (sum orders
  *     differ from the direct one, so the bf16 roundings of scores may differ; a misplaced key
  *     or a wrong slot is off by far more).
+ * And dk_attention_post (the q/k/v post step inside the scores pass) against dk_qkv_post then
+ * dk_attention on the same q|k|v product: the same output, K and V cache bits.
  * Not CI (C++, slow: the threads meet at a barrier for every __syncthreads and shuffle).
  * Build and run from the repository root:
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
@@ -17,6 +19,7 @@
  */
 #include "../../src/accel/cuda/attention.cu"
 #include "../../src/accel/cuda/attention_onepass.cu"
+#include "../../src/accel/cuda/qkv_post.cu"
 
 #include <math.h>
 #include <stdio.h>
@@ -230,6 +233,65 @@ static int run_case(const Case &c, bool onepass) {
   return bad;
 }
 
+/* dk_attention_post against dk_qkv_post + dk_attention: y = [q | k | v] rows (ks partial sums
+ * kstride apart), random norm weights and frequencies (the last eighth zero: partial RoPE). */
+struct PostCase {
+  int rep, nkv, hd, window, pos, splits, min_keys, ks, k_eq_v, v_norm, trad;
+  bool unit_scale;
+};
+static int run_post_case(const PostCase &c) {
+  const int nq = c.rep * c.nkv, hd = c.hd;
+  const int64_t kvd = (int64_t)c.nkv * hd, cap = c.pos + 1, slots = c.window > 0 ? c.window : cap;
+  const int64_t rows = (int64_t)nq * hd + 2 * kvd;
+  std::vector<float> y((size_t)(rows * c.ks)), qn(hd), kn(hd), fr(hd / 2);
+  for (auto &v : y) v = (unit() * 2 - 1) * 3;
+  for (int i = 0; i < hd; i++) qn[i] = bf(0.5f + unit()), kn[i] = bf(0.5f + unit());
+  for (int j = 0; j < hd / 2; j++) fr[j] = j < hd / 2 - hd / 16 ? powf(10000.0f, -2.0f * j / hd) : 0.0f;
+  std::vector<uint16_t> KA((size_t)(slots * kvd)), VA((size_t)(slots * kvd));
+  for (auto &v : KA) v = tob(unit() * 2 - 1);
+  for (auto &v : VA) v = tob(unit() * 2 - 1);
+  std::vector<uint16_t> KB = KA, VB = VA;
+  const float scale = c.unit_scale ? 1.0f : 1.0f / sqrtf((float)hd), eps = 1e-6f;
+  const int namax = (nq * hd + 2047) / 2048;
+  int pos = c.pos;
+  struct Out {
+    std::vector<float> scores, smax, ssum, pacc, amax;
+    std::vector<unsigned> count;
+    std::vector<uint16_t> att;
+  } o[2];
+  for (Out &x : o) {
+    x.scores.assign((size_t)(nq * cap), 0.0f);
+    x.smax.assign((size_t)nq * c.splits, 0.0f);
+    x.ssum.assign((size_t)nq * c.splits, 0.0f);
+    x.pacc.assign((size_t)nq * c.splits * hd, 0.0f);
+    x.amax.assign((size_t)namax, 7.0f);
+    x.count.assign((size_t)c.nkv, 0u);
+    x.att.assign((size_t)nq * hd, 0xffff);
+  }
+  std::vector<float> q((size_t)nq * hd, NAN);
+  int rc = dk_qkv_post(y.data(), c.ks, rows, nq, c.nkv, hd, c.k_eq_v, qn.data(), kn.data(), fr.data(), c.trad,
+                       c.v_norm, eps, &pos, c.window, q.data(), KA.data(), VA.data(), NULL);
+  if (!rc)
+    rc = dk_attention(q.data(), KA.data(), VA.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 0,
+                      cap, o[0].scores.data(), o[0].smax.data(), o[0].ssum.data(), o[0].pacc.data(),
+                      o[0].count.data(), o[0].att.data(), o[0].amax.data(), namax, NULL);
+  const dk_post pp = {y.data(), c.ks, rows, nq, c.k_eq_v, qn.data(), kn.data(), fr.data(), c.trad, c.v_norm, eps};
+  int rc2 = dk_attention_post(&pp, KB.data(), VB.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys,
+                              cap, o[1].scores.data(), o[1].smax.data(), o[1].ssum.data(), o[1].pacc.data(),
+                              o[1].count.data(), o[1].att.data(), o[1].amax.data(), namax, NULL);
+  int bad = rc || rc2;
+  const char *what = bad ? "launch" : o[0].att != o[1].att ? "output" : KA != KB ? "K cache" : VA != VB ? "V cache"
+                                      : o[0].amax != o[1].amax ? "x-prep maxima" : NULL;
+  if (what) bad = 1;
+  uint64_t bits = 0xcbf29ce484222325ULL;
+  for (uint16_t b : o[1].att) bits = (bits ^ b) * 0x100000001b3ULL;
+  printf("%s post rep %2d nkv %d hd %4d window %4d pos %5d splits %3d min %2d ks %d k=v %d v_norm %d trad %d scale %s%s%s bits %016llx\n",
+         bad ? "FAIL" : "ok  ", c.rep, c.nkv, hd, c.window, c.pos, c.splits, c.min_keys, c.ks, c.k_eq_v, c.v_norm,
+         c.trad, c.unit_scale ? "1" : "1/sqrt(hd)", what ? ": differs in the " : "", what ? what : "",
+         (unsigned long long)bits);
+  return bad;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
   pthread_barrier_init(&emu_block_barrier, NULL, AT_THREADS);
@@ -269,6 +331,18 @@ int main(int argc, char **argv) {
         fails += run_case(c, onepass);
         n++;
       }
+  /* the q/k/v post step inside the scores pass: the 31B's two layer shapes (scaled down in
+   * heads), the new position in the first, a middle and the last split, the ring wrapped */
+  const PostCase post_cases[] = {
+      {2, 2, 256, 64, 0, 4, 16, 1, 0, 1, 0, true},     {2, 2, 256, 64, 40, 4, 16, 1, 0, 1, 0, false},
+      {2, 2, 256, 64, 200, 16, 1, 2, 0, 1, 1, true},   {8, 1, 512, 0, 100, 8, 16, 1, 1, 1, 0, true},
+      {8, 1, 512, 0, 700, 37, 1, 1, 1, 0, 0, false},   {2, 2, 256, 1024, 1500, 32, 16, 1, 0, 0, 1, true},
+      {4, 2, 128, 0, 129, 5, 32, 3, 1, 1, 0, true},
+  };
+  for (const PostCase &c : post_cases) {
+    fails += run_post_case(c);
+    n++;
+  }
   g_quit = true;
   pthread_barrier_wait(&start_b);
   for (int t = 0; t < AT_THREADS; t++) pthread_join(th[t], NULL);

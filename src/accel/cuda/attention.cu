@@ -12,6 +12,14 @@
  * The query-group size (rep) is a template parameter so the per-head sums stay in registers.
  * A sliding layer (window > 0) keeps a ring: position j lives in slot j % window. */
 #include "attention_common.cuh"
+#include "qkv_post.cuh"
+
+/* dk_attention_post's q/k/v post step inside the scores kernel: its inputs, and the caches it
+ * writes the new position's K and V into (y == NULL: q is read from dk_attention's q) */
+struct at_post {
+  dk_post p;
+  uint16_t *kc, *vc;
+};
 
 /* the scores kernel's K ring (MLXRT_ATTN_SCORES=1): keys per warp and step, steps per warp */
 #define AT_RING_KPI 2
@@ -118,17 +126,44 @@ template <int REP, int KM, int NU>
 __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
                                                             float scale, const int *pos_p, int window,
                                                             at_splits sp, int64_t ctx_cap, float *scores,
-                                                            float *smax, float *ssum, float *amax, int namax) {
+                                                            float *smax, float *ssum, float *amax, int namax,
+                                                            at_post post) {
+  /* with post: q's and k's norm weights and the rotation frequencies, which never change,
+   * before the wait (as qkv_post_kernel loads them) */
+  qp_consts cq, ckn;
+  if (KM == AT_K_REG && post.p.y) {
+    qp_load(cq, post.p.qn, post.p.inv_freq, hd);
+    qp_load(ckn, post.p.kn, post.p.inv_freq, hd);
+  }
   ck_pdl_enter();
   amax_zero(amax, namax);
-  CK_DYNAMIC_SHARED(float4, qs4); /* [REP][hd] floats */
+  CK_DYNAMIC_SHARED(float4, qs4); /* [REP][hd] floats (with post, then [hd] for the new key) */
   float *qs = (float *)qs4;
   int g = blockIdx.x, s = blockIdx.y, splits = sp.n;
   int pos = *pos_p, lo, hi;
   split_range(pos, window, sp, s, &lo, &hi);
   if (lo == hi) return; /* past the live splits: nothing reads this split's results */
   float bscale = rb(scale);
-  { /* the group's q rows (REP·hd floats, hd % 8 == 0) as float4s, several loads in flight per
+  /* with post, the split holding the new position writes its K and V first, and reads its keys
+   * through the L2 (coherent loads: one of them was written by this block) */
+  const bool post_kv = KM == AT_K_REG && post.p.y && hi == pos + 1;
+  if (KM == AT_K_REG && post.p.y) {
+    /* the q/k/v post step of this group's heads (qkv_post.cuh: qkv_post_kernel's operations),
+     * then bf16(q·bf16(scale)) as below */
+    const dk_post &pp = post.p;
+    for (int r = 0; r < REP; r++)
+      qp_head(pp.y + (int64_t)(g * REP + r) * hd, pp.ks, pp.kstride, hd, cq, pp.eps, (float)pos, pp.traditional,
+              qs + r * hd);
+    if (scale != 1.0f)
+      for (int i = threadIdx.x; i < REP * hd; i += blockDim.x) qs[i] = rb(__fmul_rn(qs[i], bscale));
+    if (post_kv) {
+      float *kv = qs + REP * hd;
+      qp_head(pp.y + (int64_t)pp.nq * hd + (int64_t)g * hd, pp.ks, pp.kstride, hd, ckn, pp.eps, (float)pos,
+              pp.traditional, kv);
+      qp_write_kv(pp.y, pp.ks, pp.kstride, pp.nq, nkv, hd, g, pp.k_eq_v, pp.v_norm, pp.eps,
+                  window > 0 ? pos % window : pos, kv, post.kc, post.vc);
+    }
+  } else { /* the group's q rows (REP·hd floats, hd % 8 == 0) as float4s, several loads in flight per
      * thread: 16 KB per block for GQA 8 at head dim 512, a chain of dependent round trips when
      * loaded one float per iteration */
     const float4 *q4 = reinterpret_cast<const float4 *>(q + (int64_t)g * REP * hd);
@@ -145,7 +180,7 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
       qs4[i] = v;
     }
   }
-  __syncthreads();
+  __syncthreads(); /* q staged; with post_kv, the new key's row written */
   int64_t kvd = (int64_t)nkv * hd;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   int nch = (hd + 255) / 256;
@@ -222,9 +257,12 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
     float mxl = -INFINITY;
     /* one step: the dot products of the KPI keys at kp with the group's heads, completed, rounded
      * and written (the keys past hi repeat key j and are dropped) */
-    auto step = [&](int j, const uint16_t *const (&kp)[KPI]) {
+    auto step = [&](int j, const uint16_t *const (&kp)[KPI], bool cg) {
       float dk[KPI][REP], flat[NP];
-      key_dots<REP, KPI, KM == AT_K_RING>(kp, qs, hd, nch, lane, dk);
+      if (KM == AT_K_REG && cg) /* (a generic lambda here crashed nvcc 13.0) */
+        key_dots<REP, KPI, false, true>(kp, qs, hd, nch, lane, dk);
+      else
+        key_dots<REP, KPI, KM == AT_K_RING>(kp, qs, hd, nch, lane, dk);
   #pragma unroll
       for (int u = 0; u < KPI; u++)
   #pragma unroll
@@ -266,7 +304,7 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
         const uint16_t *kp[KPI];
   #pragma unroll
         for (int u = 0; u < KPI; u++) kp[u] = ring + ((size_t)(t % AT_RING_STAGES) * KPI + u) * hd;
-        step(j, kp);
+        step(j, kp, false);
       }
     } else {
       /* KPI keys per warp and step, their loads issued before any is used (the loop is latency-
@@ -282,7 +320,7 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
           int64_t sl = window > 0 ? jj % window : jj;
           kp[u] = kc + sl * kvd + (int64_t)g * hd;
         }
-        step(j, kp);
+        step(j, kp, post_kv);
       }
     }
   #pragma unroll
@@ -599,15 +637,16 @@ template <int REP>
 static cudaError_t launch_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
                                     float scale, const int *pos, int window, at_splits sp, int64_t ctx_cap,
                                     float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
-                                    uint16_t *att, float *amax, int namax, int kpath, cudaStream_t st) {
+                                    uint16_t *att, float *amax, int namax, int kpath, at_post post,
+                                    cudaStream_t st) {
   const int splits = sp.n;
-  size_t smem = (size_t)REP * hd * sizeof(float);
+  size_t smem = (size_t)(REP + (post.p.y ? 1 : 0)) * hd * sizeof(float);
   /* how the scores pass reads K (dk_attention's kpath): the ring where ring and q fit 48 KB,
    * the tensor cores for GQA 8 at head dims 256 and 512; otherwise through registers */
   const size_t ring_smem = smem + (size_t)(AT_THREADS / 32) * AT_RING_STAGES * AT_RING_KPI * hd * sizeof(uint16_t);
   const bool use_ring = (kpath & 3) == AT_K_RING && ring_smem <= 48 * 1024;
   void (*scores_fn)(const float *, const uint16_t *, int, int, float, const int *, int, at_splits, int64_t, float *,
-                    float *, float *, float *, int) =
+                    float *, float *, float *, int, at_post) =
       use_ring ? scores_kernel<REP, AT_K_RING, 0> : scores_kernel<REP, AT_K_REG, 0>;
   if constexpr (REP == 8)
     if ((kpath & 3) == AT_K_TC && (hd == 256 || hd == 512)) {
@@ -627,7 +666,7 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
   }
 #endif
   cudaError_t e = ck_launch(scores_fn, dim3(nkv, splits), AT_THREADS, use_ring ? ring_smem : smem, st, q, kc, nkv, hd,
-                            scale, pos, window, sp, ctx_cap, scores, smax, ssum, amax, namax);
+                            scale, pos, window, sp, ctx_cap, scores, smax, ssum, amax, namax, post);
   if (e) return e;
   void (*pv)(const uint16_t *, int, int, const int *, int, at_splits, int64_t, const float *, const float *,
              const float *, float *, unsigned *, uint16_t *, float *) =
@@ -645,23 +684,47 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
                    att, amax);
 }
 
-extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                            float scale, const int *pos, int window, int splits, int min_keys, int kpath,
-                            int64_t ctx_cap, float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
-                            uint16_t *att, float *amax, int namax, void *stream) {
-  if (nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD || (size_t)nq / nkv * hd * sizeof(float) > 48 * 1024 ||
-      splits < 1 || min_keys < 1)
+static_assert(AT_THREADS == QP_T, "the scores kernel's q/k/v post step runs qkv_post.cuh on its threads");
+
+static int attention_impl(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, float scale,
+                          const int *pos, int window, int splits, int min_keys, int kpath, int64_t ctx_cap,
+                          float *scores, float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att,
+                          float *amax, int namax, at_post post, void *stream) {
+  const int extra = post.p.y ? 1 : 0; /* the new key's row beside q */
+  if (nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD ||
+      (size_t)(nq / nkv + extra) * hd * sizeof(float) > 48 * 1024 || splits < 1 || min_keys < 1 ||
+      (post.p.y && (kpath != 0 || hd > QP_T * QP_V || post.p.nq != nq || !post.kc || !post.vc)))
     return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
   const at_splits sp = {splits, min_keys};
   switch (nq / nkv) {
-  case 1: return (int)launch_attention<1>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
-  case 2: return (int)launch_attention<2>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
-  case 4: return (int)launch_attention<4>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
-  case 8: return (int)launch_attention<8>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
-  case 16: return (int)launch_attention<16>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, st);
+  case 1: return (int)launch_attention<1>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, post, st);
+  case 2: return (int)launch_attention<2>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, post, st);
+  case 4: return (int)launch_attention<4>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, post, st);
+  case 8: return (int)launch_attention<8>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, post, st);
+  case 16: return (int)launch_attention<16>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, amax, namax, kpath, post, st);
   default: return (int)cudaErrorInvalidValue;
   }
+}
+
+extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                            float scale, const int *pos, int window, int splits, int min_keys, int kpath,
+                            int64_t ctx_cap, float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
+                            uint16_t *att, float *amax, int namax, void *stream) {
+  if (!q) return (int)cudaErrorInvalidValue;
+  at_post none = {};
+  return attention_impl(q, kc, vc, nq, nkv, hd, scale, pos, window, splits, min_keys, kpath, ctx_cap, scores, smax,
+                        ssum, pacc, count, att, amax, namax, none, stream);
+}
+
+extern "C" int dk_attention_post(const dk_post *post, uint16_t *kc, uint16_t *vc, int nq, int nkv, int hd, float scale,
+                                 const int *pos, int window, int splits, int min_keys, int64_t ctx_cap, float *scores,
+                                 float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax,
+                                 int namax, void *stream) {
+  if (!post || !post->y) return (int)cudaErrorInvalidValue;
+  at_post p = {*post, kc, vc};
+  return attention_impl(NULL, kc, vc, nq, nkv, hd, scale, pos, window, splits, min_keys, 0, ctx_cap, scores, smax,
+                        ssum, pacc, count, att, amax, namax, p, stream);
 }
 
 CK_PDL_EARLY_SETTER(ck_pdl_early_attention)

@@ -59,6 +59,8 @@ __device__ __forceinline__ void unpack8(uint4 u, float *f) {
 }
 /* Eight bf16 values at p (16-byte aligned) as floats: from global memory (read-only path)... */
 __device__ __forceinline__ void load8(const uint16_t *p, float *f) { unpack8(__ldg((const uint4 *)p), f); }
+/* ... through the L2 only (coherent: a row written earlier in the same kernel)... */
+__device__ __forceinline__ void load8_cg(const uint16_t *p, float *f) { unpack8(__ldcg((const uint4 *)p), f); }
 /* ... and from shared memory (the scores kernel's K ring). */
 __device__ __forceinline__ void load8_shared(const uint16_t *p, float *f) {
   unpack8(*reinterpret_cast<const uint4 *>(p), f);
@@ -107,7 +109,7 @@ __device__ __forceinline__ float warp_max(float v) {
 /* This lane's share of the dot products of KPI keys (kp: their K rows of this KV head) with
  * the REP query heads in qs ([REP][hd] floats): the lane holds 8 consecutive dims of each
  * of the nch 256-dim chunks (one 16-byte load per key and chunk); warp_sum completes each. */
-template <int REP, int KPI, bool SMEM = false>
+template <int REP, int KPI, bool SMEM = false, bool CG = false>
 __device__ __forceinline__ void key_dots(const uint16_t *const (&kp)[KPI], const float *qs, int hd, int nch,
                                          int lane, float (&dk)[KPI][REP]) {
 #pragma unroll
@@ -122,6 +124,8 @@ __device__ __forceinline__ void key_dots(const uint16_t *const (&kp)[KPI], const
     for (int u = 0; u < KPI; u++) {
       if (SMEM)
         load8_shared(kp[u] + d, a[u]);
+      else if (CG)
+        load8_cg(kp[u] + d, a[u]);
       else
         load8(kp[u] + d, a[u]);
     }

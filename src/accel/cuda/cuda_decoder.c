@@ -87,6 +87,8 @@ struct accel_decoder {
   int attn_onepass; /* MLXRT_ATTN_ONEPASS=1: the one-pass decode attention (an experiment) */
   int attn_kpath;   /* MLXRT_ATTN_SCORES: how the scores pass reads K (dk_attention's kpath) */
   int attn_pv_tc;   /* MLXRT_ATTN_PV=1: p·v on the tensor cores (kpath bit 4) */
+  int fuse_post;    /* MLXRT_ATTN_FUSE_POST=1: the q/k/v post step inside the scores pass
+                     * (dk_attention_post; an experiment, off by default) */
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
   int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
   int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
@@ -329,8 +331,14 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_PV", 0, 0, 1, &D->attn_pv_tc, err) ||
       env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &D->split_keys, err) ||
       env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
-      env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err))
+      env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
+      env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err))
     goto fail;
+  if (D->fuse_post && (D->attn_onepass || D->attn_kpath || D->attn_pv_tc)) {
+    mx_fail(err, "MLXRT_ATTN_FUSE_POST=1 runs only with the default decode attention (not with "
+                 "MLXRT_ATTN_ONEPASS, MLXRT_ATTN_SCORES or MLXRT_ATTN_PV)");
+    goto fail;
+  }
   int H = d->hidden, L = d->n_layers, sms = cudab_device(b)->sms;
   int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1;
   if (accel_check_weight(d->embed, d->vocab, H, "embedding", -1, err) ||
@@ -460,6 +468,38 @@ static const char *const lab_full[9] = {"full: q|k|v mat-vec", "full: q/k/v norm
                                         "full: o mat-vec", "full: attn residual+norm", "full: gate|up mat-vec",
                                         "full: geglu", "full: down mat-vec", "full: ffn residual+norm"};
 
+/* A layer's q/k/v post step and decode attention (one kernel fewer with D->fuse_post). */
+static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_layer *y, const char *const *lb,
+                             float *amax, int namax, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  const int H = d->hidden, nq = d->n_heads;
+  const float *nrm = y->norms;
+  void *st = D->stream;
+  cprof *P = &D->prof;
+  if (D->fuse_post) {
+    const dk_post pp = {D->y, y->qkv.ks, y->qkv.rows, nq, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
+                        y->inv_freq, d->rope_traditional, d->v_norm, d->eps};
+    return cprof_mark(P, lb[2], err) ||
+           rt_status(dk_attention_post(&pp, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window, y->splits,
+                                       D->split_keys, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
+                                       D->attb, amax, namax, st),
+                     "q/k/v post + attention", err);
+  }
+  return cprof_mark(P, lb[1], err) ||
+         rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
+                               y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos, y->window, D->q,
+                               y->kc, y->vc, st),
+                   "q/k/v norm+rope", err) ||
+         cprof_mark(P, lb[2], err) ||
+         rt_status(D->attn_onepass
+                       ? dk_attention_onepass(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+                                              y->splits, D->split_keys, D->smax, D->ssum, D->pacc, D->attb, amax, namax, st)
+                       : dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+                                      y->splits, D->split_keys, D->attn_kpath | (D->attn_pv_tc ? 4 : 0), D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
+                                      D->attb, amax, namax, st),
+                   "attention", err);
+}
+
 static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   int H = d->hidden, nq = d->n_heads, pb = ck_xprep_block();
@@ -484,19 +524,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     float *amax = D->attn_xmax ? D->pmax : NULL; /* o's x-prep maxima, from the attention */
     const int namax = (int)(((int64_t)nq * y->hd + pb - 1) / pb);
     if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
-        cprof_mark(P, lb[1], err) ||
-        rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
-                              y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos, y->window, D->q,
-                              y->kc, y->vc, st),
-                  "q/k/v norm+rope", err) ||
-        cprof_mark(P, lb[2], err) ||
-        rt_status(D->attn_onepass
-                      ? dk_attention_onepass(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                             y->splits, D->split_keys, D->smax, D->ssum, D->pacc, D->attb, amax, namax, st)
-                      : dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                     y->splits, D->split_keys, D->attn_kpath | (D->attn_pv_tc ? 4 : 0), D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
-                                     D->attb, amax, namax, st),
-                  "attention", err) ||
+        enqueue_attention(D, l, y, lb, amax, namax, err) ||
         cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, amax ? XP_PREMAX : XP_FULL, err) ||
         cprof_mark(P, lb[4], err) ||
         rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,

@@ -10,6 +10,7 @@
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
 #include "decode_kernels.h"
+#include "qkv_post.cuh" /* ysum */
 
 static int g_pdl;
 extern "C" void ck_set_pdl(int on) { g_pdl = on; }
@@ -20,17 +21,20 @@ extern "C" int ck_pdl_early_attention_onepass(int on);
 extern "C" int ck_pdl_early_decode(int on);
 extern "C" int ck_pdl_early_qmv(int on);
 extern "C" int ck_pdl_early_xprep(int on);
+extern "C" int ck_pdl_early_qkv_post(int on);
 extern "C" int ck_pdl_early_attention_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_attention_onepass_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_decode_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_qmv_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_xprep_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
+extern "C" int ck_pdl_early_qkv_post_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st) {
   int e = ck_pdl_early_attention_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_attention_onepass_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_decode_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_qmv_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_xprep_timeline(t, n, cap, st);
+  if (!e) e = ck_pdl_early_qkv_post_timeline(t, n, cap, st);
   return e;
 }
 extern "C" int ck_set_pdl_early(int on) {
@@ -39,17 +43,10 @@ extern "C" int ck_set_pdl_early(int on) {
   if (!e) e = ck_pdl_early_decode(on);
   if (!e) e = ck_pdl_early_qmv(on);
   if (!e) e = ck_pdl_early_xprep(on);
+  if (!e) e = ck_pdl_early_qkv_post(on);
   return e;
 }
 
-
-/* A mat-vec output whose k range was split over ks blocks: the partial sums at p, p + kstride,
- * … added in split order (deterministic). */
-static __device__ __forceinline__ float ysum(const float *p, int ks, int64_t kstride) {
-  float v = p[0];
-  for (int s = 1; s < ks; s++) v += p[(int64_t)s * kstride];
-  return v;
-}
 
 __global__ void step_begin_kernel(const int32_t *all, const int *pos, int32_t *tok) {
   ck_pdl_enter();
@@ -226,95 +223,6 @@ extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const f
     return (int)cudaErrorInvalidValue;
   return (int)ck_launch(residual_norm_kernel, RN_CL, RN_BT, 0, (cudaStream_t)stream, y, ks, kstride, w_post, h,
                         use_scalar, scalar, w_next, xb, H, eps, pmax, pblock, xp, xexp, xmode);
-}
-
-/* One block per head: blocks [0, nq) are query heads, [nq, nq + nkv) key/value heads. A thread
- * owns values threadIdx.x + k·QP_T (k < QP_V, so hd ≤ QP_T·QP_V) and rotation pairs likewise;
- * the norm weights and rotation frequencies, which never change, are loaded before the wait
- * for the q|k|v product (as in residual_norm_kernel). */
-#define QP_T 128
-#define QP_V 8 /* head dims up to 1024, as the decoder accepts */
-__global__ void __launch_bounds__(QP_T) qkv_post_kernel(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v,
-                                                       const float *qn, const float *kn,
-                                                       const float *inv_freq, int trad, int v_norm,
-                                                       float eps, const int *pos_p, int window,
-                                                       float *q_out, uint16_t *kc, uint16_t *vc) {
-  extern __shared__ float sv[]; /* [hd] */
-  int head = blockIdx.x, is_q = head < nq, kh = head - nq;
-  const float *w = is_q ? qn : kn;
-  float wv[QP_V], fr[QP_V / 2], yv[QP_V];
-#pragma unroll
-  for (int k = 0; k < QP_V; k++) {
-    int i = threadIdx.x + k * QP_T;
-    wv[k] = i < hd ? w[i] : 0.0f;
-  }
-#pragma unroll
-  for (int k = 0; k < QP_V / 2; k++) {
-    int j = threadIdx.x + k * QP_T;
-    fr[k] = j < hd / 2 ? inv_freq[j] : 0.0f;
-  }
-  ck_pdl_enter();
-  int64_t kvd = (int64_t)nkv * hd;
-  const float *src = is_q ? y + (int64_t)head * hd : y + (int64_t)nq * hd + (int64_t)kh * hd;
-  int pos = *pos_p;
-  float fpos = (float)pos;
-  /* rmsnorm with weight */
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < QP_V; k++) {
-    int i = threadIdx.x + k * QP_T;
-    yv[k] = i < hd ? rb(ysum(src + i, ks, kstride)) : 0.0f;
-    ss = fmaf(yv[k], yv[k], ss);
-  }
-  ss = block_sum(ss);
-  float r = 1.0f / sqrtf(ss / (float)hd + eps);
-#pragma unroll
-  for (int k = 0; k < QP_V; k++) {
-    int i = threadIdx.x + k * QP_T;
-    if (i < hd) sv[i] = rb(__fmul_rn(rb(__fmul_rn(yv[k], r)), wv[k]));
-  }
-  __syncthreads();
-  /* rotation of pair j: (j, j + hd/2), or (2j, 2j + 1) when traditional; a zero frequency
-   * leaves the pair as it is (proportional partial rotation) */
-  const int half = hd / 2;
-#pragma unroll
-  for (int k = 0; k < QP_V / 2; k++) {
-    int j = threadIdx.x + k * QP_T;
-    if (j < half) rope_pair(sv, j, half, fr[k], fpos, trad);
-  }
-  __syncthreads();
-  if (is_q) {
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) q_out[(int64_t)head * hd + i] = sv[i];
-    return;
-  }
-  int64_t slot = window > 0 ? pos % window : pos;
-  uint16_t *kd = kc + slot * kvd + (int64_t)kh * hd, *vd = vc + slot * kvd + (int64_t)kh * hd;
-  for (int i = threadIdx.x; i < hd; i += blockDim.x) kd[i] = ck_f32_to_bf16(sv[i]);
-  /* v: the raw k rows when k_eq_v, else v's own; weightless rmsnorm when v_norm */
-  const float *vs = k_eq_v ? src : y + (int64_t)nq * hd + kvd + (int64_t)kh * hd;
-  float rv = 1.0f;
-  if (v_norm) {
-    float s2 = 0.0f;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-      float v = rb(ysum(vs + i, ks, kstride));
-      s2 = fmaf(v, v, s2);
-    }
-    s2 = block_sum(s2);
-    rv = 1.0f / sqrtf(s2 / (float)hd + eps);
-  }
-  for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-    float v = rb(ysum(vs + i, ks, kstride));
-    vd[i] = ck_f32_to_bf16(v_norm ? __fmul_rn(v, rv) : v);
-  }
-}
-
-extern "C" int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn,
-                           const float *kn, const float *inv_freq, int traditional, int v_norm, float eps,
-                           const int *pos, int window, float *q_out, uint16_t *kc, uint16_t *vc,
-                           void *stream) {
-  if (hd > QP_T * QP_V || hd % 2) return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(qkv_post_kernel, nq + nkv, QP_T, (size_t)hd * sizeof(float), (cudaStream_t)stream, y, ks,
-                        kstride, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
 }
 
 /* gelu_approx op by op in bf16, as MLX computes it */

@@ -58,6 +58,25 @@ int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq,
                  float scale, const int *pos, int window, int splits, int min_keys, int kpath, int64_t ctx_cap,
                  float *scores, float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax,
                  int namax, void *stream);
+/* dk_attention with the q/k/v post step (dk_qkv_post) folded into its scores pass: each live
+ * split's block makes its group's q rows from the q|k|v product y itself, and the split
+ * holding *pos also that position's K and V (written into kc / vc before it reads its keys),
+ * with qkv_post's operations in its order, so the same bits as dk_qkv_post then dk_attention
+ * (kpath 0 only) without the kernel between them. y's layout and the fields as dk_qkv_post's
+ * arguments; nq must equal the call's. */
+typedef struct dk_post {
+  const float *y;
+  int ks;
+  int64_t kstride;
+  int nq, k_eq_v;
+  const float *qn, *kn, *inv_freq;
+  int traditional, v_norm;
+  float eps;
+} dk_post;
+int dk_attention_post(const dk_post *post, uint16_t *kc, uint16_t *vc, int nq, int nkv, int hd, float scale,
+                      const int *pos, int window, int splits, int min_keys, int64_t ctx_cap, float *scores,
+                      float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax, int namax,
+                      void *stream);
 /* The same attention in one pass over K and V per split (online softmax; an experiment,
  * MLXRT_ATTN_ONEPASS=1): p is not rounded to bf16, unlike the reference path (attention.cu).
  * smax/ssum/pacc as above; GQA groups of ≤ 4 / 8 / 16 take head dims ≤ 1024 / 512 / 256. */

@@ -1,0 +1,98 @@
+/* The q/k/v post step of one head on a block of QP_T threads, with the reference path's
+ * rounding points: rmsnorm with weight (q, k), RoPE, the K and V cache writes (V through the
+ * weightless rmsnorm when v_norm). Used by qkv_post_kernel (decode.cu: one block per head) and
+ * by the scores kernel when it makes its own q rows and, in the split holding the new
+ * position, that position's K and V (attention.cu, dk_attention's `post`): the same
+ * operations in the same order, so the same bits. A thread owns values t + k·QP_T (k < QP_V)
+ * and rotation pairs likewise. */
+#ifndef MLXRT_CUDA_QKV_POST_CUH
+#define MLXRT_CUDA_QKV_POST_CUH
+
+#include "ck_block.cuh"
+#include "ck_device.cuh"
+
+#define QP_T 128
+#define QP_V 8 /* head dims up to 1024, as the decoder accepts */
+
+/* A mat-vec output whose k range was split over ks blocks: the partial sums at p, p + kstride,
+ * … added in split order (deterministic). */
+static __device__ __forceinline__ float ysum(const float *p, int ks, int64_t kstride) {
+  float v = p[0];
+  for (int s = 1; s < ks; s++) v += p[(int64_t)s * kstride];
+  return v;
+}
+
+/* This thread's norm weights and rotation frequencies (they never change: loaded before the
+ * wait for the product). */
+struct qp_consts {
+  float w[QP_V], fr[QP_V / 2];
+};
+static __device__ __forceinline__ void qp_load(qp_consts &c, const float *w, const float *inv_freq, int hd) {
+#pragma unroll
+  for (int k = 0; k < QP_V; k++) {
+    int i = threadIdx.x + k * QP_T;
+    c.w[k] = i < hd ? w[i] : 0.0f;
+  }
+#pragma unroll
+  for (int k = 0; k < QP_V / 2; k++) {
+    int j = threadIdx.x + k * QP_T;
+    c.fr[k] = j < hd / 2 ? inv_freq[j] : 0.0f;
+  }
+}
+
+/* sv[hd] (shared) = RoPE(rmsnorm(src) · w) at fpos. Starts and ends with the block in step
+ * (ends with a barrier). */
+static __device__ __forceinline__ void qp_head(const float *src, int ks, int64_t kstride, int hd, const qp_consts &c,
+                                               float eps, float fpos, int trad, float *sv) {
+  float yv[QP_V], ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < QP_V; k++) {
+    int i = threadIdx.x + k * QP_T;
+    yv[k] = i < hd ? rb(ysum(src + i, ks, kstride)) : 0.0f;
+    ss = fmaf(yv[k], yv[k], ss);
+  }
+  ss = block_sum(ss);
+  float r = 1.0f / sqrtf(ss / (float)hd + eps);
+#pragma unroll
+  for (int k = 0; k < QP_V; k++) {
+    int i = threadIdx.x + k * QP_T;
+    if (i < hd) sv[i] = rb(__fmul_rn(rb(__fmul_rn(yv[k], r)), c.w[k]));
+  }
+  __syncthreads();
+  /* rotation of pair j: (j, j + hd/2), or (2j, 2j + 1) when traditional; a zero frequency
+   * leaves the pair as it is (proportional partial rotation) */
+  const int half = hd / 2;
+#pragma unroll
+  for (int k = 0; k < QP_V / 2; k++) {
+    int j = threadIdx.x + k * QP_T;
+    if (j < half) rope_pair(sv, j, half, c.fr[k], fpos, trad);
+  }
+  __syncthreads();
+}
+
+/* KV head kh's cache rows at slot: K from sv (qp_head of its k row), V from v's own row of y
+ * (the raw k row when k_eq_v), through the weightless rmsnorm when v_norm. */
+static __device__ __forceinline__ void qp_write_kv(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd,
+                                                   int kh, int k_eq_v, int v_norm, float eps, int64_t slot,
+                                                   const float *sv, uint16_t *kc, uint16_t *vc) {
+  const int64_t kvd = (int64_t)nkv * hd;
+  uint16_t *kd = kc + slot * kvd + (int64_t)kh * hd, *vd = vc + slot * kvd + (int64_t)kh * hd;
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) kd[i] = ck_f32_to_bf16(sv[i]);
+  const float *vs = k_eq_v ? y + (int64_t)nq * hd + (int64_t)kh * hd : y + (int64_t)nq * hd + kvd + (int64_t)kh * hd;
+  float rv = 1.0f;
+  if (v_norm) {
+    float s2 = 0.0f;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+      float v = rb(ysum(vs + i, ks, kstride));
+      s2 = fmaf(v, v, s2);
+    }
+    s2 = block_sum(s2);
+    rv = 1.0f / sqrtf(s2 / (float)hd + eps);
+  }
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+    float v = rb(ysum(vs + i, ks, kstride));
+    vd[i] = ck_f32_to_bf16(v_norm ? __fmul_rn(v, rv) : v);
+  }
+}
+
+#endif
