@@ -94,6 +94,8 @@ struct accel_decoder {
   int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * the residual norm feeds (q|k|v, gate|up, lm_head); -1 = the backend's count */
+  int early_prep;   /* MLXRT_QMV_EARLY_PREP: the same for the products an activation-prep kernel
+                     * feeds (o and down; every product of the affine formats); -1 = the backend's */
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
   struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
 };
@@ -239,9 +241,10 @@ static int run_mv_parts(accel_decoder *D, const dec_mv *mv, const uint16_t *x, f
 }
 
 static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
-  /* the products whose x the residual norm wrote (XP_DONE) may take their own early-stage count */
-  const int early = ck_get_qmv_early();
-  if (premax == XP_DONE && D->early_norm >= 0) ck_set_qmv_early(D->early_norm);
+  /* the products whose x the residual norm wrote (XP_DONE), and those after a prep kernel, may
+   * take their own early-stage counts (experiment knobs; the same bits) */
+  const int early = ck_get_qmv_early(), own = premax == XP_DONE ? D->early_norm : D->early_prep;
+  if (own >= 0) ck_set_qmv_early(own);
   int rc = run_mv_parts(D, mv, x, y, premax, err);
   ck_set_qmv_early(early);
   return rc;
@@ -326,6 +329,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
    * fewer per layer; tg128 +0.8 % in session 7, docs/PERF.md) */
   if (env_knob("MLXRT_ATTN_XMAX", 1, 0, 1, &D->attn_xmax, err) ||
       env_knob("MLXRT_QMV_EARLY_NORM", -1, -1, 4, &D->early_norm, err) ||
+      env_knob("MLXRT_QMV_EARLY_PREP", -1, -1, 4, &D->early_prep, err) ||
       env_knob("MLXRT_ATTN_ONEPASS", 0, 0, 1, &D->attn_onepass, err) ||
       env_knob("MLXRT_ATTN_SCORES", 0, 0, 2, &D->attn_kpath, err) ||
       env_knob("MLXRT_ATTN_PV", 0, 0, 1, &D->attn_pv_tc, err) ||
