@@ -89,6 +89,8 @@ struct accel_decoder {
   int attn_pv_tc;   /* MLXRT_ATTN_PV=1: p·v on the tensor cores (kpath bit 4) */
   int fuse_post;    /* MLXRT_ATTN_FUSE_POST=1: the q/k/v post step inside the scores pass
                      * (dk_attention_post; an experiment, off by default) */
+  int geglu_prep;   /* MLXRT_GEGLU_PREP=1: geglu writes down's activation prep itself (dk_geglu_prep;
+                     * an experiment, off by default) */
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
   int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
   int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
@@ -241,8 +243,9 @@ static int run_mv_parts(accel_decoder *D, const dec_mv *mv, const uint16_t *x, f
 }
 
 static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
-  /* the products whose x the residual norm wrote (XP_DONE), and those after a prep kernel, may
-   * take their own early-stage counts (experiment knobs; the same bits) */
+  /* the products whose x prep their producer wrote (XP_DONE: the residual norm, geglu with
+   * MLXRT_GEGLU_PREP), and those after a prep kernel, may take their own early-stage counts
+   * (experiment knobs; the same bits) */
   const int early = ck_get_qmv_early(), own = premax == XP_DONE ? D->early_norm : D->early_prep;
   if (own >= 0) ck_set_qmv_early(own);
   int rc = run_mv_parts(D, mv, x, y, premax, err);
@@ -336,7 +339,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &D->split_keys, err) ||
       env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
       env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
-      env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err))
+      env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err) ||
+      env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err))
     goto fail;
   if (D->fuse_post && (D->attn_onepass || D->attn_kpath || D->attn_pv_tc)) {
     mx_fail(err, "MLXRT_ATTN_FUSE_POST=1 runs only with the default decode attention (not with "
@@ -504,6 +508,20 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                    "attention", err);
 }
 
+/* geglu, then the down product: with D->geglu_prep (and a down weight whose prep the producer
+ * can write), geglu writes down's activation prep itself and no prep kernel runs between. */
+static int enqueue_ffn_act(accel_decoder *D, dec_layer *y, const char *const *lb, mlxrt_error *err) {
+  void *st = D->stream;
+  if (D->geglu_prep && y->down.xmode && dk_geglu_prep_ok(y->inter))
+    return rt_status(dk_geglu_prep(D->y, D->y + y->inter, y->gu.ks, y->gu.rows, D->gub, y->inter, D->xp, D->xexp,
+                                   y->down.xmode, st),
+                     "geglu + down's x prep", err) ||
+           cprof_mark(&D->prof, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, XP_DONE, err);
+  return rt_status(dk_geglu(D->y, D->y + y->inter, y->gu.ks, y->gu.rows, D->gub, y->inter, D->pmax, ck_xprep_block(), st),
+                   "geglu", err) ||
+         cprof_mark(&D->prof, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, XP_PREMAX, err);
+}
+
 static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   int H = d->hidden, nq = d->n_heads, pb = ck_xprep_block();
@@ -536,8 +554,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
                   "attention residual", err) ||
         cprof_mark(P, lb[5], err) || run_mv(D, &y->gu, D->xb, D->y, y->gu.xmode ? XP_DONE : XP_PREMAX, err) ||
         cprof_mark(P, lb[6], err) ||
-        rt_status(dk_geglu(D->y, D->y + y->inter, y->gu.ks, y->gu.rows, D->gub, y->inter, D->pmax, pb, st), "geglu", err) ||
-        cprof_mark(P, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, XP_PREMAX, err) ||
+        enqueue_ffn_act(D, y, lb, err) ||
         cprof_mark(P, lb[8], err) ||
         rt_status(dk_residual_norm(D->y, y->down.ks, y->down.rows, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
                                    next_norm, D->xb, H, d->eps, D->pmax, pb, D->xp, D->xexp, next_mv->xmode, st),

@@ -75,6 +75,24 @@ extern "C" int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, v
   return (int)ck_launch(embed_scale_kernel, (H + 255) / 256, 256, 0, (cudaStream_t)stream, e, h, H, scale);
 }
 
+/* The mat-vec's activation prep written by the kernel that makes x (xmode, mv_xmode in
+ * cuda_decoder.c), bit for bit what ck_xprep_premax computes from the block maxima: the
+ * exponent from the row's max |x| (1: fp16 x·2^e, max in [2^14, 2^15); 2: bf16 as it is)... */
+__device__ __forceinline__ int prep_exp(float m, int xmode) {
+  int e = 0;
+  if (xmode == 1 && m > 0.f && m <= 3.0e38f) {
+    frexpf(m, &e); /* m < 2^e: scale by 2^(15-e) → max in [2^14, 2^15) */
+    e = 15 - e;
+  }
+  return e;
+}
+/* ... and value i (bf16 ov) in fragment order: value kk of 32-k slice i/32 (m, hi, t, j) */
+__device__ __forceinline__ void prep_store(uint16_t *xp, int i, uint16_t ov, int e, int xmode) {
+  const int kk = i & 31, rr = kk & 15;
+  const uint16_t v = xmode == 2 ? ov : ck_f32_to_f16(ldexpf(ck_bf16_to_f32(ov), e));
+  xp[((i >> 5) * 4 + ((rr & 7) >> 1)) * 8 + (kk >> 4) * 4 + (rr >> 3) * 2 + (rr & 1)] = v;
+}
+
 /* One row over a cluster of RN_CL blocks of RN_BT threads (one block alone was latency-bound
  * at ~16 us): thread g of the cluster owns values g, g + RN_CL·RN_BT, … (at most RN_VPT),
  * kept in registers between the passes. The row sums are reduced per block, then each block
@@ -192,12 +210,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
         float m = 0.0f;
         for (int v = lane; v < RN_CL * nblk; v += 32) m = fmaxf(m, *cl.map_shared_rank(&kmax[v / RN_CL], v % RN_CL));
         for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-        int e = 0;
-        if (xmode == 1 && m > 0.f && m <= 3.0e38f) {
-          frexpf(m, &e); /* m < 2^e: scale by 2^(15-e) → max in [2^14, 2^15) */
-          e = 15 - e;
-        }
-        if (lane == 0) xe = e;
+        if (lane == 0) xe = prep_exp(m, xmode);
       }
       __syncthreads();
       const int e = xe;
@@ -205,10 +218,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
 #pragma unroll
       for (int k = 0; k < RN_VPT; k++) {
         int i = g + k * step;
-        if (i >= H) continue;
-        const int kk = i & 31, rr = kk & 15; /* value kk of 32-k slice i/32: m, hi, t, j */
-        const uint16_t v = xmode == 2 ? ov[k] : ck_f32_to_f16(ldexpf(ck_bf16_to_f32(ov[k]), e));
-        xp[((i >> 5) * 4 + ((rr & 7) >> 1)) * 8 + (kk >> 4) * 4 + (rr >> 3) * 2 + (rr & 1)] = v;
+        if (i < H) prep_store(xp, i, ov[k], e, xmode);
       }
     }
   }
@@ -256,6 +266,56 @@ extern "C" int dk_geglu(const float *g, const float *u, int ks, int64_t kstride,
   int64_t blocks = (n + pblock - 1) / pblock;
   return (int)ck_launch(geglu_kernel, (unsigned)blocks, 1024, 0, (cudaStream_t)stream, g, u, ks, kstride, out, n, pmax,
                         pblock);
+}
+
+/* geglu writing the down product's activation prep itself (dk_geglu_prep): one row over a
+ * cluster of GC_CL blocks of 1024 threads, thread g owning values g, g + GC_CL·1024, …; the
+ * blocks' maxima meet through distributed shared memory, so every block forms the same
+ * exponent and writes its values in fragment order — the prep kernel's output, bit for bit,
+ * without its launch. */
+#define GC_CL 8
+#define GC_VPT 3
+__global__ void __cluster_dims__(GC_CL, 1, 1) __launch_bounds__(1024)
+    geglu_prep_kernel(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int n, uint16_t *xp,
+                      int *xexp, int xmode) {
+  cg::cluster_group cl = cg::this_cluster();
+  __shared__ float bmax;
+  ck_pdl_enter();
+  const int gi = (int)cl.block_rank() * 1024 + threadIdx.x, step = GC_CL * 1024;
+  uint16_t ov[GC_VPT];
+  float m = 0.0f;
+#pragma unroll
+  for (int k = 0; k < GC_VPT; k++) {
+    const int i = gi + k * step;
+    ov[k] = 0;
+    if (i < n) {
+      ov[k] = ck_f32_to_bf16(__fmul_rn(gelu_approx(rb(ysum(g + i, ks, kstride))), rb(ysum(u + i, ks, kstride))));
+      out[i] = ov[k];
+      m = fmaxf(m, fabsf(ck_bf16_to_f32(ov[k])));
+    }
+  }
+  m = block_max(m);
+  if (threadIdx.x == 0) bmax = m;
+  cl.sync();
+  float t = 0.0f;
+  for (unsigned r = 0; r < GC_CL; r++) t = fmaxf(t, *cl.map_shared_rank(&bmax, r));
+  const int e = prep_exp(t, xmode);
+  if (cl.block_rank() == 0 && threadIdx.x == 0) *xexp = e;
+#pragma unroll
+  for (int k = 0; k < GC_VPT; k++) {
+    const int i = gi + k * step;
+    if (i < n) prep_store(xp, i, ov[k], e, xmode);
+  }
+  cl.sync(); /* no block leaves while another still reads its shared memory */
+}
+
+extern "C" int dk_geglu_prep_ok(int64_t n) { return n > 0 && n % 32 == 0 && n <= (int64_t)GC_CL * 1024 * GC_VPT; }
+
+extern "C" int dk_geglu_prep(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n,
+                             uint16_t *xp, int *xexp, int xmode, void *stream) {
+  if (!dk_geglu_prep_ok(n) || xmode < 1 || xmode > 2 || !xp || !xexp) return (int)cudaErrorInvalidValue;
+  return (int)ck_launch(geglu_prep_kernel, GC_CL, 1024, 0, (cudaStream_t)stream, g, u, ks, kstride, out, (int)n, xp,
+                        xexp, xmode);
 }
 
 /* ---- logits: softcap, then argmax (lowest index on ties) by the last block to finish ---- */

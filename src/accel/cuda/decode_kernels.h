@@ -37,6 +37,13 @@ int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd
                 float *q_out, uint16_t *kc, uint16_t *vc, void *stream);
 /* out[i] = bf16(gelu_approx(bf16 g[i]) · bf16 u[i]); when pmax, pmax[b] = max|out| per pblock. */
 int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock, void *stream);
+/* dk_geglu that also writes the next product's activation prep (xp, xexp in the xmode of
+ * dk_residual_norm: what ck_xprep_premax would make of out, bit for bit) instead of pmax, so
+ * no prep kernel runs between them; dk_geglu_prep_ok(n) says whether n values fit its one
+ * cluster (n % 32 == 0, n ≤ 24576). */
+int dk_geglu_prep_ok(int64_t n);
+int dk_geglu_prep(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, uint16_t *xp,
+                  int *xexp, int xmode, void *stream);
 /* logits = softcap(bf16 y) (cap 0 = none); *next = argmax (lowest index on ties). part_v /
  * part_i / count: dk_logits_scratch() entries, count zeroed once. */
 int dk_logits(const float *y, float *logits, int64_t V, float cap, float *part_v, int *part_i,
