@@ -95,7 +95,8 @@ struct accel_decoder {
   int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
   int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
-                     * the residual norm feeds (q|k|v, gate|up, lm_head); -1 = the backend's count */
+                     * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
+                     * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
   int early_prep;   /* MLXRT_QMV_EARLY_PREP: the same for the products an activation-prep kernel
                      * feeds (o and down; every product of the affine formats); -1 = the backend's */
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */

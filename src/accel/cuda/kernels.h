@@ -108,11 +108,11 @@ int ck_get_qmv_variant(void);
 /* Shared-memory stages in flight per block of the tensor-core mat-vec: 3 or 4, or 0 for the
  * per-format default (3 for nvfp4, 4 otherwise; MLXRT_QMV_STAGES). */
 void ck_set_qmv_stages(int n);
+int ck_get_qmv_stages(void);
 /* Weight stages each block issues before waiting for x's producer (0..4, default 2;
  * MLXRT_QMV_EARLY). */
 void ck_set_qmv_early(int n);
 int ck_get_qmv_early(void);
-int ck_get_qmv_stages(void);
 
 /* A plain streaming read of nbytes (multiple of 16) for the bandwidth reference; sink gets
  * a value that depends on every byte so the compiler keeps the loads. */
