@@ -99,12 +99,6 @@ struct accel_decoder {
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
   int early_prep;   /* MLXRT_QMV_EARLY_PREP: the same for the products an activation-prep kernel
                      * feeds (o and down; every product of the affine formats); -1 = the backend's */
-  /* MLXRT_L2PF: prefetch nodes (dk_l2_prefetch) that pull the next product's first bytes into
-   * the L2 while small kernels run — bit 0 o's weights after q|k|v, bit 1 gate|up's after o,
-   * bit 2 down's after gate|up, bit 3 the next q|k|v's (lm_head's) after down; an experiment,
-   * 0 by default. MLXRT_L2PF_MB caps each prefetch, _BEFORE=1 issues it during the previous
-   * product, _POLICY=1 as evict_last, _BLOCKS and _CHUNK (KiB) shape the node. */
-  int pf_mask, pf_mb, pf_before, pf_policy, pf_blocks, pf_chunk_kb;
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
   struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
 };
@@ -249,32 +243,6 @@ static int run_mv_parts(accel_decoder *D, const dec_mv *mv, const uint16_t *x, f
   return 0;
 }
 
-/* With bit `bit` of MLXRT_L2PF: a prefetch node for the first MLXRT_L2PF_MB MiB of mv's bytes
- * (codes and scales of each part in proportion, so the first tiles come whole). */
-static int l2_prefetch(accel_decoder *D, const dec_mv *mv, int bit, mlxrt_error *err) {
-  if (!(D->pf_mask & (1 << bit))) return 0;
-  const void *p[DK_PF_MAX];
-  size_t b[DK_PF_MAX], total = 0;
-  int n = 0;
-  for (int i = 0; i < mv->n; i++)
-    if (mv->L[i]->fmt != CK_GENERIC) total += ck_rep_w_bytes(mv->L[i]) + ck_rep_s_bytes(mv->L[i]);
-  const double cap = (double)D->pf_mb * 1048576.0, frac = total && cap < (double)total ? cap / (double)total : 1.0;
-  for (int i = 0; i < mv->n && n + 2 <= DK_PF_MAX; i++) {
-    const ck_layout *L = mv->L[i];
-    if (L->fmt == CK_GENERIC) continue;
-    p[n] = L->w;
-    b[n++] = (size_t)((double)ck_rep_w_bytes(L) * frac);
-    if (ck_rep_s_bytes(L)) {
-      p[n] = L->s;
-      b[n++] = (size_t)((double)ck_rep_s_bytes(L) * frac);
-    }
-  }
-  return n ? rt_status(dk_l2_prefetch(p, b, n, D->pf_blocks, D->pf_before, D->pf_policy, (unsigned)D->pf_chunk_kb * 1024u,
-                                      D->stream),
-                       "L2 prefetch", err)
-           : 0;
-}
-
 static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
   /* the products whose x prep their producer wrote (XP_DONE: the residual norm, geglu with
    * MLXRT_GEGLU_PREP), and those after a prep kernel, may take their own early-stage counts
@@ -358,7 +326,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   if (wq && *wq) ck_set_tuning(atoi(wq), ck_get_qmv_variant());
   if (D->prof.on) D->use_graph = 0;
   /* decode attention's split shape (benchmark knobs; defaults measured on the H200) */
-  int split_blocks, max_splits_knob, l2first;
+  int split_blocks, max_splits_knob;
   /* MLXRT_ATTN_ONEPASS=1: one pass over K and V with an online softmax (attention.cu; p not
    * rounded as the reference path rounds it: an experiment, off by default) */
   /* the attention's last kernel writes the maxima o's x prep needs (the same values; one launch
@@ -373,14 +341,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
       env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
       env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err) ||
-      env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
-      env_knob("MLXRT_L2PF", 0, 0, 15, &D->pf_mask, err) || env_knob("MLXRT_L2PF_MB", 24, 1, 1 << 16, &D->pf_mb, err) ||
-      env_knob("MLXRT_L2PF_BEFORE", 0, 0, 1, &D->pf_before, err) ||
-      env_knob("MLXRT_L2PF_POLICY", 0, 0, 1, &D->pf_policy, err) ||
-      env_knob("MLXRT_L2PF_BLOCKS", 16, 1, 1024, &D->pf_blocks, err) ||
-      env_knob("MLXRT_L2PF_CHUNK", 16, 1, 4096, &D->pf_chunk_kb, err) || env_knob("MLXRT_QMV_L2FIRST", 0, 0, 1, &l2first, err))
+      env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err))
     goto fail;
-  ck_set_qmv_l2first(l2first);
   if (D->fuse_post && (D->attn_onepass || D->attn_kpath || D->attn_pv_tc)) {
     mx_fail(err, "MLXRT_ATTN_FUSE_POST=1 runs only with the default decode attention (not with "
                  "MLXRT_ATTN_ONEPASS, MLXRT_ATTN_SCORES or MLXRT_ATTN_PV)");
@@ -585,16 +547,15 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     float *amax = D->attn_xmax ? D->pmax : NULL; /* o's x-prep maxima, from the attention */
     const int namax = (int)(((int64_t)nq * y->hd + pb - 1) / pb);
     if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
-        l2_prefetch(D, &y->o, 0, err) || enqueue_attention(D, l, y, lb, amax, namax, err) ||
+        enqueue_attention(D, l, y, lb, amax, namax, err) ||
         cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, amax ? XP_PREMAX : XP_FULL, err) ||
-        l2_prefetch(D, &y->gu, 1, err) ||
         cprof_mark(P, lb[4], err) ||
         rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
                                    pb, D->xp, D->xexp, y->gu.xmode, st),
                   "attention residual", err) ||
         cprof_mark(P, lb[5], err) || run_mv(D, &y->gu, D->xb, D->y, y->gu.xmode ? XP_DONE : XP_PREMAX, err) ||
-        l2_prefetch(D, &y->down, 2, err) || cprof_mark(P, lb[6], err) ||
-        enqueue_ffn_act(D, y, lb, err) || l2_prefetch(D, next_mv, 3, err) ||
+        cprof_mark(P, lb[6], err) ||
+        enqueue_ffn_act(D, y, lb, err) ||
         cprof_mark(P, lb[8], err) ||
         rt_status(dk_residual_norm(D->y, y->down.ks, y->down.rows, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
                                    next_norm, D->xb, H, d->eps, D->pmax, pb, D->xp, D->xexp, next_mv->xmode, st),

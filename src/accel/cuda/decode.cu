@@ -21,8 +21,6 @@ extern "C" int ck_pdl_early_attention_onepass(int on);
 extern "C" int ck_pdl_early_decode(int on);
 extern "C" int ck_pdl_early_qmv(int on);
 extern "C" int ck_pdl_early_xprep(int on);
-extern "C" int ck_pdl_early_l2_prefetch(int on);
-extern "C" int ck_pdl_early_l2_prefetch_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_qkv_post(int on);
 extern "C" int ck_pdl_early_attention_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_attention_onepass_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
@@ -37,7 +35,6 @@ extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap,
   if (!e) e = ck_pdl_early_qmv_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_xprep_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_qkv_post_timeline(t, n, cap, st);
-  if (!e) e = ck_pdl_early_l2_prefetch_timeline(t, n, cap, st);
   return e;
 }
 extern "C" int ck_set_pdl_early(int on) {
@@ -47,7 +44,6 @@ extern "C" int ck_set_pdl_early(int on) {
   if (!e) e = ck_pdl_early_qmv(on);
   if (!e) e = ck_pdl_early_xprep(on);
   if (!e) e = ck_pdl_early_qkv_post(on);
-  if (!e) e = ck_pdl_early_l2_prefetch(on);
   return e;
 }
 

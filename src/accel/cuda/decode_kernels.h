@@ -93,15 +93,6 @@ int dk_attention_onepass(const float *q, const uint16_t *kc, const uint16_t *vc,
 /* 1 when dk_attention_onepass takes query groups of rep heads of dimension hd. */
 int dk_attention_onepass_supports(int rep, int hd);
 
-/* A node of the kernel chain that asks the L2 to fetch n ≤ DK_PF_MAX read-only byte ranges
- * (the next product's weights) while the chain goes on (l2_prefetch.cu): it lets its
- * successor launch at once and completes when its predecessor has, so the chain's order is
- * kept. blocks × 32 threads each issue prefetches of `chunk` bytes (a multiple of 16); before:
- * issue them before waiting for the predecessor instead of after; policy 1: as evict_last. */
-#define DK_PF_MAX 6
-int dk_l2_prefetch(const void *const *ptrs, const size_t *bytes, int n, int blocks, int before, int policy,
-                   unsigned chunk, void *stream);
-
 #ifdef __cplusplus
 }
 #endif

@@ -113,9 +113,6 @@ int ck_get_qmv_stages(void);
  * MLXRT_QMV_EARLY). */
 void ck_set_qmv_early(int n);
 int ck_get_qmv_early(void);
-/* 1: the tensor-core mat-vec's weight copies mark their L2 lines evict_first (an experiment,
- * MLXRT_QMV_L2FIRST; default 0). */
-void ck_set_qmv_l2first(int on);
 
 /* A plain streaming read of nbytes (multiple of 16) for the bandwidth reference; sink gets
  * a value that depends on every byte so the compiler keeps the loads. */

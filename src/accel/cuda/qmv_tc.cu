@@ -31,7 +31,6 @@ struct QmvArgs {
   int64_t kstride; /* and writes its partial sums at y + blockIdx.y·kstride */
   int64_t nslices; /* cols / 32: the x layout's row stride in 32-k slices */
   int early;   /* weight stages issued before the wait for x's producer (≤ NST) */
-  int l2first; /* 1: the weights' bulk copies mark their L2 lines evict_first (read once per step) */
   int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling);
                 * 2 = COL without its full-stage loop, 3 = no COL, 5 = COL with two mma chains
                 * per pair (benchmarks: what each gains) */
@@ -158,12 +157,6 @@ __device__ __forceinline__ void mbar_expect(uint64_t *m, uint32_t bytes) {
 __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *m) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(m))
-               : "memory");
-}
-/* bulk_copy with an L2 eviction policy (createpolicy) */
-__device__ __forceinline__ void bulk_copy_hint(void *dst, const void *src, uint32_t bytes, uint64_t *m, uint64_t pol) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-               ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(m)), "l"(pol)
                : "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint64_t *m, uint32_t phase) {
@@ -350,8 +343,6 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   /* thread 0: stage st into slot st % NST — its weights (W), its x part (X; XS kernels), or
    * both; a slot's bytes are all expected with its weights, so its phase cannot complete
    * before the x part issued later (after the wait for x's producer) has landed */
-  uint64_t wpol = 0;
-  if (p.l2first && threadIdx.x == 0) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(wpol));
   auto issue = [&](int st, bool W, bool X) {
     int slot = st % NST, u0 = st * S::SU;
     int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
@@ -360,13 +351,8 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     uint32_t xb = XS ? (uint32_t)(nu * S::UK * 2) : 0, xsb = XS && S::AFF ? (uint32_t)(nu * S::GPU * 32) : 0;
     if (W) {
       mbar_expect(&mbar[slot], wb + sb + xb + xsb);
-      if (p.l2first) {
-        bulk_copy_hint(dst, wsrc + (size_t)u0 * S::UNIT_W, wb, &mbar[slot], wpol);
-        if (sb) bulk_copy_hint(dst + S::SU * S::UNIT_W, ssrc + (size_t)u0 * S::UNIT_S, sb, &mbar[slot], wpol);
-      } else {
-        bulk_copy(dst, wsrc + (size_t)u0 * S::UNIT_W, wb, &mbar[slot]);
-        if (sb) bulk_copy(dst + S::SU * S::UNIT_W, ssrc + (size_t)u0 * S::UNIT_S, sb, &mbar[slot]);
-      }
+      bulk_copy(dst, wsrc + (size_t)u0 * S::UNIT_W, wb, &mbar[slot]);
+      if (sb) bulk_copy(dst + S::SU * S::UNIT_W, ssrc + (size_t)u0 * S::UNIT_S, sb, &mbar[slot]);
     }
     if (XS && X) {
       const size_t ug = (size_t)ubeg + u0; /* the stage's first unit in the whole row */
@@ -645,10 +631,6 @@ static int g_stages; /* 0 = per format */
 static int g_early = 2;
 extern "C" void ck_set_qmv_early(int n) { g_early = n >= 0 && n <= 4 ? n : 2; }
 extern "C" int ck_get_qmv_early(void) { return g_early; }
-/* The weights' L2 lines as evict_first (MLXRT_QMV_L2FIRST=1, an experiment beside the L2
- * prefetch of l2_prefetch.cu: the streamed bytes should not push out prefetched ones). */
-static int g_l2first;
-extern "C" void ck_set_qmv_l2first(int on) { g_l2first = on != 0; }
 extern "C" void ck_set_qmv_stages(int n) { g_stages = n == 3 || n == 4 ? n : 0; }
 extern "C" int ck_get_qmv_stages(void) { return g_stages; }
 static int stages_for(const ck_layout *L, int nb) {
@@ -779,7 +761,6 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
   a.nb = nb;
   a.variant = g_variant;
   a.early = g_early;
-  a.l2first = g_l2first;
   a.ksplit = ksplit;
   a.kstride = kstride;
   int smem = stages_for(L, pick_nb) * smem_for(L, pick_nb);
