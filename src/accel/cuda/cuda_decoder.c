@@ -149,13 +149,18 @@ static int same_format(const accel_spec *a, const accel_spec *b) {
  * H200 (31B nvfp4, tg128, every other setting equal): no split 82.1 t/s; 2 splits for the
  * shapes under 2048 tiles 80.4; 4 splits 74.7 — more, shorter blocks do not help; the per-block
  * decode latency is what bounds these shapes. MLXRT_QMV_KSPLIT=N forces N (an experiment knob). */
-static void choose_split(accel_decoder *D, dec_mv *mv) {
+static void choose_split(accel_decoder *D, dec_mv *mv, const char *what) {
   const ck_layout *L = mv->L[0];
   mv->ks = 1;
   mv->rows = 0;
   for (int i = 0; i < mv->n; i++) mv->rows += mv->L[i]->rows;
-  if (mv->n != 1 || L->fmt == CK_GENERIC) return;
-  const char *f = getenv("MLXRT_QMV_KSPLIT");
+  /* lm_head's consumer (dk_logits) reads one output: never split */
+  if (mv->n != 1 || L->fmt == CK_GENERIC || !strcmp(what, "lm_head")) return;
+  /* per product (experiment knobs): MLXRT_QMV_KSPLIT_QKV / _GU / _O / _DOWN */
+  const char *own = !strcmp(what, "q|k|v") ? "MLXRT_QMV_KSPLIT_QKV" : !strcmp(what, "gate|up") ? "MLXRT_QMV_KSPLIT_GU"
+                  : !strcmp(what, "o_proj") ? "MLXRT_QMV_KSPLIT_O" : "MLXRT_QMV_KSPLIT_DOWN";
+  const char *f = getenv(own);
+  if (!f || !*f) f = getenv("MLXRT_QMV_KSPLIT");
   int ks = f && *f ? atoi(f) : 1;
   if (ks < 1) ks = 1;
   if (ks > L->nunits) ks = (int)L->nunits;
@@ -193,7 +198,7 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
       off += ws[i]->spec.rows;
     }
     mv->n = n;
-    choose_split(D, mv);
+    choose_split(D, mv, what);
     mv->xmode = mv_xmode(mv);
     return 0;
   }
@@ -218,7 +223,7 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
   if (!mv->L[0]) return -1;
   mv->off[0] = 0;
   mv->n = 1;
-  choose_split(D, mv);
+  choose_split(D, mv, what);
   mv->xmode = mv_xmode(mv);
   return 0;
 }
