@@ -40,6 +40,8 @@
 #      each setting in AB_CONFIGS (VAR=V[,VAR=V...] per setting, e.g. "MLXRT_QMV_VARIANT=0
 #      MLXRT_QMV_VARIANT=6 MLXRT_QMV_VARIANT=0"): alternating A/B runs in one build; then the
 #      tiny fixtures against the CPU reference with the last setting.
+#   pfab (not in the default list): pp512 at depths PFAB_DEPTHS (default 32768), PFAB_REPS (1)
+#      repetitions, for each setting in PFAB_CONFIGS (as AB_CONFIGS) → pfabN.log.
 #   abrev (not in the default list): the same A/B against an earlier commit packed by
 #      scripts/pack_rev.sh (.gpu-carry/rev.tar.gz): built here too, then tg128 at depths
 #      AB_DEPTHS (default 0) alternating this tree's mlxrt and the earlier one's, twice each.
@@ -234,6 +236,18 @@ if has ab; then
     stamp "tiny fixtures with ${last//,/ }"
     tiny_check tiny_ab.log ${last//,/ }
   fi
+fi
+if has pfab; then
+  # the batched prompt pass A/B: pp512 at depths PFAB_DEPTHS (default 32768) for each setting in
+  # PFAB_CONFIGS (as AB_CONFIGS), one repetition each
+  synth31 "$SYN/s31"
+  n=0
+  for c in ${PFAB_CONFIGS:-}; do
+    n=$((n + 1))
+    stamp "bench pp512 at depths ${PFAB_DEPTHS:-32768}, ${c//,/ }"
+    env ${c//,/ } MLXRT_DECODER=1 timeout 500 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 512 -n 0 \
+      -d "${PFAB_DEPTHS:-32768}" -r "${PFAB_REPS:-1}" 2>&1 | tee "$OUT/pfab$n.log" | grep -E "pp512|hash"
+  done
 fi
 if has abrev; then
   if [ ! -f .gpu-carry/rev.tar.gz ]; then

@@ -645,7 +645,7 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
 #define PF_GEMM_MIN 32
 
 typedef struct dec_prefill {
-  int tmax, gemm_min, simple_attn;
+  int tmax, gemm_min, simple_attn; /* pf_attention's kind */
   int64_t max_rows, max_q, max_kvd, max_inter, max_w, max_part_rows;
   void *cublas;
   float *h, *y, *q;
@@ -695,7 +695,9 @@ static int prefill_init(accel_decoder *D, mlxrt_error *err) {
   if (!P) return -1;
   D->pf = P;
   const char *at = getenv("MLXRT_CUDA_PREFILL_ATTN");
-  P->simple_attn = at && strcmp(at, "simple") == 0;
+  /* MLXRT_CUDA_PREFILL_ATTN=simple: the plain kernel; =mma1: the tensor-core kernel without
+   * ldmatrix and split score chains (pf_attention's kinds) */
+  P->simple_attn = !at ? 0 : !strcmp(at, "simple") ? 1 : !strcmp(at, "mma1") ? 2 : 0;
   if (env_knob("MLXRT_CUDA_PREFILL_CHUNK", PF_CHUNK, 1, 4096, &P->tmax, err) ||
       env_knob("MLXRT_CUDA_PREFILL_GEMM_MIN", PF_GEMM_MIN, 0, 4096, &P->gemm_min, err))
     goto fail;

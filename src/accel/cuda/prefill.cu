@@ -321,6 +321,24 @@ __device__ __forceinline__ void pa_combine(float &m, float &l, float m2, float l
   l = a + b;
 }
 
+/* ldmatrix: four (two) 8×8 b16 matrices from shared memory, lane l giving the address of row
+ * l & 7 of matrix l >> 3; .trans hands each lane a column pair instead of a row pair. */
+__device__ __forceinline__ uint32_t pa_saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t (&r)[4], uint32_t a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x2_t(uint32_t (&r)[4], uint32_t a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+}
+
 #define PA_RG 2                /* 16-row query groups per block: they share each K/V tile */
 #define PA_QT (16 * PA_RG)     /* queries per block */
 #define PA_KT 32               /* keys per tile: 8 per warp of a row group */
@@ -339,9 +357,12 @@ constexpr size_t pa_smem() {
  * forms p = bf16(exp(s − M)·(1/total)) in shared memory, and each warp accumulates P·V for its
  * group's rows and its share of the head's 8-column output tiles. Shared rows are padded by 8
  * bf16 so the fragment loads of the 8 row groups of a warp hit distinct banks. */
-template <int HD>
+template <int HD, bool LDM>
 __global__ void __launch_bounds__(PA_THREADS) pa_mma_kernel(PaArgs a) {
-  constexpr int LD = HD + 8, NTILES = HD / 8, NTW = (NTILES + 3) / 4, VPR = HD / 8;
+  constexpr int LD = HD + 8, NTILES = HD / 8, VPR = HD / 8;
+  /* output tiles per warp: nt = wq + 4i, or with LDM pairs nt = 2wq + 8(i/2) + i%2 (one x4.trans
+   * load of V serves both) */
+  constexpr int NTW = LDM ? 2 * ((NTILES + 7) / 8) : (NTILES + 3) / 4;
   extern __shared__ __align__(16) uint16_t pa_sm[];
   uint16_t *Qs = pa_sm, *Ks = Qs + PA_QT * LD, *Vs = Ks + PA_KT * LD, *Ps = Vs + PA_KT * LD;
   float *red = reinterpret_cast<float *>(Ps + PA_QT * PA_PLD); /* [warp of a group][row][m, l] */
@@ -380,11 +401,38 @@ __global__ void __launch_bounds__(PA_THREADS) pa_mma_kernel(PaArgs a) {
   };
   const uint16_t *qa = Qs + (r0 + g) * LD + 2 * t, *qb = qa + 8 * LD; /* A rows g, g + 8 of the group */
   /* S for rows (g, g+8) × keys k0 + wq·8 + (2t, 2t+1): s[2r + e], masked → -inf */
+  /* LDM: fragments by ldmatrix (Q rows lane & 15 at column (lane >> 4)·8; K rows lane & 7 at
+   * (lane >> 3)·8: two k steps per x4), and the k steps spread over NCH accumulators (one
+   * chain of HD/16 dependent mmas otherwise), added at the end */
+  const uint32_t q_ldm = pa_saddr(Qs + (r0 + (lane & 15)) * LD + ((lane >> 4) << 3));
+  const uint32_t k_ldm = pa_saddr(Ks + (wq * 8 + (lane & 7)) * LD + ((lane >> 3) << 3));
   auto scores = [&](int64_t k0, float (&s)[4]) {
     float c[4] = {0.f, 0.f, 0.f, 0.f};
     const uint16_t *kr = Ks + (wq * 8 + g) * LD + 2 * t;
+    if (LDM) {
+      constexpr int NK = HD / 16, NCH = NK >= 4 ? 4 : NK;
+      float cc[NCH][4];
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) {
+      for (int i = 0; i < NCH; i++) cc[i][0] = cc[i][1] = cc[i][2] = cc[i][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < NK; kk += 2) {
+        uint32_t A0[4], A1[4], B[4];
+        ldsm_x4(A0, q_ldm + kk * 32);
+        if (kk + 1 < NK) {
+          ldsm_x4(A1, q_ldm + (kk + 1) * 32);
+          ldsm_x4(B, k_ldm + kk * 32);
+        } else {
+          ldsm_x2(B, k_ldm + kk * 32);
+        }
+        mma_bf16(cc[kk % NCH], A0, B[0], B[1]);
+        if (kk + 1 < NK) mma_bf16(cc[(kk + 1) % NCH], A1, B[2], B[3]);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        c[e] = NCH == 4 ? (cc[0][e] + cc[1][e]) + (cc[2 % NCH][e] + cc[3 % NCH][e]) : NCH == 2 ? cc[0][e] + cc[1 % NCH][e] : cc[0][e];
+    }
+#pragma unroll
+    for (int kk = 0; kk < (LDM ? 0 : HD / 16); kk++) {
       uint32_t A[4];
       A[0] = *reinterpret_cast<const uint32_t *>(qa + kk * 16);
       A[1] = *reinterpret_cast<const uint32_t *>(qb + kk * 16);
@@ -441,6 +489,10 @@ __global__ void __launch_bounds__(PA_THREADS) pa_mma_kernel(PaArgs a) {
 #pragma unroll
   for (int i = 0; i < NTW; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   const uint16_t *pa = Ps + (r0 + g) * PA_PLD + 2 * t, *pb = pa + 8 * PA_PLD;
+  /* LDM: P rows lane & 15 at column (lane >> 4)·8; V (.trans) key rows lane & 15 at column
+   * (lane >> 4)·8, so one x4 gives the B fragments of output tiles nt and nt + 1 */
+  const uint32_t p_ldm = pa_saddr(Ps + (r0 + (lane & 15)) * PA_PLD + ((lane >> 4) << 3));
+  const uint32_t v_ldm = pa_saddr(Vs + (lane & 15) * LD + ((lane >> 4) << 3));
   for (int it = 0; it < ntiles; it++) {
     int64_t k0 = lo_blk + (int64_t)it * PA_KT;
     __syncthreads();
@@ -458,8 +510,30 @@ __global__ void __launch_bounds__(PA_THREADS) pa_mma_kernel(PaArgs a) {
     *reinterpret_cast<uint32_t *>(Ps + (r0 + g) * PA_PLD + wq * 8 + 2 * t) = p[0] | ((uint32_t)p[1] << 16);
     *reinterpret_cast<uint32_t *>(Ps + (r0 + g + 8) * PA_PLD + wq * 8 + 2 * t) = p[2] | ((uint32_t)p[3] << 16);
     __syncthreads();
+    if (LDM) {
 #pragma unroll
-    for (int ks = 0; ks < PA_KT / 16; ks++) {
+      for (int ks = 0; ks < PA_KT / 16; ks++) {
+        uint32_t A[4];
+        ldsm_x4(A, p_ldm + ks * 32);
+#pragma unroll
+        for (int i = 0; i < NTW; i += 2) {
+          const int nt = 2 * wq + 4 * i;
+          if (nt >= NTILES) continue;
+          uint32_t B[4];
+          const uint32_t va = v_ldm + (uint32_t)(ks * 16 * LD + nt * 8) * 2;
+          if (nt + 1 < NTILES) {
+            ldsm_x4_t(B, va);
+            mma_bf16(o[i], A, B[0], B[1]);
+            mma_bf16(o[i + 1], A, B[2], B[3]);
+          } else {
+            ldsm_x2_t(B, va);
+            mma_bf16(o[i], A, B[0], B[1]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < (LDM ? 0 : PA_KT / 16); ks++) {
       uint32_t A[4];
       A[0] = *reinterpret_cast<const uint32_t *>(pa + ks * 16);
       A[1] = *reinterpret_cast<const uint32_t *>(pb + ks * 16);
@@ -480,7 +554,7 @@ __global__ void __launch_bounds__(PA_THREADS) pa_mma_kernel(PaArgs a) {
   }
 #pragma unroll
   for (int i = 0; i < NTW; i++) {
-    int nt = wq + 4 * i;
+    int nt = LDM ? 2 * wq + 8 * (i >> 1) + (i & 1) : wq + 4 * i;
     if (nt >= NTILES) continue;
     int col = nt * 8 + 2 * t;
     for (int r = 0; r < 2; r++) {
@@ -549,33 +623,37 @@ __global__ void __launch_bounds__(PS_THREADS) pa_simple_kernel(PaArgs a) {
   }
 }
 
-template <int HD>
-static int pa_launch(const PaArgs &a, cudaStream_t st) {
+template <int HD, bool LDM>
+static int pa_launch_k(const PaArgs &a, cudaStream_t st) {
   static int attr_set;
   constexpr size_t smem = pa_smem<HD>();
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(pa_mma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(pa_mma_kernel<HD, LDM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e) return (int)e;
     attr_set = 1;
   }
-  pa_mma_kernel<HD><<<dim3((unsigned)((a.T + PA_QT - 1) / PA_QT), a.nq), PA_THREADS, smem, st>>>(a);
+  pa_mma_kernel<HD, LDM><<<dim3((unsigned)((a.T + PA_QT - 1) / PA_QT), a.nq), PA_THREADS, smem, st>>>(a);
   return (int)cudaGetLastError();
+}
+template <int HD>
+static int pa_launch(const PaArgs &a, int kind, cudaStream_t st) {
+  return kind == 2 ? pa_launch_k<HD, false>(a, st) : pa_launch_k<HD, true>(a, st);
 }
 
 extern "C" int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                             const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
-                            uint16_t *att, int simple, void *stream) {
+                            uint16_t *att, int kind, void *stream) {
   if (T <= 0) return 0;
   if (nkv <= 0 || nq % nkv || hd <= 0 || hd > 1024) return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
   PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale};
-  if (!simple) switch (hd) {
-    case 16: return pa_launch<16>(a, st);
-    case 32: return pa_launch<32>(a, st);
-    case 64: return pa_launch<64>(a, st);
-    case 128: return pa_launch<128>(a, st);
-    case 256: return pa_launch<256>(a, st);
-    case 512: return pa_launch<512>(a, st);
+  if (kind != 1) switch (hd) {
+    case 16: return pa_launch<16>(a, kind, st);
+    case 32: return pa_launch<32>(a, kind, st);
+    case 64: return pa_launch<64>(a, kind, st);
+    case 128: return pa_launch<128>(a, kind, st);
+    case 256: return pa_launch<256>(a, kind, st);
+    case 512: return pa_launch<512>(a, kind, st);
     default: break;
     }
   size_t smem = (size_t)(hd + PS_KT) * sizeof(float);

@@ -37,11 +37,12 @@ int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, void *stream);
  * (slot j % window when window > 0, else j), key j ≥ p0 from the chunk's kch/vch [T, kvd];
  * a sliding layer's query at p sees keys p − window < j ≤ p. Rounding: q·bf16(scale) → bf16,
  * scores → bf16, float32 softmax, p → bf16, Σ p·v float32 → bf16. att [T, nq·hd] bf16.
- * simple: the plain reference kernel (one block per query and head) instead of the
- * tensor-core one (head dims multiple of 16 up to 512; other head dims always take it). */
+ * kind 0: the tensor-core kernel (head dims 16..512, powers of two; other head dims take the
+ * plain one); 1: the plain reference kernel (one block per query and head); 2: the tensor-core
+ * kernel as it was before ldmatrix fragments and split score chains (a benchmark baseline). */
 int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                  const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
-                 uint16_t *att, int simple, void *stream);
+                 uint16_t *att, int kind, void *stream);
 
 /* Sliding layers: the chunk's last min(T, window) K/V rows → ring slots (p0 + t) % window. */
 int pf_kv_commit(const uint16_t *ks, const uint16_t *vs, uint16_t *kc, uint16_t *vc, int T, int64_t p0,
