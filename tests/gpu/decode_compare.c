@@ -146,7 +146,16 @@ done:
   return rc;
 }
 
+/* MLXRT_TEST_PREFILL_ATTN=KIND: the tensor-core configurations run that prompt-pass attention
+ * (MLXRT_CUDA_PREFILL_ATTN's values) instead of the default one */
 static void set_knobs(const char *chunk, const char *gemm_min, const char *attn, const char *on) {
+  static const char *tc_kind;
+  static int got;
+  if (!got) {
+    tc_kind = getenv("MLXRT_TEST_PREFILL_ATTN");
+    got = 1;
+  }
+  if (!attn) attn = tc_kind;
   if (chunk) setenv("MLXRT_CUDA_PREFILL_CHUNK", chunk, 1); else unsetenv("MLXRT_CUDA_PREFILL_CHUNK");
   if (gemm_min) setenv("MLXRT_CUDA_PREFILL_GEMM_MIN", gemm_min, 1); else unsetenv("MLXRT_CUDA_PREFILL_GEMM_MIN");
   if (attn) setenv("MLXRT_CUDA_PREFILL_ATTN", attn, 1); else unsetenv("MLXRT_CUDA_PREFILL_ATTN");

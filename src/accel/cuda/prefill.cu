@@ -339,14 +339,14 @@ __device__ __forceinline__ void ldsm_x2_t(uint32_t (&r)[4], uint32_t a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 }
 
-#define PA_RG 2                /* 16-row query groups per block: they share each K/V tile */
-#define PA_QT (16 * PA_RG)     /* queries per block */
+/* RG (a template parameter): 16-row query groups per block, sharing each K/V tile; 16·RG
+ * queries and 128·RG threads per block */
 #define PA_KT 32               /* keys per tile: 8 per warp of a row group */
-#define PA_THREADS (128 * PA_RG)
 #define PA_PLD 40              /* P row stride (bf16) */
 
-template <int HD>
+template <int HD, int RG>
 constexpr size_t pa_smem() {
+  constexpr int PA_QT = 16 * RG;
   return (size_t)(PA_QT + 2 * PA_KT) * (HD + 8) * 2 + PA_QT * PA_PLD * 2 + 4 * PA_QT * 2 * sizeof(float);
 }
 
@@ -357,8 +357,9 @@ constexpr size_t pa_smem() {
  * forms p = bf16(exp(s − M)·(1/total)) in shared memory, and each warp accumulates P·V for its
  * group's rows and its share of the head's 8-column output tiles. Shared rows are padded by 8
  * bf16 so the fragment loads of the 8 row groups of a warp hit distinct banks. */
-template <int HD, bool LDM>
-__global__ void __launch_bounds__(PA_THREADS) pa_mma_kernel(PaArgs a) {
+template <int HD, bool LDM, int RG>
+__global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
+  constexpr int PA_QT = 16 * RG;
   constexpr int LD = HD + 8, NTILES = HD / 8, VPR = HD / 8;
   /* output tiles per warp: nt = wq + 4i, or with LDM pairs nt = 2wq + 8(i/2) + i%2 (one x4.trans
    * load of V serves both) */
@@ -623,21 +624,22 @@ __global__ void __launch_bounds__(PS_THREADS) pa_simple_kernel(PaArgs a) {
   }
 }
 
-template <int HD, bool LDM>
+template <int HD, bool LDM, int RG>
 static int pa_launch_k(const PaArgs &a, cudaStream_t st) {
   static int attr_set;
-  constexpr size_t smem = pa_smem<HD>();
+  constexpr size_t smem = pa_smem<HD, RG>();
+  constexpr int QT = 16 * RG;
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(pa_mma_kernel<HD, LDM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(pa_mma_kernel<HD, LDM, RG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e) return (int)e;
     attr_set = 1;
   }
-  pa_mma_kernel<HD, LDM><<<dim3((unsigned)((a.T + PA_QT - 1) / PA_QT), a.nq), PA_THREADS, smem, st>>>(a);
+  pa_mma_kernel<HD, LDM, RG><<<dim3((unsigned)((a.T + QT - 1) / QT), a.nq), 128 * RG, smem, st>>>(a);
   return (int)cudaGetLastError();
 }
 template <int HD>
 static int pa_launch(const PaArgs &a, int kind, cudaStream_t st) {
-  return kind == 2 ? pa_launch_k<HD, false>(a, st) : pa_launch_k<HD, true>(a, st);
+  return kind == 2 ? pa_launch_k<HD, false, 2>(a, st) : kind == 3 ? pa_launch_k<HD, true, 4>(a, st) : pa_launch_k<HD, true, 2>(a, st);
 }
 
 extern "C" int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
