@@ -639,7 +639,9 @@ static int pa_launch_k(const PaArgs &a, cudaStream_t st) {
 }
 template <int HD>
 static int pa_launch(const PaArgs &a, int kind, cudaStream_t st) {
-  return kind == 2 ? pa_launch_k<HD, false, 2>(a, st) : kind == 3 ? pa_launch_k<HD, true, 4>(a, st) : pa_launch_k<HD, true, 2>(a, st);
+  /* 64 queries per block: half the K/V traffic of 32, the same bits (pp512 at depth 32768 on
+   * the H200: 1434-1442 t/s against 1239; docs/PERF.md, session 10) */
+  return kind == 2 ? pa_launch_k<HD, false, 2>(a, st) : kind == 3 ? pa_launch_k<HD, true, 2>(a, st) : pa_launch_k<HD, true, 4>(a, st);
 }
 
 extern "C" int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
