@@ -12,6 +12,7 @@
  * The query-group size (rep) is a template parameter so the per-head sums stay in registers.
  * A sliding layer (window > 0) keeps a ring: position j lives in slot j % window. */
 #include "attention_common.cuh"
+#include "ck_mma.cuh"
 #include "qkv_post.cuh"
 
 /* dk_attention_post's q/k/v post step inside the scores kernel: its inputs, and the caches it
@@ -41,41 +42,6 @@ __device__ __forceinline__ uint32_t u4_word(const uint4 &v, int i) { return i ==
 /* Two floats holding bf16 values as a bf16 pair (lo in the low half). */
 __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
   return (uint32_t)ck_f32_to_bf16(lo) | (uint32_t)ck_f32_to_bf16(hi) << 16;
-}
-
-/* c += A·B, mma.sync.m16n8k16 with bf16 operands and float32 accumulators (PTX fragment
- * layout; the host emulation forms the same products, summed in k order). */
-__device__ __forceinline__ void at_mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#ifdef CK_EMULATION
-  emu_mma_bf16(c, a, b0, b1);
-#else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
-/* 16 bytes global → shared without passing through registers (cp.async; the host emulation
- * copies at once and its commit / wait are no-ops). */
-__device__ __forceinline__ void at_cp16(void *dst, const void *src) {
-#ifdef CK_EMULATION
-  memcpy(dst, src, 16);
-#else
-  const unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(src) : "memory");
-#endif
-}
-__device__ __forceinline__ void at_cp_commit() {
-#ifndef CK_EMULATION
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void at_cp_wait() {
-#ifndef CK_EMULATION
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
 }
 
 /* One level of warp_transpose_sum over the first N values of a (N a compile-time constant, so

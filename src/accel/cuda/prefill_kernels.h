@@ -1,4 +1,4 @@
-/* Launchers of the batched prompt pass (prefill.cu): the whole-step decoder's kernels for a
+/* Launchers of the batched prompt pass (prefill.cu, prefill_attn.cu): the whole-step decoder's kernels for a
  * chunk of T tokens at positions p0..p0+T-1, row-major [T, ...] buffers. Same rounding points as
  * the one-token kernels (docs/NUMERICS.md). Return a cudaError_t (0 = ok). */
 #ifndef MLXRT_CUDA_PREFILL_KERNELS_H
@@ -40,7 +40,9 @@ int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, void *stream);
  * kind 0: the tensor-core kernel, 64 queries per block (head dims 16..512, powers of two;
  * other head dims take the plain one); 1: the plain reference kernel (one block per query and
  * head); benchmark baselines: 2, the tensor-core kernel as it was before ldmatrix fragments and
- * split score chains (32 queries per block); 3, kind 0 with 32 queries per block (the same bits). */
+ * split score chains (32 queries per block); 3, kind 0 with 32 queries per block (the same bits);
+ * 4, kind 0 with the next K/V tile copied (cp.async) while one computes (the same bits; an
+ * experiment, not yet measured). (prefill_attn.cu) */
 int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                  const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
                  uint16_t *att, int kind, void *stream);

@@ -24,8 +24,13 @@ struct emu_dim3 {
 };
 extern thread_local emu_dim3 threadIdx;
 extern emu_dim3 blockIdx, gridDim, blockDim;
-extern pthread_barrier_t emu_block_barrier, emu_warp_barrier[8];
-extern uint64_t emu_xbuf[8][32];
+/* warps per block the harness provides for (a harness may define more before including) */
+#ifndef EMU_WARPS
+#define EMU_WARPS 8
+#endif
+extern pthread_barrier_t emu_block_barrier, emu_warp_barrier[EMU_WARPS];
+extern uint64_t emu_xbuf[EMU_WARPS][32];
+extern unsigned char emu_dyn_smem[];
 
 static inline void __syncthreads() { pthread_barrier_wait(&emu_block_barrier); }
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -71,7 +76,7 @@ template <typename T> static inline T emu_exchange(T v, int src_lane, bool use) 
  * every lane publishes its A and B registers, each then forms its own four outputs. The
  * products are summed in k order in float32 (the hardware's order differs: a check of the
  * fragment and index math, not of bits). */
-extern uint32_t emu_mma_buf[8][32][6];
+extern uint32_t emu_mma_buf[EMU_WARPS][32][6];
 static inline void emu_mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   for (int i = 0; i < 4; i++) emu_mma_buf[w][lane][i] = a[i];
@@ -95,6 +100,27 @@ static inline void emu_mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t 
   const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
   for (int i = 0; i < 4; i++)
     for (int k = 0; k < 16; k++) c[i] += A[rows[i]][k] * B[k][cols[i]];
+}
+/* ldmatrix (m8n8, b16) over emu_dyn_smem: lane l gives the byte offset of row l & 7 of matrix
+ * l >> 3; without trans lane l receives row l / 4, columns 2(l % 4) and 2(l % 4) + 1 of each
+ * matrix, with trans rows 2(l % 4) and 2(l % 4) + 1 of column l / 4. */
+static inline void emu_ldmatrix(uint32_t (&r)[4], int n, bool trans, uint32_t off) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  emu_xbuf[w][lane] = off;
+  pthread_barrier_wait(&emu_warp_barrier[w]);
+  for (int i = 0; i < n; i++) {
+    uint16_t lo, hi;
+    if (!trans) {
+      const unsigned char *row = emu_dyn_smem + emu_xbuf[w][8 * i + (lane >> 2)];
+      memcpy(&lo, row + 4 * (lane & 3), 2);
+      memcpy(&hi, row + 4 * (lane & 3) + 2, 2);
+    } else {
+      memcpy(&lo, emu_dyn_smem + emu_xbuf[w][8 * i + 2 * (lane & 3)] + 2 * (lane >> 2), 2);
+      memcpy(&hi, emu_dyn_smem + emu_xbuf[w][8 * i + 2 * (lane & 3) + 1] + 2 * (lane >> 2), 2);
+    }
+    r[i] = (uint32_t)lo | (uint32_t)hi << 16;
+  }
+  pthread_barrier_wait(&emu_warp_barrier[w]);
 }
 template <typename T> static inline T __shfl_up_sync(unsigned, T v, int o) {
   const int lane = threadIdx.x & 31;
@@ -146,7 +172,6 @@ struct cudaLaunchConfig_t {
   cudaLaunchAttribute *attrs;
   unsigned numAttrs;
 };
-extern unsigned char emu_dyn_smem[];
 /* Runs body once per block of grid on blockDim host threads; non-zero when the shape is one
  * the harness cannot run. */
 int emu_run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body);
@@ -167,6 +192,9 @@ static inline cudaError_t cudaMemcpyToSymbolAsync(T &sym, const void *src, size_
   memcpy(reinterpret_cast<char *>(&sym) + off, src, n);
   return cudaSuccess;
 }
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+template <typename F> static inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+static inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 /* the timeline's launch log (src/accel/cuda/cuda_timeline.c) is not part of the emulation */
 extern "C" inline void ck_tl_note(const void *) {}
 #endif

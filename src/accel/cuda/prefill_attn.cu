@@ -1,0 +1,431 @@
+/* The batched prompt pass's causal attention for T queries (pf_attention): tensor cores, two
+ * passes over the keys so p is rounded to bf16 after the exact float32 normalisation, as the
+ * reference path does (docs/DECODE.md "Prefill"), and a plain kernel as its reference. Its
+ * primitives have host emulations, so tests/gpu/prefill_attn_emulate.cpp runs these kernels
+ * on a machine without a GPU. */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "ck_block.cuh"
+#include "ck_device.cuh"
+#include "ck_launch.cuh"
+#include "ck_mma.cuh"
+#include "prefill_kernels.h"
+
+/* ---- causal attention of T queries -------------------------------------------------------- */
+struct PaArgs {
+  const float *q;
+  const uint16_t *kc, *vc, *kch, *vch;
+  uint16_t *att;
+  int T, nq, nkv, hd, window;
+  int64_t p0;
+  float scale;
+};
+
+/* K or V row of key j (all KV heads): the chunk's own rows from p0 on, else the cache. */
+__device__ __forceinline__ const uint16_t *pa_row(const uint16_t *cache, const uint16_t *chunk, int64_t j, int64_t p0,
+                                                  int window, int64_t kvd) {
+  if (j >= p0) return chunk + (j - p0) * kvd;
+  return cache + (window > 0 ? j % window : j) * kvd;
+}
+
+__device__ __forceinline__ int64_t pa_lo(int64_t p, int window) {
+  return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+}
+
+/* (m, l) pairs of a float32 softmax in progress: l = Σ exp(s − m). Commutative, so every lane
+ * that combines the same pairs gets the same bits. */
+__device__ __forceinline__ void pa_combine(float &m, float &l, float m2, float l2) {
+  float M = fmaxf(m, m2);
+  if (M == -INFINITY) return;
+  float a = m == -INFINITY ? 0.f : l * expf(__fsub_rn(m, M));
+  float b = m2 == -INFINITY ? 0.f : l2 * expf(__fsub_rn(m2, M));
+  m = M;
+  l = a + b;
+}
+
+/* RG (a template parameter): 16-row query groups per block, sharing each K/V tile; 16·RG
+ * queries and 128·RG threads per block */
+#define PA_KT 32               /* keys per tile: 8 per warp of a row group */
+#define PA_PLD 40              /* P row stride (bf16) */
+
+template <int HD, int RG, bool DB>
+constexpr size_t pa_smem() {
+  constexpr int PA_QT = 16 * RG;
+  return (size_t)(PA_QT + (DB ? 4 : 2) * PA_KT) * (HD + 8) * 2 + PA_QT * PA_PLD * 2 + 4 * PA_QT * 2 * sizeof(float);
+}
+
+/* grid (ceil(T / 32), nq), 8 warps. A block holds 32 queries of one head as two row groups of
+ * 16 (one m16 tile each, 4 warps each); both read the same K/V tiles from shared memory. Per key
+ * tile of 32 (8 per warp of a group): S = Q·Kᵀ with mma m16n8k16 (bf16 in, float32 accumulate),
+ * rounded to bf16 and masked. Pass 1 keeps each row's running (max, Σexp); pass 2 recomputes S,
+ * forms p = bf16(exp(s − M)·(1/total)) in shared memory, and each warp accumulates P·V for its
+ * group's rows and its share of the head's 8-column output tiles. Shared rows are padded by 8
+ * bf16 so the fragment loads of the 8 row groups of a warp hit distinct banks.
+ * DB (with LDM): two K and two V tiles, the next one copied by cp.async while this one computes
+ * (the same operations on the same values: the same bits as without). */
+template <int HD, bool LDM, int RG, bool DB>
+__global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
+  constexpr int PA_QT = 16 * RG;
+  constexpr int LD = HD + 8, NTILES = HD / 8, VPR = HD / 8;
+  /* output tiles per warp: nt = wq + 4i, or with LDM pairs nt = 2wq + 8(i/2) + i%2 (one x4.trans
+   * load of V serves both) */
+  constexpr int NTW = LDM ? 2 * ((NTILES + 7) / 8) : (NTILES + 3) / 4;
+  CK_DYNAMIC_SHARED(uint16_t, pa_sm);
+  static_assert(!DB || LDM, "the double-buffered tiles are for the ldmatrix kernel");
+  constexpr int NB = DB ? 2 : 1; /* K (and V) tiles in shared memory */
+  uint16_t *Qs = pa_sm, *Ks = Qs + PA_QT * LD, *Vs = Ks + NB * PA_KT * LD, *Ps = Vs + NB * PA_KT * LD;
+  constexpr uint32_t TILE_BYTES = PA_KT * LD * 2; /* from one K (V) tile to the next */
+  float *red = reinterpret_cast<float *>(Ps + PA_QT * PA_PLD); /* [warp of a group][row][m, l] */
+  const int h = blockIdx.y, gkv = h / (a.nq / a.nkv), q0 = blockIdx.x * PA_QT;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int wq = warp & 3, r0 = (warp >> 2) * 16; /* warp within its row group; the group's first row */
+  const int64_t kvd = (int64_t)a.nkv * HD, qstride = (int64_t)a.nq * HD;
+  const int nvalid = a.T - q0 < PA_QT ? a.T - q0 : PA_QT;
+  /* this lane's two rows (r0 + g, r0 + g + 8); padding rows repeat the last valid query */
+  int64_t pr[2], lo[2];
+  for (int r = 0; r < 2; r++) {
+    int row = r0 + g + 8 * r;
+    pr[r] = a.p0 + q0 + (row < nvalid ? row : nvalid - 1);
+    lo[r] = pa_lo(pr[r], a.window);
+  }
+  const int64_t lo_blk = pa_lo(a.p0 + q0, a.window), hi_blk = a.p0 + q0 + nvalid - 1;
+  const int ntiles = (int)((hi_blk - lo_blk + PA_KT) / PA_KT);
+
+  const float bscale = rb(a.scale);
+  for (int i = threadIdx.x; i < PA_QT * HD; i += blockDim.x) {
+    int r = i / HD, d = i % HD;
+    int tok = q0 + (r < nvalid ? r : nvalid - 1);
+    float v = a.q[tok * qstride + (int64_t)h * HD + d];
+    if (a.scale != 1.0f) v = rb(__fmul_rn(v, bscale));
+    Qs[r * LD + d] = ck_f32_to_bf16(v);
+  }
+  auto load = [&](uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0) {
+    for (int i = threadIdx.x; i < PA_KT * VPR; i += blockDim.x) {
+      int r = i / VPR, c = i % VPR;
+      int64_t j = k0 + r;
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);
+      if (j <= hi_blk)
+        v = *reinterpret_cast<const uint4 *>(pa_row(cache, chunk, j, a.p0, a.window, kvd) + (int64_t)gkv * HD + c * 8);
+      *reinterpret_cast<uint4 *>(dst + r * LD + c * 8) = v;
+    }
+  };
+  /* DB: the same tile through cp.async, rows past the block's last key zeroed by plain stores */
+  auto load_async = [&](uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0) {
+    for (int i = threadIdx.x; i < PA_KT * VPR; i += blockDim.x) {
+      int r = i / VPR, c = i % VPR;
+      int64_t j = k0 + r;
+      uint16_t *d = dst + r * LD + c * 8;
+      if (j <= hi_blk)
+        at_cp16(d, pa_row(cache, chunk, j, a.p0, a.window, kvd) + (int64_t)gkv * HD + c * 8);
+      else
+        *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  };
+  const uint16_t *qa = Qs + (r0 + g) * LD + 2 * t, *qb = qa + 8 * LD; /* A rows g, g + 8 of the group */
+  /* S for rows (g, g+8) × keys k0 + wq·8 + (2t, 2t+1): s[2r + e], masked → -inf */
+  /* LDM: fragments by ldmatrix (Q rows lane & 15 at column (lane >> 4)·8; K rows lane & 7 at
+   * (lane >> 3)·8: two k steps per x4), and the k steps spread over NCH accumulators (one
+   * chain of HD/16 dependent mmas otherwise), added at the end */
+  const uint32_t q_ldm = ck_smem_off(pa_sm, Qs + (r0 + (lane & 15)) * LD + ((lane >> 4) << 3));
+  const uint32_t k_ldm = ck_smem_off(pa_sm, Ks + (wq * 8 + (lane & 7)) * LD + ((lane >> 3) << 3));
+  auto scores = [&](int64_t k0, float (&s)[4], int buf) {
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+    const uint16_t *kr = Ks + buf * PA_KT * LD + (wq * 8 + g) * LD + 2 * t;
+    const uint32_t kl = k_ldm + (uint32_t)buf * TILE_BYTES;
+    if (LDM) {
+      constexpr int NK = HD / 16, NCH = NK >= 4 ? 4 : NK;
+      float cc[NCH][4];
+#pragma unroll
+      for (int i = 0; i < NCH; i++) cc[i][0] = cc[i][1] = cc[i][2] = cc[i][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < NK; kk += 2) {
+        uint32_t A0[4], A1[4], B[4];
+        ck_ldsm<4, false>(A0, q_ldm + kk * 32);
+        if (kk + 1 < NK) {
+          ck_ldsm<4, false>(A1, q_ldm + (kk + 1) * 32);
+          ck_ldsm<4, false>(B, kl + kk * 32);
+        } else {
+          ck_ldsm<2, false>(B, kl + kk * 32);
+        }
+        at_mma_bf16(cc[kk % NCH], A0, B[0], B[1]);
+        if (kk + 1 < NK) at_mma_bf16(cc[(kk + 1) % NCH], A1, B[2], B[3]);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        c[e] = NCH == 4 ? (cc[0][e] + cc[1][e]) + (cc[2 % NCH][e] + cc[3 % NCH][e]) : NCH == 2 ? cc[0][e] + cc[1 % NCH][e] : cc[0][e];
+    }
+#pragma unroll
+    for (int kk = 0; kk < (LDM ? 0 : HD / 16); kk++) {
+      uint32_t A[4];
+      A[0] = *reinterpret_cast<const uint32_t *>(qa + kk * 16);
+      A[1] = *reinterpret_cast<const uint32_t *>(qb + kk * 16);
+      A[2] = *reinterpret_cast<const uint32_t *>(qa + kk * 16 + 8);
+      A[3] = *reinterpret_cast<const uint32_t *>(qb + kk * 16 + 8);
+      uint32_t b0 = *reinterpret_cast<const uint32_t *>(kr + kk * 16);
+      uint32_t b1 = *reinterpret_cast<const uint32_t *>(kr + kk * 16 + 8);
+      at_mma_bf16(c, A, b0, b1);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      int r = e >> 1;
+      int64_t j = k0 + wq * 8 + 2 * t + (e & 1);
+      s[e] = j <= pr[r] && j >= lo[r] ? rb(c[e]) : -INFINITY;
+    }
+  };
+
+  /* pass 1: row max and Σ exp(s − max) */
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  if (DB) {
+    load_async(Ks, a.kc, a.kch, lo_blk);
+    at_cp_commit();
+  }
+  for (int it = 0; it < ntiles; it++) {
+    int64_t k0 = lo_blk + (int64_t)it * PA_KT;
+    const int buf = DB ? it & 1 : 0;
+    if (DB) { /* tile it + 1 in flight while tile it computes; buffer buf ^ 1 was released by the
+               * barrier that ended iteration it − 1 */
+      if (it + 1 < ntiles) {
+        load_async(Ks + (buf ^ 1) * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
+        at_cp_commit();
+        at_cp_wait<1>();
+      } else {
+        at_cp_wait<0>();
+      }
+      __syncthreads();
+    } else {
+      __syncthreads();
+      load(Ks, a.kc, a.kch, k0);
+      __syncthreads();
+    }
+    float s[4];
+    scores(k0, s, buf);
+#pragma unroll
+    for (int e = 0; e < 4; e++) pa_combine(m[e >> 1], l[e >> 1], s[e], s[e] == -INFINITY ? 0.f : 1.f);
+    if (DB) __syncthreads(); /* every warp is done with buffer buf */
+  }
+  for (int r = 0; r < 2; r++)
+    for (int o = 1; o <= 2; o <<= 1) {
+      float m2 = __shfl_xor_sync(0xffffffffu, m[r], o), l2 = __shfl_xor_sync(0xffffffffu, l[r], o);
+      pa_combine(m[r], l[r], m2, l2);
+    }
+  if (t == 0)
+    for (int r = 0; r < 2; r++) {
+      red[(wq * PA_QT + r0 + g + 8 * r) * 2] = m[r];
+      red[(wq * PA_QT + r0 + g + 8 * r) * 2 + 1] = l[r];
+    }
+  __syncthreads();
+  float M[2], inv[2];
+  for (int r = 0; r < 2; r++) {
+    float mm = -INFINITY, ll = 0.f;
+    for (int w = 0; w < 4; w++) {
+      const float *rw = red + (w * PA_QT + r0 + g + 8 * r) * 2;
+      pa_combine(mm, ll, rw[0], rw[1]);
+    }
+    M[r] = mm;
+    inv[r] = __fdiv_rn(1.0f, ll);
+  }
+
+  /* pass 2: p = bf16(exp(s − M)·inv), O += P·V */
+  float o[NTW][4];
+#pragma unroll
+  for (int i = 0; i < NTW; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  const uint16_t *pa = Ps + (r0 + g) * PA_PLD + 2 * t, *pb = pa + 8 * PA_PLD;
+  /* LDM: P rows lane & 15 at column (lane >> 4)·8; V (.trans) key rows lane & 15 at column
+   * (lane >> 4)·8, so one x4 gives the B fragments of output tiles nt and nt + 1 */
+  const uint32_t p_ldm = ck_smem_off(pa_sm, Ps + (r0 + (lane & 15)) * PA_PLD + ((lane >> 4) << 3));
+  const uint32_t v_ldm = ck_smem_off(pa_sm, Vs + (lane & 15) * LD + ((lane >> 4) << 3));
+  if (DB) {
+    load_async(Ks, a.kc, a.kch, lo_blk);
+    load_async(Vs, a.vc, a.vch, lo_blk);
+    at_cp_commit();
+  }
+  for (int it = 0; it < ntiles; it++) {
+    int64_t k0 = lo_blk + (int64_t)it * PA_KT;
+    const int buf = DB ? it & 1 : 0;
+    if (DB) {
+      if (it + 1 < ntiles) {
+        load_async(Ks + (buf ^ 1) * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
+        load_async(Vs + (buf ^ 1) * PA_KT * LD, a.vc, a.vch, k0 + PA_KT);
+        at_cp_commit();
+        at_cp_wait<1>();
+      } else {
+        at_cp_wait<0>();
+      }
+      __syncthreads();
+    } else {
+      __syncthreads();
+      load(Ks, a.kc, a.kch, k0);
+      load(Vs, a.vc, a.vch, k0);
+      __syncthreads();
+    }
+    float s[4];
+    scores(k0, s, buf);
+    uint16_t p[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      int r = e >> 1;
+      p[e] = s[e] == -INFINITY ? (uint16_t)0 : ck_f32_to_bf16(__fmul_rn(expf(__fsub_rn(s[e], M[r])), inv[r]));
+    }
+    *reinterpret_cast<uint32_t *>(Ps + (r0 + g) * PA_PLD + wq * 8 + 2 * t) = p[0] | ((uint32_t)p[1] << 16);
+    *reinterpret_cast<uint32_t *>(Ps + (r0 + g + 8) * PA_PLD + wq * 8 + 2 * t) = p[2] | ((uint32_t)p[3] << 16);
+    __syncthreads();
+    if (LDM) {
+#pragma unroll
+      for (int ks = 0; ks < PA_KT / 16; ks++) {
+        uint32_t A[4];
+        ck_ldsm<4, false>(A, p_ldm + ks * 32);
+#pragma unroll
+        for (int i = 0; i < NTW; i += 2) {
+          const int nt = 2 * wq + 4 * i;
+          if (nt >= NTILES) continue;
+          uint32_t B[4];
+          const uint32_t va = v_ldm + (uint32_t)buf * TILE_BYTES + (uint32_t)(ks * 16 * LD + nt * 8) * 2;
+          if (nt + 1 < NTILES) {
+            ck_ldsm<4, true>(B, va);
+            at_mma_bf16(o[i], A, B[0], B[1]);
+            at_mma_bf16(o[i + 1], A, B[2], B[3]);
+          } else {
+            ck_ldsm<2, true>(B, va);
+            at_mma_bf16(o[i], A, B[0], B[1]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < (LDM ? 0 : PA_KT / 16); ks++) {
+      uint32_t A[4];
+      A[0] = *reinterpret_cast<const uint32_t *>(pa + ks * 16);
+      A[1] = *reinterpret_cast<const uint32_t *>(pb + ks * 16);
+      A[2] = *reinterpret_cast<const uint32_t *>(pa + ks * 16 + 8);
+      A[3] = *reinterpret_cast<const uint32_t *>(pb + ks * 16 + 8);
+      const uint16_t *v0 = Vs + (ks * 16 + 2 * t) * LD + g;
+#pragma unroll
+      for (int i = 0; i < NTW; i++) {
+        int nt = wq + 4 * i;
+        if (nt < NTILES) {
+          const uint16_t *vc = v0 + nt * 8;
+          uint32_t b0 = vc[0] | ((uint32_t)vc[LD] << 16);
+          uint32_t b1 = vc[8 * LD] | ((uint32_t)vc[9 * LD] << 16);
+          at_mma_bf16(o[i], A, b0, b1);
+        }
+      }
+    }
+    if (DB) __syncthreads(); /* every warp is done with buffer buf and with P */
+  }
+#pragma unroll
+  for (int i = 0; i < NTW; i++) {
+    int nt = LDM ? 2 * wq + 8 * (i >> 1) + (i & 1) : wq + 4 * i;
+    if (nt >= NTILES) continue;
+    int col = nt * 8 + 2 * t;
+    for (int r = 0; r < 2; r++) {
+      int row = r0 + g + 8 * r;
+      if (row >= nvalid) continue;
+      uint32_t pair = ck_f32_to_bf16(o[i][2 * r]) | ((uint32_t)ck_f32_to_bf16(o[i][2 * r + 1]) << 16);
+      *reinterpret_cast<uint32_t *>(a.att + (int64_t)(q0 + row) * qstride + (int64_t)h * HD + col) = pair;
+    }
+  }
+}
+
+/* The plain version: one block per (query, head), three passes over the keys (max, Σexp,
+ * then p and Σ p·v in key order). Any head dim up to 1024; the reference for the fast one. */
+#define PS_THREADS 128
+#define PS_KT 128
+__global__ void __launch_bounds__(PS_THREADS) pa_simple_kernel(PaArgs a) {
+  CK_DYNAMIC_SHARED(float, ps_sm);
+  float *qs = ps_sm, *sc = ps_sm + a.hd; /* [hd], [PS_KT] */
+  const int tok = blockIdx.x, h = blockIdx.y, hd = a.hd, gkv = h / (a.nq / a.nkv);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const int64_t kvd = (int64_t)a.nkv * hd, qstride = (int64_t)a.nq * hd, p = a.p0 + tok, lo = pa_lo(p, a.window);
+  const float bscale = rb(a.scale);
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float v = a.q[tok * qstride + (int64_t)h * hd + d];
+    qs[d] = a.scale == 1.0f ? v : rb(__fmul_rn(v, bscale));
+  }
+  __syncthreads();
+  auto dot = [&](int64_t j) {
+    const uint16_t *kr = pa_row(a.kc, a.kch, j, a.p0, a.window, kvd) + (int64_t)gkv * hd;
+    float s = 0.f;
+    for (int d = lane; d < hd; d += 32) s = fmaf(qs[d], ck_bf16_to_f32(kr[d]), s);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return rb(s);
+  };
+  float mx = -INFINITY;
+  for (int64_t j = lo + warp; j <= p; j += nw) mx = fmaxf(mx, dot(j));
+  const float M = block_max(mx);
+  float sum = 0.f;
+  for (int64_t j = lo + warp; j <= p; j += nw) {
+    float e = expf(__fsub_rn(dot(j), M));
+    if (lane == 0) sum += e;
+  }
+  const float inv = __fdiv_rn(1.0f, block_sum(sum));
+  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int64_t k0 = lo; k0 <= p; k0 += PS_KT) {
+    int n = (int)(p - k0 + 1 < PS_KT ? p - k0 + 1 : PS_KT);
+    __syncthreads();
+    for (int jj = warp; jj < n; jj += nw) {
+      float pv = rb(__fmul_rn(expf(__fsub_rn(dot(k0 + jj), M)), inv));
+      if (lane == 0) sc[jj] = pv;
+    }
+    __syncthreads();
+    for (int jj = 0; jj < n; jj++) {
+      const uint16_t *vr = pa_row(a.vc, a.vch, k0 + jj, a.p0, a.window, kvd) + (int64_t)gkv * hd;
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        int d = threadIdx.x + i * PS_THREADS;
+        if (d < hd) acc[i] = fmaf(sc[jj], ck_bf16_to_f32(vr[d]), acc[i]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    int d = threadIdx.x + i * PS_THREADS;
+    if (d < hd) a.att[tok * qstride + (int64_t)h * hd + d] = ck_f32_to_bf16(acc[i]);
+  }
+}
+
+template <int HD, bool LDM, int RG, bool DB>
+static int pa_launch_k(const PaArgs &a, cudaStream_t st) {
+  static int attr_set;
+  constexpr size_t smem = pa_smem<HD, RG, DB>();
+  constexpr int QT = 16 * RG;
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(pa_mma_kernel<HD, LDM, RG, DB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e) return (int)e;
+    attr_set = 1;
+  }
+  return (int)ck_launch(pa_mma_kernel<HD, LDM, RG, DB>, dim3((unsigned)((a.T + QT - 1) / QT), (unsigned)a.nq), 128 * RG,
+                        smem, st, a);
+}
+template <int HD>
+static int pa_launch(const PaArgs &a, int kind, cudaStream_t st) {
+  /* 64 queries per block: half the K/V traffic of 32, the same bits (pp512 at depth 32768 on
+   * the H200: 1434-1442 t/s against 1239; docs/PERF.md, session 10) */
+  switch (kind) {
+  case 2: return pa_launch_k<HD, false, 2, false>(a, st);
+  case 3: return pa_launch_k<HD, true, 2, false>(a, st);
+  case 4: return pa_launch_k<HD, true, 4, true>(a, st);
+  default: return pa_launch_k<HD, true, 4, false>(a, st);
+  }
+}
+
+extern "C" int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
+                            const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
+                            uint16_t *att, int kind, void *stream) {
+  if (T <= 0) return 0;
+  if (nkv <= 0 || nq % nkv || hd <= 0 || hd > 1024) return (int)cudaErrorInvalidValue;
+  cudaStream_t st = (cudaStream_t)stream;
+  PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale};
+  if (kind != 1) switch (hd) {
+    case 16: return pa_launch<16>(a, kind, st);
+    case 32: return pa_launch<32>(a, kind, st);
+    case 64: return pa_launch<64>(a, kind, st);
+    case 128: return pa_launch<128>(a, kind, st);
+    case 256: return pa_launch<256>(a, kind, st);
+    case 512: return pa_launch<512>(a, kind, st);
+    default: break;
+    }
+  size_t smem = (size_t)(hd + PS_KT) * sizeof(float);
+  return (int)ck_launch(pa_simple_kernel, dim3((unsigned)T, (unsigned)nq), PS_THREADS, smem, st, a);
+}

@@ -1,0 +1,204 @@
+/* Runs the prompt pass's causal attention of prefill_attn.cu (pf_attention, every kernel kind,
+ * through its real launcher) on host threads (tests/gpu/emu/cuda_runtime.h: mma, ldmatrix and
+ * cp.async emulated), against a direct attention with the reference path's rounding points:
+ * a check of the kernels' logic — fragments, key ranges, the causal mask, the sliding ring,
+ * the cache/chunk split at p0, GQA, padding rows — on a machine without a GPU.
+ *   - every kind: each head's output within 1 % of its largest value of the direct one (the
+ *     score sums run in another grouping, so a bf16 rounding of a score may differ; a wrong
+ *     key, row or fragment is off by far more);
+ *   - kinds that only move work between blocks or overlap loads (0, 3, 4) must give the same
+ *     bits as each other.
+ * Not CI (C++, slow: up to 512 host threads meet at a barrier for every mma and ldmatrix).
+ * Build and run from the repository root:
+ *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
+ *       -Iinclude tests/gpu/prefill_attn_emulate.cpp -o /tmp/prefill_attn_emulate -lm
+ *   /tmp/prefill_attn_emulate [seed]
+ */
+#define EMU_WARPS 16
+#include "../../src/accel/cuda/prefill_attn.cu"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <vector>
+
+#include "emu_rng.h"
+
+extern "C" int ck_pdl_enabled(void) { return 0; }
+
+thread_local emu_dim3 threadIdx;
+emu_dim3 blockIdx, gridDim, blockDim;
+pthread_barrier_t emu_block_barrier, emu_warp_barrier[EMU_WARPS];
+uint64_t emu_xbuf[EMU_WARPS][32];
+uint32_t emu_mma_buf[EMU_WARPS][32][6];
+alignas(16) unsigned char emu_dyn_smem[228 * 1024];
+
+/* One block at a time, on blockDim.x fresh host threads. */
+struct emu_arg {
+  unsigned tid;
+  const std::function<void()> *body;
+};
+static void *emu_thread(void *p) {
+  const emu_arg *a = (const emu_arg *)p;
+  threadIdx = {a->tid, 0, 0};
+  (*a->body)();
+  return NULL;
+}
+
+int emu_run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body) {
+  const unsigned n = block.x;
+  if (n % 32 || n / 32 > EMU_WARPS || block.y != 1 || block.z != 1 || smem > sizeof emu_dyn_smem) return 1;
+  gridDim = {grid.x, grid.y, grid.z};
+  blockDim = {n, 1, 1};
+  std::vector<pthread_t> th(n);
+  std::vector<emu_arg> args(n);
+  for (unsigned z = 0; z < grid.z; z++)
+    for (unsigned y = 0; y < grid.y; y++)
+      for (unsigned x = 0; x < grid.x; x++) {
+        blockIdx = {x, y, z};
+        memset(emu_dyn_smem, 0xa5, smem); /* stale shared memory: nothing may rely on zeros */
+        pthread_barrier_init(&emu_block_barrier, NULL, n);
+        for (unsigned w = 0; w < n / 32; w++) pthread_barrier_init(&emu_warp_barrier[w], NULL, 32);
+        for (unsigned t = 0; t < n; t++) {
+          args[t] = {t, &body};
+          pthread_create(&th[t], NULL, emu_thread, &args[t]);
+        }
+        for (unsigned t = 0; t < n; t++) pthread_join(th[t], NULL);
+        pthread_barrier_destroy(&emu_block_barrier);
+        for (unsigned w = 0; w < n / 32; w++) pthread_barrier_destroy(&emu_warp_barrier[w]);
+      }
+  return 0;
+}
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static float unit() { return (float)((double)(emu_xorshift64(&g_rng) >> 11) * 0x1p-53); }
+static float bf(float x) { return rb(x); }
+
+struct Case {
+  int hd, T, nq, nkv, window;
+  int64_t p0;
+};
+
+/* One query row (token t, head h) of the direct attention, the reference path's rounding. */
+static void direct(const Case &c, const std::vector<float> &q, const std::vector<uint16_t> &kc,
+                   const std::vector<uint16_t> &vc, const std::vector<uint16_t> &kch, const std::vector<uint16_t> &vch,
+                   float scale, int t, int h, float *out) {
+  const int hd = c.hd, g = h / (c.nq / c.nkv);
+  const int64_t kvd = (int64_t)c.nkv * hd, p = c.p0 + t;
+  const int64_t lo = c.window > 0 && p - c.window + 1 > 0 ? p - c.window + 1 : 0;
+  auto row = [&](const std::vector<uint16_t> &cache, const std::vector<uint16_t> &chunk, int64_t j) {
+    return j >= c.p0 ? &chunk[(size_t)((j - c.p0) * kvd + (int64_t)g * hd)]
+                     : &cache[(size_t)((c.window > 0 ? j % c.window : j) * kvd + (int64_t)g * hd)];
+  };
+  std::vector<float> qs(hd), s;
+  for (int d = 0; d < hd; d++) {
+    float v = q[(size_t)t * c.nq * hd + (size_t)h * hd + d];
+    qs[d] = scale == 1.0f ? v : bf(v * bf(scale));
+  }
+  float m = -INFINITY;
+  for (int64_t j = lo; j <= p; j++) {
+    const uint16_t *k = row(kc, kch, j);
+    double acc = 0;
+    for (int d = 0; d < hd; d++) acc += (double)qs[d] * ck_bf16_to_f32(k[d]);
+    s.push_back(bf((float)acc));
+    m = fmaxf(m, s.back());
+  }
+  double total = 0;
+  for (float v : s) total += exp((double)v - m);
+  std::vector<double> o(hd, 0.0);
+  for (int64_t j = lo; j <= p; j++) {
+    const uint16_t *v = row(vc, vch, j);
+    double pj = bf((float)(exp((double)s[(size_t)(j - lo)] - m) / total));
+    for (int d = 0; d < hd; d++) o[d] += pj * ck_bf16_to_f32(v[d]);
+  }
+  for (int d = 0; d < hd; d++) out[d] = bf((float)o[d]);
+}
+
+static const char *kind_name(int k) {
+  static const char *n[] = {"tensor-core, 64 queries", "plain", "tensor-core as before (mma1)", "tensor-core, 32 queries",
+                            "tensor-core, 64 queries, loads in flight"};
+  return k >= 0 && k < 5 ? n[k] : "?";
+}
+
+static int run_case(const Case &c, const int *kinds, int nkinds) {
+  const int hd = c.hd, T = c.T;
+  const int64_t kvd = (int64_t)c.nkv * hd, qn = (int64_t)c.nq * hd;
+  const int64_t slots = c.window > 0 ? c.window : (c.p0 > 0 ? c.p0 : 1);
+  std::vector<float> q((size_t)(T * qn));
+  std::vector<uint16_t> kc((size_t)(slots * kvd)), vc((size_t)(slots * kvd)), kch((size_t)(T * kvd)), vch((size_t)(T * kvd));
+  const float scale = 1.0f / sqrtf((float)hd);
+  for (auto &x : q) x = bf(unit() * 4 - 2);
+  for (auto *v : {&kc, &vc, &kch, &vch})
+    for (auto &x : *v) x = ck_f32_to_bf16(unit() * 2 - 1);
+  std::vector<float> ref((size_t)(T * qn));
+  for (int t = 0; t < T; t++)
+    for (int h = 0; h < c.nq; h++)
+      direct(c, q, kc, vc, kch, vch, scale, t, h, &ref[(size_t)(t * qn + (int64_t)h * hd)]);
+  int bad = 0;
+  std::vector<std::vector<uint16_t>> outs;
+  for (int ki = 0; ki < nkinds; ki++) {
+    std::vector<uint16_t> att((size_t)(T * qn), 0xffff);
+    int e = pf_attention(q.data(), kc.data(), vc.data(), kch.data(), vch.data(), T, c.p0, c.nq, c.nkv, hd, scale,
+                         c.window, att.data(), kinds[ki], NULL);
+    if (e) {
+      printf("FAIL hd %d T %d p0 %lld window %d: kind %d did not launch (%d)\n", hd, T, (long long)c.p0, c.window,
+             kinds[ki], e);
+      bad = 1;
+      outs.push_back(att);
+      continue;
+    }
+    double worst = 0;
+    for (int t = 0; t < T; t++)
+      for (int h = 0; h < c.nq; h++) {
+        const float *r = &ref[(size_t)(t * qn + (int64_t)h * hd)];
+        float mx = 0, err = 0;
+        for (int d = 0; d < hd; d++) mx = fmaxf(mx, fabsf(r[d]));
+        for (int d = 0; d < hd; d++)
+          err = fmaxf(err, fabsf(ck_bf16_to_f32(att[(size_t)(t * qn + (int64_t)h * hd + d)]) - r[d]));
+        double rel = mx > 0 ? err / mx : err;
+        if (!(rel <= 0.01)) {
+          if (!bad) printf("FAIL hd %d T %d p0 %lld window %d, %s: token %d head %d off by %.4f of its range\n", hd, T,
+                           (long long)c.p0, c.window, kind_name(kinds[ki]), t, h, rel);
+          bad = 1;
+        }
+        if (rel > worst) worst = rel;
+      }
+    printf("  hd %3d T %3d p0 %4lld window %3d nq %d nkv %d  %-40s worst %.5f of range\n", hd, T, (long long)c.p0,
+           c.window, c.nq, c.nkv, kind_name(kinds[ki]), worst);
+    outs.push_back(att);
+  }
+  /* kinds 0, 3 and 4 must agree bit for bit */
+  int first = -1;
+  for (int ki = 0; ki < nkinds; ki++) {
+    if (kinds[ki] != 0 && kinds[ki] != 3 && kinds[ki] != 4) continue;
+    if (first < 0) {
+      first = ki;
+      continue;
+    }
+    if (outs[(size_t)ki] != outs[(size_t)first]) {
+      printf("FAIL hd %d T %d: %s differs in bits from %s\n", hd, T, kind_name(kinds[ki]), kind_name(kinds[first]));
+      bad = 1;
+    }
+  }
+  return bad;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
+  /* the 31B's layer shapes scaled down in heads (sliding: hd 256, GQA 2, window; full: hd 512,
+   * GQA 8), small head dims, prompts from the start and after a cached prefix, chunks longer
+   * than the window, partial query blocks */
+  const Case cases[] = {
+      {64, 70, 4, 2, 0, 0},  {64, 40, 4, 1, 0, 37}, {64, 67, 2, 1, 24, 50}, {128, 33, 2, 2, 0, 5},
+      {256, 20, 2, 1, 16, 40}, {256, 65, 2, 1, 0, 0}, {512, 18, 8, 1, 0, 30}, {16, 9, 1, 1, 0, 3},
+  };
+  const int kinds[] = {0, 3, 4, 2, 1};
+  int fails = 0, n = 0;
+  for (const Case &c : cases) {
+    fails += run_case(c, kinds, (int)(sizeof kinds / sizeof kinds[0]));
+    n++;
+  }
+  printf("%d cases, %d passed, %d failed\n", n, n - fails, fails);
+  return fails ? 1 : 0;
+}
