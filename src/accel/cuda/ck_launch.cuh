@@ -33,7 +33,7 @@ __device__ __forceinline__ void ck_pdl_trigger() {
  * transitively, every earlier kernel — has completed. An experiment knob
  * (MLXRT_CUDA_PDL_EARLY=1), off by default: 4 % slower when measured (docs/PERF.md). The flag lives in each
  * translation unit's constant memory; CK_PDL_EARLY_SETTER(name) defines its setter. */
-static __constant__ int ck_pdl_early_c;
+static __constant__ int ck_pdl_early_c __attribute__((unused)); /* (a unit may launch only kernels that never read it) */
 
 /* The in-graph timeline (MLXRT_CUDA_TIMELINE=1, cuda_timeline.h): when t is set, block 0's
  * thread 0 of every kernel stamps %globaltimer as its wait returns — i.e. once everything
@@ -44,7 +44,7 @@ struct ck_tl_dev {
   unsigned *n;
   unsigned cap;
 };
-static __constant__ ck_tl_dev ck_tl_c;
+static __constant__ ck_tl_dev ck_tl_c __attribute__((unused));
 
 __device__ __forceinline__ void ck_tl_stamp() {
 #if defined(__CUDA_ARCH__)
