@@ -698,7 +698,17 @@ static int prefill_init(accel_decoder *D, mlxrt_error *err) {
   /* MLXRT_CUDA_PREFILL_ATTN=simple: the plain kernel; =mma1: the tensor-core kernel without
    * ldmatrix and split score chains; =rg2: 32 queries per block; =db: the next K/V tile in
    * flight while one computes (pf_attention's kinds) */
-  P->simple_attn = !at ? 0 : !strcmp(at, "simple") ? 1 : !strcmp(at, "mma1") ? 2 : !strcmp(at, "rg2") ? 3 : !strcmp(at, "db") ? 4 : 0;
+  static const char *const kinds[] = {"default", "simple", "mma1", "rg2", "db"};
+  P->simple_attn = -1;
+  for (int k = 0; k < 5; k++)
+    if (!at || !*at || !strcmp(at, kinds[k])) {
+      P->simple_attn = at && *at ? k : 0;
+      break;
+    }
+  if (P->simple_attn < 0) {
+    mx_fail(err, "MLXRT_CUDA_PREFILL_ATTN=%s: expected default, simple, mma1, rg2 or db", at);
+    goto fail;
+  }
   if (env_knob("MLXRT_CUDA_PREFILL_CHUNK", PF_CHUNK, 1, 4096, &P->tmax, err) ||
       env_knob("MLXRT_CUDA_PREFILL_GEMM_MIN", PF_GEMM_MIN, 0, 4096, &P->gemm_min, err))
     goto fail;
