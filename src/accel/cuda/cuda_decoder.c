@@ -148,7 +148,9 @@ static int same_format(const accel_spec *a, const accel_spec *b) {
 /* k splits of a mat-vec over several blocks per 16-row tile: off by default. Measured on the
  * H200 (31B nvfp4, tg128, every other setting equal): no split 82.1 t/s; 2 splits for the
  * shapes under 2048 tiles 80.4; 4 splits 74.7 — more, shorter blocks do not help; the per-block
- * decode latency is what bounds these shapes. MLXRT_QMV_KSPLIT=N forces N (an experiment knob). */
+ * decode latency is what bounds these shapes. MLXRT_QMV_KSPLIT=N forces N (an experiment knob).
+ * Per product in session 10: down 2 / 3 splits +0.3 / +0.5 % (within the spread; the hash
+ * changes), o, q|k|v and gate|up slower (docs/PERF.md). */
 static void choose_split(accel_decoder *D, dec_mv *mv, const char *what) {
   const ck_layout *L = mv->L[0];
   mv->ks = 1;
@@ -645,7 +647,7 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
 #define PF_GEMM_MIN 32
 
 typedef struct dec_prefill {
-  int tmax, gemm_min, simple_attn; /* pf_attention's kind */
+  int tmax, gemm_min, attn_kind; /* pf_attention's kind */
   int64_t max_rows, max_q, max_kvd, max_inter, max_w, max_part_rows;
   void *cublas;
   float *h, *y, *q;
@@ -699,13 +701,13 @@ static int prefill_init(accel_decoder *D, mlxrt_error *err) {
    * ldmatrix and split score chains; =rg2: 32 queries per block; =db: the next K/V tile in
    * flight while one computes (pf_attention's kinds) */
   static const char *const kinds[] = {"default", "simple", "mma1", "rg2", "db"};
-  P->simple_attn = -1;
+  P->attn_kind = -1;
   for (int k = 0; k < 5; k++)
     if (!at || !*at || !strcmp(at, kinds[k])) {
-      P->simple_attn = at && *at ? k : 0;
+      P->attn_kind = at && *at ? k : 0;
       break;
     }
-  if (P->simple_attn < 0) {
+  if (P->attn_kind < 0) {
     mx_fail(err, "MLXRT_CUDA_PREFILL_ATTN=%s: expected default, simple, mma1, rg2 or db", at);
     goto fail;
   }
@@ -827,7 +829,7 @@ static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
                   "q/k/v norm+rope", err) ||
         cprof_mark(C, "prefill: attention", err) ||
         rt_status(pf_attention(P->q, y->kc, y->vc, kdst, vdst, T, p0, nq, y->nkv, y->hd, d->attn_scale, y->window,
-                               P->attb, P->simple_attn, st),
+                               P->attb, P->attn_kind, st),
                   "attention", err) ||
         (y->window > 0 &&
          rt_status(pf_kv_commit(P->ks, P->vs, y->kc, y->vc, T, p0, kvd, y->window, st), "K/V commit", err)) ||

@@ -1,5 +1,5 @@
-/* Launchers of the batched prompt pass (prefill.cu, prefill_attn.cu): the whole-step decoder's kernels for a
- * chunk of T tokens at positions p0..p0+T-1, row-major [T, ...] buffers. Same rounding points as
+/* Launchers of the batched prompt pass (prefill.cu, prefill_attn.cu): the whole-step decoder's
+ * kernels for a chunk of T tokens at positions p0..p0+T-1, row-major [T, ...] buffers. Same rounding points as
  * the one-token kernels (docs/NUMERICS.md). Return a cudaError_t (0 = ok). */
 #ifndef MLXRT_CUDA_PREFILL_KERNELS_H
 #define MLXRT_CUDA_PREFILL_KERNELS_H
