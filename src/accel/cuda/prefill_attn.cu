@@ -123,6 +123,35 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
         *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
     }
   };
+  /* A pass's first tile (DB: its copy issued), then per tile it: K (and V when with_v) of tile
+   * it in buffer it & 1 (DB) or 0, visible to every thread. DB waits for the copy issued one
+   * tile earlier and issues tile it + 1's into the other buffer, which the barrier ending
+   * iteration it − 1 released; otherwise a plain load between two barriers. */
+  auto begin = [&](bool with_v) {
+    if (!DB) return;
+    load_async(Ks, a.kc, a.kch, lo_blk);
+    if (with_v) load_async(Vs, a.vc, a.vch, lo_blk);
+    at_cp_commit();
+  };
+  auto arrive = [&](int it, int64_t k0, bool with_v) {
+    if (DB) {
+      const int nb = (it & 1) ^ 1;
+      if (it + 1 < ntiles) {
+        load_async(Ks + nb * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
+        if (with_v) load_async(Vs + nb * PA_KT * LD, a.vc, a.vch, k0 + PA_KT);
+        at_cp_commit();
+        at_cp_wait<1>();
+      } else {
+        at_cp_wait<0>();
+      }
+      __syncthreads();
+    } else {
+      __syncthreads();
+      load(Ks, a.kc, a.kch, k0);
+      if (with_v) load(Vs, a.vc, a.vch, k0);
+      __syncthreads();
+    }
+  };
   const uint16_t *qa = Qs + (r0 + g) * LD + 2 * t, *qb = qa + 8 * LD; /* A rows g, g + 8 of the group */
   /* S for rows (g, g+8) × keys k0 + wq·8 + (2t, 2t+1): s[2r + e], masked → -inf */
   /* LDM: fragments by ldmatrix (Q rows lane & 15 at column (lane >> 4)·8; K rows lane & 7 at
@@ -177,28 +206,11 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
 
   /* pass 1: row max and Σ exp(s − max) */
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  if (DB) {
-    load_async(Ks, a.kc, a.kch, lo_blk);
-    at_cp_commit();
-  }
+  begin(false);
   for (int it = 0; it < ntiles; it++) {
     int64_t k0 = lo_blk + (int64_t)it * PA_KT;
     const int buf = DB ? it & 1 : 0;
-    if (DB) { /* tile it + 1 in flight while tile it computes; buffer buf ^ 1 was released by the
-               * barrier that ended iteration it − 1 */
-      if (it + 1 < ntiles) {
-        load_async(Ks + (buf ^ 1) * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
-        at_cp_commit();
-        at_cp_wait<1>();
-      } else {
-        at_cp_wait<0>();
-      }
-      __syncthreads();
-    } else {
-      __syncthreads();
-      load(Ks, a.kc, a.kch, k0);
-      __syncthreads();
-    }
+    arrive(it, k0, false);
     float s[4];
     scores(k0, s, buf);
 #pragma unroll
@@ -236,30 +248,11 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
    * (lane >> 4)·8, so one x4 gives the B fragments of output tiles nt and nt + 1 */
   const uint32_t p_ldm = ck_smem_off(pa_sm, Ps + (r0 + (lane & 15)) * PA_PLD + ((lane >> 4) << 3));
   const uint32_t v_ldm = ck_smem_off(pa_sm, Vs + (lane & 15) * LD + ((lane >> 4) << 3));
-  if (DB) {
-    load_async(Ks, a.kc, a.kch, lo_blk);
-    load_async(Vs, a.vc, a.vch, lo_blk);
-    at_cp_commit();
-  }
+  begin(true);
   for (int it = 0; it < ntiles; it++) {
     int64_t k0 = lo_blk + (int64_t)it * PA_KT;
     const int buf = DB ? it & 1 : 0;
-    if (DB) {
-      if (it + 1 < ntiles) {
-        load_async(Ks + (buf ^ 1) * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
-        load_async(Vs + (buf ^ 1) * PA_KT * LD, a.vc, a.vch, k0 + PA_KT);
-        at_cp_commit();
-        at_cp_wait<1>();
-      } else {
-        at_cp_wait<0>();
-      }
-      __syncthreads();
-    } else {
-      __syncthreads();
-      load(Ks, a.kc, a.kch, k0);
-      load(Vs, a.vc, a.vch, k0);
-      __syncthreads();
-    }
+    arrive(it, k0, true);
     float s[4];
     scores(k0, s, buf);
     uint16_t p[4];
