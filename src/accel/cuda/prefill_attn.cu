@@ -56,8 +56,9 @@ constexpr size_t pa_smem() {
   return (size_t)(PA_QT + (DB ? 4 : 2) * PA_KT) * (HD + 8) * 2 + PA_QT * PA_PLD * 2 + 4 * PA_QT * 2 * sizeof(float);
 }
 
-/* grid (ceil(T / 32), nq), 8 warps. A block holds 32 queries of one head as two row groups of
- * 16 (one m16 tile each, 4 warps each); both read the same K/V tiles from shared memory. Per key
+/* grid (ceil(T / 16·RG), nq), 4·RG warps. A block holds 16·RG queries of one head as RG row
+ * groups of 16 (one m16 tile each, 4 warps each); all read the same K/V tiles from shared
+ * memory. LDM: fragments by ldmatrix and the score k steps over 4 accumulators. Per key
  * tile of 32 (8 per warp of a group): S = Q·Kᵀ with mma m16n8k16 (bf16 in, float32 accumulate),
  * rounded to bf16 and masked. Pass 1 keeps each row's running (max, Σexp); pass 2 recomputes S,
  * forms p = bf16(exp(s − M)·(1/total)) in shared memory, and each warp accumulates P·V for its
