@@ -43,14 +43,13 @@ __device__ __forceinline__ void at_cp_wait() {
 }
 
 /* ldmatrix over a kernel's dynamic shared memory: n = 4 (or 2) 8×8 b16 matrices, lane l giving
- * the address of row l & 7 of matrix l >> 3 as an offset from `base` (ck_smem_off); .trans
- * hands each lane a column pair instead of a row pair. */
-__device__ __forceinline__ uint32_t ck_smem_off(const void *base, const void *p) {
+ * the address of row l & 7 of matrix l >> 3 (ck_smem_off: a shared-window address, or in the
+ * emulation an offset into emu_dyn_smem); .trans hands each lane a column pair instead of a
+ * row pair. */
+__device__ __forceinline__ uint32_t ck_smem_off(const void *p) {
 #ifdef CK_EMULATION
-  (void)base;
   return (uint32_t)((const unsigned char *)p - emu_dyn_smem);
 #else
-  (void)base;
   return (uint32_t)__cvta_generic_to_shared(p);
 #endif
 }

@@ -158,8 +158,8 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
   /* LDM: fragments by ldmatrix (Q rows lane & 15 at column (lane >> 4)·8; K rows lane & 7 at
    * (lane >> 3)·8: two k steps per x4), and the k steps spread over NCH accumulators (one
    * chain of HD/16 dependent mmas otherwise), added at the end */
-  const uint32_t q_ldm = ck_smem_off(pa_sm, Qs + (r0 + (lane & 15)) * LD + ((lane >> 4) << 3));
-  const uint32_t k_ldm = ck_smem_off(pa_sm, Ks + (wq * 8 + (lane & 7)) * LD + ((lane >> 3) << 3));
+  const uint32_t q_ldm = ck_smem_off(Qs + (r0 + (lane & 15)) * LD + ((lane >> 4) << 3));
+  const uint32_t k_ldm = ck_smem_off(Ks + (wq * 8 + (lane & 7)) * LD + ((lane >> 3) << 3));
   auto scores = [&](int64_t k0, float (&s)[4], int buf) {
     float c[4] = {0.f, 0.f, 0.f, 0.f};
     const uint16_t *kr = Ks + buf * PA_KT * LD + (wq * 8 + g) * LD + 2 * t;
@@ -247,8 +247,8 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
   const uint16_t *pa = Ps + (r0 + g) * PA_PLD + 2 * t, *pb = pa + 8 * PA_PLD;
   /* LDM: P rows lane & 15 at column (lane >> 4)·8; V (.trans) key rows lane & 15 at column
    * (lane >> 4)·8, so one x4 gives the B fragments of output tiles nt and nt + 1 */
-  const uint32_t p_ldm = ck_smem_off(pa_sm, Ps + (r0 + (lane & 15)) * PA_PLD + ((lane >> 4) << 3));
-  const uint32_t v_ldm = ck_smem_off(pa_sm, Vs + (lane & 15) * LD + ((lane >> 4) << 3));
+  const uint32_t p_ldm = ck_smem_off(Ps + (r0 + (lane & 15)) * PA_PLD + ((lane >> 4) << 3));
+  const uint32_t v_ldm = ck_smem_off(Vs + (lane & 15) * LD + ((lane >> 4) << 3));
   begin(true);
   for (int it = 0; it < ntiles; it++) {
     int64_t k0 = lo_blk + (int64_t)it * PA_KT;
