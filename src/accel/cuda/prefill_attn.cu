@@ -395,12 +395,13 @@ static int pa_launch_k(const PaArgs &a, cudaStream_t st) {
 template <int HD>
 static int pa_launch(const PaArgs &a, int kind, cudaStream_t st) {
   /* 64 queries per block: half the K/V traffic of 32, the same bits (pp512 at depth 32768 on
-   * the H200: 1434-1442 t/s against 1239; docs/PERF.md, session 10) */
+   * the H200: 1434-1442 t/s against 1239); the next K/V tile copied while one computes (db,
+   * the default since session 11): 1868 against 1432, the same bits (docs/PERF.md) */
   switch (kind) {
   case 2: return pa_launch_k<HD, false, 2, false>(a, st);
   case 3: return pa_launch_k<HD, true, 2, false>(a, st);
-  case 4: return pa_launch_k<HD, true, 4, true>(a, st);
-  default: return pa_launch_k<HD, true, 4, false>(a, st);
+  case 5: return pa_launch_k<HD, true, 4, false>(a, st);
+  default: return pa_launch_k<HD, true, 4, true>(a, st);
   }
 }
 

@@ -37,12 +37,12 @@ int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, void *stream);
  * (slot j % window when window > 0, else j), key j ≥ p0 from the chunk's kch/vch [T, kvd];
  * a sliding layer's query at p sees keys p − window < j ≤ p. Rounding: q·bf16(scale) → bf16,
  * scores → bf16, float32 softmax, p → bf16, Σ p·v float32 → bf16. att [T, nq·hd] bf16.
- * kind 0: the tensor-core kernel, 64 queries per block (head dims 16..512, powers of two;
- * other head dims take the plain one); 1: the plain reference kernel (one block per query and
- * head); benchmark baselines: 2, the tensor-core kernel as it was before ldmatrix fragments and
- * split score chains (32 queries per block); 3, kind 0 with 32 queries per block (the same bits);
- * 4, kind 0 with the next K/V tile copied (cp.async) while one computes (the same bits; an
- * experiment, not yet measured). (prefill_attn.cu) */
+ * kind 0 (and 4): the tensor-core kernel, 64 queries per block, the next K/V tile copied
+ * (cp.async) while one computes (head dims 16..512, powers of two; other head dims take the
+ * plain one); 1: the plain reference kernel (one block per query and head); benchmark
+ * baselines, the same bits as kind 0 but 2: 2, the tensor-core kernel as it was before
+ * ldmatrix fragments and split score chains (32 queries per block); 3, 32 queries per block,
+ * synchronous tile loads; 5, 64 queries per block, synchronous tile loads. (prefill_attn.cu) */
 int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                  const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
                  uint16_t *att, int kind, void *stream);
