@@ -6,7 +6,10 @@
  * one line per case and, per shape and context, the fastest split shape.
  *   mlxrt-attn-bench [--quick]        exit status 1 when any case disagrees with the host
  *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu)
- * MLXRT_ATTN_SCORES=0|1|2 and MLXRT_ATTN_PV=0|1 pick the passes' forms, as the decoder's knobs do. */
+ * MLXRT_ATTN_SCORES=0|1|2 and MLXRT_ATTN_PV=0|1 pick the passes' forms, as the decoder's knobs do.
+ * MLXRT_ATTN_CLUSTER=1 runs the one-launch form (dk_attention_cluster) instead, on the shapes
+ * whose keys fit one cluster (the sliding ring, and a full layer in a session of 2048
+ * positions), once per position, and also checks the x-prep maxima it writes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +34,7 @@ typedef struct shape {
 
 typedef struct bufs {
   uint16_t *kc, *vc, *att;
-  float *q, *scores, *smax, *ssum, *pacc;
+  float *q, *scores, *smax, *ssum, *pacc, *amax;
   unsigned *count;
   int *pos;
 } bufs;
@@ -90,8 +93,14 @@ static double rel_error(const shape *s, const uint16_t *att, const double *ref) 
   return m > 0.0 ? e / m : e;
 }
 
+static int g_cluster; /* MLXRT_ATTN_CLUSTER=1 */
+#define NAMAX 4
+
 static int attend(const shape *s, bufs *b, int splits, int min_keys, float scale, void *st) {
   const char *kpath = getenv("MLXRT_ATTN_SCORES"), *pv = getenv("MLXRT_ATTN_PV");
+  if (g_cluster)
+    return dk_attention_cluster(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window,
+                                s->window > 0 ? s->window : s->ctx, b->att, b->amax, NAMAX, b->smax, b->count, st);
   return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window, splits, min_keys,
                       (kpath ? atoi(kpath) : 0) | (pv && !strcmp(pv, "1") ? 4 : 0), s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
 }
@@ -132,18 +141,25 @@ int main(int argc, char **argv) {
   if (rt_device_open(&dev, &err)) die(&err);
   void *st = NULL;
   if (rt_stream_create(&st, &err)) die(&err);
-  const shape shapes[2] = {{"sliding (32 q, 16 kv, hd 256, window 1024)", 32, 16, 256, 1024, 1024, 4096},
-                           {"full (32 q, 4 kv, hd 512)", 32, 4, 512, 0, 32768, 32768}};
+  const char *ce = getenv("MLXRT_ATTN_CLUSTER");
+  g_cluster = ce && !strcmp(ce, "1");
+  const shape shapes[3] = {{"sliding (32 q, 16 kv, hd 256, window 1024)", 32, 16, 256, 1024, 1024, 4096},
+                           {"full (32 q, 4 kv, hd 512)", 32, 4, 512, 0, 32768, 32768},
+                           {"full (32 q, 4 kv, hd 512), 2048 positions", 32, 4, 512, 0, 2048, 2048}};
   const int pos_sliding[] = {63, 127, 511, 1023, 4095}, pos_full[] = {63, 127, 511, 1023, 4095, 16383, 32767};
+  const int pos_short[] = {0, 1, 15, 127, 1000, 2047};
   const int split_n[] = {4, 8, 16, 32, 64, 128, 256}, min_keys[] = {1, 4, 8, 16, 32, 64, 128};
   const int max_splits = 256;
   const float scale = 1.0f; /* Gemma 4: the norms carry the scale */
   int failed = 0, cases = 0;
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   printf("device: %s, %d SMs; %d calls per graph, median of %d replays\n", dev.name, dev.sms, CALLS, REPLAYS);
-  for (int si = 0; si < 2; si++) {
+  for (int si = 0; si < 3; si++) {
     const shape *s = &shapes[si];
     if (one && si != one_shape) continue;
+    /* the split passes on the first two shapes, the one-cluster form where its keys fit */
+    if (g_cluster ? !dk_attention_cluster_fits(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx) : si == 2)
+      continue;
     const size_t kvn = (size_t)s->cap * s->nkv * s->hd, qn = (size_t)s->nq * s->hd;
     uint16_t *hk = malloc(kvn * 2), *hv = malloc(kvn * 2), *ha = malloc(qn * 2);
     float *hq = malloc(qn * 4);
@@ -164,12 +180,14 @@ int main(int argc, char **argv) {
         rt_malloc((void **)&b.ssum, (size_t)s->nq * max_splits * 4, &err) ||
         rt_malloc((void **)&b.pacc, (size_t)s->nq * max_splits * s->hd * 4, &err) ||
         rt_malloc((void **)&b.count, (size_t)s->nq * 4, &err) || rt_malloc((void **)&b.pos, 4, &err) ||
+        rt_malloc((void **)&b.amax, NAMAX * 4, &err) ||
         rt_h2d(b.kc, hk, kvn * 2, st, &err) || rt_h2d(b.vc, hv, kvn * 2, st, &err) ||
         rt_h2d(b.q, hq, qn * 4, st, &err) || rt_memset(b.count, 0, (size_t)s->nq * 4, st, &err))
       die(&err);
     printf("\n%s\n| pos | splits | min keys | us | rel err |\n|---:|---:|---:|---:|---:|\n", s->name);
-    const int *ps = one ? &one_pos : si == 0 ? pos_sliding : pos_full;
-    const int np = one ? 1 : si == 0 ? (int)(sizeof pos_sliding / sizeof *ps) : (int)(sizeof pos_full / sizeof *ps);
+    const int *ps = one ? &one_pos : si == 0 ? pos_sliding : si == 1 ? pos_full : pos_short;
+    const int np = one ? 1 : si == 0 ? (int)(sizeof pos_sliding / sizeof *ps) : si == 1 ? (int)(sizeof pos_full / sizeof *ps)
+                                                                               : (int)(sizeof pos_short / sizeof *ps);
     if (one && (one_pos < 0 || one_pos >= s->ctx || one_n < 1 || one_n > max_splits || one_mk < 1)) {
       fprintf(stderr, "mlxrt-attn-bench: --case: position below %d, 1..%d splits, min keys >= 1\n", s->ctx,
               max_splits);
@@ -184,16 +202,29 @@ int main(int argc, char **argv) {
       for (size_t ni = 0; ni < sizeof split_n / sizeof *split_n; ni++)
         for (size_t mi = 0; mi < sizeof min_keys / sizeof *min_keys; mi++) {
           const int n = one ? one_n : split_n[ni], mk = one ? one_mk : min_keys[mi];
-          if (one && (ni || mi)) continue;
+          if ((one || g_cluster) && (ni || mi)) continue;
           /* a min_keys that never binds at this position repeats the case with 1 */
           const int cnt = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
           if (!one && mk > 1 && (cnt + n - 1) / n >= mk) continue;
-          if (rt_memset(b.att, 0xff, qn * 2, st, &err) ||
+          float am[NAMAX];
+          if (rt_memset(b.att, 0xff, qn * 2, st, &err) || rt_memset(b.amax, 0xff, NAMAX * 4, st, &err) ||
               rt_status(attend(s, &b, n, mk, scale, st), "dk_attention", &err) ||
-              rt_d2h(ha, b.att, qn * 2, st, &err) || rt_stream_sync(st, &err))
+              rt_d2h(ha, b.att, qn * 2, st, &err) || rt_d2h(am, b.amax, sizeof am, st, &err) ||
+              rt_stream_sync(st, &err))
             die(&err);
           const double e = rel_error(s, ha, ref);
-          const int bad = !(e <= 1e-2);
+          int bad = !(e <= 1e-2);
+          if (g_cluster) { /* amax[0] = max |att| (its bits), the rest zero */
+            float m = 0.0f;
+            for (size_t i = 0; i < qn; i++) {
+              const float f = fabsf(mx_bf16_to_f32(ha[i]));
+              if (f > m) m = f;
+            }
+            int am_bad = memcmp(&am[0], &m, 4) != 0;
+            for (int i = 1; i < NAMAX; i++) am_bad |= am[i] != 0.0f;
+            if (am_bad) printf("x-prep maxima: %g %g %g %g, expected %g 0 0 0\n", am[0], am[1], am[2], am[3], m);
+            bad |= am_bad;
+          }
           failed += bad;
           cases++;
           const double us = time_case(s, &b, n, mk, scale, st, &err);
@@ -207,7 +238,7 @@ int main(int argc, char **argv) {
     printf("\nfastest, %s:\n", s->name);
     for (int pi = 0; pi < np && (!quick || pi < 2); pi++) printf("  %s\n", best[pi]);
     rt_free(b.kc), rt_free(b.vc), rt_free(b.att), rt_free(b.q), rt_free(b.scores), rt_free(b.smax);
-    rt_free(b.ssum), rt_free(b.pacc), rt_free(b.count), rt_free(b.pos);
+    rt_free(b.ssum), rt_free(b.pacc), rt_free(b.count), rt_free(b.pos), rt_free(b.amax);
     free(hk), free(hv), free(ha), free(hq), free(ref);
   }
   printf("\n%d passed, %d failed\n", cases - failed, failed);

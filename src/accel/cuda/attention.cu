@@ -44,47 +44,6 @@ __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
   return (uint32_t)ck_f32_to_bf16(lo) | (uint32_t)ck_f32_to_bf16(hi) << 16;
 }
 
-/* One level of warp_transpose_sum over the first N values of a (N a compile-time constant, so
- * every index is one: with the level's count a run-time value the compiler kept the loop and
- * picked each a[i] through a chain of predicated moves, ~40 instructions per value — most of
- * the scores kernel's instructions): a lane keeps the half its partner at distance O gives away
- * and adds the partner's copy of it. */
-template <int N, int O>
-struct transpose_level {
-  static __device__ __forceinline__ void run(float *a, int lane) {
-    const bool up = (lane & O) != 0;
-#pragma unroll
-    for (int i = 0; i < N / 2; i++) {
-      const float keep = up ? a[N / 2 + i] : a[i], give = up ? a[i] : a[N / 2 + i];
-      a[i] = keep + __shfl_xor_sync(0xffffffffu, give, O);
-    }
-    transpose_level<N / 2, O / 2>::run(a, lane);
-  }
-};
-template <int O>
-struct transpose_level<1, O> {
-  static __device__ __forceinline__ void run(float *, int) {}
-};
-
-/* The warp-wide sums of NP values per lane (NP a power of two ≤ 32) at once: lane l gets the
- * sum of value l / (32 / NP) — the same additions in the same tree as warp_sum on that value
- * (the xor butterfly 16, 8, …, 1, each addition own + partner, which commutes), so the same
- * bits, with NP − 1 + 5 − log2(NP) shuffles instead of 5·NP: at each of the first log2(NP)
- * levels a lane keeps the half of its values that its partner gives away, and adds the
- * partner's copy of them. */
-template <int NP>
-__device__ __forceinline__ float warp_transpose_sum(const float (&v)[NP], int lane) {
-  static_assert(NP >= 1 && NP <= 32 && (NP & (NP - 1)) == 0, "NP: a power of two up to 32");
-  float a[NP];
-#pragma unroll
-  for (int i = 0; i < NP; i++) a[i] = v[i];
-  transpose_level<NP, 16>::run(a, lane);
-  float t = a[0];
-#pragma unroll
-  for (int o = 16 / NP; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-  return t;
-}
-
 /* grid (nkv, splits): the REP query heads of KV head g over the split's keys. Each warp
  * takes KPI keys at a time; a lane holds 8 consecutive dims of each 256-dim chunk (one
  * 16-byte load per key and chunk), so K is read once, coalesced, for all REP heads. */

@@ -52,6 +52,7 @@ typedef struct dec_layer {
   float *inv_freq;
   uint16_t *kc, *vc;
   int window, splits, hd, nkv, inter;
+  int cluster; /* decode attention in one launch (dk_attention_cluster): the layer's keys fit one cluster */
 } dec_layer;
 
 struct accel_decoder {
@@ -94,6 +95,8 @@ struct accel_decoder {
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
   int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
   int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
+  int attn_cluster; /* MLXRT_ATTN_CLUSTER (default 1): layers whose keys fit one cluster of blocks
+                     * run the one-launch attention (dk_attention_cluster); 0: the split passes */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
@@ -348,8 +351,11 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
       env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
       env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err) ||
-      env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err))
+      env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
+      env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err))
     goto fail;
+  /* the split passes' experiments replace the whole attention: they run without the cluster form */
+  if (D->fuse_post || D->attn_onepass || D->attn_kpath || D->attn_pv_tc) D->attn_cluster = 0;
   if (D->fuse_post && (D->attn_onepass || D->attn_kpath || D->attn_pv_tc)) {
     mx_fail(err, "MLXRT_ATTN_FUSE_POST=1 runs only with the default decode attention (not with "
                  "MLXRT_ATTN_ONEPASS, MLXRT_ATTN_SCORES or MLXRT_ATTN_PV)");
@@ -398,6 +404,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     if (sp > max_splits_knob) sp = max_splits_knob;
     y->splits = (int)sp;
     if (sp > max_splits) max_splits = sp;
+    y->cluster = D->attn_cluster && dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, ctx);
+    if (y->cluster && max_splits < 8) max_splits = 8; /* smax holds the cluster kernel's 8·nkv block maxima */
     /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */
     const accel_weight *qkv[3] = {l->q, l->k, l->v};
     const accel_weight *gu[2] = {l->gate, l->up};
@@ -501,6 +509,17 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                                        D->attb, amax, namax, st),
                      "q/k/v post + attention", err);
   }
+  if (y->cluster)
+    return cprof_mark(P, lb[1], err) ||
+           rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
+                                 nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
+                                 D->pos, y->window, D->q, y->kc, y->vc, st),
+                     "q/k/v norm+rope", err) ||
+           cprof_mark(P, lb[2], err) ||
+           rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+                                          y->window > 0 ? y->window : D->capacity, D->attb, amax, namax, D->smax,
+                                          D->counts, st),
+                     "attention (one cluster)", err);
   return cprof_mark(P, lb[1], err) ||
          rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
                                y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos, y->window, D->q,

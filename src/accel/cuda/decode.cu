@@ -18,12 +18,14 @@ extern "C" int ck_pdl_enabled(void) { return g_pdl; }
 
 extern "C" int ck_pdl_early_attention(int on);
 extern "C" int ck_pdl_early_attention_onepass(int on);
+extern "C" int ck_pdl_early_attention_cluster(int on);
 extern "C" int ck_pdl_early_decode(int on);
 extern "C" int ck_pdl_early_qmv(int on);
 extern "C" int ck_pdl_early_xprep(int on);
 extern "C" int ck_pdl_early_qkv_post(int on);
 extern "C" int ck_pdl_early_attention_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_attention_onepass_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
+extern "C" int ck_pdl_early_attention_cluster_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_decode_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_qmv_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_xprep_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
@@ -31,6 +33,7 @@ extern "C" int ck_pdl_early_qkv_post_timeline(unsigned long long *t, unsigned *n
 extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st) {
   int e = ck_pdl_early_attention_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_attention_onepass_timeline(t, n, cap, st);
+  if (!e) e = ck_pdl_early_attention_cluster_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_decode_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_qmv_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_xprep_timeline(t, n, cap, st);
@@ -40,6 +43,7 @@ extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap,
 extern "C" int ck_set_pdl_early(int on) {
   int e = ck_pdl_early_attention(on);
   if (!e) e = ck_pdl_early_attention_onepass(on);
+  if (!e) e = ck_pdl_early_attention_cluster(on);
   if (!e) e = ck_pdl_early_decode(on);
   if (!e) e = ck_pdl_early_qmv(on);
   if (!e) e = ck_pdl_early_xprep(on);

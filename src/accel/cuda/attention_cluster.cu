@@ -1,0 +1,229 @@
+/* Decode attention in one launch for short key ranges: a cluster of AC_CL blocks per KV head,
+ * each block one contiguous share of the keys, the softmax's max and denominator and the p·v
+ * partial sums exchanged through distributed shared memory instead of global scratch and two
+ * more kernels (attention.cu's scores → pv → combine chain). The step's timeline showed that
+ * chain costing 13 µs per sliding layer at depth 0 (6.3 + 4.9 + 2.0, docs/PERF.md session 11),
+ * mostly in its launch boundaries; a sliding layer's ring (1024 keys on the 31B) is short
+ * enough for one cluster at every depth.
+ *
+ * The reference path's rounding points, as in attention.cu: q·bf16(scale) → bf16, scores →
+ * bf16 (the same per-key dot products and warp sums as the scores kernel), softmax in float32
+ * with p = bf16(exp(s − M) / total), Σ p·v float32 → bf16. The denominator is summed over the
+ * cluster's blocks (each block's Σ exp(s − m_b) scaled by exp(m_b − M)), and the p·v partials
+ * in rank order: another grouping than the split path's, so a result may differ from it in a
+ * last bit (the CPU-reference checks decide, as for the split shapes). */
+#include <cooperative_groups.h>
+
+#include "attention_common.cuh"
+
+namespace cg = cooperative_groups;
+
+#define AC_CL 8
+
+/* grid (AC_CL, nkv), cluster (AC_CL, 1, 1): block `rank` of KV head g takes keys
+ * [first + rank·len, …) of the live range, len = ceil(count / AC_CL) ≤ kpb. Dynamic shared
+ * memory: q [REP][hd] floats (then the block's p·v partials), scores/p [REP][kpb] floats. */
+template <int REP, int DPT>
+__global__ void __cluster_dims__(AC_CL, 1, 1) __launch_bounds__(AT_THREADS)
+    cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
+                             const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
+                             float *bmax, unsigned *count) {
+  cg::cluster_group cl = cg::this_cluster();
+  CK_DYNAMIC_SHARED(float4, sm4);
+  float *qs = reinterpret_cast<float *>(sm4), *ps = qs + REP * hd;
+  __shared__ float st_m[REP], st_l[REP], gm[REP], ginv[REP];
+  __shared__ bool last;
+  ck_pdl_enter();
+  const int rank = (int)blockIdx.x, g = (int)blockIdx.y, pos = *pos_p;
+  const int first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+  const int len = (pos - first + 1 + AC_CL - 1) / AC_CL;
+  int lo = first + rank * len, hi = lo + len;
+  if (hi > pos + 1) hi = pos + 1;
+  if (lo > hi) lo = hi;
+  const int n = hi - lo; /* 0 for a block past the live keys: it still meets every cluster barrier */
+
+  const float bscale = rb(scale);
+  { /* the group's q rows, scaled and rounded as the scores kernel does */
+    const float4 *q4 = reinterpret_cast<const float4 *>(q + (int64_t)g * REP * hd);
+    const int n4 = REP * hd / 4;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+      float4 v = q4[i];
+      if (scale != 1.0f) {
+        v.x = rb(__fmul_rn(v.x, bscale));
+        v.y = rb(__fmul_rn(v.y, bscale));
+        v.z = rb(__fmul_rn(v.z, bscale));
+        v.w = rb(__fmul_rn(v.w, bscale));
+      }
+      sm4[i] = v;
+    }
+  }
+  __syncthreads();
+  const int64_t kvd = (int64_t)nkv * hd;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5, nch = (hd + 255) / 256;
+  /* scores: KPI keys per warp and step, completed by one transposed warp reduction (the
+   * scores kernel's register path, its sums in its order) */
+  constexpr int KPI = REP <= 8 ? 4 : 2, NP = KPI * REP;
+  const int pl = lane / (32 / NP), pu = pl / REP, pr = pl % REP, pw = (lane & (32 / NP - 1)) == 0;
+  float mxl = -INFINITY;
+  for (int j = lo + KPI * warp; j < hi; j += KPI * nw) {
+    const uint16_t *kp[KPI];
+#pragma unroll
+    for (int u = 0; u < KPI; u++) {
+      const int jj = j + u < hi ? j + u : j;
+      kp[u] = kc + (window > 0 ? jj % window : jj) * kvd + (int64_t)g * hd;
+    }
+    float dk[KPI][REP], flat[NP];
+    key_dots<REP, KPI>(kp, qs, hd, nch, lane, dk);
+#pragma unroll
+    for (int u = 0; u < KPI; u++)
+#pragma unroll
+      for (int r = 0; r < REP; r++) flat[u * REP + r] = dk[u][r];
+    const float v = rb(warp_transpose_sum<NP>(flat, lane));
+    if (j + pu < hi) {
+      if (pw) ps[pr * kpb + (j + pu - lo)] = v;
+      mxl = fmaxf(mxl, v);
+    }
+  }
+  float mx[REP], sum[REP];
+#pragma unroll
+  for (int r = 0; r < REP; r++) mx[r] = r == pr ? mxl : -INFINITY;
+  __syncthreads(); /* the scores are in shared memory */
+  block_max_n<REP>(mx);
+#pragma unroll
+  for (int r = 0; r < REP; r++) {
+    sum[r] = 0.0f;
+    if (mx[r] > -INFINITY)
+      for (int j = threadIdx.x; j < n; j += blockDim.x) sum[r] += expf(__fsub_rn(ps[r * kpb + j], mx[r]));
+  }
+  block_sum_n<REP>(sum);
+  if (threadIdx.x == 0)
+#pragma unroll
+    for (int r = 0; r < REP; r++) st_m[r] = mx[r], st_l[r] = sum[r];
+  cl.sync();
+  /* each head's M and total over the cluster's blocks: a warp per head, lane b reading block b */
+  for (int r = warp; r < REP; r += nw) {
+    const float m = lane < AC_CL ? *cl.map_shared_rank(&st_m[r], lane) : -INFINITY;
+    const float l = lane < AC_CL ? *cl.map_shared_rank(&st_l[r], lane) : 0.0f;
+    const float M = warp_max(m);
+    const float t = warp_sum(m > -INFINITY ? l * expf(__fsub_rn(m, M)) : 0.0f);
+    if (lane == 0) gm[r] = M, ginv[r] = __fdiv_rn(1.0f, t);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < REP * n; i += blockDim.x) {
+    const int r = i / n, jj = i - r * n;
+    ps[r * kpb + jj] = rb(__fmul_rn(expf(__fsub_rn(ps[r * kpb + jj], gm[r])), ginv[r]));
+  }
+  __syncthreads();
+  /* Σ p·v over the block's keys: thread t owns dims [t·DPT, t·DPT + DPT), eight keys' V loads
+   * in flight before their products, each accumulator adding the keys in order */
+  float acc[REP][DPT];
+#pragma unroll
+  for (int r = 0; r < REP; r++)
+#pragma unroll
+    for (int i = 0; i < DPT; i++) acc[r][i] = 0.0f;
+  const int d0 = threadIdx.x * DPT;
+  if (d0 < hd) {
+    const int64_t voff = (int64_t)g * hd + d0;
+    for (int j0 = 0; j0 < n; j0 += 8) {
+      float v[8][DPT];
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        const int j = lo + (j0 + u < n ? j0 + u : j0);
+        load_n(vc + (window > 0 ? j % window : j) * kvd + voff, DPT, v[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        if (j0 + u >= n) break;
+#pragma unroll
+        for (int r = 0; r < REP; r++) {
+          const float p = ps[r * kpb + j0 + u];
+#pragma unroll
+          for (int i = 0; i < DPT; i++) acc[r][i] = fmaf(p, v[u][i], acc[r][i]);
+        }
+      }
+    }
+    /* the partials where q was (every warp is past its last read of q) */
+#pragma unroll
+    for (int r = 0; r < REP; r++)
+#pragma unroll
+      for (int i = 0; i < DPT; i++) qs[r * hd + d0 + i] = acc[r][i];
+  }
+  cl.sync();
+  /* block `rank` completes its share of the group's REP·hd outputs, adding the blocks' partials
+   * in rank order */
+  const int total = REP * hd, per = (total + AC_CL - 1) / AC_CL;
+  const int o_end = (rank + 1) * per < total ? (rank + 1) * per : total;
+  float vmax = 0.0f;
+  for (int i = rank * per + (int)threadIdx.x; i < o_end; i += blockDim.x) {
+    float s = 0.0f;
+#pragma unroll
+    for (int b = 0; b < AC_CL; b++) s += *cl.map_shared_rank(qs + i, b);
+    const uint16_t o = ck_f32_to_bf16(s);
+    att[(int64_t)g * REP * hd + i] = o;
+    const float f = ck_bf16_to_f32(o);
+    vmax = fmaxf(vmax, f == f ? fabsf(f) : 0.0f);
+  }
+  cl.sync(); /* no block leaves while another still reads its partials */
+  if (!amax) return;
+  /* o's x-prep maxima (dk_attention's amax) without a kernel to zero them first: every block
+   * writes its max, and the last block of the grid to finish takes the max of them all */
+  vmax = block_max(vmax);
+  if (threadIdx.x == 0) {
+    bmax[g * AC_CL + rank] = vmax;
+    __threadfence();
+    last = atomicAdd(count, 1u) == gridDim.x * gridDim.y - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  float m = 0.0f;
+  for (int i = threadIdx.x; i < (int)(gridDim.x * gridDim.y); i += blockDim.x) m = fmaxf(m, __ldcg(bmax + i));
+  m = block_max(m);
+  for (int i = threadIdx.x; i < namax; i += blockDim.x) amax[i] = i == 0 ? m : 0.0f;
+  if (threadIdx.x == 0) *count = 0;
+}
+
+template <int REP>
+static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
+                                  float scale, const int *pos, int window, int kpb, uint16_t *att, float *amax,
+                                  int namax, float *bmax, unsigned *count, cudaStream_t st) {
+  const size_t smem = (size_t)REP * (hd + kpb) * sizeof(float);
+  const dim3 grid(AC_CL, (unsigned)nkv);
+  if (hd <= AT_THREADS)
+    return ck_launch(cluster_attention_kernel<REP, 1>, grid, AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos,
+                     window, kpb, att, amax, namax, bmax, count);
+  if (hd <= 2 * AT_THREADS)
+    return ck_launch(cluster_attention_kernel<REP, 2>, grid, AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos,
+                     window, kpb, att, amax, namax, bmax, count);
+  if (hd <= 4 * AT_THREADS)
+    return ck_launch(cluster_attention_kernel<REP, 4>, grid, AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos,
+                     window, kpb, att, amax, namax, bmax, count);
+  return ck_launch(cluster_attention_kernel<REP, 8>, grid, AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos,
+                   window, kpb, att, amax, namax, bmax, count);
+}
+
+extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys) {
+  const int rep = nkv > 0 ? nq / nkv : 0;
+  const int64_t kpb = (keys + AC_CL - 1) / AC_CL;
+  return nkv > 0 && nq % nkv == 0 && (rep == 1 || rep == 2 || rep == 4 || rep == 8) && hd % 8 == 0 &&
+         hd <= 8 * AT_THREADS && keys >= 1 && kpb <= DK_CLUSTER_MAX_KPB &&
+         (size_t)rep * (hd + kpb) * sizeof(float) <= 48 * 1024;
+}
+
+extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                                    float scale, const int *pos, int window, int64_t keys, uint16_t *att,
+                                    float *amax, int namax, float *bmax, unsigned *count, void *stream) {
+  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys) || (amax && (!bmax || !count || namax < 1)))
+    return (int)cudaErrorInvalidValue;
+  const int kpb = (int)((keys + AC_CL - 1) / AC_CL);
+  cudaStream_t st = (cudaStream_t)stream;
+  switch (nq / nkv) {
+  case 1: return (int)launch_cluster<1>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st);
+  case 2: return (int)launch_cluster<2>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st);
+  case 4: return (int)launch_cluster<4>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st);
+  default: return (int)launch_cluster<8>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st);
+  }
+}
+
+CK_PDL_EARLY_SETTER(ck_pdl_early_attention_cluster)
