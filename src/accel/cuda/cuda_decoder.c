@@ -25,6 +25,7 @@
 #include "cuda_internal.h"
 #include "cuda_prof.h"
 #include "cuda_timeline.h"
+#include "cuda_timeline_agg.h" /* the timeline's graph ids */
 #include "decode_kernels.h"
 #include "prefill_kernels.h"
 #include "sample_kernels.h"
@@ -34,6 +35,10 @@
 #define SPLIT_KEYS 16
 #define SPLIT_BLOCKS_PER_SM 4
 #define MAX_SPLITS 256
+/* the one-cluster decode attention up to this many live keys, the split passes above: in the
+ * attention bench it matches them to 128 keys and loses 6 µs at 512, 15 at 1024, while the
+ * step saves two launches per layer (docs/PERF.md, session 11) */
+#define CLUSTER_KEYS 256
 static int env_knob(const char *name, int def, int lo, int hi, int *out, mlxrt_error *err);
 
 typedef struct dec_mv {
@@ -81,8 +86,10 @@ struct accel_decoder {
   int *h_pos;
   int32_t *h_next;
   float *h_logits;
-  void *g_body, *g_head;
-  int use_graph, warm_body, warm_head;
+  void *g_body[2], *g_head; /* body graphs: [0] the split attention, [1] the one-cluster form */
+  int use_graph, warm_body[2], warm_head;
+  int any_cluster; /* some layer can run the one-cluster attention */
+  int short_ctx; /* this step's body runs the one-cluster attention (its position is below cluster_keys) */
   int max_ks; /* largest k split of any mat-vec (the y buffer holds that many partials) */
   int use_pdl; /* kernels overlap their predecessor's tail (MLXRT_CUDA_PDL=0: off) */
   int attn_onepass; /* MLXRT_ATTN_ONEPASS=1: the one-pass decode attention (an experiment) */
@@ -96,7 +103,9 @@ struct accel_decoder {
   int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
   int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
   int attn_cluster; /* MLXRT_ATTN_CLUSTER (default 1): layers whose keys fit one cluster of blocks
-                     * run the one-launch attention (dk_attention_cluster); 0: the split passes */
+                     * run the one-launch attention (dk_attention_cluster) while the position is
+                     * below cluster_keys; 0: the split passes always */
+  int cluster_keys; /* MLXRT_ATTN_CLUSTER_KEYS: the live key count up to which it does */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
@@ -271,7 +280,8 @@ void cuda_decoder_free(accel_decoder *D) {
     mlxrt_error ignore;
     rt_stream_sync(D->stream, &ignore);
   }
-  rt_graph_destroy(D->g_body);
+  rt_graph_destroy(D->g_body[0]);
+  rt_graph_destroy(D->g_body[1]);
   rt_graph_destroy(D->g_head);
   cprof_report_free(&D->prof, "CUDA decoder profile (MLXRT_CUDA_PROFILE=1)");
   if (D->timeline) ctl_report_free("CUDA decoder timeline of the graph replays (MLXRT_CUDA_TIMELINE=1)");
@@ -352,7 +362,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
       env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err) ||
       env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
-      env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err))
+      env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
+      env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err))
     goto fail;
   /* the split passes' experiments replace the whole attention: they run without the cluster form */
   if (D->fuse_post || D->attn_onepass || D->attn_kpath || D->attn_pv_tc) D->attn_cluster = 0;
@@ -406,6 +417,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     if (sp > max_splits) max_splits = sp;
     y->cluster = D->attn_cluster && dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, ctx);
     if (y->cluster && max_splits < 8) max_splits = 8; /* smax holds the cluster kernel's 8·nkv block maxima */
+    D->any_cluster |= y->cluster;
     /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */
     const accel_weight *qkv[3] = {l->q, l->k, l->v};
     const accel_weight *gu[2] = {l->gate, l->up};
@@ -509,7 +521,7 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                                        D->attb, amax, namax, st),
                      "q/k/v post + attention", err);
   }
-  if (y->cluster)
+  if (y->cluster && D->short_ctx)
     return cprof_mark(P, lb[1], err) ||
            rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
                                  nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
@@ -620,8 +632,10 @@ static int enqueue_pdl_head(accel_decoder *D, mlxrt_error *err) {
  * capture), then captured once and replayed. */
 static int launch(accel_decoder *D, int head, mlxrt_error *err) {
   int (*enq)(accel_decoder *, mlxrt_error *) = head ? enqueue_pdl_head : enqueue_pdl_body;
-  void **graph = head ? &D->g_head : &D->g_body;
-  int *warm = head ? &D->warm_head : &D->warm_body;
+  const int b = D->short_ctx ? 1 : 0;
+  void **graph = head ? &D->g_head : &D->g_body[b];
+  int *warm = head ? &D->warm_head : &D->warm_body[b];
+  const int tg = head ? CTL_HEAD : b ? 2 : 0; /* the timeline's graph id */
   if (!D->use_graph || !*warm) {
     *warm = 1;
     return enq(D, err);
@@ -632,7 +646,7 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
     void *exec = NULL;
     int rc = rt_graph_begin(D->stream, &ce);
     if (!rc) {
-      ctl_capture_begin(head);
+      ctl_capture_begin(tg);
       rc = enq(D, &ce);
       ctl_capture_end();
       if (rt_graph_end(D->stream, &exec, rc ? &e2 : &ce)) rc = -1;
@@ -645,7 +659,7 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
     }
     *graph = exec;
   }
-  return ctl_replay_begin(head, D->stream, err) || rt_graph_launch(*graph, D->stream, err) ||
+  return ctl_replay_begin(tg, D->stream, err) || rt_graph_launch(*graph, D->stream, err) ||
          ctl_replay_end(D->stream, err);
 }
 
@@ -921,11 +935,16 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
     if (rt_h2d(D->all_tokens + pos + done, D->h_toks, (size_t)k * sizeof(int32_t), D->stream, err) ||
         rt_h2d(D->pos, D->h_pos, sizeof(int), D->stream, err))
       return mx_prefix(err, "CUDA decoder");
-    for (int64_t i = 0; i < k; i++)
+    for (int64_t i = 0; i < k; i++) {
+      /* the one-cluster attention while every layer's live keys (at most position + 1) are few */
+      D->short_ctx = D->any_cluster && pos + done + i + 1 <= D->cluster_keys;
       if (launch(D, 0, err) || cprof_flush(&D->prof, err))
         return mx_prefix(err, "CUDA decoder at position %lld", (long long)(pos + done + i));
-    if (rt_stream_sync(D->stream, err)) return mx_prefix(err, "CUDA decoder");
+    }
     done += k;
+    /* the staging buffers are refilled for the next chunk, or by the next call when no head
+     * follows (the head's own wait covers the last chunk's copies) */
+    if ((done < n || (!logits && !next_token)) && rt_stream_sync(D->stream, err)) return mx_prefix(err, "CUDA decoder");
   }
   if (!logits && !next_token) return 0;
   if (launch(D, 1, err) || cprof_flush(&D->prof, err) || rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||

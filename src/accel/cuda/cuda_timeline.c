@@ -23,8 +23,8 @@ static struct {
   void *stream;
   const char *label;
   int rec; /* graph whose launches are being logged, or -1 */
-  ctl_launch log[2][CTL_LOG];
-  int nlog[2];
+  ctl_launch log[CTL_GRAPHS][CTL_LOG];
+  int nlog[CTL_GRAPHS];
   unsigned char replay[CTL_REPLAYS]; /* graph of each recorded replay, in order */
   int nreplay;
 } T = {.rec = -1};
@@ -54,7 +54,7 @@ int ctl_on(void) { return T.on; }
 void ctl_label(const char *label) { T.label = label; }
 
 void ctl_capture_begin(int g) {
-  if (!T.on || g < 0 || g > 1) return;
+  if (!T.on || g < 0 || g >= CTL_GRAPHS) return;
   T.rec = g;
   T.nlog[g] = 0;
 }
@@ -106,14 +106,14 @@ static void report(const char *title) {
   } else if (n && (rt_d2h(t, T.d_t, (size_t)n * sizeof *t, T.stream, &err) || rt_stream_sync(T.stream, &err))) {
     fprintf(stderr, "timeline: %s\n", err.msg);
   } else {
-    const ctl_launch *const logs[2] = {T.log[0], T.log[1]};
+    const ctl_launch *const logs[CTL_GRAPHS] = {T.log[0], T.log[1], T.log[2]};
     ctl_summary sm;
     ctl_aggregate(t, n, T.replay, T.nreplay, logs, T.nlog, rows, CTL_ROWS, gaps, &sm);
-    fprintf(stderr, "\n%s: %d graph replays (%d + %d launches per replay of graphs 0 / 1), %u stamps%s\n", title,
-            sm.replays, T.nlog[0], T.nlog[1], n,
+    fprintf(stderr, "\n%s: %d graph replays (%d / %d / %d launches per replay of graphs 0 / 1 / 2), %u stamps%s\n",
+            title, sm.replays, T.nlog[0], T.nlog[1], T.nlog[2], n,
             n == sm.expected ? "" : " — NOT the launches logged: the table is not reliable");
     if (sm.median_step_us > 0)
-      fprintf(stderr, "median step (graph 0's first kernel to the next one's, host round trip included): %.1f us; "
+      fprintf(stderr, "median step (a body graph's first kernel to the next one's, host round trip included): %.1f us; "
               "the kernels below: %.1f us per step\n", sm.median_step_us, sm.bodies ? sm.total_us / sm.bodies : 0.0);
     fprintf(stderr, "%-28s %-28s %8s %10s %10s %7s\n", "label", "kernel", "calls", "mean us", "total ms", "share");
     for (int i = 0; i < sm.nrows; i++) {

@@ -22,7 +22,7 @@ int ctl_init(mlxrt_error *err);
 int ctl_on(void);
 /* The label of the launches that follow (a string constant; the profile's marks). */
 void ctl_label(const char *label);
-/* Logs the launches enqueued between these two as graph g's (0 or 1). */
+/* Logs the launches enqueued between these two as graph g's (0..CTL_GRAPHS-1, cuda_timeline_agg.h). */
 void ctl_capture_begin(int g);
 void ctl_capture_end(void);
 /* Around one replay of graph g on `stream`: stamps on before it, off after it (stream-ordered). */

@@ -20,7 +20,7 @@ static ctl_row *row_for(ctl_row *rows, int *nrows, int max_rows, const ctl_launc
 }
 
 void ctl_aggregate(const unsigned long long *t, unsigned n, const unsigned char *replay, int nreplay,
-                   const ctl_launch *const log[2], const int nlog[2], ctl_row *rows, int max_rows, double *gaps,
+                   const ctl_launch *const log[CTL_GRAPHS], const int nlog[CTL_GRAPHS], ctl_row *rows, int max_rows, double *gaps,
                    ctl_summary *s) {
   memset(s, 0, sizeof *s);
   unsigned pos = 0, last_body = 0;
@@ -29,13 +29,13 @@ void ctl_aggregate(const unsigned long long *t, unsigned n, const unsigned char 
   for (int r = 0; r < nreplay; r++) {
     int g = replay[r], k = nlog[g];
     if (pos + (unsigned)k > n) break;
-    if (g == 0) {
+    if (g != CTL_HEAD) {
       if (have_body) gaps[steps++] = (double)(t[pos] - t[last_body]) / 1e3;
       last_body = pos;
       have_body = 1;
       s->bodies++;
     }
-    const int same_step = g == 0 && r + 1 < nreplay && replay[r + 1] == 1 && pos + (unsigned)k < n;
+    const int same_step = g != CTL_HEAD && r + 1 < nreplay && replay[r + 1] == CTL_HEAD && pos + (unsigned)k < n;
     for (int j = 0; j < k; j++) {
       unsigned long long b;
       if (j + 1 < k) b = t[pos + j + 1];

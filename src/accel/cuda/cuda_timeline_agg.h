@@ -3,6 +3,11 @@
 #ifndef MLXRT_CUDA_TIMELINE_AGG_H
 #define MLXRT_CUDA_TIMELINE_AGG_H
 
+/* The step's graphs: 0 the body, 1 the head, 2 the body with the one-cluster attention (the
+ * decoder picks a body graph per position: cuda_decoder.c) */
+#define CTL_GRAPHS 3
+#define CTL_HEAD 1
+
 typedef struct ctl_launch {
   const void *fn;    /* the kernel */
   const char *label; /* the decoder's mark before it */
@@ -17,21 +22,21 @@ typedef struct ctl_row {
 
 typedef struct ctl_summary {
   int replays;           /* replays whose stamps were all there */
-  int bodies;            /* of those, replays of graph 0 */
+  int bodies;            /* of those, replays of a body graph (0 or 2) */
   int nrows;             /* rows filled */
   unsigned expected;     /* stamps the logs promise for every recorded replay */
   double total_us;       /* sum over the rows */
-  double median_step_us; /* graph 0's first stamp to the next one's (0: fewer than two) */
+  double median_step_us; /* a body's first stamp to the next body's (0: fewer than two) */
 } ctl_summary;
 
-/* t[0..n): stamps (ns) in order; replay[0..nreplay): the graph (0 or 1) of each recorded
+/* t[0..n): stamps (ns) in order; replay[0..nreplay): the graph (0, 1 or 2) of each recorded
  * replay; log[g][0..nlog[g]): graph g's launches, in order, one stamp each. Within a replay
- * each stamp's gap to the next is its launch's; graph 0's last launch runs up to the first
- * stamp of a graph 1 replayed right after it (the same step); the last launch of a step
+ * each stamp's gap to the next is its launch's; a body's last launch runs up to the first
+ * stamp of the head replayed right after it (the same step); the last launch of a step
  * (waiting on the host) is not counted. Rows are (kernel, label) pairs in order of first
  * appearance, at most max_rows (the last collects the rest); gaps: scratch of nreplay. */
 void ctl_aggregate(const unsigned long long *t, unsigned n, const unsigned char *replay, int nreplay,
-                   const ctl_launch *const log[2], const int nlog[2], ctl_row *rows, int max_rows, double *gaps,
+                   const ctl_launch *const log[CTL_GRAPHS], const int nlog[CTL_GRAPHS], ctl_row *rows, int max_rows, double *gaps,
                    ctl_summary *s);
 
 #endif
