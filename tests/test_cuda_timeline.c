@@ -1,7 +1,8 @@
 /* The CUDA decoder's in-graph timeline (MLXRT_CUDA_TIMELINE=1), its arithmetic without a GPU:
  * made-up stamps of graph replays must give each launch the gap to the next stamp of its step,
- * graph 0's last launch the gap to graph 1's first, nothing to a step's last launch, rows per
- * (kernel, label), the median step, and replays whose stamps are missing left out. */
+ * a body's last launch (graph 0, or the second body graph 2) the gap to the head's first
+ * (graph 1), nothing to a step's last launch, rows per (kernel, label), the median step over
+ * both bodies, and replays whose stamps are missing left out. */
 #include "accel/cuda/cuda_timeline_agg.h"
 #include "test_util.h"
 
@@ -20,8 +21,9 @@ int main(void) {
   /* graph 0: A (embed), B (mv), A again under another label, C; graph 1: D, E */
   const ctl_launch body[] = {{&kA, "embed"}, {&kB, "q mat-vec"}, {&kA, "o mat-vec"}, {&kC, NULL}};
   const ctl_launch head[] = {{&kD, "lm_head"}, {&kE, "logits"}};
-  const ctl_launch *const logs[2] = {body, head};
-  const int nlog[2] = {4, 2};
+  const ctl_launch body2[] = {{&kA, "embed"}, {&kE, "attention (one cluster)"}};
+  const ctl_launch *const logs[CTL_GRAPHS] = {body, head, body2};
+  const int nlog[CTL_GRAPHS] = {4, 2, 2};
   /* three steps, 100 us apart, then a fourth 1000 us later (a new run); stamps in ns:
    * body at +0, +10, +30, +33 us; head at +40, +45 us */
   const unsigned char replay[] = {0, 1, 0, 1, 0, 1, 0, 1};
@@ -66,5 +68,27 @@ int main(void) {
   /* more (kernel, label) pairs than rows: the last row collects the rest */
   ctl_aggregate(t, n, replay, 8, logs, nlog, rows, 2, gaps, &sm);
   CHECK(sm.nrows == 2 && rows[1].calls == 16 && NEAR(sm.total_us, 180));
+
+  /* the second body graph (2) is a body too: two steps of it (stamps +0, +7 us; head +20, +25),
+   * then two of graph 0 as above, 50 us apart */
+  const unsigned char mixed[] = {2, 1, 2, 1, 0, 1, 0, 1};
+  unsigned long long t2[20];
+  unsigned n2 = 0;
+  const double b2[] = {0, 50, 100, 150};
+  for (int s = 0; s < 2; s++) {
+    const double at[] = {0, 7, 20, 25};
+    for (int j = 0; j < 4; j++) t2[n2++] = (unsigned long long)((b2[s] + at[j]) * 1000.0 + 0.5);
+  }
+  for (int s = 2; s < 4; s++) {
+    const double at[] = {0, 10, 30, 33, 40, 45};
+    for (int j = 0; j < 6; j++) t2[n2++] = (unsigned long long)((b2[s] + at[j]) * 1000.0 + 0.5);
+  }
+  ctl_aggregate(t2, n2, mixed, 8, logs, nlog, rows, 16, gaps, &sm);
+  CHECK(sm.replays == 8 && sm.bodies == 4 && sm.expected == 20);
+  e = find(rows, sm.nrows, &kE, "attention (one cluster)");
+  a1 = find(rows, sm.nrows, &kA, "embed");
+  CHECKF(e && e->calls == 2 && NEAR(e->us, 26), "graph 2's last runs up to the head's first: %g", e ? e->us : -1.0);
+  CHECKF(a1 && a1->calls == 4 && NEAR(a1->us, 2 * 7 + 2 * 10), "embed over both bodies: %g", a1 ? a1->us : -1.0);
+  CHECKF(NEAR(sm.median_step_us, 50), "median step %g (gaps 50, 50, 50)", sm.median_step_us);
   TEST_END();
 }
