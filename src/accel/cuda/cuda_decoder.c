@@ -103,8 +103,9 @@ struct accel_decoder {
   int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
   int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
   int attn_cluster; /* MLXRT_ATTN_CLUSTER (default 1): layers whose keys fit one cluster of blocks
-                     * run the one-launch attention (dk_attention_cluster) while the position is
-                     * below cluster_keys; 0: the split passes always */
+                     * run the one-launch attention (dk_attention_cluster, form attn_cluster − 1:
+                     * 2 takes its fast form) while the position is below cluster_keys; 0: the
+                     * split passes always */
   int cluster_keys; /* MLXRT_ATTN_CLUSTER_KEYS: the live key count up to which it does */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
@@ -362,7 +363,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
       env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err) ||
       env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
-      env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
+      env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 2, &D->attn_cluster, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err))
     goto fail;
   /* the split passes' experiments replace the whole attention: they run without the cluster form */
@@ -415,7 +416,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     if (sp > max_splits_knob) sp = max_splits_knob;
     y->splits = (int)sp;
     if (sp > max_splits) max_splits = sp;
-    y->cluster = D->attn_cluster && dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, ctx);
+    y->cluster = D->attn_cluster &&
+                 dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, ctx, D->attn_cluster - 1);
     if (y->cluster && max_splits < 8) max_splits = 8; /* smax holds the cluster kernel's 8·nkv block maxima */
     D->any_cluster |= y->cluster;
     /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */
@@ -529,7 +531,8 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                      "q/k/v norm+rope", err) ||
            cprof_mark(P, lb[2], err) ||
            rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                          y->window > 0 ? y->window : D->capacity, D->attb, amax, namax, D->smax,
+                                          y->window > 0 ? y->window : D->capacity, D->attn_cluster - 1, D->attb,
+                                          amax, namax, D->smax,
                                           D->counts, st),
                      "attention (one cluster)", err);
   return cprof_mark(P, lb[1], err) ||

@@ -70,12 +70,15 @@ int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq,
  * capacity: a cluster of 8 blocks per KV head exchanging the softmax's statistics and the p·v
  * partials through distributed shared memory, with dk_attention's rounding points (the sums
  * grouped by block instead of by split). keys: the most keys the call can see (the window, or
- * the capacity). amax as dk_attention's; then bmax [8·nkv] floats and count (one unsigned,
- * zero, left zero) are its scratch. dk_attention_cluster_fits says whether a shape runs. */
+ * the capacity). form 0: the plain kernel (measured on the H200); 1: the fast form where it
+ * applies (head dims ≤ 256, GQA ≤ 4: more loads in flight, the p·v sums grouped by warp;
+ * elsewhere the plain one). amax as dk_attention's; then bmax [8·nkv] floats and count (one
+ * unsigned, zero, left zero) are its scratch. dk_attention_cluster_fits says whether a shape
+ * runs. */
 #define DK_CLUSTER_MAX_KPB 256
-int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys);
+int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, int form);
 int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                         float scale, const int *pos, int window, int64_t keys, uint16_t *att, float *amax,
+                         float scale, const int *pos, int window, int64_t keys, int form, uint16_t *att, float *amax,
                          int namax, float *bmax, unsigned *count, void *stream);
 /* dk_attention with the q/k/v post step (dk_qkv_post) folded into its scores pass: each live
  * split's block makes its group's q rows from the q|k|v product y itself, and the split

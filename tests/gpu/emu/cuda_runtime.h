@@ -1,5 +1,6 @@
 /* Host emulation of the CUDA features sample.cu and attention.cu use
- * (tests/gpu/sample_emulate.cpp, tests/gpu/attention_emulate.cpp): a block's threads are host
+ * (tests/gpu/sample_emulate.cpp, tests/gpu/attention_emulate.cpp; with EMU_CLUSTER, the
+ * blocks of a cluster side by side: attention_cluster_emulate.cpp): a block's threads are host
  * threads, __syncthreads a barrier, warp shuffles go through a per-warp buffer between two
  * warp barriers, __shared__ variables are statics (blocks run one at a time; dynamic shared
  * memory is emu_dyn_smem, see CK_DYNAMIC_SHARED in ck_block.cuh), atomics are host atomics.
@@ -22,15 +23,38 @@
 struct emu_dim3 {
   unsigned x, y, z;
 };
-extern thread_local emu_dim3 threadIdx;
-extern emu_dim3 blockIdx, gridDim, blockDim;
 /* warps per block the harness provides for (a harness may define more before including) */
 #ifndef EMU_WARPS
 #define EMU_WARPS 8
 #endif
+#ifdef EMU_CLUSTER
+/* A cluster's blocks run side by side (tests/gpu/attention_cluster_emulate.cpp): each thread
+ * points at its block's barriers, warp buffers and dynamic shared memory. Static __shared__
+ * variables would be shared by the blocks, so the kernels run this way keep their shared
+ * state in dynamic shared memory (cooperative_groups.h here checks that remote pointers do). */
+#define __cluster_dims__(...)
+struct emu_block {
+  pthread_barrier_t block, warp[EMU_WARPS];
+  uint64_t xbuf[EMU_WARPS][32];
+  uint32_t mma[EMU_WARPS][32][6];
+  unsigned char *smem;
+  size_t smem_bytes;
+};
+extern thread_local emu_block *emu_blk;
+extern thread_local emu_dim3 threadIdx, blockIdx;
+extern emu_dim3 gridDim, blockDim;
+#define emu_block_barrier (emu_blk->block)
+#define emu_warp_barrier (emu_blk->warp)
+#define emu_xbuf (emu_blk->xbuf)
+#define emu_mma_buf (emu_blk->mma)
+#define emu_dyn_smem (emu_blk->smem)
+#else
+extern thread_local emu_dim3 threadIdx;
+extern emu_dim3 blockIdx, gridDim, blockDim;
 extern pthread_barrier_t emu_block_barrier, emu_warp_barrier[EMU_WARPS];
 extern uint64_t emu_xbuf[EMU_WARPS][32];
 extern unsigned char emu_dyn_smem[];
+#endif
 
 static inline void __syncthreads() { pthread_barrier_wait(&emu_block_barrier); }
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -76,7 +100,9 @@ template <typename T> static inline T emu_exchange(T v, int src_lane, bool use) 
  * every lane publishes its A and B registers, each then forms its own four outputs. The
  * products are summed in k order in float32 (the hardware's order differs: a check of the
  * fragment and index math, not of bits). */
+#ifndef EMU_CLUSTER
 extern uint32_t emu_mma_buf[EMU_WARPS][32][6];
+#endif
 static inline void emu_mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   for (int i = 0; i < 4; i++) emu_mma_buf[w][lane][i] = a[i];

@@ -1,0 +1,207 @@
+/* Runs the one-launch decode attention of attention_cluster.cu (dk_attention_cluster, both
+ * forms, through its real launcher) on host threads, a cluster's 8 blocks side by side
+ * (tests/gpu/emu: EMU_CLUSTER, the cluster barrier and distributed shared memory emulated),
+ * against a direct attention with the reference path's rounding points: a check of the
+ * kernel's logic — each block's share of the keys, the sliding ring, GQA, blocks with no keys,
+ * the statistics and partials exchanged between blocks, the output slices, the x-prep maxima
+ * and the counter left at zero — on a machine without a GPU. Two kinds of case:
+ *   - structure: q = 0 and one-hot V (key j → dim j mod hd), so every p is the same bf16(1/n)
+ *     and each output is exactly (live keys on that dim) · p: every live key read once, no other;
+ *   - values: random q, K, V; each head's output within 1 % of its largest value (the sums run
+ *     in another order than the direct one's, so a bf16 rounding of a score may differ).
+ * Build and run from the repository root (also a CTest):
+ *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_CLUSTER -Itests/gpu/emu -Isrc \
+ *       -Isrc/accel/cuda -Iinclude tests/gpu/attention_cluster_emulate.cpp -o /tmp/ace -lm
+ *   /tmp/ace [seed]
+ */
+#include "../../src/accel/cuda/attention_cluster.cu"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <vector>
+
+#include "emu_rng.h"
+
+extern "C" int ck_pdl_enabled(void) { return 0; }
+
+thread_local emu_dim3 threadIdx, blockIdx;
+thread_local emu_block *emu_blk;
+emu_dim3 gridDim, blockDim;
+pthread_barrier_t *emu_cluster_barrier;
+emu_block *emu_cluster_blocks;
+unsigned emu_cluster_size = AC_CL;
+
+/* A pool of AC_CL · AT_THREADS host threads runs one cluster at a time. */
+#define NT (AC_CL * AT_THREADS)
+static pthread_barrier_t start_b, end_b, cluster_b;
+static emu_block blocks[AC_CL];
+static std::vector<unsigned char> smem_buf[AC_CL];
+static const std::function<void()> *g_body;
+static emu_dim3 g_cluster0; /* the first block of the running cluster */
+static bool g_quit;
+
+static void *worker(void *arg) {
+  const unsigned t = (unsigned)(uintptr_t)arg, b = t / AT_THREADS;
+  threadIdx = {t % AT_THREADS, 0, 0};
+  emu_blk = &blocks[b];
+  for (;;) {
+    pthread_barrier_wait(&start_b);
+    if (g_quit) return NULL;
+    blockIdx = {g_cluster0.x + b, g_cluster0.y, g_cluster0.z};
+    (*g_body)();
+    pthread_barrier_wait(&end_b);
+  }
+}
+
+int emu_run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body) {
+  if (block.x != AT_THREADS || block.y != 1 || block.z != 1 || grid.x % AC_CL) return 1;
+  g_body = &body;
+  gridDim = {grid.x, grid.y, grid.z};
+  blockDim = {block.x, 1, 1};
+  for (unsigned z = 0; z < grid.z; z++)
+    for (unsigned y = 0; y < grid.y; y++)
+      for (unsigned x = 0; x < grid.x; x += AC_CL) {
+        g_cluster0 = {x, y, z};
+        for (int b = 0; b < AC_CL; b++) { /* fresh shared memory, filled with NaN bytes */
+          smem_buf[b].assign(smem ? smem : 1, 0xff);
+          blocks[b].smem = smem_buf[b].data();
+          blocks[b].smem_bytes = smem;
+        }
+        pthread_barrier_wait(&start_b);
+        pthread_barrier_wait(&end_b);
+      }
+  return 0;
+}
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static float unit() { return (float)((double)(emu_xorshift64(&g_rng) >> 11) * 0x1p-53); }
+static float fromb(uint16_t h) { return ck_bf16_to_f32(h); }
+
+struct Case {
+  int rep, nkv, hd, window, pos, keys; /* keys: the call's key bound (the window, or the capacity) */
+  bool structure;
+};
+
+/* Head h's output with the reference path's rounding points: q·bf16(scale) → bf16, scores →
+ * bf16, p = bf16(exp(s − M)/Σ), Σ p·v → bf16 (sums in double). */
+static std::vector<float> direct(const Case &c, const std::vector<float> &q, const std::vector<uint16_t> &K,
+                                 const std::vector<uint16_t> &V, float scale, int h) {
+  const int hd = c.hd, g = h / c.rep, first = c.window > 0 && c.pos - c.window + 1 > 0 ? c.pos - c.window + 1 : 0;
+  const int64_t kvd = (int64_t)c.nkv * hd;
+  auto row = [&](const std::vector<uint16_t> &X, int j) { return &X[(c.window > 0 ? j % c.window : j) * kvd + g * hd]; };
+  std::vector<double> s;
+  double m = -INFINITY, total = 0;
+  for (int j = first; j <= c.pos; j++) {
+    double a = 0;
+    for (int d = 0; d < hd; d++) {
+      const float qd = scale == 1.0f ? q[(size_t)h * hd + d] : rb(q[(size_t)h * hd + d] * rb(scale));
+      a += (double)qd * fromb(row(K, j)[d]);
+    }
+    s.push_back(rb((float)a));
+    m = fmax(m, s.back());
+  }
+  for (double v : s) total += exp(v - m);
+  std::vector<double> o((size_t)hd, 0.0);
+  for (int j = first; j <= c.pos; j++) {
+    const double p = rb((float)(exp(s[(size_t)(j - first)] - m) / total));
+    for (int d = 0; d < hd; d++) o[(size_t)d] += p * fromb(row(V, j)[d]);
+  }
+  std::vector<float> out((size_t)hd);
+  for (int d = 0; d < hd; d++) out[(size_t)d] = rb((float)o[(size_t)d]);
+  return out;
+}
+
+static int run_case(const Case &c, int form) {
+  const int nq = c.rep * c.nkv, hd = c.hd, nb = AC_CL * c.nkv;
+  const int64_t kvd = (int64_t)c.nkv * hd, slots = c.window > 0 ? c.window : c.keys;
+  const float scale = c.structure ? 1.0f : 1.0f / sqrtf((float)hd);
+  std::vector<float> q((size_t)nq * hd);
+  std::vector<uint16_t> K((size_t)(slots * kvd)), V((size_t)(slots * kvd));
+  for (auto &x : q) x = c.structure ? 0.0f : rb(unit() * 4 - 2);
+  /* every slot holds something, also those outside the live range (stale ring entries) */
+  for (int64_t sl = 0; sl < slots; sl++)
+    for (int64_t i = 0; i < kvd; i++) {
+      const int d = (int)(i % hd);
+      const int64_t j = c.window > 0 ? sl + ((c.pos - sl) / c.window) * c.window : sl; /* the slot's newest key */
+      K[(size_t)(sl * kvd + i)] = ck_f32_to_bf16(c.structure ? unit() : unit() * 2 - 1);
+      V[(size_t)(sl * kvd + i)] = ck_f32_to_bf16(c.structure ? (d == (int)(j % hd) && j <= c.pos ? 1.0f : 0.0f)
+                                                             : unit() * 2 - 1);
+    }
+  std::vector<uint16_t> att((size_t)nq * hd, 0xffff);
+  const int namax = (nq * hd + 2047) / 2048;
+  std::vector<float> amax((size_t)namax + 2, 123.0f), bmax((size_t)nb, -1.0f);
+  unsigned count = 0;
+  int pos = c.pos;
+  const int rc = dk_attention_cluster(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.keys, form,
+                                      att.data(), amax.data(), namax, bmax.data(), &count, NULL);
+  if (rc) {
+    printf("FAIL launch rc=%d (rep %d nkv %d hd %d keys %d)\n", rc, c.rep, c.nkv, hd, c.keys);
+    return 1;
+  }
+  int bad = count != 0; /* the last block leaves the counter clean for the next step */
+  double worst = 0;
+  for (int h = 0; h < nq; h++) {
+    const std::vector<float> ref = direct(c, q, K, V, scale, h);
+    float mx = 0;
+    for (float v : ref) mx = fmaxf(mx, fabsf(v));
+    for (int d = 0; d < hd; d++) {
+      const float got = fromb(att[(size_t)h * hd + d]);
+      const double e = fabs((double)got - ref[(size_t)d]);
+      if (c.structure ? got != ref[(size_t)d] : e > 0.01 * mx + 1e-30) {
+        if (!bad) printf("  head %d dim %d: %g against %g\n", h, d, got, ref[(size_t)d]);
+        bad = 1;
+      }
+      if (mx > 0) worst = fmax(worst, e / mx);
+    }
+  }
+  float m = 0;
+  for (uint16_t b : att) m = fmaxf(m, fabsf(fromb(b)));
+  bool ok = amax[0] == m && amax[(size_t)namax] == 123.0f && amax[(size_t)namax + 1] == 123.0f;
+  for (int i = 1; i < namax; i++) ok = ok && amax[(size_t)i] == 0.0f;
+  if (!ok) {
+    printf("  x-prep maxima: amax[0] %g against max |att| %g (namax %d)\n", amax[0], m, namax);
+    bad = 1;
+  }
+  printf("%s form %d rep %d nkv %d hd %4d window %4d pos %4d keys %4d %-9s worst %.2e\n", bad ? "FAIL" : "ok  ", form,
+         c.rep, c.nkv, hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values", worst);
+  return bad;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
+  for (int b = 0; b < AC_CL; b++) {
+    pthread_barrier_init(&blocks[b].block, NULL, AT_THREADS);
+    for (int w = 0; w < AT_THREADS / 32; w++) pthread_barrier_init(&blocks[b].warp[w], NULL, 32);
+  }
+  pthread_barrier_init(&cluster_b, NULL, NT);
+  emu_cluster_barrier = &cluster_b;
+  emu_cluster_blocks = blocks;
+  pthread_barrier_init(&start_b, NULL, NT + 1);
+  pthread_barrier_init(&end_b, NULL, NT + 1);
+  std::vector<pthread_t> th(NT);
+  for (int t = 0; t < NT; t++) pthread_create(&th[(size_t)t], NULL, worker, (void *)(uintptr_t)t);
+
+  /* the 31B's sliding layer (rep 2, head dim 256, a ring) and full layer (rep 8, 512) scaled
+   * down in heads, and other group sizes and head dims; positions from the first (seven
+   * blocks without keys) to a wrapped ring, key bounds up to 8 · 256 */
+  const Case cases[] = {
+      {2, 2, 256, 64, 0, 64, true},     {2, 2, 256, 64, 5, 64, true},      {2, 2, 256, 64, 63, 64, true},
+      {2, 2, 256, 64, 200, 64, true},   {2, 1, 256, 1024, 1500, 1024, true}, {8, 1, 512, 0, 100, 700, true},
+      {1, 3, 128, 0, 300, 400, true},   {4, 2, 128, 0, 129, 200, true},    {2, 2, 256, 64, 5, 64, false},
+      {2, 2, 256, 64, 200, 64, false},  {2, 1, 256, 1024, 1500, 1024, false}, {8, 1, 512, 0, 100, 700, false},
+      {1, 3, 128, 0, 300, 400, false},  {4, 2, 128, 0, 129, 200, false},   {2, 1, 64, 0, 2047, 2048, false},
+  };
+  int fails = 0, n = 0;
+  for (int form = 0; form < 2; form++)
+    for (const Case &c : cases) {
+      fails += run_case(c, form);
+      n++;
+    }
+  g_quit = true;
+  pthread_barrier_wait(&start_b);
+  for (int t = 0; t < NT; t++) pthread_join(th[(size_t)t], NULL);
+  printf("%d passed, %d failed\n", n - fails, fails);
+  return fails ? 1 : 0;
+}
