@@ -88,22 +88,8 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
       qp_write_kv(pp.y, pp.ks, pp.kstride, pp.nq, nkv, hd, g, pp.k_eq_v, pp.v_norm, pp.eps,
                   window > 0 ? pos % window : pos, kv, post.kc, post.vc);
     }
-  } else { /* the group's q rows (REP·hd floats, hd % 8 == 0) as float4s, several loads in flight per
-     * thread: 16 KB per block for GQA 8 at head dim 512, a chain of dependent round trips when
-     * loaded one float per iteration */
-    const float4 *q4 = reinterpret_cast<const float4 *>(q + (int64_t)g * REP * hd);
-    const int n4 = REP * hd / 4;
-#pragma unroll 8
-    for (int i = threadIdx.x; i < n4; i += blockDim.x) {
-      float4 v = q4[i];
-      if (scale != 1.0f) {
-        v.x = rb(__fmul_rn(v.x, bscale));
-        v.y = rb(__fmul_rn(v.y, bscale));
-        v.z = rb(__fmul_rn(v.z, bscale));
-        v.w = rb(__fmul_rn(v.w, bscale));
-      }
-      qs4[i] = v;
-    }
+  } else {
+    at_stage_q(q, g, REP, hd, scale, bscale, qs4);
   }
   __syncthreads(); /* q staged; with post_kv, the new key's row written */
   int64_t kvd = (int64_t)nkv * hd;
@@ -183,16 +169,12 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
     /* one step: the dot products of the KPI keys at kp with the group's heads, completed, rounded
      * and written (the keys past hi repeat key j and are dropped) */
     auto step = [&](int j, const uint16_t *const (&kp)[KPI], bool cg) {
-      float dk[KPI][REP], flat[NP];
+      float dk[KPI][REP];
       if (KM == AT_K_REG && cg) /* (a generic lambda here crashed nvcc 13.0) */
         key_dots<REP, KPI, false, true>(kp, qs, hd, nch, lane, dk);
       else
         key_dots<REP, KPI, KM == AT_K_RING>(kp, qs, hd, nch, lane, dk);
-  #pragma unroll
-      for (int u = 0; u < KPI; u++)
-  #pragma unroll
-        for (int r = 0; r < REP; r++) flat[u * REP + r] = dk[u][r];
-      const float v = rb(warp_transpose_sum<NP>(flat, lane));
+      const float v = at_step_score<REP, KPI>(dk, lane);
       if (j + pu < hi) {
         if (pw) prow[j + pu] = v;
         mxl = fmaxf(mxl, v);

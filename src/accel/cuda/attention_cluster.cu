@@ -27,27 +27,6 @@ namespace cg = cooperative_groups;
 #define AC_FAST_KPI 8
 #define AC_FAST_VB 8
 
-/* N block reductions at once over `part` ([N][32] floats of the block's dynamic shared memory):
- * block_reduce_n's operations in its order (the same bits), without static shared memory, so
- * that the host emulation can run a cluster's blocks side by side. */
-template <int N, typename Op>
-__device__ __forceinline__ void ac_block_reduce(float (&v)[N], Op op, float identity, float *part) {
-  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
-#pragma unroll
-  for (int i = 0; i < N; i++)
-    for (int o = 16; o > 0; o >>= 1) v[i] = op(v[i], __shfl_xor_sync(0xffffffffu, v[i], o));
-  __syncthreads();
-  if (l == 0)
-#pragma unroll
-    for (int i = 0; i < N; i++) part[i * 32 + w] = v[i];
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < N; i++) {
-    v[i] = l < nw ? part[i * 32 + l] : identity;
-    for (int o = 16; o > 0; o >>= 1) v[i] = op(v[i], __shfl_xor_sync(0xffffffffu, v[i], o));
-  }
-}
-
 /* The dynamic shared memory's floats: q [REP][hd] (then the block's p·v partials), the scores
  * and p [REP][kpb], the reductions' [REP][32], the statistics m, l, M, 1/total [4][REP], a
  * flag, and for the fast form each warp's p·v partials [warps][REP][hd]. */
@@ -91,21 +70,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   auto slot = [&](int j) -> int64_t { return window > 0 ? j % window : j; };
 
   const float bscale = rb(scale);
-  { /* the group's q rows, scaled and rounded as the scores kernel does */
-    const float4 *q4 = reinterpret_cast<const float4 *>(q + (int64_t)g * REP * hd);
-    const int n4 = REP * hd / 4;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n4; i += blockDim.x) {
-      float4 v = q4[i];
-      if (scale != 1.0f) {
-        v.x = rb(__fmul_rn(v.x, bscale));
-        v.y = rb(__fmul_rn(v.y, bscale));
-        v.z = rb(__fmul_rn(v.z, bscale));
-        v.w = rb(__fmul_rn(v.w, bscale));
-      }
-      sm4[i] = v;
-    }
-  }
+  at_stage_q(q, g, REP, hd, scale, bscale, sm4); /* scaled and rounded as the scores kernel does */
   __syncthreads();
   /* scores: KPI keys per warp and step, completed by one transposed warp reduction (the
    * scores kernel's register path, its sums in its order) */
@@ -116,12 +81,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   /* one step's sums: the dot products of KPI keys with the REP heads, rounded to bf16, written
    * into ps and folded into the running max */
   auto finish = [&](int j, float (&dk)[KPI][REP]) {
-    float flat[NP];
-#pragma unroll
-    for (int u = 0; u < KPI; u++)
-#pragma unroll
-      for (int r = 0; r < REP; r++) flat[u * REP + r] = dk[u][r];
-    const float v = rb(warp_transpose_sum<NP>(flat, lane));
+    const float v = at_step_score<REP, KPI>(dk, lane);
     if (j + pu < hi) {
       if (pw) ps[pr * kpb + (j + pu - lo)] = v;
       mxl = fmaxf(mxl, v);
@@ -197,14 +157,14 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   float mx[REP], sum[REP];
 #pragma unroll
   for (int r = 0; r < REP; r++) mx[r] = r == pr ? mxl : -INFINITY;
-  ac_block_reduce<REP>(mx, ck_op_max(), -INFINITY, red); /* (its first barrier: the scores are in ps) */
+  block_reduce_n_in<REP>(mx, ck_op_max(), -INFINITY, red); /* (its first barrier: the scores are in ps) */
 #pragma unroll
   for (int r = 0; r < REP; r++) {
     sum[r] = 0.0f;
     if (mx[r] > -INFINITY)
       for (int j = threadIdx.x; j < n; j += blockDim.x) sum[r] += expf(__fsub_rn(ps[r * kpb + j], mx[r]));
   }
-  ac_block_reduce<REP>(sum, ck_op_add(), 0.0f, red);
+  block_reduce_n_in<REP>(sum, ck_op_add(), 0.0f, red);
   if (threadIdx.x == 0)
 #pragma unroll
     for (int r = 0; r < REP; r++) st_m[r] = mx[r], st_l[r] = sum[r];
@@ -314,7 +274,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   /* o's x-prep maxima (dk_attention's amax) without a kernel to zero them first: every block
    * writes its max, and the last block of the grid to finish takes the max of them all */
   float vm[1] = {vmax};
-  ac_block_reduce<1>(vm, ck_op_max(), -INFINITY, red);
+  block_reduce_n_in<1>(vm, ck_op_max(), -INFINITY, red);
   if (threadIdx.x == 0) {
     bmax[g * CL + rank] = vm[0];
     __threadfence();
@@ -325,7 +285,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   __threadfence();
   vm[0] = 0.0f;
   for (int i = threadIdx.x; i < (int)(gridDim.x * gridDim.y); i += blockDim.x) vm[0] = fmaxf(vm[0], __ldcg(bmax + i));
-  ac_block_reduce<1>(vm, ck_op_max(), -INFINITY, red);
+  block_reduce_n_in<1>(vm, ck_op_max(), -INFINITY, red);
   for (int i = threadIdx.x; i < namax; i += blockDim.x) amax[i] = i == 0 ? vm[0] : 0.0f;
   if (threadIdx.x == 0) *count = 0;
 }

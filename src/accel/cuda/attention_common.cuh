@@ -106,6 +106,27 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+/* The group's q rows (rep·hd floats at q + g·rep·hd, hd % 8 == 0) into shared memory as
+ * float4s, each bf16(q·bscale) unless scale is 1 (bscale = bf16(scale)), several loads in flight
+ * per thread: 16 KB per block for GQA 8 at head dim 512, a chain of dependent round trips when
+ * loaded one float per iteration. */
+__device__ __forceinline__ void at_stage_q(const float *q, int g, int rep, int hd, float scale, float bscale,
+                                           float4 *qs4) {
+  const float4 *q4 = reinterpret_cast<const float4 *>(q + (int64_t)g * rep * hd);
+  const int n4 = rep * hd / 4;
+#pragma unroll 8
+  for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+    float4 v = q4[i];
+    if (scale != 1.0f) {
+      v.x = rb(__fmul_rn(v.x, bscale));
+      v.y = rb(__fmul_rn(v.y, bscale));
+      v.z = rb(__fmul_rn(v.z, bscale));
+      v.w = rb(__fmul_rn(v.w, bscale));
+    }
+    qs4[i] = v;
+  }
+}
+
 /* This lane's share of the dot products of KPI keys (kp: their K rows of this KV head) with
  * the REP query heads in qs ([REP][hd] floats): the lane holds 8 consecutive dims of each
  * of the nch 256-dim chunks (one 16-byte load per key and chunk); warp_sum completes each. */
@@ -181,6 +202,20 @@ __device__ __forceinline__ float warp_transpose_sum(const float (&v)[NP], int la
 #pragma unroll
   for (int o = 16 / NP; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
   return t;
+}
+
+/* One score step's result for this lane: the KPI·REP dot products (dk, this lane's shares)
+ * completed by one transposed warp sum — lane l gets pair l / (32 / (KPI·REP)), key p / REP and
+ * head p % REP — and rounded to bf16. */
+template <int REP, int KPI>
+__device__ __forceinline__ float at_step_score(const float (&dk)[KPI][REP], int lane) {
+  constexpr int NP = KPI * REP;
+  float flat[NP];
+#pragma unroll
+  for (int u = 0; u < KPI; u++)
+#pragma unroll
+    for (int r = 0; r < REP; r++) flat[u * REP + r] = dk[u][r];
+  return rb(warp_transpose_sum<NP>(flat, lane));
 }
 
 #endif

@@ -53,9 +53,10 @@ struct ck_op_add {
 struct ck_op_max {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
+/* ... with the N·32 floats of scratch given (shared memory the caller owns: a kernel whose
+ * shared state must all be dynamic, as the host emulation of clusters needs) */
 template <int N, typename Op>
-static __device__ void block_reduce_n(float (&v)[N], Op op, float identity) {
-  __shared__ float part[N][32];
+static __device__ __forceinline__ void block_reduce_n_in(float (&v)[N], Op op, float identity, float *part) {
   int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
 #pragma unroll
   for (int i = 0; i < N; i++)
@@ -63,13 +64,18 @@ static __device__ void block_reduce_n(float (&v)[N], Op op, float identity) {
   __syncthreads();
   if (l == 0)
 #pragma unroll
-    for (int i = 0; i < N; i++) part[i][w] = v[i];
+    for (int i = 0; i < N; i++) part[i * 32 + w] = v[i];
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < N; i++) {
-    v[i] = l < nw ? part[i][l] : identity;
+    v[i] = l < nw ? part[i * 32 + l] : identity;
     for (int o = 16; o > 0; o >>= 1) v[i] = op(v[i], __shfl_xor_sync(0xffffffffu, v[i], o));
   }
+}
+template <int N, typename Op>
+static __device__ void block_reduce_n(float (&v)[N], Op op, float identity) {
+  __shared__ float part[N * 32];
+  block_reduce_n_in(v, op, identity, part);
 }
 template <int N> static __device__ void block_sum_n(float (&v)[N]) { block_reduce_n(v, ck_op_add(), 0.0f); }
 template <int N> static __device__ void block_max_n(float (&v)[N]) { block_reduce_n(v, ck_op_max(), -INFINITY); }
