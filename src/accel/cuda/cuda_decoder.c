@@ -57,7 +57,8 @@ typedef struct dec_layer {
   float *inv_freq;
   uint16_t *kc, *vc;
   int window, splits, hd, nkv, inter;
-  int cluster; /* decode attention in one launch (dk_attention_cluster): the layer's keys fit one cluster */
+  int cluster;   /* decode attention in one launch (dk_attention_cluster) in the short-context graph */
+  int64_t ckeys; /* its key bound there: the layer's keys, at most cluster_keys (the graph's limit) */
 } dec_layer;
 
 struct accel_decoder {
@@ -416,8 +417,11 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     if (sp > max_splits_knob) sp = max_splits_knob;
     y->splits = (int)sp;
     if (sp > max_splits) max_splits = sp;
+    /* the short-context graph runs while position + 1 ≤ cluster_keys, so no layer sees more keys
+     * there, whatever the session's capacity */
+    y->ckeys = ctx < D->cluster_keys ? ctx : D->cluster_keys;
     y->cluster = D->attn_cluster &&
-                 dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, ctx, D->attn_cluster - 1);
+                 dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys, D->attn_cluster - 1);
     if (y->cluster && max_splits < 8) max_splits = 8; /* smax holds the cluster kernel's 8·nkv block maxima */
     D->any_cluster |= y->cluster;
     /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */
@@ -531,7 +535,7 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                      "q/k/v norm+rope", err) ||
            cprof_mark(P, lb[2], err) ||
            rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                          y->window > 0 ? y->window : D->capacity, D->attn_cluster - 1, D->attb,
+                                          y->ckeys, D->attn_cluster - 1, D->attb,
                                           amax, namax, D->smax,
                                           D->counts, st),
                      "attention (one cluster)", err);
