@@ -26,54 +26,9 @@
 
 extern "C" int ck_pdl_enabled(void) { return 0; }
 
-thread_local emu_dim3 threadIdx, blockIdx;
-thread_local emu_block *emu_blk;
-emu_dim3 gridDim, blockDim;
-pthread_barrier_t *emu_cluster_barrier;
-emu_block *emu_cluster_blocks;
-unsigned emu_cluster_size = AC_CL;
-
-/* A pool of AC_CL · AT_THREADS host threads runs one cluster at a time. */
-#define NT (AC_CL * AT_THREADS)
-static pthread_barrier_t start_b, end_b, cluster_b;
-static emu_block blocks[AC_CL];
-static std::vector<unsigned char> smem_buf[AC_CL];
-static const std::function<void()> *g_body;
-static emu_dim3 g_cluster0; /* the first block of the running cluster */
-static bool g_quit;
-
-static void *worker(void *arg) {
-  const unsigned t = (unsigned)(uintptr_t)arg, b = t / AT_THREADS;
-  threadIdx = {t % AT_THREADS, 0, 0};
-  emu_blk = &blocks[b];
-  for (;;) {
-    pthread_barrier_wait(&start_b);
-    if (g_quit) return NULL;
-    blockIdx = {g_cluster0.x + b, g_cluster0.y, g_cluster0.z};
-    (*g_body)();
-    pthread_barrier_wait(&end_b);
-  }
-}
-
-int emu_run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body) {
-  if (block.x != AT_THREADS || block.y != 1 || block.z != 1 || grid.x % AC_CL) return 1;
-  g_body = &body;
-  gridDim = {grid.x, grid.y, grid.z};
-  blockDim = {block.x, 1, 1};
-  for (unsigned z = 0; z < grid.z; z++)
-    for (unsigned y = 0; y < grid.y; y++)
-      for (unsigned x = 0; x < grid.x; x += AC_CL) {
-        g_cluster0 = {x, y, z};
-        for (int b = 0; b < AC_CL; b++) { /* fresh shared memory, filled with NaN bytes */
-          smem_buf[b].assign(smem ? smem : 1, 0xff);
-          blocks[b].smem = smem_buf[b].data();
-          blocks[b].smem_bytes = smem;
-        }
-        pthread_barrier_wait(&start_b);
-        pthread_barrier_wait(&end_b);
-      }
-  return 0;
-}
+#define EMU_POOL_CL AC_CL
+#define EMU_POOL_T AT_THREADS
+#include "emu_cluster_pool.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static float unit() { return (float)((double)(emu_xorshift64(&g_rng) >> 11) * 0x1p-53); }
@@ -171,17 +126,7 @@ static int run_case(const Case &c, int form) {
 
 int main(int argc, char **argv) {
   if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
-  for (int b = 0; b < AC_CL; b++) {
-    pthread_barrier_init(&blocks[b].block, NULL, AT_THREADS);
-    for (int w = 0; w < AT_THREADS / 32; w++) pthread_barrier_init(&blocks[b].warp[w], NULL, 32);
-  }
-  pthread_barrier_init(&cluster_b, NULL, NT);
-  emu_cluster_barrier = &cluster_b;
-  emu_cluster_blocks = blocks;
-  pthread_barrier_init(&start_b, NULL, NT + 1);
-  pthread_barrier_init(&end_b, NULL, NT + 1);
-  std::vector<pthread_t> th(NT);
-  for (int t = 0; t < NT; t++) pthread_create(&th[(size_t)t], NULL, worker, (void *)(uintptr_t)t);
+  emu_pool_start();
 
   /* the 31B's sliding layer (rep 2, head dim 256, a ring) and full layer (rep 8, 512) scaled
    * down in heads, and other group sizes and head dims; positions from the first (seven
@@ -199,9 +144,7 @@ int main(int argc, char **argv) {
       fails += run_case(c, form);
       n++;
     }
-  g_quit = true;
-  pthread_barrier_wait(&start_b);
-  for (int t = 0; t < NT; t++) pthread_join(th[(size_t)t], NULL);
+  emu_pool_stop();
   printf("%d passed, %d failed\n", n - fails, fails);
   return fails ? 1 : 0;
 }

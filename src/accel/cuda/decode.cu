@@ -10,7 +10,10 @@
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
 #include "decode_kernels.h"
+#include "prep_store.cuh"
 #include "qkv_post.cuh" /* ysum */
+
+namespace cg = cooperative_groups;
 
 static int g_pdl;
 extern "C" void ck_set_pdl(int on) { g_pdl = on; }
@@ -23,6 +26,7 @@ extern "C" int ck_pdl_early_decode(int on);
 extern "C" int ck_pdl_early_qmv(int on);
 extern "C" int ck_pdl_early_xprep(int on);
 extern "C" int ck_pdl_early_qkv_post(int on);
+extern "C" int ck_pdl_early_residual_norm(int on);
 extern "C" int ck_pdl_early_attention_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_attention_onepass_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_attention_cluster_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
@@ -30,6 +34,7 @@ extern "C" int ck_pdl_early_decode_timeline(unsigned long long *t, unsigned *n, 
 extern "C" int ck_pdl_early_qmv_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_xprep_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_pdl_early_qkv_post_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
+extern "C" int ck_pdl_early_residual_norm_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
 extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st) {
   int e = ck_pdl_early_attention_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_attention_onepass_timeline(t, n, cap, st);
@@ -38,6 +43,7 @@ extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap,
   if (!e) e = ck_pdl_early_qmv_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_xprep_timeline(t, n, cap, st);
   if (!e) e = ck_pdl_early_qkv_post_timeline(t, n, cap, st);
+  if (!e) e = ck_pdl_early_residual_norm_timeline(t, n, cap, st);
   return e;
 }
 extern "C" int ck_set_pdl_early(int on) {
@@ -48,6 +54,7 @@ extern "C" int ck_set_pdl_early(int on) {
   if (!e) e = ck_pdl_early_qmv(on);
   if (!e) e = ck_pdl_early_xprep(on);
   if (!e) e = ck_pdl_early_qkv_post(on);
+  if (!e) e = ck_pdl_early_residual_norm(on);
   return e;
 }
 
@@ -77,166 +84,6 @@ __global__ void embed_scale_kernel(const uint16_t *e, float *h, int H, float sca
 
 extern "C" int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, void *stream) {
   return (int)ck_launch(embed_scale_kernel, (H + 255) / 256, 256, 0, (cudaStream_t)stream, e, h, H, scale);
-}
-
-/* The mat-vec's activation prep written by the kernel that makes x (xmode, mv_xmode in
- * cuda_decoder.c), bit for bit what ck_xprep_premax computes from the block maxima: the
- * exponent from the row's max |x| (1: fp16 x·2^e, max in [2^14, 2^15); 2: bf16 as it is)... */
-__device__ __forceinline__ int prep_exp(float m, int xmode) {
-  int e = 0;
-  if (xmode == 1 && m > 0.f && m <= 3.0e38f) {
-    frexpf(m, &e); /* m < 2^e: scale by 2^(15-e) → max in [2^14, 2^15) */
-    e = 15 - e;
-  }
-  return e;
-}
-/* ... and value i (bf16 ov) in fragment order: value kk of 32-k slice i/32 (m, hi, t, j) */
-__device__ __forceinline__ void prep_store(uint16_t *xp, int i, uint16_t ov, int e, int xmode) {
-  const int kk = i & 31, rr = kk & 15;
-  const uint16_t v = xmode == 2 ? ov : ck_f32_to_f16(ldexpf(ck_bf16_to_f32(ov), e));
-  xp[((i >> 5) * 4 + ((rr & 7) >> 1)) * 8 + (kk >> 4) * 4 + (rr >> 3) * 2 + (rr & 1)] = v;
-}
-
-/* One row over a cluster of RN_CL blocks of RN_BT threads (one block alone was latency-bound
- * at ~16 us): thread g of the cluster owns values g, g + RN_CL·RN_BT, … (at most RN_VPT),
- * kept in registers between the passes. The row sums are reduced per block, then each block
- * adds the RN_CL block sums in rank order through distributed shared memory, so every block
- * holds the same total (deterministic). One pass of the cluster covers RN_CL·RN_BT values,
- * which is the activation prep's pblock: the pass's max|xb| is pmax of that pblock. */
-#define RN_CL 8
-#define RN_BT 256
-#define RN_VPT 8
-namespace cg = cooperative_groups;
-
-__device__ __forceinline__ float cluster_total(cg::cluster_group &cl, float *slot, float v) {
-  v = block_sum(v);
-  if (threadIdx.x == 0) *slot = v;
-  cl.sync();
-  float t = 0.0f;
-  for (unsigned r = 0; r < RN_CL; r++) t += *cl.map_shared_rank(slot, r);
-  return t;
-}
-
-__global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
-    residual_norm_kernel(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar,
-                         float scalar, const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
-                         uint16_t *xp, int *xexp, int xmode) {
-  cg::cluster_group cl = cg::this_cluster();
-  __shared__ float sums[2];
-  __shared__ float wmax[RN_VPT][RN_BT / 32], kmax[RN_VPT];
-  const int g = (int)cl.block_rank() * RN_BT + threadIdx.x, step = RN_CL * RN_BT;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  /* The loads that do not depend on the predecessor are issued before its wait: this kernel
-   * runs while the next mat-vec's resident blocks stream their first weight stages, and a
-   * DRAM read queued behind them cost several us per dependent round trip (in-graph
-   * timeline, docs/PERF.md session 7). The norm weights never change. With y, the
-   * predecessor is the mat-vec writing y, and h was written by a kernel that completed
-   * before that mat-vec passed its own wait; without y (the input norm) the predecessor
-   * writes h, and when kernels trigger before they wait (ck_pdl_early_c) nothing earlier is
-   * known complete: then h is read after the wait. */
-  float wp[RN_VPT], wn[RN_VPT], hv[RN_VPT];
-  const int early = ck_pdl_early_c || !y;
-#pragma unroll
-  for (int k = 0; k < RN_VPT; k++) {
-    int i = g + k * step;
-    wp[k] = y && i < H ? w_post[i] : 0.0f;
-    wn[k] = i < H ? w_next[i] : 0.0f;
-    hv[k] = !early && i < H ? h[i] : 0.0f;
-  }
-  ck_pdl_enter();
-  if (early) {
-#pragma unroll
-    for (int k = 0; k < RN_VPT; k++) {
-      int i = g + k * step;
-      hv[k] = i < H ? h[i] : 0.0f;
-    }
-  }
-  if (y) {
-    float yv[RN_VPT], ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < RN_VPT; k++) {
-      int i = g + k * step;
-      yv[k] = i < H ? rb(ysum(y + i, ks, kstride)) : 0.0f;
-      ss = fmaf(yv[k], yv[k], ss);
-    }
-    ss = cluster_total(cl, &sums[0], ss);
-    float r = 1.0f / sqrtf(ss / (float)H + eps);
-#pragma unroll
-    for (int k = 0; k < RN_VPT; k++) {
-      int i = g + k * step;
-      if (i >= H) continue;
-      float o = rb(__fmul_rn(rb(__fmul_rn(yv[k], r)), wp[k]));
-      float v = rb(__fadd_rn(hv[k], o));
-      if (use_scalar) v = rb(__fmul_rn(v, scalar));
-      hv[k] = v;
-      h[i] = v;
-    }
-  }
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < RN_VPT; k++) ss = fmaf(hv[k], hv[k], ss);
-  ss = cluster_total(cl, &sums[1], ss);
-  float r = 1.0f / sqrtf(ss / (float)H + eps);
-  uint16_t ov[RN_VPT];
-#pragma unroll
-  for (int k = 0; k < RN_VPT; k++) {
-    int i = g + k * step;
-    float m = 0.0f;
-    ov[k] = 0;
-    if (i < H) {
-      uint16_t o = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hv[k], r)), wn[k]));
-      xb[i] = o;
-      ov[k] = o;
-      m = fabsf(ck_bf16_to_f32(o));
-    }
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (lane == 0) wmax[k][warp] = m;
-  }
-  if (pmax || xmode) {
-    __syncthreads();
-    if (threadIdx.x < RN_VPT) {
-      float m = 0.0f;
-      for (int w = 0; w < RN_BT / 32; w++) m = fmaxf(m, wmax[threadIdx.x][w]);
-      kmax[threadIdx.x] = m;
-    }
-    cl.sync();
-    int nblk = (H + pblock - 1) / pblock;
-    if (pmax && cl.block_rank() == 0 && threadIdx.x < nblk) {
-      float m = 0.0f;
-      for (unsigned q = 0; q < RN_CL; q++) m = fmaxf(m, *cl.map_shared_rank(&kmax[threadIdx.x], q));
-      pmax[threadIdx.x] = m;
-    }
-    if (xmode) {
-      /* the activation prep of the next mat-vec (what ck_xprep_premax computes from pmax, bit
-       * for bit): the row maximum over every block's pass maxima, then x in fragment order */
-      __shared__ int xe;
-      if (warp == 0) {
-        float m = 0.0f;
-        for (int v = lane; v < RN_CL * nblk; v += 32) m = fmaxf(m, *cl.map_shared_rank(&kmax[v / RN_CL], v % RN_CL));
-        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-        if (lane == 0) xe = prep_exp(m, xmode);
-      }
-      __syncthreads();
-      const int e = xe;
-      if (cl.block_rank() == 0 && threadIdx.x == 0) *xexp = e;
-#pragma unroll
-      for (int k = 0; k < RN_VPT; k++) {
-        int i = g + k * step;
-        if (i < H) prep_store(xp, i, ov[k], e, xmode);
-      }
-    }
-  }
-  cl.sync(); /* no block leaves while another still reads its shared memory */
-}
-
-extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
-                                const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
-                                uint16_t *xp, int *xexp, int xmode, void *stream) {
-  if (((pmax || xmode) && pblock != RN_CL * RN_BT) || H > RN_CL * RN_BT * RN_VPT || xmode < 0 || xmode > 2 ||
-      (xmode && (!xp || !xexp || H % 32)))
-    return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(residual_norm_kernel, RN_CL, RN_BT, 0, (cudaStream_t)stream, y, ks, kstride, w_post, h,
-                        use_scalar, scalar, w_next, xb, H, eps, pmax, pblock, xp, xexp, xmode);
 }
 
 /* gelu_approx op by op in bf16, as MLX computes it */

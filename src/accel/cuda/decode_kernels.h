@@ -29,6 +29,10 @@ int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, void *stream
 int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
                      const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                      uint16_t *xp, int *xexp, int xmode, void *stream);
+/* How dk_residual_norm's blocks exchange their sums (residual_norm.cu; the same bits either
+ * way): 1, the default, each pushes into every block's shared memory; 0, each reads the others'
+ * (the form before session 11; MLXRT_NORM_PUSH=0, read by the decoder). */
+void dk_set_norm_push(int on);
 /* Per head after the q|k|v product y = [q nq·hd | k nkv·hd | v nkv·hd] (v = k's rows when
  * k_eq_v): q = rope(rmsnorm(q, qn)) → q_out; k = rope(rmsnorm(k, kn)) and v (weightless
  * rmsnorm when v_norm) → the cache slot of *pos (pos % window when window > 0). */

@@ -19,6 +19,9 @@ extern unsigned emu_cluster_size;
 namespace cooperative_groups {
 struct cluster_group {
   void sync() const { pthread_barrier_wait(emu_cluster_barrier); }
+  /* a split barrier: the arrival is a no-op here and the wait a whole barrier (stronger) */
+  void barrier_arrive() const {}
+  void barrier_wait() const { pthread_barrier_wait(emu_cluster_barrier); }
   unsigned block_rank() const { return blockIdx.x % emu_cluster_size; }
   /* p in this block's dynamic shared memory → the same offset in block r's (anything else,
    * e.g. a static __shared__ variable, has no per-block copy here: a harness error) */

@@ -1,0 +1,149 @@
+/* Runs the decoder's residual norm (residual_norm.cu: dk_residual_norm, both forms of its
+ * cluster exchange, through its real launcher) on host threads, a cluster's 8 blocks of 256
+ * threads side by side (tests/gpu/emu: EMU_CLUSTER), against a direct computation with the
+ * reference path's rounding points: a check of the kernel's logic — each thread's values,
+ * the two cluster-wide sums, the layer scalar, the input norm's form (no y), k-split partial
+ * sums, the pass maxima and the activation prep — on a machine without a GPU.
+ *   - the two forms (push, pull) must give the same bits in every output;
+ *   - h and xb within one bf16 step of the direct values (the float32 sums run in another
+ *     order, so a rounding may land on the other side);
+ *   - pmax[b] = max |xb| over pblock b exactly, and the prep (xmode 1: fp16 · 2^e in fragment
+ *     order, with e from max |xb|; 2: bf16 as it is) exactly what prep_store makes of xb.
+ * Build and run from the repository root (also a CTest):
+ *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_CLUSTER -Itests/gpu/emu -Isrc \
+ *       -Isrc/accel/cuda -Iinclude tests/gpu/residual_norm_emulate.cpp -o /tmp/rne -lm
+ *   /tmp/rne [seed]
+ */
+#include "../../src/accel/cuda/residual_norm.cu"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "emu_rng.h"
+
+extern "C" int ck_pdl_enabled(void) { return 0; }
+
+#define EMU_POOL_CL RN_CL
+#define EMU_POOL_T RN_BT
+#include "emu_cluster_pool.h"
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static float unit() { return (float)((double)(emu_xorshift64(&g_rng) >> 11) * 0x1p-53); }
+
+struct Case {
+  int H, with_y, ks, use_scalar, with_pmax, xmode;
+};
+
+struct Out {
+  std::vector<float> h, pmax;
+  std::vector<uint16_t> xb, xp;
+  int xexp;
+};
+
+static int run(const Case &c, bool push, const std::vector<float> &y, const std::vector<float> &h0,
+               const std::vector<float> &wp, const std::vector<float> &wn, float scalar, Out &o) {
+  const int pb = RN_CL * RN_BT, nblk = (c.H + pb - 1) / pb;
+  o.h = h0;
+  o.xb.assign((size_t)c.H, 0xffff);
+  o.pmax.assign((size_t)nblk + 1, 123.0f);
+  o.xp.assign((size_t)c.H + 32, 0xffff);
+  o.xexp = 777;
+  dk_set_norm_push(push);
+  return dk_residual_norm(c.with_y ? y.data() : NULL, c.ks, c.H, wp.data(), o.h.data(), c.use_scalar, scalar, wn.data(),
+                          o.xb.data(), c.H, 1e-6f, c.with_pmax ? o.pmax.data() : NULL, pb,
+                          c.xmode ? o.xp.data() : NULL, c.xmode ? &o.xexp : NULL, c.xmode, NULL);
+}
+
+/* |a − b| at most one bf16 step of the larger */
+static bool near_bf16(float a, float b) {
+  const float m = fmaxf(fabsf(a), fabsf(b));
+  return fabsf(a - b) <= (m > 0 ? ldexpf(1.0f, ilogbf(m) - 7) : 0.0f);
+}
+
+static int run_case(const Case &c) {
+  const int H = c.H;
+  std::vector<float> y((size_t)H * c.ks), h0((size_t)H), wp((size_t)H), wn((size_t)H);
+  for (auto &v : y) v = (unit() * 2 - 1) * 3.0f;
+  for (auto &v : h0) v = rb((unit() * 2 - 1) * 20.0f);
+  for (auto &v : wp) v = rb(unit() * 2);
+  for (auto &v : wn) v = rb(unit() * 2);
+  const float scalar = rb(0.5f + unit());
+  Out a, b;
+  if (run(c, true, y, h0, wp, wn, scalar, a) || run(c, false, y, h0, wp, wn, scalar, b)) {
+    printf("FAIL launch (H %d)\n", H);
+    return 1;
+  }
+  int bad = 0;
+  const char *why = NULL;
+  if (a.h != b.h || a.xb != b.xb || a.pmax != b.pmax || a.xp != b.xp || a.xexp != b.xexp) why = "push and pull differ";
+  /* the direct computation */
+  std::vector<float> h = h0;
+  if (c.with_y) {
+    double ss = 0;
+    std::vector<float> yv((size_t)H);
+    for (int i = 0; i < H; i++) {
+      float s = 0;
+      for (int k = 0; k < c.ks; k++) s += y[(size_t)k * H + i];
+      yv[(size_t)i] = rb(s);
+      ss += (double)yv[(size_t)i] * yv[(size_t)i];
+    }
+    const float r = 1.0f / sqrtf((float)(ss / H) + 1e-6f);
+    for (int i = 0; i < H; i++) {
+      float v = rb(h[(size_t)i] + rb(rb(yv[(size_t)i] * r) * wp[(size_t)i]));
+      h[(size_t)i] = c.use_scalar ? rb(v * scalar) : v;
+    }
+  }
+  double ss = 0;
+  for (float v : h) ss += (double)v * v;
+  const float r = 1.0f / sqrtf((float)(ss / H) + 1e-6f);
+  for (int i = 0; i < H && !why; i++) {
+    if (!near_bf16(a.h[(size_t)i], h[(size_t)i])) why = "h";
+    if (!near_bf16(ck_bf16_to_f32(a.xb[(size_t)i]), rb(rb(h[(size_t)i] * r) * wn[(size_t)i]))) why = "xb";
+  }
+  /* the maxima and the prep, from the kernel's own xb */
+  const int pb = RN_CL * RN_BT, nblk = (H + pb - 1) / pb;
+  float mall = 0;
+  for (int bl = 0; bl < nblk && !why; bl++) {
+    float m = 0;
+    for (int i = bl * pb; i < H && i < (bl + 1) * pb; i++) m = fmaxf(m, fabsf(ck_bf16_to_f32(a.xb[(size_t)i])));
+    mall = fmaxf(mall, m);
+    if (c.with_pmax && a.pmax[(size_t)bl] != m) why = "pmax";
+  }
+  if (!why && a.pmax[(size_t)nblk] != 123.0f) why = "pmax past its blocks";
+  if (!why && c.xmode) {
+    const int e = prep_exp(mall, c.xmode);
+    std::vector<uint16_t> xp((size_t)H + 32, 0xffff);
+    for (int i = 0; i < H; i++) prep_store(xp.data(), i, a.xb[(size_t)i], e, c.xmode);
+    if (a.xexp != e) why = "xexp";
+    else if (xp != a.xp) why = "prep";
+  }
+  bad = why != NULL;
+  printf("%s H %5d y %d ks %d scalar %d pmax %d xmode %d%s%s\n", bad ? "FAIL" : "ok  ", H, c.with_y, c.ks, c.use_scalar,
+         c.with_pmax, c.xmode, why ? ": " : "", why ? why : "");
+  return bad;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
+  emu_pool_start();
+  /* the 31B's row (5376), the 270M's (640), the largest (8·256·8), a row shorter than one
+   * block, and one that is no multiple of 32 (no prep then); with and without y (the input
+   * norm), k-split partials, the layer scalar, the maxima, both preps */
+  const Case cases[] = {
+      {5376, 1, 1, 0, 1, 1}, {5376, 1, 2, 1, 1, 1}, {5376, 0, 1, 0, 1, 1}, {640, 1, 1, 1, 0, 2},
+      {640, 0, 1, 0, 1, 0},  {16384, 1, 1, 0, 1, 1}, {96, 1, 3, 1, 1, 1},  {100, 1, 1, 0, 1, 0},
+      {2048, 1, 1, 1, 1, 2}, {2049, 1, 1, 0, 0, 0},
+  };
+  int fails = 0, n = 0;
+  for (const Case &c : cases) {
+    fails += run_case(c);
+    n++;
+  }
+  emu_pool_stop();
+  printf("%d passed, %d failed\n", n - fails, fails);
+  return fails ? 1 : 0;
+}
