@@ -366,7 +366,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 2, &D->attn_cluster, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
-      env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err))
+      env_knob("MLXRT_NORM_PUSH", 0, 0, 1, &norm_push, err))
     goto fail;
   dk_set_norm_push(norm_push); /* (the backend's, like the mat-vec knobs) */
   /* the split passes' experiments replace the whole attention: they run without the cluster form */

@@ -30,8 +30,8 @@ int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_pos
                      const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                      uint16_t *xp, int *xexp, int xmode, void *stream);
 /* How dk_residual_norm's blocks exchange their sums (residual_norm.cu; the same bits either
- * way): 1, the default, each pushes into every block's shared memory; 0, each reads the others'
- * (the form before session 11; MLXRT_NORM_PUSH=0, read by the decoder). */
+ * way): 0, the default, each reads the others'; 1, each pushes into every block's shared
+ * memory (MLXRT_NORM_PUSH=1, read by the decoder; not yet measured). */
 void dk_set_norm_push(int on);
 /* Per head after the q|k|v product y = [q nq·hd | k nkv·hd | v nkv·hd] (v = k's rows when
  * k_eq_v): q = rope(rmsnorm(q, qn)) → q_out; k = rope(rmsnorm(k, kn)) and v (weightless

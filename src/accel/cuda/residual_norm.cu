@@ -8,11 +8,12 @@
  * between the passes. The row sums are reduced per block, then every block adds the RN_CL block
  * sums in rank order, so every block holds the same total (deterministic). Two forms of that
  * exchange, the same additions in the same order (the same bits):
- *   - push (the default since session 11): each block writes its sum into every block's shared
- *     memory, then one cluster barrier, then local reads; no remote read, and no barrier at the
- *     end (nothing remote is touched after the last one);
- *   - pull (dk_set_norm_push(0)): each block writes its own slot, a barrier, then remote reads,
- *     and a last barrier so that no block leaves while another still reads it.
+ *   - pull (the default, measured on the H200): each block writes its own slot, a barrier, then
+ *     remote reads, and a last barrier so that no block leaves while another still reads it;
+ *   - push (dk_set_norm_push(1), written in session 11, not yet run on a GPU): each block
+ *     writes its sum into every block's shared memory, then one cluster barrier, then local
+ *     reads; no remote read, and no barrier at the end (nothing remote is touched after the
+ *     last one).
  * All shared state is in dynamic shared memory, so that the host emulation can run a cluster's
  * blocks side by side (tests/gpu/residual_norm_emulate.cpp). One pass of the cluster covers
  * RN_CL·RN_BT values, which is the activation prep's pblock: the pass's max|xb| is pmax of that
@@ -185,7 +186,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
   if (!PUSH) cl.sync(); /* no block leaves while another still reads its shared memory */
 }
 
-static int g_push = 1;
+static int g_push;
 extern "C" void dk_set_norm_push(int on) { g_push = on != 0; }
 
 extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
