@@ -15,6 +15,7 @@
 #include <cooperative_groups.h>
 
 #include "attention_common.cuh"
+#include "prep_store.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -49,7 +50,7 @@ template <int REP, int DPT, int CL, bool FAST>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
-                             float *bmax, unsigned *count) {
+                             float *bmax, unsigned *count, dk_prep_out prep) {
   static_assert(!FAST || (DPT <= 2 && REP <= 4), "the fast form: head dims up to 256, GQA up to 4");
   cg::cluster_group cl = cg::this_cluster();
   CK_DYNAMIC_SHARED(float4, sm4);
@@ -288,22 +289,29 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   block_reduce_n_in<1>(vm, ck_op_max(), -INFINITY, red);
   for (int i = threadIdx.x; i < namax; i += blockDim.x) amax[i] = i == 0 ? vm[0] : 0.0f;
   if (threadIdx.x == 0) *count = 0;
+  if (!prep.xp) return;
+  /* and o's activation prep itself (what ck_xprep_premax makes of att and these maxima, bit for
+   * bit: prep_store.cuh), so that no prep kernel runs between the attention and o */
+  const int e = prep_exp(vm[0], prep.xmode), nout = (int)gridDim.y * REP * hd;
+  if (threadIdx.x == 0) *prep.xexp = e;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < nout; i += blockDim.x) prep_store(prep.xp, i, __ldcg(att + i), e, prep.xmode);
 }
 
 template <int REP, int DPT, bool FAST>
 static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
                                     float scale, const int *pos, int window, int kpb, uint16_t *att, float *amax,
-                                    int namax, float *bmax, unsigned *count, cudaStream_t st) {
+                                    int namax, float *bmax, unsigned *count, dk_prep_out prep, cudaStream_t st) {
   const size_t smem = ac_smem_floats(REP, hd, kpb, FAST) * sizeof(float);
   return ck_launch(cluster_attention_kernel<REP, DPT, AC_CL, FAST>, dim3(AC_CL, (unsigned)nkv), AT_THREADS, smem, st,
-                   q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count);
+                   q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep);
 }
 
 template <int REP>
 static cudaError_t launch_cluster(bool fast, const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
                                   float scale, const int *pos, int window, int kpb, uint16_t *att, float *amax,
-                                  int namax, float *bmax, unsigned *count, cudaStream_t st) {
-#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st
+                                  int namax, float *bmax, unsigned *count, dk_prep_out prep, cudaStream_t st) {
+#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
   if constexpr (REP <= 4) {
     if (fast && hd <= AT_THREADS) return launch_cluster_k<REP, 1, true>(AC_ARGS);
     if (fast && hd <= 2 * AT_THREADS) return launch_cluster_k<REP, 2, true>(AC_ARGS);
@@ -328,18 +336,23 @@ extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, 
 
 extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
                                     float scale, const int *pos, int window, int64_t keys, int form, uint16_t *att,
-                                    float *amax, int namax, float *bmax, unsigned *count, void *stream) {
-  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys, form) || (amax && (!bmax || !count || namax < 1)))
+                                    float *amax, int namax, float *bmax, unsigned *count, const dk_prep_out *prep,
+                                    void *stream) {
+  const dk_prep_out none = {NULL, NULL, 0}, p = prep && prep->xp ? *prep : none;
+  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys, form) || (amax && (!bmax || !count || namax < 1)) ||
+      (p.xp && (!amax || !p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)))
     return (int)cudaErrorInvalidValue;
   const int kpb = (int)((keys + AC_CL - 1) / AC_CL), rep = nq / nkv;
   const bool fast = ac_fast(form, rep, hd);
   cudaStream_t st = (cudaStream_t)stream;
+#define AC_CALL(R) launch_cluster<R>(fast, q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, p, st)
   switch (rep) {
-  case 1: return (int)launch_cluster<1>(fast, q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st);
-  case 2: return (int)launch_cluster<2>(fast, q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st);
-  case 4: return (int)launch_cluster<4>(fast, q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st);
-  default: return (int)launch_cluster<8>(fast, q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st);
+  case 1: return (int)AC_CALL(1);
+  case 2: return (int)AC_CALL(2);
+  case 4: return (int)AC_CALL(4);
+  default: return (int)AC_CALL(8);
   }
+#undef AC_CALL
 }
 
 CK_PDL_EARLY_SETTER(ck_pdl_early_attention_cluster)

@@ -108,6 +108,7 @@ struct accel_decoder {
                      * 2 takes its fast form) while the position is below cluster_keys; 0: the
                      * split passes always */
   int cluster_keys; /* MLXRT_ATTN_CLUSTER_KEYS: the live key count up to which it does */
+  int cluster_prep; /* MLXRT_ATTN_CLUSTER_PREP=1: that form also writes o's activation prep */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
@@ -366,7 +367,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 2, &D->attn_cluster, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
-      env_knob("MLXRT_NORM_PUSH", 0, 0, 1, &norm_push, err))
+      env_knob("MLXRT_NORM_PUSH", 0, 0, 1, &norm_push, err) ||
+      env_knob("MLXRT_ATTN_CLUSTER_PREP", 0, 0, 1, &D->cluster_prep, err))
     goto fail;
   dk_set_norm_push(norm_push); /* (the backend's, like the mat-vec knobs) */
   /* the split passes' experiments replace the whole attention: they run without the cluster form */
@@ -512,6 +514,13 @@ static const char *const lab_full[9] = {"full: q|k|v mat-vec", "full: q/k/v norm
                                         "full: o mat-vec", "full: attn residual+norm", "full: gate|up mat-vec",
                                         "full: geglu", "full: down mat-vec", "full: ffn residual+norm"};
 
+/* Whether this step's attention of layer y also writes o's activation prep (the one-launch
+ * form with MLXRT_ATTN_CLUSTER_PREP=1, for an o weight whose prep needs no group sums), so
+ * that o runs without its prep kernel. */
+static int attn_writes_o_prep(const accel_decoder *D, const dec_layer *y, const float *amax) {
+  return D->cluster_prep && y->cluster && D->short_ctx && amax && y->o.xmode && y->o.n == 1;
+}
+
 /* A layer's q/k/v post step and decode attention (one kernel fewer with D->fuse_post). */
 static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_layer *y, const char *const *lb,
                              float *amax, int namax, mlxrt_error *err) {
@@ -529,6 +538,7 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                                        D->attb, amax, namax, st),
                      "q/k/v post + attention", err);
   }
+  const dk_prep_out o_prep = {D->xp, D->xexp, y->o.xmode};
   if (y->cluster && D->short_ctx)
     return cprof_mark(P, lb[1], err) ||
            rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
@@ -537,9 +547,8 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                      "q/k/v norm+rope", err) ||
            cprof_mark(P, lb[2], err) ||
            rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                          y->ckeys, D->attn_cluster - 1, D->attb,
-                                          amax, namax, D->smax,
-                                          D->counts, st),
+                                          y->ckeys, D->attn_cluster - 1, D->attb, amax, namax, D->smax, D->counts,
+                                          attn_writes_o_prep(D, y, amax) ? &o_prep : NULL, st),
                      "attention (one cluster)", err);
   return cprof_mark(P, lb[1], err) ||
          rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
@@ -595,7 +604,8 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     const int namax = (int)(((int64_t)nq * y->hd + pb - 1) / pb);
     if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
         enqueue_attention(D, l, y, lb, amax, namax, err) ||
-        cprof_mark(P, lb[3], err) || run_mv(D, &y->o, D->attb, D->y, amax ? XP_PREMAX : XP_FULL, err) ||
+        cprof_mark(P, lb[3], err) ||
+        run_mv(D, &y->o, D->attb, D->y, attn_writes_o_prep(D, y, amax) ? XP_DONE : amax ? XP_PREMAX : XP_FULL, err) ||
         cprof_mark(P, lb[4], err) ||
         rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
                                    pb, D->xp, D->xexp, y->gu.xmode, st),

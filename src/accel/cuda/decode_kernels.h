@@ -77,13 +77,20 @@ int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq,
  * the capacity). form 0: the plain kernel (measured on the H200); 1: the fast form where it
  * applies (head dims ≤ 256, GQA ≤ 4: more loads in flight, the p·v sums grouped by warp;
  * elsewhere the plain one). amax as dk_attention's; then bmax [8·nkv] floats and count (one
- * unsigned, zero, left zero) are its scratch. dk_attention_cluster_fits says whether a shape
- * runs. */
+ * unsigned, zero, left zero) are its scratch. prep (NULL or xp NULL: none; needs amax): also
+ * the next product's activation prep of att, what ck_xprep_premax would make of att and amax,
+ * bit for bit (xmode 1: fp16 · 2^xexp, 2: bf16; fragment order). dk_attention_cluster_fits
+ * says whether a shape runs. */
 #define DK_CLUSTER_MAX_KPB 256
+typedef struct dk_prep_out {
+  uint16_t *xp;
+  int *xexp;
+  int xmode;
+} dk_prep_out;
 int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, int form);
 int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
                          float scale, const int *pos, int window, int64_t keys, int form, uint16_t *att, float *amax,
-                         int namax, float *bmax, unsigned *count, void *stream);
+                         int namax, float *bmax, unsigned *count, const dk_prep_out *prep, void *stream);
 /* dk_attention with the q/k/v post step (dk_qkv_post) folded into its scores pass: each live
  * split's block makes its group's q rows from the q|k|v product y itself, and the split
  * holding *pos also that position's K and V (written into kc / vc before it reads its keys),
