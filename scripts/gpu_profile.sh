@@ -55,6 +55,11 @@
 #      reason) of the nvfp4 and affine 4-bit mat-vecs on lm_head and on 21504->5376.
 #   profd (not in the default list): the per-kernel profile of 8 decode steps at depth PROF_DEPTH
 #      (default 32768).
+#   clusterchk (not in the default list): the checks of session 11's CPU-only code — the
+#      one-launch attention alone in both forms (mlxrt-attn-bench with MLXRT_ATTN_CLUSTER=1 and 2,
+#      every case against the host, µs per call), then the tiny fixtures with
+#      MLXRT_ATTN_CLUSTER=2, with it and MLXRT_ATTN_CLUSTER_KEYS=20 (each session crosses graphs),
+#      and with MLXRT_NORM_PUSH=1 MLXRT_ATTN_CLUSTER_PREP=1 → clchk_*.log.
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
 #   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
 set -uo pipefail
@@ -221,6 +226,18 @@ if has onepass; then
     stamp "bench tg128 at depths ${ONEPASS_DEPTHS:-0,4096,32768}, MLXRT_ATTN_ONEPASS=$e"
     tg_depths "bench31_onepass$e.log" "${ONEPASS_DEPTHS:-0,4096,32768}" 1 MLXRT_ATTN_ONEPASS=$e
   done
+fi
+if has clusterchk; then
+  for f in 1 2; do
+    stamp "one-launch attention alone, MLXRT_ATTN_CLUSTER=$f"
+    MLXRT_ATTN_CLUSTER=$f timeout 200 "$BUILD/mlxrt-attn-bench" >"$OUT/clchk_bench$f.log" 2>&1 || rc=1
+    grep -E "FAIL|maxima|passed" "$OUT/clchk_bench$f.log" | head -8
+    grep -E "^\| [0-9]" "$OUT/clchk_bench$f.log" | tr '\n' ' ' | sed 's/$/\n/'
+  done
+  stamp "tiny fixtures with the new knobs"
+  tiny_check clchk_tiny_fast.log MLXRT_ATTN_CLUSTER=2
+  tiny_check clchk_tiny_cross.log MLXRT_ATTN_CLUSTER=2 MLXRT_ATTN_CLUSTER_KEYS=20
+  tiny_check clchk_tiny_push.log MLXRT_NORM_PUSH=1 MLXRT_ATTN_CLUSTER_PREP=1
 fi
 if has ab; then
   synth31 "$SYN/s31"
