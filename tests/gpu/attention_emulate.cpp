@@ -11,7 +11,7 @@
  *     or a wrong slot is off by far more).
  * And dk_attention_post (the q/k/v post step inside the scores pass) against dk_qkv_post then
  * dk_attention on the same q|k|v product: the same output, K and V cache bits.
- * Not CI (C++, slow: the threads meet at a barrier for every __syncthreads and shuffle).
+ * A CTest (slow: the threads meet at a barrier for every __syncthreads and shuffle).
  * Build and run from the repository root:
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
  *       -Iinclude tests/gpu/attention_emulate.cpp -o /tmp/attention_emulate -lm

@@ -8,7 +8,7 @@
  *     key, row or fragment is off by far more);
  *   - kinds that only move work between blocks or overlap loads (0, 3, 5) must give the same
  *     bits as each other.
- * Not CI (C++, slow: up to 512 host threads meet at a barrier for every mma and ldmatrix).
+ * A CTest (slow: up to 512 host threads meet at a barrier for every mma and ldmatrix).
  * Build and run from the repository root:
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
  *       -Iinclude tests/gpu/prefill_attn_emulate.cpp -o /tmp/prefill_attn_emulate -lm
