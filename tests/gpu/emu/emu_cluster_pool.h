@@ -6,6 +6,9 @@
  * launched grid's x extent must be a multiple of EMU_POOL_CL and its blocks EMU_POOL_T wide. */
 #ifndef EMU_CLUSTER_POOL_H
 #define EMU_CLUSTER_POOL_H
+#include <stdio.h>
+#include <stdlib.h>
+
 #include <functional>
 #include <vector>
 
@@ -71,8 +74,20 @@ static void emu_pool_start() {
   pthread_barrier_init(&emu_pool_start_b, NULL, EMU_POOL_NT + 1);
   pthread_barrier_init(&emu_pool_end_b, NULL, EMU_POOL_NT + 1);
   emu_pool_threads.resize(EMU_POOL_NT);
-  for (int t = 0; t < EMU_POOL_NT; t++)
-    pthread_create(&emu_pool_threads[(size_t)t], NULL, emu_pool_worker, (void *)(uintptr_t)t);
+  /* small stacks (the kernels keep a few KB each): EMU_POOL_NT threads at the default 8 MB
+   * would reserve gigabytes; a machine that cannot start them all gets a clear failure
+   * instead of a barrier that never fills */
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setstacksize(&at, (size_t)1 << 20);
+  for (int t = 0; t < EMU_POOL_NT; t++) {
+    const int e = pthread_create(&emu_pool_threads[(size_t)t], &at, emu_pool_worker, (void *)(uintptr_t)t);
+    if (e) {
+      fprintf(stderr, "emulation: cannot start host thread %d of %d (error %d)\n", t, EMU_POOL_NT, e);
+      exit(2);
+    }
+  }
+  pthread_attr_destroy(&at);
 }
 
 static void emu_pool_stop() {
