@@ -13,6 +13,15 @@
 #include "ck_mma.cuh"
 #include "prefill_kernels.h"
 
+/* An mma A fragment by 32-bit shared loads (the mma1 baseline kind): rows a (g) and b (g + 8)
+ * at this lane's k pair and the pair 8 further. */
+__device__ __forceinline__ void frag_a_rows(uint32_t (&A)[4], const uint16_t *a, const uint16_t *b) {
+  A[0] = *reinterpret_cast<const uint32_t *>(a);
+  A[1] = *reinterpret_cast<const uint32_t *>(b);
+  A[2] = *reinterpret_cast<const uint32_t *>(a + 8);
+  A[3] = *reinterpret_cast<const uint32_t *>(b + 8);
+}
+
 /* ---- causal attention of T queries -------------------------------------------------------- */
 struct PaArgs {
   const float *q;
@@ -189,10 +198,7 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
 #pragma unroll
     for (int kk = 0; kk < (LDM ? 0 : HD / 16); kk++) {
       uint32_t A[4];
-      A[0] = *reinterpret_cast<const uint32_t *>(qa + kk * 16);
-      A[1] = *reinterpret_cast<const uint32_t *>(qb + kk * 16);
-      A[2] = *reinterpret_cast<const uint32_t *>(qa + kk * 16 + 8);
-      A[3] = *reinterpret_cast<const uint32_t *>(qb + kk * 16 + 8);
+      frag_a_rows(A, qa + kk * 16, qb + kk * 16);
       uint32_t b0 = *reinterpret_cast<const uint32_t *>(kr + kk * 16);
       uint32_t b1 = *reinterpret_cast<const uint32_t *>(kr + kk * 16 + 8);
       at_mma_bf16(c, A, b0, b1);
@@ -290,10 +296,7 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
 #pragma unroll
     for (int ks = 0; ks < (LDM ? 0 : PA_KT / 16); ks++) {
       uint32_t A[4];
-      A[0] = *reinterpret_cast<const uint32_t *>(pa + ks * 16);
-      A[1] = *reinterpret_cast<const uint32_t *>(pb + ks * 16);
-      A[2] = *reinterpret_cast<const uint32_t *>(pa + ks * 16 + 8);
-      A[3] = *reinterpret_cast<const uint32_t *>(pb + ks * 16 + 8);
+      frag_a_rows(A, pa + ks * 16, pb + ks * 16);
       const uint16_t *v0 = Vs + (ks * 16 + 2 * t) * LD + g;
 #pragma unroll
       for (int i = 0; i < NTW; i++) {
