@@ -55,11 +55,11 @@
 #      reason) of the nvfp4 and affine 4-bit mat-vecs on lm_head and on 21504->5376.
 #   profd (not in the default list): the per-kernel profile of 8 decode steps at depth PROF_DEPTH
 #      (default 32768).
-#   clusterchk (not in the default list): the checks of session 11's CPU-only code — the
-#      one-launch attention alone in both forms (mlxrt-attn-bench with MLXRT_ATTN_CLUSTER=1 and 2,
-#      every case against the host, µs per call), then the tiny fixtures with
-#      MLXRT_ATTN_CLUSTER=2, with it and MLXRT_ATTN_CLUSTER_KEYS=20 (each session crosses graphs),
-#      and with MLXRT_NORM_PUSH=1 MLXRT_ATTN_CLUSTER_PREP=1 → clchk_*.log.
+#   clusterchk (not in the default list): the one-launch attention's checks — alone
+#      (mlxrt-attn-bench with MLXRT_ATTN_CLUSTER=1, every case against the host, µs per call),
+#      then the tiny fixtures with its q/k/v post step (MLXRT_ATTN_CLUSTER_POST=1), with that and
+#      MLXRT_ATTN_CLUSTER_KEYS=20 (each session crosses graphs), and with the residual norm's
+#      pull form (MLXRT_NORM_PUSH=0) → clchk_*.log.
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
 #   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
 set -uo pipefail
@@ -228,16 +228,14 @@ if has onepass; then
   done
 fi
 if has clusterchk; then
-  for f in 1 2; do
-    stamp "one-launch attention alone, MLXRT_ATTN_CLUSTER=$f"
-    MLXRT_ATTN_CLUSTER=$f timeout 200 "$BUILD/mlxrt-attn-bench" >"$OUT/clchk_bench$f.log" 2>&1 || rc=1
-    grep -E "FAIL|maxima|passed" "$OUT/clchk_bench$f.log" | head -8
-    grep -E "^\| [0-9]" "$OUT/clchk_bench$f.log" | tr '\n' ' ' | sed 's/$/\n/'
-  done
-  stamp "tiny fixtures with the new knobs"
-  tiny_check clchk_tiny_fast.log MLXRT_ATTN_CLUSTER=2
-  tiny_check clchk_tiny_cross.log MLXRT_ATTN_CLUSTER=2 MLXRT_ATTN_CLUSTER_KEYS=20
-  tiny_check clchk_tiny_push.log MLXRT_NORM_PUSH=1 MLXRT_ATTN_CLUSTER_PREP=1
+  stamp "one-launch attention alone"
+  MLXRT_ATTN_CLUSTER=1 timeout 200 "$BUILD/mlxrt-attn-bench" >"$OUT/clchk_bench.log" 2>&1 || rc=1
+  grep -E "FAIL|maxima|passed" "$OUT/clchk_bench.log" | head -8
+  grep -E "^\| [0-9]" "$OUT/clchk_bench.log" | tr '\n' ' ' | sed 's/$/\n/'
+  stamp "tiny fixtures with the one-launch attention's knobs"
+  tiny_check clchk_tiny_post.log MLXRT_ATTN_CLUSTER_POST=1
+  tiny_check clchk_tiny_cross.log MLXRT_ATTN_CLUSTER_POST=1 MLXRT_ATTN_CLUSTER_KEYS=20
+  tiny_check clchk_tiny_pull.log MLXRT_NORM_PUSH=0
 fi
 if has ab; then
   synth31 "$SYN/s31"

@@ -7,7 +7,7 @@
  *   mlxrt-attn-bench [--quick]        exit status 1 when any case disagrees with the host
  *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu)
  * MLXRT_ATTN_SCORES=0|1|2 and MLXRT_ATTN_PV=0|1 pick the passes' forms, as the decoder's knobs do.
- * MLXRT_ATTN_CLUSTER=1 (2: its fast form) runs the one-launch form (dk_attention_cluster) instead, on the shapes
+ * MLXRT_ATTN_CLUSTER=1 runs the one-launch form (dk_attention_cluster) instead, on the shapes
  * whose keys fit one cluster (the sliding ring, and a full layer in a session of 2048
  * positions), once per position, and also checks the x-prep maxima it writes. */
 #include <math.h>
@@ -93,15 +93,14 @@ static double rel_error(const shape *s, const uint16_t *att, const double *ref) 
   return m > 0.0 ? e / m : e;
 }
 
-static int g_cluster; /* MLXRT_ATTN_CLUSTER=1 or 2: dk_attention_cluster's form g_cluster − 1 */
+static int g_cluster; /* MLXRT_ATTN_CLUSTER=1: dk_attention_cluster */
 #define NAMAX 4
 
 static int attend(const shape *s, bufs *b, int splits, int min_keys, float scale, void *st) {
   const char *kpath = getenv("MLXRT_ATTN_SCORES"), *pv = getenv("MLXRT_ATTN_PV");
   if (g_cluster)
-    return dk_attention_cluster(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window,
-                                s->window > 0 ? s->window : s->ctx, g_cluster - 1, b->att, b->amax, NAMAX, b->smax,
-                                b->count, NULL, st);
+    return dk_attention_cluster(b->q, NULL, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window,
+                                s->window > 0 ? s->window : s->ctx, b->att, b->amax, NAMAX, b->smax, b->count, st);
   return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window, splits, min_keys,
                       (kpath ? atoi(kpath) : 0) | (pv && !strcmp(pv, "1") ? 4 : 0), s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
 }
@@ -143,7 +142,7 @@ int main(int argc, char **argv) {
   void *st = NULL;
   if (rt_stream_create(&st, &err)) die(&err);
   const char *ce = getenv("MLXRT_ATTN_CLUSTER");
-  g_cluster = ce && (!strcmp(ce, "1") || !strcmp(ce, "2")) ? atoi(ce) : 0;
+  g_cluster = ce && !strcmp(ce, "1");
   const shape shapes[3] = {{"sliding (32 q, 16 kv, hd 256, window 1024)", 32, 16, 256, 1024, 1024, 4096},
                            {"full (32 q, 4 kv, hd 512)", 32, 4, 512, 0, 32768, 32768},
                            {"full (32 q, 4 kv, hd 512), 2048 positions", 32, 4, 512, 0, 2048, 2048}};
@@ -159,7 +158,7 @@ int main(int argc, char **argv) {
     const shape *s = &shapes[si];
     if (one && si != one_shape) continue;
     /* the split passes on the first two shapes, the one-cluster form where its keys fit */
-    if (g_cluster ? !dk_attention_cluster_fits(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx, g_cluster - 1)
+    if (g_cluster ? !dk_attention_cluster_fits(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx, 0)
                   : si == 2)
       continue;
     const size_t kvn = (size_t)s->cap * s->nkv * s->hd, qn = (size_t)s->nq * s->hd;

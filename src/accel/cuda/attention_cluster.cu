@@ -14,8 +14,10 @@
  * last bit (the CPU-reference checks decide, as for the split shapes). */
 #include <cooperative_groups.h>
 
+#include <type_traits>
+
 #include "attention_common.cuh"
-#include "prep_store.cuh"
+#include "qkv_post.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -24,40 +26,42 @@ namespace cg = cooperative_groups;
 #ifndef AC_CL
 #define AC_CL 8
 #endif
-/* the fast form's keys per warp and step, and the V rows per warp and batch */
-#define AC_FAST_KPI 8
-#define AC_FAST_VB 8
 
 /* The dynamic shared memory's floats: q [REP][hd] (then the block's p·v partials), the scores
  * and p [REP][kpb], the reductions' [REP][32], the statistics m, l, M, 1/total [4][REP], a
- * flag, and for the fast form each warp's p·v partials [warps][REP][hd]. */
-__host__ __device__ constexpr size_t ac_smem_floats(int rep, int hd, int kpb, bool fast) {
-  return (size_t)rep * hd + (size_t)rep * kpb + (size_t)rep * 32 + 4 * (size_t)rep + 4 +
-         (fast ? (size_t)(AT_THREADS / 32) * rep * hd : 0);
+ * flag, and with the q/k/v post step one head's row [hd]. */
+__host__ __device__ constexpr size_t ac_smem_floats(int rep, int hd, int kpb, bool post) {
+  return (size_t)rep * hd + (size_t)rep * kpb + (size_t)rep * 32 + 4 * (size_t)rep + 4 + (post ? (size_t)hd : 0);
 }
 
 /* grid (CL, nkv), cluster (CL, 1, 1): block `rank` of KV head g takes keys
- * [first + rank·len, …) of the live range, len = ceil(count / CL) ≤ kpb.
- * FAST (head dims ≤ 256, GQA ≤ 4): each score step takes AC_FAST_KPI keys per warp, the next
- * step's K rows in flight while one is summed (the same score bits as the plain form: the same
- * products in the same order per key, and the transposed warp sum's tree does not depend on
- * how many keys it takes); p·v splits the block's keys over its warps, a lane holding 16 bytes
- * of each V row, AC_FAST_VB rows per batch with the next batch in flight, the warps' sums then
- * added in warp order (another grouping than the plain form's, so other last bits). The plain
- * form: 4 keys per warp and step, and each thread a few dims of every key's V row (measured on
- * the H200, session 11: level with the split passes up to 128 keys, 2× slower at 1024). */
-template <int REP, int DPT, int CL, bool FAST>
+ * [first + rank·len, …) of the live range, len = ceil(count / CL) ≤ kpb: 4 keys per warp and
+ * score step, and each thread DPT dims of every key's V row in p·v (measured on the H200,
+ * session 11: level with the split passes up to 128 keys, 2× slower at 1024).
+ * POST: the q/k/v post step (qkv_post.cuh, dk_qkv_post's operations) inside the kernel. The
+ * group's q rows are spread over the cluster, each block pushing its rows (scaled and rounded
+ * as at_stage_q does) into every block's q; the block holding the new position makes its K
+ * and V row, writes it to the caches, and reads its keys and values through the L2 (one row
+ * of them is its own write). The same bits as dk_qkv_post followed by the kernel without it. */
+template <int REP, int DPT, int CL, bool POST>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
-    cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
+    cluster_attention_kernel(const float *q, dk_post pp, uint16_t *kc, uint16_t *vc, int nkv, int hd, float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
-                             float *bmax, unsigned *count, dk_prep_out prep) {
-  static_assert(!FAST || (DPT <= 2 && REP <= 4), "the fast form: head dims up to 256, GQA up to 4");
+                             float *bmax, unsigned *count) {
   cg::cluster_group cl = cg::this_cluster();
+  if (POST) cl.barrier_arrive(); /* waited for before the first write into another block */
   CK_DYNAMIC_SHARED(float4, sm4);
   float *qs = reinterpret_cast<float *>(sm4), *ps = qs + REP * hd, *red = ps + REP * kpb;
   float *st_m = red + REP * 32, *st_l = st_m + REP, *gm = st_l + REP, *ginv = gm + REP;
   int *last = reinterpret_cast<int *>(ginv + REP);
-  float *wpart = ginv + REP + 4; /* FAST: [warps][REP][hd] */
+  float *sv = ginv + REP + 4; /* POST: one head's row */
+  /* POST: q's and k's norm weights and the rotation frequencies, which never change, before
+   * the wait (as qkv_post_kernel loads them) */
+  qp_consts cq, ckn;
+  if (POST) {
+    qp_load(cq, pp.qn, pp.inv_freq, hd);
+    qp_load(ckn, pp.kn, pp.inv_freq, hd);
+  }
   ck_pdl_enter();
   const int rank = (int)blockIdx.x, g = (int)blockIdx.y, pos = *pos_p;
   const int first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
@@ -71,64 +75,39 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   auto slot = [&](int j) -> int64_t { return window > 0 ? j % window : j; };
 
   const float bscale = rb(scale);
-  at_stage_q(q, g, REP, hd, scale, bscale, sm4); /* scaled and rounded as the scores kernel does */
-  __syncthreads();
+  bool own = false; /* POST: this block holds the new position (its K and V row are its writes) */
+  if constexpr (POST) {
+    const int orank = (pos - first) / len;
+    own = rank == orank;
+    cl.barrier_wait(); /* every block of the cluster has started: its shared memory may be written */
+    /* row r of the group goes to block (orank + 1 + r) mod CL: the new position's block last */
+    for (int r = ((rank - orank - 1) % CL + CL) % CL; r < REP; r += CL) {
+      qp_head(pp.y + (int64_t)(g * REP + r) * hd, pp.ks, pp.kstride, hd, cq, pp.eps, (float)pos, pp.traditional, sv,
+              red);
+      /* (a next qp_head writes sv only after its reduction's barriers, so after these reads) */
+      for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        const float v = scale != 1.0f ? rb(__fmul_rn(sv[i], bscale)) : sv[i];
+#pragma unroll
+        for (int b = 0; b < CL; b++) *cl.map_shared_rank(qs + r * hd + i, b) = v;
+      }
+    }
+    if (own) {
+      qp_head(pp.y + (int64_t)pp.nq * hd + (int64_t)g * hd, pp.ks, pp.kstride, hd, ckn, pp.eps, (float)pos,
+              pp.traditional, sv, red);
+      qp_write_kv(pp.y, pp.ks, pp.kstride, pp.nq, nkv, hd, g, pp.k_eq_v, pp.v_norm, pp.eps, slot(pos), sv, kc, vc, red);
+    }
+    cl.sync(); /* every q row in every block; the new K and V row written (and visible to this block) */
+  } else {
+    at_stage_q(q, g, REP, hd, scale, bscale, sm4); /* scaled and rounded as the scores kernel does */
+    __syncthreads();
+  }
   /* scores: KPI keys per warp and step, completed by one transposed warp reduction (the
    * scores kernel's register path, its sums in its order) */
-  constexpr int KPI = FAST ? AC_FAST_KPI : REP <= 8 ? 4 : 2, NP = KPI * REP;
+  constexpr int KPI = REP <= 8 ? 4 : 2, NP = KPI * REP;
   static_assert(NP <= 32, "one transposed warp sum per step");
   const int pl = lane / (32 / NP), pu = pl / REP, pr = pl % REP, pw = (lane & (32 / NP - 1)) == 0;
   float mxl = -INFINITY;
-  /* one step's sums: the dot products of KPI keys with the REP heads, rounded to bf16, written
-   * into ps and folded into the running max */
-  auto finish = [&](int j, float (&dk)[KPI][REP]) {
-    const float v = at_step_score<REP, KPI>(dk, lane);
-    if (j + pu < hi) {
-      if (pw) ps[pr * kpb + (j + pu - lo)] = v;
-      mxl = fmaxf(mxl, v);
-    }
-  };
-  if constexpr (FAST) {
-    /* head dims ≤ 256: one 16-byte piece per key and lane (dims 8·lane …), zero past hd */
-    const bool dl = lane * 8 < hd;
-    uint4 kr[KPI], kn[KPI];
-    auto load = [&](int j, uint4 (&k)[KPI]) {
-#pragma unroll
-      for (int u = 0; u < KPI; u++) {
-        const int jj = j + u < hi ? j + u : j;
-        k[u] = dl && j < hi ? __ldg(reinterpret_cast<const uint4 *>(kc + slot(jj) * kvd + (int64_t)g * hd + lane * 8))
-                            : make_uint4(0u, 0u, 0u, 0u);
-      }
-    };
-    int j = lo + KPI * warp;
-    load(j, kr);
-    for (; j < hi; j += KPI * nw) {
-      load(j + KPI * nw, kn); /* the next step's rows (none past hi) */
-      float dk[KPI][REP];
-#pragma unroll
-      for (int u = 0; u < KPI; u++)
-#pragma unroll
-        for (int r = 0; r < REP; r++) dk[u][r] = 0.0f;
-      if (dl) {
-#pragma unroll
-        for (int r = 0; r < REP; r++) {
-          const float4 *qp = reinterpret_cast<const float4 *>(qs + r * hd + lane * 8);
-          const float4 x0 = qp[0], x1 = qp[1];
-          const float qv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-          for (int u = 0; u < KPI; u++) {
-            float a[8];
-            unpack8(kr[u], a);
-#pragma unroll
-            for (int i = 0; i < 8; i++) dk[u][r] = fmaf(qv[i], a[i], dk[u][r]);
-          }
-        }
-      }
-      finish(j, dk);
-#pragma unroll
-      for (int u = 0; u < KPI; u++) kr[u] = kn[u];
-    }
-  } else {
+  auto scores = [&](auto coherent) {
     for (int j = lo + KPI * warp; j < hi; j += KPI * nw) {
       const uint16_t *kp[KPI];
 #pragma unroll
@@ -137,23 +116,19 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
         kp[u] = kc + slot(jj) * kvd + (int64_t)g * hd;
       }
       float dk[KPI][REP];
-      key_dots<REP, KPI>(kp, qs, hd, nch, lane, dk);
-      finish(j, dk);
-    }
-  }
-  /* FAST: the first batch of V rows in flight during the softmax's reductions */
-  constexpr int VB = AC_FAST_VB;
-  uint4 va[VB], vb[VB];
-  const bool vl = lane * 8 < hd;
-  auto vload = [&](int k0, uint4 (&v)[VB]) { /* rows k0 + u·nw of the block's keys, warp-strided */
-#pragma unroll
-    for (int u = 0; u < VB; u++) {
-      const int k = k0 + u * nw;
-      v[u] = vl && k < n ? __ldg(reinterpret_cast<const uint4 *>(vc + slot(lo + k) * kvd + (int64_t)g * hd + lane * 8))
-                         : make_uint4(0u, 0u, 0u, 0u);
+      key_dots<REP, KPI, false, decltype(coherent)::value>(kp, qs, hd, nch, lane, dk);
+      /* the step's sums, rounded to bf16, into ps and the running max */
+      const float v = at_step_score<REP, KPI>(dk, lane);
+      if (j + pu < hi) {
+        if (pw) ps[pr * kpb + (j + pu - lo)] = v;
+        mxl = fmaxf(mxl, v);
+      }
     }
   };
-  if (FAST) vload(warp, va);
+  if (POST && own)
+    scores(std::true_type{});
+  else
+    scores(std::false_type{});
 
   float mx[REP], sum[REP];
 #pragma unroll
@@ -184,77 +159,43 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     ps[r * kpb + jj] = rb(__fmul_rn(expf(__fsub_rn(ps[r * kpb + jj], gm[r])), ginv[r]));
   }
   __syncthreads();
-  if constexpr (FAST) {
-    /* warp w: keys w, w + nw, …, in batches of VB with the next batch in flight; lane l dims
-     * 8l … 8l + 7 */
-    float acc[REP][8];
-#pragma unroll
-    for (int r = 0; r < REP; r++)
-#pragma unroll
-      for (int i = 0; i < 8; i++) acc[r][i] = 0.0f;
-    for (int k0 = warp; k0 < n; k0 += VB * nw) {
-      vload(k0 + VB * nw, vb);
-#pragma unroll
-      for (int u = 0; u < VB; u++) {
-        const int k = k0 + u * nw;
-        if (k >= n) break;
-        float v[8];
-        unpack8(va[u], v);
-#pragma unroll
-        for (int r = 0; r < REP; r++) {
-          const float p = ps[r * kpb + k];
-#pragma unroll
-          for (int i = 0; i < 8; i++) acc[r][i] = fmaf(p, v[i], acc[r][i]);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < VB; u++) va[u] = vb[u];
-    }
-    if (vl)
-#pragma unroll
-      for (int r = 0; r < REP; r++)
-#pragma unroll
-        for (int i = 0; i < 8; i++) wpart[((size_t)warp * REP + r) * hd + lane * 8 + i] = acc[r][i];
-    __syncthreads();
-    /* the block's partials where q was (every warp is past its last read of q): the warps' in order */
-    for (int i = threadIdx.x; i < REP * hd; i += blockDim.x) {
-      float s = 0.0f;
-      for (int w = 0; w < nw; w++) s += wpart[(size_t)w * REP * hd + i];
-      qs[i] = s;
-    }
-  } else {
-    /* Σ p·v over the block's keys: thread t owns dims [t·DPT, t·DPT + DPT), eight keys' V loads
-     * in flight before their products, each accumulator adding the keys in order */
+  /* Σ p·v over the block's keys: thread t owns dims [t·DPT, t·DPT + DPT), eight keys' V loads
+   * in flight before their products, each accumulator adding the keys in order */
+  auto pv = [&](auto coherent) {
     float acc[REP][DPT];
 #pragma unroll
     for (int r = 0; r < REP; r++)
 #pragma unroll
       for (int i = 0; i < DPT; i++) acc[r][i] = 0.0f;
     const int d0 = threadIdx.x * DPT;
-    if (d0 < hd) {
-      const int64_t voff = (int64_t)g * hd + d0;
-      for (int j0 = 0; j0 < n; j0 += 8) {
-        float v[8][DPT];
+    if (d0 >= hd) return;
+    const int64_t voff = (int64_t)g * hd + d0;
+    for (int j0 = 0; j0 < n; j0 += 8) {
+      float v[8][DPT];
 #pragma unroll
-        for (int u = 0; u < 8; u++) load_n(vc + slot(lo + (j0 + u < n ? j0 + u : j0)) * kvd + voff, DPT, v[u]);
+      for (int u = 0; u < 8; u++)
+        load_n<decltype(coherent)::value>(vc + slot(lo + (j0 + u < n ? j0 + u : j0)) * kvd + voff, DPT, v[u]);
 #pragma unroll
-        for (int u = 0; u < 8; u++) {
-          if (j0 + u >= n) break;
+      for (int u = 0; u < 8; u++) {
+        if (j0 + u >= n) break;
 #pragma unroll
-          for (int r = 0; r < REP; r++) {
-            const float p = ps[r * kpb + j0 + u];
+        for (int r = 0; r < REP; r++) {
+          const float p = ps[r * kpb + j0 + u];
 #pragma unroll
-            for (int i = 0; i < DPT; i++) acc[r][i] = fmaf(p, v[u][i], acc[r][i]);
-          }
+          for (int i = 0; i < DPT; i++) acc[r][i] = fmaf(p, v[u][i], acc[r][i]);
         }
       }
-      /* the partials where q was (every warp is past its last read of q) */
-#pragma unroll
-      for (int r = 0; r < REP; r++)
-#pragma unroll
-        for (int i = 0; i < DPT; i++) qs[r * hd + d0 + i] = acc[r][i];
     }
-  }
+    /* the partials where q was (every warp is past its last read of q) */
+#pragma unroll
+    for (int r = 0; r < REP; r++)
+#pragma unroll
+      for (int i = 0; i < DPT; i++) qs[r * hd + d0 + i] = acc[r][i];
+  };
+  if (POST && own)
+    pv(std::true_type{});
+  else
+    pv(std::false_type{});
   cl.sync();
   /* block `rank` completes its share of the group's REP·hd outputs, adding the blocks' partials
    * in rank order */
@@ -289,63 +230,52 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   block_reduce_n_in<1>(vm, ck_op_max(), -INFINITY, red);
   for (int i = threadIdx.x; i < namax; i += blockDim.x) amax[i] = i == 0 ? vm[0] : 0.0f;
   if (threadIdx.x == 0) *count = 0;
-  if (!prep.xp) return;
-  /* and o's activation prep itself (what ck_xprep_premax makes of att and these maxima, bit for
-   * bit: prep_store.cuh), so that no prep kernel runs between the attention and o */
-  const int e = prep_exp(vm[0], prep.xmode), nout = (int)gridDim.y * REP * hd;
-  if (threadIdx.x == 0) *prep.xexp = e;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < nout; i += blockDim.x) prep_store(prep.xp, i, __ldcg(att + i), e, prep.xmode);
 }
 
-template <int REP, int DPT, bool FAST>
-static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
+template <int REP, int DPT, bool POST>
+static cudaError_t launch_cluster_k(const float *q, const dk_post &pp, uint16_t *kc, uint16_t *vc, int nkv, int hd,
                                     float scale, const int *pos, int window, int kpb, uint16_t *att, float *amax,
-                                    int namax, float *bmax, unsigned *count, dk_prep_out prep, cudaStream_t st) {
-  const size_t smem = ac_smem_floats(REP, hd, kpb, FAST) * sizeof(float);
-  return ck_launch(cluster_attention_kernel<REP, DPT, AC_CL, FAST>, dim3(AC_CL, (unsigned)nkv), AT_THREADS, smem, st,
-                   q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep);
+                                    int namax, float *bmax, unsigned *count, cudaStream_t st) {
+  const size_t smem = ac_smem_floats(REP, hd, kpb, POST) * sizeof(float);
+  return ck_launch(cluster_attention_kernel<REP, DPT, AC_CL, POST>, dim3(AC_CL, (unsigned)nkv), AT_THREADS, smem, st,
+                   q, pp, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count);
 }
 
-template <int REP>
-static cudaError_t launch_cluster(bool fast, const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
+template <int REP, bool POST>
+static cudaError_t launch_cluster(const float *q, const dk_post &pp, uint16_t *kc, uint16_t *vc, int nkv, int hd,
                                   float scale, const int *pos, int window, int kpb, uint16_t *att, float *amax,
-                                  int namax, float *bmax, unsigned *count, dk_prep_out prep, cudaStream_t st) {
-#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
-  if constexpr (REP <= 4) {
-    if (fast && hd <= AT_THREADS) return launch_cluster_k<REP, 1, true>(AC_ARGS);
-    if (fast && hd <= 2 * AT_THREADS) return launch_cluster_k<REP, 2, true>(AC_ARGS);
-  }
-  if (hd <= AT_THREADS) return launch_cluster_k<REP, 1, false>(AC_ARGS);
-  if (hd <= 2 * AT_THREADS) return launch_cluster_k<REP, 2, false>(AC_ARGS);
-  if (hd <= 4 * AT_THREADS) return launch_cluster_k<REP, 4, false>(AC_ARGS);
-  return launch_cluster_k<REP, 8, false>(AC_ARGS);
+                                  int namax, float *bmax, unsigned *count, cudaStream_t st) {
+#define AC_ARGS q, pp, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st
+  if (hd <= AT_THREADS) return launch_cluster_k<REP, 1, POST>(AC_ARGS);
+  if (hd <= 2 * AT_THREADS) return launch_cluster_k<REP, 2, POST>(AC_ARGS);
+  if (hd <= 4 * AT_THREADS) return launch_cluster_k<REP, 4, POST>(AC_ARGS);
+  return launch_cluster_k<REP, 8, POST>(AC_ARGS);
 #undef AC_ARGS
 }
 
-/* the fast form where it applies: head dims ≤ 256, GQA ≤ 4 */
-static bool ac_fast(int form, int rep, int hd) { return form == 1 && rep <= 4 && hd <= 2 * AT_THREADS; }
+static_assert(AT_THREADS == QP_T, "the q/k/v post step runs qkv_post.cuh on the kernel's threads");
 
-extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, int form) {
+extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, int post) {
   const int rep = nkv > 0 ? nq / nkv : 0;
   const int64_t kpb = (keys + AC_CL - 1) / AC_CL;
   return nkv > 0 && nq % nkv == 0 && (rep == 1 || rep == 2 || rep == 4 || rep == 8) && hd % 8 == 0 &&
-         hd <= 8 * AT_THREADS && keys >= 1 && kpb <= DK_CLUSTER_MAX_KPB && (form == 0 || form == 1) &&
-         ac_smem_floats(rep, hd, (int)kpb, ac_fast(form, rep, hd)) * sizeof(float) <= 48 * 1024;
+         hd <= 8 * AT_THREADS && hd <= QP_T * QP_V && keys >= 1 && kpb <= DK_CLUSTER_MAX_KPB &&
+         ac_smem_floats(rep, hd, (int)kpb, post != 0) * sizeof(float) <= 48 * 1024;
 }
 
-extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                                    float scale, const int *pos, int window, int64_t keys, int form, uint16_t *att,
-                                    float *amax, int namax, float *bmax, unsigned *count, const dk_prep_out *prep,
-                                    void *stream) {
-  const dk_prep_out none = {NULL, NULL, 0}, p = prep && prep->xp ? *prep : none;
-  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys, form) || (amax && (!bmax || !count || namax < 1)) ||
-      (p.xp && (!amax || !p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)))
+extern "C" int dk_attention_cluster(const float *q, const dk_post *post, uint16_t *kc, uint16_t *vc, int nq, int nkv,
+                                    int hd, float scale, const int *pos, int window, int64_t keys, uint16_t *att,
+                                    float *amax, int namax, float *bmax, unsigned *count, void *stream) {
+  const dk_post none = {};
+  const dk_post &pp = post && post->y ? *post : none;
+  if (!dk_attention_cluster_fits(nq, nkv, hd, keys, pp.y != NULL) || (!pp.y && !q) || (amax && (!bmax || !count || namax < 1)) ||
+      (pp.y && (pp.nq != nq || !pp.qn || !pp.kn || !pp.inv_freq)))
     return (int)cudaErrorInvalidValue;
   const int kpb = (int)((keys + AC_CL - 1) / AC_CL), rep = nq / nkv;
-  const bool fast = ac_fast(form, rep, hd);
   cudaStream_t st = (cudaStream_t)stream;
-#define AC_CALL(R) launch_cluster<R>(fast, q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, p, st)
+#define AC_CALL(R)                                                                                                    \
+  (pp.y ? launch_cluster<R, true>(q, pp, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st) \
+        : launch_cluster<R, false>(q, pp, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st))
   switch (rep) {
   case 1: return (int)AC_CALL(1);
   case 2: return (int)AC_CALL(2);

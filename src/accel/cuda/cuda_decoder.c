@@ -104,11 +104,10 @@ struct accel_decoder {
   int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
   int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
   int attn_cluster; /* MLXRT_ATTN_CLUSTER (default 1): layers whose keys fit one cluster of blocks
-                     * run the one-launch attention (dk_attention_cluster, form attn_cluster − 1:
-                     * 2 takes its fast form) while the position is below cluster_keys; 0: the
-                     * split passes always */
+                     * run the one-launch attention (dk_attention_cluster) while the position is
+                     * below cluster_keys; 0: the split passes always */
   int cluster_keys; /* MLXRT_ATTN_CLUSTER_KEYS: the live key count up to which it does */
-  int cluster_prep; /* MLXRT_ATTN_CLUSTER_PREP=1: that form also writes o's activation prep */
+  int cluster_post; /* MLXRT_ATTN_CLUSTER_POST=1: that form also does the q/k/v post step */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
@@ -365,10 +364,10 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
       env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err) ||
       env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
-      env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 2, &D->attn_cluster, err) ||
+      env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
-      env_knob("MLXRT_NORM_PUSH", 0, 0, 1, &norm_push, err) ||
-      env_knob("MLXRT_ATTN_CLUSTER_PREP", 0, 0, 1, &D->cluster_prep, err))
+      env_knob("MLXRT_ATTN_CLUSTER_POST", 0, 0, 1, &D->cluster_post, err) ||
+      env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err))
     goto fail;
   dk_set_norm_push(norm_push); /* (the backend's, like the mat-vec knobs) */
   /* the split passes' experiments replace the whole attention: they run without the cluster form */
@@ -425,7 +424,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
      * there, whatever the session's capacity */
     y->ckeys = ctx < D->cluster_keys ? ctx : D->cluster_keys;
     y->cluster = D->attn_cluster &&
-                 dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys, D->attn_cluster - 1);
+                 dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys, D->cluster_post);
     if (y->cluster && max_splits < 8) max_splits = 8; /* smax holds the cluster kernel's 8·nkv block maxima */
     D->any_cluster |= y->cluster;
     /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */
@@ -514,14 +513,8 @@ static const char *const lab_full[9] = {"full: q|k|v mat-vec", "full: q/k/v norm
                                         "full: o mat-vec", "full: attn residual+norm", "full: gate|up mat-vec",
                                         "full: geglu", "full: down mat-vec", "full: ffn residual+norm"};
 
-/* Whether this step's attention of layer y also writes o's activation prep (the one-launch
- * form with MLXRT_ATTN_CLUSTER_PREP=1, for an o weight whose prep needs no group sums), so
- * that o runs without its prep kernel. */
-static int attn_writes_o_prep(const accel_decoder *D, const dec_layer *y, const float *amax) {
-  return D->cluster_prep && y->cluster && D->short_ctx && amax && y->o.xmode && y->o.n == 1;
-}
-
-/* A layer's q/k/v post step and decode attention (one kernel fewer with D->fuse_post). */
+/* A layer's q/k/v post step and decode attention (one kernel fewer with D->fuse_post, or with
+ * D->cluster_post in the one-cluster form). */
 static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_layer *y, const char *const *lb,
                              float *amax, int namax, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
@@ -529,16 +522,19 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
   const float *nrm = y->norms;
   void *st = D->stream;
   cprof *P = &D->prof;
-  if (D->fuse_post) {
-    const dk_post pp = {D->y, y->qkv.ks, y->qkv.rows, nq, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
-                        y->inv_freq, d->rope_traditional, d->v_norm, d->eps};
+  const dk_post pp = {D->y, y->qkv.ks, y->qkv.rows, nq, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
+                      y->inv_freq, d->rope_traditional, d->v_norm, d->eps};
+  if (D->fuse_post)
     return cprof_mark(P, lb[2], err) ||
            rt_status(dk_attention_post(&pp, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window, y->splits,
                                        D->split_keys, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                        D->attb, amax, namax, st),
                      "q/k/v post + attention", err);
-  }
-  const dk_prep_out o_prep = {D->xp, D->xexp, y->o.xmode};
+  if (y->cluster && D->short_ctx && D->cluster_post)
+    return cprof_mark(P, lb[2], err) ||
+           rt_status(dk_attention_cluster(NULL, &pp, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+                                          y->ckeys, D->attb, amax, namax, D->smax, D->counts, st),
+                     "q/k/v post + attention (one cluster)", err);
   if (y->cluster && D->short_ctx)
     return cprof_mark(P, lb[1], err) ||
            rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
@@ -546,9 +542,8 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                                  D->pos, y->window, D->q, y->kc, y->vc, st),
                      "q/k/v norm+rope", err) ||
            cprof_mark(P, lb[2], err) ||
-           rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                          y->ckeys, D->attn_cluster - 1, D->attb, amax, namax, D->smax, D->counts,
-                                          attn_writes_o_prep(D, y, amax) ? &o_prep : NULL, st),
+           rt_status(dk_attention_cluster(D->q, NULL, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+                                          y->ckeys, D->attb, amax, namax, D->smax, D->counts, st),
                      "attention (one cluster)", err);
   return cprof_mark(P, lb[1], err) ||
          rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
@@ -605,7 +600,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
         enqueue_attention(D, l, y, lb, amax, namax, err) ||
         cprof_mark(P, lb[3], err) ||
-        run_mv(D, &y->o, D->attb, D->y, attn_writes_o_prep(D, y, amax) ? XP_DONE : amax ? XP_PREMAX : XP_FULL, err) ||
+        run_mv(D, &y->o, D->attb, D->y, amax ? XP_PREMAX : XP_FULL, err) ||
         cprof_mark(P, lb[4], err) ||
         rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
                                    pb, D->xp, D->xexp, y->gu.xmode, st),

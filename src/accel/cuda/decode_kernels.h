@@ -30,8 +30,9 @@ int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_pos
                      const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                      uint16_t *xp, int *xexp, int xmode, void *stream);
 /* How dk_residual_norm's blocks exchange their sums (residual_norm.cu; the same bits either
- * way): 0, the default, each reads the others'; 1, each pushes into every block's shared
- * memory (MLXRT_NORM_PUSH=1, read by the decoder; not yet measured). */
+ * way): 0 (the kernel's default), each reads the others'; 1, each pushes into every block's
+ * shared memory. The decoder sets it from MLXRT_NORM_PUSH, default 1 (tg128 +0.5 % on the
+ * H200, session 12). */
 void dk_set_norm_push(int on);
 /* Per head after the q|k|v product y = [q nq·hd | k nkv·hd | v nkv·hd] (v = k's rows when
  * k_eq_v): q = rope(rmsnorm(q, qn)) → q_out; k = rope(rmsnorm(k, kn)) and v (weightless
@@ -69,28 +70,6 @@ int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq,
                  float scale, const int *pos, int window, int splits, int min_keys, int kpath, int64_t ctx_cap,
                  float *scores, float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax,
                  int namax, void *stream);
-/* Decode attention in one launch (attention_cluster.cu) for a key range of at most
- * 8·DK_CLUSTER_MAX_KPB keys — a sliding layer's ring, or a full layer in a session of that
- * capacity: a cluster of 8 blocks per KV head exchanging the softmax's statistics and the p·v
- * partials through distributed shared memory, with dk_attention's rounding points (the sums
- * grouped by block instead of by split). keys: the most keys the call can see (the window, or
- * the capacity). form 0: the plain kernel (measured on the H200); 1: the fast form where it
- * applies (head dims ≤ 256, GQA ≤ 4: more loads in flight, the p·v sums grouped by warp;
- * elsewhere the plain one). amax as dk_attention's; then bmax [8·nkv] floats and count (one
- * unsigned, zero, left zero) are its scratch. prep (NULL or xp NULL: none; needs amax): also
- * the next product's activation prep of att, what ck_xprep_premax would make of att and amax,
- * bit for bit (xmode 1: fp16 · 2^xexp, 2: bf16; fragment order). dk_attention_cluster_fits
- * says whether a shape runs. */
-#define DK_CLUSTER_MAX_KPB 256
-typedef struct dk_prep_out {
-  uint16_t *xp;
-  int *xexp;
-  int xmode;
-} dk_prep_out;
-int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, int form);
-int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                         float scale, const int *pos, int window, int64_t keys, int form, uint16_t *att, float *amax,
-                         int namax, float *bmax, unsigned *count, const dk_prep_out *prep, void *stream);
 /* dk_attention with the q/k/v post step (dk_qkv_post) folded into its scores pass: each live
  * split's block makes its group's q rows from the q|k|v product y itself, and the split
  * holding *pos also that position's K and V (written into kc / vc before it reads its keys),
@@ -110,6 +89,21 @@ int dk_attention_post(const dk_post *post, uint16_t *kc, uint16_t *vc, int nq, i
                       const int *pos, int window, int splits, int min_keys, int64_t ctx_cap, float *scores,
                       float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax, int namax,
                       void *stream);
+/* Decode attention in one launch (attention_cluster.cu) for a key range of at most
+ * 8·DK_CLUSTER_MAX_KPB keys — a sliding layer's ring, or a full layer in a session of that
+ * capacity: a cluster of 8 blocks per KV head exchanging the softmax's statistics and the p·v
+ * partials through distributed shared memory, with dk_attention's rounding points (the sums
+ * grouped by block instead of by split). keys: the most keys the call can see (the window, or
+ * the capacity). post (NULL or y NULL: none, q is read): the q/k/v post step inside the kernel,
+ * what dk_qkv_post does with the same arguments (q rows from post->y, the new position's K and
+ * V written into kc / vc), bit for bit; q is then unused. amax as dk_attention's; then bmax
+ * [8·nkv] floats and count (one unsigned, zero, left zero) are its scratch.
+ * dk_attention_cluster_fits says whether a shape runs (post: with the post step). */
+#define DK_CLUSTER_MAX_KPB 256
+int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, int post);
+int dk_attention_cluster(const float *q, const dk_post *post, uint16_t *kc, uint16_t *vc, int nq, int nkv, int hd,
+                         float scale, const int *pos, int window, int64_t keys, uint16_t *att, float *amax, int namax,
+                         float *bmax, unsigned *count, void *stream);
 /* The same attention in one pass over K and V per split (online softmax; an experiment,
  * MLXRT_ATTN_ONEPASS=1): p is not rounded to bf16, unlike the reference path (attention.cu).
  * smax/ssum/pacc as above; GQA groups of ≤ 4 / 8 / 16 take head dims ≤ 1024 / 512 / 256. */
