@@ -39,7 +39,7 @@ struct Case {
 };
 
 struct Out {
-  std::vector<float> h, pmax;
+  std::vector<float> h, pmax, zero; /* zero: 11 entries to clear (ck_qmv_geglu's maxima), then a guard */
   std::vector<uint16_t> xb, xp;
   int xexp;
 };
@@ -52,10 +52,11 @@ static int run(const Case &c, bool push, const std::vector<float> &y, const std:
   o.pmax.assign((size_t)nblk + 1, 123.0f);
   o.xp.assign((size_t)c.H + 32, 0xffff);
   o.xexp = 777;
+  o.zero.assign(12, 5.0f);
   dk_set_norm_push(push);
   return dk_residual_norm(c.with_y ? y.data() : NULL, c.ks, c.H, wp.data(), o.h.data(), c.use_scalar, scalar, wn.data(),
                           o.xb.data(), c.H, 1e-6f, c.with_pmax ? o.pmax.data() : NULL, pb,
-                          c.xmode ? o.xp.data() : NULL, c.xmode ? &o.xexp : NULL, c.xmode, NULL);
+                          c.xmode ? o.xp.data() : NULL, c.xmode ? &o.xexp : NULL, c.xmode, o.zero.data(), 11, NULL);
 }
 
 /* |a − b| at most one bf16 step of the larger */
@@ -121,6 +122,8 @@ static int run_case(const Case &c) {
     if (a.xexp != e) why = "xexp";
     else if (xp != a.xp) why = "prep";
   }
+  for (int i = 0; i < 12 && !why; i++)
+    if (a.zero[(size_t)i] != (i < 11 ? 0.0f : 5.0f)) why = "the scratch to clear";
   bad = why != NULL;
   printf("%s H %5d y %d ks %d scalar %d pmax %d xmode %d%s%s\n", bad ? "FAIL" : "ok  ", H, c.with_y, c.ks, c.use_scalar,
          c.with_pmax, c.xmode, why ? ": " : "", why ? why : "");

@@ -1,6 +1,7 @@
-/* Device helpers shared by the decoder's kernels (decode.cu, attention.cu, prefill.cu): the
- * bf16 rounding point, block-wide sum and max, and the RoPE rotation of one head in shared
- * memory — each with the reference path's rounding points (docs/NUMERICS.md). */
+/* Device helpers shared by the decoder's kernels (decode.cu, attention.cu, prefill.cu,
+ * qmv_tc.cu): the bf16 rounding point, block-wide sum and max, GeGLU, and the RoPE rotation of
+ * one head in shared memory — each with the reference path's rounding points
+ * (docs/NUMERICS.md). */
 #ifndef MLXRT_CK_BLOCK_CUH
 #define MLXRT_CK_BLOCK_CUH
 
@@ -79,6 +80,21 @@ static __device__ void block_reduce_n(float (&v)[N], Op op, float identity) {
 }
 template <int N> static __device__ void block_sum_n(float (&v)[N]) { block_reduce_n(v, ck_op_add(), 0.0f); }
 template <int N> static __device__ void block_max_n(float (&v)[N]) { block_reduce_n(v, ck_op_max(), -INFINITY); }
+
+/* gelu_approx (tanh) op by op in bf16, as MLX computes it */
+static __device__ __forceinline__ float ck_gelu_approx(float x) {
+  const float c_sqrt = 0.796875f;    /* bf16(√(2/π)) */
+  const float c_k = 0.044677734375f; /* bf16(0.044715) */
+  float x3 = rb(__fmul_rn(__fmul_rn(x, x), x));
+  float t = rb(__fadd_rn(x, rb(__fmul_rn(c_k, x3))));
+  t = rb(__fmul_rn(c_sqrt, t));
+  float th = rb(tanhf(t));
+  return rb(__fmul_rn(rb(__fmul_rn(0.5f, x)), rb(__fadd_rn(1.0f, th))));
+}
+/* GeGLU of a gate and an up product (float32 sums), as bf16: gelu(bf16(g)) · bf16(u) */
+static __device__ __forceinline__ uint16_t ck_geglu(float g, float u) {
+  return ck_f32_to_bf16(__fmul_rn(ck_gelu_approx(rb(g)), rb(u)));
+}
 
 /* One pair j of the rotation below, with its frequency f (a zero frequency leaves it as it is). */
 static __device__ __forceinline__ void rope_pair(float *sv, int j, int half, float f, float fpos, int trad) {

@@ -58,6 +58,8 @@ typedef struct dec_layer {
   uint16_t *kc, *vc;
   int window, splits, hd, nkv, inter;
   int cluster;   /* decode attention in one launch (dk_attention_cluster) in the short-context graph */
+  int gu_il;     /* gate|up's rows interleaved by gu_il (MLXRT_GEGLU_EPI=1), else 0 */
+  int gu_epi;    /* and GeGLU in its epilogue (ck_qmv_geglu: a fast format, no k split): no geglu kernel */
   int64_t ckeys; /* its key bound there: the layer's keys, at most cluster_keys (the graph's limit) */
 } dec_layer;
 
@@ -77,6 +79,7 @@ struct accel_decoder {
   float *h, *y, *q, *ylog, *logits;
   uint16_t *xp;
   float *xs, *pmax;
+  float *gmax; /* ck_qmv_geglu's maxima for down's activation prep (zeroed by the residual norm before gate|up) */
   int *xexp;
   float *scores, *smax, *ssum, *pacc, *part_v;
   int *part_i;
@@ -100,6 +103,7 @@ struct accel_decoder {
                      * (dk_attention_post; an experiment, off by default) */
   int geglu_prep;   /* MLXRT_GEGLU_PREP=1: geglu writes down's activation prep itself (dk_geglu_prep;
                      * an experiment, off by default) */
+  int geglu_epi;    /* MLXRT_GEGLU_EPI=1: GeGLU in gate|up's epilogue (ck_qmv_geglu) where it applies */
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
   int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
   int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
@@ -125,6 +129,7 @@ static int prefill_init(accel_decoder *D, mlxrt_error *err);
 typedef struct cat_ctx {
   const accel_weight *w[3];
   int n;
+  int il; /* rows interleaved by il (two parts of equal rows: il of the first, il of the second, …); 0: one after the other */
   void *buf[3];
 } cat_ctx;
 
@@ -145,7 +150,14 @@ static const void *cat_load(void *ctx, accel_part part, size_t *nbytes, mlxrt_er
       mx_fail(err, "%s: part has %zu bytes, expected %zu", c->w[i]->name ? c->w[i]->name : "weight", got, want);
       return NULL;
     }
-    memcpy(out + at, p, want);
+    if (c->il) { /* each part's rows are row-major in every part (codes, scales, biases) */
+      const int64_t rows = c->w[i]->spec.rows;
+      const size_t row = want / (size_t)rows, chunk = row * (size_t)c->il;
+      for (int64_t r = 0; r < rows; r += c->il)
+        memcpy(out + (size_t)(r * c->n + (int64_t)i * c->il) * row, (const char *)p + (size_t)r * row, chunk);
+    } else {
+      memcpy(out + at, p, want);
+    }
     at += want;
   }
   *nbytes = total;
@@ -199,13 +211,18 @@ static int mv_xmode(const dec_mv *mv) {
 }
 
 /* Makes the rows of ws[0..n) one resident weight when their formats agree (else each part). */
-static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const char *what, int layer,
-                   dec_mv *mv, mlxrt_error *err) {
+/* The product of ws[0..n), one concatenated weight where the formats agree (rows interleaved by
+ * il when il > 0: see cat_ctx; the parts must then be of equal rows, a multiple of il). */
+static int make_mv_il(accel_decoder *D, const accel_weight *const *ws, int n, const char *what, int layer, int il,
+                      dec_mv *mv, mlxrt_error *err) {
   int same = 1;
   for (int i = 1; i < n; i++) same &= same_format(&ws[0]->spec, &ws[i]->spec);
   for (int i = 0; i < n; i++)
     if (!ws[i]->load) return mx_fail(err, "decoder: layer %d %s part %d has no loader", layer, what, i);
   mv->n = 0;
+  if (il && (n != 2 || !same || ws[0]->spec.rows != ws[1]->spec.rows || ws[0]->spec.rows % il))
+    return mx_fail(err, "decoder: layer %d %s: rows interleaved by %d need two parts of one format and equal rows", layer,
+                   what, il);
   if (n == 1 || !same) {
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
@@ -218,10 +235,10 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
     mv->xmode = mv_xmode(mv);
     return 0;
   }
-  cat_ctx c = {.n = n};
+  cat_ctx c = {.n = n, .il = il};
   accel_weight cw = *ws[0];
   char name[200];
-  snprintf(name, sizeof name, "layer %d %s (concatenated)", layer, what);
+  snprintf(name, sizeof name, il ? "layer %d %s (rows interleaved by %d)" : "layer %d %s (concatenated)", layer, what, il);
   cw.name = name;
   cw.load = cat_load;
   cw.load_ctx = &c;
@@ -233,7 +250,7 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
     key = (key ^ ws[i]->key) * 0x100000001b3ULL;
     key ^= key >> 29;
   }
-  cw.key = key ^ 0xc0ca7c0ca7ULL;
+  cw.key = (key ^ 0xc0ca7c0ca7ULL) + (uint64_t)il * 0x9e3779b97f4a7c15ULL; /* another layout, another key */
   mv->L[0] = cudab_resident(D->b, &cw, err);
   for (int i = 0; i < 3; i++) free(c.buf[i]);
   if (!mv->L[0]) return -1;
@@ -242,6 +259,11 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
   choose_split(D, mv, what);
   mv->xmode = mv_xmode(mv);
   return 0;
+}
+
+static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const char *what, int layer, dec_mv *mv,
+                   mlxrt_error *err) {
+  return make_mv_il(D, ws, n, what, layer, 0, mv, err);
 }
 
 /* y = x · Wᵀ for every part (device x bf16, y float32). premax: x's producer already wrote
@@ -297,7 +319,7 @@ void cuda_decoder_free(accel_decoder *D) {
     }
   free(D->ly);
   void *dev[] = {D->final_norm, D->all_tokens, D->tok, D->next, D->pos, D->emb, D->xb, D->attb, D->gub,
-                 D->h, D->y, D->q, D->ylog, D->logits, D->xp, D->xs, D->pmax, D->xexp, D->scores,
+                 D->h, D->y, D->q, D->ylog, D->logits, D->xp, D->xs, D->pmax, D->gmax, D->xexp, D->scores,
                  D->smax, D->ssum, D->pacc, D->part_v, D->part_i, D->counts, D->sk_state};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
   rt_host_free(D->h_toks);
@@ -364,6 +386,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
       env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err) ||
       env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
+      env_knob("MLXRT_GEGLU_EPI", 0, 0, 1, &D->geglu_epi, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_POST", 0, 0, 1, &D->cluster_post, err) ||
@@ -378,7 +401,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     goto fail;
   }
   int H = d->hidden, L = d->n_layers, sms = cudab_device(b)->sms;
-  int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1;
+  int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1, max_inter = 0;
   if (accel_check_weight(d->embed, d->vocab, H, "embedding", -1, err) ||
       accel_check_weight(d->lm_head, d->vocab, H, "lm_head", -1, err))
     goto fail;
@@ -430,10 +453,18 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */
     const accel_weight *qkv[3] = {l->q, l->k, l->v};
     const accel_weight *gu[2] = {l->gate, l->up};
+    /* GeGLU in gate|up's epilogue: one fast-format weight of interleaved rows, no k split */
+    const int gu_il = D->geglu_epi && !D->geglu_prep && same_format(&l->gate->spec, &l->up->spec) &&
+                              l->gate->spec.rows == l->up->spec.rows && l->gate->spec.rows % 8 == 0
+                          ? 8
+                          : 0;
     if (make_mv(D, qkv, l->k_eq_v ? 2 : 3, "q|k|v", i, &y->qkv, err) ||
-        make_mv(D, gu, 2, "gate|up", i, &y->gu, err) || make_mv(D, &l->o, 1, "o_proj", i, &y->o, err) ||
+        make_mv_il(D, gu, 2, "gate|up", i, gu_il, &y->gu, err) || make_mv(D, &l->o, 1, "o_proj", i, &y->o, err) ||
         make_mv(D, &l->down, 1, "down_proj", i, &y->down, err))
       goto fail;
+    y->gu_il = gu_il;
+    y->gu_epi = gu_il && y->gu.n == 1 && y->gu.L[0]->fmt != CK_GENERIC && y->gu.ks == 1;
+    if (y->gu_epi && l->intermediate > max_inter) max_inter = l->intermediate;
     int64_t rows = qd + 2 * kvd;
     if (rows > max_rows) max_rows = rows;
     if (2 * (int64_t)l->intermediate > max_rows) max_rows = 2 * (int64_t)l->intermediate;
@@ -477,6 +508,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   DALLOC(D->xp, kp * 8);
   DALLOC(D->xs, (kp / 32 + 1) * 8);
   DALLOC(D->pmax, ck_xprep_pmax_floats(kp));
+  if (max_inter) DALLOC(D->gmax, ck_xprep_pmax_floats(max_inter));
   DALLOC(D->xexp, 8);
   DALLOC(D->scores, (int64_t)d->n_heads * capacity);
   DALLOC(D->smax, (int64_t)d->n_heads * max_splits);
@@ -560,16 +592,40 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                    "attention", err);
 }
 
-/* geglu, then the down product: with D->geglu_prep (and a down weight whose prep the producer
- * can write), geglu writes down's activation prep itself and no prep kernel runs between. */
+/* The blocks of down's activation prep (ck_qmv_geglu's maxima, D->gmax). */
+static int gu_nblk(const dec_layer *y) { return (int)((y->inter + ck_xprep_block() - 1) / ck_xprep_block()); }
+
+/* gate|up, geglu, then the down product. With y->gu_epi the product's epilogue makes the
+ * activation and its prep maxima (ck_qmv_geglu; D->gmax, which the residual norm before it
+ * zeroed): no geglu kernel. With D->geglu_prep (and a down weight whose prep the producer can
+ * write), geglu writes down's activation prep itself and no prep kernel runs between. */
 static int enqueue_ffn_act(accel_decoder *D, dec_layer *y, const char *const *lb, mlxrt_error *err) {
   void *st = D->stream;
+  if (y->gu_epi) {
+    const ck_layout *G = y->gu.L[0];
+    const int early = ck_get_qmv_early();
+    if (!y->gu.xmode && rt_status(ck_xprep_premax(G, D->xb, D->xp, D->xs, D->xexp, D->pmax, st), "x prep launch", err))
+      return -1;
+    if (y->gu.xmode && D->early_norm >= 0) ck_set_qmv_early(D->early_norm); /* as run_mv does */
+    const int rc = ck_qmv_geglu(G, D->xp, D->xs, D->xexp, D->gub, D->gmax, ck_xprep_block(), st);
+    ck_set_qmv_early(early);
+    if (rt_status(rc, "gate|up + geglu launch", err) || cprof_mark(&D->prof, lb[7], err)) return -1;
+    /* down's prep from those maxima (the graph keeps the pointer run_mv reads) */
+    float *pmax = D->pmax;
+    D->pmax = D->gmax;
+    const int r = run_mv(D, &y->down, D->gub, D->y, XP_PREMAX, err);
+    D->pmax = pmax;
+    return r;
+  }
+  if (run_mv(D, &y->gu, D->xb, D->y, y->gu.xmode ? XP_DONE : XP_PREMAX, err) || cprof_mark(&D->prof, lb[6], err))
+    return -1;
   if (D->geglu_prep && y->down.xmode && dk_geglu_prep_ok(y->inter))
     return rt_status(dk_geglu_prep(D->y, D->y + y->inter, y->gu.ks, y->gu.rows, D->gub, y->inter, D->xp, D->xexp,
                                    y->down.xmode, st),
                      "geglu + down's x prep", err) ||
            cprof_mark(&D->prof, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, XP_DONE, err);
-  return rt_status(dk_geglu(D->y, D->y + y->inter, y->gu.ks, y->gu.rows, D->gub, y->inter, D->pmax, ck_xprep_block(), st),
+  return rt_status(dk_geglu(D->y, D->y + (y->gu_il ? y->gu_il : y->inter), y->gu.ks, y->gu.rows, D->gub, y->inter, D->pmax,
+                           ck_xprep_block(), y->gu_il, st),
                    "geglu", err) ||
          cprof_mark(&D->prof, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, XP_PREMAX, err);
 }
@@ -584,7 +640,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
       rt_status(ck_embed(D->embed, D->tok, 1, D->emb, st), "embedding gather", err) ||
       rt_status(dk_embed_scale(D->emb, D->h, H, d->embed_scale, st), "embedding scale", err) ||
       rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, D->pmax, pb, D->xp,
-                                 D->xexp, D->ly[0].qkv.xmode, st),
+                                 D->xexp, D->ly[0].qkv.xmode, NULL, 0, st),
                 "input norm", err))
     return -1;
   for (int i = 0; i < d->n_layers; i++) {
@@ -603,14 +659,12 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
         run_mv(D, &y->o, D->attb, D->y, amax ? XP_PREMAX : XP_FULL, err) ||
         cprof_mark(P, lb[4], err) ||
         rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
-                                   pb, D->xp, D->xexp, y->gu.xmode, st),
+                                   pb, D->xp, D->xexp, y->gu.xmode, y->gu_epi ? D->gmax : NULL, y->gu_epi ? gu_nblk(y) : 0, st),
                   "attention residual", err) ||
-        cprof_mark(P, lb[5], err) || run_mv(D, &y->gu, D->xb, D->y, y->gu.xmode ? XP_DONE : XP_PREMAX, err) ||
-        cprof_mark(P, lb[6], err) ||
-        enqueue_ffn_act(D, y, lb, err) ||
+        cprof_mark(P, lb[5], err) || enqueue_ffn_act(D, y, lb, err) ||
         cprof_mark(P, lb[8], err) ||
         rt_status(dk_residual_norm(D->y, y->down.ks, y->down.rows, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
-                                   next_norm, D->xb, H, d->eps, D->pmax, pb, D->xp, D->xexp, next_mv->xmode, st),
+                                   next_norm, D->xb, H, d->eps, D->pmax, pb, D->xp, D->xexp, next_mv->xmode, NULL, 0, st),
                   "FFN residual", err))
       return mx_prefix(err, "layer %d", i);
   }
@@ -887,7 +941,7 @@ static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
                   "attention residual", err) ||
         cprof_mark(C, "prefill: gate|up product", err) || pf_mv(D, &y->gu, P->xb, T, P->y, 2 * inter, err) ||
         cprof_mark(C, "prefill: geglu", err) ||
-        rt_status(pf_geglu(P->y, inter, T, P->gub, st), "geglu", err) ||
+        rt_status(pf_geglu(P->y, inter, T, P->gub, y->gu_il, st), "geglu", err) ||
         cprof_mark(C, "prefill: down product", err) || pf_mv(D, &y->down, P->gub, T, P->y, H, err) ||
         cprof_mark(C, "prefill: norms + residual", err) ||
         rt_status(pf_norm_rows(P->y, H, nrm + 3 * (int64_t)H, P->h, d->has_layer_scalar, l->layer_scalar, next_norm,
@@ -920,7 +974,7 @@ static int prefill_run(accel_decoder *D, const int32_t *tokens, int64_t n, int64
   }
   const float *h_last = P->h + (int64_t)(T - 1) * d->hidden;
   if (rt_status(dk_residual_norm(NULL, 1, 0, NULL, (float *)h_last, 0, 0.0f, D->final_norm, D->xb, d->hidden, d->eps, D->pmax,
-                                 ck_xprep_block(), D->xp, D->xexp, D->head.xmode, D->stream),
+                                 ck_xprep_block(), D->xp, D->xexp, D->head.xmode, NULL, 0, D->stream),
                 "final norm", err))
     return -1;
   return rt_stream_sync(D->stream, err);

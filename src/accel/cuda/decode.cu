@@ -86,24 +86,19 @@ extern "C" int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, v
   return (int)ck_launch(embed_scale_kernel, (H + 255) / 256, 256, 0, (cudaStream_t)stream, e, h, H, scale);
 }
 
-/* gelu_approx op by op in bf16, as MLX computes it */
-__device__ __forceinline__ float gelu_approx(float x) {
-  const float c_sqrt = 0.796875f; /* bf16(√(2/π)) */
-  const float c_k = 0.044677734375f; /* bf16(0.044715) */
-  float x3 = rb(__fmul_rn(__fmul_rn(x, x), x));
-  float t = rb(__fadd_rn(x, rb(__fmul_rn(c_k, x3))));
-  t = rb(__fmul_rn(c_sqrt, t));
-  float th = rb(tanhf(t));
-  return rb(__fmul_rn(rb(__fmul_rn(0.5f, x)), rb(__fadd_rn(1.0f, th))));
-}
+/* Where value i of a gate|up product's gate (and, il further, its up) sits: i, or with rows
+ * interleaved by il (ck_qmv_geglu's layout) in the gate half of its 2·il block. */
+__device__ __forceinline__ int64_t gu_index(int64_t i, int il) { return il ? (i / il) * 2 * il + i % il : i; }
 
 /* One block per pblock values; block b also writes pmax[b] = max|out| over them. */
-__global__ void geglu_kernel(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock) {
+__global__ void geglu_kernel(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax,
+                             int pblock, int il) {
   ck_pdl_enter();
   int64_t b0 = (int64_t)blockIdx.x * pblock, end = b0 + pblock < n ? b0 + pblock : n;
   float m = 0.0f;
   for (int64_t i = b0 + threadIdx.x; i < end; i += blockDim.x) {
-    uint16_t o = ck_f32_to_bf16(__fmul_rn(gelu_approx(rb(ysum(g + i, ks, kstride))), rb(ysum(u + i, ks, kstride))));
+    const int64_t j = gu_index(i, il);
+    uint16_t o = ck_geglu(ysum(g + j, ks, kstride), ysum(u + j, ks, kstride));
     out[i] = o;
     m = fmaxf(m, fabsf(ck_bf16_to_f32(o)));
   }
@@ -113,10 +108,11 @@ __global__ void geglu_kernel(const float *g, const float *u, int ks, int64_t kst
 }
 
 extern "C" int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock,
-                        void *stream) {
+                        int il, void *stream) {
+  if (il < 0 || (il && (u != g + il || n % il))) return (int)cudaErrorInvalidValue;
   int64_t blocks = (n + pblock - 1) / pblock;
   return (int)ck_launch(geglu_kernel, (unsigned)blocks, 1024, 0, (cudaStream_t)stream, g, u, ks, kstride, out, n, pmax,
-                        pblock);
+                        pblock, il);
 }
 
 /* geglu writing the down product's activation prep itself (dk_geglu_prep): one row over a
@@ -140,7 +136,7 @@ __global__ void __cluster_dims__(GC_CL, 1, 1) __launch_bounds__(1024)
     const int i = gi + k * step;
     ov[k] = 0;
     if (i < n) {
-      ov[k] = ck_f32_to_bf16(__fmul_rn(gelu_approx(rb(ysum(g + i, ks, kstride))), rb(ysum(u + i, ks, kstride))));
+      ov[k] = ck_geglu(ysum(g + i, ks, kstride), ysum(u + i, ks, kstride));
       out[i] = ov[k];
       m = fmaxf(m, fabsf(ck_bf16_to_f32(ov[k])));
     }

@@ -25,10 +25,11 @@ int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, void *stream
  *   then xb = bf16 rmsnorm(h, w_next), and when pmax: pmax[b] = max|xb| over each pblock values
  *   (what ck_xprep_premax reads). xmode also writes the next mat-vec's activation prep for one
  *   row, bit-identical to ck_xprep: 1 = fp16 scaled by 2^xexp[0] (formats without group sums),
- *   2 = bf16 as is (dense bf16), both in fragment order at xp; 0 = none. */
+ *   2 = bf16 as is (dense bf16), both in fragment order at xp; 0 = none. zero[0 … nzero) is
+ * set to zero after the wait (the maxima a later ck_qmv_geglu raises; NULL, 0: none). */
 int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
                      const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
-                     uint16_t *xp, int *xexp, int xmode, void *stream);
+                     uint16_t *xp, int *xexp, int xmode, float *zero, int nzero, void *stream);
 /* How dk_residual_norm's blocks exchange their sums (residual_norm.cu; the same bits either
  * way): 0 (the kernel's default), each reads the others'; 1, each pushes into every block's
  * shared memory. The decoder sets it from MLXRT_NORM_PUSH, default 1 (tg128 +0.5 % on the
@@ -40,8 +41,10 @@ void dk_set_norm_push(int on);
 int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn, const float *kn,
                 const float *inv_freq, int traditional, int v_norm, float eps, const int *pos, int window,
                 float *q_out, uint16_t *kc, uint16_t *vc, void *stream);
-/* out[i] = bf16(gelu_approx(bf16 g[i]) · bf16 u[i]); when pmax, pmax[b] = max|out| per pblock. */
-int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock, void *stream);
+/* out[i] = bf16(gelu_approx(bf16 g[i]) · bf16 u[i]); when pmax, pmax[b] = max|out| per pblock.
+ * il > 0: the rows interleaved by il (u = g + il; value i at (i / il)·2·il + i mod il). */
+int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock,
+             int il, void *stream);
 /* dk_geglu that also writes the next product's activation prep (xp, xexp in the xmode of
  * dk_residual_norm: what ck_xprep_premax would make of out, bit for bit) instead of pmax, so
  * no prep kernel runs between them; dk_geglu_prep_ok(n) says whether n values fit its one

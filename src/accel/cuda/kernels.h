@@ -78,6 +78,12 @@ int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const floa
  * partial sums of split s go to y + s·kstride (the caller adds them, in order). */
 int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
                  float *y, int64_t ldy, int ksplit, int64_t kstride, void *stream);
+/* One row of a gate|up product whose rows are interleaved by 8 (tile t: gate rows 8t … 8t+7,
+ * then up rows 8t … 8t+7; fast formats, rows % 16 == 0), with GeGLU in its epilogue: act[i]
+ * (bf16) = what dk_geglu makes of gate row i and up row i, bit for bit, and amax[i / apblock]
+ * raised to max |act| over its block (amax zeroed before; apblock a multiple of 8). No y. */
+int ck_qmv_geglu(const ck_layout *L, const uint16_t *xp, const float *xs, const int *xexp, uint16_t *act,
+                 float *amax, int apblock, void *stream);
 int ck_qmv_generic(const ck_layout *L, int64_t slab, const uint16_t *x, int nb, float *y,
                    int64_t ldy, void *stream);
 /* out[i, cols] bf16 = row ids[i] dequantized as mx.dequantize does (ids already checked). */

@@ -235,28 +235,19 @@ extern "C" int pf_qkv_post(const float *y, int64_t ldy, int T, int64_t p0, int n
   return (int)cudaGetLastError();
 }
 
-/* gelu_approx op by op in bf16, as MLX computes it (decode.cu's, repeated: no -rdc) */
-static __device__ __forceinline__ float pf_gelu(float x) {
-  const float c_sqrt = 0.796875f;     /* bf16(√(2/π)) */
-  const float c_k = 0.044677734375f;  /* bf16(0.044715) */
-  float x3 = rb(__fmul_rn(__fmul_rn(x, x), x));
-  float t = rb(__fadd_rn(x, rb(__fmul_rn(c_k, x3))));
-  t = rb(__fmul_rn(c_sqrt, t));
-  float th = rb(tanhf(t));
-  return rb(__fmul_rn(rb(__fmul_rn(0.5f, x)), rb(__fadd_rn(1.0f, th))));
-}
-
-/* grid (ceil(inter / 256), T) */
-__global__ void pf_geglu_kernel(const float *y, int64_t inter, uint16_t *out) {
+/* grid (ceil(inter / 256), T); il > 0: each token's rows interleaved by il */
+__global__ void pf_geglu_kernel(const float *y, int64_t inter, int il, uint16_t *out) {
   const int64_t tok = blockIdx.y, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= inter) return;
   const float *yt = y + tok * 2 * inter;
-  out[tok * inter + i] = ck_f32_to_bf16(__fmul_rn(pf_gelu(rb(yt[i])), rb(yt[inter + i])));
+  const int64_t g = il ? (i / il) * 2 * il + i % il : i, u = il ? g + il : inter + i;
+  out[tok * inter + i] = ck_geglu(yt[g], yt[u]);
 }
 
-extern "C" int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, void *stream) {
+extern "C" int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, int il, void *stream) {
   if (T <= 0) return 0;
-  pf_geglu_kernel<<<dim3((unsigned)((inter + 255) / 256), T), 256, 0, (cudaStream_t)stream>>>(y, inter, out);
+  if (il < 0 || (il && inter % il)) return (int)cudaErrorInvalidValue;
+  pf_geglu_kernel<<<dim3((unsigned)((inter + 255) / 256), T), 256, 0, (cudaStream_t)stream>>>(y, inter, il, out);
   return (int)cudaGetLastError();
 }
 

@@ -30,8 +30,9 @@ int pf_qkv_post(const float *y, int64_t ldy, int T, int64_t p0, int nq, int nkv,
                 const float *qn, const float *kn, const float *inv_freq, int traditional, int v_norm,
                 float eps, float *q_out, uint16_t *kdst, uint16_t *vdst, void *stream);
 
-/* out [T, inter] = bf16(gelu_approx(bf16 gate) · bf16 up), y [T, 2·inter] = [gate | up]. */
-int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, void *stream);
+/* out [T, inter] = bf16(gelu_approx(bf16 gate) · bf16 up), y [T, 2·inter] = [gate | up], or
+ * with il > 0 each token's rows interleaved by il (il of gate, il of up, …). */
+int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, int il, void *stream);
 
 /* Causal attention of T queries (positions p0 + t) over the cache: key j < p0 from kc/vc
  * (slot j % window when window > 0, else j), key j ≥ p0 from the chunk's kch/vch [T, kvd];

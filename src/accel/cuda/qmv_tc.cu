@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
+#include "ck_block.cuh"
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
 
@@ -34,6 +35,14 @@ struct QmvArgs {
   int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling);
                 * 2 = COL without its full-stage loop, 3 = no COL, 5 = COL with two mma chains
                 * per pair (benchmarks: what each gains) */
+  /* GeGLU epilogue (ck_qmv_geglu; one row, no k split): the weight's rows interleaved by 8 —
+   * tile t holds gate rows 8t … 8t+7, then up rows 8t … 8t+7 — and instead of y, the tile's 8
+   * activations ck_geglu(gate, up) into act[8t …], their max |value| into amax[8t / apblock]
+   * (atomically: a max does not depend on the order; amax zeroed beforehand) */
+  uint16_t *act;
+  float *amax;
+  int64_t acts;
+  int apblock;
 };
 
 #define CK_MAX_WARPS 16
@@ -535,6 +544,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   /* lane (g, t) holds rows (g, g+8) × columns (2t, 2t+1); sum the warps' partials (in the
    * stage memory: every stage has been consumed behind the loop's last barrier). */
   float(*red)[32][4] = reinterpret_cast<float(*)[32][4]>(stage_mem);
+  __shared__ float fin[16]; /* the GeGLU epilogue's tile outputs */
 #pragma unroll
   for (int i = 0; i < 4; i++) red[warp][lane][i] = tot[i];
   __syncthreads();
@@ -546,7 +556,26 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     int64_t row = tile * 16 + rl;
     /* undo x's 2^e, and for nvfp4 the decode's 2^-14 and the scales' 2^10 */
     constexpr int YSH = FMT == CK_NVFP4 ? 14 - CK_NV_SCALE_LOG2 : 0;
-    if (col < p.nb && row < p.rows) p.y[(int64_t)ks * p.kstride + (int64_t)col * p.ldy + row] = ldexpf(s, YSH - p.xexp[col]);
+    if (p.act) {
+      if (col == 0) fin[rl] = ldexpf(s, YSH - p.xexp[0]);
+    } else if (col < p.nb && row < p.rows) {
+      p.y[(int64_t)ks * p.kstride + (int64_t)col * p.ldy + row] = ldexpf(s, YSH - p.xexp[col]);
+    }
+  }
+  if (p.act) { /* the GeGLU epilogue: the float32 products as dk_geglu reads them from y */
+    __syncthreads();
+    if (threadIdx.x < 8) {
+      const int64_t i = tile * 8 + threadIdx.x;
+      float m = 0.0f;
+      if (i < p.acts) {
+        const uint16_t o = ck_geglu(fin[threadIdx.x], fin[threadIdx.x + 8]);
+        p.act[i] = o;
+        m = fabsf(ck_bf16_to_f32(o)); /* (NaN: fmaxf below skips it, as geglu's block max does) */
+      }
+      for (int o = 4; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffu, m, o));
+      if (threadIdx.x == 0 && m > 0.0f)
+        atomicMax(reinterpret_cast<unsigned *>(p.amax + tile * 8 / p.apblock), __float_as_uint(m));
+    }
   }
 }
 
@@ -772,6 +801,38 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
   return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps * 32, smem, (cudaStream_t)stream, a);
 }
 
+
+extern "C" int ck_qmv_geglu(const ck_layout *L, const uint16_t *xp, const float *xs, const int *xexp, uint16_t *act,
+                            float *amax, int apblock, void *stream) {
+  if (L->fmt == CK_GENERIC || L->rows % 16 || !act || !amax || apblock < 8 || apblock % 8 || g_variant)
+    return (int)cudaErrorInvalidValue;
+  qmv_fn fn = pick(L, 1);
+  if (!fn) return (int)cudaErrorInvalidValue;
+  QmvArgs a = {};
+  a.w = (const uint4 *)L->w;
+  a.s = L->s;
+  a.xp = (const uint4 *)xp;
+  a.xs = xs;
+  a.xexp = xexp;
+  a.rows = L->rows;
+  a.ldy = L->rows;
+  a.nunits = (int)L->nunits;
+  a.nslices = L->cols / 32;
+  a.nb = 1;
+  a.early = g_early;
+  a.ksplit = 1;
+  a.act = act;
+  a.amax = amax;
+  a.acts = L->rows / 2;
+  a.apblock = apblock;
+  int smem = stages_for(L, 1) * smem_for(L, 1);
+  if (smem > 48 * 1024) {
+    cudaError_t e = allow_smem(fn, smem);
+    if (e) return (int)e;
+  }
+  int warps = one_row_col(L, 1) && g_warps_override <= 0 ? 4 : warps_for(L, fn, smem, 1);
+  return (int)ck_launch(fn, dim3((unsigned)L->tiles, 1u), warps * 32, smem, (cudaStream_t)stream, a);
+}
 
 extern "C" int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
                            const int *xexp, int nb, float *y, int64_t ldy, void *stream) {

@@ -72,7 +72,7 @@ template <bool PUSH>
 __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
     residual_norm_kernel(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar,
                          float scalar, const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
-                         uint16_t *xp, int *xexp, int xmode) {
+                         uint16_t *xp, int *xexp, int xmode, float *zero, int nzero) {
   cg::cluster_group cl = cg::this_cluster();
   if (PUSH) cl.barrier_arrive(); /* waited for before the first write into another block */
   CK_DYNAMIC_SHARED(rn_shared, sh);
@@ -96,6 +96,10 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
     hv[k] = !early && i < H ? h[i] : 0.0f;
   }
   ck_pdl_enter();
+  /* a later product's epilogue maxima (ck_qmv_geglu's amax): their last reader, a kernel before
+   * this one's predecessor, has completed */
+  if (zero && cl.block_rank() == 0)
+    for (int i = threadIdx.x; i < nzero; i += RN_BT) zero[i] = 0.0f;
   if (early) {
 #pragma unroll
     for (int k = 0; k < RN_VPT; k++) {
@@ -192,13 +196,13 @@ extern "C" void dk_set_norm_push(int on) { g_push = on != 0; }
 
 extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
                                 const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
-                                uint16_t *xp, int *xexp, int xmode, void *stream) {
+                                uint16_t *xp, int *xexp, int xmode, float *zero, int nzero, void *stream) {
   if (((pmax || xmode) && pblock != RN_CL * RN_BT) || H > RN_CL * RN_BT * RN_VPT || xmode < 0 || xmode > 2 ||
-      (xmode && (!xp || !xexp || H % 32)))
+      (xmode && (!xp || !xexp || H % 32)) || nzero < 0 || (nzero && !zero))
     return (int)cudaErrorInvalidValue;
   return (int)ck_launch(g_push ? residual_norm_kernel<true> : residual_norm_kernel<false>, RN_CL, RN_BT,
                         sizeof(rn_shared), (cudaStream_t)stream, y, ks, kstride, w_post, h, use_scalar, scalar, w_next,
-                        xb, H, eps, pmax, pblock, xp, xexp, xmode);
+                        xb, H, eps, pmax, pblock, xp, xexp, xmode, zero, nzero);
 }
 
 CK_PDL_EARLY_SETTER(ck_pdl_early_residual_norm)
