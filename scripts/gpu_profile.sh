@@ -57,9 +57,9 @@
 #      (default 32768).
 #   clusterchk (not in the default list): the one-launch attention's checks — alone
 #      (mlxrt-attn-bench with MLXRT_ATTN_CLUSTER=1, every case against the host, µs per call),
-#      then the tiny fixtures with its q/k/v post step (MLXRT_ATTN_CLUSTER_POST=1), with that and
-#      MLXRT_ATTN_CLUSTER_KEYS=20 (each session crosses graphs), and with the residual norm's
-#      pull form (MLXRT_NORM_PUSH=0) → clchk_*.log.
+#      then the tiny fixtures with MLXRT_ATTN_CLUSTER_KEYS=20 (each session crosses graphs), with
+#      the residual norm's pull form (MLXRT_NORM_PUSH=0), and without GeGLU in gate|up's
+#      epilogue (MLXRT_GEGLU_EPI=0) → clchk_*.log.
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
 #   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
 set -uo pipefail
@@ -233,9 +233,9 @@ if has clusterchk; then
   grep -E "FAIL|maxima|passed" "$OUT/clchk_bench.log" | head -8
   grep -E "^\| [0-9]" "$OUT/clchk_bench.log" | tr '\n' ' ' | sed 's/$/\n/'
   stamp "tiny fixtures with the one-launch attention's knobs"
-  tiny_check clchk_tiny_post.log MLXRT_ATTN_CLUSTER_POST=1
-  tiny_check clchk_tiny_cross.log MLXRT_ATTN_CLUSTER_POST=1 MLXRT_ATTN_CLUSTER_KEYS=20
+  tiny_check clchk_tiny_cross.log MLXRT_ATTN_CLUSTER_KEYS=20
   tiny_check clchk_tiny_pull.log MLXRT_NORM_PUSH=0
+  tiny_check clchk_tiny_noepi.log MLXRT_GEGLU_EPI=0
 fi
 if has ab; then
   synth31 "$SYN/s31"

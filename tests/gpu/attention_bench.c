@@ -99,7 +99,7 @@ static int g_cluster; /* MLXRT_ATTN_CLUSTER=1: dk_attention_cluster */
 static int attend(const shape *s, bufs *b, int splits, int min_keys, float scale, void *st) {
   const char *kpath = getenv("MLXRT_ATTN_SCORES"), *pv = getenv("MLXRT_ATTN_PV");
   if (g_cluster)
-    return dk_attention_cluster(b->q, NULL, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window,
+    return dk_attention_cluster(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window,
                                 s->window > 0 ? s->window : s->ctx, b->att, b->amax, NAMAX, b->smax, b->count, st);
   return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window, splits, min_keys,
                       (kpath ? atoi(kpath) : 0) | (pv && !strcmp(pv, "1") ? 4 : 0), s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
     const shape *s = &shapes[si];
     if (one && si != one_shape) continue;
     /* the split passes on the first two shapes, the one-cluster form where its keys fit */
-    if (g_cluster ? !dk_attention_cluster_fits(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx, 0)
+    if (g_cluster ? !dk_attention_cluster_fits(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx)
                   : si == 2)
       continue;
     const size_t kvn = (size_t)s->cap * s->nkv * s->hd, qn = (size_t)s->nq * s->hd;

@@ -14,10 +14,7 @@
  * last bit (the CPU-reference checks decide, as for the split shapes). */
 #include <cooperative_groups.h>
 
-#include <type_traits>
-
 #include "attention_common.cuh"
-#include "qkv_post.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -29,39 +26,25 @@ namespace cg = cooperative_groups;
 
 /* The dynamic shared memory's floats: q [REP][hd] (then the block's p·v partials), the scores
  * and p [REP][kpb], the reductions' [REP][32], the statistics m, l, M, 1/total [4][REP], a
- * flag, and with the q/k/v post step one head's row [hd]. */
-__host__ __device__ constexpr size_t ac_smem_floats(int rep, int hd, int kpb, bool post) {
-  return (size_t)rep * hd + (size_t)rep * kpb + (size_t)rep * 32 + 4 * (size_t)rep + 4 + (post ? (size_t)hd : 0);
+ * flag. */
+__host__ __device__ constexpr size_t ac_smem_floats(int rep, int hd, int kpb) {
+  return (size_t)rep * hd + (size_t)rep * kpb + (size_t)rep * 32 + 4 * (size_t)rep + 4;
 }
 
 /* grid (CL, nkv), cluster (CL, 1, 1): block `rank` of KV head g takes keys
  * [first + rank·len, …) of the live range, len = ceil(count / CL) ≤ kpb: 4 keys per warp and
  * score step, and each thread DPT dims of every key's V row in p·v (measured on the H200,
- * session 11: level with the split passes up to 128 keys, 2× slower at 1024).
- * POST: the q/k/v post step (qkv_post.cuh, dk_qkv_post's operations) inside the kernel. The
- * group's q rows are spread over the cluster, each block pushing its rows (scaled and rounded
- * as at_stage_q does) into every block's q; the block holding the new position makes its K
- * and V row, writes it to the caches, and reads its keys and values through the L2 (one row
- * of them is its own write). The same bits as dk_qkv_post followed by the kernel without it. */
-template <int REP, int DPT, int CL, bool POST>
+ * session 11: level with the split passes up to 128 keys, 2× slower at 1024). */
+template <int REP, int DPT, int CL>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
-    cluster_attention_kernel(const float *q, dk_post pp, uint16_t *kc, uint16_t *vc, int nkv, int hd, float scale,
+    cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
                              float *bmax, unsigned *count) {
   cg::cluster_group cl = cg::this_cluster();
-  if (POST) cl.barrier_arrive(); /* waited for before the first write into another block */
   CK_DYNAMIC_SHARED(float4, sm4);
   float *qs = reinterpret_cast<float *>(sm4), *ps = qs + REP * hd, *red = ps + REP * kpb;
   float *st_m = red + REP * 32, *st_l = st_m + REP, *gm = st_l + REP, *ginv = gm + REP;
   int *last = reinterpret_cast<int *>(ginv + REP);
-  float *sv = ginv + REP + 4; /* POST: one head's row */
-  /* POST: q's and k's norm weights and the rotation frequencies, which never change, before
-   * the wait (as qkv_post_kernel loads them) */
-  qp_consts cq, ckn;
-  if (POST) {
-    qp_load(cq, pp.qn, pp.inv_freq, hd);
-    qp_load(ckn, pp.kn, pp.inv_freq, hd);
-  }
   ck_pdl_enter();
   const int rank = (int)blockIdx.x, g = (int)blockIdx.y, pos = *pos_p;
   const int first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
@@ -75,60 +58,30 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   auto slot = [&](int j) -> int64_t { return window > 0 ? j % window : j; };
 
   const float bscale = rb(scale);
-  bool own = false; /* POST: this block holds the new position (its K and V row are its writes) */
-  if constexpr (POST) {
-    const int orank = (pos - first) / len;
-    own = rank == orank;
-    cl.barrier_wait(); /* every block of the cluster has started: its shared memory may be written */
-    /* row r of the group goes to block (orank + 1 + r) mod CL: the new position's block last */
-    for (int r = ((rank - orank - 1) % CL + CL) % CL; r < REP; r += CL) {
-      qp_head(pp.y + (int64_t)(g * REP + r) * hd, pp.ks, pp.kstride, hd, cq, pp.eps, (float)pos, pp.traditional, sv,
-              red);
-      /* (a next qp_head writes sv only after its reduction's barriers, so after these reads) */
-      for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        const float v = scale != 1.0f ? rb(__fmul_rn(sv[i], bscale)) : sv[i];
-#pragma unroll
-        for (int b = 0; b < CL; b++) *cl.map_shared_rank(qs + r * hd + i, b) = v;
-      }
-    }
-    if (own) {
-      qp_head(pp.y + (int64_t)pp.nq * hd + (int64_t)g * hd, pp.ks, pp.kstride, hd, ckn, pp.eps, (float)pos,
-              pp.traditional, sv, red);
-      qp_write_kv(pp.y, pp.ks, pp.kstride, pp.nq, nkv, hd, g, pp.k_eq_v, pp.v_norm, pp.eps, slot(pos), sv, kc, vc, red);
-    }
-    cl.sync(); /* every q row in every block; the new K and V row written (and visible to this block) */
-  } else {
-    at_stage_q(q, g, REP, hd, scale, bscale, sm4); /* scaled and rounded as the scores kernel does */
-    __syncthreads();
-  }
+  at_stage_q(q, g, REP, hd, scale, bscale, sm4); /* scaled and rounded as the scores kernel does */
+  __syncthreads();
   /* scores: KPI keys per warp and step, completed by one transposed warp reduction (the
    * scores kernel's register path, its sums in its order) */
   constexpr int KPI = REP <= 8 ? 4 : 2, NP = KPI * REP;
   static_assert(NP <= 32, "one transposed warp sum per step");
   const int pl = lane / (32 / NP), pu = pl / REP, pr = pl % REP, pw = (lane & (32 / NP - 1)) == 0;
   float mxl = -INFINITY;
-  auto scores = [&](auto coherent) {
-    for (int j = lo + KPI * warp; j < hi; j += KPI * nw) {
-      const uint16_t *kp[KPI];
+  for (int j = lo + KPI * warp; j < hi; j += KPI * nw) {
+    const uint16_t *kp[KPI];
 #pragma unroll
-      for (int u = 0; u < KPI; u++) {
-        const int jj = j + u < hi ? j + u : j;
-        kp[u] = kc + slot(jj) * kvd + (int64_t)g * hd;
-      }
-      float dk[KPI][REP];
-      key_dots<REP, KPI, false, decltype(coherent)::value>(kp, qs, hd, nch, lane, dk);
-      /* the step's sums, rounded to bf16, into ps and the running max */
-      const float v = at_step_score<REP, KPI>(dk, lane);
-      if (j + pu < hi) {
-        if (pw) ps[pr * kpb + (j + pu - lo)] = v;
-        mxl = fmaxf(mxl, v);
-      }
+    for (int u = 0; u < KPI; u++) {
+      const int jj = j + u < hi ? j + u : j;
+      kp[u] = kc + slot(jj) * kvd + (int64_t)g * hd;
     }
-  };
-  if (POST && own)
-    scores(std::true_type{});
-  else
-    scores(std::false_type{});
+    float dk[KPI][REP];
+    key_dots<REP, KPI>(kp, qs, hd, nch, lane, dk);
+    /* the step's sums, rounded to bf16, into ps and the running max */
+    const float v = at_step_score<REP, KPI>(dk, lane);
+    if (j + pu < hi) {
+      if (pw) ps[pr * kpb + (j + pu - lo)] = v;
+      mxl = fmaxf(mxl, v);
+    }
+  }
 
   float mx[REP], sum[REP];
 #pragma unroll
@@ -161,20 +114,18 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   __syncthreads();
   /* Σ p·v over the block's keys: thread t owns dims [t·DPT, t·DPT + DPT), eight keys' V loads
    * in flight before their products, each accumulator adding the keys in order */
-  auto pv = [&](auto coherent) {
-    float acc[REP][DPT];
+  float acc[REP][DPT];
 #pragma unroll
-    for (int r = 0; r < REP; r++)
+  for (int r = 0; r < REP; r++)
 #pragma unroll
-      for (int i = 0; i < DPT; i++) acc[r][i] = 0.0f;
-    const int d0 = threadIdx.x * DPT;
-    if (d0 >= hd) return;
+    for (int i = 0; i < DPT; i++) acc[r][i] = 0.0f;
+  const int d0 = threadIdx.x * DPT;
+  if (d0 < hd) {
     const int64_t voff = (int64_t)g * hd + d0;
     for (int j0 = 0; j0 < n; j0 += 8) {
       float v[8][DPT];
 #pragma unroll
-      for (int u = 0; u < 8; u++)
-        load_n<decltype(coherent)::value>(vc + slot(lo + (j0 + u < n ? j0 + u : j0)) * kvd + voff, DPT, v[u]);
+      for (int u = 0; u < 8; u++) load_n(vc + slot(lo + (j0 + u < n ? j0 + u : j0)) * kvd + voff, DPT, v[u]);
 #pragma unroll
       for (int u = 0; u < 8; u++) {
         if (j0 + u >= n) break;
@@ -191,11 +142,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     for (int r = 0; r < REP; r++)
 #pragma unroll
       for (int i = 0; i < DPT; i++) qs[r * hd + d0 + i] = acc[r][i];
-  };
-  if (POST && own)
-    pv(std::true_type{});
-  else
-    pv(std::false_type{});
+  }
   cl.sync();
   /* block `rank` completes its share of the group's REP·hd outputs, adding the blocks' partials
    * in rank order */
@@ -232,50 +179,43 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   if (threadIdx.x == 0) *count = 0;
 }
 
-template <int REP, int DPT, bool POST>
-static cudaError_t launch_cluster_k(const float *q, const dk_post &pp, uint16_t *kc, uint16_t *vc, int nkv, int hd,
-                                    float scale, const int *pos, int window, int kpb, uint16_t *att, float *amax,
-                                    int namax, float *bmax, unsigned *count, cudaStream_t st) {
-  const size_t smem = ac_smem_floats(REP, hd, kpb, POST) * sizeof(float);
-  return ck_launch(cluster_attention_kernel<REP, DPT, AC_CL, POST>, dim3(AC_CL, (unsigned)nkv), AT_THREADS, smem, st,
-                   q, pp, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count);
+template <int REP, int DPT>
+static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
+                                    const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
+                                    float *bmax, unsigned *count, cudaStream_t st) {
+  const size_t smem = ac_smem_floats(REP, hd, kpb) * sizeof(float);
+  return ck_launch(cluster_attention_kernel<REP, DPT, AC_CL>, dim3(AC_CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc,
+                   vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count);
 }
 
-template <int REP, bool POST>
-static cudaError_t launch_cluster(const float *q, const dk_post &pp, uint16_t *kc, uint16_t *vc, int nkv, int hd,
-                                  float scale, const int *pos, int window, int kpb, uint16_t *att, float *amax,
-                                  int namax, float *bmax, unsigned *count, cudaStream_t st) {
-#define AC_ARGS q, pp, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st
-  if (hd <= AT_THREADS) return launch_cluster_k<REP, 1, POST>(AC_ARGS);
-  if (hd <= 2 * AT_THREADS) return launch_cluster_k<REP, 2, POST>(AC_ARGS);
-  if (hd <= 4 * AT_THREADS) return launch_cluster_k<REP, 4, POST>(AC_ARGS);
-  return launch_cluster_k<REP, 8, POST>(AC_ARGS);
+template <int REP>
+static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
+                                  const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
+                                  float *bmax, unsigned *count, cudaStream_t st) {
+#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st
+  if (hd <= AT_THREADS) return launch_cluster_k<REP, 1>(AC_ARGS);
+  if (hd <= 2 * AT_THREADS) return launch_cluster_k<REP, 2>(AC_ARGS);
+  if (hd <= 4 * AT_THREADS) return launch_cluster_k<REP, 4>(AC_ARGS);
+  return launch_cluster_k<REP, 8>(AC_ARGS);
 #undef AC_ARGS
 }
 
-static_assert(AT_THREADS == QP_T, "the q/k/v post step runs qkv_post.cuh on the kernel's threads");
-
-extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, int post) {
+extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys) {
   const int rep = nkv > 0 ? nq / nkv : 0;
   const int64_t kpb = (keys + AC_CL - 1) / AC_CL;
   return nkv > 0 && nq % nkv == 0 && (rep == 1 || rep == 2 || rep == 4 || rep == 8) && hd % 8 == 0 &&
-         hd <= 8 * AT_THREADS && hd <= QP_T * QP_V && keys >= 1 && kpb <= DK_CLUSTER_MAX_KPB &&
-         ac_smem_floats(rep, hd, (int)kpb, post != 0) * sizeof(float) <= 48 * 1024;
+         hd <= 8 * AT_THREADS && keys >= 1 && kpb <= DK_CLUSTER_MAX_KPB &&
+         ac_smem_floats(rep, hd, (int)kpb) * sizeof(float) <= 48 * 1024;
 }
 
-extern "C" int dk_attention_cluster(const float *q, const dk_post *post, uint16_t *kc, uint16_t *vc, int nq, int nkv,
-                                    int hd, float scale, const int *pos, int window, int64_t keys, uint16_t *att,
-                                    float *amax, int namax, float *bmax, unsigned *count, void *stream) {
-  const dk_post none = {};
-  const dk_post &pp = post && post->y ? *post : none;
-  if (!dk_attention_cluster_fits(nq, nkv, hd, keys, pp.y != NULL) || (!pp.y && !q) || (amax && (!bmax || !count || namax < 1)) ||
-      (pp.y && (pp.nq != nq || !pp.qn || !pp.kn || !pp.inv_freq)))
+extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                                    float scale, const int *pos, int window, int64_t keys, uint16_t *att, float *amax,
+                                    int namax, float *bmax, unsigned *count, void *stream) {
+  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys) || (amax && (!bmax || !count || namax < 1)))
     return (int)cudaErrorInvalidValue;
   const int kpb = (int)((keys + AC_CL - 1) / AC_CL), rep = nq / nkv;
   cudaStream_t st = (cudaStream_t)stream;
-#define AC_CALL(R)                                                                                                    \
-  (pp.y ? launch_cluster<R, true>(q, pp, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st) \
-        : launch_cluster<R, false>(q, pp, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st))
+#define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st)
   switch (rep) {
   case 1: return (int)AC_CALL(1);
   case 2: return (int)AC_CALL(2);

@@ -66,24 +66,19 @@ __device__ __forceinline__ void load8_shared(const uint16_t *p, float *f) {
   unpack8(*reinterpret_cast<const uint4 *>(p), f);
 }
 
-/* dpt (1, 2, 4 or 8) consecutive bf16 values at p (aligned to their size) as floats, through
- * the read-only path, or with CG through the L2 only (a row written earlier in the same kernel). */
-template <bool CG = false>
+/* dpt (1, 2, 4 or 8) consecutive bf16 values at p (aligned to their size) as floats. */
 __device__ __forceinline__ void load_n(const uint16_t *p, int dpt, float *f) {
   if (dpt == 8) {
-    if (CG)
-      load8_cg(p, f);
-    else
-      load8(p, f);
+    load8(p, f);
   } else if (dpt == 4) {
-    uint2 u = CG ? __ldcg((const uint2 *)p) : __ldg((const uint2 *)p);
+    uint2 u = __ldg((const uint2 *)p);
     f[0] = __uint_as_float(u.x << 16), f[1] = __uint_as_float(u.x & 0xffff0000u);
     f[2] = __uint_as_float(u.y << 16), f[3] = __uint_as_float(u.y & 0xffff0000u);
   } else if (dpt == 2) {
-    uint32_t u = CG ? __ldcg((const unsigned int *)p) : __ldg((const unsigned int *)p);
+    uint32_t u = __ldg((const unsigned int *)p);
     f[0] = __uint_as_float(u << 16), f[1] = __uint_as_float(u & 0xffff0000u);
   } else {
-    f[0] = ck_bf16_to_f32(CG ? __ldcg((const unsigned short *)p) : __ldg((const unsigned short *)p));
+    f[0] = ck_bf16_to_f32(__ldg((const unsigned short *)p));
   }
 }
 

@@ -58,7 +58,7 @@ typedef struct dec_layer {
   uint16_t *kc, *vc;
   int window, splits, hd, nkv, inter;
   int cluster;   /* decode attention in one launch (dk_attention_cluster) in the short-context graph */
-  int gu_il;     /* gate|up's rows interleaved by gu_il (MLXRT_GEGLU_EPI=1), else 0 */
+  int gu_il;     /* gate|up's rows interleaved by gu_il (MLXRT_GEGLU_EPI), else 0 */
   int gu_epi;    /* and GeGLU in its epilogue (ck_qmv_geglu: a fast format, no k split): no geglu kernel */
   int64_t ckeys; /* its key bound there: the layer's keys, at most cluster_keys (the graph's limit) */
 } dec_layer;
@@ -103,7 +103,8 @@ struct accel_decoder {
                      * (dk_attention_post; an experiment, off by default) */
   int geglu_prep;   /* MLXRT_GEGLU_PREP=1: geglu writes down's activation prep itself (dk_geglu_prep;
                      * an experiment, off by default) */
-  int geglu_epi;    /* MLXRT_GEGLU_EPI=1: GeGLU in gate|up's epilogue (ck_qmv_geglu) where it applies */
+  int geglu_epi;    /* MLXRT_GEGLU_EPI (default 1; 0: off): GeGLU in gate|up's epilogue (ck_qmv_geglu) where it
+                     * applies — tg128 +0.9 %, the same bits (H200, session 12) */
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
   int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
   int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
@@ -111,7 +112,6 @@ struct accel_decoder {
                      * run the one-launch attention (dk_attention_cluster) while the position is
                      * below cluster_keys; 0: the split passes always */
   int cluster_keys; /* MLXRT_ATTN_CLUSTER_KEYS: the live key count up to which it does */
-  int cluster_post; /* MLXRT_ATTN_CLUSTER_POST=1: that form also does the q/k/v post step */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
@@ -386,10 +386,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
       env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err) ||
       env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
-      env_knob("MLXRT_GEGLU_EPI", 0, 0, 1, &D->geglu_epi, err) ||
+      env_knob("MLXRT_GEGLU_EPI", 1, 0, 1, &D->geglu_epi, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
-      env_knob("MLXRT_ATTN_CLUSTER_POST", 0, 0, 1, &D->cluster_post, err) ||
       env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err))
     goto fail;
   dk_set_norm_push(norm_push); /* (the backend's, like the mat-vec knobs) */
@@ -447,7 +446,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
      * there, whatever the session's capacity */
     y->ckeys = ctx < D->cluster_keys ? ctx : D->cluster_keys;
     y->cluster = D->attn_cluster &&
-                 dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys, D->cluster_post);
+                 dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys);
     if (y->cluster && max_splits < 8) max_splits = 8; /* smax holds the cluster kernel's 8·nkv block maxima */
     D->any_cluster |= y->cluster;
     /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */
@@ -545,8 +544,7 @@ static const char *const lab_full[9] = {"full: q|k|v mat-vec", "full: q/k/v norm
                                         "full: o mat-vec", "full: attn residual+norm", "full: gate|up mat-vec",
                                         "full: geglu", "full: down mat-vec", "full: ffn residual+norm"};
 
-/* A layer's q/k/v post step and decode attention (one kernel fewer with D->fuse_post, or with
- * D->cluster_post in the one-cluster form). */
+/* A layer's q/k/v post step and decode attention (one kernel fewer with D->fuse_post). */
 static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_layer *y, const char *const *lb,
                              float *amax, int namax, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
@@ -554,19 +552,15 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
   const float *nrm = y->norms;
   void *st = D->stream;
   cprof *P = &D->prof;
-  const dk_post pp = {D->y, y->qkv.ks, y->qkv.rows, nq, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
-                      y->inv_freq, d->rope_traditional, d->v_norm, d->eps};
-  if (D->fuse_post)
+  if (D->fuse_post) {
+    const dk_post pp = {D->y, y->qkv.ks, y->qkv.rows, nq, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
+                        y->inv_freq, d->rope_traditional, d->v_norm, d->eps};
     return cprof_mark(P, lb[2], err) ||
            rt_status(dk_attention_post(&pp, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window, y->splits,
                                        D->split_keys, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                        D->attb, amax, namax, st),
                      "q/k/v post + attention", err);
-  if (y->cluster && D->short_ctx && D->cluster_post)
-    return cprof_mark(P, lb[2], err) ||
-           rt_status(dk_attention_cluster(NULL, &pp, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                          y->ckeys, D->attb, amax, namax, D->smax, D->counts, st),
-                     "q/k/v post + attention (one cluster)", err);
+  }
   if (y->cluster && D->short_ctx)
     return cprof_mark(P, lb[1], err) ||
            rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
@@ -574,7 +568,7 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                                  D->pos, y->window, D->q, y->kc, y->vc, st),
                      "q/k/v norm+rope", err) ||
            cprof_mark(P, lb[2], err) ||
-           rt_status(dk_attention_cluster(D->q, NULL, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+           rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
                                           y->ckeys, D->attb, amax, namax, D->smax, D->counts, st),
                      "attention (one cluster)", err);
   return cprof_mark(P, lb[1], err) ||

@@ -97,16 +97,13 @@ int dk_attention_post(const dk_post *post, uint16_t *kc, uint16_t *vc, int nq, i
  * capacity: a cluster of 8 blocks per KV head exchanging the softmax's statistics and the p·v
  * partials through distributed shared memory, with dk_attention's rounding points (the sums
  * grouped by block instead of by split). keys: the most keys the call can see (the window, or
- * the capacity). post (NULL or y NULL: none, q is read): the q/k/v post step inside the kernel,
- * what dk_qkv_post does with the same arguments (q rows from post->y, the new position's K and
- * V written into kc / vc), bit for bit; q is then unused. amax as dk_attention's; then bmax
- * [8·nkv] floats and count (one unsigned, zero, left zero) are its scratch.
- * dk_attention_cluster_fits says whether a shape runs (post: with the post step). */
+ * the capacity). amax as dk_attention's; then bmax [8·nkv] floats and count (one unsigned, zero,
+ * left zero) are its scratch. dk_attention_cluster_fits says whether a shape runs. */
 #define DK_CLUSTER_MAX_KPB 256
-int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, int post);
-int dk_attention_cluster(const float *q, const dk_post *post, uint16_t *kc, uint16_t *vc, int nq, int nkv, int hd,
-                         float scale, const int *pos, int window, int64_t keys, uint16_t *att, float *amax, int namax,
-                         float *bmax, unsigned *count, void *stream);
+int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys);
+int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, float scale,
+                         const int *pos, int window, int64_t keys, uint16_t *att, float *amax, int namax, float *bmax,
+                         unsigned *count, void *stream);
 /* The same attention in one pass over K and V per split (online softmax; an experiment,
  * MLXRT_ATTN_ONEPASS=1): p is not rounded to bf16, unlike the reference path (attention.cu).
  * smax/ssum/pacc as above; GQA groups of ≤ 4 / 8 / 16 take head dims ≤ 1024 / 512 / 256. */

@@ -15,20 +15,19 @@ __global__ void __launch_bounds__(QP_T) qkv_post_kernel(const float *y, int ks, 
                                                        const float *inv_freq, int trad, int v_norm,
                                                        float eps, const int *pos_p, int window,
                                                        float *q_out, uint16_t *kc, uint16_t *vc) {
-  CK_DYNAMIC_SHARED(float, sv); /* [hd], then the block sums' [32] (all dynamic: see qp_block_sum) */
-  float *part = sv + hd;
+  CK_DYNAMIC_SHARED(float, sv); /* [hd] */
   int head = blockIdx.x, is_q = head < nq, kh = head - nq;
   qp_consts c;
   qp_load(c, is_q ? qn : kn, inv_freq, hd);
   ck_pdl_enter();
   const float *src = is_q ? y + (int64_t)head * hd : y + (int64_t)nq * hd + (int64_t)kh * hd;
   int pos = *pos_p;
-  qp_head(src, ks, kstride, hd, c, eps, (float)pos, trad, sv, part);
+  qp_head(src, ks, kstride, hd, c, eps, (float)pos, trad, sv);
   if (is_q) {
     for (int i = threadIdx.x; i < hd; i += blockDim.x) q_out[(int64_t)head * hd + i] = sv[i];
     return;
   }
-  qp_write_kv(y, ks, kstride, nq, nkv, hd, kh, k_eq_v, v_norm, eps, window > 0 ? pos % window : pos, sv, kc, vc, part);
+  qp_write_kv(y, ks, kstride, nq, nkv, hd, kh, k_eq_v, v_norm, eps, window > 0 ? pos % window : pos, sv, kc, vc);
 }
 
 extern "C" int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn,
@@ -36,7 +35,7 @@ extern "C" int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int 
                            const int *pos, int window, float *q_out, uint16_t *kc, uint16_t *vc,
                            void *stream) {
   if (hd > QP_T * QP_V || hd % 2) return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(qkv_post_kernel, nq + nkv, QP_T, (size_t)(hd + 32) * sizeof(float), (cudaStream_t)stream, y, ks,
+  return (int)ck_launch(qkv_post_kernel, nq + nkv, QP_T, (size_t)hd * sizeof(float), (cudaStream_t)stream, y, ks,
                         kstride, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
 }
 
