@@ -100,7 +100,7 @@ static int attend(const shape *s, bufs *b, int splits, int min_keys, float scale
   const char *kpath = getenv("MLXRT_ATTN_SCORES"), *pv = getenv("MLXRT_ATTN_PV");
   if (g_cluster)
     return dk_attention_cluster(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window,
-                                s->window > 0 ? s->window : s->ctx, b->att, b->amax, NAMAX, b->smax, b->count, st);
+                                s->window > 0 ? s->window : s->ctx, b->att, b->amax, NAMAX, b->smax, b->count, NULL, st);
   return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window, splits, min_keys,
                       (kpath ? atoi(kpath) : 0) | (pv && !strcmp(pv, "1") ? 4 : 0), s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
 }

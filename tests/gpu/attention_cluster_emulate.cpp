@@ -2,8 +2,10 @@
  * its real launcher) on host threads, a cluster's 8 blocks side by side (tests/gpu/emu:
  * EMU_CLUSTER, the cluster barrier and distributed shared memory emulated): a check of the
  * kernel's logic — each block's share of the keys, the sliding ring, GQA, blocks with no keys,
- * the statistics and partials exchanged between blocks, the output slices, the x-prep maxima
- * and the counter left at zero — on a machine without a GPU. Two kinds of case:
+ * the statistics and partials exchanged between blocks, the output slices, the x-prep maxima,
+ * o's activation prep with a fixed exponent (xmode 1 and 2 by turns, bit for bit what
+ * prep_store makes of the output) and the counter left at zero — on a machine without a GPU.
+ * Two kinds of case:
  *   - structure: q = 0 and one-hot V (key j → dim j mod hd), so every p is the same bf16(1/n)
  *     and each output is exactly (live keys on that dim) · p: every live key read once, no other;
  *   - values: random q, K, V against a direct attention with the reference path's rounding
@@ -89,8 +91,14 @@ static int run_case(const Case &c) {
   std::vector<float> amax((size_t)namax + 2, 123.0f), bmax((size_t)nb, -1.0f);
   unsigned count = 0;
   int pos = c.pos;
+  /* o's prep (xmode 1 and 2 by turns) where the output is whole 32-value slices: |att| ≤ 1 here */
+  static int turn;
+  const int xmode = (nq * hd) % 32 ? 0 : 1 + (turn++ & 1), e = xmode == 1 ? 13 : 0;
+  std::vector<uint16_t> xp((size_t)nq * hd + 32, 0xffff);
+  int xexp = 777;
+  const dk_att_prep prep = {xp.data(), &xexp, e, xmode};
   const int rc = dk_attention_cluster(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.keys,
-                                      att.data(), amax.data(), namax, bmax.data(), &count, NULL);
+                                      att.data(), amax.data(), namax, bmax.data(), &count, xmode ? &prep : NULL, NULL);
   if (rc) {
     printf("FAIL launch rc=%d (rep %d nkv %d hd %d keys %d)\n", rc, c.rep, c.nkv, hd, c.keys);
     return 1;
@@ -118,6 +126,14 @@ static int run_case(const Case &c) {
   if (!ok) {
     printf("  x-prep maxima: amax[0] %g against max |att| %g (namax %d)\n", amax[0], m, namax);
     bad = 1;
+  }
+  if (xmode) {
+    std::vector<uint16_t> want((size_t)nq * hd + 32, 0xffff);
+    for (int i = 0; i < nq * hd; i++) prep_store(want.data(), i, att[(size_t)i], e, xmode);
+    if (xexp != e || want != xp) {
+      printf("  o's prep (xmode %d): exponent %d against %d%s\n", xmode, xexp, e, want != xp ? ", values differ" : "");
+      bad = 1;
+    }
   }
   printf("%s rep %d nkv %d hd %4d window %4d pos %4d keys %4d %-9s worst %.2e\n", bad ? "FAIL" : "ok  ", c.rep, c.nkv,
          hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values", worst);

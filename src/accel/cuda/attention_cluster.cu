@@ -15,6 +15,7 @@
 #include <cooperative_groups.h>
 
 #include "attention_common.cuh"
+#include "prep_store.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -39,7 +40,7 @@ template <int REP, int DPT, int CL>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
-                             float *bmax, unsigned *count) {
+                             float *bmax, unsigned *count, dk_att_prep prep) {
   cg::cluster_group cl = cg::this_cluster();
   CK_DYNAMIC_SHARED(float4, sm4);
   float *qs = reinterpret_cast<float *>(sm4), *ps = qs + REP * hd, *red = ps + REP * kpb;
@@ -155,9 +156,11 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     for (int b = 0; b < CL; b++) s += *cl.map_shared_rank(qs + i, b);
     const uint16_t o = ck_f32_to_bf16(s);
     att[(int64_t)g * REP * hd + i] = o;
+    if (prep.xp) prep_store(prep.xp, g * REP * hd + i, o, prep.e, prep.xmode); /* o's prep, a fixed exponent */
     const float f = ck_bf16_to_f32(o);
     vmax = fmaxf(vmax, f == f ? fabsf(f) : 0.0f);
   }
+  if (prep.xp && g == 0 && rank == 0 && threadIdx.x == 0) *prep.xexp = prep.e;
   cl.sync(); /* no block leaves while another still reads its partials */
   if (!amax) return;
   /* o's x-prep maxima (dk_attention's amax) without a kernel to zero them first: every block
@@ -182,17 +185,17 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
 template <int REP, int DPT>
 static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
-                                    float *bmax, unsigned *count, cudaStream_t st) {
+                                    float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
   const size_t smem = ac_smem_floats(REP, hd, kpb) * sizeof(float);
   return ck_launch(cluster_attention_kernel<REP, DPT, AC_CL>, dim3(AC_CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc,
-                   vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count);
+                   vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep);
 }
 
 template <int REP>
 static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                   const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
-                                  float *bmax, unsigned *count, cudaStream_t st) {
-#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st
+                                  float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
+#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
   if (hd <= AT_THREADS) return launch_cluster_k<REP, 1>(AC_ARGS);
   if (hd <= 2 * AT_THREADS) return launch_cluster_k<REP, 2>(AC_ARGS);
   if (hd <= 4 * AT_THREADS) return launch_cluster_k<REP, 4>(AC_ARGS);
@@ -210,12 +213,14 @@ extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys) 
 
 extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
                                     float scale, const int *pos, int window, int64_t keys, uint16_t *att, float *amax,
-                                    int namax, float *bmax, unsigned *count, void *stream) {
-  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys) || (amax && (!bmax || !count || namax < 1)))
+                                    int namax, float *bmax, unsigned *count, const dk_att_prep *prep, void *stream) {
+  const dk_att_prep none = {NULL, NULL, 0, 0}, p = prep && prep->xp ? *prep : none;
+  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys) || (amax && (!bmax || !count || namax < 1)) ||
+      (p.xp && (!p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)))
     return (int)cudaErrorInvalidValue;
   const int kpb = (int)((keys + AC_CL - 1) / AC_CL), rep = nq / nkv;
   cudaStream_t st = (cudaStream_t)stream;
-#define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, st)
+#define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, p, st)
   switch (rep) {
   case 1: return (int)AC_CALL(1);
   case 2: return (int)AC_CALL(2);

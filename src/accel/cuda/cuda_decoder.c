@@ -15,6 +15,7 @@
  * MLXRT_CUDA_GRAPH=0 launches the same work without graphs (debugging). */
 #include "cuda_decoder.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,8 @@ struct accel_decoder {
                      * (dk_attention_post; an experiment, off by default) */
   int geglu_prep;   /* MLXRT_GEGLU_PREP=1: geglu writes down's activation prep itself (dk_geglu_prep;
                      * an experiment, off by default) */
+  int attn_oprep;   /* MLXRT_ATTN_OPREP=1: the one-launch attention writes o's activation prep with a
+                     * fixed exponent where V rows are RMS-normalized (attn_writes_o_prep) */
   int geglu_epi;    /* MLXRT_GEGLU_EPI (default 1; 0: off): GeGLU in gate|up's epilogue (ck_qmv_geglu) where it
                      * applies — tg128 +0.9 %, the same bits (H200, session 12) */
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
@@ -387,6 +390,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err) ||
       env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
       env_knob("MLXRT_GEGLU_EPI", 1, 0, 1, &D->geglu_epi, err) ||
+      env_knob("MLXRT_ATTN_OPREP", 0, 0, 1, &D->attn_oprep, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err))
@@ -544,6 +548,24 @@ static const char *const lab_full[9] = {"full: q|k|v mat-vec", "full: q/k/v norm
                                         "full: o mat-vec", "full: attn residual+norm", "full: gate|up mat-vec",
                                         "full: geglu", "full: down mat-vec", "full: ffn residual+norm"};
 
+/* Whether this step's attention of layer y writes o's activation prep itself (D->attn_oprep:
+ * the one-launch form, one o weight whose prep needs no group sums), with a fixed exponent:
+ * its outputs are convex combinations of V rows (Σ p = 1 up to the bf16 rounding of each p),
+ * so |att| ≤ max |V| ≤ √hd when V is RMS-normalized without a weight (v_norm) — 2√hd · 2^e
+ * below 2^15 then holds every value, and fp16 keeps every bf16 value down to 2^(−25−e)
+ * exactly, against 2^(−25−e') with the row maximum's e' ≥ e: below that the two preps may
+ * differ in a value's last bits. Dense bf16 o weights take x as it is (no exponent). */
+static int attn_writes_o_prep(const accel_decoder *D, const dec_layer *y) {
+  return D->attn_oprep && y->cluster && D->short_ctx && y->o.n == 1 && y->o.ks == 1 &&
+         (y->o.xmode == 2 || (y->o.xmode == 1 && D->d->v_norm)) && ((int64_t)D->d->n_heads * y->hd) % 32 == 0;
+}
+static int o_prep_exp(const dec_layer *y) {
+  int k = 0;
+  if (y->o.xmode != 1) return 0;
+  frexpf(2.0f * sqrtf((float)y->hd), &k); /* 2√hd < 2^k */
+  return 15 - k;
+}
+
 /* A layer's q/k/v post step and decode attention (one kernel fewer with D->fuse_post). */
 static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_layer *y, const char *const *lb,
                              float *amax, int namax, mlxrt_error *err) {
@@ -561,6 +583,8 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                                        D->attb, amax, namax, st),
                      "q/k/v post + attention", err);
   }
+  const int oprep = attn_writes_o_prep(D, y);
+  const dk_att_prep o_prep = {D->xp, D->xexp, o_prep_exp(y), y->o.xmode};
   if (y->cluster && D->short_ctx)
     return cprof_mark(P, lb[1], err) ||
            rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
@@ -569,7 +593,8 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                      "q/k/v norm+rope", err) ||
            cprof_mark(P, lb[2], err) ||
            rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                          y->ckeys, D->attb, amax, namax, D->smax, D->counts, st),
+                                          y->ckeys, D->attb, oprep ? NULL : amax, namax, D->smax, D->counts,
+                                          oprep ? &o_prep : NULL, st),
                      "attention (one cluster)", err);
   return cprof_mark(P, lb[1], err) ||
          rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
@@ -650,7 +675,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
         enqueue_attention(D, l, y, lb, amax, namax, err) ||
         cprof_mark(P, lb[3], err) ||
-        run_mv(D, &y->o, D->attb, D->y, amax ? XP_PREMAX : XP_FULL, err) ||
+        run_mv(D, &y->o, D->attb, D->y, attn_writes_o_prep(D, y) ? XP_DONE : amax ? XP_PREMAX : XP_FULL, err) ||
         cprof_mark(P, lb[4], err) ||
         rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
                                    pb, D->xp, D->xexp, y->gu.xmode, y->gu_epi ? D->gmax : NULL, y->gu_epi ? gu_nblk(y) : 0, st),

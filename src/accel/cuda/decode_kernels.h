@@ -97,13 +97,22 @@ int dk_attention_post(const dk_post *post, uint16_t *kc, uint16_t *vc, int nq, i
  * capacity: a cluster of 8 blocks per KV head exchanging the softmax's statistics and the p·v
  * partials through distributed shared memory, with dk_attention's rounding points (the sums
  * grouped by block instead of by split). keys: the most keys the call can see (the window, or
- * the capacity). amax as dk_attention's; then bmax [8·nkv] floats and count (one unsigned, zero,
- * left zero) are its scratch. dk_attention_cluster_fits says whether a shape runs. */
+ * the capacity). amax as dk_attention's (NULL: none); then bmax [8·nkv] floats and count (one
+ * unsigned, zero, left zero) are its scratch. prep (NULL or xp NULL: none): also the next
+ * product's activation prep of att with a fixed exponent e (xmode 1: fp16 att·2^e, 2: bf16;
+ * fragment order: prep_store.cuh), *xexp = e — for values known to stay below 2^(15−e), as
+ * the attention's output does when V rows are RMS-normalized (|att| ≤ max |V| ≤ ~√hd).
+ * dk_attention_cluster_fits says whether a shape runs. */
 #define DK_CLUSTER_MAX_KPB 256
+typedef struct dk_att_prep {
+  uint16_t *xp;
+  int *xexp;
+  int e, xmode;
+} dk_att_prep;
 int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys);
 int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, float scale,
                          const int *pos, int window, int64_t keys, uint16_t *att, float *amax, int namax, float *bmax,
-                         unsigned *count, void *stream);
+                         unsigned *count, const dk_att_prep *prep, void *stream);
 /* The same attention in one pass over K and V per split (online softmax; an experiment,
  * MLXRT_ATTN_ONEPASS=1): p is not rounded to bf16, unlike the reference path (attention.cu).
  * smax/ssum/pacc as above; GQA groups of ≤ 4 / 8 / 16 take head dims ≤ 1024 / 512 / 256. */
