@@ -50,6 +50,7 @@ typedef struct dec_mv {
   int64_t rows;
   int xmode; /* when its input comes from the residual norm: the activation prep that kernel writes
               * (dk_residual_norm's xmode; 0 = the prep runs before the product, from pmax) */
+  int stages; /* the mat-vec's stage count for this product (MLXRT_QMV_STAGES_<PRODUCT>), 0: the backend's */
 } dec_mv;
 
 typedef struct dec_layer {
@@ -183,6 +184,7 @@ static int same_format(const accel_spec *a, const accel_spec *b) {
 static void choose_split(accel_decoder *D, dec_mv *mv, const char *what) {
   const ck_layout *L = mv->L[0];
   mv->ks = 1;
+  mv->stages = 0;
   mv->rows = 0;
   for (int i = 0; i < mv->n; i++) mv->rows += mv->L[i]->rows;
   /* lm_head's consumer (dk_logits) reads one output: never split */
@@ -197,6 +199,11 @@ static void choose_split(accel_decoder *D, dec_mv *mv, const char *what) {
   if (ks > L->nunits) ks = (int)L->nunits;
   mv->ks = ks;
   if (ks > D->max_ks) D->max_ks = ks;
+  /* and its stage count (experiment knobs MLXRT_QMV_STAGES_QKV / _GU / _O / _DOWN: 3 or 4) */
+  char sk[40];
+  snprintf(sk, sizeof sk, "MLXRT_QMV_STAGES_%s", own + strlen("MLXRT_QMV_KSPLIT_"));
+  const char *sv = getenv(sk);
+  mv->stages = sv && (!strcmp(sv, "3") || !strcmp(sv, "4")) ? atoi(sv) : 0;
 }
 
 /* The activation prep the residual norm can write for mv (dk_residual_norm's xmode): every part
@@ -294,9 +301,12 @@ static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *
    * MLXRT_GEGLU_PREP), and those after a prep kernel, may take their own early-stage counts
    * (experiment knobs; the same bits) */
   const int early = ck_get_qmv_early(), own = premax == XP_DONE ? D->early_norm : D->early_prep;
+  const int stages = ck_get_qmv_stages();
   if (own >= 0) ck_set_qmv_early(own);
+  if (mv->stages) ck_set_qmv_stages(mv->stages);
   int rc = run_mv_parts(D, mv, x, y, premax, err);
   ck_set_qmv_early(early);
+  ck_set_qmv_stages(stages);
   return rc;
 }
 
@@ -622,12 +632,14 @@ static int enqueue_ffn_act(accel_decoder *D, dec_layer *y, const char *const *lb
   void *st = D->stream;
   if (y->gu_epi) {
     const ck_layout *G = y->gu.L[0];
-    const int early = ck_get_qmv_early();
+    const int early = ck_get_qmv_early(), stages = ck_get_qmv_stages();
     if (!y->gu.xmode && rt_status(ck_xprep_premax(G, D->xb, D->xp, D->xs, D->xexp, D->pmax, st), "x prep launch", err))
       return -1;
     if (y->gu.xmode && D->early_norm >= 0) ck_set_qmv_early(D->early_norm); /* as run_mv does */
+    if (y->gu.stages) ck_set_qmv_stages(y->gu.stages);
     const int rc = ck_qmv_geglu(G, D->xp, D->xs, D->xexp, D->gub, D->gmax, ck_xprep_block(), st);
     ck_set_qmv_early(early);
+    ck_set_qmv_stages(stages);
     if (rt_status(rc, "gate|up + geglu launch", err) || cprof_mark(&D->prof, lb[7], err)) return -1;
     /* down's prep from those maxima (the graph keeps the pointer run_mv reads) */
     float *pmax = D->pmax;
