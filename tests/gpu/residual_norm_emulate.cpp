@@ -45,7 +45,8 @@ struct Out {
 };
 
 static int run(const Case &c, bool push, const std::vector<float> &y, const std::vector<float> &h0,
-               const std::vector<float> &wp, const std::vector<float> &wn, float scalar, Out &o) {
+               const std::vector<float> &wp, const std::vector<float> &wn, float scalar, Out &o,
+               int xe = DK_XE_ROWMAX) {
   const int pb = RN_CL * RN_BT, nblk = (c.H + pb - 1) / pb;
   o.h = h0;
   o.xb.assign((size_t)c.H, 0xffff);
@@ -56,7 +57,7 @@ static int run(const Case &c, bool push, const std::vector<float> &y, const std:
   dk_set_norm_push(push);
   return dk_residual_norm(c.with_y ? y.data() : NULL, c.ks, c.H, wp.data(), o.h.data(), c.use_scalar, scalar, wn.data(),
                           o.xb.data(), c.H, 1e-6f, c.with_pmax ? o.pmax.data() : NULL, pb,
-                          c.xmode ? o.xp.data() : NULL, c.xmode ? &o.xexp : NULL, c.xmode, o.zero.data(), 11, NULL);
+                          c.xmode ? o.xp.data() : NULL, c.xmode ? &o.xexp : NULL, c.xmode, xe, o.zero.data(), 11, NULL);
 }
 
 /* |a − b| at most one bf16 step of the larger */
@@ -124,6 +125,25 @@ static int run_case(const Case &c) {
   }
   for (int i = 0; i < 12 && !why; i++)
     if (a.zero[(size_t)i] != (i < 11 ? 0.0f : 5.0f)) why = "the scratch to clear";
+  /* the prep with a fixed exponent (the decoder's bound 2√H · max|w|), both exchanges: the same
+   * h and xb, no third exchange, the prep at that exponent */
+  if (!why && c.xmode && !c.with_pmax) {
+    float wm = 0;
+    for (float v : wn) wm = fmaxf(wm, fabsf(v));
+    int k = 0;
+    frexpf(2.0f * sqrtf((float)H) * wm, &k);
+    const int xe = c.xmode == 2 ? 0 : 15 - k;
+    Out f, g;
+    if (run(c, true, y, h0, wp, wn, scalar, f, xe) || run(c, false, y, h0, wp, wn, scalar, g, xe)) {
+      why = "launch with a fixed exponent";
+    } else {
+      std::vector<uint16_t> xp((size_t)H + 32, 0xffff);
+      for (int i = 0; i < H; i++) prep_store(xp.data(), i, a.xb[(size_t)i], xe, c.xmode);
+      if (f.h != a.h || f.xb != a.xb || g.h != a.h || g.xb != a.xb) why = "fixed exponent: h or xb";
+      else if (f.xexp != xe || g.xexp != xe) why = "fixed exponent: xexp";
+      else if (f.xp != xp || g.xp != xp) why = "fixed exponent: prep";
+    }
+  }
   bad = why != NULL;
   printf("%s H %5d y %d ks %d scalar %d pmax %d xmode %d%s%s\n", bad ? "FAIL" : "ok  ", H, c.with_y, c.ks, c.use_scalar,
          c.with_pmax, c.xmode, why ? ": " : "", why ? why : "");
@@ -140,6 +160,8 @@ int main(int argc, char **argv) {
       {5376, 1, 1, 0, 1, 1}, {5376, 1, 2, 1, 1, 1}, {5376, 0, 1, 0, 1, 1}, {640, 1, 1, 1, 0, 2},
       {640, 0, 1, 0, 1, 0},  {16384, 1, 1, 0, 1, 1}, {96, 1, 3, 1, 1, 1},  {100, 1, 1, 0, 1, 0},
       {2048, 1, 1, 1, 1, 2}, {2049, 1, 1, 0, 0, 0},
+      /* without pmax and with a prep: also the fixed exponent */
+      {5376, 1, 1, 0, 0, 1}, {5376, 1, 2, 1, 0, 1}, {5376, 0, 1, 0, 0, 1}, {96, 1, 3, 1, 0, 1},
   };
   int fails = 0, n = 0;
   for (const Case &c : cases) {

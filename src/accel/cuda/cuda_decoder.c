@@ -63,6 +63,7 @@ typedef struct dec_layer {
   int gu_il;     /* gate|up's rows interleaved by gu_il (MLXRT_GEGLU_EPI), else 0 */
   int gu_epi;    /* and GeGLU in its epilogue (ck_qmv_geglu: a fast format, no k split): no geglu kernel */
   int64_t ckeys; /* its key bound there: the layer's keys, at most cluster_keys (the graph's limit) */
+  int xe_in, xe_ffw; /* MLXRT_NORM_FIXEXP: fixed prep exponents for x after the input and pre-FFW norms (norm_fixed_exp) */
 } dec_layer;
 
 struct accel_decoder {
@@ -105,6 +106,9 @@ struct accel_decoder {
                      * (dk_attention_post; an experiment, off by default) */
   int geglu_prep;   /* MLXRT_GEGLU_PREP=1: geglu writes down's activation prep itself (dk_geglu_prep;
                      * an experiment, off by default) */
+  int norm_fixexp;  /* MLXRT_NORM_FIXEXP=1: the residual norms write the next product's prep with an
+                     * exponent fixed by the norm weight's bound (norm_fixed_exp), no third exchange */
+  int xe_final;     /* and the final norm's */
   int attn_oprep;   /* MLXRT_ATTN_OPREP=1: the one-launch attention writes o's activation prep with a
                      * fixed exponent where V rows are RMS-normalized (attn_writes_o_prep) */
   int geglu_epi;    /* MLXRT_GEGLU_EPI (default 1; 0: off): GeGLU in gate|up's epilogue (ck_qmv_geglu) where it
@@ -310,6 +314,30 @@ static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *
   return rc;
 }
 
+/* The activation-prep exponent for x = bf16(bf16(h·r) · w) of a norm over H values, fixed by a
+ * bound instead of x's maximum: |h_i|·r ≤ √H (h_i² ≤ Σ h² = H · mean(h²) and r = 1/√(mean(h²) + ε)),
+ * so |x_i| ≤ √H · max|w| up to two bf16 roundings; with the bound 2√H · max|w| < 2^k, x·2^(15−k)
+ * stays below 2^15 (fp16 keeps every bf16 value ≥ 2^(k−40) exactly; the row maximum's exponent
+ * would keep a few binades lower). DK_XE_ROWMAX where w has no finite positive maximum. */
+static int norm_fixed_exp(const float *w, int H) {
+  float m = 0.0f;
+  for (int i = 0; i < H; i++) m = fmaxf(m, fabsf(w[i]));
+  if (!(m > 0.0f) || !isfinite(m)) return DK_XE_ROWMAX;
+  int k = 0;
+  frexpf(2.0f * sqrtf((float)H) * m, &k);
+  return 15 - k;
+}
+/* The exponent a residual norm that writes the prep of mv should use (dk_residual_norm's
+ * xe_fixed): fixed (from the norm weight's bound) with D->norm_fixexp, for a prep that needs no
+ * group sums; 0 for dense bf16 (unscaled either way). */
+static int norm_xe(const accel_decoder *D, const dec_mv *mv, int xe) {
+  if (!D->norm_fixexp || !mv->xmode) return DK_XE_ROWMAX;
+  return mv->xmode == 2 ? 0 : xe;
+}
+
+/* The block maxima a residual norm writes: none with a fixed exponent (nothing reads them). */
+static float *norm_pmax(const accel_decoder *D, int xe) { return xe == DK_XE_ROWMAX ? D->pmax : NULL; }
+
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 void cuda_decoder_free(accel_decoder *D) {
   if (!D) return;
@@ -401,6 +429,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
       env_knob("MLXRT_GEGLU_EPI", 1, 0, 1, &D->geglu_epi, err) ||
       env_knob("MLXRT_ATTN_OPREP", 0, 0, 1, &D->attn_oprep, err) ||
+      env_knob("MLXRT_NORM_FIXEXP", 0, 0, 1, &D->norm_fixexp, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err))
@@ -490,6 +519,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     DALLOC(y->kc, slots * kvd);
     DALLOC(y->vc, slots * kvd);
     const float *vs[4] = {l->input_norm, l->post_attn_norm, l->pre_ffw_norm, l->post_ffw_norm};
+    y->xe_in = norm_fixed_exp(l->input_norm, H);
+    y->xe_ffw = norm_fixed_exp(l->pre_ffw_norm, H);
     for (int k = 0; k < 4; k++)
       if (upload_floats(D, y->norms + (int64_t)k * H, vs[k], H, err)) goto fail;
     if (upload_floats(D, y->norms + 4 * (int64_t)H, l->q_norm, l->head_dim, err) ||
@@ -499,6 +530,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   }
   if (!(D->embed = cudab_resident(b, d->embed, err)) || make_mv(D, &d->lm_head, 1, "lm_head", -1, &D->head, err))
     goto fail;
+  D->xe_final = norm_fixed_exp(d->final_norm, H);
   DALLOC(D->final_norm, H);
   if (upload_floats(D, D->final_norm, d->final_norm, H, err)) goto fail;
 
@@ -666,12 +698,13 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
   int H = d->hidden, nq = d->n_heads, pb = ck_xprep_block();
   void *st = D->stream;
   cprof *P = &D->prof;
+  const int xe0 = norm_xe(D, &D->ly[0].qkv, D->ly[0].xe_in);
   if (cprof_mark(P, "embed + input norm", err) ||
       rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
       rt_status(ck_embed(D->embed, D->tok, 1, D->emb, st), "embedding gather", err) ||
       rt_status(dk_embed_scale(D->emb, D->h, H, d->embed_scale, st), "embedding scale", err) ||
-      rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps, D->pmax, pb, D->xp,
-                                 D->xexp, D->ly[0].qkv.xmode, NULL, 0, st),
+      rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps,
+                                 norm_pmax(D, xe0), pb, D->xp, D->xexp, D->ly[0].qkv.xmode, xe0, NULL, 0, st),
                 "input norm", err))
     return -1;
   for (int i = 0; i < d->n_layers; i++) {
@@ -684,18 +717,21 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     const dec_mv *next_mv = last ? &D->head : &D->ly[i + 1].qkv; /* what the FFN residual's norm feeds */
     float *amax = D->attn_xmax ? D->pmax : NULL; /* o's x-prep maxima, from the attention */
     const int namax = (int)(((int64_t)nq * y->hd + pb - 1) / pb);
+    const int xe_gu = norm_xe(D, &y->gu, y->xe_ffw), xe_next = norm_xe(D, next_mv, last ? D->xe_final : D->ly[i + 1].xe_in);
     if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
         enqueue_attention(D, l, y, lb, amax, namax, err) ||
         cprof_mark(P, lb[3], err) ||
         run_mv(D, &y->o, D->attb, D->y, attn_writes_o_prep(D, y) ? XP_DONE : amax ? XP_PREMAX : XP_FULL, err) ||
         cprof_mark(P, lb[4], err) ||
-        rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps, D->pmax,
-                                   pb, D->xp, D->xexp, y->gu.xmode, y->gu_epi ? D->gmax : NULL, y->gu_epi ? gu_nblk(y) : 0, st),
+        rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps,
+                                   norm_pmax(D, xe_gu), pb, D->xp, D->xexp, y->gu.xmode, xe_gu,
+                                   y->gu_epi ? D->gmax : NULL, y->gu_epi ? gu_nblk(y) : 0, st),
                   "attention residual", err) ||
         cprof_mark(P, lb[5], err) || enqueue_ffn_act(D, y, lb, err) ||
         cprof_mark(P, lb[8], err) ||
         rt_status(dk_residual_norm(D->y, y->down.ks, y->down.rows, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
-                                   next_norm, D->xb, H, d->eps, D->pmax, pb, D->xp, D->xexp, next_mv->xmode, NULL, 0, st),
+                                   next_norm, D->xb, H, d->eps, norm_pmax(D, xe_next), pb, D->xp, D->xexp, next_mv->xmode,
+                                   xe_next, NULL, 0, st),
                   "FFN residual", err))
       return mx_prefix(err, "layer %d", i);
   }
@@ -1005,7 +1041,7 @@ static int prefill_run(accel_decoder *D, const int32_t *tokens, int64_t n, int64
   }
   const float *h_last = P->h + (int64_t)(T - 1) * d->hidden;
   if (rt_status(dk_residual_norm(NULL, 1, 0, NULL, (float *)h_last, 0, 0.0f, D->final_norm, D->xb, d->hidden, d->eps, D->pmax,
-                                 ck_xprep_block(), D->xp, D->xexp, D->head.xmode, NULL, 0, D->stream),
+                                 ck_xprep_block(), D->xp, D->xexp, D->head.xmode, DK_XE_ROWMAX, NULL, 0, D->stream),
                 "final norm", err))
     return -1;
   return rt_stream_sync(D->stream, err);

@@ -25,11 +25,14 @@ int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, void *stream
  *   then xb = bf16 rmsnorm(h, w_next), and when pmax: pmax[b] = max|xb| over each pblock values
  *   (what ck_xprep_premax reads). xmode also writes the next mat-vec's activation prep for one
  *   row, bit-identical to ck_xprep: 1 = fp16 scaled by 2^xexp[0] (formats without group sums),
- *   2 = bf16 as is (dense bf16), both in fragment order at xp; 0 = none. zero[0 … nzero) is
- * set to zero after the wait (the maxima a later ck_qmv_geglu raises; NULL, 0: none). */
+ *   2 = bf16 as is (dense bf16), both in fragment order at xp; 0 = none. xe_fixed: DK_XE_ROWMAX,
+ *   or the exponent to use instead of the row maximum's (no pmax then; the caller's bound must
+ *   keep |xb|·2^xe_fixed below 2^15, and xexp gets it). zero[0 … nzero) is set to zero after
+ *   the wait (the maxima a later ck_qmv_geglu raises; NULL, 0: none). */
+#define DK_XE_ROWMAX (-1000)
 int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
                      const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
-                     uint16_t *xp, int *xexp, int xmode, float *zero, int nzero, void *stream);
+                     uint16_t *xp, int *xexp, int xmode, int xe_fixed, float *zero, int nzero, void *stream);
 /* How dk_residual_norm's blocks exchange their sums (residual_norm.cu; the same bits either
  * way): 0 (the kernel's default), each reads the others'; 1, each pushes into every block's
  * shared memory. The decoder sets it from MLXRT_NORM_PUSH, default 1 (tg128 +0.5 % on the

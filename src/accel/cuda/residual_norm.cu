@@ -72,7 +72,7 @@ template <bool PUSH>
 __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
     residual_norm_kernel(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar,
                          float scalar, const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
-                         uint16_t *xp, int *xexp, int xmode, float *zero, int nzero) {
+                         uint16_t *xp, int *xexp, int xmode, int xe_fixed, float *zero, int nzero) {
   cg::cluster_group cl = cg::this_cluster();
   if (PUSH) cl.barrier_arrive(); /* waited for before the first write into another block */
   CK_DYNAMIC_SHARED(rn_shared, sh);
@@ -134,6 +134,8 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
   ss = cluster_total<PUSH>(cl, sh, 1, ss, !y);
   float r = 1.0f / sqrtf(ss / (float)H + eps);
   uint16_t ov[RN_VPT];
+  /* the prep with an exponent given by the caller: no maxima, so no third exchange */
+  const bool fixed = xmode && xe_fixed != DK_XE_ROWMAX && !pmax;
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) {
     int i = g + k * step;
@@ -145,8 +147,19 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
       ov[k] = o;
       m = fabsf(ck_bf16_to_f32(o));
     }
+    if (fixed) continue;
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     if (lane == 0) sh->wmax[k][warp] = m;
+  }
+  if (fixed) {
+    if (cl.block_rank() == 0 && threadIdx.x == 0) *xexp = xe_fixed;
+#pragma unroll
+    for (int k = 0; k < RN_VPT; k++) {
+      int i = g + k * step;
+      if (i < H) prep_store(xp, i, ov[k], xe_fixed, xmode);
+    }
+    if (!PUSH) cl.sync(); /* no block leaves while another still reads its sums */
+    return;
   }
   if (!pmax && !xmode) {
     if (!PUSH) cl.sync(); /* no block leaves while another still reads its sums */
@@ -196,13 +209,14 @@ extern "C" void dk_set_norm_push(int on) { g_push = on != 0; }
 
 extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
                                 const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
-                                uint16_t *xp, int *xexp, int xmode, float *zero, int nzero, void *stream) {
+                                uint16_t *xp, int *xexp, int xmode, int xe_fixed, float *zero, int nzero, void *stream) {
   if (((pmax || xmode) && pblock != RN_CL * RN_BT) || H > RN_CL * RN_BT * RN_VPT || xmode < 0 || xmode > 2 ||
-      (xmode && (!xp || !xexp || H % 32)) || nzero < 0 || (nzero && !zero))
+      (xmode && (!xp || !xexp || H % 32)) || nzero < 0 || (nzero && !zero) ||
+      (xe_fixed != DK_XE_ROWMAX && (pmax || xe_fixed < -126 || xe_fixed > 127)))
     return (int)cudaErrorInvalidValue;
   return (int)ck_launch(g_push ? residual_norm_kernel<true> : residual_norm_kernel<false>, RN_CL, RN_BT,
                         sizeof(rn_shared), (cudaStream_t)stream, y, ks, kstride, w_post, h, use_scalar, scalar, w_next,
-                        xb, H, eps, pmax, pblock, xp, xexp, xmode, zero, nzero);
+                        xb, H, eps, pmax, pblock, xp, xexp, xmode, xe_fixed, zero, nzero);
 }
 
 CK_PDL_EARLY_SETTER(ck_pdl_early_residual_norm)
