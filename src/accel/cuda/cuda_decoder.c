@@ -51,6 +51,7 @@ typedef struct dec_mv {
   int xmode; /* when its input comes from the residual norm: the activation prep that kernel writes
               * (dk_residual_norm's xmode; 0 = the prep runs before the product, from pmax) */
   int stages; /* the mat-vec's stage count for this product (MLXRT_QMV_STAGES_<PRODUCT>), 0: the backend's */
+  int fix_e;  /* XP_FIXED's exponent (ck_xprep_fixed), or CK_XE_ROWMAX where the product takes none */
 } dec_mv;
 
 typedef struct dec_layer {
@@ -110,6 +111,8 @@ struct accel_decoder {
                      * prep with an exponent fixed by the norm weight's bound (norm_fixed_exp), no
                      * third exchange — tg128 +1.0 %, the same logits bits (H200, session 12) */
   int xe_final;     /* and the final norm's */
+  int attn_fixexp;  /* MLXRT_ATTN_FIXEXP=1: o's prep with an exponent fixed by the head dim where V is
+                     * RMS-normalized (o_fixed_exp): the attention writes no maxima */
   int attn_oprep;   /* MLXRT_ATTN_OPREP=1: the one-launch attention writes o's activation prep with a
                      * fixed exponent where V rows are RMS-normalized (attn_writes_o_prep) */
   int geglu_epi;    /* MLXRT_GEGLU_EPI (default 1; 0: off): GeGLU in gate|up's epilogue (ck_qmv_geglu) where it
@@ -190,6 +193,7 @@ static void choose_split(accel_decoder *D, dec_mv *mv, const char *what) {
   const ck_layout *L = mv->L[0];
   mv->ks = 1;
   mv->stages = 0;
+  mv->fix_e = CK_XE_ROWMAX;
   mv->rows = 0;
   for (int i = 0; i < mv->n; i++) mv->rows += mv->L[i]->rows;
   /* lm_head's consumer (dk_logits) reads one output: never split */
@@ -284,14 +288,15 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
 /* y = x · Wᵀ for every part (device x bf16, y float32). premax: x's producer already wrote
  * the block maxima the activation prep needs into D->pmax; XP_DONE: it wrote the prep itself
  * (mv->xmode). */
-enum { XP_FULL = 0, XP_PREMAX = 1, XP_DONE = 2 };
+enum { XP_FULL = 0, XP_PREMAX = 1, XP_DONE = 2, XP_FIXED = 3 /* the prep kernel with mv->fix_e, no maxima */ };
 static int run_mv_parts(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
     int st = 0;
     if (L->fmt != CK_GENERIC && premax != XP_DONE)
-      st = premax ? ck_xprep_premax(L, x, D->xp, D->xs, D->xexp, D->pmax, D->stream)
-                  : ck_xprep(L, x, 1, D->xp, D->xs, D->xexp, D->pmax, D->stream);
+      st = premax == XP_FIXED ? ck_xprep_fixed(L, x, D->xp, D->xs, D->xexp, mv->fix_e, D->stream)
+           : premax       ? ck_xprep_premax(L, x, D->xp, D->xs, D->xexp, D->pmax, D->stream)
+                          : ck_xprep(L, x, 1, D->xp, D->xs, D->xexp, D->pmax, D->stream);
     if (rt_status(st, "x prep launch", err)) return -1;
     st = mv->ks > 1 ? ck_qmv_split(L, 0, D->xp, D->xs, D->xexp, 1, y, L->rows, mv->ks, mv->rows, D->stream)
                     : ck_qmv(L, 0, x, D->xp, D->xs, D->xexp, 1, y + mv->off[i], L->rows, D->stream);
@@ -313,6 +318,15 @@ static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *
   ck_set_qmv_early(early);
   ck_set_qmv_stages(stages);
   return rc;
+}
+
+/* o's activation-prep exponent where V rows are RMS-normalized without a weight (Gemma 4's
+ * v_norm): each attention output is a convex combination of V rows (Σ p = 1 up to the bf16
+ * rounding of each p), so |att| ≤ max |V| ≤ √hd, and 2√hd · 2^e stays below 2^15. */
+static int o_fixed_exp(int hd) {
+  int k = 0;
+  frexpf(2.0f * sqrtf((float)hd), &k); /* 2√hd < 2^k */
+  return 15 - k;
 }
 
 /* The activation-prep exponent for x = bf16(bf16(h·r) · w) of a norm over H values, fixed by a
@@ -431,6 +445,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_GEGLU_EPI", 1, 0, 1, &D->geglu_epi, err) ||
       env_knob("MLXRT_ATTN_OPREP", 0, 0, 1, &D->attn_oprep, err) ||
       env_knob("MLXRT_NORM_FIXEXP", 1, 0, 1, &D->norm_fixexp, err) ||
+      env_knob("MLXRT_ATTN_FIXEXP", 0, 0, 1, &D->attn_fixexp, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err))
@@ -505,6 +520,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
         make_mv_il(D, gu, 2, "gate|up", i, gu_il, &y->gu, err) || make_mv(D, &l->o, 1, "o_proj", i, &y->o, err) ||
         make_mv(D, &l->down, 1, "down_proj", i, &y->down, err))
       goto fail;
+    /* o's prep exponent fixed by the attention's bound (MLXRT_ATTN_FIXEXP; o_fixed_exp) */
+    if (D->attn_fixexp && y->o.n == 1 && y->o.L[0]->fmt != CK_GENERIC)
+      y->o.fix_e = y->o.L[0]->fmt == CK_DBF16 ? 0 : d->v_norm ? o_fixed_exp(l->head_dim) : CK_XE_ROWMAX;
     y->gu_il = gu_il;
     y->gu_epi = gu_il && y->gu.n == 1 && y->gu.L[0]->fmt != CK_GENERIC && y->gu.ks == 1;
     if (y->gu_epi && l->intermediate > max_inter) max_inter = l->intermediate;
@@ -602,12 +620,7 @@ static int attn_writes_o_prep(const accel_decoder *D, const dec_layer *y) {
   return D->attn_oprep && y->cluster && D->short_ctx && y->o.n == 1 && y->o.ks == 1 &&
          (y->o.xmode == 2 || (y->o.xmode == 1 && D->d->v_norm)) && ((int64_t)D->d->n_heads * y->hd) % 32 == 0;
 }
-static int o_prep_exp(const dec_layer *y) {
-  int k = 0;
-  if (y->o.xmode != 1) return 0;
-  frexpf(2.0f * sqrtf((float)y->hd), &k); /* 2√hd < 2^k */
-  return 15 - k;
-}
+static int o_prep_exp(const dec_layer *y) { return y->o.xmode == 1 ? o_fixed_exp(y->hd) : 0; }
 
 /* A layer's q/k/v post step and decode attention (one kernel fewer with D->fuse_post). */
 static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_layer *y, const char *const *lb,
@@ -716,13 +729,19 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     const float *next_norm = last ? D->final_norm : D->ly[i + 1].norms;
     const char *const *lb = l->sliding ? lab_sliding : lab_full;
     const dec_mv *next_mv = last ? &D->head : &D->ly[i + 1].qkv; /* what the FFN residual's norm feeds */
-    float *amax = D->attn_xmax ? D->pmax : NULL; /* o's x-prep maxima, from the attention */
+    /* o's x-prep maxima, from the attention (none when o's prep takes a fixed exponent) */
+    float *amax = D->attn_xmax && y->o.fix_e == CK_XE_ROWMAX ? D->pmax : NULL;
     const int namax = (int)(((int64_t)nq * y->hd + pb - 1) / pb);
     const int xe_gu = norm_xe(D, &y->gu, y->xe_ffw), xe_next = norm_xe(D, next_mv, last ? D->xe_final : D->ly[i + 1].xe_in);
     if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
         enqueue_attention(D, l, y, lb, amax, namax, err) ||
         cprof_mark(P, lb[3], err) ||
-        run_mv(D, &y->o, D->attb, D->y, attn_writes_o_prep(D, y) ? XP_DONE : amax ? XP_PREMAX : XP_FULL, err) ||
+        run_mv(D, &y->o, D->attb, D->y,
+               attn_writes_o_prep(D, y)           ? XP_DONE
+               : y->o.fix_e != CK_XE_ROWMAX ? XP_FIXED
+               : amax                             ? XP_PREMAX
+                                                  : XP_FULL,
+               err) ||
         cprof_mark(P, lb[4], err) ||
         rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps,
                                    norm_pmax(D, xe_gu), pb, D->xp, D->xexp, y->gu.xmode, xe_gu,

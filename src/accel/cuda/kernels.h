@@ -66,6 +66,10 @@ size_t ck_xprep_pmax_floats(int64_t cols);
  * [b·ck_xprep_block(), (b+1)·ck_xprep_block()) for every block b: skips the max pass. */
 int ck_xprep_premax(const ck_layout *L, const uint16_t *x, uint16_t *xp, float *xs, int *xexp,
                     const float *pmax, void *stream);
+/* ck_xprep for one row with the exponent e given instead of the row maximum's (no maxima
+ * read): the caller's bound must keep |x|·2^e below 2^15. */
+#define CK_XE_ROWMAX (-1000)
+int ck_xprep_fixed(const ck_layout *L, const uint16_t *x, uint16_t *xp, float *xs, int *xexp, int e, void *stream);
 int ck_xprep_block(void);
 /* y[n*ldy + r] for n < nb ≤ 8, rows of slab `slab`; fast formats read xp/xs/xexp, the generic
  * kernel reads x directly. */

@@ -41,14 +41,17 @@ __global__ void xmax_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax
 
 /* Pass 2: one thread per (32-k slice, row): the slice's fp16 (x · 2^e) values in fragment
  * order (64 contiguous bytes), and the group sums by a shuffle over adjacent slices. Rows
- * ≥ nb write zero sums. cols is a multiple of 32 here (the fast path's unit). */
+ * ≥ nb write zero sums. cols is a multiple of 32 here (the fast path's unit). efix: e given by
+ * the caller (ck_xprep_fixed; no maxima read), or CK_XE_ROWMAX. */
 __global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, int gs,
-                             const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp) {
+                             const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp, int efix) {
   ck_pdl_enter();
   const int n = blockIdx.y;
   const int64_t S = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nsl = cols / 32;
   int e = 0;
-  if (n < nb && !bf16) {
+  if (n < nb && !bf16 && efix != CK_XE_ROWMAX) {
+    e = efix;
+  } else if (n < nb && !bf16) {
     float m = 0.f;
     for (int b = 0; b < nblk; b++) m = fmaxf(m, pmax[n * nblk + b]);
     if (m > 0.f && m <= 3.0e38f) {
@@ -111,7 +114,7 @@ extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t 
   }
   int64_t nsl = L->cols / 32;
   return (int)ck_launch(xfill_kernel, dim3((unsigned)((nsl + 127) / 128), 8), 128, 0, st, x, L->cols, nb, bf16, gs,
-                        pmax, nblk, xp, xs, xexp);
+                        pmax, nblk, xp, xs, xexp, (int)CK_XE_ROWMAX);
 }
 
 extern "C" size_t ck_xprep_pmax_floats(int64_t cols) { return 8 * (size_t)((cols + XP_BLOCK - 1) / XP_BLOCK); }
@@ -125,7 +128,17 @@ extern "C" int ck_xprep_premax(const ck_layout *L, const uint16_t *x, uint16_t *
   int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK);
   int64_t nsl = L->cols / 32;
   return (int)ck_launch(xfill_kernel, dim3((unsigned)((nsl + 127) / 128), 8), 128, 0, (cudaStream_t)stream, x, L->cols,
-                        1, bf16, gs, pmax, nblk, xp, xs, xexp);
+                        1, bf16, gs, pmax, nblk, xp, xs, xexp, (int)CK_XE_ROWMAX);
+}
+
+extern "C" int ck_xprep_fixed(const ck_layout *L, const uint16_t *x, uint16_t *xp, float *xs, int *xexp, int e,
+                              void *stream) {
+  if (e == CK_XE_ROWMAX || e < -126 || e > 127) return (int)cudaErrorInvalidValue;
+  int gs = (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) ? L->group_size : 0;
+  int bf16 = L->fmt == CK_DBF16;
+  int64_t nsl = L->cols / 32;
+  return (int)ck_launch(xfill_kernel, dim3((unsigned)((nsl + 127) / 128), 8), 128, 0, (cudaStream_t)stream, x, L->cols,
+                        1, bf16, gs, (const float *)NULL, 0, xp, xs, xexp, bf16 ? 0 : e);
 }
 
 
