@@ -1,0 +1,178 @@
+/* Runs the mat-vec's activation prep of xprep.cu (ck_xprep, ck_xprep_premax, ck_xprep_fixed,
+ * through their real launchers) on host threads (tests/gpu/emu/cuda_runtime.h), against a direct
+ * prep: fp16 x·2^e in m16n8k16 fragment order (prep_store.cuh's map), the affine formats' group
+ * sums of those fp16 values, and xexp — e from the row maximum (max |x·2^e| in [2^14, 2^15)) or
+ * given (ck_xprep_fixed: the decoder's bound-derived exponents), dense bf16 as it is. Checked
+ * bit for bit, for nvfp4, affine 4-bit g32 / g64 and dense bf16, rows of 64 to 21504 values.
+ * A CTest. Build and run from the repository root:
+ *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
+ *       -Iinclude tests/gpu/xprep_emulate.cpp -o /tmp/xprep_emulate -lm
+ */
+#include "../../src/accel/cuda/xprep.cu"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <vector>
+
+#include "emu_rng.h"
+#include "prep_store.cuh"
+
+extern "C" int ck_pdl_enabled(void) { return 0; }
+
+#define POOL 256 /* the widest block (xmax_kernel) */
+thread_local emu_dim3 threadIdx;
+emu_dim3 blockIdx, gridDim, blockDim;
+pthread_barrier_t emu_block_barrier, emu_warp_barrier[8];
+uint64_t emu_xbuf[8][32];
+uint32_t emu_mma_buf[8][32][6];
+alignas(16) unsigned char emu_dyn_smem[1024];
+
+/* A pool of POOL host threads; a block of blockDim.x threads runs on the first blockDim.x of
+ * them (the block barrier is made for that count at each launch). */
+static pthread_barrier_t start_b, end_b;
+static const std::function<void()> *g_body;
+static bool g_quit;
+
+static void *worker(void *arg) {
+  threadIdx.x = (unsigned)(uintptr_t)arg;
+  threadIdx.y = threadIdx.z = 0;
+  for (;;) {
+    pthread_barrier_wait(&start_b);
+    if (g_quit) return NULL;
+    if (threadIdx.x < blockDim.x) (*g_body)();
+    pthread_barrier_wait(&end_b);
+  }
+}
+
+int emu_run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body) {
+  if (block.x > POOL || block.x % 32 || block.y != 1 || block.z != 1 || smem > sizeof emu_dyn_smem) return 1;
+  g_body = &body;
+  gridDim = {grid.x, grid.y, grid.z};
+  blockDim = {block.x, 1, 1};
+  pthread_barrier_destroy(&emu_block_barrier);
+  pthread_barrier_init(&emu_block_barrier, NULL, block.x);
+  for (unsigned z = 0; z < grid.z; z++)
+    for (unsigned y = 0; y < grid.y; y++)
+      for (unsigned x = 0; x < grid.x; x++) {
+        blockIdx = {x, y, z};
+        pthread_barrier_wait(&start_b);
+        pthread_barrier_wait(&end_b);
+      }
+  return 0;
+}
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static float unit() { return (float)((double)(emu_xorshift64(&g_rng) >> 11) * 0x1p-53); }
+
+struct Case {
+  int fmt, gs, cols, fixed_e; /* fixed_e: CK_XE_ROWMAX, or the exponent ck_xprep_fixed gets */
+};
+
+static const char *fmt_name(int fmt) { return fmt == CK_NVFP4 ? "nvfp4" : fmt == CK_AFF4 ? "affine4" : "bf16"; }
+
+static int run_case(const Case &c) {
+  ck_layout L = {};
+  L.fmt = c.fmt;
+  L.group_size = c.gs;
+  L.rows = 16;
+  L.cols = c.cols;
+  const int cols = c.cols, nblk = (cols + XP_BLOCK - 1) / XP_BLOCK, bf16 = c.fmt == CK_DBF16;
+  const int gs = c.fmt == CK_AFF4 ? c.gs : 0;
+  /* x over many binades (down to 2^-30 of the largest), signs mixed, a few zeros */
+  std::vector<uint16_t> x((size_t)cols);
+  for (int i = 0; i < cols; i++) {
+    const float v = (unit() * 2 - 1) * ldexpf(1.0f, -(int)(unit() * 30)) * 7.0f;
+    x[(size_t)i] = ck_f32_to_bf16(i % 97 == 5 ? 0.0f : v);
+  }
+  float m = 0;
+  for (uint16_t b : x) m = fmaxf(m, fabsf(ck_bf16_to_f32(b)));
+  /* the row-maximum prep (ck_xprep: its own maxima), the premax one (maxima given) and, for a
+   * fixed exponent, ck_xprep_fixed */
+  std::vector<uint16_t> xp1((size_t)cols * 8, 0xffff), xp2 = xp1, xp3 = xp1;
+  std::vector<float> xs1((size_t)(cols / 32 + 1) * 8, -7.0f), xs2 = xs1, xs3 = xs1, pmax((size_t)nblk * 8, 0.0f);
+  std::vector<int> e1(8, 777), e2 = e1, e3 = e1;
+  int rc = ck_xprep(&L, x.data(), 1, xp1.data(), xs1.data(), e1.data(), pmax.data(), NULL);
+  std::vector<float> pm2((size_t)nblk, 0.0f);
+  for (int b = 0; b < nblk; b++)
+    for (int i = b * XP_BLOCK; i < cols && i < (b + 1) * XP_BLOCK; i++)
+      pm2[(size_t)b] = fmaxf(pm2[(size_t)b], fabsf(ck_bf16_to_f32(x[(size_t)i])));
+  if (!rc) rc = ck_xprep_premax(&L, x.data(), xp2.data(), xs2.data(), e2.data(), pm2.data(), NULL);
+  const bool fixed = c.fixed_e != CK_XE_ROWMAX;
+  if (!rc && fixed) rc = ck_xprep_fixed(&L, x.data(), xp3.data(), xs3.data(), e3.data(), c.fixed_e, NULL);
+  if (rc) {
+    printf("FAIL launch rc=%d (%s cols %d)\n", rc, fmt_name(c.fmt), cols);
+    return 1;
+  }
+  /* the direct prep for exponent e */
+  auto direct = [&](int e, std::vector<uint16_t> &xp, std::vector<float> &xs) {
+    xp.assign((size_t)cols * 8, 0xffff);
+    xs.assign((size_t)(cols / 32 + 1) * 8, -7.0f);
+    for (int i = 0; i < cols; i++) prep_store(xp.data(), i, x[(size_t)i], e, bf16 ? 2 : 1);
+    if (gs)
+      for (int g = 0; g < cols / gs; g++) {
+        float s = 0; /* the kernel's order: each 32-k slice in order, then the slices' sums by a butterfly */
+        std::vector<float> part((size_t)gs / 32, 0.0f);
+        for (int sl = 0; sl < gs / 32; sl++)
+          for (int k = 0; k < 32; k++) {
+            const uint16_t h = ck_f32_to_f16(ldexpf(ck_bf16_to_f32(x[(size_t)(g * gs + sl * 32 + k)]), e));
+            part[(size_t)sl] += ck_f16_to_f32(h);
+          }
+        for (int o = (gs / 32) >> 1; o > 0; o >>= 1)
+          for (int sl = 0; sl < gs / 32; sl++)
+            if (!(sl & o)) part[(size_t)sl] = part[(size_t)sl] + part[(size_t)(sl | o)];
+        s = part[0];
+        xs[(size_t)g * 8] = s;
+      }
+  };
+  const int erow = bf16 ? 0 : prep_exp(m, 1);
+  std::vector<uint16_t> want;
+  std::vector<float> wsum;
+  const char *why = NULL;
+  direct(erow, want, wsum);
+  auto same_sums = [&](const std::vector<float> &got) {
+    for (int g = 0; gs && g < cols / gs; g++)
+      if (got[(size_t)g * 8] != wsum[(size_t)g * 8]) return false;
+    return true;
+  };
+  if (e1[0] != erow || e2[0] != erow) why = "row exponent";
+  else if (xp1 != want || xp2 != want) why = "row-maximum prep";
+  else if (!same_sums(xs1) || !same_sums(xs2)) why = "group sums";
+  if (!why && fixed) {
+    const int ef = bf16 ? 0 : c.fixed_e;
+    direct(ef, want, wsum);
+    if (e3[0] != ef) why = "fixed exponent";
+    else if (xp3 != want) why = "fixed-exponent prep";
+    else if (!same_sums(xs3)) why = "fixed-exponent group sums";
+  }
+  printf("%s %-7s g%-3d cols %5d exponent %s%s%s\n", why ? "FAIL" : "ok  ", fmt_name(c.fmt), c.gs, cols,
+         fixed ? "row and fixed" : "row", why ? ": " : "", why ? why : "");
+  return why != NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
+  pthread_barrier_init(&start_b, NULL, POOL + 1);
+  pthread_barrier_init(&end_b, NULL, POOL + 1);
+  pthread_barrier_init(&emu_block_barrier, NULL, 32);
+  for (int w = 0; w < 8; w++) pthread_barrier_init(&emu_warp_barrier[w], NULL, 32);
+  std::vector<pthread_t> th(POOL);
+  for (int t = 0; t < POOL; t++) pthread_create(&th[(size_t)t], NULL, worker, (void *)(uintptr_t)t);
+  /* |x| < 7 here: the fixed exponents 11 (the bound's) and 5 (far below the row maximum's) */
+  const Case cases[] = {
+      {CK_NVFP4, 16, 5376, 11},    {CK_NVFP4, 16, 21504, 5},    {CK_NVFP4, 16, 8192, CK_XE_ROWMAX},
+      {CK_AFF4, 64, 5376, 11},     {CK_AFF4, 32, 2048, 5},      {CK_AFF4, 64, 64, CK_XE_ROWMAX},
+      {CK_DBF16, 0, 5376, 11},     {CK_NVFP4, 16, 64, 11},
+  };
+  int fails = 0, n = 0;
+  for (const Case &c : cases) {
+    fails += run_case(c);
+    n++;
+  }
+  g_quit = true;
+  pthread_barrier_wait(&start_b);
+  for (pthread_t &t : th) pthread_join(t, NULL);
+  printf("%d passed, %d failed\n", n - fails, fails);
+  return fails ? 1 : 0;
+}
