@@ -37,7 +37,7 @@ int main(void) {
   ctl_row rows[16];
   double gaps[8];
   ctl_summary sm;
-  ctl_aggregate(t, n, replay, 8, logs, nlog, rows, 16, gaps, &sm);
+  ctl_aggregate(t, n, NULL, 0, replay, 8, logs, nlog, rows, 16, gaps, &sm);
   CHECK(sm.replays == 8 && sm.bodies == 4 && sm.expected == 24);
   CHECKF(sm.nrows == 5, "rows %d", sm.nrows); /* A twice (two labels), B, C, D; E never counted */
   const ctl_row *a1 = find(rows, sm.nrows, &kA, "embed"), *a2 = find(rows, sm.nrows, &kA, "o mat-vec");
@@ -57,16 +57,16 @@ int main(void) {
 
   /* the stamps of the last head replay are missing: it is left out, and graph 0's last
    * launch of that step has no graph 1 stamp to run up to */
-  ctl_aggregate(t, n - 2, replay, 8, logs, nlog, rows, 16, gaps, &sm);
+  ctl_aggregate(t, n - 2, NULL, 0, replay, 8, logs, nlog, rows, 16, gaps, &sm);
   CHECK(sm.replays == 7 && sm.expected == 24);
   c = find(rows, sm.nrows, &kC, NULL);
   CHECK(c && c->calls == 3);
   /* a step's last replay alone (graph 0 only, nothing after it) counts its inner gaps only */
   const unsigned char one[] = {0};
-  ctl_aggregate(t, 4, one, 1, logs, nlog, rows, 16, gaps, &sm);
+  ctl_aggregate(t, 4, NULL, 0, one, 1, logs, nlog, rows, 16, gaps, &sm);
   CHECK(sm.replays == 1 && sm.nrows == 3 && NEAR(sm.total_us, 33) && sm.median_step_us == 0);
   /* more (kernel, label) pairs than rows: the last row collects the rest */
-  ctl_aggregate(t, n, replay, 8, logs, nlog, rows, 2, gaps, &sm);
+  ctl_aggregate(t, n, NULL, 0, replay, 8, logs, nlog, rows, 2, gaps, &sm);
   CHECK(sm.nrows == 2 && rows[1].calls == 16 && NEAR(sm.total_us, 180));
 
   /* the second body graph (2) is a body too: two steps of it (stamps +0, +7 us; head +20, +25),
@@ -83,12 +83,40 @@ int main(void) {
     const double at[] = {0, 10, 30, 33, 40, 45};
     for (int j = 0; j < 6; j++) t2[n2++] = (unsigned long long)((b2[s] + at[j]) * 1000.0 + 0.5);
   }
-  ctl_aggregate(t2, n2, mixed, 8, logs, nlog, rows, 16, gaps, &sm);
+  ctl_aggregate(t2, n2, NULL, 0, mixed, 8, logs, nlog, rows, 16, gaps, &sm);
   CHECK(sm.replays == 8 && sm.bodies == 4 && sm.expected == 20);
   e = find(rows, sm.nrows, &kE, "attention (one cluster)");
   a1 = find(rows, sm.nrows, &kA, "embed");
   CHECKF(e && e->calls == 2 && NEAR(e->us, 26), "graph 2's last runs up to the head's first: %g", e ? e->us : -1.0);
   CHECKF(a1 && a1->calls == 4 && NEAR(a1->us, 2 * 7 + 2 * 10), "embed over both bodies: %g", a1 ? a1->us : -1.0);
   CHECKF(NEAR(sm.median_step_us, 50), "median step %g (gaps 50, 50, 50)", sm.median_step_us);
+
+  /* the last block's stamps (MLXRT_CUDA_TIMELINE=2), two per launch in launch order: kernel B's
+   * last block arrives 4 us after its block 0's wait returns and waits 1 us more, every other
+   * kernel's arrives 2 us before it (a negative offset); too few of them: not used */
+  unsigned long long tl[48];
+  for (unsigned i = 0; i < n; i++) {
+    int g = 0, k = (int)i; /* the launch of stamp i in the first case's replays */
+    for (int r = 0; r < 8; r++) {
+      if (k < nlog[replay[r]]) {
+        g = replay[r];
+        break;
+      }
+      k -= nlog[replay[r]];
+    }
+    const int late = logs[g][k].fn == &kB;
+    tl[2 * i] = t[i] + (late ? 4000 : 0) - (late ? 0 : 2000);
+    tl[2 * i + 1] = t[i] + (late ? 5000 : 1000);
+  }
+  ctl_aggregate(t, n, tl, n, replay, 8, logs, nlog, rows, 16, gaps, &sm);
+  b = find(rows, sm.nrows, &kB, "q mat-vec");
+  a1 = find(rows, sm.nrows, &kA, "embed");
+  CHECKF(b && NEAR(b->last_in_us, 4 * 4) && NEAR(b->last_wait_us, 4 * 5), "B: %g %g", b ? b->last_in_us : 0.0,
+         b ? b->last_wait_us : 0.0);
+  CHECKF(a1 && NEAR(a1->last_in_us, -2 * 4) && NEAR(a1->last_wait_us, 4), "A: %g %g", a1 ? a1->last_in_us : 0.0,
+         a1 ? a1->last_wait_us : 0.0);
+  ctl_aggregate(t, n, tl, n - 1, replay, 8, logs, nlog, rows, 16, gaps, &sm);
+  b = find(rows, sm.nrows, &kB, "q mat-vec");
+  CHECK(b && b->last_in_us == 0 && b->last_wait_us == 0);
   TEST_END();
 }

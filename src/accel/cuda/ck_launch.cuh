@@ -38,33 +38,58 @@ static __constant__ int ck_pdl_early_c __attribute__((unused)); /* (a unit may l
 /* The in-graph timeline (MLXRT_CUDA_TIMELINE=1, cuda_timeline.h): when t is set, block 0's
  * thread 0 of every kernel stamps %globaltimer as its wait returns — i.e. once everything
  * before it has completed — so consecutive stamps bound each kernel's share of the step as
- * the graph runs it. Set per translation unit (CK_PDL_EARLY_SETTER defines the setter). */
+ * the graph runs it. With last (MLXRT_CUDA_TIMELINE=2) the grid's last block also stamps as
+ * it reaches its wait and as the wait returns, two stamps per launch at t[cap …] counted by
+ * n[1]: whether a kernel's blocks were all placed before its predecessor completed. Set per
+ * translation unit (CK_PDL_EARLY_SETTER defines the setter). */
 struct ck_tl_dev {
   unsigned long long *t;
   unsigned *n;
   unsigned cap;
+  int last;
 };
 static __constant__ ck_tl_dev ck_tl_c __attribute__((unused));
 
-__device__ __forceinline__ void ck_tl_stamp() {
+__device__ __forceinline__ unsigned long long ck_tl_now() {
+  unsigned long long now = 0;
 #if defined(__CUDA_ARCH__)
-  if (ck_tl_c.t && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
-    unsigned long long now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+#endif
+  return now;
+}
+/* this thread is thread 0 of the grid's last block */
+__device__ __forceinline__ bool ck_tl_last_block() {
+  return (threadIdx.x | threadIdx.y | threadIdx.z) == 0 && blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&
+         blockIdx.z == gridDim.z - 1;
+}
+
+__device__ __forceinline__ void ck_tl_stamp(unsigned long long entered) {
+#if defined(__CUDA_ARCH__)
+  if (!ck_tl_c.t) return;
+  if ((blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
+    unsigned long long now = ck_tl_now();
     unsigned i = atomicAdd(ck_tl_c.n, 1u);
     if (i < ck_tl_c.cap) ck_tl_c.t[i] = now;
   }
+  if (ck_tl_c.last && ck_tl_last_block()) {
+    unsigned long long now = ck_tl_now();
+    unsigned i = atomicAdd(ck_tl_c.n + 1, 2u);
+    if (i + 1 < ck_tl_c.cap) ck_tl_c.t[ck_tl_c.cap + i] = entered, ck_tl_c.t[ck_tl_c.cap + i + 1] = now;
+  }
+#else
+  (void)entered;
 #endif
 }
 
 __device__ __forceinline__ void ck_pdl_enter() {
+  const unsigned long long entered = ck_tl_c.last ? ck_tl_now() : 0ull;
   if (ck_pdl_early_c) {
     ck_pdl_trigger();
     ck_pdl_wait();
-    ck_tl_stamp();
+    ck_tl_stamp(entered);
   } else {
     ck_pdl_wait();
-    ck_tl_stamp();
+    ck_tl_stamp(entered);
     ck_pdl_trigger();
   }
 }
@@ -73,8 +98,8 @@ __device__ __forceinline__ void ck_pdl_enter() {
   extern "C" int name(int on) {                                                      \
     return (int)cudaMemcpyToSymbol(ck_pdl_early_c, &on, sizeof on);                  \
   }                                                                                  \
-  extern "C" int name##_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st) { \
-    ck_tl_dev v = {t, n, cap};                                                       \
+  extern "C" int name##_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st) { \
+    ck_tl_dev v = {t, n, cap, last};                                                 \
     return (int)cudaMemcpyToSymbolAsync(ck_tl_c, &v, sizeof v, 0, cudaMemcpyHostToDevice, \
                                         (cudaStream_t)st);                           \
   }

@@ -8,6 +8,10 @@
  * next is the earlier kernel's share of the step as the graph ran it; the table (label,
  * kernel, calls, mean µs, share) goes to stderr when the decoder is freed.
  *
+ * MLXRT_CUDA_TIMELINE=2 also has each grid's last block stamp as it reaches its wait and as
+ * the wait returns (two more columns: whether a grid was still being placed when its
+ * predecessor completed).
+ *
  * One timeline at a time (the launch log is global, like the mat-vec knobs): the decoder that
  * turns it on owns it until ctl_report_free. The stamps cost a constant load and a branch per
  * thread when off. */

@@ -15,13 +15,14 @@ static ctl_row *row_for(ctl_row *rows, int *nrows, int max_rows, const ctl_launc
         (rows[i].label == l->label || (rows[i].label && l->label && !strcmp(rows[i].label, l->label))))
       return &rows[i];
   if (*nrows == max_rows) return &rows[max_rows - 1];
-  rows[*nrows] = (ctl_row){l->fn, l->label, 0, 0};
+  rows[*nrows] = (ctl_row){l->fn, l->label, 0, 0, 0, 0};
   return &rows[(*nrows)++];
 }
 
-void ctl_aggregate(const unsigned long long *t, unsigned n, const unsigned char *replay, int nreplay,
-                   const ctl_launch *const log[CTL_GRAPHS], const int nlog[CTL_GRAPHS], ctl_row *rows, int max_rows, double *gaps,
-                   ctl_summary *s) {
+void ctl_aggregate(const unsigned long long *t, unsigned n, const unsigned long long *t2, unsigned n2,
+                   const unsigned char *replay, int nreplay, const ctl_launch *const log[CTL_GRAPHS],
+                   const int nlog[CTL_GRAPHS], ctl_row *rows, int max_rows, double *gaps, ctl_summary *s) {
+  const int last = t2 && n2 >= n;
   memset(s, 0, sizeof *s);
   unsigned pos = 0, last_body = 0;
   int steps = 0, have_body = 0;
@@ -46,6 +47,11 @@ void ctl_aggregate(const unsigned long long *t, unsigned n, const unsigned char 
       row->us += us;
       row->calls++;
       s->total_us += us;
+      if (last) { /* (signed: the last block may arrive before block 0's wait returns) */
+        const unsigned q = 2 * (pos + (unsigned)j);
+        row->last_in_us += (double)(long long)(t2[q] - t[pos + j]) / 1e3;
+        row->last_wait_us += (double)(long long)(t2[q + 1] - t[pos + j]) / 1e3;
+      }
     }
     pos += (unsigned)k;
     s->replays++;

@@ -18,6 +18,9 @@ typedef struct ctl_row {
   const char *label;
   double us;
   long calls;
+  /* with the last block's stamps (MLXRT_CUDA_TIMELINE=2), summed over the calls: that block's
+   * arrival at its wait and its wait's return, each from block 0's wait return */
+  double last_in_us, last_wait_us;
 } ctl_row;
 
 typedef struct ctl_summary {
@@ -29,14 +32,16 @@ typedef struct ctl_summary {
   double median_step_us; /* a body's first stamp to the next body's (0: fewer than two) */
 } ctl_summary;
 
-/* t[0..n): stamps (ns) in order; replay[0..nreplay): the graph (0, 1 or 2) of each recorded
+/* t[0..n): stamps (ns) in order; t2 (NULL: none): the grid's last block's two stamps per
+ * launch (arrival, wait return), 2·n2 of them in the same order, n2 ≥ n to use them;
+ * replay[0..nreplay): the graph (0, 1 or 2) of each recorded
  * replay; log[g][0..nlog[g]): graph g's launches, in order, one stamp each. Within a replay
  * each stamp's gap to the next is its launch's; a body's last launch runs up to the first
  * stamp of the head replayed right after it (the same step); the last launch of a step
  * (waiting on the host) is not counted. Rows are (kernel, label) pairs in order of first
  * appearance, at most max_rows (the last collects the rest); gaps: scratch of nreplay. */
-void ctl_aggregate(const unsigned long long *t, unsigned n, const unsigned char *replay, int nreplay,
-                   const ctl_launch *const log[CTL_GRAPHS], const int nlog[CTL_GRAPHS], ctl_row *rows, int max_rows, double *gaps,
-                   ctl_summary *s);
+void ctl_aggregate(const unsigned long long *t, unsigned n, const unsigned long long *t2, unsigned n2,
+                   const unsigned char *replay, int nreplay, const ctl_launch *const log[CTL_GRAPHS],
+                   const int nlog[CTL_GRAPHS], ctl_row *rows, int max_rows, double *gaps, ctl_summary *s);
 
 #endif

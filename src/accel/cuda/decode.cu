@@ -27,23 +27,23 @@ extern "C" int ck_pdl_early_qmv(int on);
 extern "C" int ck_pdl_early_xprep(int on);
 extern "C" int ck_pdl_early_qkv_post(int on);
 extern "C" int ck_pdl_early_residual_norm(int on);
-extern "C" int ck_pdl_early_attention_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
-extern "C" int ck_pdl_early_attention_onepass_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
-extern "C" int ck_pdl_early_attention_cluster_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
-extern "C" int ck_pdl_early_decode_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
-extern "C" int ck_pdl_early_qmv_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
-extern "C" int ck_pdl_early_xprep_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
-extern "C" int ck_pdl_early_qkv_post_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
-extern "C" int ck_pdl_early_residual_norm_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
-extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st) {
-  int e = ck_pdl_early_attention_timeline(t, n, cap, st);
-  if (!e) e = ck_pdl_early_attention_onepass_timeline(t, n, cap, st);
-  if (!e) e = ck_pdl_early_attention_cluster_timeline(t, n, cap, st);
-  if (!e) e = ck_pdl_early_decode_timeline(t, n, cap, st);
-  if (!e) e = ck_pdl_early_qmv_timeline(t, n, cap, st);
-  if (!e) e = ck_pdl_early_xprep_timeline(t, n, cap, st);
-  if (!e) e = ck_pdl_early_qkv_post_timeline(t, n, cap, st);
-  if (!e) e = ck_pdl_early_residual_norm_timeline(t, n, cap, st);
+extern "C" int ck_pdl_early_attention_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_pdl_early_attention_onepass_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_pdl_early_attention_cluster_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_pdl_early_decode_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_pdl_early_qmv_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_pdl_early_xprep_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_pdl_early_qkv_post_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_pdl_early_residual_norm_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st) {
+  int e = ck_pdl_early_attention_timeline(t, n, cap, last, st);
+  if (!e) e = ck_pdl_early_attention_onepass_timeline(t, n, cap, last, st);
+  if (!e) e = ck_pdl_early_attention_cluster_timeline(t, n, cap, last, st);
+  if (!e) e = ck_pdl_early_decode_timeline(t, n, cap, last, st);
+  if (!e) e = ck_pdl_early_qmv_timeline(t, n, cap, last, st);
+  if (!e) e = ck_pdl_early_xprep_timeline(t, n, cap, last, st);
+  if (!e) e = ck_pdl_early_qkv_post_timeline(t, n, cap, last, st);
+  if (!e) e = ck_pdl_early_residual_norm_timeline(t, n, cap, last, st);
   return e;
 }
 extern "C" int ck_set_pdl_early(int on) {

@@ -103,9 +103,10 @@ int ck_set_pdl_early(int on);
 
 /* The in-graph timeline (cuda_timeline.h): every kernel launched through ck_launch is noted
  * here (a no-op unless a timeline is recording a capture), and ck_set_timeline points every
- * translation unit's stamp buffer at t (NULL: off), ordered on stream st. */
+ * translation unit's stamp buffer at t (NULL: off), ordered on stream st; with last, t holds
+ * 2·cap stamps and n two counters (the grid's last block's stamps: ck_launch.cuh). */
 void ck_tl_note(const void *kernel);
-int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, void *st);
+int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 
 /* Benchmark knobs: warps per tile (0 = automatic) and kernel variant (0 = the product,
  * 1 = loads only, 2 = one-row kernels without the full-stage loop, 3 = without one mma column
