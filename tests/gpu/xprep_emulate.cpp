@@ -21,47 +21,8 @@
 
 extern "C" int ck_pdl_enabled(void) { return 0; }
 
-#define POOL 256 /* the widest block (xmax_kernel) */
-thread_local emu_dim3 threadIdx;
-emu_dim3 blockIdx, gridDim, blockDim;
-pthread_barrier_t emu_block_barrier, emu_warp_barrier[8];
-uint64_t emu_xbuf[8][32];
-uint32_t emu_mma_buf[8][32][6];
-alignas(16) unsigned char emu_dyn_smem[1024];
-
-/* A pool of POOL host threads; a block of blockDim.x threads runs on the first blockDim.x of
- * them (the block barrier is made for that count at each launch). */
-static pthread_barrier_t start_b, end_b;
-static const std::function<void()> *g_body;
-static bool g_quit;
-
-static void *worker(void *arg) {
-  threadIdx.x = (unsigned)(uintptr_t)arg;
-  threadIdx.y = threadIdx.z = 0;
-  for (;;) {
-    pthread_barrier_wait(&start_b);
-    if (g_quit) return NULL;
-    if (threadIdx.x < blockDim.x) (*g_body)();
-    pthread_barrier_wait(&end_b);
-  }
-}
-
-int emu_run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body) {
-  if (block.x > POOL || block.x % 32 || block.y != 1 || block.z != 1 || smem > sizeof emu_dyn_smem) return 1;
-  g_body = &body;
-  gridDim = {grid.x, grid.y, grid.z};
-  blockDim = {block.x, 1, 1};
-  pthread_barrier_destroy(&emu_block_barrier);
-  pthread_barrier_init(&emu_block_barrier, NULL, block.x);
-  for (unsigned z = 0; z < grid.z; z++)
-    for (unsigned y = 0; y < grid.y; y++)
-      for (unsigned x = 0; x < grid.x; x++) {
-        blockIdx = {x, y, z};
-        pthread_barrier_wait(&start_b);
-        pthread_barrier_wait(&end_b);
-      }
-  return 0;
-}
+#define EMU_SMEM_BYTES 1024
+#include "emu_block_runner.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static float unit() { return (float)((double)(emu_xorshift64(&g_rng) >> 11) * 0x1p-53); }
@@ -153,12 +114,6 @@ static int run_case(const Case &c) {
 
 int main(int argc, char **argv) {
   if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
-  pthread_barrier_init(&start_b, NULL, POOL + 1);
-  pthread_barrier_init(&end_b, NULL, POOL + 1);
-  pthread_barrier_init(&emu_block_barrier, NULL, 32);
-  for (int w = 0; w < 8; w++) pthread_barrier_init(&emu_warp_barrier[w], NULL, 32);
-  std::vector<pthread_t> th(POOL);
-  for (int t = 0; t < POOL; t++) pthread_create(&th[(size_t)t], NULL, worker, (void *)(uintptr_t)t);
   /* |x| < 7 here: the fixed exponents 11 (the bound's) and 5 (far below the row maximum's) */
   const Case cases[] = {
       {CK_NVFP4, 16, 5376, 11},    {CK_NVFP4, 16, 21504, 5},    {CK_NVFP4, 16, 8192, CK_XE_ROWMAX},
@@ -170,9 +125,6 @@ int main(int argc, char **argv) {
     fails += run_case(c);
     n++;
   }
-  g_quit = true;
-  pthread_barrier_wait(&start_b);
-  for (pthread_t &t : th) pthread_join(t, NULL);
   printf("%d passed, %d failed\n", n - fails, fails);
   return fails ? 1 : 0;
 }
