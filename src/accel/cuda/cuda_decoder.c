@@ -610,12 +610,10 @@ static const char *const lab_full[9] = {"full: q|k|v mat-vec", "full: q/k/v norm
                                         "full: geglu", "full: down mat-vec", "full: ffn residual+norm"};
 
 /* Whether this step's attention of layer y writes o's activation prep itself (D->attn_oprep:
- * the one-launch form, one o weight whose prep needs no group sums), with a fixed exponent:
- * its outputs are convex combinations of V rows (Σ p = 1 up to the bf16 rounding of each p),
- * so |att| ≤ max |V| ≤ √hd when V is RMS-normalized without a weight (v_norm) — 2√hd · 2^e
- * below 2^15 then holds every value, and fp16 keeps every bf16 value down to 2^(−25−e)
- * exactly, against 2^(−25−e') with the row maximum's e' ≥ e: below that the two preps may
- * differ in a value's last bits. Dense bf16 o weights take x as it is (no exponent). */
+ * the one-launch form, one o weight whose prep needs no group sums), with o_fixed_exp's
+ * exponent where V is RMS-normalized (fp16 keeps every bf16 value down to 2^(−25−e) exactly,
+ * against 2^(−25−e') with the row maximum's e' ≥ e: below that the two preps may differ in a
+ * value's last bits). Dense bf16 o weights take x as it is (no exponent). */
 static int attn_writes_o_prep(const accel_decoder *D, const dec_layer *y) {
   return D->attn_oprep && y->cluster && D->short_ctx && y->o.n == 1 && y->o.ks == 1 &&
          (y->o.xmode == 2 || (y->o.xmode == 1 && D->d->v_norm)) && ((int64_t)D->d->n_heads * y->hd) % 32 == 0;
