@@ -61,7 +61,8 @@
 #      then the tiny fixtures with MLXRT_ATTN_CLUSTER_KEYS=20 (each session crosses graphs), with
 #      the residual norm's pull form (MLXRT_NORM_PUSH=0), without GeGLU in gate|up's epilogue
 #      (MLXRT_GEGLU_EPI=0), without the norm's fixed exponent (MLXRT_NORM_FIXEXP=0), and with
-#      o's fixed exponent (MLXRT_ATTN_FIXEXP=1) → clchk_*.log.
+#      o's fixed exponent and the K/V prefetch (MLXRT_ATTN_FIXEXP=1 MLXRT_ATTN_PREFETCH=1)
+#      → clchk_*.log.
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
 #   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
 set -uo pipefail
@@ -239,7 +240,7 @@ if has clusterchk; then
   tiny_check clchk_tiny_pull.log MLXRT_NORM_PUSH=0
   tiny_check clchk_tiny_noepi.log MLXRT_GEGLU_EPI=0
   tiny_check clchk_tiny_nofix.log MLXRT_NORM_FIXEXP=0
-  tiny_check clchk_tiny_ofix.log MLXRT_ATTN_FIXEXP=1
+  tiny_check clchk_tiny_ofix.log MLXRT_ATTN_FIXEXP=1 MLXRT_ATTN_PREFETCH=1
 fi
 if has ab; then
   synth31 "$SYN/s31"

@@ -32,6 +32,39 @@ __host__ __device__ constexpr size_t ac_smem_floats(int rep, int hd, int kpb) {
   return (size_t)rep * hd + (size_t)rep * kpb + (size_t)rep * 32 + 4 * (size_t)rep + 4;
 }
 
+/* The keys [lo, hi) of block `rank` at position pos: an equal share of the live range. */
+__device__ __forceinline__ void ac_range(int pos, int window, int rank, int cl, int *lo, int *hi) {
+  const int first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+  const int len = (pos - first + 1 + cl - 1) / cl;
+  *lo = first + rank * len;
+  *hi = *lo + len;
+  if (*hi > pos + 1) *hi = pos + 1;
+  if (*lo > *hi) *lo = *hi;
+}
+
+/* Pulls this block's K and V rows into the SM's L1 before the wait for the q/k/v post kernel:
+ * the rows of earlier positions were written steps ago (the weights' stream has evicted them
+ * from the L2, so each is a DRAM round trip on the chain otherwise). The new position's rows —
+ * the predecessor writes them — are not touched: an L1 copy of them could be stale. Rows are
+ * hd·2 bytes from a multiple of hd·2, so no 128-byte line straddles two rows. A hint: the
+ * results do not depend on it. */
+__device__ __forceinline__ void ac_prefetch_kv(const uint16_t *kc, const uint16_t *vc, int64_t kvd, int g, int hd,
+                                               int window, int pos, int lo, int hi) {
+#if defined(__CUDA_ARCH__)
+  const int lpr = hd * 2 / 128 > 0 ? hd * 2 / 128 : 1; /* 128-byte lines per row */
+  const int nl = (hi - lo) * lpr;
+  for (int t = threadIdx.x; t < 2 * nl; t += blockDim.x) {
+    const int u = t < nl ? t : t - nl, j = lo + u / lpr;
+    if (j == pos) continue;
+    const int64_t s = window > 0 ? j % window : j;
+    const uint16_t *p = (t < nl ? kc : vc) + s * kvd + (int64_t)g * hd + (u % lpr) * 64;
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+  }
+#else
+  (void)kc, (void)vc, (void)kvd, (void)g, (void)hd, (void)window, (void)pos, (void)lo, (void)hi;
+#endif
+}
+
 /* grid (CL, nkv), cluster (CL, 1, 1): block `rank` of KV head g takes keys
  * [first + rank·len, …) of the live range, len = ceil(count / CL) ≤ kpb: 4 keys per warp and
  * score step, and each thread DPT dims of every key's V row in p·v (measured on the H200,
@@ -40,21 +73,26 @@ template <int REP, int DPT, int CL>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
-                             float *bmax, unsigned *count, dk_att_prep prep) {
+                             float *bmax, unsigned *count, dk_att_prep prep, int prefetch) {
   cg::cluster_group cl = cg::this_cluster();
   CK_DYNAMIC_SHARED(float4, sm4);
   float *qs = reinterpret_cast<float *>(sm4), *ps = qs + REP * hd, *red = ps + REP * kpb;
   float *st_m = red + REP * 32, *st_l = st_m + REP, *gm = st_l + REP, *ginv = gm + REP;
   int *last = reinterpret_cast<int *>(ginv + REP);
-  ck_pdl_enter();
-  const int rank = (int)blockIdx.x, g = (int)blockIdx.y, pos = *pos_p;
-  const int first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-  const int len = (pos - first + 1 + CL - 1) / CL;
-  int lo = first + rank * len, hi = lo + len;
-  if (hi > pos + 1) hi = pos + 1;
-  if (lo > hi) lo = hi;
-  const int n = hi - lo; /* 0 for a block past the live keys: it still meets every cluster barrier */
+  const int rank = (int)blockIdx.x, g = (int)blockIdx.y;
   const int64_t kvd = (int64_t)nkv * hd;
+  int lo, hi;
+  /* the position is written by the step's first copy or the last step's end, long complete
+   * unless kernels trigger before they wait (ck_pdl_early_c: then no early reads) */
+  if (prefetch && !ck_pdl_early_c) {
+    const int pos0 = *pos_p;
+    ac_range(pos0, window, rank, CL, &lo, &hi);
+    ac_prefetch_kv(kc, vc, kvd, g, hd, window, pos0, lo, hi);
+  }
+  ck_pdl_enter();
+  const int pos = *pos_p;
+  ac_range(pos, window, rank, CL, &lo, &hi);
+  const int n = hi - lo; /* 0 for a block past the live keys: it still meets every cluster barrier */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5, nch = (hd + 255) / 256;
   auto slot = [&](int j) -> int64_t { return window > 0 ? j % window : j; };
 
@@ -182,13 +220,16 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   if (threadIdx.x == 0) *count = 0;
 }
 
+static int g_prefetch; /* dk_set_attn_prefetch */
+extern "C" void dk_set_attn_prefetch(int on) { g_prefetch = on != 0; }
+
 template <int REP, int DPT>
 static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
                                     float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
   const size_t smem = ac_smem_floats(REP, hd, kpb) * sizeof(float);
   return ck_launch(cluster_attention_kernel<REP, DPT, AC_CL>, dim3(AC_CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc,
-                   vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep);
+                   vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, g_prefetch);
 }
 
 template <int REP>

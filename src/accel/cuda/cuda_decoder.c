@@ -426,7 +426,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   if (wq && *wq) ck_set_tuning(atoi(wq), ck_get_qmv_variant());
   if (D->prof.on) D->use_graph = 0;
   /* decode attention's split shape (benchmark knobs; defaults measured on the H200) */
-  int split_blocks, max_splits_knob, norm_push;
+  int split_blocks, max_splits_knob, norm_push, attn_prefetch;
   /* MLXRT_ATTN_ONEPASS=1: one pass over K and V with an online softmax (attention.cu; p not
    * rounded as the reference path rounds it: an experiment, off by default) */
   /* the attention's last kernel writes the maxima o's x prep needs (the same values; one launch
@@ -448,9 +448,11 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_FIXEXP", 0, 0, 1, &D->attn_fixexp, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
-      env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err))
+      env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
+      env_knob("MLXRT_ATTN_PREFETCH", 0, 0, 1, &attn_prefetch, err))
     goto fail;
   dk_set_norm_push(norm_push); /* (the backend's, like the mat-vec knobs) */
+  dk_set_attn_prefetch(attn_prefetch);
   /* the split passes' experiments replace the whole attention: they run without the cluster form */
   if (D->fuse_post || D->attn_onepass || D->attn_kpath || D->attn_pv_tc) D->attn_cluster = 0;
   if (D->fuse_post && (D->attn_onepass || D->attn_kpath || D->attn_pv_tc)) {

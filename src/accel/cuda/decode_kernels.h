@@ -116,6 +116,10 @@ int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys);
 int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, float scale,
                          const int *pos, int window, int64_t keys, uint16_t *att, float *amax, int namax, float *bmax,
                          unsigned *count, const dk_att_prep *prep, void *stream);
+/* Whether dk_attention_cluster's blocks pull their K and V rows of earlier positions into L1
+ * before waiting for their predecessor (the q/k/v post kernel); the same results either way.
+ * Set by the decoder from MLXRT_ATTN_PREFETCH (default 0). */
+void dk_set_attn_prefetch(int on);
 /* The same attention in one pass over K and V per split (online softmax; an experiment,
  * MLXRT_ATTN_ONEPASS=1): p is not rounded to bf16, unlike the reference path (attention.cu).
  * smax/ssum/pacc as above; GQA groups of ≤ 4 / 8 / 16 take head dims ≤ 1024 / 512 / 256. */
