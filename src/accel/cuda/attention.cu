@@ -36,6 +36,37 @@ struct at_post {
 #define AT_V_TC 1
 #define AT_V_TC_BIT 4
 
+/* MLXRT_ATTN_PREFETCH (dk_set_attn_prefetch): the scores kernel pulls its split's K rows, the
+ * p·v kernel its V rows, into the L2 before waiting for their predecessors — rows of earlier
+ * steps, which the weights' stream has evicted; the L2 is coherent, so the new position's rows
+ * may be among them. A hint: the results do not depend on it. */
+static __constant__ int at_prefetch_c __attribute__((unused));
+extern "C" int dk_set_attn_prefetch_split(int on) { return (int)cudaMemcpyToSymbol(at_prefetch_c, &on, sizeof on); }
+
+/* Prefetches into the L2 the rows [lo, hi) of KV head g of a cache (hd·2-byte rows). */
+__device__ __forceinline__ void at_prefetch_rows(const uint16_t *c, int64_t kvd, int g, int hd, int window, int lo,
+                                                 int hi) {
+#if defined(__CUDA_ARCH__)
+  const int lpr = hd * 2 / 128 > 0 ? hd * 2 / 128 : 1; /* 128-byte lines per row */
+  for (int t = threadIdx.x; t < (hi - lo) * lpr; t += blockDim.x) {
+    const int j = lo + t / lpr;
+    const int64_t s = window > 0 ? j % window : j;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(c + s * kvd + (int64_t)g * hd + (t % lpr) * 64));
+  }
+#else
+  (void)c, (void)kvd, (void)g, (void)hd, (void)window, (void)lo, (void)hi;
+#endif
+}
+/* ... for this block's split, before its wait: the position, written by the step's first copy or
+ * the last step's end, is long complete unless kernels trigger before they wait */
+__device__ __forceinline__ void at_prefetch_split(const uint16_t *c, int nkv, int hd, const int *pos_p, int window,
+                                                  at_splits sp) {
+  if (!at_prefetch_c || ck_pdl_early_c) return;
+  int lo, hi;
+  split_range(*pos_p, window, sp, (int)blockIdx.y, &lo, &hi);
+  at_prefetch_rows(c, (int64_t)nkv * hd, (int)blockIdx.x, hd, window, lo, hi);
+}
+
 /* Word i (a compile-time constant where it is called) of v. */
 __device__ __forceinline__ uint32_t u4_word(const uint4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
@@ -60,6 +91,7 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
     qp_load(cq, post.p.qn, post.p.inv_freq, hd);
     qp_load(ckn, post.p.kn, post.p.inv_freq, hd);
   }
+  if (KM == AT_K_REG && !post.p.y) at_prefetch_split(kc, nkv, hd, pos_p, window, sp);
   ck_pdl_enter();
   amax_zero(amax, namax);
   CK_DYNAMIC_SHARED(float4, qs4); /* [REP][hd] floats (with post, then [hd] for the new key) */
@@ -319,6 +351,7 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
                                                         int64_t ctx_cap, const float *scores,
                                                         const float *smax, const float *ssum, float *pacc,
                                                         unsigned *count, uint16_t *att, float *amax) {
+  at_prefetch_split(vc, nkv, hd, pos_p, window, sp);
   ck_pdl_enter();
   __shared__ float ps[REP][PV_TILE];
   __shared__ float gm[REP], ginv[REP];

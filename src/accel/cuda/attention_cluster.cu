@@ -221,7 +221,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
 }
 
 static int g_prefetch; /* dk_set_attn_prefetch */
-extern "C" void dk_set_attn_prefetch(int on) { g_prefetch = on != 0; }
+extern "C" void dk_set_attn_prefetch_cluster(int on) { g_prefetch = on != 0; }
 
 template <int REP, int DPT>
 static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,

@@ -452,7 +452,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_PREFETCH", 0, 0, 1, &attn_prefetch, err))
     goto fail;
   dk_set_norm_push(norm_push); /* (the backend's, like the mat-vec knobs) */
-  dk_set_attn_prefetch(attn_prefetch);
+  if (rt_status(dk_set_attn_prefetch(attn_prefetch), "MLXRT_ATTN_PREFETCH", err)) goto fail;
   /* the split passes' experiments replace the whole attention: they run without the cluster form */
   if (D->fuse_post || D->attn_onepass || D->attn_kpath || D->attn_pv_tc) D->attn_cluster = 0;
   if (D->fuse_post && (D->attn_onepass || D->attn_kpath || D->attn_pv_tc)) {

@@ -46,6 +46,10 @@ extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap,
   if (!e) e = ck_pdl_early_residual_norm_timeline(t, n, cap, last, st);
   return e;
 }
+extern "C" int dk_set_attn_prefetch(int on) {
+  dk_set_attn_prefetch_cluster(on);
+  return dk_set_attn_prefetch_split(on);
+}
 extern "C" int ck_set_pdl_early(int on) {
   int e = ck_pdl_early_attention(on);
   if (!e) e = ck_pdl_early_attention_onepass(on);

@@ -116,10 +116,14 @@ int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys);
 int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, float scale,
                          const int *pos, int window, int64_t keys, uint16_t *att, float *amax, int namax, float *bmax,
                          unsigned *count, const dk_att_prep *prep, void *stream);
-/* Whether dk_attention_cluster's blocks pull their K and V rows of earlier positions into L1
- * before waiting for their predecessor (the q/k/v post kernel); the same results either way.
- * Set by the decoder from MLXRT_ATTN_PREFETCH (default 0). */
-void dk_set_attn_prefetch(int on);
+/* Whether the decode attention prefetches its K and V rows before waiting for its predecessor:
+ * dk_attention_cluster's blocks into their L1 (rows of earlier positions), dk_attention's scores
+ * and p·v kernels into the L2 (their split's rows); the same results either way. Set by the
+ * decoder from MLXRT_ATTN_PREFETCH (default 0). The _cluster and _split setters: each form's
+ * part alone (dk_set_attn_prefetch, decode.cu, calls both). */
+int dk_set_attn_prefetch(int on);
+void dk_set_attn_prefetch_cluster(int on);
+int dk_set_attn_prefetch_split(int on);
 /* The same attention in one pass over K and V per split (online softmax; an experiment,
  * MLXRT_ATTN_ONEPASS=1): p is not rounded to bf16, unlike the reference path (attention.cu).
  * smax/ssum/pacc as above; GQA groups of ≤ 4 / 8 / 16 take head dims ≤ 1024 / 512 / 256. */
