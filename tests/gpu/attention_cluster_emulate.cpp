@@ -154,12 +154,5 @@ int main(int argc, char **argv) {
       {2, 2, 256, 64, 200, 64, false},  {2, 1, 256, 1024, 1500, 1024, false}, {8, 1, 512, 0, 100, 700, false},
       {1, 3, 128, 0, 300, 400, false},  {4, 2, 128, 0, 129, 200, false},   {2, 1, 64, 0, 2047, 2048, false},
   };
-  int fails = 0, n = 0;
-  for (const Case &c : cases) {
-    fails += run_case(c);
-    n++;
-  }
-  emu_pool_stop();
-  printf("%d passed, %d failed\n", n - fails, fails);
-  return fails ? 1 : 0;
+  return emu_run_cases(cases, run_case);
 }

@@ -163,12 +163,5 @@ int main(int argc, char **argv) {
       /* without pmax and with a prep: also the fixed exponent */
       {5376, 1, 1, 0, 0, 1}, {5376, 1, 2, 1, 0, 1}, {5376, 0, 1, 0, 0, 1}, {96, 1, 3, 1, 0, 1},
   };
-  int fails = 0, n = 0;
-  for (const Case &c : cases) {
-    fails += run_case(c);
-    n++;
-  }
-  emu_pool_stop();
-  printf("%d passed, %d failed\n", n - fails, fails);
-  return fails ? 1 : 0;
+  return emu_run_cases(cases, run_case);
 }

@@ -95,4 +95,15 @@ static void emu_pool_stop() {
   pthread_barrier_wait(&emu_pool_start_b);
   for (pthread_t &t : emu_pool_threads) pthread_join(t, NULL);
 }
+/* Runs every case through run (1 = failed), stops the pool, prints the summary line; the
+ * harness's exit status. */
+template <typename C, size_t N, typename F>
+static int emu_run_cases(const C (&cases)[N], F run) {
+  int fails = 0;
+  for (const C &c : cases) fails += run(c);
+  emu_pool_stop();
+  printf("%d passed, %d failed\n", (int)N - fails, fails);
+  return fails ? 1 : 0;
+}
+
 #endif
