@@ -769,9 +769,10 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
   return best;
 }
 
-extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
-                            const int *xexp, int nb, float *y, int64_t ldy, int ksplit, int64_t kstride,
-                            void *stream) {
+/* The launch of ck_qmv_split and ck_qmv_geglu (act: the GeGLU epilogue's outputs, or NULL). */
+static int qmv_launch(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
+                      float *y, int64_t ldy, int ksplit, int64_t kstride, uint16_t *act, float *amax, int apblock,
+                      void *stream) {
   const int pick_nb = g_variant == 3 ? 0 : nb; /* variant 3 (benchmark): the kernel without COL */
   qmv_fn fn = g_variant == 5 ? pick_two_chains(L, nb) : nullptr;
   if (!fn) fn = pick(L, pick_nb);
@@ -792,6 +793,10 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
   a.early = g_early;
   a.ksplit = ksplit;
   a.kstride = kstride;
+  a.act = act;
+  a.amax = amax;
+  a.acts = L->rows / 2;
+  a.apblock = apblock;
   int smem = stages_for(L, pick_nb) * smem_for(L, pick_nb);
   if (smem > 48 * 1024) { /* 4 stages of affine 4-bit g32 with x staged: 52 KB */
     cudaError_t e = allow_smem(fn, smem);
@@ -801,37 +806,17 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
   return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps * 32, smem, (cudaStream_t)stream, a);
 }
 
+extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
+                            const int *xexp, int nb, float *y, int64_t ldy, int ksplit, int64_t kstride,
+                            void *stream) {
+  return qmv_launch(L, slab, xp, xs, xexp, nb, y, ldy, ksplit, kstride, NULL, NULL, 0, stream);
+}
 
 extern "C" int ck_qmv_geglu(const ck_layout *L, const uint16_t *xp, const float *xs, const int *xexp, uint16_t *act,
                             float *amax, int apblock, void *stream) {
   if (L->fmt == CK_GENERIC || L->rows % 16 || !act || !amax || apblock < 8 || apblock % 8 || g_variant)
     return (int)cudaErrorInvalidValue;
-  qmv_fn fn = pick(L, 1);
-  if (!fn) return (int)cudaErrorInvalidValue;
-  QmvArgs a = {};
-  a.w = (const uint4 *)L->w;
-  a.s = L->s;
-  a.xp = (const uint4 *)xp;
-  a.xs = xs;
-  a.xexp = xexp;
-  a.rows = L->rows;
-  a.ldy = L->rows;
-  a.nunits = (int)L->nunits;
-  a.nslices = L->cols / 32;
-  a.nb = 1;
-  a.early = g_early;
-  a.ksplit = 1;
-  a.act = act;
-  a.amax = amax;
-  a.acts = L->rows / 2;
-  a.apblock = apblock;
-  int smem = stages_for(L, 1) * smem_for(L, 1);
-  if (smem > 48 * 1024) {
-    cudaError_t e = allow_smem(fn, smem);
-    if (e) return (int)e;
-  }
-  int warps = one_row_col(L, 1) && g_warps_override <= 0 ? 4 : warps_for(L, fn, smem, 1);
-  return (int)ck_launch(fn, dim3((unsigned)L->tiles, 1u), warps * 32, smem, (cudaStream_t)stream, a);
+  return qmv_launch(L, 0, xp, xs, xexp, 1, NULL, L->rows, 1, 0, act, amax, apblock, stream);
 }
 
 extern "C" int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
