@@ -111,8 +111,9 @@ struct accel_decoder {
                      * prep with an exponent fixed by the norm weight's bound (norm_fixed_exp), no
                      * third exchange — tg128 +1.0 %, the same logits bits (H200, session 12) */
   int xe_final;     /* and the final norm's */
-  int attn_fixexp;  /* MLXRT_ATTN_FIXEXP=1: o's prep with an exponent fixed by the head dim where V is
-                     * RMS-normalized (o_fixed_exp): the attention writes no maxima */
+  int attn_fixexp;  /* MLXRT_ATTN_FIXEXP (default 1; 0: off): o's prep with an exponent fixed by the head
+                     * dim where V is RMS-normalized (o_fixed_exp): the attention writes no maxima —
+                     * tg128 +1.2 % at depth 0, +0.2 % at 32768, the same logits bits (H200, session 13) */
   int attn_oprep;   /* MLXRT_ATTN_OPREP=1: the one-launch attention writes o's activation prep with a
                      * fixed exponent where V rows are RMS-normalized (attn_writes_o_prep) */
   int geglu_epi;    /* MLXRT_GEGLU_EPI (default 1; 0: off): GeGLU in gate|up's epilogue (ck_qmv_geglu) where it
@@ -445,13 +446,16 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_GEGLU_EPI", 1, 0, 1, &D->geglu_epi, err) ||
       env_knob("MLXRT_ATTN_OPREP", 0, 0, 1, &D->attn_oprep, err) ||
       env_knob("MLXRT_NORM_FIXEXP", 1, 0, 1, &D->norm_fixexp, err) ||
-      env_knob("MLXRT_ATTN_FIXEXP", 0, 0, 1, &D->attn_fixexp, err) ||
+      env_knob("MLXRT_ATTN_FIXEXP", 1, 0, 1, &D->attn_fixexp, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
-      env_knob("MLXRT_ATTN_PREFETCH", 0, 0, 1, &attn_prefetch, err))
+      env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err))
     goto fail;
   dk_set_norm_push(norm_push); /* (the backend's, like the mat-vec knobs) */
+  /* K/V rows prefetched before the attention's wait: 1 (default) the one-launch form only
+   * (tg128 +0.6 % at depth 0); 2 also the split passes (−2.7 % at depth 32768: their L2
+   * prefetches compete with the products' weight stream; H200, session 13); 0 neither */
   if (rt_status(dk_set_attn_prefetch(attn_prefetch), "MLXRT_ATTN_PREFETCH", err)) goto fail;
   /* the split passes' experiments replace the whole attention: they run without the cluster form */
   if (D->fuse_post || D->attn_onepass || D->attn_kpath || D->attn_pv_tc) D->attn_cluster = 0;

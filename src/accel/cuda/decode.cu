@@ -47,8 +47,8 @@ extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap,
   return e;
 }
 extern "C" int dk_set_attn_prefetch(int on) {
-  dk_set_attn_prefetch_cluster(on);
-  return dk_set_attn_prefetch_split(on);
+  dk_set_attn_prefetch_cluster(on >= 1);
+  return dk_set_attn_prefetch_split(on >= 2);
 }
 extern "C" int ck_set_pdl_early(int on) {
   int e = ck_pdl_early_attention(on);

@@ -119,8 +119,9 @@ int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc,
 /* Whether the decode attention prefetches its K and V rows before waiting for its predecessor:
  * dk_attention_cluster's blocks into their L1 (rows of earlier positions), dk_attention's scores
  * and p·v kernels into the L2 (their split's rows); the same results either way. Set by the
- * decoder from MLXRT_ATTN_PREFETCH (default 0). The _cluster and _split setters: each form's
- * part alone (dk_set_attn_prefetch, decode.cu, calls both). */
+ * decoder from MLXRT_ATTN_PREFETCH: on = 1 (its default) the one-launch form only, 2 both, 0
+ * neither. The _cluster and _split setters: each form's part alone (dk_set_attn_prefetch,
+ * decode.cu, calls both). */
 int dk_set_attn_prefetch(int on);
 void dk_set_attn_prefetch_cluster(int on);
 int dk_set_attn_prefetch_split(int on);
