@@ -63,6 +63,9 @@
 #      (MLXRT_GEGLU_EPI=0), without the norm's fixed exponent (MLXRT_NORM_FIXEXP=0), and with
 #      o's fixed exponent and the K/V prefetch (MLXRT_ATTN_FIXEXP=1 MLXRT_ATTN_PREFETCH=1)
 #      → clchk_*.log.
+#   chain (not in the default list): mlxrt-chain-bench, the 31B layer's four nvfp4 products
+#      chained over 60 layers, a launch per product against one resident grid (qmv_chain.cu),
+#      every product checked → chain.log; CHAIN_ARGS adds its arguments (e.g. "--warps 16").
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
 #   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
 set -uo pipefail
@@ -81,7 +84,7 @@ stamp "source hash $(bash scripts/source_hash.sh) (scripts/source_hash.sh on a c
 if has build; then
   stamp "build (-j$JOBS)"
   gpu_build "$BUILD" "$OUT/build.log" mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-decode-real mlxrt-cuda-test \
-    mlxrt-attn-bench || exit 1
+    mlxrt-attn-bench mlxrt-chain-bench || exit 1
 fi
 DT="$BUILD/mlxrt-decode-test"
 rc=0
@@ -171,6 +174,11 @@ if has pdl; then
     stamp "bench tg128 at depths ${PDL_DEPTHS:-0,4096,32768}, MLXRT_CUDA_PDL_EARLY=$e"
     tg_depths "bench31_early$e.log" "${PDL_DEPTHS:-0,4096,32768}" 2 MLXRT_CUDA_PDL_EARLY=$e
   done
+fi
+if has chain; then
+  stamp "product chain: a launch per product against one resident grid"
+  timeout 180 "$BUILD/mlxrt-chain-bench" ${CHAIN_ARGS:-} >"$OUT/chain.log" 2>&1 || rc=1
+  grep -E "^\||^chain|^checks|FAIL|mlxrt-chain" "$OUT/chain.log" | head -30
 fi
 if has attnbench; then
   # decode attention alone on the 31B layer shapes: every split shape against a float64

@@ -1,0 +1,252 @@
+/* A chain of dependent one-row nvfp4 mat-vecs in one resident grid (qmv_chain.h says what and
+ * why). The block's share of a step is a contiguous range of its 16-row tiles, so its bytes
+ * are contiguous in the tile layout (repack.cu) and the producer streams them as one run of
+ * stages; consecutive steps' runs follow each other in the ring. The consumers take the
+ * stage's unit pairs round-robin over the whole step (a warp's pair index continues across
+ * stages and tiles, so no warp idles while others finish a tile), keep a tile's sums in
+ * registers and leave them in shared memory when the tile ends; after the step, the block
+ * adds each row's partial sums in warp order, writes y and the next prep, and arrives at the
+ * grid barrier. The pair's arithmetic is the one-launch kernel's (qmv_tc.cu, COL): the same
+ * fragments, one mma column per scale group, the scales applied to float sums. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "ck_block.cuh"
+#include "ck_device.cuh"
+#include "ck_launch.cuh"
+#include "prep_store.cuh"
+#include "qmv_chain.h"
+#include "qmv_tc.cuh"
+
+#define CH_MAX_STAGES 32
+
+typedef Shape<CK_NVFP4, 16> ChS; /* 16 units of 16 rows × 64 k per stage: 8 KB of codes, 1 KB of scales */
+
+struct ChainArgs {
+  const ck_chain_step *steps;
+  int nsteps, nst, xbytes, ptiles, e;
+  unsigned *bar;
+};
+
+__device__ __forceinline__ void mbar_arrive(uint64_t *m) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(m)) : "memory");
+}
+/* the consumer warps' own barrier (the producer warp never joins it) */
+__device__ __forceinline__ void consumers_sync(int nthreads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(nthreads) : "memory");
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+/* Units 2q and 2q+1 (two: the second exists) of a stage whose first unit is unit u0 of the
+ * row; x (the whole row's prep) in shared memory at xsm. Lane (g, t) gives column g's x —
+ * mma g & 3 of unit 2q + g / 4 — and scales its columns 2t, 2t+1 (unit 2q + t / 2). */
+__device__ __forceinline__ void chain_pair(const uint8_t *stage, const uint8_t *xsm, int u0, int q, bool two, int lane,
+                                           const uint32_t (&colsel)[8], uint32_t nv_e, float (&tot)[4]) {
+  const int g = lane >> 2, t = lane & 3;
+  const uint4 *wsm = reinterpret_cast<const uint4 *>(stage) + lane + 2 * q * 32;
+  const uint4 w0 = wsm[0], w1 = wsm[two ? 32 : 0];
+  const int ux = 2 * q + (two ? g >> 2 : 0), us = 2 * q + (two ? t >> 1 : 0);
+  const uint2 xv =
+      *reinterpret_cast<const uint2 *>(xsm + (size_t)(u0 + ux) * 128 + ((g & 3) >> 1) * 64 + t * 16 + (g & 1) * 8);
+  const uint32_t sw =
+      *reinterpret_cast<const uint32_t *>(stage + ChS::SU * ChS::UNIT_W + us * ChS::UNIT_S + g * 8 + (t & 1) * 4);
+  const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
+  float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int m = 0; m < 4; m++) {
+    uint32_t a[4];
+    decode_a<CK_NVFP4>(wd0, m, a);
+    mma16816<false>(d, a, xv.x & colsel[m], xv.y & colsel[m]);
+  }
+  if (two) {
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+      uint32_t a[4];
+      decode_a<CK_NVFP4>(wd1, m, a);
+      mma16816<false>(d, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++) tot[i] = fmaf(d[i], nv_scale(sw, i, nv_e), tot[i]);
+}
+
+template <int NCW>
+__global__ void __launch_bounds__((NCW + 1) * 32, 1) chain_kernel(ChainArgs a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ uint64_t full[CH_MAX_STAGES], empty[CH_MAX_STAGES];
+  uint8_t *ring = smem, *xsm = smem + (size_t)a.nst * ChS::STAGE;
+  float *part = reinterpret_cast<float *>(xsm + a.xbytes); /* [tile of the block][warp][16 rows] */
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int G = gridDim.x, b = blockIdx.x;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < a.nst; i++) {
+      mbar_init(&full[i], 1);
+      mbar_init(&empty[i], NCW);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == NCW) { /* the producer: every step's share, in order, never waiting for x */
+    if (lane == 0) {
+      int k = 0;
+      for (int p = 0; p < a.nsteps; p++) {
+        const ck_chain_step st = a.steps[p];
+        const int t0 = (int)((int64_t)st.tiles * b / G), t1 = (int)((int64_t)st.tiles * (b + 1) / G);
+        for (int tile = t0; tile < t1; tile++)
+          for (int u0 = 0; u0 < st.nunits; u0 += ChS::SU, k++) {
+            const int slot = k % a.nst, nu = min(ChS::SU, st.nunits - u0);
+            if (k >= a.nst) mbar_wait(&empty[slot], (uint32_t)((k / a.nst - 1) & 1));
+            const size_t unit = (size_t)tile * st.nunits + u0;
+            uint8_t *dst = ring + (size_t)slot * ChS::STAGE;
+            mbar_expect(&full[slot], (uint32_t)(nu * (ChS::UNIT_W + ChS::UNIT_S)));
+            bulk_copy(dst, (const uint8_t *)st.w + unit * ChS::UNIT_W, (uint32_t)(nu * ChS::UNIT_W), &full[slot]);
+            bulk_copy(dst + ChS::SU * ChS::UNIT_W, (const uint8_t *)st.s + unit * ChS::UNIT_S,
+                      (uint32_t)(nu * ChS::UNIT_S), &full[slot]);
+          }
+      }
+    }
+    return;
+  }
+
+  const int nct = NCW * 32, g = lane >> 2;
+  uint32_t colsel[8], nv_e;
+#pragma unroll
+  for (int j = 0; j < 8; j++) asm volatile("neg.s32 %0, %1;" : "=r"(colsel[j]) : "r"((int)(g == j)));
+  asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
+  constexpr int YSH = 14 - CK_NV_SCALE_LOG2; /* the decode's 2^-14 and the scale codes' 2^10 */
+  int k = 0;
+  for (int p = 0; p < a.nsteps; p++) {
+    const ck_chain_step st = a.steps[p];
+    const int t0 = (int)((int64_t)st.tiles * b / G), t1 = (int)((int64_t)st.tiles * (b + 1) / G), ntl = t1 - t0;
+    if (p > 0) { /* every block has written this step's input */
+      if (threadIdx.x == 0) /* (a barrier that never opens — a bug — ends the launch with an error, not a hang) */
+        for (long long spin = 0; ld_acquire(a.bar) < (unsigned)(G * p); spin++) {
+          if (spin > (1ll << 27)) asm volatile("trap;");
+          __nanosleep(20);
+        }
+      consumers_sync(nct);
+    }
+    const int xv16 = st.nunits * 8; /* uint4 of the row's prep */
+    for (int i = threadIdx.x; i < xv16; i += nct)
+      reinterpret_cast<uint4 *>(xsm)[i] = __ldcg(reinterpret_cast<const uint4 *>(st.xp) + i);
+    for (int i = threadIdx.x; i < ntl * NCW * 16; i += nct) part[i] = 0.f;
+    consumers_sync(nct);
+    int c = 0; /* pairs handed out so far in this step: warp w takes pairs c ≡ w (mod NCW) */
+    for (int tl = 0; tl < ntl; tl++) {
+      float tot[4] = {0.f, 0.f, 0.f, 0.f};
+      bool had = false;
+      for (int u0 = 0; u0 < st.nunits; u0 += ChS::SU, k++) {
+        const int slot = k % a.nst, nu = min(ChS::SU, st.nunits - u0), np = (nu + 1) >> 1;
+        int q = warp - c % NCW;
+        if (q < 0) q += NCW;
+        mbar_wait(&full[slot], (uint32_t)((k / a.nst) & 1));
+        const uint8_t *stage = ring + (size_t)slot * ChS::STAGE;
+        for (; q < np; q += NCW) {
+          chain_pair(stage, xsm, u0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
+          had = true;
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[slot]);
+        c += np;
+      }
+      if (had) { /* the lane's two columns, then the row's four lanes: row g, row g + 8 */
+        float rg = tot[0] + tot[1], r8 = tot[2] + tot[3];
+        rg += __shfl_xor_sync(0xffffffffu, rg, 1);
+        r8 += __shfl_xor_sync(0xffffffffu, r8, 1);
+        rg += __shfl_xor_sync(0xffffffffu, rg, 2);
+        r8 += __shfl_xor_sync(0xffffffffu, r8, 2);
+        if ((lane & 3) == 0) {
+          part[(tl * NCW + warp) * 16 + g] = rg;
+          part[(tl * NCW + warp) * 16 + g + 8] = r8;
+        }
+      }
+    }
+    consumers_sync(nct);
+    for (int i = threadIdx.x; i < ntl * 16; i += nct) {
+      const int tl = i >> 4, r = i & 15;
+      float s = 0.f;
+      for (int w = 0; w < NCW; w++) s += part[(tl * NCW + w) * 16 + r];
+      const int row = (t0 + tl) * 16 + r;
+      const float y = ldexpf(s, YSH - a.e);
+      st.y[row] = y;
+      if (st.xnext && row < st.knext) prep_store(st.xnext, row, ck_f32_to_bf16(y * st.gain), a.e, 1);
+    }
+    consumers_sync(nct);
+    if (threadIdx.x == 0) {
+      __threadfence();
+      atomicAdd(a.bar, 1u);
+    }
+  }
+}
+
+/* The baseline's epilogue kernel: xnext from y, as the chain writes it. */
+__global__ void chain_prep_kernel(const float *y, float gain, int e, uint16_t *xnext, int knext) {
+  ck_pdl_enter();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < knext; i += gridDim.x * blockDim.x)
+    prep_store(xnext, i, ck_f32_to_bf16(y[i] * gain), e, 1);
+}
+
+extern "C" int ck_chain_prep(const float *y, float gain, int e, uint16_t *xnext, int knext, void *stream) {
+  const int threads = 256, blocks = (knext + threads - 1) / threads;
+  return (int)ck_launch(chain_prep_kernel, dim3((unsigned)blocks), dim3(threads), 0, (cudaStream_t)stream, y, gain, e,
+                        xnext, knext);
+}
+
+template <int NCW>
+static int chain_launch(const ChainArgs &a, int blocks, size_t smem, cudaStream_t st) {
+  void (*fn)(ChainArgs) = chain_kernel<NCW>;
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e) return (int)e;
+  int per_sm = 0;
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (NCW + 1) * 32, smem);
+  if (e) return (int)e;
+  if (per_sm < 1) return (int)cudaErrorInvalidConfiguration;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)blocks);
+  cfg.blockDim = dim3((NCW + 1) * 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeCooperative; /* every block resident, or the launch fails */
+  at[0].val.cooperative = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  return (int)cudaLaunchKernelEx(&cfg, fn, a);
+}
+
+extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, unsigned *bar,
+                            int blocks, int warps, int *stages, void *stream) {
+  if (!steps || nsteps < 1 || max_cols < 64 || max_cols % 64 || max_tiles < 1 || blocks < 1 || !bar)
+    return (int)cudaErrorInvalidValue;
+  if (warps != 8 && warps != 16 && warps != 24) return (int)cudaErrorInvalidValue;
+  int dev = 0, optin = 0;
+  cudaError_t ce = cudaGetDevice(&dev);
+  if (!ce) ce = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (ce) return (int)ce;
+  ChainArgs a = {};
+  a.steps = steps;
+  a.nsteps = nsteps;
+  a.e = e;
+  a.bar = bar;
+  a.xbytes = max_cols * 2;
+  a.ptiles = (max_tiles + blocks - 1) / blocks;
+  const size_t fixed = (size_t)a.xbytes + (size_t)a.ptiles * warps * 16 * sizeof(float);
+  const size_t room = (size_t)optin - 2 * CH_MAX_STAGES * sizeof(uint64_t) - 256;
+  if (fixed + 2 * (size_t)ChS::STAGE > room) return (int)cudaErrorInvalidValue;
+  a.nst = (int)((room - fixed) / ChS::STAGE);
+  if (a.nst > CH_MAX_STAGES) a.nst = CH_MAX_STAGES;
+  if (stages) *stages = a.nst;
+  const size_t smem = (size_t)a.nst * ChS::STAGE + fixed;
+  cudaStream_t st = (cudaStream_t)stream;
+  return warps == 8 ? chain_launch<8>(a, blocks, smem, st)
+         : warps == 16 ? chain_launch<16>(a, blocks, smem, st)
+                       : chain_launch<24>(a, blocks, smem, st);
+}
+

@@ -1,0 +1,44 @@
+/* A chain of dependent one-row nvfp4 mat-vecs run by one resident grid (qmv_chain.cu): the
+ * experiment behind the persistent decode kernel (docs/PERF.md, session 13). Step p reads the
+ * activation prep x_p that step p-1 wrote, writes y_p = W_p·x_p (float32) and the next
+ * step's prep from bf16(y_p·gain_p). One block per SM: a producer warp streams the block's
+ * share of every step's weights, step after step, through a ring of shared-memory stages —
+ * it never waits for an activation — while the consumer warps wait for each step's input at
+ * a grid barrier. So the weight stream does not stop between steps, as it must between
+ * launches. */
+#ifndef MLXRT_QMV_CHAIN_H
+#define MLXRT_QMV_CHAIN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ck_chain_step {
+  const void *w, *s;  /* the weight's repacked codes and scales (ck_layout w / s, nvfp4) */
+  int tiles, nunits;  /* rows / 16, cols / 64 */
+  const uint16_t *xp; /* this step's input prep: cols values in fragment order (prep_store) */
+  float *y;           /* rows outputs */
+  uint16_t *xnext;    /* the next step's prep of bf16(y[i]·gain) for i < knext (NULL: none) */
+  int knext;
+  float gain;
+} ck_chain_step;
+
+/* Runs nsteps steps (an array in device memory) in one cooperative launch of `blocks` blocks
+ * (one per SM) with `warps` consumer warps each (8, 16 or 24), every prep with the fixed
+ * exponent e (fp16 x·2^e; the caller keeps |x|·2^e below 2^15). max_cols and max_tiles bound
+ * the steps' cols and tiles. *bar must be 0 at the start (the grid barrier's counter). The
+ * stages in flight per block are what the shared memory leaves; *stages gets their number.
+ * A cudaError_t as int. */
+int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, unsigned *bar,
+                 int blocks, int warps, int *stages, void *stream);
+/* The same step's epilogue as a kernel of its own (the launch-per-product baseline): xnext
+ * from y, as ck_chain_run writes it. Launched with ck_launch (programmatic dependent launch
+ * when on). */
+int ck_chain_prep(const float *y, float gain, int e, uint16_t *xnext, int knext, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,159 @@
+/* Device pieces of the tensor-core mat-vec shared by its kernels (qmv_tc.cu: one launch per
+ * product; qmv_chain.cu: a resident grid streaming a chain of products): the fragment decode
+ * of each format, the mma, a stage's shape, the nvfp4 scale codes, and the mbarrier / bulk-copy
+ * primitives (sm_90). */
+#ifndef MLXRT_QMV_TC_CUH
+#define MLXRT_QMV_TC_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "ck_device.cuh"
+
+/* Streaming 16-byte load that does not displace x from L1. */
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+template <bool BF16>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  if (BF16)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* fp16 constants as pair bits */
+#define H2_1024 0x64006400u
+
+/* (a & b) | c in one LOP3 (C would give two: LOP3 takes one immediate). */
+__device__ __forceinline__ uint32_t lop3_ao(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+/* Decodes the A fragment of mma m of a unit from the unit's words (4 per 16-byte chunk).
+ * Affine codes come out as fp16 1024 + q (exact) — for 4-bit, rows g+8 (registers 1, 3) as
+ * 1024 + 16·q, which saves the shifts; the offsets and the 16 are taken out once per group
+ * through the scale and bias (s/16, b - 64·s; b - 1024·s), a few FMAs per group instead of
+ * an fp16 subtraction per register. */
+template <int FMT>
+__device__ __forceinline__ void decode_a(const uint32_t *wd, int m, uint32_t (&a)[4]) {
+  if (FMT == CK_AFF4) { /* register r = nibbles (r, r+4) */
+    uint32_t w = wd[m], w8 = w >> 8;
+    a[0] = lop3_ao(w, 0x000F000Fu, H2_1024);
+    a[1] = lop3_ao(w, 0x00F000F0u, H2_1024);
+    a[2] = lop3_ao(w8, 0x000F000Fu, H2_1024);
+    a[3] = lop3_ao(w8, 0x00F000F0u, H2_1024);
+  } else if (FMT == CK_AFF8) { /* bytes (0,1) and (2,3) of each word under 0x64 */
+    uint32_t w0 = wd[2 * m], w1 = wd[2 * m + 1];
+    a[0] = __byte_perm(w0, H2_1024, 0x5150);
+    a[1] = __byte_perm(w0, H2_1024, 0x5352);
+    a[2] = __byte_perm(w1, H2_1024, 0x5150);
+    a[3] = __byte_perm(w1, H2_1024, 0x5352);
+  } else if (FMT == CK_NVFP4 || FMT == CK_MXFP4) { /* fp16 (sign, e1e0m << 9) = v · 2^-14 */
+    /* registers 2 and 3 move magnitude and sign by different shifts: one multiply by
+     * 2^6 + 2^2 (2^9 + 2^1) does both, the shifted copies never overlapping (no carries) */
+    uint32_t w = wd[m];
+    a[0] = w & 0x8E008E00u;
+    a[1] = (w << 3) & 0x8E008E00u;
+    a[2] = ((w & 0x20382038u) * 68u) & 0x8E008E00u;
+    a[3] = ((w & 0x40074007u) * 514u) & 0x8E008E00u;
+  } else if (FMT == CK_MXFP8) { /* E4M3 byte → fp16 ((b&0x7f) << 7 | sign << 15) = v · 2^-8 */
+    uint32_t w0 = wd[2 * m], w1 = wd[2 * m + 1];
+    uint32_t u[4] = {__byte_perm(w0, 0, 0x4140), __byte_perm(w0, 0, 0x4342),
+                     __byte_perm(w1, 0, 0x4140), __byte_perm(w1, 0, 0x4342)};
+#pragma unroll
+    for (int r = 0; r < 4; r++) a[r] = ((u[r] & 0x007F007Fu) << 7) | ((u[r] & 0x00800080u) << 8);
+  } else { /* dense 16-bit: the words are the registers */
+#pragma unroll
+    for (int r = 0; r < 4; r++) a[r] = wd[4 * m + r];
+  }
+}
+
+/* Compile-time shape of one format's work. A stage is SU units: about 8 KB of codes plus
+ * their scales, copied global → shared by the bulk-copy engine; the kernel's NST stages are in
+ * flight. */
+template <int FMT, int GS>
+struct Shape {
+  static constexpr int KC = ck_chunk_k(FMT), UK = ck_unit_k_c(FMT, GS);
+  static constexpr int CPU = UK / KC, MPU = UK / 16;
+  static constexpr bool AFF = FMT == CK_AFF4 || FMT == CK_AFF8;
+  static constexpr bool MX = FMT == CK_MXFP4 || FMT == CK_MXFP8;
+  static constexpr bool DENSE = FMT == CK_DBF16 || FMT == CK_DF16;
+  static constexpr bool POST = AFF || MX || FMT == CK_NVFP4; /* scales applied to float sums */
+  static constexpr int GPU = AFF ? UK / GS : 1; /* affine groups per unit */
+  static constexpr int MPG = AFF ? GS / 16 : 2; /* mmas per group (affine, mx) */
+  static constexpr int SU = 16 / CPU;           /* units per stage */
+  static constexpr int UNIT_W = CPU * 512;      /* code bytes per unit */
+  static constexpr int UNIT_S = AFF ? GPU * 64 : DENSE ? 0 : 8 * ck_fp_scale_bytes(FMT);
+  static constexpr int STAGE = SU * (UNIT_W + UNIT_S);
+  /* with x staged beside the weights (the one-row kernels' XS): row 0 of x for the stage's
+   * units, then (affine) the group sums of its groups, all 8 batch rows as xs lays them out */
+  static constexpr int STAGE_XB = SU * UK * 2, STAGE_XSB = AFF ? SU * GPU * 32 : 0;
+  static constexpr int STAGE_XS = STAGE + STAGE_XB + STAGE_XSB;
+};
+
+/* s·2^10 of nvfp4 scale q of word w (ck_nv_scale) in one LOP3: e holds 0x40000000. */
+__device__ __forceinline__ float nv_scale(uint32_t w, int q, uint32_t e) {
+  uint32_t d, f = ck_nv_field(w, q);
+  asm("lop3.b32 %0, %1, 0x07f00000, %2, 0xEA;" : "=r"(d) : "r"(f), "r"(e));
+  return __uint_as_float(d);
+}
+
+template <bool B> struct ck_bool { static constexpr bool value = B; };
+
+/* ---- mbarrier + bulk copy (sm_90) ---- */
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void mbar_init(uint64_t *m, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(m)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint64_t *m, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(m)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *m) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(m))
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *m, uint32_t phase) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_addr(m)), "r"(phase)
+                 : "memory");
+}
+
+/* x fragments of one unit (L1-resident: evict_last; the weights never enter L1). */
+__device__ __forceinline__ uint4 ld_keep(const uint4 *p) {
+  uint4 v;
+  asm("ld.global.nc.L1::evict_last.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_keep2(const uint2 *p) {
+  uint2 v;
+  asm("ld.global.nc.L1::evict_last.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
+#endif

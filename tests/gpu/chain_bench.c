@@ -1,0 +1,281 @@
+/* mlxrt-chain-bench: the Gemma 4 31B sliding layer's four one-row nvfp4 products (q|k|v
+ * 5376→16384, o 8192→5376, gate|up 5376→43008, down 21504→5376) chained over 60 layers, each
+ * product's output (times a gain that keeps the values O(1)) the next one's input — the
+ * decode step's weight stream without its small kernels. Timed two ways in one run:
+ *   - a launch per product and one for the next input's prep, captured in a CUDA graph with
+ *     programmatic dependent launch (how the decoder runs its products today);
+ *   - one resident grid (ck_chain_run, qmv_chain.cu) whose producer warps stream the weights
+ *     without stopping between products, for each consumer-warp count.
+ * Checks, on fresh random weights and input: every product of the resident chain against the
+ * one-launch kernel on the same input (float32, only the summation order differs), every
+ * prep it wrote bit for bit against the host's, and the first layer's four products against a
+ * float64 product on the host (relative error ≤ 1e-3 of the row's largest value).
+ *   mlxrt-chain-bench [--layers N] [--distinct D] [--warps W,...] [--reps R] [--no-cpu]
+ * Exit status 1 when a check fails. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bf16.h"
+#include "base/error.h"
+#include "cuda_internal.h"
+#include "gpu_test_util.h"
+#include "kernels.h"
+#include "qmv_chain.h"
+#include "runtime.h"
+
+#define NPROD 4
+#define XEXP 12 /* every prep: fp16 x·2^12 (|x| stays below 8) */
+
+static const struct {
+  const char *name;
+  int64_t rows, cols;
+} PROD[NPROD] = {{"q|k|v", 16384, 5376}, {"o", 5376, 8192}, {"gate|up", 43008, 5376}, {"down", 5376, 21504}};
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* index of value i in the fragment-ordered prep (prep_store.cuh) */
+static size_t prep_index(int64_t i) {
+  const int kk = (int)(i & 31), rr = kk & 15;
+  return (size_t)((((i >> 5) * 4 + ((rr & 7) >> 1)) * 8) + (kk >> 4) * 4 + (rr >> 3) * 2 + (rr & 1));
+}
+static uint16_t prep_value(uint16_t bf) { return mx_f32_to_f16(ldexpf(mx_bf16_to_f32(bf), XEXP)); }
+
+/* 1 / (√cols · rms of the weight's values), from a sample: keeps y·gain as large as x */
+static float weight_gain(const host_weight *h, uint64_t *rng) {
+  const accel_spec *s = &h->w.spec;
+  double sum = 0;
+  const int n = 1 << 16;
+  for (int i = 0; i < n; i++) {
+    double w = ref_weight(h, 0, (int64_t)(rng_next(rng) % (uint64_t)s->rows), (int64_t)(rng_next(rng) % (uint64_t)s->cols));
+    sum += w * w;
+  }
+  return (float)(1.0 / sqrt((double)s->cols * sum / n));
+}
+
+static int g_fail;
+static void check(int ok, const char *what, int step, double v) {
+  if (ok) return;
+  g_fail++;
+  if (g_fail <= 20) printf("FAIL %s at step %d (%.3g)\n", what, step, v);
+}
+
+int main(int argc, char **argv) {
+  int layers = 60, distinct = 4, reps = 5, cpu = 1, warps[3] = {8, 16, 24}, nwarps = 3;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--distinct") && i + 1 < argc) distinct = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--no-cpu")) cpu = 0;
+    else if (!strcmp(argv[i], "--warps") && i + 1 < argc) {
+      nwarps = 0;
+      for (char *t = strtok(argv[++i], ","); t && nwarps < 3; t = strtok(NULL, ",")) warps[nwarps++] = atoi(t);
+    } else {
+      fprintf(stderr, "usage: %s [--layers N] [--distinct D] [--warps W,...] [--reps R] [--no-cpu]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (layers < 1 || distinct < 1 || distinct > layers || reps < 1 || reps > 32 || nwarps < 1) {
+    fprintf(stderr, "mlxrt-chain-bench: bad arguments\n");
+    return 2;
+  }
+  mlxrt_error err = {{0}};
+  accel_options o = {"cuda", 0, 0};
+  accel_backend *cu = mlxrt_cuda_backend_create(&o, &err);
+  if (!cu) {
+    printf("mlxrt-chain-bench: no CUDA backend: %s\n", err.msg);
+    return 1;
+  }
+  void *st = cudab_stream(cu);
+  const int sms = cudab_device(cu)->sms;
+  uint64_t rng = 0x2545F4914F6CDD1Dull;
+  const int nsteps = layers * NPROD;
+  host_weight *hw = calloc((size_t)distinct * NPROD, sizeof *hw);
+  const ck_layout **L = calloc((size_t)distinct * NPROD, sizeof *L);
+  float *gain = calloc((size_t)distinct * NPROD, sizeof *gain);
+  ck_chain_step *steps = calloc((size_t)nsteps, sizeof *steps);
+  uint16_t **xp = calloc((size_t)nsteps + 1, sizeof *xp), **xb = calloc((size_t)nsteps + 1, sizeof *xb);
+  float **y = calloc((size_t)nsteps, sizeof *y), **yb = calloc((size_t)nsteps, sizeof *yb);
+  void *steps_dev = NULL, *bar = NULL, *xexp = NULL, *ychk = NULL, *e0 = NULL, *e1 = NULL, *graph = NULL;
+  if (!hw || !L || !gain || !steps || !xp || !xb || !y || !yb) {
+    printf("out of host memory\n");
+    return 1;
+  }
+#define TRY(x)                                                                                                         \
+  do {                                                                                                                 \
+    if (x) {                                                                                                           \
+      printf("mlxrt-chain-bench: %s\n", err.msg[0] ? err.msg : #x);                                                    \
+      return 1;                                                                                                        \
+    }                                                                                                                  \
+  } while (0)
+  double bytes_layer = 0;
+  for (int d = 0; d < distinct; d++)
+    for (int j = 0; j < NPROD; j++) {
+      accel_spec s = {ACCEL_MODE_NVFP4, 4, 16, ACCEL_BF16, ACCEL_BF16, 0, PROD[j].rows, PROD[j].cols};
+      host_weight *h = &hw[d * NPROD + j];
+      TRY(host_weight_make(h, &s, 7000 + (uint64_t)(d * NPROD + j), PROD[j].name, 0, 0, &rng));
+      L[d * NPROD + j] = cudab_resident(cu, &h->w, &err);
+      TRY(!L[d * NPROD + j]);
+      gain[d * NPROD + j] = weight_gain(h, &rng);
+      if (!d) bytes_layer += (double)accel_weight_bytes(&s);
+    }
+  int max_cols = 0, max_tiles = 0;
+  for (int i = 0; i < nsteps; i++) {
+    const int j = i % NPROD, wi = ((i / NPROD) % distinct) * NPROD + j;
+    TRY(rt_malloc((void **)&y[i], (size_t)PROD[j].rows * 4, &err) || rt_malloc((void **)&yb[i], (size_t)PROD[j].rows * 4, &err) ||
+        rt_malloc((void **)&xp[i], (size_t)PROD[j].cols * 2, &err) || rt_malloc((void **)&xb[i], (size_t)PROD[j].cols * 2, &err));
+    steps[i].w = L[wi]->w;
+    steps[i].s = L[wi]->s;
+    steps[i].tiles = (int)L[wi]->tiles;
+    steps[i].nunits = (int)L[wi]->nunits;
+    steps[i].gain = gain[wi];
+    if (PROD[j].cols > max_cols) max_cols = (int)PROD[j].cols;
+    if (L[wi]->tiles > max_tiles) max_tiles = (int)L[wi]->tiles;
+  }
+  for (int i = 0; i < nsteps; i++) {
+    steps[i].xp = xp[i];
+    steps[i].y = y[i];
+    steps[i].xnext = i + 1 < nsteps ? xp[i + 1] : NULL;
+    steps[i].knext = i + 1 < nsteps ? (int)PROD[(i + 1) % NPROD].cols : 0;
+  }
+  /* the first input: bf16 in [-1, 1), prepped on the host */
+  const int64_t k0 = PROD[0].cols;
+  uint16_t *x0 = malloc((size_t)k0 * 2), *x0p = malloc((size_t)k0 * 2);
+  for (int64_t i = 0; i < k0; i++) {
+    x0[i] = mx_f32_to_bf16((float)(rng_unit(&rng) * 2 - 1));
+    x0p[prep_index(i)] = prep_value(x0[i]);
+  }
+  const int xe = XEXP;
+  TRY(rt_h2d(xp[0], x0p, (size_t)k0 * 2, st, &err) || rt_h2d(xb[0], x0p, (size_t)k0 * 2, st, &err));
+  TRY(rt_malloc(&steps_dev, (size_t)nsteps * sizeof *steps, &err) || rt_malloc(&bar, 16, &err) ||
+      rt_malloc(&xexp, 8 * sizeof(int), &err) || rt_malloc(&ychk, 43008 * 4, &err));
+  TRY(rt_h2d(steps_dev, steps, (size_t)nsteps * sizeof *steps, st, &err) || rt_h2d(xexp, &xe, sizeof xe, st, &err));
+  TRY(rt_event_create(&e0, &err) || rt_event_create(&e1, &err));
+  const double gbw = cu->read_bandwidth ? cu->read_bandwidth(cu) : 0;
+  const double total = bytes_layer * layers;
+  printf("chain: %d layers × 4 nvfp4 products (%d distinct layers, %.1f MB each), %.2f GB; %d SMs; read bandwidth %.0f GB/s\n",
+         layers, distinct, bytes_layer / 1e6, total / 1e9, sms, gbw);
+  printf("| chain | stages | µs per layer | GB/s | %% of read BW |\n|---|---:|---:|---:|---:|\n");
+
+  /* the baseline: a launch per product and a prep kernel, one graph, programmatic dependent launch */
+  ck_set_pdl(1);
+  TRY(rt_graph_begin(st, &err));
+  for (int i = 0; i < nsteps; i++) {
+    const int j = i % NPROD, wi = ((i / NPROD) % distinct) * NPROD + j;
+    TRY(rt_status(ck_qmv_fast(L[wi], 0, xb[i], NULL, xexp, 1, yb[i], PROD[j].rows, st), "ck_qmv_fast", &err));
+    if (i + 1 < nsteps)
+      TRY(rt_status(ck_chain_prep(yb[i], gain[wi], XEXP, xb[i + 1], (int)PROD[(i + 1) % NPROD].cols, st), "ck_chain_prep", &err));
+  }
+  TRY(rt_graph_end(st, &graph, &err));
+  ck_set_pdl(0);
+  float t[32];
+  for (int r = -1; r < reps; r++) {
+    float ms = 0;
+    TRY(rt_event_record(e0, st, &err) || rt_graph_launch(graph, st, &err) || rt_event_record(e1, st, &err) ||
+        rt_event_ms(e0, e1, &ms, &err));
+    if (r >= 0) t[r] = ms;
+  }
+  qsort(t, (size_t)reps, sizeof *t, cmp_float);
+  double us = t[reps / 2] * 1e3 / layers;
+  printf("| a launch per product + prep kernel (graph, PDL) | 3 | %.2f | %.0f | %.1f %% |\n", us, bytes_layer / us / 1e3,
+         gbw > 0 ? 100.0 * bytes_layer / us / 1e3 / gbw : 0.0);
+  fflush(stdout);
+
+  /* the resident grid, per consumer-warp count; the last one's outputs are checked */
+  for (int wi = 0; wi < nwarps; wi++) {
+    int nst = 0;
+    for (int r = -1; r < reps; r++) {
+      float ms = 0;
+      TRY(rt_memset(bar, 0, 16, st, &err) || rt_event_record(e0, st, &err));
+      TRY(rt_status(ck_chain_run(steps_dev, nsteps, max_cols, max_tiles, XEXP, bar, sms, warps[wi], &nst, st), "ck_chain_run",
+                    &err));
+      TRY(rt_event_record(e1, st, &err) || rt_stream_sync(st, &err) || rt_event_ms(e0, e1, &ms, &err));
+      if (r >= 0) t[r] = ms;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_float);
+    us = t[reps / 2] * 1e3 / layers;
+    printf("| one resident grid, %d consumer warps | %d | %.2f | %.0f | %.1f %% |\n", warps[wi], nst, us,
+           bytes_layer / us / 1e3, gbw > 0 ? 100.0 * bytes_layer / us / 1e3 / gbw : 0.0);
+    fflush(stdout);
+  }
+
+  /* checks of the last run */
+  float *yh = malloc(43008 * 4), *yc = malloc(43008 * 4);
+  uint16_t *xh = malloc(21504 * 2), *xn = malloc(21504 * 2), *xbf = malloc(21504 * 2);
+  double *yref = malloc(43008 * sizeof(double));
+  double worst_gpu = 0, worst_cpu = 0;
+  for (int i = 0; i < nsteps; i++) {
+    const int j = i % NPROD, wi = ((i / NPROD) % distinct) * NPROD + j;
+    const int64_t rows = PROD[j].rows, cols = PROD[j].cols;
+    TRY(rt_status(ck_qmv_fast(L[wi], 0, xp[i], NULL, xexp, 1, (float *)ychk, rows, st), "ck_qmv_fast", &err));
+    TRY(rt_d2h(yh, y[i], (size_t)rows * 4, st, &err) || rt_d2h(yc, ychk, (size_t)rows * 4, st, &err) ||
+        rt_d2h(xh, xp[i], (size_t)cols * 2, st, &err));
+    if (i + 1 < nsteps) TRY(rt_d2h(xn, xp[i + 1], (size_t)PROD[(i + 1) % NPROD].cols * 2, st, &err));
+    TRY(rt_stream_sync(st, &err));
+    double mref = 0, md = 0;
+    for (int64_t r = 0; r < rows; r++) {
+      mref = fmax(mref, fabs(yc[r]));
+      md = fmax(md, fabs((double)yh[r] - yc[r]));
+    }
+    const double rel = mref > 0 ? md / mref : md;
+    worst_gpu = fmax(worst_gpu, rel);
+    check(rel <= 1e-4 && isfinite(rel), "resident product vs one-launch kernel", i, rel);
+    if (i + 1 < nsteps) { /* the prep it wrote, bit for bit */
+      int bad = 0;
+      for (int64_t r = 0; r < PROD[(i + 1) % NPROD].cols; r++)
+        bad += xn[prep_index(r)] != prep_value(mx_f32_to_bf16(yh[r] * steps[i].gain));
+      check(!bad, "next prep", i, bad);
+    }
+    if (cpu && i < NPROD) { /* float64 on the host, from the same input */
+      for (int64_t r = 0; r < cols; r++) xbf[r] = mx_f32_to_bf16(ldexpf(mx_f16_to_f32(xh[prep_index(r)]), -XEXP));
+      ref_qmatmul(&hw[wi], 0, xbf, 1, yref);
+      double m = 0, d = 0;
+      for (int64_t r = 0; r < rows; r++) {
+        m = fmax(m, fabs(yref[r]));
+        d = fmax(d, fabs(yh[r] - yref[r]));
+      }
+      const double relc = m > 0 ? d / m : d;
+      worst_cpu = fmax(worst_cpu, relc);
+      check(relc <= 1e-3 && isfinite(relc), "resident product vs float64 host product", i, relc);
+    }
+  }
+  printf("checks: %d steps against the one-launch kernel (worst %.2e of the row's max), %d against float64 on the host "
+         "(worst %.2e), every prep bit for bit: %s\n",
+         nsteps, worst_gpu, cpu ? NPROD : 0, worst_cpu, g_fail ? "FAIL" : "PASS");
+  free(yh);
+  free(yc);
+  free(xh);
+  free(xn);
+  free(xbf);
+  free(yref);
+  free(x0);
+  free(x0p);
+  rt_graph_destroy(graph);
+  rt_event_destroy(e0);
+  rt_event_destroy(e1);
+  for (int i = 0; i < nsteps; i++) {
+    rt_free(y[i]);
+    rt_free(yb[i]);
+    rt_free(xp[i]);
+    rt_free(xb[i]);
+  }
+  rt_free(steps_dev);
+  rt_free(bar);
+  rt_free(xexp);
+  rt_free(ychk);
+  accel_destroy(cu);
+  for (int i = 0; i < distinct * NPROD; i++) host_weight_free(&hw[i]);
+  free(hw);
+  free(L);
+  free(gain);
+  free(steps);
+  free(xp);
+  free(xb);
+  free(y);
+  free(yb);
+  return g_fail ? 1 : 0;
+}
