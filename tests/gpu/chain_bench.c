@@ -5,8 +5,11 @@
  *   - a launch per product and one for the next input's prep, captured in a CUDA graph with
  *     programmatic dependent launch (how the decoder runs its products today);
  *   - one resident grid (ck_chain_run, qmv_chain.cu) whose producer warps stream the weights
- *     without stopping between products, for each consumer-warp count.
- * Checks, on fresh random weights and input: every product of the resident chain against the
+ *     without stopping between products, for each consumer-warp count, each block with a range
+ *     of tiles or with tiles spread over the step; and with the last warp count, the benchmark
+ *     modes without the arithmetic and without the grid barriers.
+ * Checks (of the last run: spread tiles, the last warp count), on fresh random weights and
+ * input: every product of the resident chain against the
  * one-launch kernel on the same input (float32, only the summation order differs), every
  * prep it wrote bit for bit against the host's, and the first layer's four products against a
  * float64 product on the host (relative error ≤ 1e-3 of the row's largest value).
@@ -185,20 +188,24 @@ int main(int argc, char **argv) {
          gbw > 0 ? 100.0 * bytes_layer / us / 1e3 / gbw : 0.0);
   fflush(stdout);
 
-  /* the resident grid, per consumer-warp count; the last one's outputs are checked */
-  for (int wi = 0; wi < nwarps; wi++) {
+  /* the resident grid: first the benchmark modes (what the stream alone and the barriers cost,
+   * with the last warp count), then the chain per consumer-warp count; the last run's outputs
+   * are checked */
+  static const char *mode_name[8] = {"", ", arithmetic skipped", ", no grid barrier", ", neither", ", tiles spread"};
+  for (int ri = 0; ri < 3 + 2 * nwarps; ri++) {
+    const int mode = ri < 3 ? ri + 1 : (ri - 3) % 2 ? 4 : 0, w = ri < 3 ? warps[nwarps - 1] : warps[(ri - 3) / 2];
     int nst = 0;
     for (int r = -1; r < reps; r++) {
       float ms = 0;
       TRY(rt_memset(bar, 0, 16, st, &err) || rt_event_record(e0, st, &err));
-      TRY(rt_status(ck_chain_run(steps_dev, nsteps, max_cols, max_tiles, XEXP, bar, sms, warps[wi], &nst, st), "ck_chain_run",
-                    &err));
+      TRY(rt_status(ck_chain_run(steps_dev, nsteps, max_cols, max_tiles, XEXP, bar, sms, w, mode, &nst, st),
+                    "ck_chain_run", &err));
       TRY(rt_event_record(e1, st, &err) || rt_stream_sync(st, &err) || rt_event_ms(e0, e1, &ms, &err));
       if (r >= 0) t[r] = ms;
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_float);
     us = t[reps / 2] * 1e3 / layers;
-    printf("| one resident grid, %d consumer warps | %d | %.2f | %.0f | %.1f %% |\n", warps[wi], nst, us,
+    printf("| one resident grid, %d consumer warps%s | %d | %.2f | %.0f | %.1f %% |\n", w, mode_name[mode], nst, us,
            bytes_layer / us / 1e3, gbw > 0 ? 100.0 * bytes_layer / us / 1e3 / gbw : 0.0);
     fflush(stdout);
   }

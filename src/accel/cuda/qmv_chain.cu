@@ -27,6 +27,8 @@ typedef Shape<CK_NVFP4, 16> ChS; /* 16 units of 16 rows × 64 k per stage: 8 KB 
 struct ChainArgs {
   const ck_chain_step *steps;
   int nsteps, nst, xbytes, ptiles, e;
+  int mode; /* benchmark: bit 0 the consumers skip the arithmetic, bit 1 they skip the grid barrier;
+             * bit 2 (a layout, same results): block b takes tiles b, b + G, … instead of a range */
   unsigned *bar;
 };
 
@@ -76,6 +78,19 @@ __device__ __forceinline__ void chain_pair(const uint8_t *stage, const uint8_t *
   for (int i = 0; i < 4; i++) tot[i] = fmaf(d[i], nv_scale(sw, i, nv_e), tot[i]);
 }
 
+/* The tiles of a step block b of G takes: ntl of them, the i-th being first + i·stride. */
+__device__ __forceinline__ void chain_tiles(int tiles, int b, int G, bool spread, int &first, int &stride, int &ntl) {
+  if (spread) {
+    first = b;
+    stride = G;
+    ntl = b < tiles ? (tiles - b + G - 1) / G : 0;
+  } else {
+    first = (int)((int64_t)tiles * b / G);
+    stride = 1;
+    ntl = (int)((int64_t)tiles * (b + 1) / G) - first;
+  }
+}
+
 template <int NCW>
 __global__ void __launch_bounds__((NCW + 1) * 32, 1) chain_kernel(ChainArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -98,8 +113,9 @@ __global__ void __launch_bounds__((NCW + 1) * 32, 1) chain_kernel(ChainArgs a) {
       int k = 0;
       for (int p = 0; p < a.nsteps; p++) {
         const ck_chain_step st = a.steps[p];
-        const int t0 = (int)((int64_t)st.tiles * b / G), t1 = (int)((int64_t)st.tiles * (b + 1) / G);
-        for (int tile = t0; tile < t1; tile++)
+        int first, stride, ntl;
+        chain_tiles(st.tiles, b, G, a.mode & 4, first, stride, ntl);
+        for (int tile = first; tile < first + ntl * stride; tile += stride)
           for (int u0 = 0; u0 < st.nunits; u0 += ChS::SU, k++) {
             const int slot = k % a.nst, nu = min(ChS::SU, st.nunits - u0);
             if (k >= a.nst) mbar_wait(&empty[slot], (uint32_t)((k / a.nst - 1) & 1));
@@ -124,8 +140,9 @@ __global__ void __launch_bounds__((NCW + 1) * 32, 1) chain_kernel(ChainArgs a) {
   int k = 0;
   for (int p = 0; p < a.nsteps; p++) {
     const ck_chain_step st = a.steps[p];
-    const int t0 = (int)((int64_t)st.tiles * b / G), t1 = (int)((int64_t)st.tiles * (b + 1) / G), ntl = t1 - t0;
-    if (p > 0) { /* every block has written this step's input */
+    int first, stride, ntl;
+    chain_tiles(st.tiles, b, G, a.mode & 4, first, stride, ntl);
+    if (p > 0 && !(a.mode & 2)) { /* every block has written this step's input */
       if (threadIdx.x == 0) /* (a barrier that never opens — a bug — ends the launch with an error, not a hang) */
         for (long long spin = 0; ld_acquire(a.bar) < (unsigned)(G * p); spin++) {
           if (spin > (1ll << 27)) asm volatile("trap;");
@@ -149,7 +166,7 @@ __global__ void __launch_bounds__((NCW + 1) * 32, 1) chain_kernel(ChainArgs a) {
         mbar_wait(&full[slot], (uint32_t)((k / a.nst) & 1));
         const uint8_t *stage = ring + (size_t)slot * ChS::STAGE;
         for (; q < np; q += NCW) {
-          chain_pair(stage, xsm, u0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
+          if (!(a.mode & 1)) chain_pair(stage, xsm, u0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
           had = true;
         }
         __syncwarp();
@@ -173,7 +190,7 @@ __global__ void __launch_bounds__((NCW + 1) * 32, 1) chain_kernel(ChainArgs a) {
       const int tl = i >> 4, r = i & 15;
       float s = 0.f;
       for (int w = 0; w < NCW; w++) s += part[(tl * NCW + w) * 16 + r];
-      const int row = (t0 + tl) * 16 + r;
+      const int row = (first + tl * stride) * 16 + r;
       const float y = ldexpf(s, YSH - a.e);
       st.y[row] = y;
       if (st.xnext && row < st.knext) prep_store(st.xnext, row, ck_f32_to_bf16(y * st.gain), a.e, 1);
@@ -222,7 +239,7 @@ static int chain_launch(const ChainArgs &a, int blocks, size_t smem, cudaStream_
 }
 
 extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, unsigned *bar,
-                            int blocks, int warps, int *stages, void *stream) {
+                            int blocks, int warps, int mode, int *stages, void *stream) {
   if (!steps || nsteps < 1 || max_cols < 64 || max_cols % 64 || max_tiles < 1 || blocks < 1 || !bar)
     return (int)cudaErrorInvalidValue;
   if (warps != 8 && warps != 16 && warps != 24) return (int)cudaErrorInvalidValue;
@@ -235,6 +252,7 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
   a.nsteps = nsteps;
   a.e = e;
   a.bar = bar;
+  a.mode = mode;
   a.xbytes = max_cols * 2;
   a.ptiles = (max_tiles + blocks - 1) / blocks;
   const size_t fixed = (size_t)a.xbytes + (size_t)a.ptiles * warps * 16 * sizeof(float);

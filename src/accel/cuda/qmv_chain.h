@@ -30,9 +30,13 @@ typedef struct ck_chain_step {
  * exponent e (fp16 x·2^e; the caller keeps |x|·2^e below 2^15). max_cols and max_tiles bound
  * the steps' cols and tiles. *bar must be 0 at the start (the grid barrier's counter). The
  * stages in flight per block are what the shared memory leaves; *stages gets their number.
+ * mode 0 is the chain; benchmark modes (wrong results) say what each part costs: bit 0 the
+ * consumers skip the arithmetic (the weight stream alone), bit 1 they skip the grid barrier;
+ * bit 2 is a layout with the same results: block b takes tiles b, b + blocks, … of each step
+ * (together the blocks sweep one window, as a launch per product does) instead of a range.
  * A cudaError_t as int. */
 int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, unsigned *bar,
-                 int blocks, int warps, int *stages, void *stream);
+                 int blocks, int warps, int mode, int *stages, void *stream);
 /* The same step's epilogue as a kernel of its own (the launch-per-product baseline): xnext
  * from y, as ck_chain_run writes it. Launched with ck_launch (programmatic dependent launch
  * when on). */
