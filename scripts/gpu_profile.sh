@@ -65,7 +65,7 @@
 #      → clchk_*.log.
 #   chain (not in the default list): mlxrt-chain-bench, the 31B layer's four nvfp4 products
 #      chained over 60 layers, a launch per product against one resident grid (qmv_chain.cu),
-#      every product checked → chain.log; CHAIN_ARGS adds its arguments (e.g. "--warps 16").
+#      every product checked → chain.log; CHAIN_ARGS adds its arguments (e.g. "--configs 16:2:1:0").
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
 #   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
 set -uo pipefail

@@ -21,12 +21,14 @@
 #include "qmv_tc.cuh"
 
 #define CH_MAX_STAGES 32
+#define CH_MAX_PRODUCERS 4
 
 typedef Shape<CK_NVFP4, 16> ChS; /* 16 units of 16 rows × 64 k per stage: 8 KB of codes, 1 KB of scales */
 
 struct ChainArgs {
   const ck_chain_step *steps;
   int nsteps, nst, xbytes, ptiles, e;
+  int producers; /* producer warps: warp NCW + r issues the stages k with k % producers == r */
   int mode; /* benchmark: bit 0 the consumers skip the arithmetic, bit 1 they skip the grid barrier;
              * bit 2 (a layout, same results): block b takes tiles b, b + G, … instead of a range */
   unsigned *bar;
@@ -91,8 +93,8 @@ __device__ __forceinline__ void chain_tiles(int tiles, int b, int G, bool spread
   }
 }
 
-template <int NCW>
-__global__ void __launch_bounds__((NCW + 1) * 32, 1) chain_kernel(ChainArgs a) {
+template <int NCW, int MINB>
+__global__ void __launch_bounds__((NCW + CH_MAX_PRODUCERS) * 32, MINB) chain_kernel(ChainArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[CH_MAX_STAGES], empty[CH_MAX_STAGES];
   uint8_t *ring = smem, *xsm = smem + (size_t)a.nst * ChS::STAGE;
@@ -108,7 +110,8 @@ __global__ void __launch_bounds__((NCW + 1) * 32, 1) chain_kernel(ChainArgs a) {
   }
   __syncthreads();
 
-  if (warp == NCW) { /* the producer: every step's share, in order, never waiting for x */
+  if (warp >= NCW) { /* a producer: its stages of every step's share, in order, never waiting for x */
+    const int r = warp - NCW;
     if (lane == 0) {
       int k = 0;
       for (int p = 0; p < a.nsteps; p++) {
@@ -117,6 +120,7 @@ __global__ void __launch_bounds__((NCW + 1) * 32, 1) chain_kernel(ChainArgs a) {
         chain_tiles(st.tiles, b, G, a.mode & 4, first, stride, ntl);
         for (int tile = first; tile < first + ntl * stride; tile += stride)
           for (int u0 = 0; u0 < st.nunits; u0 += ChS::SU, k++) {
+            if (k % a.producers != r) continue;
             const int slot = k % a.nst, nu = min(ChS::SU, st.nunits - u0);
             if (k >= a.nst) mbar_wait(&empty[slot], (uint32_t)((k / a.nst - 1) & 1));
             const size_t unit = (size_t)tile * st.nunits + u0;
@@ -216,18 +220,18 @@ extern "C" int ck_chain_prep(const float *y, float gain, int e, uint16_t *xnext,
                         xnext, knext);
 }
 
-template <int NCW>
-static int chain_launch(const ChainArgs &a, int blocks, size_t smem, cudaStream_t st) {
-  void (*fn)(ChainArgs) = chain_kernel<NCW>;
+template <int NCW, int MINB>
+static int chain_launch(const ChainArgs &a, int blocks, int per_sm_want, size_t smem, cudaStream_t st) {
+  void (*fn)(ChainArgs) = chain_kernel<NCW, MINB>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e) return (int)e;
   int per_sm = 0;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (NCW + 1) * 32, smem);
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (NCW + a.producers) * 32, smem);
   if (e) return (int)e;
-  if (per_sm < 1) return (int)cudaErrorInvalidConfiguration;
+  if (per_sm < per_sm_want) return (int)cudaErrorInvalidConfiguration;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)blocks);
-  cfg.blockDim = dim3((NCW + 1) * 32);
+  cfg.blockDim = dim3((NCW + a.producers) * 32);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = st;
   cudaLaunchAttribute at[1];
@@ -239,20 +243,24 @@ static int chain_launch(const ChainArgs &a, int blocks, size_t smem, cudaStream_
 }
 
 extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, unsigned *bar,
-                            int blocks, int warps, int mode, int *stages, void *stream) {
+                            int blocks, int per_sm, int warps, int producers, int mode, int *stages, void *stream) {
   if (!steps || nsteps < 1 || max_cols < 64 || max_cols % 64 || max_tiles < 1 || blocks < 1 || !bar)
     return (int)cudaErrorInvalidValue;
   if (warps != 8 && warps != 16 && warps != 24) return (int)cudaErrorInvalidValue;
-  int dev = 0, optin = 0;
+  if (per_sm < 1 || per_sm > 2 || (per_sm > 1 && warps != 8) || producers < 1 || producers > CH_MAX_PRODUCERS) return (int)cudaErrorInvalidValue;
+  int dev = 0, optin = 0, per_smem = 0;
   cudaError_t ce = cudaGetDevice(&dev);
   if (!ce) ce = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (!ce) ce = cudaDeviceGetAttribute(&per_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
   if (ce) return (int)ce;
+  if (per_sm > 1 && per_smem / per_sm - 1024 < optin) optin = per_smem / per_sm - 1024; /* 1 KB per block is the system's */
   ChainArgs a = {};
   a.steps = steps;
   a.nsteps = nsteps;
   a.e = e;
   a.bar = bar;
   a.mode = mode;
+  a.producers = producers;
   a.xbytes = max_cols * 2;
   a.ptiles = (max_tiles + blocks - 1) / blocks;
   const size_t fixed = (size_t)a.xbytes + (size_t)a.ptiles * warps * 16 * sizeof(float);
@@ -263,8 +271,9 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
   if (stages) *stages = a.nst;
   const size_t smem = (size_t)a.nst * ChS::STAGE + fixed;
   cudaStream_t st = (cudaStream_t)stream;
-  return warps == 8 ? chain_launch<8>(a, blocks, smem, st)
-         : warps == 16 ? chain_launch<16>(a, blocks, smem, st)
-                       : chain_launch<24>(a, blocks, smem, st);
+  /* (two blocks per SM: registers bounded for two) */
+  return warps == 8 ? (per_sm > 1 ? chain_launch<8, 2>(a, blocks, per_sm, smem, st) : chain_launch<8, 1>(a, blocks, per_sm, smem, st))
+         : warps == 16 ? chain_launch<16, 1>(a, blocks, per_sm, smem, st)
+                       : chain_launch<24, 1>(a, blocks, per_sm, smem, st);
 }
 

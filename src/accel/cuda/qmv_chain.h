@@ -26,7 +26,8 @@ typedef struct ck_chain_step {
 } ck_chain_step;
 
 /* Runs nsteps steps (an array in device memory) in one cooperative launch of `blocks` blocks
- * (one per SM) with `warps` consumer warps each (8, 16 or 24), every prep with the fixed
+ * (per_sm = 1 or 2 per SM, sharing its shared memory) with `warps` consumer warps (8, 16 or 24)
+ * and `producers` producer warps (1 to 4) each, every prep with the fixed
  * exponent e (fp16 x·2^e; the caller keeps |x|·2^e below 2^15). max_cols and max_tiles bound
  * the steps' cols and tiles. *bar must be 0 at the start (the grid barrier's counter). The
  * stages in flight per block are what the shared memory leaves; *stages gets their number.
@@ -36,7 +37,7 @@ typedef struct ck_chain_step {
  * (together the blocks sweep one window, as a launch per product does) instead of a range.
  * A cudaError_t as int. */
 int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, unsigned *bar,
-                 int blocks, int warps, int mode, int *stages, void *stream);
+                 int blocks, int per_sm, int warps, int producers, int mode, int *stages, void *stream);
 /* The same step's epilogue as a kernel of its own (the launch-per-product baseline): xnext
  * from y, as ck_chain_run writes it. Launched with ck_launch (programmatic dependent launch
  * when on). */
