@@ -66,6 +66,8 @@
 #   chain (not in the default list): mlxrt-chain-bench, the 31B layer's four nvfp4 products
 #      chained over 60 layers, a launch per product against one resident grid (qmv_chain.cu),
 #      every product checked → chain.log; CHAIN_ARGS adds its arguments (e.g. "--configs 16:2:1:0").
+#   ncuchain (not in the default list): ncu stall reasons of the resident grid's kernel for each
+#      configuration in NCU_CHAIN_CFGS (default "8:1:2:0 8:1:2:1"), 4 layers → ncu_chain_*.log.
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
 #   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
 set -uo pipefail
@@ -330,6 +332,16 @@ if has ncuqmv && command -v ncu >/dev/null; then
       "$BUILD/mlxrt-cuda-test" --profile $f >"$OUT/ncu_$f.log" 2>&1
     grep -E "Duration|DRAM Throughput|Achieved Occupancy|issue_active|warps_active|per_second" "$OUT/ncu_$f.log" | sed 's/  */ /g'
     grep -E "issue_stalled" "$OUT/ncu_$f.log" | awk '{print $NF, $1}' | sort -rn | head -8
+  done
+fi
+if has ncuchain && command -v ncu >/dev/null; then
+  for c in ${NCU_CHAIN_CFGS:-8:1:2:0 8:1:2:1}; do
+    stamp "ncu stall reasons: chain $c"
+    timeout 120 ncu --clock-control none -k regex:chain_kernel -c 1 --section SpeedOfLight --section Occupancy \
+      --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warps_active.avg.per_cycle_active,sm__cycles_elapsed.avg.per_second \
+      "$BUILD/mlxrt-chain-bench" --layers 4 --reps 1 --no-cpu --configs "$c" >"$OUT/ncu_chain_${c//:/_}.log" 2>&1
+    grep -E "Duration|DRAM Throughput|Achieved Occupancy|issue_active|warps_active|per_second" "$OUT/ncu_chain_${c//:/_}.log" | sed 's/  */ /g'
+    grep -E "issue_stalled" "$OUT/ncu_chain_${c//:/_}.log" | awk '{print $NF, $1}' | sort -rn | head -8
   done
 fi
 if has profd; then

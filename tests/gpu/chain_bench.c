@@ -40,8 +40,8 @@ typedef struct chain_cfg {
   int warps, producers, per_sm, mode;
 } chain_cfg;
 #define MAX_CFG 16
-static const chain_cfg DEFAULT_CFG[] = {{16, 1, 1, 1}, {16, 2, 1, 1}, {16, 4, 1, 1}, {8, 1, 2, 1}, {8, 2, 2, 1},
-                                        {16, 1, 1, 0}, {16, 2, 1, 0}, {16, 4, 1, 0}, {8, 1, 2, 0}, {8, 2, 2, 0}};
+static const chain_cfg DEFAULT_CFG[] = {{8, 2, 2, 1},  {8, 2, 2, 9},  {16, 2, 1, 16}, {16, 2, 1, 0},
+                                        {16, 2, 1, 8}, {8, 2, 2, 16}, {8, 2, 2, 0},   {8, 2, 2, 8}};
 
 static int cmp_float(const void *a, const void *b) {
   float x = *(const float *)a, y = *(const float *)b;
@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
   ck_chain_step *steps = calloc((size_t)nsteps, sizeof *steps);
   uint16_t **xp = calloc((size_t)nsteps + 1, sizeof *xp), **xb = calloc((size_t)nsteps + 1, sizeof *xb);
   float **y = calloc((size_t)nsteps, sizeof *y), **yb = calloc((size_t)nsteps, sizeof *yb);
-  void *steps_dev = NULL, *bar = NULL, *xexp = NULL, *ychk = NULL, *e0 = NULL, *e1 = NULL, *graph = NULL;
+  void *steps_dev = NULL, *scratch = NULL, *xexp = NULL, *ychk = NULL, *e0 = NULL, *e1 = NULL, *graph = NULL;
   if (!hw || !L || !gain || !steps || !xp || !xb || !y || !yb) {
     printf("out of host memory\n");
     return 1;
@@ -166,8 +166,10 @@ int main(int argc, char **argv) {
   }
   const int xe = XEXP;
   TRY(rt_h2d(xp[0], x0p, (size_t)k0 * 2, st, &err) || rt_h2d(xb[0], x0p, (size_t)k0 * 2, st, &err));
-  TRY(rt_malloc(&steps_dev, (size_t)nsteps * sizeof *steps, &err) || rt_malloc(&bar, 16, &err) ||
+  TRY(rt_malloc(&steps_dev, (size_t)nsteps * sizeof *steps, &err) ||
       rt_malloc(&xexp, 8 * sizeof(int), &err) || rt_malloc(&ychk, 43008 * 4, &err));
+  const size_t scratch_bytes = ck_chain_scratch_bytes(max_tiles, 2 * sms);
+  TRY(rt_malloc(&scratch, scratch_bytes, &err));
   TRY(rt_h2d(steps_dev, steps, (size_t)nsteps * sizeof *steps, st, &err) || rt_h2d(xexp, &xe, sizeof xe, st, &err));
   TRY(rt_event_create(&e0, &err) || rt_event_create(&e1, &err));
   const double gbw = cu->read_bandwidth ? cu->read_bandwidth(cu) : 0;
@@ -207,8 +209,8 @@ int main(int argc, char **argv) {
     int nst = 0;
     for (int r = -1; r < reps; r++) {
       float ms = 0;
-      TRY(rt_memset(bar, 0, 16, st, &err) || rt_event_record(e0, st, &err));
-      TRY(rt_status(ck_chain_run(steps_dev, nsteps, max_cols, max_tiles, XEXP, bar, sms * c->per_sm, c->per_sm, c->warps,
+      TRY(rt_memset(scratch, 0, scratch_bytes, st, &err) || rt_event_record(e0, st, &err));
+      TRY(rt_status(ck_chain_run(steps_dev, nsteps, max_cols, max_tiles, XEXP, scratch, sms * c->per_sm, c->per_sm, c->warps,
                                  c->producers, c->mode, &nst, st),
                     "ck_chain_run", &err));
       TRY(rt_event_record(e1, st, &err) || rt_stream_sync(st, &err) || rt_event_ms(e0, e1, &ms, &err));
@@ -216,9 +218,9 @@ int main(int argc, char **argv) {
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_float);
     us = t[reps / 2] * 1e3 / layers;
-    printf("| resident grid: %d consumer + %d producer warps, %d block%s per SM%s%s%s | %d | %.2f | %.0f | %.1f %% |\n",
+    printf("| resident grid: %d consumer + %d producer warps, %d block%s per SM%s%s%s%s | %d | %.2f | %.0f | %.1f %% |\n",
            c->warps, c->producers, c->per_sm, c->per_sm > 1 ? "s" : "", c->mode & 1 ? ", arithmetic skipped" : "",
-           c->mode & 2 ? ", no grid barrier" : "", c->mode & 4 ? ", tiles spread" : "", nst, us, bytes_layer / us / 1e3,
+           c->mode & 2 ? ", no grid barrier" : "", c->mode & 8 ? ", sleeping waits" : "", c->mode & 16 ? ", no split" : "", nst, us, bytes_layer / us / 1e3,
            gbw > 0 ? 100.0 * bytes_layer / us / 1e3 / gbw : 0.0);
     fflush(stdout);
   }
@@ -285,7 +287,7 @@ int main(int argc, char **argv) {
     rt_free(xb[i]);
   }
   rt_free(steps_dev);
-  rt_free(bar);
+  rt_free(scratch);
   rt_free(xexp);
   rt_free(ychk);
   accel_destroy(cu);

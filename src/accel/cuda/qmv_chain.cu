@@ -22,6 +22,7 @@
 
 #define CH_MAX_STAGES 32
 #define CH_MAX_PRODUCERS 4
+#define CH_MAX_PIECES 64
 
 typedef Shape<CK_NVFP4, 16> ChS; /* 16 units of 16 rows × 64 k per stage: 8 KB of codes, 1 KB of scales */
 
@@ -29,9 +30,10 @@ struct ChainArgs {
   const ck_chain_step *steps;
   int nsteps, nst, xbytes, ptiles, e;
   int producers; /* producer warps: warp NCW + r issues the stages k with k % producers == r */
-  int mode; /* benchmark: bit 0 the consumers skip the arithmetic, bit 1 they skip the grid barrier;
-             * bit 2 (a layout, same results): block b takes tiles b, b + G, … instead of a range */
+  int mode; /* ck_chain_run's */
   unsigned *bar;
+  unsigned *count; /* per tile: the pieces done (split steps), back to 0 by the tile's last block */
+  float *psum;     /* per piece: its 16 rows' sums (split steps) */
 };
 
 __device__ __forceinline__ void mbar_arrive(uint64_t *m) {
@@ -80,25 +82,49 @@ __device__ __forceinline__ void chain_pair(const uint8_t *stage, const uint8_t *
   for (int i = 0; i < 4; i++) tot[i] = fmaf(d[i], nv_scale(sw, i, nv_e), tot[i]);
 }
 
-/* The tiles of a step block b of G takes: ntl of them, the i-th being first + i·stride. */
-__device__ __forceinline__ void chain_tiles(int tiles, int b, int G, bool spread, int &first, int &stride, int &ntl) {
-  if (spread) {
-    first = b;
-    stride = G;
-    ntl = b < tiles ? (tiles - b + G - 1) / G : 0;
-  } else {
-    first = (int)((int64_t)tiles * b / G);
-    stride = 1;
-    ntl = (int)((int64_t)tiles * (b + 1) / G) - first;
+/* A step's work comes in pieces: piece i is part i % split of tile i / split, covering the
+ * tile's stages [nst·part/split, nst·(part+1)/split). Products with few tiles (o, down: 336
+ * of them against 132 SMs, 2 or 3 per block) are split so every block gets about as much;
+ * the last block to finish a tile's pieces adds their sums, in part order. */
+__device__ __forceinline__ float chain_balance(int64_t n, int G) {
+  const float per = (float)n / (float)G;
+  return per / ceilf(per);
+}
+__device__ __forceinline__ int chain_split(const ck_chain_step &st, int G, int mode) {
+  if ((mode & 16) || st.tiles >= 4 * G) return 1;
+  const int nstt = (st.nunits + ChS::SU - 1) / ChS::SU;
+  int best = 1;
+  float score = chain_balance(st.tiles, G);
+  for (int sp = 2; sp <= 4 && sp <= nstt; sp++) {
+    const float sc = chain_balance((int64_t)st.tiles * sp, G);
+    if (sc > score + 0.02f) best = sp, score = sc;
   }
+  return best;
+}
+__device__ __forceinline__ void piece_stages(const ck_chain_step &st, int split, int i, int &tile, int &s0, int &s1) {
+  const int nstt = (st.nunits + ChS::SU - 1) / ChS::SU, part = i % split;
+  tile = i / split;
+  s0 = nstt * part / split;
+  s1 = nstt * (part + 1) / split;
+}
+/* mbar_wait with a suspend-time hint: the waiting warp sleeps until the phase completes instead
+ * of spinning through try_wait (benchmark mode 8) */
+__device__ __forceinline__ void mbar_wait_sleep(uint64_t *m, uint32_t phase) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_addr(m)), "r"(phase), "r"(1000000)
+                 : "memory");
 }
 
 template <int NCW, int MINB>
 __global__ void __launch_bounds__((NCW + CH_MAX_PRODUCERS) * 32, MINB) chain_kernel(ChainArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[CH_MAX_STAGES], empty[CH_MAX_STAGES];
+  __shared__ int last[CH_MAX_PIECES]; /* this block finished the piece's tile */
   uint8_t *ring = smem, *xsm = smem + (size_t)a.nst * ChS::STAGE;
-  float *part = reinterpret_cast<float *>(xsm + a.xbytes); /* [tile of the block][warp][16 rows] */
+  float *part = reinterpret_cast<float *>(xsm + a.xbytes); /* [piece of the block][warp][16 rows] */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int G = gridDim.x, b = blockIdx.x;
   if (threadIdx.x == 0) {
@@ -116,12 +142,14 @@ __global__ void __launch_bounds__((NCW + CH_MAX_PRODUCERS) * 32, MINB) chain_ker
       int k = 0;
       for (int p = 0; p < a.nsteps; p++) {
         const ck_chain_step st = a.steps[p];
-        int first, stride, ntl;
-        chain_tiles(st.tiles, b, G, a.mode & 4, first, stride, ntl);
-        for (int tile = first; tile < first + ntl * stride; tile += stride)
-          for (int u0 = 0; u0 < st.nunits; u0 += ChS::SU, k++) {
+        const int split = chain_split(st, G, a.mode);
+        const int64_t n = (int64_t)st.tiles * split;
+        for (int i = (int)(n * b / G); i < (int)(n * (b + 1) / G); i++) {
+          int tile, s0, s1;
+          piece_stages(st, split, i, tile, s0, s1);
+          for (int sg = s0; sg < s1; sg++, k++) {
             if (k % a.producers != r) continue;
-            const int slot = k % a.nst, nu = min(ChS::SU, st.nunits - u0);
+            const int u0 = sg * ChS::SU, slot = k % a.nst, nu = min(ChS::SU, st.nunits - u0);
             if (k >= a.nst) mbar_wait(&empty[slot], (uint32_t)((k / a.nst - 1) & 1));
             const size_t unit = (size_t)tile * st.nunits + u0;
             uint8_t *dst = ring + (size_t)slot * ChS::STAGE;
@@ -130,6 +158,7 @@ __global__ void __launch_bounds__((NCW + CH_MAX_PRODUCERS) * 32, MINB) chain_ker
             bulk_copy(dst + ChS::SU * ChS::UNIT_W, (const uint8_t *)st.s + unit * ChS::UNIT_S,
                       (uint32_t)(nu * ChS::UNIT_S), &full[slot]);
           }
+        }
       }
     }
     return;
@@ -144,8 +173,9 @@ __global__ void __launch_bounds__((NCW + CH_MAX_PRODUCERS) * 32, MINB) chain_ker
   int k = 0;
   for (int p = 0; p < a.nsteps; p++) {
     const ck_chain_step st = a.steps[p];
-    int first, stride, ntl;
-    chain_tiles(st.tiles, b, G, a.mode & 4, first, stride, ntl);
+    const int split = chain_split(st, G, a.mode);
+    const int64_t n = (int64_t)st.tiles * split;
+    const int i0 = (int)(n * b / G), npc = (int)(n * (b + 1) / G) - i0;
     if (p > 0 && !(a.mode & 2)) { /* every block has written this step's input */
       if (threadIdx.x == 0) /* (a barrier that never opens — a bug — ends the launch with an error, not a hang) */
         for (long long spin = 0; ld_acquire(a.bar) < (unsigned)(G * p); spin++) {
@@ -157,17 +187,20 @@ __global__ void __launch_bounds__((NCW + CH_MAX_PRODUCERS) * 32, MINB) chain_ker
     const int xv16 = st.nunits * 8; /* uint4 of the row's prep */
     for (int i = threadIdx.x; i < xv16; i += nct)
       reinterpret_cast<uint4 *>(xsm)[i] = __ldcg(reinterpret_cast<const uint4 *>(st.xp) + i);
-    for (int i = threadIdx.x; i < ntl * NCW * 16; i += nct) part[i] = 0.f;
+    for (int i = threadIdx.x; i < npc * NCW * 16; i += nct) part[i] = 0.f;
     consumers_sync(nct);
     int c = 0; /* pairs handed out so far in this step: warp w takes pairs c ≡ w (mod NCW) */
-    for (int tl = 0; tl < ntl; tl++) {
+    for (int pl = 0; pl < npc; pl++) {
+      int tile, s0, s1;
+      piece_stages(st, split, i0 + pl, tile, s0, s1);
       float tot[4] = {0.f, 0.f, 0.f, 0.f};
       bool had = false;
-      for (int u0 = 0; u0 < st.nunits; u0 += ChS::SU, k++) {
-        const int slot = k % a.nst, nu = min(ChS::SU, st.nunits - u0), np = (nu + 1) >> 1;
+      for (int sg = s0; sg < s1; sg++, k++) {
+        const int u0 = sg * ChS::SU, slot = k % a.nst, nu = min(ChS::SU, st.nunits - u0), np = (nu + 1) >> 1;
         int q = warp - c % NCW;
         if (q < 0) q += NCW;
-        mbar_wait(&full[slot], (uint32_t)((k / a.nst) & 1));
+        if (a.mode & 8) mbar_wait_sleep(&full[slot], (uint32_t)((k / a.nst) & 1));
+        else mbar_wait(&full[slot], (uint32_t)((k / a.nst) & 1));
         const uint8_t *stage = ring + (size_t)slot * ChS::STAGE;
         for (; q < np; q += NCW) {
           if (!(a.mode & 1)) chain_pair(stage, xsm, u0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
@@ -184,20 +217,49 @@ __global__ void __launch_bounds__((NCW + CH_MAX_PRODUCERS) * 32, MINB) chain_ker
         rg += __shfl_xor_sync(0xffffffffu, rg, 2);
         r8 += __shfl_xor_sync(0xffffffffu, r8, 2);
         if ((lane & 3) == 0) {
-          part[(tl * NCW + warp) * 16 + g] = rg;
-          part[(tl * NCW + warp) * 16 + g + 8] = r8;
+          part[(pl * NCW + warp) * 16 + g] = rg;
+          part[(pl * NCW + warp) * 16 + g + 8] = r8;
         }
       }
     }
     consumers_sync(nct);
-    for (int i = threadIdx.x; i < ntl * 16; i += nct) {
-      const int tl = i >> 4, r = i & 15;
+    /* each piece's rows: the warps' sums in warp order; whole tiles give y and the next prep,
+     * split ones leave their sums for the tile's last block */
+    for (int i = threadIdx.x; i < npc * 16; i += nct) {
+      const int pl = i >> 4, r = i & 15;
       float s = 0.f;
-      for (int w = 0; w < NCW; w++) s += part[(tl * NCW + w) * 16 + r];
-      const int row = (first + tl * stride) * 16 + r;
+      for (int w = 0; w < NCW; w++) s += part[(pl * NCW + w) * 16 + r];
+      const int row = (i0 + pl) / split * 16 + r;
+      if (split > 1) {
+        a.psum[(size_t)(i0 + pl) * 16 + r] = s;
+        continue;
+      }
       const float y = ldexpf(s, YSH - a.e);
       st.y[row] = y;
       if (st.xnext && row < st.knext) prep_store(st.xnext, row, ck_f32_to_bf16(y * st.gain), a.e, 1);
+    }
+    if (split > 1) {
+      consumers_sync(nct);
+      for (int pl = threadIdx.x; pl < npc; pl += nct) {
+        const int tile = (i0 + pl) / split;
+        __threadfence();
+        last[pl] = atomicAdd(&a.count[tile], 1u) == (unsigned)(split - 1);
+        if (last[pl]) {
+          a.count[tile] = 0; /* (no other block touches it again before the next step's barrier) */
+          __threadfence();
+        }
+      }
+      consumers_sync(nct);
+      for (int i = threadIdx.x; i < npc * 16; i += nct) {
+        const int pl = i >> 4, r = i & 15, tile = (i0 + pl) / split;
+        if (!last[pl]) continue;
+        float s = 0.f;
+        for (int q = 0; q < split; q++) s += __ldcg(a.psum + ((size_t)tile * split + q) * 16 + r);
+        const int row = tile * 16 + r;
+        const float y = ldexpf(s, YSH - a.e);
+        st.y[row] = y;
+        if (st.xnext && row < st.knext) prep_store(st.xnext, row, ck_f32_to_bf16(y * st.gain), a.e, 1);
+      }
     }
     consumers_sync(nct);
     if (threadIdx.x == 0) {
@@ -242,9 +304,13 @@ static int chain_launch(const ChainArgs &a, int blocks, int per_sm_want, size_t 
   return (int)cudaLaunchKernelEx(&cfg, fn, a);
 }
 
-extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, unsigned *bar,
+extern "C" size_t ck_chain_scratch_bytes(int max_tiles, int blocks) {
+  return 16 + (size_t)max_tiles * 4 + (size_t)16 * blocks * 16 * sizeof(float);
+}
+
+extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, void *scratch,
                             int blocks, int per_sm, int warps, int producers, int mode, int *stages, void *stream) {
-  if (!steps || nsteps < 1 || max_cols < 64 || max_cols % 64 || max_tiles < 1 || blocks < 1 || !bar)
+  if (!steps || nsteps < 1 || max_cols < 64 || max_cols % 64 || max_tiles < 1 || blocks < 1 || !scratch)
     return (int)cudaErrorInvalidValue;
   if (warps != 8 && warps != 16 && warps != 24) return (int)cudaErrorInvalidValue;
   if (per_sm < 1 || per_sm > 2 || (per_sm > 1 && warps != 8) || producers < 1 || producers > CH_MAX_PRODUCERS) return (int)cudaErrorInvalidValue;
@@ -258,13 +324,17 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
   a.steps = steps;
   a.nsteps = nsteps;
   a.e = e;
-  a.bar = bar;
+  a.bar = (unsigned *)scratch;
+  a.count = (unsigned *)((char *)scratch + 16);
+  a.psum = (float *)((char *)scratch + 16 + (size_t)max_tiles * 4);
   a.mode = mode;
   a.producers = producers;
   a.xbytes = max_cols * 2;
-  a.ptiles = (max_tiles + blocks - 1) / blocks;
+  a.ptiles = (max_tiles + blocks - 1) / blocks; /* pieces per block: whole tiles, or split ones (< 16 each) */
+  if (a.ptiles < 16) a.ptiles = 16;
+  if (a.ptiles > CH_MAX_PIECES) return (int)cudaErrorInvalidValue;
   const size_t fixed = (size_t)a.xbytes + (size_t)a.ptiles * warps * 16 * sizeof(float);
-  const size_t room = (size_t)optin - 2 * CH_MAX_STAGES * sizeof(uint64_t) - 256;
+  const size_t room = (size_t)optin - 2 * CH_MAX_STAGES * sizeof(uint64_t) - CH_MAX_PIECES * sizeof(int) - 256;
   if (fixed + 2 * (size_t)ChS::STAGE > room) return (int)cudaErrorInvalidValue;
   a.nst = (int)((room - fixed) / ChS::STAGE);
   if (a.nst > CH_MAX_STAGES) a.nst = CH_MAX_STAGES;
