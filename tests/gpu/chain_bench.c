@@ -40,8 +40,8 @@ typedef struct chain_cfg {
   int warps, producers, per_sm, mode;
 } chain_cfg;
 #define MAX_CFG 16
-static const chain_cfg DEFAULT_CFG[] = {{8, 2, 2, 1},  {8, 2, 2, 9},  {16, 2, 1, 16}, {16, 2, 1, 0},
-                                        {16, 2, 1, 8}, {8, 2, 2, 16}, {8, 2, 2, 0},   {8, 2, 2, 8}};
+static const chain_cfg DEFAULT_CFG[] = {{4, 1, 4, 33}, {8, 1, 3, 33}, {8, 2, 2, 0},
+                                        {8, 2, 2, 32}, {8, 1, 3, 32}, {4, 1, 4, 32}};
 
 static int cmp_float(const void *a, const void *b) {
   float x = *(const float *)a, y = *(const float *)b;
@@ -168,7 +168,7 @@ int main(int argc, char **argv) {
   TRY(rt_h2d(xp[0], x0p, (size_t)k0 * 2, st, &err) || rt_h2d(xb[0], x0p, (size_t)k0 * 2, st, &err));
   TRY(rt_malloc(&steps_dev, (size_t)nsteps * sizeof *steps, &err) ||
       rt_malloc(&xexp, 8 * sizeof(int), &err) || rt_malloc(&ychk, 43008 * 4, &err));
-  const size_t scratch_bytes = ck_chain_scratch_bytes(max_tiles, 2 * sms);
+  const size_t scratch_bytes = ck_chain_scratch_bytes(max_tiles, 4 * sms);
   TRY(rt_malloc(&scratch, scratch_bytes, &err));
   TRY(rt_h2d(steps_dev, steps, (size_t)nsteps * sizeof *steps, st, &err) || rt_h2d(xexp, &xe, sizeof xe, st, &err));
   TRY(rt_event_create(&e0, &err) || rt_event_create(&e1, &err));
@@ -218,9 +218,9 @@ int main(int argc, char **argv) {
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_float);
     us = t[reps / 2] * 1e3 / layers;
-    printf("| resident grid: %d consumer + %d producer warps, %d block%s per SM%s%s%s%s | %d | %.2f | %.0f | %.1f %% |\n",
+    printf("| resident grid: %d consumer + %d producer warps, %d block%s per SM%s%s%s%s%s | %d | %.2f | %.0f | %.1f %% |\n",
            c->warps, c->producers, c->per_sm, c->per_sm > 1 ? "s" : "", c->mode & 1 ? ", arithmetic skipped" : "",
-           c->mode & 2 ? ", no grid barrier" : "", c->mode & 8 ? ", sleeping waits" : "", c->mode & 16 ? ", no split" : "", nst, us, bytes_layer / us / 1e3,
+           c->mode & 2 ? ", no grid barrier" : "", c->mode & 8 ? ", sleeping waits" : "", c->mode & 16 ? ", no split" : "", c->mode & 32 ? ", x through the L2" : "", nst, us, bytes_layer / us / 1e3,
            gbw > 0 ? 100.0 * bytes_layer / us / 1e3 / gbw : 0.0);
     fflush(stdout);
   }

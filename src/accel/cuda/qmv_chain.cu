@@ -50,16 +50,19 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
 }
 
 /* Units 2q and 2q+1 (two: the second exists) of a stage whose first unit is unit u0 of the
- * row; x (the whole row's prep) in shared memory at xsm. Lane (g, t) gives column g's x —
- * mma g & 3 of unit 2q + g / 4 — and scales its columns 2t, 2t+1 (unit 2q + t / 2). */
+ * row; x (the whole row's prep) at xsm: in shared memory, or (XG) in global memory, read
+ * through the L2 (other blocks wrote it during this launch: an L1 copy could be stale).
+ * Lane (g, t) gives column g's x — mma g & 3 of unit 2q + g / 4 — and scales its columns 2t,
+ * 2t+1 (unit 2q + t / 2). */
+template <bool XG>
 __device__ __forceinline__ void chain_pair(const uint8_t *stage, const uint8_t *xsm, int u0, int q, bool two, int lane,
                                            const uint32_t (&colsel)[8], uint32_t nv_e, float (&tot)[4]) {
   const int g = lane >> 2, t = lane & 3;
   const uint4 *wsm = reinterpret_cast<const uint4 *>(stage) + lane + 2 * q * 32;
   const uint4 w0 = wsm[0], w1 = wsm[two ? 32 : 0];
   const int ux = 2 * q + (two ? g >> 2 : 0), us = 2 * q + (two ? t >> 1 : 0);
-  const uint2 xv =
-      *reinterpret_cast<const uint2 *>(xsm + (size_t)(u0 + ux) * 128 + ((g & 3) >> 1) * 64 + t * 16 + (g & 1) * 8);
+  const uint2 *xp = reinterpret_cast<const uint2 *>(xsm + (size_t)(u0 + ux) * 128 + ((g & 3) >> 1) * 64 + t * 16 + (g & 1) * 8);
+  const uint2 xv = XG ? __ldcg(xp) : *xp;
   const uint32_t sw =
       *reinterpret_cast<const uint32_t *>(stage + ChS::SU * ChS::UNIT_W + us * ChS::UNIT_S + g * 8 + (t & 1) * 4);
   const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
@@ -118,8 +121,8 @@ __device__ __forceinline__ void mbar_wait_sleep(uint64_t *m, uint32_t phase) {
                  : "memory");
 }
 
-template <int NCW, int MINB>
-__global__ void __launch_bounds__((NCW + CH_MAX_PRODUCERS) * 32, MINB) chain_kernel(ChainArgs a) {
+template <int NCW, int MINB, bool XG, int MAXP>
+__global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[CH_MAX_STAGES], empty[CH_MAX_STAGES];
   __shared__ int last[CH_MAX_PIECES]; /* this block finished the piece's tile */
@@ -184,7 +187,7 @@ __global__ void __launch_bounds__((NCW + CH_MAX_PRODUCERS) * 32, MINB) chain_ker
         }
       consumers_sync(nct);
     }
-    const int xv16 = st.nunits * 8; /* uint4 of the row's prep */
+    const int xv16 = XG ? 0 : st.nunits * 8; /* uint4 of the row's prep */
     for (int i = threadIdx.x; i < xv16; i += nct)
       reinterpret_cast<uint4 *>(xsm)[i] = __ldcg(reinterpret_cast<const uint4 *>(st.xp) + i);
     for (int i = threadIdx.x; i < npc * NCW * 16; i += nct) part[i] = 0.f;
@@ -203,7 +206,8 @@ __global__ void __launch_bounds__((NCW + CH_MAX_PRODUCERS) * 32, MINB) chain_ker
         else mbar_wait(&full[slot], (uint32_t)((k / a.nst) & 1));
         const uint8_t *stage = ring + (size_t)slot * ChS::STAGE;
         for (; q < np; q += NCW) {
-          if (!(a.mode & 1)) chain_pair(stage, xsm, u0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
+          if (!(a.mode & 1))
+            chain_pair<XG>(stage, XG ? (const uint8_t *)st.xp : xsm, u0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
           had = true;
         }
         __syncwarp();
@@ -282,9 +286,10 @@ extern "C" int ck_chain_prep(const float *y, float gain, int e, uint16_t *xnext,
                         xnext, knext);
 }
 
-template <int NCW, int MINB>
+template <int NCW, int MINB, bool XG, int MAXP>
 static int chain_launch(const ChainArgs &a, int blocks, int per_sm_want, size_t smem, cudaStream_t st) {
-  void (*fn)(ChainArgs) = chain_kernel<NCW, MINB>;
+  void (*fn)(ChainArgs) = chain_kernel<NCW, MINB, XG, MAXP>;
+  if (a.producers > MAXP) return (int)cudaErrorInvalidValue;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e) return (int)e;
   int per_sm = 0;
@@ -312,8 +317,8 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
                             int blocks, int per_sm, int warps, int producers, int mode, int *stages, void *stream) {
   if (!steps || nsteps < 1 || max_cols < 64 || max_cols % 64 || max_tiles < 1 || blocks < 1 || !scratch)
     return (int)cudaErrorInvalidValue;
-  if (warps != 8 && warps != 16 && warps != 24) return (int)cudaErrorInvalidValue;
-  if (per_sm < 1 || per_sm > 2 || (per_sm > 1 && warps != 8) || producers < 1 || producers > CH_MAX_PRODUCERS) return (int)cudaErrorInvalidValue;
+  if (per_sm < 1 || per_sm > 4 || producers < 1 || producers > CH_MAX_PRODUCERS) return (int)cudaErrorInvalidValue;
+  const bool xg = (mode & 32) || per_sm > 2; /* (more than two blocks: no room for a 43 KB copy of x) */
   int dev = 0, optin = 0, per_smem = 0;
   cudaError_t ce = cudaGetDevice(&dev);
   if (!ce) ce = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
@@ -329,7 +334,7 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
   a.psum = (float *)((char *)scratch + 16 + (size_t)max_tiles * 4);
   a.mode = mode;
   a.producers = producers;
-  a.xbytes = max_cols * 2;
+  a.xbytes = xg ? 0 : max_cols * 2;
   a.ptiles = (max_tiles + blocks - 1) / blocks; /* pieces per block: whole tiles, or split ones (< 16 each) */
   if (a.ptiles < 16) a.ptiles = 16;
   if (a.ptiles > CH_MAX_PIECES) return (int)cudaErrorInvalidValue;
@@ -341,9 +346,17 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
   if (stages) *stages = a.nst;
   const size_t smem = (size_t)a.nst * ChS::STAGE + fixed;
   cudaStream_t st = (cudaStream_t)stream;
-  /* (two blocks per SM: registers bounded for two) */
-  return warps == 8 ? (per_sm > 1 ? chain_launch<8, 2>(a, blocks, per_sm, smem, st) : chain_launch<8, 1>(a, blocks, per_sm, smem, st))
-         : warps == 16 ? chain_launch<16, 1>(a, blocks, per_sm, smem, st)
-                       : chain_launch<24, 1>(a, blocks, per_sm, smem, st);
+  /* the instances measured (registers bounded for the blocks per SM; three or four blocks per SM
+   * with one producer warp) */
+  if (per_sm == 4 && warps == 4 && xg) return chain_launch<4, 4, true, 1>(a, blocks, per_sm, smem, st);
+  if (per_sm == 3 && warps == 8 && xg) return chain_launch<8, 3, true, 1>(a, blocks, per_sm, smem, st);
+  if (per_sm == 2 && warps == 8)
+    return xg ? chain_launch<8, 2, true, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st)
+              : chain_launch<8, 2, false, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st);
+  if (per_sm == 1 && !xg && (warps == 8 || warps == 16 || warps == 24))
+    return warps == 8    ? chain_launch<8, 1, false, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st)
+           : warps == 16 ? chain_launch<16, 1, false, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st)
+                         : chain_launch<24, 1, false, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st);
+  return (int)cudaErrorInvalidValue;
 }
 

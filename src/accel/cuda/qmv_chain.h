@@ -26,8 +26,10 @@ typedef struct ck_chain_step {
 } ck_chain_step;
 
 /* Runs nsteps steps (an array in device memory) in one cooperative launch of `blocks` blocks
- * (per_sm = 1 or 2 per SM, sharing its shared memory) with `warps` consumer warps (8, 16 or 24;
- * 8 with two per SM) and `producers` producer warps (1 to 4) each, every prep with the fixed
+ * (per_sm = 1 to 4 per SM, sharing its shared memory) with `warps` consumer warps and
+ * `producers` producer warps each — the instances built: one block per SM with 8, 16 or 24
+ * consumer warps, two with 8, three with 8 and four with 4 (one producer warp for three or
+ * four) — every prep with the fixed
  * exponent e (fp16 x·2^e; the caller keeps |x|·2^e below 2^15). max_cols and max_tiles bound
  * the steps' cols and tiles. scratch (ck_chain_scratch_bytes) must be zero at the start: the
  * grid barrier's counter, per-tile counters and partial sums of the steps whose tiles are
@@ -36,7 +38,8 @@ typedef struct ck_chain_step {
  * mode 0 is the chain; benchmark modes (bits 0, 1: wrong results) say what each part costs:
  * bit 0 the consumers skip the arithmetic (the weight stream alone), bit 1 they skip the grid
  * barrier; bit 3 (same results) the consumers sleep in their stage waits instead of spinning;
- * bit 4 (same results) no tile is split. A cudaError_t as int. */
+ * bit 4 (same results) no tile is split; bit 5 (same results; always with three or four blocks
+ * per SM) the consumers read x through the L2 instead of a shared copy. A cudaError_t as int. */
 size_t ck_chain_scratch_bytes(int max_tiles, int blocks);
 int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, void *scratch,
                  int blocks, int per_sm, int warps, int producers, int mode, int *stages, void *stream);
