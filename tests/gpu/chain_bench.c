@@ -40,7 +40,7 @@ typedef struct chain_cfg {
   int warps, producers, per_sm, mode;
 } chain_cfg;
 #define MAX_CFG 16
-static const chain_cfg DEFAULT_CFG[] = {{4, 1, 4, 33}, {8, 1, 3, 33}, {8, 2, 2, 0},
+static const chain_cfg DEFAULT_CFG[] = {{8, 1, 3, 33}, {16, 2, 1, 0}, {8, 2, 2, 0},
                                         {8, 2, 2, 32}, {8, 1, 3, 32}, {4, 1, 4, 32}};
 
 static int cmp_float(const void *a, const void *b) {

@@ -142,7 +142,9 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
   if (warp >= NCW) { /* a producer: its stages of every step's share, in order, never waiting for x */
     const int r = warp - NCW;
     if (lane == 0) {
-      int k = 0;
+      /* stage k's slot and its use count's parity, kept as counters (a division by the runtime
+       * stage count per stage costs tens of instructions) */
+      int k = 0, slot = 0, phase = 0, mine = 0;
       for (int p = 0; p < a.nsteps; p++) {
         const ck_chain_step st = a.steps[p];
         const int split = chain_split(st, G, a.mode);
@@ -151,15 +153,18 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
           int tile, s0, s1;
           piece_stages(st, split, i, tile, s0, s1);
           for (int sg = s0; sg < s1; sg++, k++) {
-            if (k % a.producers != r) continue;
-            const int u0 = sg * ChS::SU, slot = k % a.nst, nu = min(ChS::SU, st.nunits - u0);
-            if (k >= a.nst) mbar_wait(&empty[slot], (uint32_t)((k / a.nst - 1) & 1));
+            const int cur = slot, par = phase, ours = mine == r;
+            if (++slot == a.nst) slot = 0, phase ^= 1;
+            if (++mine == a.producers) mine = 0;
+            if (!ours) continue;
+            const int u0 = sg * ChS::SU, nu = min(ChS::SU, st.nunits - u0);
+            if (k >= a.nst) mbar_wait(&empty[cur], (uint32_t)(par ^ 1));
             const size_t unit = (size_t)tile * st.nunits + u0;
-            uint8_t *dst = ring + (size_t)slot * ChS::STAGE;
-            mbar_expect(&full[slot], (uint32_t)(nu * (ChS::UNIT_W + ChS::UNIT_S)));
-            bulk_copy(dst, (const uint8_t *)st.w + unit * ChS::UNIT_W, (uint32_t)(nu * ChS::UNIT_W), &full[slot]);
+            uint8_t *dst = ring + (size_t)cur * ChS::STAGE;
+            mbar_expect(&full[cur], (uint32_t)(nu * (ChS::UNIT_W + ChS::UNIT_S)));
+            bulk_copy(dst, (const uint8_t *)st.w + unit * ChS::UNIT_W, (uint32_t)(nu * ChS::UNIT_W), &full[cur]);
             bulk_copy(dst + ChS::SU * ChS::UNIT_W, (const uint8_t *)st.s + unit * ChS::UNIT_S,
-                      (uint32_t)(nu * ChS::UNIT_S), &full[slot]);
+                      (uint32_t)(nu * ChS::UNIT_S), &full[cur]);
           }
         }
       }
@@ -173,7 +178,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
   for (int j = 0; j < 8; j++) asm volatile("neg.s32 %0, %1;" : "=r"(colsel[j]) : "r"((int)(g == j)));
   asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
   constexpr int YSH = 14 - CK_NV_SCALE_LOG2; /* the decode's 2^-14 and the scale codes' 2^10 */
-  int k = 0;
+  int slot = 0, phase = 0; /* the next stage's slot and its use count's parity */
   for (int p = 0; p < a.nsteps; p++) {
     const ck_chain_step st = a.steps[p];
     const int split = chain_split(st, G, a.mode);
@@ -198,12 +203,12 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
       piece_stages(st, split, i0 + pl, tile, s0, s1);
       float tot[4] = {0.f, 0.f, 0.f, 0.f};
       bool had = false;
-      for (int sg = s0; sg < s1; sg++, k++) {
-        const int u0 = sg * ChS::SU, slot = k % a.nst, nu = min(ChS::SU, st.nunits - u0), np = (nu + 1) >> 1;
+      for (int sg = s0; sg < s1; sg++) {
+        const int u0 = sg * ChS::SU, nu = min(ChS::SU, st.nunits - u0), np = (nu + 1) >> 1;
         int q = warp - c % NCW;
         if (q < 0) q += NCW;
-        if (a.mode & 8) mbar_wait_sleep(&full[slot], (uint32_t)((k / a.nst) & 1));
-        else mbar_wait(&full[slot], (uint32_t)((k / a.nst) & 1));
+        if (a.mode & 8) mbar_wait_sleep(&full[slot], (uint32_t)phase);
+        else mbar_wait(&full[slot], (uint32_t)phase);
         const uint8_t *stage = ring + (size_t)slot * ChS::STAGE;
         for (; q < np; q += NCW) {
           if (!(a.mode & 1))
@@ -212,6 +217,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         }
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[slot]);
+        if (++slot == a.nst) slot = 0, phase ^= 1;
         c += np;
       }
       if (had) { /* the lane's two columns, then the row's four lanes: row g, row g + 8 */
