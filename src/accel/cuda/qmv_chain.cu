@@ -1,12 +1,12 @@
 /* A chain of dependent one-row nvfp4 mat-vecs in one resident grid (qmv_chain.h says what and
- * why). The block's share of a step is a contiguous range of its 16-row tiles, so its bytes
- * are contiguous in the tile layout (repack.cu) and the producer streams them as one run of
- * stages; consecutive steps' runs follow each other in the ring. The consumers take the
- * stage's unit pairs round-robin over the whole step (a warp's pair index continues across
- * stages and tiles, so no warp idles while others finish a tile), keep a tile's sums in
- * registers and leave them in shared memory when the tile ends; after the step, the block
- * adds each row's partial sums in warp order, writes y and the next prep, and arrives at the
- * grid barrier. The pair's arithmetic is the one-launch kernel's (qmv_tc.cu, COL): the same
+ * why). The block's share of a step is a contiguous range of its pieces (16-row tiles, or
+ * parts of them: chain_split), so its bytes are contiguous in the tile layout (repack.cu) and
+ * the producers stream them as one run of stages; consecutive steps' runs follow each other in
+ * the ring. The consumers take the stage's unit pairs round-robin over the whole step (a warp's
+ * pair index continues across stages and pieces, so no warp idles while others finish one),
+ * keep a piece's sums in registers and leave them in shared memory when it ends; after the
+ * step, the block adds each row's partial sums in warp order, writes y and the next prep (or
+ * the piece's sums, for the tile's last block to add), and arrives at the grid barrier. The pair's arithmetic is the one-launch kernel's (qmv_tc.cu, COL): the same
  * fragments, one mma column per scale group, the scales applied to float sums. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

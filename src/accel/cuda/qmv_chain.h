@@ -1,11 +1,12 @@
 /* A chain of dependent one-row nvfp4 mat-vecs run by one resident grid (qmv_chain.cu): the
  * experiment behind the persistent decode kernel (docs/PERF.md, session 13). Step p reads the
  * activation prep x_p that step p-1 wrote, writes y_p = W_p·x_p (float32) and the next
- * step's prep from bf16(y_p·gain_p). One block per SM: a producer warp streams the block's
- * share of every step's weights, step after step, through a ring of shared-memory stages —
- * it never waits for an activation — while the consumer warps wait for each step's input at
- * a grid barrier. So the weight stream does not stop between steps, as it must between
- * launches. */
+ * step's prep from bf16(y_p·gain_p). One to four blocks per SM: in each, producer warps
+ * stream the block's share of every step's weights, step after step, through a ring of
+ * shared-memory stages — they never wait for an activation — while the consumer warps wait
+ * for each step's input at a grid barrier. So the weight stream does not stop between steps,
+ * as it must between launches. Measured slower than a launch per product so far (docs/PERF.md,
+ * session 13): not used by the decoder. */
 #ifndef MLXRT_QMV_CHAIN_H
 #define MLXRT_QMV_CHAIN_H
 
