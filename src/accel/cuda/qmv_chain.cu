@@ -67,20 +67,8 @@ __device__ __forceinline__ void chain_pair(const uint8_t *stage, const uint8_t *
       *reinterpret_cast<const uint32_t *>(stage + ChS::SU * ChS::UNIT_W + us * ChS::UNIT_S + g * 8 + (t & 1) * 4);
   const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
   float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-  for (int m = 0; m < 4; m++) {
-    uint32_t a[4];
-    decode_a<CK_NVFP4>(wd0, m, a);
-    mma16816<false>(d, a, xv.x & colsel[m], xv.y & colsel[m]);
-  }
-  if (two) {
-#pragma unroll
-    for (int m = 0; m < 4; m++) {
-      uint32_t a[4];
-      decode_a<CK_NVFP4>(wd1, m, a);
-      mma16816<false>(d, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
-    }
-  }
+  col_unit_mmas<CK_NVFP4>(d, wd0, xv, colsel);
+  if (two) col_unit_mmas<CK_NVFP4>(d, wd1, xv, colsel + 4);
 #pragma unroll
   for (int i = 0; i < 4; i++) tot[i] = fmaf(d[i], nv_scale(sw, i, nv_e), tot[i]);
 }

@@ -312,24 +312,14 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
           sw.x = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
         }
         float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int m = 0; m < 4; m++) {
-          uint32_t a[4];
-          decode_a<FMT>(wd0, m, a);
-          mma16816<false>(d, a, xv.x & colsel[m], xv.y & colsel[m]);
-        }
+        col_unit_mmas<FMT>(d, wd0, xv, colsel);
         if (two) {
           /* COL 2 (benchmark variant 5): the second unit on its own accumulator, so the pair is
            * two chains of 4 mmas instead of one of 8; a lane's columns come from one unit
            * only, so d + d2 adds exact zeros: the same bits */
           float d2[4] = {0.f, 0.f, 0.f, 0.f};
           float(&dd)[4] = COL == 2 ? d2 : d;
-#pragma unroll
-          for (int m = 0; m < 4; m++) {
-            uint32_t a[4];
-            decode_a<FMT>(wd1, m, a);
-            mma16816<false>(dd, a, xv.x & colsel[4 + m], xv.y & colsel[4 + m]);
-          }
+          col_unit_mmas<FMT>(dd, wd1, xv, colsel + 4);
           if (COL == 2) {
 #pragma unroll
             for (int q = 0; q < 4; q++) d[q] += d2[q];

@@ -85,6 +85,19 @@ __device__ __forceinline__ void decode_a(const uint32_t *wd, int m, uint32_t (&a
   }
 }
 
+/* The four mmas of one unit in the one-row kernels' column-per-group form: mma m's B operand is
+ * the lane's x pair kept only for the lane whose column is the mma's (sel[m]: all ones there,
+ * else zero), so each column of d collects one scale group's sums. */
+template <int FMT>
+__device__ __forceinline__ void col_unit_mmas(float (&d)[4], const uint32_t (&wd)[4], uint2 xv, const uint32_t *sel) {
+#pragma unroll
+  for (int m = 0; m < 4; m++) {
+    uint32_t a[4];
+    decode_a<FMT>(wd, m, a);
+    mma16816<false>(d, a, xv.x & sel[m], xv.y & sel[m]);
+  }
+}
+
 /* Compile-time shape of one format's work. A stage is SU units: about 8 KB of codes plus
  * their scales, copied global → shared by the bulk-copy engine; the kernel's NST stages are in
  * flight. */
