@@ -335,14 +335,25 @@ if has ncuqmv && command -v ncu >/dev/null; then
   done
 fi
 if has ncuchain && command -v ncu >/dev/null; then
+  # instructions per mma (8 mmas per pair of units) and stall reasons: each chain configuration
+  # (4 layers), then the one-launch kernel on 21504->5376 for comparison
+  NCU_M=regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warps_active.avg.per_cycle_active,sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum,sm__inst_executed_pipe_tensor_op_hmma.sum
+  ncu_summary() {
+    grep -E "Duration|DRAM Throughput|Achieved Occupancy|issue_active|warps_active|per_second" "$1" | sed 's/  */ /g'
+    awk '/smsp__inst_executed.sum/ {i = $NF} /pipe_tensor_op_hmma.sum/ {h = $NF}
+         END {gsub(",", "", i); gsub(",", "", h); if (h > 0) printf "instructions %s, mmas %s: %.1f per mma\n", i, h, i / h}' "$1"
+    grep -E "issue_stalled" "$1" | awk '{print $NF, $1}' | sort -rn | head -6
+  }
   for c in ${NCU_CHAIN_CFGS:-8:1:2:0 8:1:2:1}; do
-    stamp "ncu stall reasons: chain $c"
+    stamp "ncu: chain $c"
     timeout 120 ncu --clock-control none -k regex:chain_kernel -c 1 --section SpeedOfLight --section Occupancy \
-      --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warps_active.avg.per_cycle_active,sm__cycles_elapsed.avg.per_second \
-      "$BUILD/mlxrt-chain-bench" --layers 4 --reps 1 --no-cpu --configs "$c" >"$OUT/ncu_chain_${c//:/_}.log" 2>&1
-    grep -E "Duration|DRAM Throughput|Achieved Occupancy|issue_active|warps_active|per_second" "$OUT/ncu_chain_${c//:/_}.log" | sed 's/  */ /g'
-    grep -E "issue_stalled" "$OUT/ncu_chain_${c//:/_}.log" | awk '{print $NF, $1}' | sort -rn | head -8
+      --metrics "$NCU_M" "$BUILD/mlxrt-chain-bench" --layers 4 --reps 1 --no-cpu --configs "$c" >"$OUT/ncu_chain_${c//:/_}.log" 2>&1
+    ncu_summary "$OUT/ncu_chain_${c//:/_}.log"
   done
+  stamp "ncu: one-launch nvfp4 21504->5376"
+  timeout 120 ncu --clock-control none -k regex:qmv_tc_kernel -c 1 --section SpeedOfLight --section Occupancy \
+    --metrics "$NCU_M" "$BUILD/mlxrt-cuda-test" --profile nvfp4-down >"$OUT/ncu_chain_qmv.log" 2>&1
+  ncu_summary "$OUT/ncu_chain_qmv.log"
 fi
 if has profd; then
   # where the step's time goes at depth (eager launches, per-kernel table)

@@ -198,10 +198,19 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         if (a.mode & 8) mbar_wait_sleep(&full[slot], (uint32_t)phase);
         else mbar_wait(&full[slot], (uint32_t)phase);
         const uint8_t *stage = ring + (size_t)slot * ChS::STAGE;
-        for (; q < np; q += NCW) {
-          if (!(a.mode & 1))
-            chain_pair<XG>(stage, XG ? (const uint8_t *)st.xp : xsm, u0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
+        const uint8_t *xsrc = XG ? (const uint8_t *)st.xp : xsm;
+        if ((a.mode & 64) && nu == ChS::SU && ChS::SU / 2 % NCW == 0) {
+          /* a full stage: this warp's pairs q, q + NCW, … all exist (the one-launch kernel's
+           * full-stage loop: no per-pair checks) */
+#pragma unroll
+          for (int j = 0; j < ChS::SU / 2 / NCW; j++)
+            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, u0, q + j * NCW, true, lane, colsel, nv_e, tot);
           had = true;
+        } else {
+          for (; q < np; q += NCW) {
+            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, u0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
+            had = true;
+          }
         }
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[slot]);
