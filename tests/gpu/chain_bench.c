@@ -40,8 +40,7 @@ typedef struct chain_cfg {
   int warps, producers, per_sm, mode;
 } chain_cfg;
 #define MAX_CFG 16
-static const chain_cfg DEFAULT_CFG[] = {{8, 1, 3, 33}, {8, 2, 2, 0}, {8, 2, 2, 64}, {8, 1, 3, 32},
-                                        {8, 1, 3, 96}, {4, 1, 4, 32}, {4, 1, 4, 96}};
+static const chain_cfg DEFAULT_CFG[] = {{4, 1, 4, 33}, {8, 2, 2, 64}, {4, 1, 4, 96}, {8, 1, 2, 192}, {4, 1, 4, 192}};
 
 static int cmp_float(const void *a, const void *b) {
   float x = *(const float *)a, y = *(const float *)b;
@@ -218,9 +217,9 @@ int main(int argc, char **argv) {
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_float);
     us = t[reps / 2] * 1e3 / layers;
-    printf("| resident grid: %d consumer + %d producer warps, %d block%s per SM%s%s%s%s%s%s | %d | %.2f | %.0f | %.1f %% |\n",
+    printf("| resident grid: %d consumer + %d producer warps, %d block%s per SM%s%s%s%s%s%s%s | %d | %.2f | %.0f | %.1f %% |\n",
            c->warps, c->producers, c->per_sm, c->per_sm > 1 ? "s" : "", c->mode & 1 ? ", arithmetic skipped" : "",
-           c->mode & 2 ? ", no grid barrier" : "", c->mode & 8 ? ", sleeping waits" : "", c->mode & 16 ? ", no split" : "", c->mode & 32 ? ", x through the L2" : "", c->mode & 64 ? ", full-stage loop" : "", nst, us, bytes_layer / us / 1e3,
+           c->mode & 2 ? ", no grid barrier" : "", c->mode & 8 ? ", sleeping waits" : "", c->mode & 16 ? ", no split" : "", c->mode & 32 ? ", x through the L2" : "", c->mode & 64 ? ", full-stage loop" : "", c->mode & 128 ? ", x staged" : "", nst, us, bytes_layer / us / 1e3,
            gbw > 0 ? 100.0 * bytes_layer / us / 1e3 / gbw : 0.0);
     fflush(stdout);
   }

@@ -109,12 +109,62 @@ __device__ __forceinline__ void mbar_wait_sleep(uint64_t *m, uint32_t phase) {
                  : "memory");
 }
 
-template <int NCW, int MINB, bool XG, int MAXP>
+/* mbar_wait's test without the wait */
+__device__ __forceinline__ bool mbar_test(uint64_t *m, uint32_t phase) {
+  uint32_t done;
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(done)
+               : "r"(smem_addr(m)), "r"(phase)
+               : "memory");
+  return done != 0;
+}
+
+/* Where the consumers find x (XM): 0 a copy of the row in shared memory made at each step's
+ * start, 1 global memory through the L2 per pair, 2 the stage itself — the producer adds each
+ * stage's x part (its units' 2 KB of the prep) once the step's grid barrier has opened. */
+template <int XM>
+struct ChX {
+  static constexpr int STRIDE = XM == 2 ? ChS::STAGE_XS : ChS::STAGE; /* bytes per ring slot */
+};
+
+/* The producer of the staged-x form (XM 2, one producer warp): stage k's weights as soon as its
+ * slot is free, its x part once step p's input exists; while it waits for a slot it issues the
+ * x parts that have become possible (the consumers of those stages are what frees slots). */
+struct ChXProducer {
+  const ChainArgs *a;
+  uint8_t *ring;
+  uint64_t *full;
+  int *pstep, *pu0, *pnu; /* per slot: the pending stage's step, first unit, units */
+  int kh = 0, hslot = 0;  /* the oldest stage whose x part is not issued, and its slot */
+  unsigned seen = 0;      /* the grid barrier's count as last read */
+  int G = 1;
+  __device__ bool ready(int p) {
+    if ((unsigned)(G * p) <= seen) return true;
+    seen = ld_acquire(a->bar);
+    if ((unsigned)(G * p) > seen) return false;
+    asm volatile("fence.proxy.async.global;" ::: "memory"); /* other blocks' stores, then our bulk reads */
+    return true;
+  }
+  __device__ void flush(int k) {
+    while (kh < k && ready(pstep[hslot])) {
+      const uint8_t *xp = (const uint8_t *)a->steps[pstep[hslot]].xp;
+      bulk_copy(ring + (size_t)hslot * ChS::STAGE_XS + ChS::STAGE, xp + (size_t)pu0[hslot] * 128,
+                (uint32_t)(pnu[hslot] * 128), &full[hslot]);
+      kh++;
+      if (++hslot == a->nst) hslot = 0;
+    }
+  }
+};
+
+template <int NCW, int MINB, int XM, int MAXP>
 __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArgs a) {
+  constexpr bool XG = XM == 1;
+  constexpr int STRIDE = ChX<XM>::STRIDE;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[CH_MAX_STAGES], empty[CH_MAX_STAGES];
   __shared__ int last[CH_MAX_PIECES]; /* this block finished the piece's tile */
-  uint8_t *ring = smem, *xsm = smem + (size_t)a.nst * ChS::STAGE;
+  __shared__ int pend[3][XM == 2 ? CH_MAX_STAGES : 1];
+  uint8_t *ring = smem, *xsm = smem + (size_t)a.nst * STRIDE;
   float *part = reinterpret_cast<float *>(xsm + a.xbytes); /* [piece of the block][warp][16 rows] */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int G = gridDim.x, b = blockIdx.x;
@@ -133,6 +183,16 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
       /* stage k's slot and its use count's parity, kept as counters (a division by the runtime
        * stage count per stage costs tens of instructions) */
       int k = 0, slot = 0, phase = 0, mine = 0;
+      ChXProducer xq;
+      if (XM == 2) {
+        xq.a = &a;
+        xq.ring = ring;
+        xq.full = full;
+        xq.pstep = pend[0];
+        xq.pu0 = pend[1];
+        xq.pnu = pend[2];
+        xq.G = G;
+      }
       for (int p = 0; p < a.nsteps; p++) {
         const ck_chain_step st = a.steps[p];
         const int split = chain_split(st, G, a.mode);
@@ -146,16 +206,35 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
             if (++mine == a.producers) mine = 0;
             if (!ours) continue;
             const int u0 = sg * ChS::SU, nu = min(ChS::SU, st.nunits - u0);
-            if (k >= a.nst) mbar_wait(&empty[cur], (uint32_t)(par ^ 1));
+            if (XM == 2 && k >= a.nst) { /* (a slot that never frees — a bug — traps, not hangs) */
+              for (long long spin = 0; !mbar_test(&empty[cur], (uint32_t)(par ^ 1)); spin++) {
+                xq.flush(k);
+                if (spin > (1ll << 22)) asm volatile("trap;");
+              }
+            } else if (k >= a.nst) {
+              mbar_wait(&empty[cur], (uint32_t)(par ^ 1));
+            }
             const size_t unit = (size_t)tile * st.nunits + u0;
-            uint8_t *dst = ring + (size_t)cur * ChS::STAGE;
-            mbar_expect(&full[cur], (uint32_t)(nu * (ChS::UNIT_W + ChS::UNIT_S)));
+            uint8_t *dst = ring + (size_t)cur * STRIDE;
+            mbar_expect(&full[cur], (uint32_t)(nu * (ChS::UNIT_W + ChS::UNIT_S + (XM == 2 ? 128 : 0))));
             bulk_copy(dst, (const uint8_t *)st.w + unit * ChS::UNIT_W, (uint32_t)(nu * ChS::UNIT_W), &full[cur]);
             bulk_copy(dst + ChS::SU * ChS::UNIT_W, (const uint8_t *)st.s + unit * ChS::UNIT_S,
                       (uint32_t)(nu * ChS::UNIT_S), &full[cur]);
+            if (XM == 2) {
+              pend[0][cur] = p;
+              pend[1][cur] = u0;
+              pend[2][cur] = nu;
+              xq.flush(k + 1);
+            }
           }
         }
       }
+      if (XM == 2) /* the last stages' x parts */
+        for (long long spin = 0; xq.kh < k; spin++) {
+          xq.flush(k);
+          if (spin > (1ll << 22)) asm volatile("trap;");
+          __nanosleep(32);
+        }
     }
     return;
   }
@@ -175,12 +254,12 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
     if (p > 0 && !(a.mode & 2)) { /* every block has written this step's input */
       if (threadIdx.x == 0) /* (a barrier that never opens — a bug — ends the launch with an error, not a hang) */
         for (long long spin = 0; ld_acquire(a.bar) < (unsigned)(G * p); spin++) {
-          if (spin > (1ll << 27)) asm volatile("trap;");
+          if (spin > (1ll << 22)) asm volatile("trap;");
           __nanosleep(20);
         }
       consumers_sync(nct);
     }
-    const int xv16 = XG ? 0 : st.nunits * 8; /* uint4 of the row's prep */
+    const int xv16 = XM ? 0 : st.nunits * 8; /* uint4 of the row's prep */
     for (int i = threadIdx.x; i < xv16; i += nct)
       reinterpret_cast<uint4 *>(xsm)[i] = __ldcg(reinterpret_cast<const uint4 *>(st.xp) + i);
     for (int i = threadIdx.x; i < npc * NCW * 16; i += nct) part[i] = 0.f;
@@ -197,18 +276,20 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         if (q < 0) q += NCW;
         if (a.mode & 8) mbar_wait_sleep(&full[slot], (uint32_t)phase);
         else mbar_wait(&full[slot], (uint32_t)phase);
-        const uint8_t *stage = ring + (size_t)slot * ChS::STAGE;
-        const uint8_t *xsrc = XG ? (const uint8_t *)st.xp : xsm;
+        const uint8_t *stage = ring + (size_t)slot * STRIDE;
+        /* x: the stage's own part (its first unit is the stage's), or the whole row's */
+        const uint8_t *xsrc = XM == 2 ? stage + ChS::STAGE : XG ? (const uint8_t *)st.xp : xsm;
+        const int xu0 = XM == 2 ? 0 : u0;
         if ((a.mode & 64) && nu == ChS::SU && ChS::SU / 2 % NCW == 0) {
           /* a full stage: this warp's pairs q, q + NCW, … all exist (the one-launch kernel's
            * full-stage loop: no per-pair checks) */
 #pragma unroll
           for (int j = 0; j < ChS::SU / 2 / NCW; j++)
-            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, u0, q + j * NCW, true, lane, colsel, nv_e, tot);
+            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, xu0, q + j * NCW, true, lane, colsel, nv_e, tot);
           had = true;
         } else {
           for (; q < np; q += NCW) {
-            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, u0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
+            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, xu0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
             had = true;
           }
         }
@@ -289,9 +370,9 @@ extern "C" int ck_chain_prep(const float *y, float gain, int e, uint16_t *xnext,
                         xnext, knext);
 }
 
-template <int NCW, int MINB, bool XG, int MAXP>
+template <int NCW, int MINB, int XM, int MAXP>
 static int chain_launch(const ChainArgs &a, int blocks, int per_sm_want, size_t smem, cudaStream_t st) {
-  void (*fn)(ChainArgs) = chain_kernel<NCW, MINB, XG, MAXP>;
+  void (*fn)(ChainArgs) = chain_kernel<NCW, MINB, XM, MAXP>;
   if (a.producers > MAXP) return (int)cudaErrorInvalidValue;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e) return (int)e;
@@ -321,7 +402,11 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
   if (!steps || nsteps < 1 || max_cols < 64 || max_cols % 64 || max_tiles < 1 || blocks < 1 || !scratch)
     return (int)cudaErrorInvalidValue;
   if (per_sm < 1 || per_sm > 4 || producers < 1 || producers > CH_MAX_PRODUCERS) return (int)cudaErrorInvalidValue;
-  const bool xg = (mode & 32) || per_sm > 2; /* (more than two blocks: no room for a 43 KB copy of x) */
+  /* x: staged (mode 128, one producer warp), through the L2 (mode 32, and always with more than
+   * two blocks per SM: no room for a 43 KB copy), or a shared copy */
+  const int xm = (mode & 128) ? 2 : (mode & 32) || per_sm > 2 ? 1 : 0;
+  if (xm == 2 && producers != 1) return (int)cudaErrorInvalidValue;
+  const int stride = xm == 2 ? ChS::STAGE_XS : ChS::STAGE;
   int dev = 0, optin = 0, per_smem = 0;
   cudaError_t ce = cudaGetDevice(&dev);
   if (!ce) ce = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
@@ -337,29 +422,31 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
   a.psum = (float *)((char *)scratch + 16 + (size_t)max_tiles * 4);
   a.mode = mode;
   a.producers = producers;
-  a.xbytes = xg ? 0 : max_cols * 2;
+  a.xbytes = xm ? 0 : max_cols * 2;
   a.ptiles = (max_tiles + blocks - 1) / blocks; /* pieces per block: whole tiles, or split ones (< 16 each) */
   if (a.ptiles < 16) a.ptiles = 16;
   if (a.ptiles > CH_MAX_PIECES) return (int)cudaErrorInvalidValue;
   const size_t fixed = (size_t)a.xbytes + (size_t)a.ptiles * warps * 16 * sizeof(float);
-  const size_t room = (size_t)optin - 2 * CH_MAX_STAGES * sizeof(uint64_t) - CH_MAX_PIECES * sizeof(int) - 256;
-  if (fixed + 2 * (size_t)ChS::STAGE > room) return (int)cudaErrorInvalidValue;
-  a.nst = (int)((room - fixed) / ChS::STAGE);
+  const size_t room = (size_t)optin - 2 * CH_MAX_STAGES * sizeof(uint64_t) - (CH_MAX_PIECES + 3 * CH_MAX_STAGES) * sizeof(int) - 256;
+  if (fixed + 2 * (size_t)stride > room) return (int)cudaErrorInvalidValue;
+  a.nst = (int)((room - fixed) / stride);
   if (a.nst > CH_MAX_STAGES) a.nst = CH_MAX_STAGES;
   if (stages) *stages = a.nst;
-  const size_t smem = (size_t)a.nst * ChS::STAGE + fixed;
+  const size_t smem = (size_t)a.nst * stride + fixed;
   cudaStream_t st = (cudaStream_t)stream;
   /* the instances measured (registers bounded for the blocks per SM; three or four blocks per SM
    * with one producer warp) */
-  if (per_sm == 4 && warps == 4 && xg) return chain_launch<4, 4, true, 1>(a, blocks, per_sm, smem, st);
-  if (per_sm == 3 && warps == 8 && xg) return chain_launch<8, 3, true, 1>(a, blocks, per_sm, smem, st);
+  if (per_sm == 4 && warps == 4 && xm)
+    return xm == 2 ? chain_launch<4, 4, 2, 1>(a, blocks, per_sm, smem, st) : chain_launch<4, 4, 1, 1>(a, blocks, per_sm, smem, st);
+  if (per_sm == 3 && warps == 8 && xm == 1) return chain_launch<8, 3, 1, 1>(a, blocks, per_sm, smem, st);
   if (per_sm == 2 && warps == 8)
-    return xg ? chain_launch<8, 2, true, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st)
-              : chain_launch<8, 2, false, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st);
-  if (per_sm == 1 && !xg && (warps == 8 || warps == 16 || warps == 24))
-    return warps == 8    ? chain_launch<8, 1, false, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st)
-           : warps == 16 ? chain_launch<16, 1, false, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st)
-                         : chain_launch<24, 1, false, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st);
+    return xm == 2   ? chain_launch<8, 2, 2, 1>(a, blocks, per_sm, smem, st)
+           : xm == 1 ? chain_launch<8, 2, 1, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st)
+                     : chain_launch<8, 2, 0, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st);
+  if (per_sm == 1 && !xm && (warps == 8 || warps == 16 || warps == 24))
+    return warps == 8    ? chain_launch<8, 1, 0, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st)
+           : warps == 16 ? chain_launch<16, 1, 0, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st)
+                         : chain_launch<24, 1, 0, CH_MAX_PRODUCERS>(a, blocks, per_sm, smem, st);
   return (int)cudaErrorInvalidValue;
 }
 

@@ -42,7 +42,9 @@ typedef struct ck_chain_step {
  * barrier; bit 3 (same results) the consumers sleep in their stage waits instead of spinning;
  * bit 4 (same results) no tile is split; bit 5 (same results; always with three or four blocks
  * per SM) the consumers read x through the L2 instead of a shared copy; bit 6 (same results)
- * full stages run a loop with every pair known to exist. A cudaError_t as int. */
+ * full stages run a loop with every pair known to exist; bit 7 (same results; one producer
+ * warp, two or four blocks per SM) x staged with the weights: the producer adds each stage's
+ * x part once the step's barrier has opened. A cudaError_t as int. */
 size_t ck_chain_scratch_bytes(int max_tiles, int blocks);
 int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, void *scratch,
                  int blocks, int per_sm, int warps, int producers, int mode, int *stages, void *stream);
