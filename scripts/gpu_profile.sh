@@ -60,9 +60,9 @@
 #      (mlxrt-attn-bench with MLXRT_ATTN_CLUSTER=1, every case against the host, µs per call),
 #      then the tiny fixtures with MLXRT_ATTN_CLUSTER_KEYS=20 (each session crosses graphs), with
 #      the residual norm's pull form (MLXRT_NORM_PUSH=0), without GeGLU in gate|up's epilogue
-#      (MLXRT_GEGLU_EPI=0), without the norm's fixed exponent (MLXRT_NORM_FIXEXP=0), and with
-#      o's fixed exponent and the K/V prefetch (MLXRT_ATTN_FIXEXP=1 MLXRT_ATTN_PREFETCH=1)
-#      → clchk_*.log.
+#      (MLXRT_GEGLU_EPI=0), without the norm's fixed exponent (MLXRT_NORM_FIXEXP=0), and
+#      without o's fixed exponent but with the split passes' K/V prefetch (MLXRT_ATTN_FIXEXP=0
+#      MLXRT_ATTN_PREFETCH=2) → clchk_*.log.
 #   chain (not in the default list): mlxrt-chain-bench, the 31B layer's four nvfp4 products
 #      chained over 60 layers, a launch per product against one resident grid (qmv_chain.cu),
 #      every product checked → chain.log; CHAIN_ARGS adds its arguments (e.g. "--configs 16:2:1:0").
@@ -250,7 +250,7 @@ if has clusterchk; then
   tiny_check clchk_tiny_pull.log MLXRT_NORM_PUSH=0
   tiny_check clchk_tiny_noepi.log MLXRT_GEGLU_EPI=0
   tiny_check clchk_tiny_nofix.log MLXRT_NORM_FIXEXP=0
-  tiny_check clchk_tiny_ofix.log MLXRT_ATTN_FIXEXP=1 MLXRT_ATTN_PREFETCH=1
+  tiny_check clchk_tiny_ofix.log MLXRT_ATTN_FIXEXP=0 MLXRT_ATTN_PREFETCH=2
 fi
 if has ab; then
   synth31 "$SYN/s31"
