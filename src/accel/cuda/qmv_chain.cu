@@ -23,6 +23,17 @@
 #define CH_MAX_STAGES 32
 #define CH_MAX_PRODUCERS 4
 #define CH_MAX_PIECES 64
+/* the dynamic shared memory's header: full and empty mbarriers, last, pend (below) */
+#define CH_HDR 1280
+/* a wait that never ends (a bug) traps after CH_SPINS rounds instead of hanging the device
+ * (~4 s; the host emulation, ~1000 times slower, relies on its own mbarrier timeout) */
+#ifdef CK_EMULATION
+#define CH_TRAP() abort()
+#define CH_SPINS (1ll << 40)
+#else
+#define CH_TRAP() asm volatile("trap;")
+#define CH_SPINS (1ll << 22)
+#endif
 
 typedef Shape<CK_NVFP4, 16> ChS; /* 16 units of 16 rows × 64 k per stage: 8 KB of codes, 1 KB of scales */
 
@@ -36,16 +47,30 @@ struct ChainArgs {
   float *psum;     /* per piece: its 16 rows' sums (split steps) */
 };
 
+/* (each with its host emulation, tests/gpu/emu: chain_emulate runs the kernel on host threads) */
 __device__ __forceinline__ void mbar_arrive(uint64_t *m) {
+#ifdef CK_EMULATION
+  emu_mbar_arrive(m, 0);
+#else
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(m)) : "memory");
+#endif
 }
 /* the consumer warps' own barrier (the producer warp never joins it) */
 __device__ __forceinline__ void consumers_sync(int nthreads) {
+#ifdef CK_EMULATION
+  (void)nthreads;
+  pthread_barrier_wait(&emu_blk->named);
+#else
   asm volatile("bar.sync 1, %0;" ::"r"(nthreads) : "memory");
+#endif
 }
 __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
   unsigned v;
+#ifdef CK_EMULATION
+  v = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#else
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+#endif
   return v;
 }
 
@@ -101,22 +126,30 @@ __device__ __forceinline__ void piece_stages(const ck_chain_step &st, int split,
 /* mbar_wait with a suspend-time hint: the waiting warp sleeps until the phase completes instead
  * of spinning through try_wait (benchmark mode 8) */
 __device__ __forceinline__ void mbar_wait_sleep(uint64_t *m, uint32_t phase) {
+#ifdef CK_EMULATION
+  emu_mbar_wait(m, phase);
+#else
   uint32_t done = 0;
   while (!done)
     asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3; selp.u32 %0, 1, 0, p; }"
                  : "=r"(done)
                  : "r"(smem_addr(m)), "r"(phase), "r"(1000000)
                  : "memory");
+#endif
 }
 
 /* mbar_wait's test without the wait */
 __device__ __forceinline__ bool mbar_test(uint64_t *m, uint32_t phase) {
+#ifdef CK_EMULATION
+  return emu_mbar_test(m, phase);
+#else
   uint32_t done;
   asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
                : "=r"(done)
                : "r"(smem_addr(m)), "r"(phase)
                : "memory");
   return done != 0;
+#endif
 }
 
 /* Where the consumers find x (XM): 0 a copy of the row in shared memory made at each step's
@@ -142,7 +175,9 @@ struct ChXProducer {
     if ((unsigned)(G * p) <= seen) return true;
     seen = ld_acquire(a->bar);
     if ((unsigned)(G * p) > seen) return false;
+#ifndef CK_EMULATION
     asm volatile("fence.proxy.async.global;" ::: "memory"); /* other blocks' stores, then our bulk reads */
+#endif
     return true;
   }
   __device__ void flush(int k) {
@@ -156,15 +191,20 @@ struct ChXProducer {
   }
 };
 
+static_assert(2 * CH_MAX_STAGES * 8 + (CH_MAX_PIECES + 3 * CH_MAX_STAGES) * 4 <= CH_HDR && CH_HDR % 128 == 0,
+              "the shared header holds the mbarriers and flags, and keeps the ring aligned");
+
 template <int NCW, int MINB, int XM, int MAXP>
 __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArgs a) {
   constexpr bool XG = XM == 1;
   constexpr int STRIDE = ChX<XM>::STRIDE;
-  extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ uint64_t full[CH_MAX_STAGES], empty[CH_MAX_STAGES];
-  __shared__ int last[CH_MAX_PIECES]; /* this block finished the piece's tile */
-  __shared__ int pend[3][XM == 2 ? CH_MAX_STAGES : 1];
-  uint8_t *ring = smem, *xsm = smem + (size_t)a.nst * STRIDE;
+  /* all shared state is dynamic (the host emulation runs the blocks side by side): the stages'
+   * mbarriers, the split tiles' flags and the pending x parts, then the ring */
+  CK_DYNAMIC_SHARED(uint8_t, smem);
+  uint64_t *full = reinterpret_cast<uint64_t *>(smem), *empty = full + CH_MAX_STAGES;
+  int *last = reinterpret_cast<int *>(empty + CH_MAX_STAGES); /* this block finished the piece's tile */
+  int(*pend)[CH_MAX_STAGES] = reinterpret_cast<int(*)[CH_MAX_STAGES]>(last + CH_MAX_PIECES);
+  uint8_t *ring = smem + CH_HDR, *xsm = ring + (size_t)a.nst * STRIDE;
   float *part = reinterpret_cast<float *>(xsm + a.xbytes); /* [piece of the block][warp][16 rows] */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int G = gridDim.x, b = blockIdx.x;
@@ -173,7 +213,9 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
       mbar_init(&full[i], 1);
       mbar_init(&empty[i], NCW);
     }
+#ifndef CK_EMULATION
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
   }
   __syncthreads();
 
@@ -209,7 +251,8 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
             if (XM == 2 && k >= a.nst) { /* (a slot that never frees — a bug — traps, not hangs) */
               for (long long spin = 0; !mbar_test(&empty[cur], (uint32_t)(par ^ 1)); spin++) {
                 xq.flush(k);
-                if (spin > (1ll << 22)) asm volatile("trap;");
+                if (spin > CH_SPINS) CH_TRAP();
+                __nanosleep(20);
               }
             } else if (k >= a.nst) {
               mbar_wait(&empty[cur], (uint32_t)(par ^ 1));
@@ -232,7 +275,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
       if (XM == 2) /* the last stages' x parts */
         for (long long spin = 0; xq.kh < k; spin++) {
           xq.flush(k);
-          if (spin > (1ll << 22)) asm volatile("trap;");
+          if (spin > CH_SPINS) CH_TRAP();
           __nanosleep(32);
         }
     }
@@ -242,8 +285,13 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
   const int nct = NCW * 32, g = lane >> 2;
   uint32_t colsel[8], nv_e;
 #pragma unroll
+#ifdef CK_EMULATION
+  for (int j = 0; j < 8; j++) colsel[j] = g == j ? 0xffffffffu : 0u;
+  nv_e = 0x40000000u;
+#else
   for (int j = 0; j < 8; j++) asm volatile("neg.s32 %0, %1;" : "=r"(colsel[j]) : "r"((int)(g == j)));
   asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
+#endif
   constexpr int YSH = 14 - CK_NV_SCALE_LOG2; /* the decode's 2^-14 and the scale codes' 2^10 */
   int slot = 0, phase = 0; /* the next stage's slot and its use count's parity */
   for (int p = 0; p < a.nsteps; p++) {
@@ -254,7 +302,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
     if (p > 0 && !(a.mode & 2)) { /* every block has written this step's input */
       if (threadIdx.x == 0) /* (a barrier that never opens — a bug — ends the launch with an error, not a hang) */
         for (long long spin = 0; ld_acquire(a.bar) < (unsigned)(G * p); spin++) {
-          if (spin > (1ll << 22)) asm volatile("trap;");
+          if (spin > CH_SPINS) CH_TRAP();
           __nanosleep(20);
         }
       consumers_sync(nct);
@@ -427,12 +475,12 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
   if (a.ptiles < 16) a.ptiles = 16;
   if (a.ptiles > CH_MAX_PIECES) return (int)cudaErrorInvalidValue;
   const size_t fixed = (size_t)a.xbytes + (size_t)a.ptiles * warps * 16 * sizeof(float);
-  const size_t room = (size_t)optin - 2 * CH_MAX_STAGES * sizeof(uint64_t) - (CH_MAX_PIECES + 3 * CH_MAX_STAGES) * sizeof(int) - 256;
+  const size_t room = (size_t)optin - CH_HDR - 256;
   if (fixed + 2 * (size_t)stride > room) return (int)cudaErrorInvalidValue;
   a.nst = (int)((room - fixed) / stride);
   if (a.nst > CH_MAX_STAGES) a.nst = CH_MAX_STAGES;
   if (stages) *stages = a.nst;
-  const size_t smem = (size_t)a.nst * stride + fixed;
+  const size_t smem = CH_HDR + (size_t)a.nst * stride + fixed;
   cudaStream_t st = (cudaStream_t)stream;
   /* the instances measured (registers bounded for the blocks per SM; three or four blocks per SM
    * with one producer warp) */

@@ -1,7 +1,8 @@
 /* Device pieces of the tensor-core mat-vec shared by its kernels (qmv_tc.cu: one launch per
  * product; qmv_chain.cu: a resident grid streaming a chain of products): the fragment decode
  * of each format, the mma, a stage's shape, the nvfp4 scale codes, and the mbarrier / bulk-copy
- * primitives (sm_90). */
+ * primitives (sm_90) — each with its host emulation (tests/gpu/emu) for the checks without a
+ * GPU. */
 #ifndef MLXRT_QMV_TC_CUH
 #define MLXRT_QMV_TC_CUH
 
@@ -14,16 +15,26 @@
 
 /* Streaming 16-byte load that does not displace x from L1. */
 __device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
+#ifdef CK_EMULATION
+  return *p;
+#else
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
   return v;
+#endif
 }
 
 template <bool BF16>
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
+#ifdef CK_EMULATION
+  if (BF16)
+    emu_mma_bf16(c, a, b0, b1);
+  else
+    emu_mma_f16(c, a, b0, b1);
+#else
   if (BF16)
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};"
@@ -34,6 +45,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
         "{%8,%9}, {%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 /* fp16 constants as pair bits */
@@ -41,9 +53,13 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 
 /* (a & b) | c in one LOP3 (C would give two: LOP3 takes one immediate). */
 __device__ __forceinline__ uint32_t lop3_ao(uint32_t a, uint32_t b, uint32_t c) {
+#ifdef CK_EMULATION
+  return (a & b) | c;
+#else
   uint32_t d;
   asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
   return d;
+#endif
 }
 
 /* Decodes the A fragment of mma m of a unit from the unit's words (4 per 16-byte chunk).
@@ -123,50 +139,82 @@ struct Shape {
 
 /* s·2^10 of nvfp4 scale q of word w (ck_nv_scale) in one LOP3: e holds 0x40000000. */
 __device__ __forceinline__ float nv_scale(uint32_t w, int q, uint32_t e) {
+#ifdef CK_EMULATION
+  return __uint_as_float((ck_nv_field(w, q) & 0x07f00000u) | e);
+#else
   uint32_t d, f = ck_nv_field(w, q);
   asm("lop3.b32 %0, %1, 0x07f00000, %2, 0xEA;" : "=r"(d) : "r"(f), "r"(e));
   return __uint_as_float(d);
+#endif
 }
 
 template <bool B> struct ck_bool { static constexpr bool value = B; };
 
 /* ---- mbarrier + bulk copy (sm_90) ---- */
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
+#ifdef CK_EMULATION
+  return (uint32_t)(uintptr_t)p;
+#else
   return (uint32_t)__cvta_generic_to_shared(p);
+#endif
 }
 __device__ __forceinline__ void mbar_init(uint64_t *m, uint32_t count) {
+#ifdef CK_EMULATION
+  emu_mbar_init(m, count);
+#else
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(m)), "r"(count) : "memory");
+#endif
 }
 __device__ __forceinline__ void mbar_expect(uint64_t *m, uint32_t bytes) {
+#ifdef CK_EMULATION
+  emu_mbar_arrive(m, bytes);
+#else
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(m)), "r"(bytes)
                : "memory");
+#endif
 }
 __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *m) {
+#ifdef CK_EMULATION
+  emu_bulk_copy(dst, src, bytes, m);
+#else
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(m))
                : "memory");
+#endif
 }
 __device__ __forceinline__ void mbar_wait(uint64_t *m, uint32_t phase) {
+#ifdef CK_EMULATION
+  emu_mbar_wait(m, phase);
+#else
   uint32_t done = 0;
   while (!done)
     asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
                  : "=r"(done)
                  : "r"(smem_addr(m)), "r"(phase)
                  : "memory");
+#endif
 }
 
 /* x fragments of one unit (L1-resident: evict_last; the weights never enter L1). */
 __device__ __forceinline__ uint4 ld_keep(const uint4 *p) {
+#ifdef CK_EMULATION
+  return *p;
+#else
   uint4 v;
   asm("ld.global.nc.L1::evict_last.v4.u32 {%0,%1,%2,%3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
   return v;
+#endif
 }
 __device__ __forceinline__ uint2 ld_keep2(const uint2 *p) {
+#ifdef CK_EMULATION
+  return *p;
+#else
   uint2 v;
   asm("ld.global.nc.L1::evict_last.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
+#endif
 }
 
 #endif

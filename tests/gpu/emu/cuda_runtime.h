@@ -8,8 +8,10 @@
  * (emu_run_grid, defined by the harness). Not a CUDA header: only for those checks. */
 #ifndef SK_EMU_CUDA_RUNTIME_H
 #define SK_EMU_CUDA_RUNTIME_H
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #define __global__
@@ -35,6 +37,7 @@ struct emu_dim3 {
 #define __cluster_dims__(...)
 struct emu_block {
   pthread_barrier_t block, warp[EMU_WARPS];
+  pthread_barrier_t named; /* bar.sync 1 of EMU_NAMED_T threads (qmv_chain.cu's consumer warps) */
   uint64_t xbuf[EMU_WARPS][32];
   uint32_t mma[EMU_WARPS][32][6];
   unsigned char *smem;
@@ -127,6 +130,107 @@ static inline void emu_mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t 
   for (int i = 0; i < 4; i++)
     for (int k = 0; k < 16; k++) c[i] += A[rows[i]][k] * B[k][cols[i]];
 }
+/* The same with fp16 operands (the tensor-core mat-vec's): the products of fp16 values summed
+ * in k order in float32. */
+static inline float emu_h2f(uint32_t h) {
+  const unsigned s = (h >> 15) & 1u, e = (h >> 10) & 31u, m = h & 1023u;
+  float v = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 1024u), (int)e - 25);
+  return s ? -v : v;
+}
+static inline void emu_mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  for (int i = 0; i < 4; i++) emu_mma_buf[w][lane][i] = a[i];
+  emu_mma_buf[w][lane][4] = b0;
+  emu_mma_buf[w][lane][5] = b1;
+  pthread_barrier_wait(&emu_warp_barrier[w]);
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; l++) {
+    const int g = l >> 2, t = l & 3;
+    const uint32_t *f = emu_mma_buf[w][l];
+    A[g][2 * t] = emu_h2f(f[0] & 0xffffu), A[g][2 * t + 1] = emu_h2f(f[0] >> 16);
+    A[g + 8][2 * t] = emu_h2f(f[1] & 0xffffu), A[g + 8][2 * t + 1] = emu_h2f(f[1] >> 16);
+    A[g][2 * t + 8] = emu_h2f(f[2] & 0xffffu), A[g][2 * t + 9] = emu_h2f(f[2] >> 16);
+    A[g + 8][2 * t + 8] = emu_h2f(f[3] & 0xffffu), A[g + 8][2 * t + 9] = emu_h2f(f[3] >> 16);
+    B[2 * t][g] = emu_h2f(f[4] & 0xffffu), B[2 * t + 1][g] = emu_h2f(f[4] >> 16);
+    B[2 * t + 8][g] = emu_h2f(f[5] & 0xffffu), B[2 * t + 9][g] = emu_h2f(f[5] >> 16);
+  }
+  pthread_barrier_wait(&emu_warp_barrier[w]);
+  const int g = lane >> 2, t = lane & 3;
+  const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+  for (int i = 0; i < 4; i++)
+    for (int k = 0; k < 16; k++) c[i] += A[rows[i]][k] * B[k][cols[i]];
+}
+static inline void __syncwarp(unsigned = 0xffffffffu) { pthread_barrier_wait(&emu_warp_barrier[threadIdx.x >> 5]); }
+template <typename T> static inline T min(T a, T b) { return a < b ? a : b; }
+
+/* mbarriers (sm_90) for the kernels with bulk-copy stages (qmv_tc.cuh, qmv_chain.cu): the 64-bit
+ * word holds the phase count, the arrivals still expected, the expected count and the
+ * transaction bytes pending, updated under one lock; a bulk copy is a memcpy followed by its
+ * complete_tx. try_wait.parity p is true once the phase of parity p has completed. */
+#include <sched.h>
+#include <stdlib.h>
+
+static pthread_mutex_t emu_mbar_lock = PTHREAD_MUTEX_INITIALIZER;
+struct emu_mbar_state {
+  uint16_t phase, pending, expected, tx;
+};
+static inline emu_mbar_state *emu_mbar(uint64_t *m) { return reinterpret_cast<emu_mbar_state *>(m); }
+static inline void emu_mbar_step(emu_mbar_state *b) { /* (lock held) */
+  if (b->pending == 0 && b->tx == 0) {
+    b->phase++;
+    b->pending = b->expected;
+  }
+}
+static inline void emu_mbar_init(uint64_t *m, unsigned count) {
+  pthread_mutex_lock(&emu_mbar_lock);
+  *emu_mbar(m) = emu_mbar_state{0, (uint16_t)count, (uint16_t)count, 0};
+  pthread_mutex_unlock(&emu_mbar_lock);
+}
+static inline void emu_mbar_arrive(uint64_t *m, unsigned tx_add) {
+  pthread_mutex_lock(&emu_mbar_lock);
+  emu_mbar_state *b = emu_mbar(m);
+  if (b->pending == 0 || (unsigned)b->tx + tx_add > 0xffffu) {
+    fprintf(stderr, "emulation: mbarrier arrival beyond its count\n");
+    abort();
+  }
+  b->tx = (uint16_t)(b->tx + tx_add);
+  b->pending--;
+  emu_mbar_step(b);
+  pthread_mutex_unlock(&emu_mbar_lock);
+}
+static inline void emu_bulk_copy(void *dst, const void *src, unsigned bytes, uint64_t *m) {
+  if (bytes % 16 || (uintptr_t)dst % 16 || (uintptr_t)src % 16) {
+    fprintf(stderr, "emulation: bulk copy of %u bytes, %p -> %p: not 16-byte aligned\n", bytes, src, dst);
+    abort();
+  }
+  memcpy(dst, src, bytes);
+  pthread_mutex_lock(&emu_mbar_lock);
+  emu_mbar_state *b = emu_mbar(m);
+  if (b->tx < bytes) {
+    fprintf(stderr, "emulation: bulk copy of %u bytes beyond the %u expected\n", bytes, (unsigned)b->tx);
+    abort();
+  }
+  b->tx = (uint16_t)(b->tx - bytes);
+  emu_mbar_step(b);
+  pthread_mutex_unlock(&emu_mbar_lock);
+}
+static inline bool emu_mbar_test(uint64_t *m, unsigned parity) {
+  pthread_mutex_lock(&emu_mbar_lock);
+  const bool done = (emu_mbar(m)->phase & 1u) != (parity & 1u);
+  pthread_mutex_unlock(&emu_mbar_lock);
+  return done;
+}
+static inline void emu_mbar_wait(uint64_t *m, unsigned parity) {
+  for (long spin = 0; !emu_mbar_test(m, parity); spin++) {
+    if (spin > 200000000l) {
+      fprintf(stderr, "emulation: an mbarrier wait never ended\n");
+      abort();
+    }
+    sched_yield();
+  }
+}
+static inline void __nanosleep(unsigned) { sched_yield(); }
+
 /* ldmatrix (m8n8, b16) over emu_dyn_smem: lane l gives the byte offset of row l & 7 of matrix
  * l >> 3; without trans lane l receives row l / 4, columns 2(l % 4) and 2(l % 4) + 1 of each
  * matrix, with trans rows 2(l % 4) and 2(l % 4) + 1 of column l / 4. */
@@ -184,13 +288,23 @@ struct dim3 {
   dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+enum { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorInvalidConfiguration = 9 };
 typedef void *cudaStream_t;
-enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 1 };
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 1, cudaLaunchAttributeCooperative = 2 };
 struct cudaLaunchAttribute {
   cudaLaunchAttributeID id;
-  struct { int programmaticStreamSerializationAllowed; } val;
+  struct { int programmaticStreamSerializationAllowed, cooperative; } val;
 };
+/* the device's figures a launcher asks for: a harness defines them (emu_dev_attr) */
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81 };
+int emu_dev_attr(cudaDeviceAttr a);
+static inline int cudaGetDevice(int *d) { *d = 0; return 0; }
+static inline int cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) { *v = emu_dev_attr(a); return 0; }
+/* every grid the emulation runs is resident at once (the cluster pool runs a whole grid) */
+template <typename F> static inline int cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, F, int, size_t) {
+  *n = 64;
+  return 0;
+}
 struct cudaLaunchConfig_t {
   dim3 gridDim, blockDim;
   size_t dynamicSmemBytes;

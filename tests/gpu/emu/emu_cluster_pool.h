@@ -67,6 +67,9 @@ static void emu_pool_start() {
   for (int b = 0; b < EMU_POOL_CL; b++) {
     pthread_barrier_init(&emu_pool_blocks[b].block, NULL, EMU_POOL_T);
     for (int w = 0; w < EMU_POOL_T / 32; w++) pthread_barrier_init(&emu_pool_blocks[b].warp[w], NULL, 32);
+#ifdef EMU_NAMED_T
+    pthread_barrier_init(&emu_pool_blocks[b].named, NULL, EMU_NAMED_T);
+#endif
   }
   pthread_barrier_init(&emu_pool_cluster_b, NULL, EMU_POOL_NT);
   emu_cluster_barrier = &emu_pool_cluster_b;
