@@ -123,21 +123,6 @@ __device__ __forceinline__ void piece_stages(const ck_chain_step &st, int split,
   s0 = nstt * part / split;
   s1 = nstt * (part + 1) / split;
 }
-/* mbar_wait with a suspend-time hint: the waiting warp sleeps until the phase completes instead
- * of spinning through try_wait (benchmark mode 8) */
-__device__ __forceinline__ void mbar_wait_sleep(uint64_t *m, uint32_t phase) {
-#ifdef CK_EMULATION
-  emu_mbar_wait(m, phase);
-#else
-  uint32_t done = 0;
-  while (!done)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(smem_addr(m)), "r"(phase), "r"(1000000)
-                 : "memory");
-#endif
-}
-
 /* mbar_wait's test without the wait */
 __device__ __forceinline__ bool mbar_test(uint64_t *m, uint32_t phase) {
 #ifdef CK_EMULATION
@@ -322,8 +307,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         const int u0 = sg * ChS::SU, nu = min(ChS::SU, st.nunits - u0), np = (nu + 1) >> 1;
         int q = warp - c % NCW;
         if (q < 0) q += NCW;
-        if (a.mode & 8) mbar_wait_sleep(&full[slot], (uint32_t)phase);
-        else mbar_wait(&full[slot], (uint32_t)phase);
+        mbar_wait(&full[slot], (uint32_t)phase);
         const uint8_t *stage = ring + (size_t)slot * STRIDE;
         /* x: the stage's own part (its first unit is the stage's), or the whole row's */
         const uint8_t *xsrc = XM == 2 ? stage + ChS::STAGE : XG ? (const uint8_t *)st.xp : xsm;

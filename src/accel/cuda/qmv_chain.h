@@ -39,8 +39,8 @@ typedef struct ck_chain_step {
  * flight per block are what the shared memory leaves; *stages gets their number.
  * mode 0 is the chain; benchmark modes (bits 0, 1: wrong results) say what each part costs:
  * bit 0 the consumers skip the arithmetic (the weight stream alone), bit 1 they skip the grid
- * barrier; bit 3 (same results) the consumers sleep in their stage waits instead of spinning;
- * bit 4 (same results) no tile is split; bit 5 (same results; always with three or four blocks
+ * barrier; bit 4 (same results) no tile is split (bit 3, waits that sleep, measured no gain
+ * and went); bit 5 (same results; always with three or four blocks
  * per SM) the consumers read x through the L2 instead of a shared copy; bit 6 (same results)
  * full stages run a loop with every pair known to exist; bit 7 (same results; one producer
  * warp, two or four blocks per SM) x staged with the weights: the producer adds each stage's

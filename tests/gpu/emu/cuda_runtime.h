@@ -99,45 +99,22 @@ template <typename T> static inline T emu_exchange(T v, int src_lane, bool use) 
   pthread_barrier_wait(&emu_warp_barrier[w]);
   return r;
 }
-/* mma.sync.m16n8k16 (bf16 in, f32 accumulate) for one warp, fragments per the PTX layout:
+/* mma.sync.m16n8k16 (bf16 or fp16 in, f32 accumulate) for one warp, fragments per the PTX layout:
  * every lane publishes its A and B registers, each then forms its own four outputs. The
  * products are summed in k order in float32 (the hardware's order differs: a check of the
  * fragment and index math, not of bits). */
 #ifndef EMU_CLUSTER
 extern uint32_t emu_mma_buf[EMU_WARPS][32][6];
 #endif
-static inline void emu_mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  for (int i = 0; i < 4; i++) emu_mma_buf[w][lane][i] = a[i];
-  emu_mma_buf[w][lane][4] = b0;
-  emu_mma_buf[w][lane][5] = b1;
-  pthread_barrier_wait(&emu_warp_barrier[w]);
-  auto bf = [](uint32_t h) { return __uint_as_float((h & 0xffffu) << 16); };
-  float A[16][16], B[16][8];
-  for (int l = 0; l < 32; l++) {
-    const int g = l >> 2, t = l & 3;
-    const uint32_t *f = emu_mma_buf[w][l];
-    A[g][2 * t] = bf(f[0]), A[g][2 * t + 1] = bf(f[0] >> 16);
-    A[g + 8][2 * t] = bf(f[1]), A[g + 8][2 * t + 1] = bf(f[1] >> 16);
-    A[g][2 * t + 8] = bf(f[2]), A[g][2 * t + 9] = bf(f[2] >> 16);
-    A[g + 8][2 * t + 8] = bf(f[3]), A[g + 8][2 * t + 9] = bf(f[3] >> 16);
-    B[2 * t][g] = bf(f[4]), B[2 * t + 1][g] = bf(f[4] >> 16);
-    B[2 * t + 8][g] = bf(f[5]), B[2 * t + 9][g] = bf(f[5] >> 16);
-  }
-  pthread_barrier_wait(&emu_warp_barrier[w]);
-  const int g = lane >> 2, t = lane & 3;
-  const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
-  for (int i = 0; i < 4; i++)
-    for (int k = 0; k < 16; k++) c[i] += A[rows[i]][k] * B[k][cols[i]];
-}
-/* The same with fp16 operands (the tensor-core mat-vec's): the products of fp16 values summed
- * in k order in float32. */
+static inline float emu_bf2f(uint32_t h) { return __uint_as_float((h & 0xffffu) << 16); }
 static inline float emu_h2f(uint32_t h) {
+  h &= 0xffffu;
   const unsigned s = (h >> 15) & 1u, e = (h >> 10) & 31u, m = h & 1023u;
   float v = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 1024u), (int)e - 25);
   return s ? -v : v;
 }
-static inline void emu_mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+template <float (*CV)(uint32_t)>
+static inline void emu_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   for (int i = 0; i < 4; i++) emu_mma_buf[w][lane][i] = a[i];
   emu_mma_buf[w][lane][4] = b0;
@@ -147,18 +124,25 @@ static inline void emu_mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b
   for (int l = 0; l < 32; l++) {
     const int g = l >> 2, t = l & 3;
     const uint32_t *f = emu_mma_buf[w][l];
-    A[g][2 * t] = emu_h2f(f[0] & 0xffffu), A[g][2 * t + 1] = emu_h2f(f[0] >> 16);
-    A[g + 8][2 * t] = emu_h2f(f[1] & 0xffffu), A[g + 8][2 * t + 1] = emu_h2f(f[1] >> 16);
-    A[g][2 * t + 8] = emu_h2f(f[2] & 0xffffu), A[g][2 * t + 9] = emu_h2f(f[2] >> 16);
-    A[g + 8][2 * t + 8] = emu_h2f(f[3] & 0xffffu), A[g + 8][2 * t + 9] = emu_h2f(f[3] >> 16);
-    B[2 * t][g] = emu_h2f(f[4] & 0xffffu), B[2 * t + 1][g] = emu_h2f(f[4] >> 16);
-    B[2 * t + 8][g] = emu_h2f(f[5] & 0xffffu), B[2 * t + 9][g] = emu_h2f(f[5] >> 16);
+    A[g][2 * t] = CV(f[0]), A[g][2 * t + 1] = CV(f[0] >> 16);
+    A[g + 8][2 * t] = CV(f[1]), A[g + 8][2 * t + 1] = CV(f[1] >> 16);
+    A[g][2 * t + 8] = CV(f[2]), A[g][2 * t + 9] = CV(f[2] >> 16);
+    A[g + 8][2 * t + 8] = CV(f[3]), A[g + 8][2 * t + 9] = CV(f[3] >> 16);
+    B[2 * t][g] = CV(f[4]), B[2 * t + 1][g] = CV(f[4] >> 16);
+    B[2 * t + 8][g] = CV(f[5]), B[2 * t + 9][g] = CV(f[5] >> 16);
   }
   pthread_barrier_wait(&emu_warp_barrier[w]);
   const int g = lane >> 2, t = lane & 3;
   const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
   for (int i = 0; i < 4; i++)
     for (int k = 0; k < 16; k++) c[i] += A[rows[i]][k] * B[k][cols[i]];
+}
+static inline void emu_mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  emu_mma<emu_bf2f>(c, a, b0, b1);
+}
+/* the same with fp16 operands (the tensor-core mat-vec's) */
+static inline void emu_mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  emu_mma<emu_h2f>(c, a, b0, b1);
 }
 static inline void __syncwarp(unsigned = 0xffffffffu) { pthread_barrier_wait(&emu_warp_barrier[threadIdx.x >> 5]); }
 template <typename T> static inline T min(T a, T b) { return a < b ? a : b; }
