@@ -65,7 +65,9 @@
 #      MLXRT_ATTN_PREFETCH=2) → clchk_*.log.
 #   chain (not in the default list): mlxrt-chain-bench, the 31B layer's four nvfp4 products
 #      chained over 60 layers, a launch per product against one resident grid (qmv_chain.cu),
-#      every product checked → chain.log; CHAIN_ARGS adds its arguments (e.g. "--configs 16:2:1:0").
+#      every product checked → chain.log; then the same with an RMS norm before q|k|v and gate|up
+#      (a step of the grid against a kernel: --norm) → chain_norm.log; CHAIN_ARGS adds arguments
+#      to both (e.g. "--configs 4:1:4:192").
 #   ncuchain (not in the default list): ncu stall reasons of the resident grid's kernel for each
 #      configuration in NCU_CHAIN_CFGS (default "8:1:2:0 8:1:2:1"), 4 layers → ncu_chain_*.log.
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
@@ -181,6 +183,9 @@ if has chain; then
   stamp "product chain: a launch per product against one resident grid"
   timeout 180 "$BUILD/mlxrt-chain-bench" ${CHAIN_ARGS:-} >"$OUT/chain.log" 2>&1 || rc=1
   grep -E "^\||^chain|^checks|FAIL|mlxrt-chain" "$OUT/chain.log" | head -30
+  stamp "product chain with the RMS norms inside (--norm)"
+  timeout 180 "$BUILD/mlxrt-chain-bench" --norm ${CHAIN_ARGS:-} >"$OUT/chain_norm.log" 2>&1 || rc=1
+  grep -E "^\||^chain|^checks|FAIL|mlxrt-chain" "$OUT/chain_norm.log" | head -30
 fi
 if has attnbench; then
   # decode attention alone on the 31B layer shapes: every split shape against a float64

@@ -12,7 +12,10 @@
  * one-launch kernel on the same input (float32, only the summation order differs), every
  * prep it wrote bit for bit against the host's, and the first layer's four products against a
  * float64 product on the host (relative error ≤ 1e-3 of the row's largest value).
- *   mlxrt-chain-bench [--layers N] [--distinct D] [--configs W:P:S:M,...] [--reps R] [--no-cpu]
+ * --norm: an RMS norm of the residual before q|k|v and gate|up — in the resident grid a step
+ * of its own (every block makes the input, ck_chain_step's nw), in the baseline a kernel
+ * (ck_chain_norm) — the residual checked exactly and the input within a bf16 step of float64.
+ *   mlxrt-chain-bench [--layers N] [--distinct D] [--configs W:P:S:M,...] [--reps R] [--no-cpu] [--norm]
  * Exit status 1 when a check fails. */
 #include <math.h>
 #include <stdio.h>
@@ -74,7 +77,7 @@ static void check(int ok, const char *what, int step, double v) {
 }
 
 int main(int argc, char **argv) {
-  int layers = 60, distinct = 4, reps = 5, cpu = 1, ncfg = 0;
+  int layers = 60, distinct = 4, reps = 5, cpu = 1, ncfg = 0, norms = 0;
   chain_cfg cfg[MAX_CFG];
   for (; ncfg < (int)(sizeof DEFAULT_CFG / sizeof *DEFAULT_CFG); ncfg++) cfg[ncfg] = DEFAULT_CFG[ncfg];
   for (int i = 1; i < argc; i++) {
@@ -82,6 +85,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--distinct") && i + 1 < argc) distinct = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-cpu")) cpu = 0;
+    else if (!strcmp(argv[i], "--norm")) norms = 1;
     else if (!strcmp(argv[i], "--configs") && i + 1 < argc) {
       ncfg = 0;
       for (char *t = strtok(argv[++i], ","); t && ncfg < MAX_CFG; t = strtok(NULL, ",")) {
@@ -89,7 +93,8 @@ int main(int argc, char **argv) {
         if (sscanf(t, "%d:%d:%d:%d", &c->warps, &c->producers, &c->per_sm, &c->mode) != 4) ncfg = -100;
       }
     } else {
-      fprintf(stderr, "usage: %s [--layers N] [--distinct D] [--configs W:P:S:M,...] [--reps R] [--no-cpu]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--layers N] [--distinct D] [--configs W:P:S:M,...] [--reps R] [--no-cpu] [--norm]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -114,6 +119,11 @@ int main(int argc, char **argv) {
   ck_chain_step *steps = calloc((size_t)nsteps, sizeof *steps);
   uint16_t **xp = calloc((size_t)nsteps + 1, sizeof *xp), **xb = calloc((size_t)nsteps + 1, sizeof *xb);
   float **y = calloc((size_t)nsteps, sizeof *y), **yb = calloc((size_t)nsteps, sizeof *yb);
+  /* --norm: the residual (one buffer per norm step and one to start, for the chain and for the
+   * baseline), the norm weights, and a zero "previous output" for the first norm */
+  const int nnorm = norms ? nsteps / 2 : 0;
+  float **hres = calloc((size_t)nnorm + 1, sizeof *hres), **hbase = calloc((size_t)nnorm + 1, sizeof *hbase);
+  float *nwd = NULL, *zero = NULL;
   void *steps_dev = NULL, *scratch = NULL, *xexp = NULL, *ychk = NULL, *e0 = NULL, *e1 = NULL, *graph = NULL;
   if (!hw || !L || !gain || !steps || !xp || !xb || !y || !yb) {
     printf("out of host memory\n");
@@ -150,13 +160,34 @@ int main(int argc, char **argv) {
     if (PROD[j].cols > max_cols) max_cols = (int)PROD[j].cols;
     if (L[wi]->tiles > max_tiles) max_tiles = (int)L[wi]->tiles;
   }
+  const int64_t H = PROD[0].cols; /* the residual's width (q|k|v's and gate|up's input) */
+  if (norms) { /* h0 and the norm weights (1 ± 0.25, so |x| stays below 2^15 / 2^XEXP) on the host */
+    float *hh = malloc((size_t)H * 4), *wh = malloc((size_t)H * 4);
+    TRY(!hh || !wh);
+    for (int64_t k = 0; k < H; k++) hh[k] = (float)(rng_unit(&rng) * 2 - 1), wh[k] = (float)(1.0 + 0.5 * (rng_unit(&rng) - 0.5));
+    for (int n = 0; n <= nnorm; n++)
+      TRY(rt_malloc((void **)&hres[n], (size_t)H * 4, &err) || rt_malloc((void **)&hbase[n], (size_t)H * 4, &err));
+    TRY(rt_malloc((void **)&nwd, (size_t)H * 4, &err) || rt_malloc((void **)&zero, (size_t)H * 4, &err));
+    TRY(rt_h2d(hres[0], hh, (size_t)H * 4, st, &err) || rt_h2d(hbase[0], hh, (size_t)H * 4, st, &err) ||
+        rt_h2d(nwd, wh, (size_t)H * 4, st, &err) || rt_memset(zero, 0, (size_t)H * 4, st, &err) || rt_stream_sync(st, &err));
+    free(hh);
+    free(wh);
+  }
   for (int i = 0; i < nsteps; i++) {
+    const int normed = norms && i % 2 == 0, next_normed = norms && (i + 1) % 2 == 0;
     steps[i].xp = xp[i];
     steps[i].y = y[i];
-    steps[i].xnext = i + 1 < nsteps ? xp[i + 1] : NULL;
-    steps[i].knext = i + 1 < nsteps ? (int)PROD[(i + 1) % NPROD].cols : 0;
+    steps[i].xnext = i + 1 < nsteps && !next_normed ? xp[i + 1] : NULL;
+    steps[i].knext = steps[i].xnext ? (int)PROD[(i + 1) % NPROD].cols : 0;
+    if (normed) { /* q|k|v and gate|up: the norm of the residual plus the previous output */
+      steps[i].nw = nwd;
+      steps[i].yprev = i ? y[i - 1] : zero;
+      steps[i].hin = hres[i / 2];
+      steps[i].hout = hres[i / 2 + 1];
+      steps[i].xsave = xp[i];
+    }
   }
-  /* the first input: bf16 in [-1, 1), prepped on the host */
+  /* the first input (without norms): bf16 in [-1, 1), prepped on the host */
   const int64_t k0 = PROD[0].cols;
   uint16_t *x0 = malloc((size_t)k0 * 2), *x0p = malloc((size_t)k0 * 2);
   for (int64_t i = 0; i < k0; i++) {
@@ -173,8 +204,8 @@ int main(int argc, char **argv) {
   TRY(rt_event_create(&e0, &err) || rt_event_create(&e1, &err));
   const double gbw = cu->read_bandwidth ? cu->read_bandwidth(cu) : 0;
   const double total = bytes_layer * layers;
-  printf("chain: %d layers × 4 nvfp4 products (%d distinct layers, %.1f MB each), %.2f GB; %d SMs; read bandwidth %.0f GB/s\n",
-         layers, distinct, bytes_layer / 1e6, total / 1e9, sms, gbw);
+  printf("chain: %d layers × 4 nvfp4 products (%d distinct layers, %.1f MB each)%s, %.2f GB; %d SMs; read bandwidth %.0f GB/s\n",
+         layers, distinct, bytes_layer / 1e6, norms ? ", an RMS norm before q|k|v and gate|up" : "", total / 1e9, sms, gbw);
   printf("| chain | stages | µs per layer | GB/s | %% of read BW |\n|---|---:|---:|---:|---:|\n");
 
   /* the baseline: a launch per product and a prep kernel, one graph, programmatic dependent launch */
@@ -182,8 +213,11 @@ int main(int argc, char **argv) {
   TRY(rt_graph_begin(st, &err));
   for (int i = 0; i < nsteps; i++) {
     const int j = i % NPROD, wi = ((i / NPROD) % distinct) * NPROD + j;
+    if (norms && i % 2 == 0)
+      TRY(rt_status(ck_chain_norm(nwd, i ? yb[i - 1] : zero, hbase[i / 2], hbase[i / 2 + 1], xb[i], (int)H, XEXP, st),
+                    "ck_chain_norm", &err));
     TRY(rt_status(ck_qmv_fast(L[wi], 0, xb[i], NULL, xexp, 1, yb[i], PROD[j].rows, st), "ck_qmv_fast", &err));
-    if (i + 1 < nsteps)
+    if (i + 1 < nsteps && !(norms && (i + 1) % 2 == 0))
       TRY(rt_status(ck_chain_prep(yb[i], gain[wi], XEXP, xb[i + 1], (int)PROD[(i + 1) % NPROD].cols, st), "ck_chain_prep", &err));
   }
   TRY(rt_graph_end(st, &graph, &err));
@@ -197,7 +231,8 @@ int main(int argc, char **argv) {
   }
   qsort(t, (size_t)reps, sizeof *t, cmp_float);
   double us = t[reps / 2] * 1e3 / layers;
-  printf("| a launch per product + prep kernel (graph, PDL) | 3 | %.2f | %.0f | %.1f %% |\n", us, bytes_layer / us / 1e3,
+  printf("| a launch per product + prep%s kernel (graph, PDL) | 3 | %.2f | %.0f | %.1f %% |\n", norms ? " or norm" : "", us,
+         bytes_layer / us / 1e3,
          gbw > 0 ? 100.0 * bytes_layer / us / 1e3 / gbw : 0.0);
   fflush(stdout);
 
@@ -209,7 +244,7 @@ int main(int argc, char **argv) {
     for (int r = -1; r < reps; r++) {
       float ms = 0;
       TRY(rt_memset(scratch, 0, scratch_bytes, st, &err) || rt_event_record(e0, st, &err));
-      TRY(rt_status(ck_chain_run(steps_dev, nsteps, max_cols, max_tiles, XEXP, scratch, sms * c->per_sm, c->per_sm, c->warps,
+      TRY(rt_status(ck_chain_run(steps_dev, nsteps, max_cols, norms ? (int)H : 0, max_tiles, XEXP, scratch, sms * c->per_sm, c->per_sm, c->warps,
                                  c->producers, c->mode, &nst, st),
                     "ck_chain_run", &err));
       TRY(rt_event_record(e1, st, &err) || rt_stream_sync(st, &err) || rt_event_ms(e0, e1, &ms, &err));
@@ -236,7 +271,33 @@ int main(int argc, char **argv) {
     TRY(rt_status(ck_qmv_fast(L[wi], 0, xp[i], NULL, xexp, 1, (float *)ychk, rows, st), "ck_qmv_fast", &err));
     TRY(rt_d2h(yh, y[i], (size_t)rows * 4, st, &err) || rt_d2h(yc, ychk, (size_t)rows * 4, st, &err) ||
         rt_d2h(xh, xp[i], (size_t)cols * 2, st, &err));
-    if (i + 1 < nsteps) TRY(rt_d2h(xn, xp[i + 1], (size_t)PROD[(i + 1) % NPROD].cols * 2, st, &err));
+    if (steps[i].xnext) TRY(rt_d2h(xn, xp[i + 1], (size_t)PROD[(i + 1) % NPROD].cols * 2, st, &err));
+    if (steps[i].nw) { /* a norm step: the residual exactly, the input within a bf16 step of a float64 norm */
+      float *hin = malloc((size_t)H * 4), *hout = malloc((size_t)H * 4), *yp = malloc((size_t)H * 4), *wh = malloc((size_t)H * 4);
+      TRY(!hin || !hout || !yp || !wh);
+      TRY(rt_d2h(hin, steps[i].hin, (size_t)H * 4, st, &err) || rt_d2h(hout, steps[i].hout, (size_t)H * 4, st, &err) ||
+          rt_d2h(yp, steps[i].yprev, (size_t)H * 4, st, &err) || rt_d2h(wh, nwd, (size_t)H * 4, st, &err) ||
+          rt_stream_sync(st, &err));
+      int hbad = 0, xbad = 0;
+      double ss = 0;
+      for (int64_t k = 0; k < H; k++) {
+        const float hv = hin[k] + yp[k];
+        hbad += memcmp(&hv, &hout[k], 4) != 0;
+        ss += (double)hv * hv;
+      }
+      const double rr = 1.0 / sqrt(ss / (double)H + 1e-6);
+      for (int64_t k = 0; k < H; k++) {
+        const double want = (double)(hin[k] + yp[k]) * rr * wh[k];
+        const double got = ldexp(mx_f16_to_f32(xh[prep_index(k)]), -XEXP);
+        xbad += !(fabs(got - want) <= fabs(want) * 0x1p-7 + 1e-30);
+      }
+      check(!hbad, "norm step's residual", i, hbad);
+      check(!xbad, "norm step's input", i, xbad);
+      free(hin);
+      free(hout);
+      free(yp);
+      free(wh);
+    }
     TRY(rt_stream_sync(st, &err));
     double mref = 0, md = 0;
     for (int64_t r = 0; r < rows; r++) {
@@ -246,7 +307,7 @@ int main(int argc, char **argv) {
     const double rel = mref > 0 ? md / mref : md;
     worst_gpu = fmax(worst_gpu, rel);
     check(rel <= 1e-4 && isfinite(rel), "resident product vs one-launch kernel", i, rel);
-    if (i + 1 < nsteps) { /* the prep it wrote, bit for bit */
+    if (steps[i].xnext) { /* the prep it wrote, bit for bit */
       int bad = 0;
       for (int64_t r = 0; r < PROD[(i + 1) % NPROD].cols; r++)
         bad += xn[prep_index(r)] != prep_value(mx_f32_to_bf16(yh[r] * steps[i].gain));
@@ -287,6 +348,14 @@ int main(int argc, char **argv) {
   }
   rt_free(steps_dev);
   rt_free(scratch);
+  for (int n = 0; n <= nnorm; n++) {
+    rt_free(hres[n]);
+    rt_free(hbase[n]);
+  }
+  rt_free(nwd);
+  rt_free(zero);
+  free(hres);
+  free(hbase);
   rt_free(xexp);
   rt_free(ychk);
   accel_destroy(cu);

@@ -80,14 +80,14 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
  * Lane (g, t) gives column g's x — mma g & 3 of unit 2q + g / 4 — and scales its columns 2t,
  * 2t+1 (unit 2q + t / 2). */
 template <bool XG>
-__device__ __forceinline__ void chain_pair(const uint8_t *stage, const uint8_t *xsm, int u0, int q, bool two, int lane,
-                                           const uint32_t (&colsel)[8], uint32_t nv_e, float (&tot)[4]) {
+__device__ __forceinline__ void chain_pair(const uint8_t *stage, const uint8_t *xsm, bool xglobal, int u0, int q, bool two,
+                                           int lane, const uint32_t (&colsel)[8], uint32_t nv_e, float (&tot)[4]) {
   const int g = lane >> 2, t = lane & 3;
   const uint4 *wsm = reinterpret_cast<const uint4 *>(stage) + lane + 2 * q * 32;
   const uint4 w0 = wsm[0], w1 = wsm[two ? 32 : 0];
   const int ux = 2 * q + (two ? g >> 2 : 0), us = 2 * q + (two ? t >> 1 : 0);
   const uint2 *xp = reinterpret_cast<const uint2 *>(xsm + (size_t)(u0 + ux) * 128 + ((g & 3) >> 1) * 64 + t * 16 + (g & 1) * 8);
-  const uint2 xv = XG ? __ldcg(xp) : *xp;
+  const uint2 xv = XG && xglobal ? __ldcg(xp) : *xp;
   const uint32_t sw =
       *reinterpret_cast<const uint32_t *>(stage + ChS::SU * ChS::UNIT_W + us * ChS::UNIT_S + g * 8 + (t & 1) * 4);
   const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
@@ -166,17 +166,47 @@ struct ChXProducer {
     return true;
   }
   __device__ void flush(int k) {
-    while (kh < k && ready(pstep[hslot])) {
-      const uint8_t *xp = (const uint8_t *)a->steps[pstep[hslot]].xp;
-      bulk_copy(ring + (size_t)hslot * ChS::STAGE_XS + ChS::STAGE, xp + (size_t)pu0[hslot] * 128,
-                (uint32_t)(pnu[hslot] * 128), &full[hslot]);
+    while (kh < k) {
+      if (pnu[hslot]) { /* (0: a norm step's stage, whose x the consumers make) */
+        if (!ready(pstep[hslot])) break;
+        const uint8_t *xp = (const uint8_t *)a->steps[pstep[hslot]].xp;
+        bulk_copy(ring + (size_t)hslot * ChS::STAGE_XS + ChS::STAGE, xp + (size_t)pu0[hslot] * 128,
+                  (uint32_t)(pnu[hslot] * 128), &full[hslot]);
+      }
       kh++;
       if (++hslot == a->nst) hslot = 0;
     }
   }
 };
 
-static_assert(2 * CH_MAX_STAGES * 8 + (CH_MAX_PIECES + 3 * CH_MAX_STAGES) * 4 <= CH_HDR && CH_HDR % 128 == 0,
+/* A norm step's input, made by every block's consumer warps alike (the same operations in the
+ * same order, so the same bits in every block): h = hin + yprev, its sum of squares (strided
+ * per thread, then the warps' sums in order), x = bf16(h · r · nw) as the prep in shared
+ * memory; the block's slice of h to hout, block 0's prep also to xsave. */
+__device__ __forceinline__ void chain_norm(const ck_chain_step &st, uint8_t *xsm, float *red, int nct, int G, int b, int e) {
+  const int K = st.nunits * 64, tid = threadIdx.x, lane = tid & 31;
+  float ss = 0.f;
+  for (int i = tid; i < K; i += nct) {
+    const float h = __ldcg(st.hin + i) + __ldcg(st.yprev + i);
+    ss = fmaf(h, h, ss);
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) red[tid >> 5] = ss;
+  consumers_sync(nct);
+  float tot = 0.f;
+  for (int w = 0; w < nct / 32; w++) tot += red[w];
+  const float r = 1.0f / sqrtf(tot / (float)K + 1e-6f);
+  const int h0 = (int)((int64_t)K * b / G), h1 = (int)((int64_t)K * (b + 1) / G);
+  for (int i = tid; i < K; i += nct) {
+    const float h = __ldcg(st.hin + i) + __ldcg(st.yprev + i);
+    if (i >= h0 && i < h1) st.hout[i] = h;
+    const uint16_t xb = ck_f32_to_bf16(h * r * st.nw[i]);
+    prep_store(reinterpret_cast<uint16_t *>(xsm), i, xb, e, 1);
+    if (b == 0 && st.xsave) prep_store(st.xsave, i, xb, e, 1);
+  }
+}
+
+static_assert(2 * CH_MAX_STAGES * 8 + (CH_MAX_PIECES + 3 * CH_MAX_STAGES + 32) * 4 <= CH_HDR && CH_HDR % 128 == 0,
               "the shared header holds the mbarriers and flags, and keeps the ring aligned");
 
 template <int NCW, int MINB, int XM, int MAXP>
@@ -189,6 +219,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
   uint64_t *full = reinterpret_cast<uint64_t *>(smem), *empty = full + CH_MAX_STAGES;
   int *last = reinterpret_cast<int *>(empty + CH_MAX_STAGES); /* this block finished the piece's tile */
   int(*pend)[CH_MAX_STAGES] = reinterpret_cast<int(*)[CH_MAX_STAGES]>(last + CH_MAX_PIECES);
+  float *red = reinterpret_cast<float *>(pend[3]); /* the norm's warp sums */
   uint8_t *ring = smem + CH_HDR, *xsm = ring + (size_t)a.nst * STRIDE;
   float *part = reinterpret_cast<float *>(xsm + a.xbytes); /* [piece of the block][warp][16 rows] */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -244,14 +275,15 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
             }
             const size_t unit = (size_t)tile * st.nunits + u0;
             uint8_t *dst = ring + (size_t)cur * STRIDE;
-            mbar_expect(&full[cur], (uint32_t)(nu * (ChS::UNIT_W + ChS::UNIT_S + (XM == 2 ? 128 : 0))));
+            const bool xpart = XM == 2 && !st.nw; /* a norm step's x is made by the consumers */
+            mbar_expect(&full[cur], (uint32_t)(nu * (ChS::UNIT_W + ChS::UNIT_S + (xpart ? 128 : 0))));
             bulk_copy(dst, (const uint8_t *)st.w + unit * ChS::UNIT_W, (uint32_t)(nu * ChS::UNIT_W), &full[cur]);
             bulk_copy(dst + ChS::SU * ChS::UNIT_W, (const uint8_t *)st.s + unit * ChS::UNIT_S,
                       (uint32_t)(nu * ChS::UNIT_S), &full[cur]);
             if (XM == 2) {
               pend[0][cur] = p;
               pend[1][cur] = u0;
-              pend[2][cur] = nu;
+              pend[2][cur] = xpart ? nu : 0;
               xq.flush(k + 1);
             }
           }
@@ -292,9 +324,13 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         }
       consumers_sync(nct);
     }
-    const int xv16 = XM ? 0 : st.nunits * 8; /* uint4 of the row's prep */
-    for (int i = threadIdx.x; i < xv16; i += nct)
-      reinterpret_cast<uint4 *>(xsm)[i] = __ldcg(reinterpret_cast<const uint4 *>(st.xp) + i);
+    const bool norm = st.nw != NULL;
+    if (norm) {
+      chain_norm(st, xsm, red, nct, G, b, a.e);
+    } else if (XM == 0) {
+      for (int i = threadIdx.x; i < st.nunits * 8; i += nct) /* uint4 of the row's prep */
+        reinterpret_cast<uint4 *>(xsm)[i] = __ldcg(reinterpret_cast<const uint4 *>(st.xp) + i);
+    }
     for (int i = threadIdx.x; i < npc * NCW * 16; i += nct) part[i] = 0.f;
     consumers_sync(nct);
     int c = 0; /* pairs handed out so far in this step: warp w takes pairs c ≡ w (mod NCW) */
@@ -309,19 +345,20 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         if (q < 0) q += NCW;
         mbar_wait(&full[slot], (uint32_t)phase);
         const uint8_t *stage = ring + (size_t)slot * STRIDE;
-        /* x: the stage's own part (its first unit is the stage's), or the whole row's */
-        const uint8_t *xsrc = XM == 2 ? stage + ChS::STAGE : XG ? (const uint8_t *)st.xp : xsm;
-        const int xu0 = XM == 2 ? 0 : u0;
+        /* x: a norm step's own in shared memory; else the stage's part (its first unit is the
+         * stage's), the row in global memory, or the row's copy */
+        const uint8_t *xsrc = norm ? xsm : XM == 2 ? stage + ChS::STAGE : XG ? (const uint8_t *)st.xp : xsm;
+        const int xu0 = XM == 2 && !norm ? 0 : u0;
         if ((a.mode & 64) && nu == ChS::SU && ChS::SU / 2 % NCW == 0) {
           /* a full stage: this warp's pairs q, q + NCW, … all exist (the one-launch kernel's
            * full-stage loop: no per-pair checks) */
 #pragma unroll
           for (int j = 0; j < ChS::SU / 2 / NCW; j++)
-            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, xu0, q + j * NCW, true, lane, colsel, nv_e, tot);
+            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, !norm, xu0, q + j * NCW, true, lane, colsel, nv_e, tot);
           had = true;
         } else {
           for (; q < np; q += NCW) {
-            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, xu0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
+            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, !norm, xu0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
             had = true;
           }
         }
@@ -396,6 +433,34 @@ __global__ void chain_prep_kernel(const float *y, float gain, int e, uint16_t *x
     prep_store(xnext, i, ck_f32_to_bf16(y[i] * gain), e, 1);
 }
 
+/* The baseline's norm step: one block, the formula of chain_norm. */
+__global__ void chain_norm_kernel(const float *nw, const float *yprev, const float *hin, float *hout, uint16_t *xout,
+                                  int K, int e) {
+  ck_pdl_enter();
+  __shared__ float part[32];
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < K; i += blockDim.x) {
+    const float h = hin[i] + yprev[i];
+    hout[i] = h;
+    ss = fmaf(h, h, ss);
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float tot = 0.f;
+  for (int w = 0; w < (int)(blockDim.x >> 5); w++) tot += part[w];
+  const float r = 1.0f / sqrtf(tot / (float)K + 1e-6f);
+  for (int i = threadIdx.x; i < K; i += blockDim.x)
+    prep_store(xout, i, ck_f32_to_bf16((hin[i] + yprev[i]) * r * nw[i]), e, 1);
+}
+
+extern "C" int ck_chain_norm(const float *nw, const float *yprev, const float *hin, float *hout, uint16_t *xout, int cols,
+                             int e, void *stream) {
+  if (!nw || !yprev || !hin || !hout || !xout || cols < 64 || cols % 64 || hin == hout) return (int)cudaErrorInvalidValue;
+  return (int)ck_launch(chain_norm_kernel, dim3(1), dim3(1024), 0, (cudaStream_t)stream, nw, yprev, hin, hout, xout, cols,
+                        e);
+}
+
 extern "C" int ck_chain_prep(const float *y, float gain, int e, uint16_t *xnext, int knext, void *stream) {
   const int threads = 256, blocks = (knext + threads - 1) / threads;
   return (int)ck_launch(chain_prep_kernel, dim3((unsigned)blocks), dim3(threads), 0, (cudaStream_t)stream, y, gain, e,
@@ -429,9 +494,11 @@ extern "C" size_t ck_chain_scratch_bytes(int max_tiles, int blocks) {
   return 16 + (size_t)max_tiles * 4 + (size_t)16 * blocks * 16 * sizeof(float);
 }
 
-extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, void *scratch,
-                            int blocks, int per_sm, int warps, int producers, int mode, int *stages, void *stream) {
-  if (!steps || nsteps < 1 || max_cols < 64 || max_cols % 64 || max_tiles < 1 || blocks < 1 || !scratch)
+extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_norm_cols, int max_tiles,
+                            int e, void *scratch, int blocks, int per_sm, int warps, int producers, int mode, int *stages,
+                            void *stream) {
+  if (!steps || nsteps < 1 || max_cols < 64 || max_cols % 64 || max_norm_cols < 0 || max_norm_cols % 64 ||
+      max_norm_cols > max_cols || max_tiles < 1 || blocks < 1 || !scratch || warps > 32)
     return (int)cudaErrorInvalidValue;
   if (per_sm < 1 || per_sm > 4 || producers < 1 || producers > CH_MAX_PRODUCERS) return (int)cudaErrorInvalidValue;
   /* x: staged (mode 128, one producer warp), through the L2 (mode 32, and always with more than
@@ -454,7 +521,7 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
   a.psum = (float *)((char *)scratch + 16 + (size_t)max_tiles * 4);
   a.mode = mode;
   a.producers = producers;
-  a.xbytes = xm ? 0 : max_cols * 2;
+  a.xbytes = (xm ? max_norm_cols : max_cols) * 2; /* the row's copy, or the norm steps' x */
   a.ptiles = (max_tiles + blocks - 1) / blocks; /* pieces per block: whole tiles, or split ones (< 16 each) */
   if (a.ptiles < 16) a.ptiles = 16;
   if (a.ptiles > CH_MAX_PIECES) return (int)cudaErrorInvalidValue;
