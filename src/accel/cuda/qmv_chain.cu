@@ -6,8 +6,10 @@
  * pair index continues across stages and pieces, so no warp idles while others finish one),
  * keep a piece's sums in registers and leave them in shared memory when it ends; after the
  * step, the block adds each row's partial sums in warp order, writes y and the next prep (or
- * the piece's sums, for the tile's last block to add), and arrives at the grid barrier. The pair's arithmetic is the one-launch kernel's (qmv_tc.cu, COL): the same
- * fragments, one mma column per scale group, the scales applied to float sums. */
+ * the piece's sums, for the tile's last block to add), and arrives at the grid barrier. A norm
+ * step's input is made by every block after the barrier (chain_norm). The pair's arithmetic is
+ * the one-launch kernel's (qmv_tc.cu, COL): the same fragments, one mma column per scale
+ * group, the scales applied to float sums. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -23,7 +25,7 @@
 #define CH_MAX_STAGES 32
 #define CH_MAX_PRODUCERS 4
 #define CH_MAX_PIECES 64
-/* the dynamic shared memory's header: full and empty mbarriers, last, pend (below) */
+/* the dynamic shared memory's header: full and empty mbarriers, last, pend, red (the kernel) */
 #define CH_HDR 1280
 /* a wait that never ends (a bug) traps after CH_SPINS rounds instead of hanging the device
  * (~4 s; the host emulation, ~1000 times slower, relies on its own mbarrier timeout) */
