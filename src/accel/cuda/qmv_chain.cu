@@ -199,13 +199,21 @@ __device__ __forceinline__ void chain_norm(const ck_chain_step &st, uint8_t *xsm
   for (int w = 0; w < nct / 32; w++) tot += red[w];
   const float r = 1.0f / sqrtf(tot / (float)K + 1e-6f);
   const int h0 = (int)((int64_t)K * b / G), h1 = (int)((int64_t)K * (b + 1) / G);
-  for (int i = tid; i < K; i += nct) {
+  for (int i = tid; i < K; i += nct) { /* (h again from the L2: no 4·K bytes of shared memory) */
     const float h = __ldcg(st.hin + i) + __ldcg(st.yprev + i);
     if (i >= h0 && i < h1) st.hout[i] = h;
     const uint16_t xb = ck_f32_to_bf16(h * r * st.nw[i]);
     prep_store(reinterpret_cast<uint16_t *>(xsm), i, xb, e, 1);
     if (b == 0 && st.xsave) prep_store(st.xsave, i, xb, e, 1);
   }
+}
+
+/* Row `row` of a step from its float sum s: y (undoing x's 2^e, the decode's 2^-14 and the
+ * scale codes' 2^10) and, where the next step reads it, its prep. */
+__device__ __forceinline__ void chain_out(const ck_chain_step &st, int row, float s, int e) {
+  const float y = ldexpf(s, 14 - CK_NV_SCALE_LOG2 - e);
+  st.y[row] = y;
+  if (st.xnext && row < st.knext) prep_store(st.xnext, row, ck_f32_to_bf16(y * st.gain), e, 1);
 }
 
 static_assert(2 * CH_MAX_STAGES * 8 + (CH_MAX_PIECES + 3 * CH_MAX_STAGES + 32) * 4 <= CH_HDR && CH_HDR % 128 == 0,
@@ -311,7 +319,6 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
   for (int j = 0; j < 8; j++) asm volatile("neg.s32 %0, %1;" : "=r"(colsel[j]) : "r"((int)(g == j)));
   asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
 #endif
-  constexpr int YSH = 14 - CK_NV_SCALE_LOG2; /* the decode's 2^-14 and the scale codes' 2^10 */
   int slot = 0, phase = 0; /* the next stage's slot and its use count's parity */
   for (int p = 0; p < a.nsteps; p++) {
     const ck_chain_step st = a.steps[p];
@@ -393,9 +400,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         a.psum[(size_t)(i0 + pl) * 16 + r] = s;
         continue;
       }
-      const float y = ldexpf(s, YSH - a.e);
-      st.y[row] = y;
-      if (st.xnext && row < st.knext) prep_store(st.xnext, row, ck_f32_to_bf16(y * st.gain), a.e, 1);
+      chain_out(st, row, s, a.e);
     }
     if (split > 1) {
       consumers_sync(nct);
@@ -415,9 +420,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         float s = 0.f;
         for (int q = 0; q < split; q++) s += __ldcg(a.psum + ((size_t)tile * split + q) * 16 + r);
         const int row = tile * 16 + r;
-        const float y = ldexpf(s, YSH - a.e);
-        st.y[row] = y;
-        if (st.xnext && row < st.knext) prep_store(st.xnext, row, ck_f32_to_bf16(y * st.gain), a.e, 1);
+        chain_out(st, row, s, a.e);
       }
     }
     consumers_sync(nct);
