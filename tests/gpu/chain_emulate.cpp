@@ -95,7 +95,7 @@ struct Chain {
   std::vector<std::vector<float>> y, h, nw;
   std::vector<float> zero;
   std::vector<ck_chain_step> steps;
-  int max_cols = 0, max_norm = 0, max_tiles = 0;
+  int max_cols = 0, max_tiles = 0;
 
   void build(bool norms) {
     const int nsteps = (int)which.size();
@@ -130,7 +130,6 @@ struct Chain {
       st.knext = next ? prods[(size_t)which[(size_t)i + 1]].cols : 0;
       st.gain = p.gain;
       if (normed[(size_t)i]) {
-        max_norm = p.cols > max_norm ? p.cols : max_norm;
         nw.emplace_back((size_t)p.cols);
         for (auto &v : nw.back()) v = 1.0f + 0.5f * unit_rand();
         h.emplace_back((size_t)p.cols, NAN);
@@ -138,7 +137,6 @@ struct Chain {
         st.yprev = i ? y[(size_t)i - 1].data() : zero.data();
         st.hin = h[h.size() - 2].data();
         st.hout = h.back().data();
-        st.xsave = xp[(size_t)i].data();
       }
     }
     /* (emplace_back may have moved the vectors: point again) */
@@ -188,7 +186,7 @@ int main() {
     for (size_t n = 1; n < ch.h.size(); n++) std::fill(ch.h[n].begin(), ch.h[n].end(), NAN);
     std::fill(scratch.begin(), scratch.end(), 0);
     int nst = 0;
-    const int e = ck_chain_run(ch.steps.data(), nsteps, ch.max_cols, ch.max_norm, ch.max_tiles, XE, scratch.data(), CH_BLOCKS,
+    const int e = ck_chain_run(ch.steps.data(), nsteps, ch.max_cols, ch.max_tiles, XE, scratch.data(), CH_BLOCKS,
                                4, 4, 1, c.mode, &nst, NULL);
     if (e) {
       printf("FAIL %s: ck_chain_run returned %d\n", c.name, e);

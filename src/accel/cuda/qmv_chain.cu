@@ -7,7 +7,8 @@
  * keep a piece's sums in registers and leave them in shared memory when it ends; after the
  * step, the block adds each row's partial sums in warp order, writes y and the next prep (or
  * the piece's sums, for the tile's last block to add), and arrives at the grid barrier. A norm
- * step's input is made by every block after the barrier (chain_norm). The pair's arithmetic is
+ * step's input is made in two more barrier rounds (chain_norm_sum, chain_norm_x), each block
+ * its slice. The pair's arithmetic is
  * the one-launch kernel's (qmv_tc.cu, COL): the same fragments, one mma column per scale
  * group, the scales applied to float sums. */
 #include <cuda_bf16.h>
@@ -26,7 +27,7 @@
 #define CH_MAX_PRODUCERS 4
 #define CH_MAX_PIECES 64
 /* the dynamic shared memory's header: full and empty mbarriers, last, pend, red (the kernel) */
-#define CH_HDR 1280
+#define CH_HDR 1536
 /* a wait that never ends (a bug) traps after CH_SPINS rounds instead of hanging the device
  * (~4 s; the host emulation, ~1000 times slower, relies on its own mbarrier timeout) */
 #ifdef CK_EMULATION
@@ -47,6 +48,7 @@ struct ChainArgs {
   unsigned *bar;
   unsigned *count; /* per tile: the pieces done (split steps), back to 0 by the tile's last block */
   float *psum;     /* per piece: its 16 rows' sums (split steps) */
+  float *nss;      /* per block: its slice's sum of squares (norm steps) */
 };
 
 /* (each with its host emulation, tests/gpu/emu: chain_emulate runs the kernel on host threads) */
@@ -82,14 +84,14 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
  * Lane (g, t) gives column g's x — mma g & 3 of unit 2q + g / 4 — and scales its columns 2t,
  * 2t+1 (unit 2q + t / 2). */
 template <bool XG>
-__device__ __forceinline__ void chain_pair(const uint8_t *stage, const uint8_t *xsm, bool xglobal, int u0, int q, bool two,
+__device__ __forceinline__ void chain_pair(const uint8_t *stage, const uint8_t *xsm, int u0, int q, bool two,
                                            int lane, const uint32_t (&colsel)[8], uint32_t nv_e, float (&tot)[4]) {
   const int g = lane >> 2, t = lane & 3;
   const uint4 *wsm = reinterpret_cast<const uint4 *>(stage) + lane + 2 * q * 32;
   const uint4 w0 = wsm[0], w1 = wsm[two ? 32 : 0];
   const int ux = 2 * q + (two ? g >> 2 : 0), us = 2 * q + (two ? t >> 1 : 0);
   const uint2 *xp = reinterpret_cast<const uint2 *>(xsm + (size_t)(u0 + ux) * 128 + ((g & 3) >> 1) * 64 + t * 16 + (g & 1) * 8);
-  const uint2 xv = XG && xglobal ? __ldcg(xp) : *xp;
+  const uint2 xv = XG ? __ldcg(xp) : *xp;
   const uint32_t sw =
       *reinterpret_cast<const uint32_t *>(stage + ChS::SU * ChS::UNIT_W + us * ChS::UNIT_S + g * 8 + (t & 1) * 4);
   const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
@@ -148,20 +150,21 @@ struct ChX {
 };
 
 /* The producer of the staged-x form (XM 2, one producer warp): stage k's weights as soon as its
- * slot is free, its x part once step p's input exists; while it waits for a slot it issues the
- * x parts that have become possible (the consumers of those stages are what frees slots). */
+ * slot is free, its x part once its step's input exists (the grid barrier has counted the
+ * rounds before it); while it waits for a slot it issues the x parts that have become possible
+ * (the consumers of those stages are what frees slots). */
 struct ChXProducer {
   const ChainArgs *a;
   uint8_t *ring;
   uint64_t *full;
-  int *pstep, *pu0, *pnu; /* per slot: the pending stage's step, first unit, units */
+  int *pneed, *pstep, *pu0, *pnu; /* per slot: the pending stage's rounds, step, first unit, units */
   int kh = 0, hslot = 0;  /* the oldest stage whose x part is not issued, and its slot */
   unsigned seen = 0;      /* the grid barrier's count as last read */
   int G = 1;
-  __device__ bool ready(int p) {
-    if ((unsigned)(G * p) <= seen) return true;
+  __device__ bool ready(int need) {
+    if ((unsigned)(G * need) <= seen) return true;
     seen = ld_acquire(a->bar);
-    if ((unsigned)(G * p) > seen) return false;
+    if ((unsigned)(G * need) > seen) return false;
 #ifndef CK_EMULATION
     asm volatile("fence.proxy.async.global;" ::: "memory"); /* other blocks' stores, then our bulk reads */
 #endif
@@ -169,8 +172,8 @@ struct ChXProducer {
   }
   __device__ void flush(int k) {
     while (kh < k) {
-      if (pnu[hslot]) { /* (0: a norm step's stage, whose x the consumers make) */
-        if (!ready(pstep[hslot])) break;
+      if (pnu[hslot]) {
+        if (!ready(pneed[hslot])) break;
         const uint8_t *xp = (const uint8_t *)a->steps[pstep[hslot]].xp;
         bulk_copy(ring + (size_t)hslot * ChS::STAGE_XS + ChS::STAGE, xp + (size_t)pu0[hslot] * 128,
                   (uint32_t)(pnu[hslot] * 128), &full[hslot]);
@@ -181,30 +184,54 @@ struct ChXProducer {
   }
 };
 
-/* A norm step's input, made by every block's consumer warps alike (the same operations in the
- * same order, so the same bits in every block): h = hin + yprev, its sum of squares (strided
- * per thread, then the warps' sums in order), x = bf16(h · r · nw) as the prep in shared
- * memory; the block's slice of h to hout, block 0's prep also to xsave. */
-__device__ __forceinline__ void chain_norm(const ck_chain_step &st, uint8_t *xsm, float *red, int nct, int G, int b, int e) {
-  const int K = st.nunits * 64, tid = threadIdx.x, lane = tid & 31;
-  float ss = 0.f;
-  for (int i = tid; i < K; i += nct) {
-    const float h = __ldcg(st.hin + i) + __ldcg(st.yprev + i);
-    ss = fmaf(h, h, ss);
-  }
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if (lane == 0) red[tid >> 5] = ss;
+/* A norm step's input, in two barrier rounds. First (chain_norm_sum) each block takes its
+ * slice of h = hin + yprev: writes it to hout and its sum of squares to nss[b]. Then
+ * (chain_norm_x) every block adds the G partial sums alike (the same order everywhere, so the
+ * same r in every block) and writes its slice of x = bf16(h · r · nw) as the step's prep xp.
+ * (Every block making the whole row from hin and yprev instead read 43 KB per block per pass
+ * through the L2 — ~8 µs per norm with 528 blocks, session 14.) Float4 slices; thread tid of
+ * the block takes the same indices in both rounds, so it reads back its own h. */
+__device__ __forceinline__ void norm_slice(const ck_chain_step &st, int G, int b, int &h0, int &h1) {
+  const int K4 = st.nunits * 16;
+  h0 = (int)((int64_t)K4 * b / G);
+  h1 = (int)((int64_t)K4 * (b + 1) / G);
+}
+/* the block's sum of the nct threads' v, the warps' sums in order (all threads get it) */
+__device__ __forceinline__ float consumers_sum(float v, float *red, int nct) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
   consumers_sync(nct);
   float tot = 0.f;
   for (int w = 0; w < nct / 32; w++) tot += red[w];
-  const float r = 1.0f / sqrtf(tot / (float)K + 1e-6f);
-  const int h0 = (int)((int64_t)K * b / G), h1 = (int)((int64_t)K * (b + 1) / G);
-  for (int i = tid; i < K; i += nct) { /* (h again from the L2: no 4·K bytes of shared memory) */
-    const float h = __ldcg(st.hin + i) + __ldcg(st.yprev + i);
-    if (i >= h0 && i < h1) st.hout[i] = h;
-    const uint16_t xb = ck_f32_to_bf16(h * r * st.nw[i]);
-    prep_store(reinterpret_cast<uint16_t *>(xsm), i, xb, e, 1);
-    if (b == 0 && st.xsave) prep_store(st.xsave, i, xb, e, 1);
+  return tot;
+}
+__device__ __forceinline__ void chain_norm_sum(const ck_chain_step &st, const ChainArgs &a, float *red, int nct, int G, int b) {
+  int h0, h1;
+  norm_slice(st, G, b, h0, h1);
+  float ss = 0.f;
+  for (int i = h0 + (int)threadIdx.x; i < h1; i += nct) {
+    const float4 u = __ldcg(reinterpret_cast<const float4 *>(st.hin) + i), v = __ldcg(reinterpret_cast<const float4 *>(st.yprev) + i);
+    const float4 h = make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w);
+    reinterpret_cast<float4 *>(st.hout)[i] = h;
+    ss = fmaf(h.w, h.w, fmaf(h.z, h.z, fmaf(h.y, h.y, fmaf(h.x, h.x, ss))));
+  }
+  const float tot = consumers_sum(ss, red, nct);
+  if (threadIdx.x == 0) a.nss[b] = tot;
+}
+__device__ __forceinline__ void chain_norm_x(const ck_chain_step &st, const ChainArgs &a, float *red, int nct, int G, int b) {
+  float ss = 0.f;
+  for (int j = (int)threadIdx.x; j < G; j += nct) ss += __ldcg(a.nss + j);
+  const float tot = consumers_sum(ss, red, nct);
+  const float r = 1.0f / sqrtf(tot / (float)(st.nunits * 64) + 1e-6f);
+  int h0, h1;
+  norm_slice(st, G, b, h0, h1);
+  uint16_t *xp = const_cast<uint16_t *>(st.xp);
+  for (int i = h0 + (int)threadIdx.x; i < h1; i += nct) {
+    const float4 h = reinterpret_cast<const float4 *>(st.hout)[i], w = __ldg(reinterpret_cast<const float4 *>(st.nw) + i);
+    prep_store(xp, 4 * i, ck_f32_to_bf16(h.x * r * w.x), a.e, 1);
+    prep_store(xp, 4 * i + 1, ck_f32_to_bf16(h.y * r * w.y), a.e, 1);
+    prep_store(xp, 4 * i + 2, ck_f32_to_bf16(h.z * r * w.z), a.e, 1);
+    prep_store(xp, 4 * i + 3, ck_f32_to_bf16(h.w * r * w.w), a.e, 1);
   }
 }
 
@@ -216,7 +243,7 @@ __device__ __forceinline__ void chain_out(const ck_chain_step &st, int row, floa
   if (st.xnext && row < st.knext) prep_store(st.xnext, row, ck_f32_to_bf16(y * st.gain), e, 1);
 }
 
-static_assert(2 * CH_MAX_STAGES * 8 + (CH_MAX_PIECES + 3 * CH_MAX_STAGES + 32) * 4 <= CH_HDR && CH_HDR % 128 == 0,
+static_assert(2 * CH_MAX_STAGES * 8 + (CH_MAX_PIECES + 4 * CH_MAX_STAGES + 32) * 4 <= CH_HDR && CH_HDR % 128 == 0,
               "the shared header holds the mbarriers and flags, and keeps the ring aligned");
 
 template <int NCW, int MINB, int XM, int MAXP>
@@ -229,7 +256,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
   uint64_t *full = reinterpret_cast<uint64_t *>(smem), *empty = full + CH_MAX_STAGES;
   int *last = reinterpret_cast<int *>(empty + CH_MAX_STAGES); /* this block finished the piece's tile */
   int(*pend)[CH_MAX_STAGES] = reinterpret_cast<int(*)[CH_MAX_STAGES]>(last + CH_MAX_PIECES);
-  float *red = reinterpret_cast<float *>(pend[3]); /* the norm's warp sums */
+  float *red = reinterpret_cast<float *>(pend[4]); /* the norm's warp sums */
   uint8_t *ring = smem + CH_HDR, *xsm = ring + (size_t)a.nst * STRIDE;
   float *part = reinterpret_cast<float *>(xsm + a.xbytes); /* [piece of the block][warp][16 rows] */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -256,15 +283,18 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         xq.a = &a;
         xq.ring = ring;
         xq.full = full;
-        xq.pstep = pend[0];
-        xq.pu0 = pend[1];
-        xq.pnu = pend[2];
+        xq.pneed = pend[0];
+        xq.pstep = pend[1];
+        xq.pu0 = pend[2];
+        xq.pnu = pend[3];
         xq.G = G;
       }
+      int rounds = 0; /* the grid barrier's rounds before step p's input exists */
       for (int p = 0; p < a.nsteps; p++) {
         const ck_chain_step st = a.steps[p];
         const int split = chain_split(st, G, a.mode);
         const int64_t n = (int64_t)st.tiles * split;
+        if (st.nw) rounds += 2;
         for (int i = (int)(n * b / G); i < (int)(n * (b + 1) / G); i++) {
           int tile, s0, s1;
           piece_stages(st, split, i, tile, s0, s1);
@@ -285,19 +315,20 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
             }
             const size_t unit = (size_t)tile * st.nunits + u0;
             uint8_t *dst = ring + (size_t)cur * STRIDE;
-            const bool xpart = XM == 2 && !st.nw; /* a norm step's x is made by the consumers */
-            mbar_expect(&full[cur], (uint32_t)(nu * (ChS::UNIT_W + ChS::UNIT_S + (xpart ? 128 : 0))));
+            mbar_expect(&full[cur], (uint32_t)(nu * (ChS::UNIT_W + ChS::UNIT_S + (XM == 2 ? 128 : 0))));
             bulk_copy(dst, (const uint8_t *)st.w + unit * ChS::UNIT_W, (uint32_t)(nu * ChS::UNIT_W), &full[cur]);
             bulk_copy(dst + ChS::SU * ChS::UNIT_W, (const uint8_t *)st.s + unit * ChS::UNIT_S,
                       (uint32_t)(nu * ChS::UNIT_S), &full[cur]);
             if (XM == 2) {
-              pend[0][cur] = p;
-              pend[1][cur] = u0;
-              pend[2][cur] = xpart ? nu : 0;
+              pend[0][cur] = rounds;
+              pend[1][cur] = p;
+              pend[2][cur] = u0;
+              pend[3][cur] = nu;
               xq.flush(k + 1);
             }
           }
         }
+        rounds++;
       }
       if (XM == 2) /* the last stages' x parts */
         for (long long spin = 0; xq.kh < k; spin++) {
@@ -320,23 +351,40 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
   asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
 #endif
   int slot = 0, phase = 0; /* the next stage's slot and its use count's parity */
+  unsigned rounds = 0;      /* the grid barrier's rounds so far */
+  /* after this block's writes, arrive at the grid barrier; then wait for round `rounds` */
+  auto grid_arrive = [&]() {
+    consumers_sync(nct);
+    if (threadIdx.x == 0) {
+      __threadfence();
+      atomicAdd(a.bar, 1u);
+    }
+    rounds++;
+  };
+  auto grid_wait = [&]() {
+    if (a.mode & 2) return;
+    if (threadIdx.x == 0) /* (a barrier that never opens — a bug — ends the launch with an error, not a hang) */
+      for (long long spin = 0; ld_acquire(a.bar) < (unsigned)G * rounds; spin++) {
+        if (spin > CH_SPINS) CH_TRAP();
+        __nanosleep(20);
+      }
+    consumers_sync(nct);
+  };
   for (int p = 0; p < a.nsteps; p++) {
     const ck_chain_step st = a.steps[p];
     const int split = chain_split(st, G, a.mode);
     const int64_t n = (int64_t)st.tiles * split;
     const int i0 = (int)(n * b / G), npc = (int)(n * (b + 1) / G) - i0;
-    if (p > 0 && !(a.mode & 2)) { /* every block has written this step's input */
-      if (threadIdx.x == 0) /* (a barrier that never opens — a bug — ends the launch with an error, not a hang) */
-        for (long long spin = 0; ld_acquire(a.bar) < (unsigned)(G * p); spin++) {
-          if (spin > CH_SPINS) CH_TRAP();
-          __nanosleep(20);
-        }
-      consumers_sync(nct);
+    if (p > 0) grid_wait(); /* every block has written this step's input (or the norm's) */
+    if (st.nw) { /* the norm's two rounds: the slices' sums of squares, then x */
+      chain_norm_sum(st, a, red, nct, G, b);
+      grid_arrive();
+      grid_wait();
+      chain_norm_x(st, a, red, nct, G, b);
+      grid_arrive();
+      grid_wait();
     }
-    const bool norm = st.nw != NULL;
-    if (norm) {
-      chain_norm(st, xsm, red, nct, G, b, a.e);
-    } else if (XM == 0) {
+    if (XM == 0) {
       for (int i = threadIdx.x; i < st.nunits * 8; i += nct) /* uint4 of the row's prep */
         reinterpret_cast<uint4 *>(xsm)[i] = __ldcg(reinterpret_cast<const uint4 *>(st.xp) + i);
     }
@@ -354,20 +402,20 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         if (q < 0) q += NCW;
         mbar_wait(&full[slot], (uint32_t)phase);
         const uint8_t *stage = ring + (size_t)slot * STRIDE;
-        /* x: a norm step's own in shared memory; else the stage's part (its first unit is the
-         * stage's), the row in global memory, or the row's copy */
-        const uint8_t *xsrc = norm ? xsm : XM == 2 ? stage + ChS::STAGE : XG ? (const uint8_t *)st.xp : xsm;
-        const int xu0 = XM == 2 && !norm ? 0 : u0;
+        /* x: the stage's part (its first unit is the stage's), the row in global memory, or the
+         * row's copy */
+        const uint8_t *xsrc = XM == 2 ? stage + ChS::STAGE : XG ? (const uint8_t *)st.xp : xsm;
+        const int xu0 = XM == 2 ? 0 : u0;
         if ((a.mode & 64) && nu == ChS::SU && ChS::SU / 2 % NCW == 0) {
           /* a full stage: this warp's pairs q, q + NCW, … all exist (the one-launch kernel's
            * full-stage loop: no per-pair checks) */
 #pragma unroll
           for (int j = 0; j < ChS::SU / 2 / NCW; j++)
-            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, !norm, xu0, q + j * NCW, true, lane, colsel, nv_e, tot);
+            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, xu0, q + j * NCW, true, lane, colsel, nv_e, tot);
           had = true;
         } else {
           for (; q < np; q += NCW) {
-            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, !norm, xu0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
+            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, xu0, q, 2 * q + 1 < nu, lane, colsel, nv_e, tot);
             had = true;
           }
         }
@@ -423,11 +471,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         chain_out(st, row, s, a.e);
       }
     }
-    consumers_sync(nct);
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(a.bar, 1u);
-    }
+    grid_arrive();
   }
 }
 
@@ -438,7 +482,7 @@ __global__ void chain_prep_kernel(const float *y, float gain, int e, uint16_t *x
     prep_store(xnext, i, ck_f32_to_bf16(y[i] * gain), e, 1);
 }
 
-/* The baseline's norm step: one block, the formula of chain_norm. */
+/* The baseline's norm step: one block, the formula of chain_norm_sum and chain_norm_x. */
 __global__ void chain_norm_kernel(const float *nw, const float *yprev, const float *hin, float *hout, uint16_t *xout,
                                   int K, int e) {
   ck_pdl_enter();
@@ -496,14 +540,12 @@ static int chain_launch(const ChainArgs &a, int blocks, int per_sm_want, size_t 
 }
 
 extern "C" size_t ck_chain_scratch_bytes(int max_tiles, int blocks) {
-  return 16 + (size_t)max_tiles * 4 + (size_t)16 * blocks * 16 * sizeof(float);
+  return 16 + (size_t)max_tiles * 4 + (size_t)16 * blocks * 16 * sizeof(float) + (size_t)blocks * sizeof(float);
 }
 
-extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_norm_cols, int max_tiles,
-                            int e, void *scratch, int blocks, int per_sm, int warps, int producers, int mode, int *stages,
-                            void *stream) {
-  if (!steps || nsteps < 1 || max_cols < 64 || max_cols % 64 || max_norm_cols < 0 || max_norm_cols % 64 ||
-      max_norm_cols > max_cols || max_tiles < 1 || blocks < 1 || !scratch || warps > 32)
+extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, void *scratch,
+                            int blocks, int per_sm, int warps, int producers, int mode, int *stages, void *stream) {
+  if (!steps || nsteps < 1 || max_cols < 64 || max_cols % 64 || max_tiles < 1 || blocks < 1 || !scratch || warps > 32)
     return (int)cudaErrorInvalidValue;
   if (per_sm < 1 || per_sm > 4 || producers < 1 || producers > CH_MAX_PRODUCERS) return (int)cudaErrorInvalidValue;
   /* x: staged (mode 128, one producer warp), through the L2 (mode 32, and always with more than
@@ -524,9 +566,10 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
   a.bar = (unsigned *)scratch;
   a.count = (unsigned *)((char *)scratch + 16);
   a.psum = (float *)((char *)scratch + 16 + (size_t)max_tiles * 4);
+  a.nss = a.psum + (size_t)16 * blocks * 16;
   a.mode = mode;
   a.producers = producers;
-  a.xbytes = (xm ? max_norm_cols : max_cols) * 2; /* the row's copy, or the norm steps' x */
+  a.xbytes = xm ? 0 : max_cols * 2; /* the row's copy */
   a.ptiles = (max_tiles + blocks - 1) / blocks; /* pieces per block: whole tiles, or split ones (< 16 each) */
   if (a.ptiles < 16) a.ptiles = 16;
   if (a.ptiles > CH_MAX_PIECES) return (int)cudaErrorInvalidValue;

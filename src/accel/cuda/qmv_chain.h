@@ -25,14 +25,13 @@ typedef struct ck_chain_step {
   uint16_t *xnext;    /* the next step's prep of bf16(y[i]·gain) for i < knext (NULL: none) */
   int knext;
   float gain;
-  /* a norm step (nw non-NULL) takes as input, instead of xp, the RMS norm of the residual
-   * h = hin + yprev (cols values): x = bf16(h · 1/√(mean h² + 1e-6) · nw). Every block computes
-   * all of it (the same bits everywhere), writes its slice of hout (≠ hin) and block 0 a copy
-   * of the prep into xsave (when not NULL) — the decoder's residual norm as a step of the grid
-   * instead of a launch */
+  /* a norm step (nw non-NULL) makes its input: the RMS norm of the residual h = hin + yprev
+   * (cols values), x = bf16(h · 1/√(mean h² + 1e-6) · nw), written as the prep xp (an output
+   * here), h to hout (≠ hin) — in two more rounds of the grid barrier, each block its slice:
+   * the decoder's residual norm as a step of the grid instead of a launch (hin, yprev, nw,
+   * hout 16-byte aligned) */
   const float *nw, *yprev, *hin;
   float *hout;
-  uint16_t *xsave;
 } ck_chain_step;
 
 /* Runs nsteps steps (an array in device memory) in one cooperative launch of `blocks` blocks
@@ -40,10 +39,11 @@ typedef struct ck_chain_step {
  * `producers` producer warps each — the instances built: one block per SM with 8, 16 or 24
  * consumer warps, two with 8, three with 8 and four with 4 (one producer warp for three or
  * four) — every prep with the fixed
- * exponent e (fp16 x·2^e; the caller keeps |x|·2^e below 2^15). max_cols, max_norm_cols (0:
- * no norm step) and max_tiles bound the steps' cols, the norm steps' cols and the tiles. scratch (ck_chain_scratch_bytes) must be zero at the start: the
- * grid barrier's counter, per-tile counters and partial sums of the steps whose tiles are
- * split over blocks (those with fewer tiles than 4 per block, e.g. o and down). The stages in
+ * exponent e (fp16 x·2^e; the caller keeps |x|·2^e below 2^15). max_cols and max_tiles
+ * bound the steps' cols and tiles. scratch (ck_chain_scratch_bytes) must be zero at the start:
+ * the grid barrier's counter, per-tile counters and partial sums of the steps whose tiles are
+ * split over blocks (those with fewer tiles than 4 per block, e.g. o and down), the norms'
+ * partial sums of squares. The stages in
  * flight per block are what the shared memory leaves; *stages gets their number.
  * mode 0 is the chain; benchmark modes (bits 0, 1: wrong results) say what each part costs:
  * bit 0 the consumers skip the arithmetic (the weight stream alone), bit 1 they skip the grid
@@ -54,8 +54,8 @@ typedef struct ck_chain_step {
  * warp, two or four blocks per SM) x staged with the weights: the producer adds each stage's
  * x part once the step's barrier has opened. A cudaError_t as int. */
 size_t ck_chain_scratch_bytes(int max_tiles, int blocks);
-int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_norm_cols, int max_tiles, int e,
-                 void *scratch, int blocks, int per_sm, int warps, int producers, int mode, int *stages, void *stream);
+int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, void *scratch, int blocks,
+                 int per_sm, int warps, int producers, int mode, int *stages, void *stream);
 /* The same step's epilogue as a kernel of its own (the launch-per-product baseline): xnext
  * from y, as ck_chain_run writes it. Launched with ck_launch (programmatic dependent launch
  * when on). */

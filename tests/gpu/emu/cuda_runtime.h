@@ -18,6 +18,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
 #define __shared__ static
 #define __constant__
 #define __launch_bounds__(...)
@@ -250,9 +251,11 @@ struct float4 { float x, y, z, w; };
 struct uint2 { unsigned x, y; };
 struct uint4 { unsigned x, y, z, w; };
 static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+static inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 static inline uint2 make_uint2(unsigned a, unsigned b) { return uint2{a, b}; }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
 static inline uint4 __ldcg(const uint4 *p) { return *p; } /* (the template above needs libatomic for 16 bytes) */
+static inline float4 __ldcg(const float4 *p) { return *p; }
 static inline float __fdiv_rn(float a, float b) { return a / b; }
 static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   const uint64_t b = (uint64_t)y << 32 | x;
