@@ -251,9 +251,11 @@ int main(int argc, char **argv) {
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_float);
     us = t[reps / 2] * 1e3 / layers;
-    printf("| resident grid: %d consumer + %d producer warps, %d block%s per SM%s%s%s%s%s%s | %d | %.2f | %.0f | %.1f %% |\n",
+    char inflight[48] = "";
+    if ((c->mode >> 12) & 7) snprintf(inflight, sizeof inflight, ", %d stage%s in flight", (c->mode >> 12) & 7, ((c->mode >> 12) & 7) > 1 ? "s" : "");
+    printf("| resident grid: %d consumer + %d producer warps, %d block%s per SM%s%s%s%s%s%s%s%s%s | %d | %.2f | %.0f | %.1f %% |\n",
            c->warps, c->producers, c->per_sm, c->per_sm > 1 ? "s" : "", c->mode & 1 ? ", arithmetic skipped" : "",
-           c->mode & 2 ? ", no grid barrier" : "", c->mode & 16 ? ", no split" : "", c->mode & 32 ? ", x through the L2" : "", c->mode & 64 ? ", full-stage loop" : "", c->mode & 128 ? ", x staged" : "", nst, us, bytes_layer / us / 1e3,
+           c->mode & 2 ? ", no grid barrier" : "", c->mode & 16 ? ", no split" : "", c->mode & 32 ? ", x through the L2" : "", c->mode & 64 ? ", full-stage loop" : "", c->mode & 128 ? ", x staged" : "", c->mode & 512 ? ", fast barrier" : "", c->mode & 1024 ? ", two mma chains" : "", inflight, nst, us, bytes_layer / us / 1e3,
            gbw > 0 ? 100.0 * bytes_layer / us / 1e3 / gbw : 0.0);
     fflush(stdout);
   }

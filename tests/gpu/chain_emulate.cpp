@@ -176,7 +176,9 @@ int main() {
                         {0, 192, "x staged, full-stage loop"},
                         {0, 144, "x staged, no split"},
                         {1, 32, "norm steps, x through the L2"},
-                        {1, 192, "norm steps, x staged, full-stage loop"}};
+                        {1, 192, "norm steps, x staged, full-stage loop"},
+                        {0, 96 | 512 | 1024 | (2 << 12), "x through the L2, full-stage loop, fast barrier, two mma chains, 2 stages in flight"},
+                        {1, 32 | 512 | (1 << 12), "norm steps, x through the L2, fast barrier, 1 stage in flight"}};
   std::vector<std::vector<float>> first_y[2];
   return emu_run_cases(cases, [&](const Case &c) {
     Chain &ch = c.norms ? normed : plain;

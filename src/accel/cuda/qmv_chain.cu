@@ -68,6 +68,13 @@ __device__ __forceinline__ void consumers_sync(int nthreads) {
   asm volatile("bar.sync 1, %0;" ::"r"(nthreads) : "memory");
 #endif
 }
+__device__ __forceinline__ void red_release_add(unsigned *p, unsigned v) {
+#ifdef CK_EMULATION
+  __atomic_fetch_add(p, v, __ATOMIC_RELEASE);
+#else
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#endif
+}
 __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
   unsigned v;
 #ifdef CK_EMULATION
@@ -83,7 +90,7 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
  * through the L2 (other blocks wrote it during this launch: an L1 copy could be stale).
  * Lane (g, t) gives column g's x — mma g & 3 of unit 2q + g / 4 — and scales its columns 2t,
  * 2t+1 (unit 2q + t / 2). */
-template <bool XG>
+template <bool XG, bool ACC2 = false>
 __device__ __forceinline__ void chain_pair(const uint8_t *stage, const uint8_t *xsm, int u0, int q, bool two,
                                            int lane, const uint32_t (&colsel)[8], uint32_t nv_e, float (&tot)[4]) {
   const int g = lane >> 2, t = lane & 3;
@@ -97,7 +104,16 @@ __device__ __forceinline__ void chain_pair(const uint8_t *stage, const uint8_t *
   const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
   float d[4] = {0.f, 0.f, 0.f, 0.f};
   col_unit_mmas<CK_NVFP4>(d, wd0, xv, colsel);
-  if (two) col_unit_mmas<CK_NVFP4>(d, wd1, xv, colsel + 4);
+  if (ACC2) { /* (mode 1024) the second unit on its own accumulator: two chains of 4 mmas instead
+               * of one of 8; a lane's columns come from one unit only, so d + d2 adds exact
+               * zeros — the same bits */
+    float d2[4] = {0.f, 0.f, 0.f, 0.f};
+    if (two) col_unit_mmas<CK_NVFP4>(d2, wd1, xv, colsel + 4);
+#pragma unroll
+    for (int i = 0; i < 4; i++) d[i] += d2[i];
+  } else if (two) {
+    col_unit_mmas<CK_NVFP4>(d, wd1, xv, colsel + 4);
+  }
 #pragma unroll
   for (int i = 0; i < 4; i++) tot[i] = fmaf(d[i], nv_scale(sw, i, nv_e), tot[i]);
 }
@@ -290,6 +306,11 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         xq.G = G;
       }
       int rounds = 0; /* the grid barrier's rounds before step p's input exists */
+      /* (mode bits 12-14: M > 0 caps the stages in flight — issued, not yet arrived — at M:
+       * stage k waits for stage k - M's arrival; ifslot/ifpha are stage k - M's slot and parity;
+       * not with x staged, whose arrivals wait for the producer's own x parts) */
+      const int cap = XM == 2 ? 0 : (a.mode >> 12) & 7;
+      int ifslot = 0, ifpha = 0;
       for (int p = 0; p < a.nsteps; p++) {
         const ck_chain_step st = a.steps[p];
         const int split = chain_split(st, G, a.mode);
@@ -299,9 +320,11 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
           int tile, s0, s1;
           piece_stages(st, split, i, tile, s0, s1);
           for (int sg = s0; sg < s1; sg++, k++) {
-            const int cur = slot, par = phase, ours = mine == r;
+            const int cur = slot, par = phase, ours = mine == r, ifs = ifslot, ifp = ifpha;
+            const bool capw = cap && k >= cap;
             if (++slot == a.nst) slot = 0, phase ^= 1;
             if (++mine == a.producers) mine = 0;
+            if (capw && ++ifslot == a.nst) ifslot = 0, ifpha ^= 1;
             if (!ours) continue;
             const int u0 = sg * ChS::SU, nu = min(ChS::SU, st.nunits - u0);
             if (XM == 2 && k >= a.nst) { /* (a slot that never frees — a bug — traps, not hangs) */
@@ -313,6 +336,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
             } else if (k >= a.nst) {
               mbar_wait(&empty[cur], (uint32_t)(par ^ 1));
             }
+            if (capw) mbar_wait(&full[ifs], (uint32_t)ifp);
             const size_t unit = (size_t)tile * st.nunits + u0;
             uint8_t *dst = ring + (size_t)cur * STRIDE;
             mbar_expect(&full[cur], (uint32_t)(nu * (ChS::UNIT_W + ChS::UNIT_S + (XM == 2 ? 128 : 0))));
@@ -353,11 +377,18 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
   int slot = 0, phase = 0; /* the next stage's slot and its use count's parity */
   unsigned rounds = 0;      /* the grid barrier's rounds so far */
   /* after this block's writes, arrive at the grid barrier; then wait for round `rounds` */
+  /* (mode 512: the arrival a release reduction — no fence and atomic round trip — and the
+   * wait a spin without sleeps) */
+  const bool fastbar = (a.mode & 512) != 0;
   auto grid_arrive = [&]() {
     consumers_sync(nct);
     if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(a.bar, 1u);
+      if (fastbar) {
+        red_release_add(a.bar, 1u);
+      } else {
+        __threadfence();
+        atomicAdd(a.bar, 1u);
+      }
     }
     rounds++;
   };
@@ -366,7 +397,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
     if (threadIdx.x == 0) /* (a barrier that never opens — a bug — ends the launch with an error, not a hang) */
       for (long long spin = 0; ld_acquire(a.bar) < (unsigned)G * rounds; spin++) {
         if (spin > CH_SPINS) CH_TRAP();
-        __nanosleep(20);
+        if (!fastbar) __nanosleep(20);
       }
     consumers_sync(nct);
   };
@@ -409,9 +440,15 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         if ((a.mode & 64) && nu == ChS::SU && ChS::SU / 2 % NCW == 0) {
           /* a full stage: this warp's pairs q, q + NCW, … all exist (the one-launch kernel's
            * full-stage loop: no per-pair checks) */
+          if (a.mode & 1024) {
 #pragma unroll
-          for (int j = 0; j < ChS::SU / 2 / NCW; j++)
-            if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, xu0, q + j * NCW, true, lane, colsel, nv_e, tot);
+            for (int j = 0; j < ChS::SU / 2 / NCW; j++)
+              if (!(a.mode & 1)) chain_pair<XG, true>(stage, xsrc, xu0, q + j * NCW, true, lane, colsel, nv_e, tot);
+          } else {
+#pragma unroll
+            for (int j = 0; j < ChS::SU / 2 / NCW; j++)
+              if (!(a.mode & 1)) chain_pair<XG>(stage, xsrc, xu0, q + j * NCW, true, lane, colsel, nv_e, tot);
+          }
           had = true;
         } else {
           for (; q < np; q += NCW) {

@@ -52,7 +52,10 @@ typedef struct ck_chain_step {
  * per SM) the consumers read x through the L2 instead of a shared copy; bit 6 (same results)
  * full stages run a loop with every pair known to exist; bit 7 (same results; one producer
  * warp, two or four blocks per SM) x staged with the weights: the producer adds each stage's
- * x part once the step's barrier has opened. A cudaError_t as int. */
+ * x part once the step's barrier has opened; bit 9 (same results) the grid barrier's arrival a
+ * release reduction, its wait a spin without sleeps; bit 10 (same bits) two mma chains per pair
+ * in the full-stage loop; bits 12-14 (same results; not with bit 7) M > 0 caps each block's
+ * stages in flight (issued, not arrived) at M. A cudaError_t as int. */
 size_t ck_chain_scratch_bytes(int max_tiles, int blocks);
 int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, void *scratch, int blocks,
                  int per_sm, int warps, int producers, int mode, int *stages, void *stream);
