@@ -366,12 +366,10 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
 
   const int nct = NCW * 32, g = lane >> 2;
   uint32_t colsel[8], nv_e;
-#pragma unroll
+  col_sel_init(g, colsel);
 #ifdef CK_EMULATION
-  for (int j = 0; j < 8; j++) colsel[j] = g == j ? 0xffffffffu : 0u;
   nv_e = 0x40000000u;
 #else
-  for (int j = 0; j < 8; j++) asm volatile("neg.s32 %0, %1;" : "=r"(colsel[j]) : "r"((int)(g == j)));
   asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
 #endif
   int slot = 0, phase = 0; /* the next stage's slot and its use count's parity */

@@ -247,15 +247,14 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   /* COL: lane (g, t) reads x pair (b0, b1) of mma g & 3 of its unit (row 0 of the layout) */
   const uint2 *xcol = reinterpret_cast<const uint2 *>(p.xp + t + (size_t)ubeg * XSTEP0) + ((g & 3) >> 1) * 8 + (g & 1);
   /* loop invariants, made opaque (volatile) so the compiler keeps them in registers instead of
-   * recomputing them every pair: the column masks (all ones for column g), the second unit's
+   * recomputing them every pair: the column selectors (col_sel_init), the second unit's
    * offsets of codes / this lane's scale word / this lane's x, and the scales' exponent bits */
   uint32_t colsel[8] = {0, 0, 0, 0, 0, 0, 0, 0}, nv_e = 0;
   int col_w = 0, col_s = 0, col_x = 0, col_soff = 0, col_xs_off = 0, col_gl = 0;
   const float *col_xs = p.xs; /* affine: this lane's group sums (x row 0) at the pair's first unit */
   float col_bw = 1.f;         /* affine: 1 for the lane that adds its group's bias term, else 0 */
   if (COL) {
-#pragma unroll
-    for (int j = 0; j < 8; j++) asm volatile("neg.s32 %0, %1;" : "=r"(colsel[j]) : "r"((int)(g == j)));
+    col_sel_init(g, colsel);
     asm volatile("mov.b32 %0, %1;" : "=r"(col_w) : "r"(nw * WSTEP));
     asm volatile("mov.b32 %0, %1;" : "=r"(col_s) : "r"(t >= 2 ? nw * S::UNIT_S : 0));
     asm volatile("mov.b32 %0, %1;" : "=r"(col_x) : "r"(g >= 4 ? nw * XSTEP * 2 : 0));

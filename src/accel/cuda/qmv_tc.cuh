@@ -101,16 +101,43 @@ __device__ __forceinline__ void decode_a(const uint32_t *wd, int m, uint32_t (&a
   }
 }
 
+/* The column selectors of lane group g: sel[j] = fp16 (1, 1) for column j = g, else (0, 0).
+ * Made opaque (volatile) so the compiler keeps them in registers instead of recomputing them. */
+__device__ __forceinline__ void col_sel_init(int g, uint32_t (&sel)[8]) {
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+#ifdef CK_EMULATION
+    sel[j] = g == j ? 0x3C003C00u : 0u;
+#else
+    asm volatile("mov.b32 %0, %1;" : "=r"(sel[j]) : "r"(g == j ? 0x3C003C00u : 0u));
+#endif
+  }
+}
+/* x pair times a selector: x, or zeros (of x's signs, which add nothing to the mma's float
+ * sums). A multiply on the FMA pipe rather than an AND on the integer pipe, which the decode
+ * keeps busy (16 of its ~64 integer instructions per pair of units; session 14). Exact for
+ * every finite x. */
+__device__ __forceinline__ uint32_t col_sel(uint32_t x, uint32_t sel) {
+#ifdef CK_EMULATION
+  const uint32_t keep = (sel & 0xffffu ? 0xffffu : 0x8000u) | (sel >> 16 ? 0xffff0000u : 0x80000000u);
+  return x & keep;
+#else
+  uint32_t d;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(x), "r"(sel));
+  return d;
+#endif
+}
+
 /* The four mmas of one unit in the one-row kernels' column-per-group form: mma m's B operand is
- * the lane's x pair kept only for the lane whose column is the mma's (sel[m]: all ones there,
- * else zero), so each column of d collects one scale group's sums. */
+ * the lane's x pair kept only for the lane whose column is the mma's (col_sel by sel[m]), so
+ * each column of d collects one scale group's sums. */
 template <int FMT>
 __device__ __forceinline__ void col_unit_mmas(float (&d)[4], const uint32_t (&wd)[4], uint2 xv, const uint32_t *sel) {
 #pragma unroll
   for (int m = 0; m < 4; m++) {
     uint32_t a[4];
     decode_a<FMT>(wd, m, a);
-    mma16816<false>(d, a, xv.x & sel[m], xv.y & sel[m]);
+    mma16816<false>(d, a, col_sel(xv.x, sel[m]), col_sel(xv.y, sel[m]));
   }
 }
 
