@@ -76,8 +76,68 @@ static void check(int ok, const char *what, int step, double v) {
   if (g_fail <= 20) printf("FAIL %s at step %d (%.3g)\n", what, step, v);
 }
 
+/* --stamps: per kind of round (each product's end, a norm's first and second round), medians over
+ * the rounds after the first layer of: the round from block 0 seeing the previous one complete
+ * to seeing this one complete; the blocks' work (arrival − that opening: the median block and
+ * the last); the arrivals' spread; and the last arrival to block 0 seeing it (the atomics'
+ * and the poll's latency). */
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double median_of(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n ? v[n / 2] : 0.0;
+}
+static void print_stamps(const unsigned long long *sh, int nrounds, int G, const ck_chain_step *steps, int nsteps) {
+  const unsigned long long *open = sh + (size_t)nrounds * G;
+  static const char *const kind_name[2] = {"a norm's sums of squares", "a norm's x"};
+  double *v[5];
+  for (int m = 0; m < 5; m++) v[m] = calloc((size_t)nrounds, sizeof(double));
+  double *w = calloc((size_t)G, sizeof(double));
+  if (!v[0] || !v[1] || !v[2] || !v[3] || !v[4] || !w) {
+    for (int m = 0; m < 5; m++) free(v[m]);
+    free(w);
+    printf("stamps: out of host memory\n");
+    return;
+  }
+  printf("\n| barrier round (µs, medians) | rounds | round | median block's work | last block's work | arrival spread | last arrival → seen |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  for (int kind = 0; kind < 2 + NPROD; kind++) { /* each product's end, then the norms' rounds */
+    int n = 0, r = 0;
+    for (int p = 0; p < nsteps; p++) {
+      const int norm = steps[p].nw != NULL; /* a norm step: its two rounds, then the product's */
+      const int first = r;
+      r += norm ? 3 : 1;
+      if (p < NPROD || r > nrounds) continue; /* (the first layer warms up) */
+      const int rr = kind < NPROD ? (p % NPROD == kind ? r - 1 : -1) : norm ? first + kind - NPROD : -1;
+      if (rr < 1) continue;
+      unsigned long long lo = ~0ull, hi = 0;
+      for (int b = 0; b < G; b++) {
+        const unsigned long long t = sh[(size_t)rr * G + b];
+        lo = t < lo ? t : lo;
+        hi = t > hi ? t : hi;
+        w[b] = ((double)t - (double)open[rr - 1]) / 1e3;
+      }
+      v[0][n] = ((double)open[rr] - (double)open[rr - 1]) / 1e3;
+      v[1][n] = median_of(w, G);
+      v[2][n] = w[G - 1]; /* (sorted: the last) */
+      v[3][n] = (double)(hi - lo) / 1e3;
+      v[4][n] = ((double)open[rr] - (double)hi) / 1e3;
+      n++;
+    }
+    if (!n) continue;
+    char name[64];
+    if (kind < NPROD) snprintf(name, sizeof name, "%s's end", PROD[kind].name);
+    else snprintf(name, sizeof name, "%s", kind_name[kind - NPROD]);
+    printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f |\n", name, n, median_of(v[0], n), median_of(v[1], n),
+           median_of(v[2], n), median_of(v[3], n), median_of(v[4], n));
+  }
+  for (int m = 0; m < 5; m++) free(v[m]);
+  free(w);
+}
+
 int main(int argc, char **argv) {
-  int layers = 60, distinct = 4, reps = 5, cpu = 1, ncfg = 0, norms = 0;
+  int layers = 60, distinct = 4, reps = 5, cpu = 1, ncfg = 0, norms = 0, stamps = 0;
   chain_cfg cfg[MAX_CFG];
   for (; ncfg < (int)(sizeof DEFAULT_CFG / sizeof *DEFAULT_CFG); ncfg++) cfg[ncfg] = DEFAULT_CFG[ncfg];
   for (int i = 1; i < argc; i++) {
@@ -86,6 +146,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-cpu")) cpu = 0;
     else if (!strcmp(argv[i], "--norm")) norms = 1;
+    else if (!strcmp(argv[i], "--stamps")) stamps = 1;
     else if (!strcmp(argv[i], "--configs") && i + 1 < argc) {
       ncfg = 0;
       for (char *t = strtok(argv[++i], ","); t && ncfg < MAX_CFG; t = strtok(NULL, ",")) {
@@ -93,7 +154,7 @@ int main(int argc, char **argv) {
         if (sscanf(t, "%d:%d:%d:%d", &c->warps, &c->producers, &c->per_sm, &c->mode) != 4) ncfg = -100;
       }
     } else {
-      fprintf(stderr, "usage: %s [--layers N] [--distinct D] [--configs W:P:S:M,...] [--reps R] [--no-cpu] [--norm]\n",
+      fprintf(stderr, "usage: %s [--layers N] [--distinct D] [--configs W:P:S:M,...] [--reps R] [--no-cpu] [--norm] [--stamps]\n",
               argv[0]);
       return 2;
     }
@@ -235,6 +296,13 @@ int main(int argc, char **argv) {
          gbw > 0 ? 100.0 * bytes_layer / us / 1e3 / gbw : 0.0);
   fflush(stdout);
 
+  /* --stamps: every grid-barrier round of the last configuration's last run stamped */
+  const int nrounds = nsteps + 2 * nnorm, sblocks = sms * cfg[ncfg - 1].per_sm;
+  unsigned long long *stamps_dev = NULL;
+  if (stamps) {
+    TRY(rt_malloc((void **)&stamps_dev, (size_t)(nrounds + 1) * sblocks * 8, &err));
+    ck_chain_set_stamps(stamps_dev, nrounds);
+  }
   /* the resident grid, per configuration (consumer warps : producer warps : blocks per SM :
    * mode); the last run's outputs are checked */
   for (int ci = 0; ci < ncfg; ci++) {
@@ -258,6 +326,15 @@ int main(int argc, char **argv) {
            c->mode & 2 ? ", no grid barrier" : "", c->mode & 16 ? ", no split" : "", c->mode & 32 ? ", x through the L2" : "", c->mode & 64 ? ", full-stage loop" : "", c->mode & 128 ? ", x staged" : "", c->mode & 512 ? ", fast barrier" : "", c->mode & 1024 ? ", two mma chains" : "", inflight, nst, us, bytes_layer / us / 1e3,
            gbw > 0 ? 100.0 * bytes_layer / us / 1e3 / gbw : 0.0);
     fflush(stdout);
+  }
+
+  if (stamps) {
+    ck_chain_set_stamps(NULL, 0);
+    unsigned long long *sh = malloc((size_t)(nrounds + 1) * sblocks * 8);
+    TRY(!sh || rt_d2h(sh, stamps_dev, (size_t)(nrounds + 1) * sblocks * 8, st, &err) || rt_stream_sync(st, &err));
+    print_stamps(sh, nrounds, sblocks, steps, nsteps);
+    free(sh);
+    rt_free(stamps_dev);
   }
 
   /* checks of the last run */

@@ -49,7 +49,21 @@ struct ChainArgs {
   unsigned *count; /* per tile: the pieces done (split steps), back to 0 by the tile's last block */
   float *psum;     /* per piece: its 16 rows' sums (split steps) */
   float *nss;      /* per block: its slice's sum of squares (norm steps) */
+  /* (ck_chain_set_stamps; NULL: none) per round r < nstamp: stamps[r·G + b] block b's arrival,
+   * stamps[nstamp·G + r] when block 0 saw round r complete (%globaltimer, ns) */
+  unsigned long long *stamps;
+  int nstamp;
 };
+
+__device__ __forceinline__ unsigned long long ch_now() {
+#ifdef CK_EMULATION
+  return 0;
+#else
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#endif
+}
 
 /* (each with its host emulation, tests/gpu/emu: chain_emulate runs the kernel on host threads) */
 __device__ __forceinline__ void mbar_arrive(uint64_t *m) {
@@ -381,6 +395,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
   auto grid_arrive = [&]() {
     consumers_sync(nct);
     if (threadIdx.x == 0) {
+      if (a.stamps && (int)rounds < a.nstamp) a.stamps[(size_t)rounds * G + b] = ch_now();
       if (fastbar) {
         red_release_add(a.bar, 1u);
       } else {
@@ -397,6 +412,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         if (spin > CH_SPINS) CH_TRAP();
         if (!fastbar) __nanosleep(20);
       }
+    if (a.stamps && b == 0 && threadIdx.x == 0 && (int)rounds <= a.nstamp) a.stamps[(size_t)a.nstamp * G + rounds - 1] = ch_now();
     consumers_sync(nct);
   };
   for (int p = 0; p < a.nsteps; p++) {
@@ -574,6 +590,13 @@ static int chain_launch(const ChainArgs &a, int blocks, int per_sm_want, size_t 
   return (int)cudaLaunchKernelEx(&cfg, fn, a);
 }
 
+static unsigned long long *g_stamps;
+static int g_nstamp;
+extern "C" void ck_chain_set_stamps(unsigned long long *stamps, int rounds) {
+  g_stamps = stamps;
+  g_nstamp = stamps ? rounds : 0;
+}
+
 extern "C" size_t ck_chain_scratch_bytes(int max_tiles, int blocks) {
   return 16 + (size_t)max_tiles * 4 + (size_t)16 * blocks * 16 * sizeof(float) + (size_t)blocks * sizeof(float);
 }
@@ -604,6 +627,8 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
   a.nss = a.psum + (size_t)16 * blocks * 16;
   a.mode = mode;
   a.producers = producers;
+  a.stamps = g_stamps;
+  a.nstamp = g_nstamp;
   a.xbytes = xm ? 0 : max_cols * 2; /* the row's copy */
   a.ptiles = (max_tiles + blocks - 1) / blocks; /* pieces per block: whole tiles, or split ones (< 16 each) */
   if (a.ptiles < 16) a.ptiles = 16;

@@ -59,6 +59,11 @@ typedef struct ck_chain_step {
  * in the full-stage loop; bits 12-14 (same results; not with bit 7) M > 0 caps each block's
  * stages in flight (issued, not arrived) at M. A cudaError_t as int. */
 size_t ck_chain_scratch_bytes(int max_tiles, int blocks);
+/* Benchmark instrumentation for the following ck_chain_run calls (NULL: off): the grid
+ * barrier's first `rounds` rounds stamped with %globaltimer (ns) — stamps[r·blocks + b] when
+ * block b arrives at round r, stamps[rounds·blocks + r] when block 0 sees round r complete;
+ * (rounds + 1)·blocks values in device memory. A step is one round, a norm step three. */
+void ck_chain_set_stamps(unsigned long long *stamps, int rounds);
 int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, void *scratch, int blocks,
                  int per_sm, int warps, int producers, int mode, int *stages, void *stream);
 /* The same step's epilogue as a kernel of its own (the launch-per-product baseline): xnext
