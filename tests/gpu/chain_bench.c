@@ -89,6 +89,12 @@ static double median_of(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n ? v[n / 2] : 0.0;
 }
+/* the grid-barrier rounds of step p (qmv_chain.cu's norm_rounds, plus the product's) */
+static int step_rounds(const ck_chain_step *steps, int p) {
+  if (!steps[p].nw) return 1;
+  const int fused = p > 0 && steps[p].yprev == steps[p - 1].y && steps[p - 1].tiles * 16 == steps[p].nunits * 64;
+  return fused ? 2 : 3;
+}
 static void print_stamps(const unsigned long long *sh, int nrounds, int G, const ck_chain_step *steps, int nsteps) {
   const unsigned long long *open = sh + (size_t)nrounds * G;
   static const char *const kind_name[2] = {"a norm's sums of squares", "a norm's x"};
@@ -105,11 +111,13 @@ static void print_stamps(const unsigned long long *sh, int nrounds, int G, const
   for (int kind = 0; kind < 2 + NPROD; kind++) { /* each product's end, then the norms' rounds */
     int n = 0, r = 0;
     for (int p = 0; p < nsteps; p++) {
-      const int norm = steps[p].nw != NULL; /* a norm step: its two rounds, then the product's */
+      const int nr = step_rounds(steps, p); /* a norm step: its one or two rounds, then the product's */
       const int first = r;
-      r += norm ? 3 : 1;
+      r += nr;
       if (p < NPROD || r > nrounds) continue; /* (the first layer warms up) */
-      const int rr = kind < NPROD ? (p % NPROD == kind ? r - 1 : -1) : norm ? first + kind - NPROD : -1;
+      const int rr = kind < NPROD ? (p % NPROD == kind ? r - 1 : -1)
+                     : kind == NPROD ? (nr == 3 ? first : -1) /* the unfused norm's sums of squares */
+                                     : (nr > 1 ? r - 2 : -1);   /* a norm's x */
       if (rr < 1) continue;
       unsigned long long lo = ~0ull, hi = 0;
       for (int b = 0; b < G; b++) {
@@ -297,7 +305,9 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   /* --stamps: every grid-barrier round of the last configuration's last run stamped */
-  const int nrounds = nsteps + 2 * nnorm, sblocks = sms * cfg[ncfg - 1].per_sm;
+  int nrounds = 0;
+  for (int p = 0; p < nsteps; p++) nrounds += step_rounds(steps, p);
+  const int sblocks = sms * cfg[ncfg - 1].per_sm;
   unsigned long long *stamps_dev = NULL;
   if (stamps) {
     TRY(rt_malloc((void **)&stamps_dev, (size_t)(nrounds + 1) * sblocks * 8, &err));

@@ -7,7 +7,7 @@
  * keep a piece's sums in registers and leave them in shared memory when it ends; after the
  * step, the block adds each row's partial sums in warp order, writes y and the next prep (or
  * the piece's sums, for the tile's last block to add), and arrives at the grid barrier. A norm
- * step's input is made in two more barrier rounds (chain_norm_sum, chain_norm_x), each block
+ * step's input is made in one or two more barrier rounds (chain_norm_sum, chain_norm_x), each block
  * its slice. The pair's arithmetic is
  * the one-launch kernel's (qmv_tc.cu, COL): the same fragments, one mma column per scale
  * group, the scales applied to float sums. */
@@ -49,6 +49,7 @@ struct ChainArgs {
   unsigned *count; /* per tile: the pieces done (split steps), back to 0 by the tile's last block */
   float *psum;     /* per piece: its 16 rows' sums (split steps) */
   float *nss;      /* per block: its slice's sum of squares (norm steps) */
+  float *tss;      /* per tile of the step before a fused norm: its rows' sum of h² */
   /* (ck_chain_set_stamps; NULL: none) per round r < nstamp: stamps[r·G + b] block b's arrival,
    * stamps[nstamp·G + r] when block 0 saw round r complete (%globaltimer, ns) */
   unsigned long long *stamps;
@@ -248,16 +249,33 @@ __device__ __forceinline__ void chain_norm_sum(const ck_chain_step &st, const Ch
   const float tot = consumers_sum(ss, red, nct);
   if (threadIdx.x == 0) a.nss[b] = tot;
 }
-__device__ __forceinline__ void chain_norm_x(const ck_chain_step &st, const ChainArgs &a, float *red, int nct, int G, int b) {
+/* A norm step whose yprev is the previous step's y (and whose width is its rows) is fused:
+ * that step's row writers also write h = hin + y and each tile's sum of h² (chain_out,
+ * tile_ss), so the norm needs only chain_norm_x's round — one round fewer (~2.8 µs while the
+ * weights stream, session 14). Its sums then come in another order (per tile, then over the
+ * tiles). */
+__device__ __forceinline__ bool norm_fused(const ChainArgs &a, int p) {
+  const ck_chain_step &st = a.steps[p];
+  return st.nw && p > 0 && st.yprev == a.steps[p - 1].y && a.steps[p - 1].tiles * 16 == st.nunits * 64;
+}
+__device__ __forceinline__ int norm_rounds(const ChainArgs &a, int p) {
+  return !a.steps[p].nw ? 0 : norm_fused(a, p) ? 1 : 2;
+}
+__device__ __forceinline__ void chain_norm_x(const ck_chain_step &st, const ChainArgs &a, float *red, int nct, int G, int b,
+                                             bool fused) {
   float ss = 0.f;
-  for (int j = (int)threadIdx.x; j < G; j += nct) ss += __ldcg(a.nss + j);
+  if (fused) /* the previous step's tile sums */
+    for (int j = (int)threadIdx.x; j < st.nunits * 4; j += nct) ss += __ldcg(a.tss + j);
+  else
+    for (int j = (int)threadIdx.x; j < G; j += nct) ss += __ldcg(a.nss + j);
   const float tot = consumers_sum(ss, red, nct);
   const float r = 1.0f / sqrtf(tot / (float)(st.nunits * 64) + 1e-6f);
   int h0, h1;
   norm_slice(st, G, b, h0, h1);
   uint16_t *xp = const_cast<uint16_t *>(st.xp);
   for (int i = h0 + (int)threadIdx.x; i < h1; i += nct) {
-    const float4 h = reinterpret_cast<const float4 *>(st.hout)[i], w = __ldg(reinterpret_cast<const float4 *>(st.nw) + i);
+    /* (fused: h from other blocks, through the L2) */
+    const float4 h = __ldcg(reinterpret_cast<const float4 *>(st.hout) + i), w = __ldg(reinterpret_cast<const float4 *>(st.nw) + i);
     prep_store(xp, 4 * i, ck_f32_to_bf16(h.x * r * w.x), a.e, 1);
     prep_store(xp, 4 * i + 1, ck_f32_to_bf16(h.y * r * w.y), a.e, 1);
     prep_store(xp, 4 * i + 2, ck_f32_to_bf16(h.z * r * w.z), a.e, 1);
@@ -267,10 +285,21 @@ __device__ __forceinline__ void chain_norm_x(const ck_chain_step &st, const Chai
 
 /* Row `row` of a step from its float sum s: y (undoing x's 2^e, the decode's 2^-14 and the
  * scale codes' 2^10) and, where the next step reads it, its prep. */
-__device__ __forceinline__ void chain_out(const ck_chain_step &st, int row, float s, int e) {
+__device__ __forceinline__ float chain_out(const ck_chain_step &st, int row, float s, int e, const ck_chain_step *nx) {
   const float y = ldexpf(s, 14 - CK_NV_SCALE_LOG2 - e);
   st.y[row] = y;
   if (st.xnext && row < st.knext) prep_store(st.xnext, row, ck_f32_to_bf16(y * st.gain), e, 1);
+  if (!nx) return 0.f;
+  /* the next step is a fused norm: h = hin + y, and h² for the tile's sum */
+  const float h = __ldcg(nx->hin + row) + y;
+  nx->hout[row] = h;
+  return h * h;
+}
+/* the sum of a tile's 16 h² (16 consecutive lanes, one per row, every lane of the warp
+ * calling), written by the tile's row-0 lane when `write` */
+__device__ __forceinline__ void tile_ss(float hh, float *tss, int tile, int r, bool write) {
+  for (int o = 8; o > 0; o >>= 1) hh += __shfl_xor_sync(0xffffffffu, hh, o);
+  if (write && r == 0) tss[tile] = hh;
 }
 
 static_assert(2 * CH_MAX_STAGES * 8 + (CH_MAX_PIECES + 4 * CH_MAX_STAGES + 32) * 4 <= CH_HDR && CH_HDR % 128 == 0,
@@ -329,7 +358,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         const ck_chain_step st = a.steps[p];
         const int split = chain_split(st, G, a.mode);
         const int64_t n = (int64_t)st.tiles * split;
-        if (st.nw) rounds += 2;
+        rounds += norm_rounds(a, p);
         for (int i = (int)(n * b / G); i < (int)(n * (b + 1) / G); i++) {
           int tile, s0, s1;
           piece_stages(st, split, i, tile, s0, s1);
@@ -421,11 +450,14 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
     const int64_t n = (int64_t)st.tiles * split;
     const int i0 = (int)(n * b / G), npc = (int)(n * (b + 1) / G) - i0;
     if (p > 0) grid_wait(); /* every block has written this step's input (or the norm's) */
-    if (st.nw) { /* the norm's two rounds: the slices' sums of squares, then x */
-      chain_norm_sum(st, a, red, nct, G, b);
-      grid_arrive();
-      grid_wait();
-      chain_norm_x(st, a, red, nct, G, b);
+    if (st.nw) { /* the norm's rounds: the slices' sums of squares (unless fused), then x */
+      const bool fused = norm_fused(a, p);
+      if (!fused) {
+        chain_norm_sum(st, a, red, nct, G, b);
+        grid_arrive();
+        grid_wait();
+      }
+      chain_norm_x(st, a, red, nct, G, b, fused);
       grid_arrive();
       grid_wait();
     }
@@ -488,18 +520,22 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
       }
     }
     consumers_sync(nct);
+    /* the next step, when it is a fused norm: the row writers make its h and tile sums (the
+     * loops below run whole warps, for tile_ss's shuffles) */
+    const ck_chain_step *nx = p + 1 < a.nsteps && norm_fused(a, p + 1) ? &a.steps[p + 1] : NULL;
     /* each piece's rows: the warps' sums in warp order; whole tiles give y and the next prep,
      * split ones leave their sums for the tile's last block */
-    for (int i = threadIdx.x; i < npc * 16; i += nct) {
-      const int pl = i >> 4, r = i & 15;
-      float s = 0.f;
-      for (int w = 0; w < NCW; w++) s += part[(pl * NCW + w) * 16 + r];
-      const int row = (i0 + pl) / split * 16 + r;
-      if (split > 1) {
-        a.psum[(size_t)(i0 + pl) * 16 + r] = s;
-        continue;
+    for (int i0w = 0; i0w < npc * 16; i0w += nct) {
+      const int i = i0w + (int)threadIdx.x, pl = i >> 4, r = i & 15;
+      float hh = 0.f;
+      if (i < npc * 16) {
+        float s = 0.f;
+        for (int w = 0; w < NCW; w++) s += part[(pl * NCW + w) * 16 + r];
+        const int row = (i0 + pl) / split * 16 + r;
+        if (split > 1) a.psum[(size_t)(i0 + pl) * 16 + r] = s;
+        else hh = chain_out(st, row, s, a.e, nx);
       }
-      chain_out(st, row, s, a.e);
+      if (nx && split == 1) tile_ss(hh, a.tss, (i0 + pl) / split, r, i < npc * 16);
     }
     if (split > 1) {
       consumers_sync(nct);
@@ -513,13 +549,16 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         }
       }
       consumers_sync(nct);
-      for (int i = threadIdx.x; i < npc * 16; i += nct) {
-        const int pl = i >> 4, r = i & 15, tile = (i0 + pl) / split;
-        if (!last[pl]) continue;
-        float s = 0.f;
-        for (int q = 0; q < split; q++) s += __ldcg(a.psum + ((size_t)tile * split + q) * 16 + r);
-        const int row = tile * 16 + r;
-        chain_out(st, row, s, a.e);
+      for (int i0w = 0; i0w < npc * 16; i0w += nct) {
+        const int i = i0w + (int)threadIdx.x, pl = i >> 4, r = i & 15, tile = (i0 + pl) / split;
+        const bool mine = i < npc * 16 && last[pl];
+        float hh = 0.f;
+        if (mine) {
+          float s = 0.f;
+          for (int q = 0; q < split; q++) s += __ldcg(a.psum + ((size_t)tile * split + q) * 16 + r);
+          hh = chain_out(st, tile * 16 + r, s, a.e, nx);
+        }
+        if (nx) tile_ss(hh, a.tss, tile, r, mine);
       }
     }
     grid_arrive();
@@ -598,7 +637,8 @@ extern "C" void ck_chain_set_stamps(unsigned long long *stamps, int rounds) {
 }
 
 extern "C" size_t ck_chain_scratch_bytes(int max_tiles, int blocks) {
-  return 16 + (size_t)max_tiles * 4 + (size_t)16 * blocks * 16 * sizeof(float) + (size_t)blocks * sizeof(float);
+  return 16 + (size_t)max_tiles * 4 + (size_t)16 * blocks * 16 * sizeof(float) + (size_t)blocks * sizeof(float) +
+         (size_t)max_tiles * sizeof(float);
 }
 
 extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, void *scratch,
@@ -625,6 +665,7 @@ extern "C" int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols
   a.count = (unsigned *)((char *)scratch + 16);
   a.psum = (float *)((char *)scratch + 16 + (size_t)max_tiles * 4);
   a.nss = a.psum + (size_t)16 * blocks * 16;
+  a.tss = a.nss + blocks;
   a.mode = mode;
   a.producers = producers;
   a.stamps = g_stamps;

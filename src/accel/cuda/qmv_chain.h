@@ -29,9 +29,10 @@ typedef struct ck_chain_step {
   float gain;
   /* a norm step (nw non-NULL) makes its input: the RMS norm of the residual h = hin + yprev
    * (cols values), x = bf16(h · 1/√(mean h² + 1e-6) · nw), written as the prep xp (an output
-   * here), h to hout (≠ hin) — in two more rounds of the grid barrier, each block its slice:
-   * the decoder's residual norm as a step of the grid instead of a launch (hin, yprev, nw,
-   * hout 16-byte aligned) */
+   * here), h to hout (≠ hin) — in two more rounds of the grid barrier, each block its slice,
+   * or one when yprev is the previous step's y and cols its rows (the previous step's row
+   * writers then make h and each tile's sum of h²): the decoder's residual norm as a step of
+   * the grid instead of a launch (hin, yprev, nw, hout 16-byte aligned) */
   const float *nw, *yprev, *hin;
   float *hout;
 } ck_chain_step;
@@ -45,7 +46,8 @@ typedef struct ck_chain_step {
  * bound the steps' cols and tiles. scratch (ck_chain_scratch_bytes) must be zero at the start:
  * the grid barrier's counter, per-tile counters and partial sums of the steps whose tiles are
  * split over blocks (those with fewer tiles than 4 per block, e.g. o and down), the norms'
- * partial sums of squares. The stages in
+ * partial sums of squares (per block, or per tile of the step before a fused norm). The
+ * stages in
  * flight per block are what the shared memory leaves; *stages gets their number.
  * mode 0 is the chain; benchmark modes (bits 0, 1: wrong results) say what each part costs:
  * bit 0 the consumers skip the arithmetic (the weight stream alone), bit 1 they skip the grid
