@@ -140,6 +140,21 @@ static void print_stamps(const unsigned long long *sh, int nrounds, int G, const
     printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f |\n", name, n, median_of(v[0], n), median_of(v[1], n),
            median_of(v[2], n), median_of(v[3], n), median_of(v[4], n));
   }
+  /* the ring's waits per product: a producer waiting for free slots means the consumers hold
+   * the step back; a consumer waiting for full ones, the weight stream */
+  printf("\n| product (kcycles per step, medians over blocks, then layers) | producer waiting for free slots | consumer waiting for data |\n|---|---:|---:|\n");
+  const unsigned long long *pw = sh + (size_t)(nrounds + 1) * G, *cw = sh + (size_t)(2 * nrounds + 1) * G;
+  for (int j = 0; j < NPROD; j++) {
+    int n = 0;
+    for (int p = NPROD + j; p < nsteps && p < nrounds; p += NPROD) {
+      for (int b = 0; b < G; b++) w[b] = (double)pw[(size_t)p * G + b] / 1e3;
+      v[0][n] = median_of(w, G);
+      for (int b = 0; b < G; b++) w[b] = (double)cw[(size_t)p * G + b] / 1e3;
+      v[1][n] = median_of(w, G);
+      n++;
+    }
+    if (n) printf("| %s | %.1f | %.1f |\n", PROD[j].name, median_of(v[0], n), median_of(v[1], n));
+  }
   for (int m = 0; m < 5; m++) free(v[m]);
   free(w);
 }
@@ -310,7 +325,8 @@ int main(int argc, char **argv) {
   const int sblocks = sms * cfg[ncfg - 1].per_sm;
   unsigned long long *stamps_dev = NULL;
   if (stamps) {
-    TRY(rt_malloc((void **)&stamps_dev, (size_t)(nrounds + 1) * sblocks * 8, &err));
+    TRY(rt_malloc((void **)&stamps_dev, (size_t)(3 * nrounds + 1) * sblocks * 8, &err) ||
+        rt_memset(stamps_dev, 0, (size_t)(3 * nrounds + 1) * sblocks * 8, st, &err));
     ck_chain_set_stamps(stamps_dev, nrounds);
   }
   /* the resident grid, per configuration (consumer warps : producer warps : blocks per SM :
@@ -340,8 +356,8 @@ int main(int argc, char **argv) {
 
   if (stamps) {
     ck_chain_set_stamps(NULL, 0);
-    unsigned long long *sh = malloc((size_t)(nrounds + 1) * sblocks * 8);
-    TRY(!sh || rt_d2h(sh, stamps_dev, (size_t)(nrounds + 1) * sblocks * 8, st, &err) || rt_stream_sync(st, &err));
+    unsigned long long *sh = malloc((size_t)(3 * nrounds + 1) * sblocks * 8);
+    TRY(!sh || rt_d2h(sh, stamps_dev, (size_t)(3 * nrounds + 1) * sblocks * 8, st, &err) || rt_stream_sync(st, &err));
     print_stamps(sh, nrounds, sblocks, steps, nsteps);
     free(sh);
     rt_free(stamps_dev);

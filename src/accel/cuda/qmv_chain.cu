@@ -51,11 +51,20 @@ struct ChainArgs {
   float *nss;      /* per block: its slice's sum of squares (norm steps) */
   float *tss;      /* per tile of the step before a fused norm: its rows' sum of h² */
   /* (ck_chain_set_stamps; NULL: none) per round r < nstamp: stamps[r·G + b] block b's arrival,
-   * stamps[nstamp·G + r] when block 0 saw round r complete (%globaltimer, ns) */
+   * stamps[nstamp·G + r] when block 0 saw round r complete (%globaltimer, ns); per step
+   * p < nstamp, from stamps + (nstamp + 1)·G: [p·G + b] the cycles block b's first producer
+   * waited for free slots, then [(nstamp + p)·G + b] its first consumer warp for full ones */
   unsigned long long *stamps;
   int nstamp;
 };
 
+__device__ __forceinline__ long long ch_clock() {
+#ifdef CK_EMULATION
+  return 0;
+#else
+  return clock64();
+#endif
+}
 __device__ __forceinline__ unsigned long long ch_now() {
 #ifdef CK_EMULATION
   return 0;
@@ -354,6 +363,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
        * not with x staged, whose arrivals wait for the producer's own x parts) */
       const int cap = XM == 2 ? 0 : (a.mode >> 12) & 7;
       int ifslot = 0, ifpha = 0;
+      long long waited = 0; /* (stamps) cycles spent waiting for free slots in this step */
       for (int p = 0; p < a.nsteps; p++) {
         const ck_chain_step st = a.steps[p];
         const int split = chain_split(st, G, a.mode);
@@ -377,7 +387,9 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
                 __nanosleep(20);
               }
             } else if (k >= a.nst) {
+              const long long t0 = a.stamps ? ch_clock() : 0;
               mbar_wait(&empty[cur], (uint32_t)(par ^ 1));
+              if (a.stamps) waited += ch_clock() - t0;
             }
             if (capw) mbar_wait(&full[ifs], (uint32_t)ifp);
             const size_t unit = (size_t)tile * st.nunits + u0;
@@ -396,6 +408,8 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
           }
         }
         rounds++;
+        if (a.stamps && r == 0 && p < a.nstamp) a.stamps[(size_t)(a.nstamp + 1 + p) * G + b] = (unsigned long long)waited;
+        waited = 0;
       }
       if (XM == 2) /* the last stages' x parts */
         for (long long spin = 0; xq.kh < k; spin++) {
@@ -416,6 +430,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
   asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
 #endif
   int slot = 0, phase = 0; /* the next stage's slot and its use count's parity */
+  long long cwaited = 0;    /* (stamps) cycles this thread waited for full slots in this step */
   unsigned rounds = 0;      /* the grid barrier's rounds so far */
   /* after this block's writes, arrive at the grid barrier; then wait for round `rounds` */
   /* (mode 512: the arrival a release reduction — no fence and atomic round trip — and the
@@ -477,7 +492,9 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         const int u0 = sg * ChS::SU, nu = min(ChS::SU, st.nunits - u0), np = (nu + 1) >> 1;
         int q = warp - c % NCW;
         if (q < 0) q += NCW;
+        const long long t0 = a.stamps ? ch_clock() : 0;
         mbar_wait(&full[slot], (uint32_t)phase);
+        if (a.stamps) cwaited += ch_clock() - t0;
         const uint8_t *stage = ring + (size_t)slot * STRIDE;
         /* x: the stage's part (its first unit is the stage's), the row in global memory, or the
          * row's copy */
@@ -561,6 +578,9 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         if (nx) tile_ss(hh, a.tss, tile, r, mine);
       }
     }
+    if (a.stamps && threadIdx.x == 0 && p < a.nstamp)
+      a.stamps[(size_t)(2 * a.nstamp + 1 + p) * G + b] = (unsigned long long)cwaited;
+    cwaited = 0;
     grid_arrive();
   }
 }

@@ -64,7 +64,10 @@ size_t ck_chain_scratch_bytes(int max_tiles, int blocks);
 /* Benchmark instrumentation for the following ck_chain_run calls (NULL: off): the grid
  * barrier's first `rounds` rounds stamped with %globaltimer (ns) — stamps[r·blocks + b] when
  * block b arrives at round r, stamps[rounds·blocks + r] when block 0 sees round r complete;
- * (rounds + 1)·blocks values in device memory. A step is one round, a norm step three. */
+ * then per step p < rounds the cycles (clock64) block b's first producer warp waited for free
+ * ring slots, at [(rounds + 1 + p)·blocks + b], and its first consumer thread for full ones,
+ * at [(2·rounds + 1 + p)·blocks + b]; (3·rounds + 1)·blocks values in device memory. A step
+ * is one round, a norm step two or three. */
 void ck_chain_set_stamps(unsigned long long *stamps, int rounds);
 int ck_chain_run(const ck_chain_step *steps, int nsteps, int max_cols, int max_tiles, int e, void *scratch, int blocks,
                  int per_sm, int warps, int producers, int mode, int *stages, void *stream);
