@@ -187,7 +187,11 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   static_assert(!XS || COL, "x staging is for the one-row kernels");
   constexpr int STAGE = XS ? S::STAGE_XS : S::STAGE;
   constexpr int XOFF = S::SU * (S::UNIT_W + S::UNIT_S), XSOFF = XOFF + S::STAGE_XB;
+#ifdef CK_EMULATION
+  uint8_t *stage_mem = emu_dyn_smem;
+#else
   extern __shared__ __align__(128) uint8_t stage_mem[];
+#endif
   __shared__ uint64_t mbar[NST];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -203,7 +207,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < NST; i++) mbar_init(&mbar[i], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
   }
   __syncthreads();
   /* thread 0: stage st into slot st % NST — its weights (W), its x part (X; XS kernels), or
@@ -232,9 +236,10 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     for (int st = 0; st < NST && st < p.early && st < nstages; st++) issue(st, true, false);
   ck_pdl_enter();
   if (threadIdx.x == 0)
-    for (int st = 0; st < NST && st < nstages; st++)
+    for (int st = 0; st < NST && st < nstages; st++) {
       if (st >= p.early) issue(st, true, true);
       else if (XS) issue(st, false, true);
+    }
   /* two accumulator sets: the two units in flight have independent mma chains */
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
   float acc2[4] = {0.f, 0.f, 0.f, 0.f}, tot2[4] = {0.f, 0.f, 0.f, 0.f};
@@ -255,16 +260,16 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   float col_bw = 1.f;         /* affine: 1 for the lane that adds its group's bias term, else 0 */
   if (COL) {
     col_sel_init(g, colsel);
-    asm volatile("mov.b32 %0, %1;" : "=r"(col_w) : "r"(nw * WSTEP));
-    asm volatile("mov.b32 %0, %1;" : "=r"(col_s) : "r"(t >= 2 ? nw * S::UNIT_S : 0));
-    asm volatile("mov.b32 %0, %1;" : "=r"(col_x) : "r"(g >= 4 ? nw * XSTEP * 2 : 0));
-    asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
+    col_w = ck_opaque(nw * WSTEP);
+    col_s = ck_opaque(t >= 2 ? nw * S::UNIT_S : 0);
+    col_x = ck_opaque(g >= 4 ? nw * XSTEP * 2 : 0);
+    nv_e = ck_opaque(0x40000000u);
     if (S::AFF) { /* this lane's group: unit t / 2, group (2t mod 4) / MPG of it */
       const int gl = ((2 * t) & 3) / S::MPG;
       col_gl = gl;
       col_soff = gl * 64;
       col_xs = p.xs + ((size_t)ubeg * S::GPU + gl) * 8;
-      asm volatile("mov.b32 %0, %1;" : "=r"(col_xs_off) : "r"(t >= 2 ? nw * S::GPU * 8 : 0));
+      col_xs_off = ck_opaque(t >= 2 ? nw * S::GPU * 8 : 0);
       col_bw = S::MPG == 4 && (t & 1) ? 0.f : 1.f; /* groups of 64: lanes 2t and 2t+1 share one */
     } else {
       col_soff = (t & 1) * 4;
@@ -364,7 +369,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     }
     __syncthreads(); /* every warp is done with this slot */
     if (threadIdx.x == 0 && st + NST < nstages) {
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      fence_proxy_async_smem();
       issue(st + NST, true, true);
     }
   }
@@ -671,6 +676,7 @@ extern "C" int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp,
 }
 
 /* ---- bandwidth reference --------------------------------------------------------------- */
+#ifndef CK_EMULATION
 __global__ void read_bw_kernel(const uint4 *p, size_t n, unsigned *sink) {
   uint32_t acc = 0;
   size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -692,5 +698,6 @@ extern "C" int ck_read_bw(const void *buf, size_t nbytes, unsigned *sink, int sm
   read_bw_kernel<<<sms * 4, 512, 0, (cudaStream_t)stream>>>((const uint4 *)buf, nbytes / 16, sink);
   return (int)cudaGetLastError();
 }
+#endif
 
 CK_PDL_EARLY_SETTER(ck_pdl_early_qmv)

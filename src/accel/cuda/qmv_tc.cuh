@@ -177,6 +177,18 @@ __device__ __forceinline__ float nv_scale(uint32_t w, int q, uint32_t e) {
 
 template <bool B> struct ck_bool { static constexpr bool value = B; };
 
+/* v, made opaque (a volatile move) so the compiler keeps a loop invariant in a register
+ * instead of re-deriving it in the loop */
+__device__ __forceinline__ uint32_t ck_opaque(uint32_t v) {
+#ifdef CK_EMULATION
+  return v;
+#else
+  uint32_t d;
+  asm volatile("mov.b32 %0, %1;" : "=r"(d) : "r"(v));
+  return d;
+#endif
+}
+
 /* ---- mbarrier + bulk copy (sm_90) ---- */
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
 #ifdef CK_EMULATION
@@ -190,6 +202,18 @@ __device__ __forceinline__ void mbar_init(uint64_t *m, uint32_t count) {
   emu_mbar_init(m, count);
 #else
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(m)), "r"(count) : "memory");
+#endif
+}
+/* mbarrier inits visible to the async proxy (the bulk copies) */
+__device__ __forceinline__ void mbar_init_fence() {
+#ifndef CK_EMULATION
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+/* this block's generic-proxy accesses of shared memory ordered before its next bulk copies */
+__device__ __forceinline__ void fence_proxy_async_smem() {
+#ifndef CK_EMULATION
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void mbar_expect(uint64_t *m, uint32_t bytes) {

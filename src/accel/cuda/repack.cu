@@ -131,10 +131,22 @@ __global__ void repack_fp_scales_kernel(RepackArgs a) {
   }
 }
 
+/* (the host emulation, tests/gpu/qmv_emulate.cpp, runs each grid-stride kernel as one block of
+ * 32 threads) */
+#ifdef CK_EMULATION
+#define RP_LAUNCH(kernel, total)                                              \
+  do {                                                                        \
+    cudaLaunchConfig_t cfg_ = {dim3(1), dim3(32), 0, st, nullptr, 0};         \
+    if (cudaLaunchKernelEx(&cfg_, kernel, a)) return (int)cudaErrorInvalidValue; \
+  } while (0)
+#else
+#define RP_LAUNCH(kernel, total) kernel<<<grid_for(total), 256, 0, st>>>(a)
+
 static int grid_for(int64_t total) {
   int64_t blocks = (total + 255) / 256;
   return (int)(blocks > 65535 * 8 ? 65535 * 8 : (blocks < 1 ? 1 : blocks));
 }
+#endif
 
 extern "C" int ck_repack(const ck_layout *L, const void *raw_w, const void *raw_s,
                          const void *raw_b, void *stream) {
@@ -153,13 +165,13 @@ extern "C" int ck_repack(const ck_layout *L, const void *raw_w, const void *raw_
   a.raw_b = raw_b;
   a.w = L->w;
   a.s = L->s;
-  repack_codes_kernel<<<grid_for(a.slabs * a.tiles * a.nchunks * 128), 256, 0, st>>>(a);
+  RP_LAUNCH(repack_codes_kernel, a.slabs * a.tiles * a.nchunks * 128);
   cudaError_t e = cudaGetLastError();
   if (e) return (int)e;
   if (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) {
-    repack_affine_scales_kernel<<<grid_for(a.slabs * a.tiles * a.ngroups * 8), 256, 0, st>>>(a);
+    RP_LAUNCH(repack_affine_scales_kernel, a.slabs * a.tiles * a.ngroups * 8);
   } else if (L->fmt == CK_NVFP4 || L->fmt == CK_MXFP4 || L->fmt == CK_MXFP8) {
-    repack_fp_scales_kernel<<<grid_for(a.slabs * a.tiles * a.nunits * 8), 256, 0, st>>>(a);
+    RP_LAUNCH(repack_fp_scales_kernel, a.slabs * a.tiles * a.nunits * 8);
   }
   return (int)cudaGetLastError();
 }

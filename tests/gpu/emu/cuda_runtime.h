@@ -283,7 +283,11 @@ struct cudaLaunchAttribute {
   struct { int programmaticStreamSerializationAllowed, cooperative; } val;
 };
 /* the device's figures a launcher asks for: a harness defines them (emu_dev_attr) */
-enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81 };
+enum cudaDeviceAttr {
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81
+};
 int emu_dev_attr(cudaDeviceAttr a);
 static inline int cudaGetDevice(int *d) { *d = 0; return 0; }
 static inline int cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) { *v = emu_dev_attr(a); return 0; }

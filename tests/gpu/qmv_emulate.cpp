@@ -1,0 +1,197 @@
+/* Runs the tensor-core mat-vec of qmv_tc.cu (ck_qmv_split through its real launcher, after the
+ * upload repack of repack.cu) on host threads (tests/gpu/emu: mbarriers, bulk copies and mma
+ * emulated, one block at a time), against a float64 product of the MLX parts the repack read.
+ * The kernel's index logic is checked without a GPU: the one-row kernels (one mma column per
+ * scale group, x staged with the weights or read from global memory), the full-stage loop and
+ * a partial last stage, 4 and 8 warps, 3 and 4 stages, a k split, a partial last tile, a zero
+ * nvfp4 scale, the batch kernel for two rows, affine 4-bit with bf16 and f16 scales.
+ *   - every output within 2e-5 of its row's Σ|w·x| (float32 sums in another order);
+ *   - x staged or read from global memory: the same bits (only where x comes from differs).
+ * A CTest. Build and run from the repository root:
+ *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
+ *       -Iinclude tests/gpu/qmv_emulate.cpp -o /tmp/qmv_emulate -lm && /tmp/qmv_emulate
+ */
+#include "../../src/accel/cuda/qmv_tc.cu"
+#include "../../src/accel/cuda/repack.cu"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <vector>
+
+#include "emu_rng.h"
+#include "prep_store.cuh"
+
+extern "C" int ck_pdl_enabled(void) { return 0; }
+
+#include "emu_block_runner.h"
+
+int emu_dev_attr(cudaDeviceAttr a) {
+  return a == cudaDevAttrMultiProcessorCount ? 132 : a == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 232448 : 233472;
+}
+
+static uint64_t g_rng = 0x2545f4914f6cdd1dull;
+static uint32_t rnd32() { return (uint32_t)(emu_xorshift64(&g_rng) >> 17); }
+static float unit() { return (float)((double)(emu_xorshift64(&g_rng) >> 11) * 0x1p-53); }
+
+struct Case {
+  const char *what;
+  int fmt, gs, sdt;    /* format, group size, scale dtype (affine) */
+  int rows, cols, nb;  /* product shape, activation rows */
+  int warps, stages, ksplit, variant;
+  bool zero_scale;     /* nvfp4: one group's scale is 0 */
+};
+
+/* MLX's value of (row, k): e2m1 code × E4M3 scale (nvfp4), or s·q + b (affine) */
+struct Weights {
+  int fmt, gs, sdt, rows, cols;
+  std::vector<uint32_t> w;               /* packed 4-bit codes, rows × cols/8 */
+  std::vector<uint8_t> s8;               /* nvfp4 scales, rows × cols/16 */
+  std::vector<uint16_t> s16, b16;        /* affine scales and biases, rows × cols/gs */
+  double at(int r, int k) const {
+    const uint32_t c = ck_raw_code(&w[(size_t)r * (cols / 8)], 4, k);
+    if (fmt == CK_NVFP4) return (double)ck_fp4_to_f32(c) * (double)ck_e4m3_to_f32(s8[(size_t)r * (cols / 16) + k / 16]);
+    const size_t gi = (size_t)r * (cols / gs) + k / gs;
+    const double s = sdt == CKT_F16 ? ck_f16_to_f32(s16[gi]) : ck_bf16_to_f32(s16[gi]);
+    const double b = sdt == CKT_F16 ? ck_f16_to_f32(b16[gi]) : ck_bf16_to_f32(b16[gi]);
+    return s * (double)c + b;
+  }
+};
+
+static Weights make_weights(const Case &c) {
+  Weights W{c.fmt, c.gs, c.sdt, c.rows, c.cols, {}, {}, {}, {}};
+  W.w.resize((size_t)c.rows * c.cols / 8);
+  for (uint32_t &v : W.w) v = rnd32() ^ (rnd32() << 15);
+  if (c.fmt == CK_NVFP4) {
+    W.s8.resize((size_t)c.rows * c.cols / 16);
+    for (uint8_t &s : W.s8) s = (uint8_t)(0x20 + rnd32() % 0x40); /* E4M3 2^-3 … 2^4, positive */
+    if (c.zero_scale) W.s8[(size_t)(c.rows / 2) * (c.cols / 16) + 3] = 0;
+  } else {
+    const size_t n = (size_t)c.rows * (c.cols / c.gs);
+    W.s16.resize(n);
+    W.b16.resize(n);
+    for (size_t i = 0; i < n; i++) {
+      const float s = (0.5f + unit()) * 0.01f, b = (unit() - 0.5f) * 0.1f;
+      W.s16[i] = c.sdt == CKT_F16 ? ck_f32_to_f16(s) : ck_f32_to_bf16(s);
+      W.b16[i] = c.sdt == CKT_F16 ? ck_f32_to_f16(b) : ck_f32_to_bf16(b);
+    }
+  }
+  return W;
+}
+
+static int run_case(const Case &c) {
+  const Weights W = make_weights(c);
+  ck_layout L = {};
+  L.fmt = c.fmt;
+  L.mode = c.fmt == CK_NVFP4 ? CKM_NVFP4 : CKM_AFFINE;
+  L.bits = 4;
+  L.group_size = c.gs;
+  L.scales_dtype = c.sdt;
+  L.slabs = 1;
+  L.rows = c.rows;
+  L.cols = c.cols;
+  L.tiles = (c.rows + 15) / 16;
+  L.nunits = c.cols / ck_unit_k(c.fmt, c.gs);
+  std::vector<uint8_t> rw(ck_rep_w_bytes(&L), 0x5a), rs(ck_rep_s_bytes(&L), 0x5a);
+  L.w = rw.data();
+  L.s = rs.data();
+  L.w_slab = rw.size();
+  L.s_slab = rs.size();
+  int rc = c.fmt == CK_NVFP4 ? ck_repack(&L, W.w.data(), W.s8.data(), NULL, NULL)
+                             : ck_repack(&L, W.w.data(), W.s16.data(), W.b16.data(), NULL);
+  /* x: bf16 over a few binades, signs mixed, a few zeros; the prep as the decoder's kernels
+   * write it (prep_store.cuh) for nb rows, the affine group sums of those fp16 values */
+  const int64_t xcols = ck_xp_cols(&L);
+  std::vector<uint16_t> x((size_t)c.nb * c.cols), xp((size_t)xcols * 8, 0);
+  std::vector<float> xs((size_t)(xcols / 32 + 1) * 8, 0.0f);
+  std::vector<int> xexp(8, 0);
+  for (int b = 0; b < c.nb; b++) {
+    float m = 0;
+    for (int i = 0; i < c.cols; i++) {
+      const float v = (unit() * 2 - 1) * ldexpf(1.0f, -(int)(unit() * 6));
+      x[(size_t)b * c.cols + i] = ck_f32_to_bf16(i % 89 == 7 ? 0.0f : v);
+      m = fmaxf(m, fabsf(ck_bf16_to_f32(x[(size_t)b * c.cols + i])));
+    }
+    xexp[b] = prep_exp(m, 1);
+    for (int i = 0; i < c.cols; i++) prep_store(xp.data() + (size_t)b * xcols, i, x[(size_t)b * c.cols + i], xexp[b], 1);
+    if (c.fmt == CK_AFF4)
+      for (int g = 0; g < c.cols / c.gs; g++) {
+        float s = 0;
+        for (int k = 0; k < c.gs; k++)
+          s += ck_f16_to_f32(ck_f32_to_f16(ldexpf(ck_bf16_to_f32(x[(size_t)b * c.cols + g * c.gs + k]), xexp[b])));
+        xs[(size_t)g * 8 + b] = s;
+      }
+  }
+  ck_set_tuning(c.warps, c.variant);
+  ck_set_qmv_stages(c.stages);
+  const int64_t kstride = (int64_t)c.nb * c.rows;
+  std::vector<float> y((size_t)c.ksplit * kstride, NAN);
+  if (!rc)
+    rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y.data(), c.rows, c.ksplit, kstride, NULL);
+  /* the same product with x read from global memory (variant 6): the same bits */
+  std::vector<float> y6(y.size(), NAN);
+  const bool one_row = c.nb == 1 && c.variant == 0;
+  if (!rc && one_row) {
+    ck_set_tuning(c.warps, 6);
+    rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y6.data(), c.rows, c.ksplit, kstride, NULL);
+  }
+  ck_set_tuning(0, 0);
+  ck_set_qmv_stages(0);
+  if (rc) {
+    printf("FAIL %-34s launch rc=%d\n", c.what, rc);
+    return 1;
+  }
+  double worst = 0;
+  int bad = 0;
+  for (int b = 0; b < c.nb; b++)
+    for (int r = 0; r < c.rows; r++) {
+      double ref = 0, mag = 0;
+      for (int k = 0; k < c.cols; k++) {
+        const double p = W.at(r, k) * (double)ck_bf16_to_f32(x[(size_t)b * c.cols + k]);
+        ref += p;
+        mag += fabs(p);
+      }
+      double got = 0;
+      for (int s = 0; s < c.ksplit; s++) got += (double)y[(size_t)s * kstride + (size_t)b * c.rows + r];
+      const double err = fabs(got - ref) / (mag > 0 ? mag : 1.0);
+      if (!(err <= 2e-5)) bad++;
+      if (!(err <= worst)) worst = err;
+      if (one_row)
+        for (int s = 0; s < c.ksplit; s++) {
+          const size_t i = (size_t)s * kstride + (size_t)b * c.rows + r;
+          if (!(y6[i] == y[i])) bad++; /* (±0 equal: the pad's zeros and x's signed zeros) */
+        }
+    }
+  printf("%s %-34s %s g%-3d %3d x %5d nb %d warps %d stages %d ksplit %d: worst %.2e of sum|w.x|%s\n",
+         bad ? "FAIL" : "ok  ", c.what, c.fmt == CK_NVFP4 ? "nvfp4  " : "affine4", c.gs, c.rows, c.cols, c.nb,
+         c.warps ? c.warps : 4, c.stages ? c.stages : 3, c.ksplit, worst, one_row ? ", x staged = x global" : "");
+  return bad != 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
+  const int NV = CK_NVFP4, AF = CK_AFF4, BF = CKT_BF16, F16 = CKT_F16;
+  /* 37 units = 2 full stages of 16 and a partial one of 5; 32 units = full stages only */
+  const Case cases[] = {
+      {"one row, partial stage and tile", NV, 16, BF, 40, 64 * 37, 1, 0, 0, 1, 0, false},
+      {"one row, full stages, zero scale", NV, 16, BF, 32, 64 * 32, 1, 0, 0, 1, 0, true},
+      {"one row, 8 warps", NV, 16, BF, 48, 64 * 37, 1, 8, 0, 1, 0, false},
+      {"one row, 2 warps (generic loop)", NV, 16, BF, 16, 64 * 37, 1, 2, 0, 1, 0, false},
+      {"one row, 4 stages, k split 2", NV, 16, BF, 40, 64 * 37, 1, 0, 4, 2, 0, false},
+      {"one row, k split 3, 1-unit stage", NV, 16, BF, 24, 64 * 49, 1, 0, 0, 3, 0, false},
+      {"one row, x from global (variant 6)", NV, 16, BF, 40, 64 * 37, 1, 0, 0, 1, 6, false},
+      {"two rows (batch kernel)", NV, 16, BF, 40, 64 * 37, 2, 0, 0, 1, 0, false},
+      {"affine g64 one row", AF, 64, BF, 40, 64 * 37, 1, 0, 0, 1, 0, false},
+      {"affine g32 one row, f16 scales", AF, 32, F16, 40, 64 * 37, 1, 0, 0, 1, 0, false},
+      {"affine g64 one row, 8 warps, 4 st.", AF, 64, BF, 32, 64 * 32, 1, 8, 4, 1, 0, false},
+      {"affine g64 two rows", AF, 64, BF, 24, 64 * 37, 2, 0, 0, 1, 0, false},
+  };
+  int fails = 0, n = 0;
+  for (const Case &c : cases) {
+    fails += run_case(c);
+    n++;
+  }
+  printf("%d passed, %d failed\n", n - fails, fails);
+  return fails ? 1 : 0;
+}
