@@ -178,20 +178,15 @@ __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (
  * weight pair in fp16 (16 multiplies and 8 scale extractions per unit), for affine once per
  * pair instead of once per unit, and the bias term b·Σx once per group (with groups of 64 two
  * lanes share a group: the odd one adds none). Lane (g, t) loads only the 8 bytes of x its
- * column needs. With x staged (XS), each stage's x comes in chunks of 8 units, each followed by
- * 16 zero bytes, and in full stages (4 or 8 warps) a lane loads mma j's B operand from its x
- * or from the pad instead of multiplying x by a 1/0 selector: 8 loads instead of a load and
- * 16 multiplies per pair (session 15). */
+ * column needs. */
 template <int FMT, int GS, bool SB_F16, int NST, int COL = 0, bool XS = false>
 __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   typedef Shape<FMT, GS> S;
   /* XS (one-row kernels): x (and the affine group sums) come with each stage's weights through
    * the bulk copy, so a pair waits on shared memory instead of an L1 miss to the L2 */
   static_assert(!XS || COL, "x staging is for the one-row kernels");
-  static_assert(!XS || S::SU % S::XCH_U == 0, "x chunks cover a stage");
-  constexpr int STAGE = XS ? S::STAGE_XSP : S::STAGE;
-  constexpr int XOFF = S::SU * (S::UNIT_W + S::UNIT_S), XSOFF = XOFF + S::STAGE_XBP;
-  constexpr int UXB = S::UK * 2; /* bytes of x per unit */
+  constexpr int STAGE = XS ? S::STAGE_XS : S::STAGE;
+  constexpr int XOFF = S::SU * (S::UNIT_W + S::UNIT_S), XSOFF = XOFF + S::STAGE_XB;
 #ifdef CK_EMULATION
   uint8_t *stage_mem = emu_dyn_smem;
 #else
@@ -214,12 +209,6 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     for (int i = 0; i < NST; i++) mbar_init(&mbar[i], 1);
     mbar_init_fence();
   }
-  constexpr int NXC = XS ? S::SU / S::XCH_U : 1; /* x chunks per stage */
-  if (XS) /* the zero pads after the x chunks of every slot (no copy writes them) */
-    for (int i = threadIdx.x; i < NST * NXC * 4; i += blockDim.x) {
-      const int slot = i / (NXC * 4), c = (i >> 2) % NXC;
-      reinterpret_cast<uint32_t *>(stage_mem + slot * STAGE + XOFF + c * S::XCH_B + S::XCH_U * UXB)[i & 3] = 0u;
-    }
   __syncthreads();
   /* thread 0: stage st into slot st % NST — its weights (W), its x part (X; XS kernels), or
    * both; a slot's bytes are all expected with its weights, so its phase cannot complete
@@ -237,13 +226,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     }
     if (XS && X) {
       const size_t ug = (size_t)ubeg + u0; /* the stage's first unit in the whole row */
-      /* in chunks of XCH_U units, each before its zero pad (written once, below) */
-      for (int c = 0; c * S::XCH_U < nu; c++) {
-        const int cu = nu - c * S::XCH_U < S::XCH_U ? nu - c * S::XCH_U : S::XCH_U;
-        bulk_copy(dst + XOFF + c * S::XCH_B, reinterpret_cast<const uint8_t *>(p.xp) + (ug + c * S::XCH_U) * UXB,
-                  (uint32_t)(cu * UXB), &mbar[slot]);
-      }
-      (void)xb;
+      bulk_copy(dst + XOFF, reinterpret_cast<const uint8_t *>(p.xp) + ug * S::UK * 2, xb, &mbar[slot]);
       if (xsb) bulk_copy(dst + XSOFF, reinterpret_cast<const uint8_t *>(p.xs) + ug * S::GPU * 32, xsb, &mbar[slot]);
     }
   };
@@ -275,19 +258,6 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   int col_w = 0, col_s = 0, col_x = 0, col_soff = 0, col_xs_off = 0, col_gl = 0;
   const float *col_xs = p.xs; /* affine: this lane's group sums (x row 0) at the pair's first unit */
   float col_bw = 1.f;         /* affine: 1 for the lane that adds its group's bias term, else 0 */
-  /* XS: this lane's x within its unit (mma g & 3), and xo[j], where mma j of a pair (j < 4: of
-   * the first unit, else of the second) finds its B operand from the pair's chunk base: this
-   * lane's x where j is its column, else the chunk's zero pad — for the loop whose pairs stay
-   * in one chunk (4 warps) or whose one pair spans both (8 warps) */
-  const int col_lx = t * 16 + ((g & 3) >> 1) * 64 + (g & 1) * 8;
-  uint32_t xo[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (COL && XS) {
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-      const int u = j < 4 ? warp : warp + nw; /* the unit from the pair's first */
-      xo[j] = ck_opaque(j == g ? (u / S::XCH_U) * S::XCH_B + (u % S::XCH_U) * UXB + col_lx : S::XCH_U * UXB);
-    }
-  }
   if (COL) {
     col_sel_init(g, colsel);
     col_w = ck_opaque(nw * WSTEP);
@@ -323,29 +293,19 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       }
     } else if (COL) {
       /* x and the group sums: the stage's copy (XS; lane (g, t)'s 8 bytes of its unit's x at
-       * col_lx, the same strides as in global memory, units in chunks), or global */
-      const uint8_t *xst = base + XOFF;
-      const uint2 *xc = xcol + (size_t)(u0 + warp) * XSTEP * 2; /* (!XS) */
+       * t·16 + ((g & 3) >> 1)·64 + (g & 1)·8, the same strides as in global memory), or global */
+      const uint2 *xc = XS ? reinterpret_cast<const uint2 *>(base + XOFF + t * 16 + ((g & 3) >> 1) * 64 + (g & 1) * 8) +
+                                 (size_t)warp * XSTEP * 2
+                           : xcol + (size_t)(u0 + warp) * XSTEP * 2;
       const uint8_t *sc = ssm + col_soff;
       const float *xsc = XS ? reinterpret_cast<const float *>(base + XSOFF) + (warp * S::GPU + col_gl) * 8
                             : col_xs + (size_t)(u0 + warp) * S::GPU * 8;
-      /* one pair (units ul and ul + nw); TWO: the second unit is known to exist (a full stage: no
-       * selects), else two says whether it does and its reads fall back on the first unit; ZX
-       * (XS, TWO): the B operands loaded from the chunk at xb (col_unit_mmas_zx) */
-      auto pair = [&](auto two_c, bool two_rt, auto zx_c, const uint8_t *const *xr, int ul) {
-        constexpr int ZXO = decltype(zx_c)::value; /* −1, or ZX with the chunk at xr + ZXO */
-        constexpr bool ZX = ZXO >= 0;
+      /* one pair; TWO: the second unit is known to exist (a full stage: no selects), else two
+       * says whether it does and its reads fall back on the first unit */
+      auto pair = [&](auto two_c, bool two_rt) {
         const bool two = decltype(two_c)::value || two_rt;
         const uint4 w0 = wsm[0], w1 = wsm[two ? col_w : 0];
-        uint2 xv = make_uint2(0, 0);
-        if (ZX) {
-          (void)ul;
-        } else if (XS) { /* unit u's x at (u / XCH_U)·XCH_B + (u % XCH_U)·UXB */
-          const int u = two && g >= 4 ? ul + nw : ul;
-          xv = *reinterpret_cast<const uint2 *>(xst + (u / S::XCH_U) * S::XCH_B + (u % S::XCH_U) * UXB + col_lx);
-        } else {
-          xv = ld_keep2(xc + (two ? col_x : 0));
-        }
+        const uint2 xv = XS ? xc[two ? col_x : 0] : ld_keep2(xc + (two ? col_x : 0));
         const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
         uint2 sw = make_uint2(0, 0);
         float xsv = 0.f;
@@ -356,13 +316,8 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
           sw.x = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
         }
         float d[4] = {0.f, 0.f, 0.f, 0.f};
-        if (ZX) {
-          col_unit_mmas_zx<FMT, ZX ? ZXO : 0>(d, wd0, xr);
-          col_unit_mmas_zx<FMT, ZX ? ZXO : 0>(d, wd1, xr + 4);
-        } else {
-          col_unit_mmas<FMT>(d, wd0, xv, colsel);
-        }
-        if (two && !ZX) {
+        col_unit_mmas<FMT>(d, wd0, xv, colsel);
+        if (two) {
           /* COL 2 (benchmark variant 5): the second unit on its own accumulator, so the pair is
            * two chains of 4 mmas instead of one of 8; a lane's columns come from one unit
            * only, so d + d2 adds exact zeros: the same bits */
@@ -392,23 +347,10 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
         xc += 2 * nw * XSTEP * 2;
         xsc += 2 * nw * S::GPU * 8;
       };
-      if (XS && nu == S::SU && (nw == 4 || nw == 8) && p.variant != 2) {
-        /* 4 warps: pair i in chunk i; 8 warps: one pair, both chunks. The B operands' addresses
-         * once per stage; the second chunk's offset a constant in each load */
-        const uint8_t *xr[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) xr[j] = xst + xo[j];
-        pair(ck_bool<true>(), true, ck_int<0>(), xr, 0);
-        advance();
-        if (nw == 4) {
-          pair(ck_bool<true>(), true, ck_int<S::XCH_B>(), xr, 0);
-          advance();
-        }
-      } else if (nu == S::SU && S::SU % (2 * nw) == 0 && p.variant != 2) {
-        for (int ul = warp; ul < nu; ul += 2 * nw, advance()) pair(ck_bool<true>(), true, ck_int<-1>(), nullptr, ul);
+      if (nu == S::SU && S::SU % (2 * nw) == 0 && p.variant != 2) {
+        for (int ul = warp; ul < nu; ul += 2 * nw, advance()) pair(ck_bool<true>(), true);
       } else {
-        for (int ul = warp; ul < nu; ul += 2 * nw, advance())
-          pair(ck_bool<false>(), ul + nw < nu, ck_int<-1>(), nullptr, ul);
+        for (int ul = warp; ul < nu; ul += 2 * nw, advance()) pair(ck_bool<false>(), ul + nw < nu);
       }
     } else {
       for (int ul = warp; ul < nu; ul += 2 * nw) {
@@ -506,8 +448,8 @@ static bool xs_for(const ck_layout *L, int nb) { return g_variant != 6 && g_vari
  * count times this (≥ 8 KB: it also holds the reduction). */
 static int smem_for(const ck_layout *L, int nb) {
   if (xs_for(L, nb))
-    return L->fmt == CK_NVFP4 ? Shape<CK_NVFP4, 16>::STAGE_XSP
-                              : L->group_size == 32 ? Shape<CK_AFF4, 32>::STAGE_XSP : Shape<CK_AFF4, 64>::STAGE_XSP;
+    return L->fmt == CK_NVFP4 ? Shape<CK_NVFP4, 16>::STAGE_XS
+                              : L->group_size == 32 ? Shape<CK_AFF4, 32>::STAGE_XS : Shape<CK_AFF4, 64>::STAGE_XS;
   switch (L->fmt) {
   case CK_AFF4: return L->group_size == 32 ? stage_smem<CK_AFF4, 32>() : L->group_size == 64 ? stage_smem<CK_AFF4, 64>() : stage_smem<CK_AFF4, 128>();
   case CK_AFF8: return L->group_size == 32 ? stage_smem<CK_AFF8, 32>() : L->group_size == 64 ? stage_smem<CK_AFF8, 64>() : stage_smem<CK_AFF8, 128>();

@@ -141,22 +141,6 @@ __device__ __forceinline__ void col_unit_mmas(float (&d)[4], const uint32_t (&wd
   }
 }
 
-/* The same four mmas with each B operand loaded from shared memory: mma m's pair at xr[m] + OFF,
- * which is the lane's x where m is its column and a zero pad elsewhere (the zeros come from a
- * load instead of two multiplies per mma: 4 loads instead of 8 multiplies per unit; OFF, a
- * constant, rides in the load's address). The products are those of col_unit_mmas but for the
- * signs of the zeros, which add nothing. */
-template <int FMT, int OFF>
-__device__ __forceinline__ void col_unit_mmas_zx(float (&d)[4], const uint32_t (&wd)[4], const uint8_t *const *xr) {
-#pragma unroll
-  for (int m = 0; m < 4; m++) {
-    uint32_t a[4];
-    decode_a<FMT>(wd, m, a);
-    const uint2 b = *reinterpret_cast<const uint2 *>(xr[m] + OFF);
-    mma16816<false>(d, a, b.x, b.y);
-  }
-}
-
 /* Compile-time shape of one format's work. A stage is SU units: about 8 KB of codes plus
  * their scales, copied global → shared by the bulk-copy engine; the kernel's NST stages are in
  * flight. */
@@ -178,10 +162,6 @@ struct Shape {
    * units, then (affine) the group sums of its groups, all 8 batch rows as xs lays them out */
   static constexpr int STAGE_XB = SU * UK * 2, STAGE_XSB = AFF ? SU * GPU * 32 : 0;
   static constexpr int STAGE_XS = STAGE + STAGE_XB + STAGE_XSB;
-  /* qmv_tc.cu's one-row kernels stage x in chunks of XCH_U units, each followed by 16 zero
-   * bytes: the B operand a lane gives the mmas outside its column (col_unit_mmas_zx) */
-  static constexpr int XCH_U = 8, XCH_B = XCH_U * UK * 2 + 16;
-  static constexpr int STAGE_XBP = SU / XCH_U * XCH_B, STAGE_XSP = STAGE + STAGE_XBP + STAGE_XSB;
 };
 
 /* s·2^10 of nvfp4 scale q of word w (ck_nv_scale) in one LOP3: e holds 0x40000000. */
@@ -196,7 +176,6 @@ __device__ __forceinline__ float nv_scale(uint32_t w, int q, uint32_t e) {
 }
 
 template <bool B> struct ck_bool { static constexpr bool value = B; };
-template <int N> struct ck_int { static constexpr int value = N; };
 
 /* v, made opaque (a volatile move) so the compiler keeps a loop invariant in a register
  * instead of re-deriving it in the loop */
