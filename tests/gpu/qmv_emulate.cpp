@@ -3,7 +3,7 @@
  * emulated, one block at a time), against a float64 product of the MLX parts the repack read.
  * The kernel's index logic is checked without a GPU: the one-row kernels (one mma column per
  * scale group, x staged with the weights or read from global memory), the full-stage loop and
- * a partial last stage, 4 and 8 warps, 3 and 4 stages, a k split, a partial last tile, a zero
+ * a partial last stage, 2, 4 and 8 warps, 2, 3 and 4 stages, k splits, a partial last tile, a zero
  * nvfp4 scale, the batch kernel for two rows, affine 4-bit with bf16 and f16 scales.
  *   - every output within 2e-5 of its row's Σ|w·x| (float32 sums in another order);
  *   - x staged or read from global memory: the same bits (only where x comes from differs).
@@ -180,6 +180,7 @@ int main(int argc, char **argv) {
       {"one row, 2 warps (generic loop)", NV, 16, BF, 16, 64 * 37, 1, 2, 0, 1, 0, false},
       {"one row, 4 stages, k split 2", NV, 16, BF, 40, 64 * 37, 1, 0, 4, 2, 0, false},
       {"one row, k split 3, 1-unit stage", NV, 16, BF, 24, 64 * 49, 1, 0, 0, 3, 0, false},
+      {"one row, 2 stages", NV, 16, BF, 40, 64 * 37, 1, 0, 2, 1, 0, false},
       {"one row, x from global (variant 6)", NV, 16, BF, 40, 64 * 37, 1, 0, 0, 1, 6, false},
       {"two rows (batch kernel)", NV, 16, BF, 40, 64 * 37, 2, 0, 0, 1, 0, false},
       {"affine g64 one row", AF, 64, BF, 40, 64 * 37, 1, 0, 0, 1, 0, false},

@@ -425,8 +425,8 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   if (rt_malloc((void **)&c->d_xexp, 8 * sizeof(int), err)) goto fail;
   /* a benchmark knob: the mat-vec's stages in flight per block (both are exact) */
   const char *qs = getenv("MLXRT_QMV_STAGES");
-  if (qs && *qs && strcmp(qs, "3") && strcmp(qs, "4")) {
-    mx_fail(err, "MLXRT_QMV_STAGES=%s: expected 3 or 4", qs);
+  if (qs && *qs && strcmp(qs, "2") && strcmp(qs, "3") && strcmp(qs, "4")) {
+    mx_fail(err, "MLXRT_QMV_STAGES=%s: expected 2, 3 or 4", qs);
     goto fail;
   }
   ck_set_qmv_stages(qs && *qs ? atoi(qs) : 0);

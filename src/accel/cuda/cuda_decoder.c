@@ -209,11 +209,11 @@ static void choose_split(accel_decoder *D, dec_mv *mv, const char *what) {
   if (ks > L->nunits) ks = (int)L->nunits;
   mv->ks = ks;
   if (ks > D->max_ks) D->max_ks = ks;
-  /* and its stage count (experiment knobs MLXRT_QMV_STAGES_QKV / _GU / _O / _DOWN: 3 or 4) */
+  /* and its stage count (experiment knobs MLXRT_QMV_STAGES_QKV / _GU / _O / _DOWN: 2, 3 or 4) */
   char sk[40];
   snprintf(sk, sizeof sk, "MLXRT_QMV_STAGES_%s", own + strlen("MLXRT_QMV_KSPLIT_"));
   const char *sv = getenv(sk);
-  mv->stages = sv && (!strcmp(sv, "3") || !strcmp(sv, "4")) ? atoi(sv) : 0;
+  mv->stages = sv && (!strcmp(sv, "2") || !strcmp(sv, "3") || !strcmp(sv, "4")) ? atoi(sv) : 0;
 }
 
 /* The activation prep the residual norm can write for mv (dk_residual_norm's xmode): every part

@@ -502,7 +502,8 @@ static qmv_fn pick_ns(const ck_layout *L, int nb) {
  * 37 KB of stages per block for 4-bit formats): measured on the H200, nvfp4 gains 3-4 % on
  * lm_head and in the decoder, affine 4-bit g64 loses 10 % on lm_head with the per-unit kernel
  * but gains 2 % with one mma column per group (docs/PERF.md). So the default is 3 for nvfp4
- * and for affine 4-bit's one-row kernel, 4 otherwise; MLXRT_QMV_STAGES overrides it. */
+ * and for affine 4-bit's one-row kernel, 4 otherwise; MLXRT_QMV_STAGES overrides it (2, 3 or 4:
+ * two leave room for 9 resident one-row blocks per SM instead of 6, session 15). */
 static int g_stages; /* 0 = per format */
 /* Weight stages a block issues before it waits for x's producer. Those bytes stream while the
  * producer runs, but the producer's own dependent loads queue behind them: in the decoder on
@@ -511,7 +512,7 @@ static int g_stages; /* 0 = per format */
 static int g_early = 2;
 extern "C" void ck_set_qmv_early(int n) { g_early = n >= 0 && n <= 4 ? n : 2; }
 extern "C" int ck_get_qmv_early(void) { return g_early; }
-extern "C" void ck_set_qmv_stages(int n) { g_stages = n == 3 || n == 4 ? n : 0; }
+extern "C" void ck_set_qmv_stages(int n) { g_stages = n >= 2 && n <= 4 ? n : 0; }
 extern "C" int ck_get_qmv_stages(void) { return g_stages; }
 static int stages_for(const ck_layout *L, int nb) {
   if (g_stages) return g_stages;
@@ -520,7 +521,8 @@ static int stages_for(const ck_layout *L, int nb) {
 
 /* nb: activation rows; 0 picks the per-unit kernel for one row too (benchmark variant 3) */
 static qmv_fn pick(const ck_layout *L, int nb) {
-  return stages_for(L, nb) == 3 ? pick_ns<3>(L, nb) : pick_ns<4>(L, nb);
+  const int n = stages_for(L, nb);
+  return n == 2 ? pick_ns<2>(L, nb) : n == 3 ? pick_ns<3>(L, nb) : pick_ns<4>(L, nb);
 }
 
 /* Benchmark variant 5: the one-row kernel with two mma chains per pair (3 stages), for the
