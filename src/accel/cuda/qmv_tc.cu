@@ -498,12 +498,13 @@ static qmv_fn pick_ns(const ck_layout *L, int nb) {
   return nullptr;
 }
 
-/* Stages in flight per block. Three leave room for more resident blocks (28 KB instead of
- * 37 KB of stages per block for 4-bit formats): measured on the H200, nvfp4 gains 3-4 % on
- * lm_head and in the decoder, affine 4-bit g64 loses 10 % on lm_head with the per-unit kernel
- * but gains 2 % with one mma column per group (docs/PERF.md). So the default is 3 for nvfp4
- * and for affine 4-bit's one-row kernel, 4 otherwise; MLXRT_QMV_STAGES overrides it (2, 3 or 4:
- * two leave room for 9 resident one-row blocks per SM instead of 6, session 15). */
+/* Stages in flight per block. Fewer leave room for more resident blocks: 3 instead of 4 (28 KB
+ * instead of 37 KB of stages per block for 4-bit formats) gained nvfp4 3-4 % on lm_head and in
+ * the decoder (session 4); 2 instead of 3 (9 resident one-row blocks per SM instead of 6, whose
+ * consumer warps hide each other's latencies) gained nvfp4 lm_head 4.6 % (88.7 % of the read
+ * bandwidth against 84.8 % in one run) and tg128 2.4 % (session 15, docs/PERF.md). So the
+ * default is 2 for the one-row kernels (nvfp4, affine 4-bit g32/g64), 3 for nvfp4's batch
+ * kernel, 4 otherwise; MLXRT_QMV_STAGES overrides it (2, 3 or 4). */
 static int g_stages; /* 0 = per format */
 /* Weight stages a block issues before it waits for x's producer. Those bytes stream while the
  * producer runs, but the producer's own dependent loads queue behind them: in the decoder on
@@ -516,7 +517,7 @@ extern "C" void ck_set_qmv_stages(int n) { g_stages = n >= 2 && n <= 4 ? n : 0; 
 extern "C" int ck_get_qmv_stages(void) { return g_stages; }
 static int stages_for(const ck_layout *L, int nb) {
   if (g_stages) return g_stages;
-  return L->fmt == CK_NVFP4 || (L->fmt == CK_AFF4 && nb == 1 && L->group_size <= 64) ? 3 : 4;
+  return one_row_col(L, nb) ? 2 : L->fmt == CK_NVFP4 ? 3 : 4;
 }
 
 /* nb: activation rows; 0 picks the per-unit kernel for one row too (benchmark variant 3) */
@@ -525,13 +526,18 @@ static qmv_fn pick(const ck_layout *L, int nb) {
   return n == 2 ? pick_ns<2>(L, nb) : n == 3 ? pick_ns<3>(L, nb) : pick_ns<4>(L, nb);
 }
 
-/* Benchmark variant 5: the one-row kernel with two mma chains per pair (3 stages), for the
- * two target formats; NULL for the others (they run the default kernel). */
-static qmv_fn pick_two_chains(const ck_layout *L, int nb) {
-  if (nb != 1 || stages_for(L, nb) != 3) return nullptr;
-  if (L->fmt == CK_NVFP4) return qmv_tc_kernel<CK_NVFP4, 16, false, 3, 2>;
-  if (L->fmt == CK_AFF4 && L->group_size == 64 && L->scales_dtype != CKT_F16) return qmv_tc_kernel<CK_AFF4, 64, false, 3, 2>;
+/* Benchmark variant 5: the one-row kernel with two mma chains per pair (2 or 3 stages), for
+ * the two target formats; NULL for the others (they run the default kernel). */
+template <int NST>
+static qmv_fn pick_two_chains_ns(const ck_layout *L) {
+  if (L->fmt == CK_NVFP4) return qmv_tc_kernel<CK_NVFP4, 16, false, NST, 2>;
+  if (L->fmt == CK_AFF4 && L->group_size == 64 && L->scales_dtype != CKT_F16) return qmv_tc_kernel<CK_AFF4, 64, false, NST, 2>;
   return nullptr;
+}
+static qmv_fn pick_two_chains(const ck_layout *L, int nb) {
+  if (nb != 1) return nullptr;
+  const int n = stages_for(L, nb);
+  return n == 2 ? pick_two_chains_ns<2>(L) : n == 3 ? pick_two_chains_ns<3>(L) : nullptr;
 }
 
 extern "C" int ck_unit_k(int fmt, int group_size) { return ck_unit_k_c(fmt, group_size); }
