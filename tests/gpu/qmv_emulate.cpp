@@ -6,7 +6,8 @@
  * a partial last stage, 2, 4 and 8 warps, 2, 3 and 4 stages, k splits, a partial last tile, a zero
  * nvfp4 scale, the batch kernel for two rows, affine 4-bit with bf16 and f16 scales.
  *   - every output within 2e-5 of its row's Σ|w·x| (float32 sums in another order);
- *   - x staged or read from global memory: the same bits (only where x comes from differs).
+ *   - x staged or read from global memory, full stages unrolled (4 warps) or looped: the same
+ *     bits (only where x comes from and how the pairs are addressed differ).
  * A CTest. Build and run from the repository root:
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
  *       -Iinclude tests/gpu/qmv_emulate.cpp -o /tmp/qmv_emulate -lm && /tmp/qmv_emulate
@@ -129,12 +130,17 @@ static int run_case(const Case &c) {
   std::vector<float> y((size_t)c.ksplit * kstride, NAN);
   if (!rc)
     rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y.data(), c.rows, c.ksplit, kstride, NULL);
-  /* the same product with x read from global memory (variant 6): the same bits */
-  std::vector<float> y6(y.size(), NAN);
+  /* the same product with x read from global memory (variant 6) and with the full stages'
+   * loop instead of their 4-warp unroll (variant 7): the same bits */
+  std::vector<float> y6(y.size(), NAN), y7(y.size(), NAN);
   const bool one_row = c.nb == 1 && c.variant == 0;
   if (!rc && one_row) {
     ck_set_tuning(c.warps, 6);
     rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y6.data(), c.rows, c.ksplit, kstride, NULL);
+  }
+  if (!rc && one_row) {
+    ck_set_tuning(c.warps, 7);
+    rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y7.data(), c.rows, c.ksplit, kstride, NULL);
   }
   ck_set_tuning(0, 0);
   ck_set_qmv_stages(0);
@@ -160,13 +166,13 @@ static int run_case(const Case &c) {
       if (one_row)
         for (int s = 0; s < c.ksplit; s++) {
           const size_t i = (size_t)s * kstride + (size_t)b * c.rows + r;
-          if (!(y6[i] == y[i])) bad++; /* (±0 equal: the pad's zeros and x's signed zeros) */
+          if (!(y6[i] == y[i]) || !(y7[i] == y[i])) bad++;
         }
     }
   printf("%s %-34s %s g%-3d %3d x %5d nb %d warps %d stages %d ksplit %d: worst %.2e of sum|w.x|%s\n",
          bad ? "FAIL" : "ok  ", c.what, c.fmt == CK_NVFP4 ? "nvfp4  " : "affine4", c.gs, c.rows, c.cols, c.nb,
          c.warps ? c.warps : 4, c.stages ? c.stages : stages_for(&L, c.nb), c.ksplit, worst,
-         one_row ? ", x staged = x global" : "");
+         one_row ? ", staged x = global x = loop" : "");
   return bad != 0;
 }
 

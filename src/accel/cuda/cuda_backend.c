@@ -439,8 +439,9 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   ck_set_qmv_early(qe && *qe ? atoi(qe) : 2);
   /* and the mat-vec variant for A/B runs in one build (kernels.h; 0 = the default kernels) */
   const char *qv = getenv("MLXRT_QMV_VARIANT");
-  if (qv && *qv && strcmp(qv, "0") && strcmp(qv, "2") && strcmp(qv, "3") && strcmp(qv, "5") && strcmp(qv, "6")) {
-    mx_fail(err, "MLXRT_QMV_VARIANT=%s: expected 0, 2, 3, 5 or 6", qv);
+  if (qv && *qv && strcmp(qv, "0") && strcmp(qv, "2") && strcmp(qv, "3") && strcmp(qv, "5") && strcmp(qv, "6") &&
+      strcmp(qv, "7")) {
+    mx_fail(err, "MLXRT_QMV_VARIANT=%s: expected 0, 2, 3, 5, 6 or 7", qv);
     goto fail;
   }
   ck_set_qmv_variant(qv && *qv ? atoi(qv) : 0);

@@ -111,9 +111,10 @@ int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, 
 /* Benchmark knobs: warps per tile (0 = automatic) and kernel variant (0 = the product,
  * 1 = loads only, 2 = one-row kernels without the full-stage loop, 3 = without one mma column
  * per group, 5 = one-row kernels with two mma chains per unit pair, 6 = one-row kernels reading
- * x from global memory instead of staging it with the weights). Not for normal use. */
+ * x from global memory instead of staging it with the weights, 7 = one-row kernels without the
+ * 4-warp unroll of their full stages). Not for normal use. */
 void ck_set_tuning(int warps, int variant);
-/* The variant alone (MLXRT_QMV_VARIANT, read by the backend: 0, 2, 3, 5 or 6). */
+/* The variant alone (MLXRT_QMV_VARIANT, read by the backend: 0, 2, 3, 5, 6 or 7). */
 void ck_set_qmv_variant(int variant);
 int ck_get_qmv_variant(void);
 /* Shared-memory stages in flight per block of the tensor-core mat-vec: 3 or 4, or 0 for the

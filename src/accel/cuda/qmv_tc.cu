@@ -35,7 +35,8 @@ struct QmvArgs {
   int early;   /* weight stages issued before the wait for x's producer (≤ NST) */
   int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling);
                 * 2 = COL without its full-stage loop, 3 = no COL, 5 = COL with two mma chains
-                * per pair (benchmarks: what each gains) */
+                * per pair, 7 = COL's full-stage loop without its 4-warp unroll (benchmarks: what
+                * each gains) */
   /* GeGLU epilogue (ck_qmv_geglu; one row, no k split): the weight's rows interleaved by 8 —
    * tile t holds gate rows 8t … 8t+7, then up rows 8t … 8t+7 — and instead of y, the tile's 8
    * activations ck_geglu(gate, up) into act[8t …], their max |value| into amax[8t / apblock]
@@ -300,21 +301,10 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       const uint8_t *sc = ssm + col_soff;
       const float *xsc = XS ? reinterpret_cast<const float *>(base + XSOFF) + (warp * S::GPU + col_gl) * 8
                             : col_xs + (size_t)(u0 + warp) * S::GPU * 8;
-      /* one pair; TWO: the second unit is known to exist (a full stage: no selects), else two
-       * says whether it does and its reads fall back on the first unit */
-      auto pair = [&](auto two_c, bool two_rt) {
-        const bool two = decltype(two_c)::value || two_rt;
-        const uint4 w0 = wsm[0], w1 = wsm[two ? col_w : 0];
-        const uint2 xv = XS ? xc[two ? col_x : 0] : ld_keep2(xc + (two ? col_x : 0));
+      /* one pair's arithmetic: units w0 and (if two) w1, x pair xv, the lane's scale word(s) sw
+       * and (affine) group sum xsv */
+      auto pair_math = [&](const uint4 w0, const uint4 w1, const uint2 xv, const uint2 sw, const float xsv, bool two) {
         const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
-        uint2 sw = make_uint2(0, 0);
-        float xsv = 0.f;
-        if (S::AFF) { /* a missing second unit adds no bias term */
-          sw = *reinterpret_cast<const uint2 *>(sc + (two ? col_s : 0));
-          xsv = (XS ? xsc[two ? col_xs_off : 0] : __ldg(xsc + (two ? col_xs_off : 0))) * (two || t < 2 ? col_bw : 0.f);
-        } else {
-          sw.x = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
-        }
         float d[4] = {0.f, 0.f, 0.f, 0.f};
         col_unit_mmas<FMT>(d, wd0, xv, colsel);
         if (two) {
@@ -341,13 +331,54 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
           for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw.x, q, nv_e), tot[q]);
         }
       };
+      /* one pair's loads, then its arithmetic; TWO: the second unit is known to exist (a full
+       * stage: no selects), else two says whether it does and its reads fall back on the first
+       * unit */
+      auto pair = [&](auto two_c, bool two_rt) {
+        const bool two = decltype(two_c)::value || two_rt;
+        const uint4 w0 = wsm[0], w1 = wsm[two ? col_w : 0];
+        const uint2 xv = XS ? xc[two ? col_x : 0] : ld_keep2(xc + (two ? col_x : 0));
+        uint2 sw = make_uint2(0, 0);
+        float xsv = 0.f;
+        if (S::AFF) { /* a missing second unit adds no bias term */
+          sw = *reinterpret_cast<const uint2 *>(sc + (two ? col_s : 0));
+          xsv = (XS ? xsc[two ? col_xs_off : 0] : __ldg(xsc + (two ? col_xs_off : 0))) * (two || t < 2 ? col_bw : 0.f);
+        } else {
+          sw.x = *reinterpret_cast<const uint32_t *>(sc + (two ? col_s : 0));
+        }
+        pair_math(w0, w1, xv, sw, xsv, two);
+      };
       auto advance = [&]() {
         wsm += 2 * col_w;
         sc += 2 * nw * S::UNIT_S;
         xc += 2 * nw * XSTEP * 2;
         xsc += 2 * nw * S::GPU * 8;
       };
-      if (nu == S::SU && S::SU % (2 * nw) == 0 && p.variant != 2) {
+      if (XS && nu == S::SU && nw == 4 && p.variant != 2 && p.variant != 7) {
+        /* 4 warps, a full stage: its two pairs per warp unrolled, every offset from the stage's
+         * lane pointers a constant (no per-pair address arithmetic or loop; variant 7 runs the
+         * loop below instead) */
+        static_assert(S::SU == 16 || !XS, "two pairs of 4 warps per stage");
+        const uint2 *xl = xc + col_x;
+        const uint8_t *sl = sc + col_s;
+        const float *xsl = xsc + col_xs_off;
+        auto pair4 = [&](auto i_c) {
+          constexpr int I = decltype(i_c)::value; /* units 8I + warp and 8I + warp + 4 */
+          const uint4 w0 = wsm[I * 8 * WSTEP], w1 = wsm[(I * 8 + 4) * WSTEP];
+          const uint2 xv = xl[I * 8 * XSTEP * 2];
+          uint2 sw = make_uint2(0, 0);
+          float xsv = 0.f;
+          if (S::AFF) {
+            sw = *reinterpret_cast<const uint2 *>(sl + I * 8 * S::UNIT_S);
+            xsv = xsl[I * 8 * S::GPU * 8] * col_bw;
+          } else {
+            sw.x = *reinterpret_cast<const uint32_t *>(sl + I * 8 * S::UNIT_S);
+          }
+          pair_math(w0, w1, xv, sw, xsv, true);
+        };
+        pair4(ck_int<0>());
+        pair4(ck_int<1>());
+      } else if (nu == S::SU && S::SU % (2 * nw) == 0 && p.variant != 2) {
         for (int ul = warp; ul < nu; ul += 2 * nw, advance()) pair(ck_bool<true>(), true);
       } else {
         for (int ul = warp; ul < nu; ul += 2 * nw, advance()) pair(ck_bool<false>(), ul + nw < nu);

@@ -176,6 +176,7 @@ __device__ __forceinline__ float nv_scale(uint32_t w, int q, uint32_t e) {
 }
 
 template <bool B> struct ck_bool { static constexpr bool value = B; };
+template <int N> struct ck_int { static constexpr int value = N; };
 
 /* v, made opaque (a volatile move) so the compiler keeps a loop invariant in a register
  * instead of re-deriving it in the loop */
