@@ -51,6 +51,7 @@ typedef struct dec_mv {
   int xmode; /* when its input comes from the residual norm: the activation prep that kernel writes
               * (dk_residual_norm's xmode; 0 = the prep runs before the product, from pmax) */
   int stages; /* the mat-vec's stage count for this product (MLXRT_QMV_STAGES_<PRODUCT>), 0: the backend's */
+  int warps;  /* its warps per tile (MLXRT_QMV_WARPS_<PRODUCT>: 4 or 8), 0: the backend's */
   int fix_e;  /* XP_FIXED's exponent (ck_xprep_fixed), or CK_XE_ROWMAX where the product takes none */
 } dec_mv;
 
@@ -194,6 +195,7 @@ static void choose_split(accel_decoder *D, dec_mv *mv, const char *what) {
   const ck_layout *L = mv->L[0];
   mv->ks = 1;
   mv->stages = 0;
+  mv->warps = 0;
   mv->fix_e = CK_XE_ROWMAX;
   mv->rows = 0;
   for (int i = 0; i < mv->n; i++) mv->rows += mv->L[i]->rows;
@@ -214,6 +216,11 @@ static void choose_split(accel_decoder *D, dec_mv *mv, const char *what) {
   snprintf(sk, sizeof sk, "MLXRT_QMV_STAGES_%s", own + strlen("MLXRT_QMV_KSPLIT_"));
   const char *sv = getenv(sk);
   mv->stages = sv && (!strcmp(sv, "2") || !strcmp(sv, "3") || !strcmp(sv, "4")) ? atoi(sv) : 0;
+  /* and its warps per tile (MLXRT_QMV_WARPS_QKV / _GU / _O / _DOWN: 4 or 8; session 15: o and
+   * down run one wave of 336 blocks, 10 warps per SM, where the products are latency-bound) */
+  snprintf(sk, sizeof sk, "MLXRT_QMV_WARPS_%s", own + strlen("MLXRT_QMV_KSPLIT_"));
+  const char *wv = getenv(sk);
+  mv->warps = wv && (!strcmp(wv, "4") || !strcmp(wv, "8")) ? atoi(wv) : 0;
 }
 
 /* The activation prep the residual norm can write for mv (dk_residual_norm's xmode): every part
@@ -312,12 +319,14 @@ static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *
    * MLXRT_GEGLU_PREP), and those after a prep kernel, may take their own early-stage counts
    * (experiment knobs; the same bits) */
   const int early = ck_get_qmv_early(), own = premax == XP_DONE ? D->early_norm : D->early_prep;
-  const int stages = ck_get_qmv_stages();
+  const int stages = ck_get_qmv_stages(), warps = ck_get_qmv_warps();
   if (own >= 0) ck_set_qmv_early(own);
   if (mv->stages) ck_set_qmv_stages(mv->stages);
+  if (mv->warps) ck_set_qmv_warps(mv->warps);
   int rc = run_mv_parts(D, mv, x, y, premax, err);
   ck_set_qmv_early(early);
   ck_set_qmv_stages(stages);
+  ck_set_qmv_warps(warps);
   return rc;
 }
 
@@ -682,14 +691,16 @@ static int enqueue_ffn_act(accel_decoder *D, dec_layer *y, const char *const *lb
   void *st = D->stream;
   if (y->gu_epi) {
     const ck_layout *G = y->gu.L[0];
-    const int early = ck_get_qmv_early(), stages = ck_get_qmv_stages();
+    const int early = ck_get_qmv_early(), stages = ck_get_qmv_stages(), warps = ck_get_qmv_warps();
     if (!y->gu.xmode && rt_status(ck_xprep_premax(G, D->xb, D->xp, D->xs, D->xexp, D->pmax, st), "x prep launch", err))
       return -1;
     if (y->gu.xmode && D->early_norm >= 0) ck_set_qmv_early(D->early_norm); /* as run_mv does */
     if (y->gu.stages) ck_set_qmv_stages(y->gu.stages);
+    if (y->gu.warps) ck_set_qmv_warps(y->gu.warps);
     const int rc = ck_qmv_geglu(G, D->xp, D->xs, D->xexp, D->gub, D->gmax, ck_xprep_block(), st);
     ck_set_qmv_early(early);
     ck_set_qmv_stages(stages);
+    ck_set_qmv_warps(warps);
     if (rt_status(rc, "gate|up + geglu launch", err) || cprof_mark(&D->prof, lb[7], err)) return -1;
     /* down's prep from those maxima (the graph keeps the pointer run_mv reads) */
     float *pmax = D->pmax;

@@ -117,6 +117,10 @@ void ck_set_tuning(int warps, int variant);
 /* The variant alone (MLXRT_QMV_VARIANT, read by the backend: 0, 2, 3, 5, 6 or 7). */
 void ck_set_qmv_variant(int variant);
 int ck_get_qmv_variant(void);
+/* The warps per tile alone (0 = automatic; the decoder's per-product knobs set it around a
+ * launch, as the stage count). */
+void ck_set_qmv_warps(int warps);
+int ck_get_qmv_warps(void);
 /* Shared-memory stages in flight per block of the tensor-core mat-vec: 3 or 4, or 0 for the
  * per-format default (3 for nvfp4, 4 otherwise; MLXRT_QMV_STAGES). */
 void ck_set_qmv_stages(int n);

@@ -594,6 +594,8 @@ extern "C" void ck_set_tuning(int warps, int variant) {
   g_variant = variant;
 }
 extern "C" void ck_set_qmv_variant(int variant) { g_variant = variant; }
+extern "C" void ck_set_qmv_warps(int warps) { g_warps_override = warps; }
+extern "C" int ck_get_qmv_warps(void) { return g_warps_override; }
 extern "C" int ck_get_qmv_variant(void) { return g_variant; }
 
 /* Warps per tile: the block size whose resident blocks cover the tiles in the fullest waves
