@@ -71,6 +71,8 @@
 #   ncuchain (not in the default list): ncu stall reasons of the resident grid's kernel for each
 #      configuration in NCU_CHAIN_CFGS (default "8:1:2:0 8:1:2:1"), 4 layers → ncu_chain_*.log.
 #   QMV_STAGES="3 4" with prof: also `mlxrt bench` tg128 with each stage count.
+#   PACK=DIR: at the end, every file of $OUT in DIR/logs.tgz (a device call returns at most 8
+#      files: e.g. OUT=/tmp/gpo PACK=$OUT on the GPU machine).
 #   STAGES="build tiny small prof" bash scripts/gpu_profile.sh     Logs go to $OUT.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -391,4 +393,10 @@ if has prefill || has prefill_bench; then
     tee "$OUT/prefill_bench31.log"
 fi
 stamp "done, rc=$rc"
+# PACK=DIR: every log of $OUT (not the build logs' full text) in one DIR/logs.tgz — a device
+# call returns at most 8 files
+if [ -n "${PACK:-}" ]; then
+  mkdir -p "$PACK"
+  tar czf "$PACK/logs.tgz" -C "$OUT" . && echo "packed $(ls "$OUT" | wc -l) files into $PACK/logs.tgz"
+fi
 exit $rc
