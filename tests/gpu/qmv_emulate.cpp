@@ -21,6 +21,7 @@
 
 #include <vector>
 
+#include "emu_cases.h"
 #include "emu_rng.h"
 #include "prep_store.cuh"
 
@@ -195,11 +196,5 @@ int main(int argc, char **argv) {
       {"affine g64 one row, 8 warps, 4 st.", AF, 64, BF, 32, 64 * 32, 1, 8, 4, 1, 0, false},
       {"affine g64 two rows", AF, 64, BF, 24, 64 * 37, 2, 0, 0, 1, 0, false},
   };
-  int fails = 0, n = 0;
-  for (const Case &c : cases) {
-    fails += run_case(c);
-    n++;
-  }
-  printf("%d passed, %d failed\n", n - fails, fails);
-  return fails ? 1 : 0;
+  return emu_run_cases(cases, run_case);
 }

@@ -16,6 +16,7 @@
 
 #include <vector>
 
+#include "emu_cases.h"
 #include "emu_rng.h"
 #include "prep_store.cuh"
 
@@ -120,11 +121,5 @@ int main(int argc, char **argv) {
       {CK_AFF4, 64, 5376, 11},     {CK_AFF4, 32, 2048, 5},      {CK_AFF4, 64, 64, CK_XE_ROWMAX},
       {CK_DBF16, 0, 5376, 11},     {CK_NVFP4, 16, 64, 11},
   };
-  int fails = 0, n = 0;
-  for (const Case &c : cases) {
-    fails += run_case(c);
-    n++;
-  }
-  printf("%d passed, %d failed\n", n - fails, fails);
-  return fails ? 1 : 0;
+  return emu_run_cases(cases, run_case);
 }
