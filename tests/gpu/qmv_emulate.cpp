@@ -4,7 +4,9 @@
  * The kernel's index logic is checked without a GPU: the one-row kernels (one mma column per
  * scale group, x staged with the weights or read from global memory), the full-stage loop and
  * a partial last stage, 2, 4 and 8 warps, 2, 3 and 4 stages, k splits, a partial last tile, a zero
- * nvfp4 scale, the batch kernel for two rows, affine 4-bit with bf16 and f16 scales.
+ * nvfp4 scale, the batch kernel for 2 to 8 rows, affine 4-bit with bf16 and f16 scales; and the
+ * per-unit kernel of every other fast format (affine 4-bit g128, affine 8-bit, mxfp4, mxfp8,
+ * dense bf16 and f16).
  *   - every output within 2e-5 of its row's Σ|w·x| (float32 sums in another order);
  *   - x staged or read from global memory, full stages unrolled (4 warps) or looped: the same
  *     bits (only where x comes from and how the pairs are addressed differ).
@@ -45,16 +47,27 @@ struct Case {
   bool zero_scale;     /* nvfp4: one group's scale is 0 */
 };
 
-/* MLX's value of (row, k): e2m1 code × E4M3 scale (nvfp4), or s·q + b (affine) */
+/* bits per code of the formats with codes */
+static int code_bits(int fmt) { return fmt == CK_AFF8 || fmt == CK_MXFP8 ? 8 : 4; }
+static bool dense(int fmt) { return fmt == CK_DBF16 || fmt == CK_DF16; }
+
+/* MLX's value of (row, k): e2m1 code × E4M3 scale (nvfp4), e2m1 or E4M3 code × E8M0 scale
+ * (mxfp4 / mxfp8), s·q + b (affine 4 and 8-bit), or the stored bf16 / f16 value */
 struct Weights {
   int fmt, gs, sdt, rows, cols;
-  std::vector<uint32_t> w;               /* packed 4-bit codes, rows × cols/8 */
-  std::vector<uint8_t> s8;               /* nvfp4 scales, rows × cols/16 */
+  std::vector<uint32_t> w;               /* packed codes, rows × cols·bits/32 */
+  std::vector<uint8_t> s8;               /* fp scales (E4M3 or E8M0), rows × cols/gs */
   std::vector<uint16_t> s16, b16;        /* affine scales and biases, rows × cols/gs */
+  std::vector<uint16_t> d16;             /* dense values, rows × cols */
   double at(int r, int k) const {
-    const uint32_t c = ck_raw_code(&w[(size_t)r * (cols / 8)], 4, k);
-    if (fmt == CK_NVFP4) return (double)ck_fp4_to_f32(c) * (double)ck_e4m3_to_f32(s8[(size_t)r * (cols / 16) + k / 16]);
+    if (fmt == CK_DBF16) return ck_bf16_to_f32(d16[(size_t)r * cols + k]);
+    if (fmt == CK_DF16) return ck_f16_to_f32(d16[(size_t)r * cols + k]);
+    const int bits = code_bits(fmt);
+    const uint32_t c = ck_raw_code(&w[(size_t)r * (cols * bits / 32)], bits, k);
     const size_t gi = (size_t)r * (cols / gs) + k / gs;
+    if (fmt == CK_NVFP4) return (double)ck_fp4_to_f32(c) * (double)ck_e4m3_to_f32(s8[gi]);
+    if (fmt == CK_MXFP4) return (double)ck_fp4_to_f32(c) * (double)ck_e8m0_to_f32(s8[gi]);
+    if (fmt == CK_MXFP8) return (double)ck_e4m3_to_f32(c) * (double)ck_e8m0_to_f32(s8[gi]);
     const double s = sdt == CKT_F16 ? ck_f16_to_f32(s16[gi]) : ck_bf16_to_f32(s16[gi]);
     const double b = sdt == CKT_F16 ? ck_f16_to_f32(b16[gi]) : ck_bf16_to_f32(b16[gi]);
     return s * (double)c + b;
@@ -62,18 +75,29 @@ struct Weights {
 };
 
 static Weights make_weights(const Case &c) {
-  Weights W{c.fmt, c.gs, c.sdt, c.rows, c.cols, {}, {}, {}, {}};
-  W.w.resize((size_t)c.rows * c.cols / 8);
+  Weights W{c.fmt, c.gs, c.sdt, c.rows, c.cols, {}, {}, {}, {}, {}};
+  if (dense(c.fmt)) {
+    W.d16.resize((size_t)c.rows * c.cols);
+    for (uint16_t &v : W.d16) {
+      const float f = (unit() * 2 - 1) * 0.05f;
+      v = c.fmt == CK_DBF16 ? ck_f32_to_bf16(f) : ck_f32_to_f16(f);
+    }
+    return W;
+  }
+  W.w.resize((size_t)c.rows * c.cols * code_bits(c.fmt) / 32);
   for (uint32_t &v : W.w) v = rnd32() ^ (rnd32() << 15);
+  const size_t ng = (size_t)c.rows * (c.cols / c.gs);
   if (c.fmt == CK_NVFP4) {
-    W.s8.resize((size_t)c.rows * c.cols / 16);
+    W.s8.resize(ng);
     for (uint8_t &s : W.s8) s = (uint8_t)(0x20 + rnd32() % 0x40); /* E4M3 2^-3 … 2^4, positive */
     if (c.zero_scale) W.s8[(size_t)(c.rows / 2) * (c.cols / 16) + 3] = 0;
+  } else if (c.fmt == CK_MXFP4 || c.fmt == CK_MXFP8) {
+    W.s8.resize(ng);
+    for (uint8_t &s : W.s8) s = (uint8_t)(120 + rnd32() % 12); /* E8M0 2^-7 … 2^4 */
   } else {
-    const size_t n = (size_t)c.rows * (c.cols / c.gs);
-    W.s16.resize(n);
-    W.b16.resize(n);
-    for (size_t i = 0; i < n; i++) {
+    W.s16.resize(ng);
+    W.b16.resize(ng);
+    for (size_t i = 0; i < ng; i++) {
       const float s = (0.5f + unit()) * 0.01f, b = (unit() - 0.5f) * 0.1f;
       W.s16[i] = c.sdt == CKT_F16 ? ck_f32_to_f16(s) : ck_f32_to_bf16(s);
       W.b16[i] = c.sdt == CKT_F16 ? ck_f32_to_f16(b) : ck_f32_to_bf16(b);
@@ -82,12 +106,19 @@ static Weights make_weights(const Case &c) {
   return W;
 }
 
+static const char *fmt_name(int fmt) {
+  return fmt == CK_NVFP4 ? "nvfp4  " : fmt == CK_AFF4 ? "affine4" : fmt == CK_AFF8 ? "affine8" : fmt == CK_MXFP4 ? "mxfp4  "
+         : fmt == CK_MXFP8 ? "mxfp8  " : fmt == CK_DBF16 ? "bf16   " : "f16    ";
+}
+
 static int run_case(const Case &c) {
   const Weights W = make_weights(c);
   ck_layout L = {};
   L.fmt = c.fmt;
-  L.mode = c.fmt == CK_NVFP4 ? CKM_NVFP4 : CKM_AFFINE;
-  L.bits = 4;
+  L.mode = c.fmt == CK_NVFP4 ? CKM_NVFP4 : c.fmt == CK_MXFP4 ? CKM_MXFP4 : c.fmt == CK_MXFP8 ? CKM_MXFP8
+         : dense(c.fmt) ? CKM_DENSE : CKM_AFFINE;
+  L.bits = dense(c.fmt) ? 16 : code_bits(c.fmt);
+  L.dense_dtype = c.fmt == CK_DF16 ? CKT_F16 : CKT_BF16;
   L.group_size = c.gs;
   L.scales_dtype = c.sdt;
   L.slabs = 1;
@@ -100,8 +131,10 @@ static int run_case(const Case &c) {
   L.s = rs.data();
   L.w_slab = rw.size();
   L.s_slab = rs.size();
-  int rc = c.fmt == CK_NVFP4 ? ck_repack(&L, W.w.data(), W.s8.data(), NULL, NULL)
-                             : ck_repack(&L, W.w.data(), W.s16.data(), W.b16.data(), NULL);
+  const bool aff = c.fmt == CK_AFF4 || c.fmt == CK_AFF8;
+  int rc = dense(c.fmt) ? ck_repack(&L, W.d16.data(), NULL, NULL, NULL)
+           : aff        ? ck_repack(&L, W.w.data(), W.s16.data(), W.b16.data(), NULL)
+                        : ck_repack(&L, W.w.data(), W.s8.data(), NULL, NULL);
   /* x: bf16 over a few binades, signs mixed, a few zeros; the prep as the decoder's kernels
    * write it (prep_store.cuh) for nb rows, the affine group sums of those fp16 values */
   const int64_t xcols = ck_xp_cols(&L);
@@ -115,9 +148,11 @@ static int run_case(const Case &c) {
       x[(size_t)b * c.cols + i] = ck_f32_to_bf16(i % 89 == 7 ? 0.0f : v);
       m = fmaxf(m, fabsf(ck_bf16_to_f32(x[(size_t)b * c.cols + i])));
     }
-    xexp[b] = prep_exp(m, 1);
-    for (int i = 0; i < c.cols; i++) prep_store(xp.data() + (size_t)b * xcols, i, x[(size_t)b * c.cols + i], xexp[b], 1);
-    if (c.fmt == CK_AFF4)
+    const int xmode = c.fmt == CK_DBF16 ? 2 : 1; /* dense bf16 takes x as it is */
+    xexp[b] = prep_exp(m, xmode);
+    for (int i = 0; i < c.cols; i++)
+      prep_store(xp.data() + (size_t)b * xcols, i, x[(size_t)b * c.cols + i], xexp[b], xmode);
+    if (aff)
       for (int g = 0; g < c.cols / c.gs; g++) {
         float s = 0;
         for (int k = 0; k < c.gs; k++)
@@ -131,10 +166,10 @@ static int run_case(const Case &c) {
   std::vector<float> y((size_t)c.ksplit * kstride, NAN);
   if (!rc)
     rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y.data(), c.rows, c.ksplit, kstride, NULL);
-  /* the same product with x read from global memory (variant 6) and with the full stages'
-   * loop instead of their 4-warp unroll (variant 7): the same bits */
+  /* the one-row kernels' product with x read from global memory (variant 6) and with the full
+   * stages' loop instead of their 4-warp unroll (variant 7): the same bits */
   std::vector<float> y6(y.size(), NAN), y7(y.size(), NAN);
-  const bool one_row = c.nb == 1 && c.variant == 0;
+  const bool one_row = c.nb == 1 && c.variant == 0 && (c.fmt == CK_NVFP4 || (c.fmt == CK_AFF4 && c.gs <= 64));
   if (!rc && one_row) {
     ck_set_tuning(c.warps, 6);
     rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y6.data(), c.rows, c.ksplit, kstride, NULL);
@@ -170,9 +205,11 @@ static int run_case(const Case &c) {
           if (!(y6[i] == y[i]) || !(y7[i] == y[i])) bad++;
         }
     }
-  printf("%s %-34s %s g%-3d %3d x %5d nb %d warps %d stages %d ksplit %d: worst %.2e of sum|w.x|%s\n",
-         bad ? "FAIL" : "ok  ", c.what, c.fmt == CK_NVFP4 ? "nvfp4  " : "affine4", c.gs, c.rows, c.cols, c.nb,
-         c.warps ? c.warps : 4, c.stages ? c.stages : stages_for(&L, c.nb), c.ksplit, worst,
+  char warps[8] = "auto";
+  if (c.warps) snprintf(warps, sizeof warps, "%d", c.warps);
+  printf("%s %-38s %s g%-3d %3d x %5d nb %d warps %s stages %d ksplit %d: worst %.2e of sum|w.x|%s\n",
+         bad ? "FAIL" : "ok  ", c.what, fmt_name(c.fmt), c.gs, c.rows, c.cols, c.nb,
+         warps, c.stages ? c.stages : stages_for(&L, c.nb), c.ksplit, worst,
          one_row ? ", staged x = global x = loop" : "");
   return bad != 0;
 }
@@ -195,6 +232,14 @@ int main(int argc, char **argv) {
       {"affine g32 one row, f16 scales", AF, 32, F16, 40, 64 * 37, 1, 0, 0, 1, 0, false},
       {"affine g64 one row, 8 warps, 4 st.", AF, 64, BF, 32, 64 * 32, 1, 8, 4, 1, 0, false},
       {"affine g64 two rows", AF, 64, BF, 24, 64 * 37, 2, 0, 0, 1, 0, false},
+      {"affine g128 one row (per-unit kernel)", AF, 128, BF, 40, 128 * 19, 1, 0, 0, 1, 0, false},
+      {"affine 8-bit g64", CK_AFF8, 64, BF, 40, 64 * 37, 1, 0, 0, 1, 0, false},
+      {"affine 8-bit g32, f16, three rows", CK_AFF8, 32, F16, 24, 32 * 45, 3, 0, 0, 1, 0, false},
+      {"mxfp4 one row", CK_MXFP4, 32, BF, 40, 64 * 37, 1, 0, 0, 1, 0, false},
+      {"mxfp4 eight rows, k split 2", CK_MXFP4, 32, BF, 24, 64 * 37, 8, 0, 0, 2, 0, false},
+      {"mxfp8 one row", CK_MXFP8, 32, BF, 40, 32 * 45, 1, 0, 0, 1, 0, false},
+      {"dense bf16 one row", CK_DBF16, 0, BF, 40, 32 * 45, 1, 0, 0, 1, 0, false},
+      {"dense f16 two rows", CK_DF16, 0, BF, 24, 32 * 45, 2, 0, 0, 1, 0, false},
   };
   return emu_run_cases(cases, run_case);
 }
