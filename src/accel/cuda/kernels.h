@@ -112,9 +112,10 @@ int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, 
  * 1 = loads only, 2 = one-row kernels without the full-stage loop, 3 = without one mma column
  * per group, 5 = one-row kernels with two mma chains per unit pair, 6 = one-row kernels reading
  * x from global memory instead of staging it with the weights, 7 = one-row kernels without the
- * 4-warp unroll of their full stages). Not for normal use. */
+ * 4-warp unroll of their full stages, 8 = every stage slot refilled by the last warp done with
+ * it instead of after a block barrier). Not for normal use. */
 void ck_set_tuning(int warps, int variant);
-/* The variant alone (MLXRT_QMV_VARIANT, read by the backend: 0, 2, 3, 5, 6 or 7). */
+/* The variant alone (MLXRT_QMV_VARIANT, read by the backend: 0, 2, 3, 5, 6, 7 or 8). */
 void ck_set_qmv_variant(int variant);
 int ck_get_qmv_variant(void);
 /* The warps per tile alone (0 = automatic; the decoder's per-product knobs set it around a

@@ -35,8 +35,9 @@ struct QmvArgs {
   int early;   /* weight stages issued before the wait for x's producer (≤ NST) */
   int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling);
                 * 2 = COL without its full-stage loop, 3 = no COL, 5 = COL with two mma chains
-                * per pair, 7 = COL's full-stage loop without its 4-warp unroll (benchmarks: what
-                * each gains) */
+                * per pair, 7 = COL's full-stage loop without its 4-warp unroll, 8 = each slot
+                * refilled by the last warp done with it instead of after a block barrier
+                * (benchmarks: what each gains) */
   /* GeGLU epilogue (ck_qmv_geglu; one row, no k split): the weight's rows interleaved by 8 —
    * tile t holds gate rows 8t … 8t+7, then up rows 8t … 8t+7 — and instead of y, the tile's 8
    * activations ck_geglu(gate, up) into act[8t …], their max |value| into amax[8t / apblock]
@@ -194,6 +195,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   extern __shared__ __align__(128) uint8_t stage_mem[];
 #endif
   __shared__ uint64_t mbar[NST];
+  __shared__ unsigned slot_done[NST]; /* variant 8: warps done with each slot, over all rounds */
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t tile = blockIdx.x;
@@ -207,7 +209,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   const uint4 *xrow = p.xp + (size_t)g * p.nslices * 4 + t + (size_t)ubeg * XSTEP0;
 
   if (threadIdx.x == 0) {
-    for (int i = 0; i < NST; i++) mbar_init(&mbar[i], 1);
+    for (int i = 0; i < NST; i++) mbar_init(&mbar[i], 1), slot_done[i] = 0;
     mbar_init_fence();
   }
   __syncthreads();
@@ -398,12 +400,30 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
         xsu += 2 * nw * S::GPU * 4;
       }
     }
-    __syncthreads(); /* every warp is done with this slot */
-    if (threadIdx.x == 0 && st + NST < nstages) {
-      fence_proxy_async_smem();
-      issue(st + NST, true, true);
+    if (p.variant == 8) {
+      /* no block barrier: each warp counts itself out of the slot, and the last one of the
+       * round refills it while the others go on to stages already landed (a count that only
+       * grows: a warp's next increment of this slot needs the refill, so rounds never mix) */
+      __syncwarp();
+      if (lane == 0) {
+        __threadfence_block(); /* this warp's reads of the slot before its count */
+        if ((atomicAdd(&slot_done[slot], 1u) + 1u) % (unsigned)nw == 0u) {
+          __threadfence_block(); /* every warp's reads before the refill */
+          if (st + NST < nstages) {
+            fence_proxy_async_smem();
+            issue(st + NST, true, true);
+          }
+        }
+      }
+    } else {
+      __syncthreads(); /* every warp is done with this slot */
+      if (threadIdx.x == 0 && st + NST < nstages) {
+        fence_proxy_async_smem();
+        issue(st + NST, true, true);
+      }
     }
   }
+  if (p.variant == 8) __syncthreads(); /* the reduction below reuses the stage memory */
   if (!S::POST) {
 #pragma unroll
     for (int i = 0; i < 4; i++) tot[i] = acc[i] + acc2[i];
@@ -706,7 +726,8 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
 
 extern "C" int ck_qmv_geglu(const ck_layout *L, const uint16_t *xp, const float *xs, const int *xexp, uint16_t *act,
                             float *amax, int apblock, void *stream) {
-  if (L->fmt == CK_GENERIC || L->rows % 16 || !act || !amax || apblock < 8 || apblock % 8 || (g_variant && g_variant != 7))
+  if (L->fmt == CK_GENERIC || L->rows % 16 || !act || !amax || apblock < 8 || apblock % 8 ||
+      (g_variant && g_variant != 7 && g_variant != 8))
     return (int)cudaErrorInvalidValue;
   return qmv_launch(L, 0, xp, xs, xexp, 1, NULL, L->rows, 1, 0, act, amax, apblock, stream);
 }

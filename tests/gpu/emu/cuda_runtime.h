@@ -62,6 +62,7 @@ extern unsigned char emu_dyn_smem[];
 
 static inline void __syncthreads() { pthread_barrier_wait(&emu_block_barrier); }
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 template <typename T> static inline T __ldcg(const T *p) {
   T v;
   __atomic_load(p, &v, __ATOMIC_SEQ_CST);
