@@ -388,6 +388,9 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     } else {
       for (int ul = warp; ul < nu; ul += 2 * nw) {
         UnitRegs<FMT, GS> r0, r1;
+#ifdef CK_EMULATION
+        r1 = UnitRegs<FMT, GS>{}; /* (the host compiler at -O3 cannot see that r1 is read only when loaded) */
+#endif
         const bool two = ul + nw < nu;
         load_unit(r0, wsm, ssm, xu, xsu, xok);
         if (two)
