@@ -65,15 +65,6 @@ __device__ __forceinline__ long long ch_clock() {
   return clock64();
 #endif
 }
-__device__ __forceinline__ unsigned long long ch_now() {
-#ifdef CK_EMULATION
-  return 0;
-#else
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-#endif
-}
 
 /* (each with its host emulation, tests/gpu/emu: chain_emulate runs the kernel on host threads) */
 __device__ __forceinline__ void mbar_arrive(uint64_t *m) {
@@ -424,11 +415,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
   const int nct = NCW * 32, g = lane >> 2;
   uint32_t colsel[8], nv_e;
   col_sel_init(g, colsel);
-#ifdef CK_EMULATION
-  nv_e = 0x40000000u;
-#else
-  asm volatile("mov.b32 %0, %1;" : "=r"(nv_e) : "r"(0x40000000u));
-#endif
+  nv_e = ck_opaque(0x40000000u);
   int slot = 0, phase = 0; /* the next stage's slot and its use count's parity */
   long long cwaited = 0;    /* (stamps) cycles this thread waited for full slots in this step */
   unsigned rounds = 0;      /* the grid barrier's rounds so far */
@@ -439,7 +426,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
   auto grid_arrive = [&]() {
     consumers_sync(nct);
     if (threadIdx.x == 0) {
-      if (a.stamps && (int)rounds < a.nstamp) a.stamps[(size_t)rounds * G + b] = ch_now();
+      if (a.stamps && (int)rounds < a.nstamp) a.stamps[(size_t)rounds * G + b] = ck_tl_now();
       if (fastbar) {
         red_release_add(a.bar, 1u);
       } else {
@@ -456,7 +443,7 @@ __global__ void __launch_bounds__((NCW + MAXP) * 32, MINB) chain_kernel(ChainArg
         if (spin > CH_SPINS) CH_TRAP();
         if (!fastbar) __nanosleep(20);
       }
-    if (a.stamps && b == 0 && threadIdx.x == 0 && (int)rounds <= a.nstamp) a.stamps[(size_t)a.nstamp * G + rounds - 1] = ch_now();
+    if (a.stamps && b == 0 && threadIdx.x == 0 && (int)rounds <= a.nstamp) a.stamps[(size_t)a.nstamp * G + rounds - 1] = ck_tl_now();
     consumers_sync(nct);
   };
   for (int p = 0; p < a.nsteps; p++) {
