@@ -185,12 +185,35 @@ static int same_format(const accel_spec *a, const accel_spec *b) {
   return a->mode != ACCEL_MODE_AFFINE || a->scales_dtype == b->scales_dtype;
 }
 
-/* k splits of a mat-vec over several blocks per 16-row tile: off by default. Measured on the
- * H200 (31B nvfp4, tg128, every other setting equal): no split 82.1 t/s; 2 splits for the
- * shapes under 2048 tiles 80.4; 4 splits 74.7 — more, shorter blocks do not help; the per-block
- * decode latency is what bounds these shapes. MLXRT_QMV_KSPLIT=N forces N (an experiment knob).
- * Per product in session 10: down 2 / 3 splits +0.3 / +0.5 % (within the spread; the hash
- * changes), o, q|k|v and gate|up slower (docs/PERF.md). */
+/* k splits of a mat-vec over several blocks per 16-row tile. A product of one wave (its tiles
+ * fit the resident blocks at once) runs as long as its fullest SM: down and o of the 31B (336
+ * tiles on 132 SMs) put 3 blocks on some SMs and 2 on others, 85 % of the even share. The
+ * split with the best balance that still fits one wave is taken where it beats no split by
+ * 2 % or more and each block streams at least KS_MIN_UNITS units (6 stages of 16): down with 3
+ * splits (1008 blocks, 7 or 8 per SM: 95 %) measured tg128 +1.3 to +1.9 % on the H200
+ * (session 16, docs/PERF.md), where o with 3 (43 units per block) measured −1.4 %, and the
+ * session-10 runs (3 weight stages, 6 blocks per SM: two waves) had found splits no help.
+ * MLXRT_QMV_KSPLIT=N (or per product MLXRT_QMV_KSPLIT_QKV / _GU / _O / _DOWN) forces N. The
+ * split changes the float sums' grouping, so the bits (deterministic either way). */
+#define KS_MIN_UNITS 96
+static int balanced_split(const ck_layout *L) {
+  int sms = 0, per_sm = ck_qmv_occupancy(L, 1, &sms);
+  if (per_sm < 1 || sms < 1) return 1;
+  const int64_t slots = (int64_t)per_sm * sms;
+  if (L->tiles > slots) return 1;
+  double best_eff = 0.0;
+  int best = 1;
+  for (int ks = 1; ks <= 8; ks++) {
+    if (ks > 1 && (L->tiles * ks > slots || L->nunits / ks < KS_MIN_UNITS)) break;
+    double per = (double)(L->tiles * ks) / sms, eff = per / ceil(per);
+    if (ks == 1 || eff >= best_eff + 0.02) {
+      best_eff = eff;
+      best = ks;
+    }
+  }
+  return best;
+}
+
 static void choose_split(accel_decoder *D, dec_mv *mv, const char *what) {
   const ck_layout *L = mv->L[0];
   mv->ks = 1;
@@ -206,7 +229,8 @@ static void choose_split(accel_decoder *D, dec_mv *mv, const char *what) {
                   : !strcmp(what, "o_proj") ? "MLXRT_QMV_KSPLIT_O" : "MLXRT_QMV_KSPLIT_DOWN";
   const char *f = getenv(own);
   if (!f || !*f) f = getenv("MLXRT_QMV_KSPLIT");
-  int ks = f && *f ? atoi(f) : 1;
+  /* gate|up's GeGLU epilogue needs whole sums: split only when asked */
+  int ks = f && *f ? atoi(f) : strcmp(what, "gate|up") ? balanced_split(L) : 1;
   if (ks < 1) ks = 1;
   if (ks > L->nunits) ks = (int)L->nunits;
   mv->ks = ks;
@@ -427,6 +451,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     goto fail;
   }
   if (rt_status(ck_set_pdl_early(early && !strcmp(early, "1")), "PDL order", err)) goto fail;
+  int pdl_late;
+  if (env_knob("MLXRT_CUDA_PDL_LATE", 0, 0, 3, &pdl_late, err)) goto fail;
+  if (pdl_late && !(early && !strcmp(early, "1")) && rt_status(ck_set_pdl_late(pdl_late), "PDL order", err)) goto fail;
   if (cprof_init(&D->prof, D->stream, err)) goto fail;
   if (ctl_init(err)) goto fail;
   D->timeline = ctl_on();

@@ -80,6 +80,9 @@ int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const floa
                 const int *xexp, int nb, float *y, int64_t ldy, void *stream);
 /* ck_qmv_fast with the k range split over `ksplit` blocks per tile (fast formats only): the
  * partial sums of split s go to y + s·kstride (the caller adds them, in order). */
+/* Resident blocks per SM of the kernel ck_qmv_split launches for nb rows (0 when unknown), and
+ * the device's SM count in *sms. */
+int ck_qmv_occupancy(const ck_layout *L, int nb, int *sms);
 int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
                  float *y, int64_t ldy, int ksplit, int64_t kstride, void *stream);
 /* One row of a gate|up product whose rows are interleaved by 8 (tile t: gate rows 8t … 8t+7,
@@ -100,6 +103,7 @@ int ck_pdl_enabled(void);
 /* Every decoder kernel lets its successor launch before it waits for its predecessor (on = 1)
  * instead of after (0, the default); ck_launch.cuh says why both are safe. A cudaError_t. */
 int ck_set_pdl_early(int on);
+int ck_set_pdl_late(int mask); /* 0..3: see decode.cu */
 
 /* The in-graph timeline (cuda_timeline.h): every kernel launched through ck_launch is noted
  * here (a no-op unless a timeline is recording a capture), and ck_set_timeline points every

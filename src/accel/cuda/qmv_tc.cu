@@ -721,6 +721,16 @@ static int qmv_launch(const ck_layout *L, int64_t slab, const uint16_t *xp, cons
   return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps * 32, smem, (cudaStream_t)stream, a);
 }
 
+extern "C" int ck_qmv_occupancy(const ck_layout *L, int nb, int *sms) {
+  const int pick_nb = g_variant == 3 ? 0 : nb;
+  qmv_fn fn = pick(L, pick_nb);
+  if (!fn || cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) return 0;
+  const int smem = stages_for(L, pick_nb) * smem_for(L, pick_nb);
+  if (smem > 48 * 1024 && allow_smem(fn, smem) != cudaSuccess) return 0;
+  const int warps = one_row_col(L, pick_nb) && g_warps_override <= 0 ? 4 : warps_for(L, fn, smem, 1);
+  return occupancy(fn, warps, smem);
+}
+
 extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
                             const int *xexp, int nb, float *y, int64_t ldy, int ksplit, int64_t kstride,
                             void *stream) {
