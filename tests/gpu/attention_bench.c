@@ -9,7 +9,9 @@
  * MLXRT_ATTN_SCORES=0|1|2 and MLXRT_ATTN_PV=0|1 pick the passes' forms, as the decoder's knobs do.
  * MLXRT_ATTN_CLUSTER=1 runs the one-launch form (dk_attention_cluster) instead, on the shapes
  * whose keys fit one cluster (the sliding ring, and a full layer in a session of 2048
- * positions), once per position, and also checks the x-prep maxima it writes. */
+ * positions), once per position, and also checks the x-prep maxima it writes;
+ * MLXRT_ATTN_CLUSTER_STAGE=1 with it: the form that stages each block's K and V rows in shared
+ * memory. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +145,8 @@ int main(int argc, char **argv) {
   if (rt_stream_create(&st, &err)) die(&err);
   const char *ce = getenv("MLXRT_ATTN_CLUSTER");
   g_cluster = ce && !strcmp(ce, "1");
+  const char *cs = getenv("MLXRT_ATTN_CLUSTER_STAGE"); /* 1: its K and V rows staged in shared memory */
+  dk_set_attn_cluster_stage(cs && !strcmp(cs, "1"));
   const shape shapes[3] = {{"sliding (32 q, 16 kv, hd 256, window 1024)", 32, 16, 256, 1024, 1024, 4096},
                            {"full (32 q, 4 kv, hd 512)", 32, 4, 512, 0, 32768, 32768},
                            {"full (32 q, 4 kv, hd 512), 2048 positions", 32, 4, 512, 0, 2048, 2048}};

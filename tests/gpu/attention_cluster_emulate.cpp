@@ -11,6 +11,7 @@
  *   - values: random q, K, V against a direct attention with the reference path's rounding
  *     points; each head's output within 1 % of its largest value (the sums run in another
  *     order than the direct one's, so a bf16 rounding of a score may differ).
+ * Every case runs twice: K and V read from the cache, and staged in shared memory.
  * Build and run from the repository root (also a CTest):
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_CLUSTER -Itests/gpu/emu -Isrc \
  *       -Isrc/accel/cuda -Iinclude tests/gpu/attention_cluster_emulate.cpp -o /tmp/ace -lm
@@ -39,6 +40,7 @@ static float fromb(uint16_t h) { return ck_bf16_to_f32(h); }
 struct Case {
   int rep, nkv, hd, window, pos, keys; /* keys: the call's key bound (the window, or the capacity) */
   bool structure;
+  int stage = 0; /* K and V rows staged in shared memory (dk_set_attn_cluster_stage) */
 };
 
 /* Head h's output with the reference path's rounding points: q·bf16(scale) → bf16, scores →
@@ -71,6 +73,7 @@ static std::vector<float> direct(const Case &c, const std::vector<float> &q, con
 }
 
 static int run_case(const Case &c) {
+  dk_set_attn_cluster_stage(c.stage);
   const int nq = c.rep * c.nkv, hd = c.hd, nb = AC_CL * c.nkv;
   const int64_t kvd = (int64_t)c.nkv * hd, slots = c.window > 0 ? c.window : c.keys;
   const float scale = c.structure ? 1.0f : 1.0f / sqrtf((float)hd);
@@ -135,8 +138,8 @@ static int run_case(const Case &c) {
       bad = 1;
     }
   }
-  printf("%s rep %d nkv %d hd %4d window %4d pos %4d keys %4d %-9s worst %.2e\n", bad ? "FAIL" : "ok  ", c.rep, c.nkv,
-         hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values", worst);
+  printf("%s rep %d nkv %d hd %4d window %4d pos %4d keys %4d %-9s %s worst %.2e\n", bad ? "FAIL" : "ok  ", c.rep,
+         c.nkv, hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values", c.stage ? "staged" : "cache ", worst);
   return bad;
 }
 
@@ -154,5 +157,10 @@ int main(int argc, char **argv) {
       {2, 2, 256, 64, 200, 64, false},  {2, 1, 256, 1024, 1500, 1024, false}, {8, 1, 512, 0, 100, 700, false},
       {1, 3, 128, 0, 300, 400, false},  {4, 2, 128, 0, 129, 200, false},   {2, 1, 64, 0, 2047, 2048, false},
   };
-  return emu_run_cases(cases, run_case);
+  /* each case in both forms: the rows read from the cache, and staged in shared memory by
+   * bulk copies (the newest row by plain loads) */
+  constexpr size_t NC = sizeof cases / sizeof cases[0];
+  Case all[2 * NC];
+  for (size_t i = 0; i < 2 * NC; i++) all[i] = cases[i % NC], all[i].stage = i >= NC;
+  return emu_run_cases(all, run_case);
 }

@@ -16,6 +16,7 @@
 
 #include "attention_common.cuh"
 #include "prep_store.cuh"
+#include "qmv_tc.cuh" /* the mbarrier and bulk-copy primitives */
 
 namespace cg = cooperative_groups;
 
@@ -30,6 +31,15 @@ namespace cg = cooperative_groups;
  * flag. */
 __host__ __device__ constexpr size_t ac_smem_floats(int rep, int hd, int kpb) {
   return (size_t)rep * hd + (size_t)rep * kpb + (size_t)rep * 32 + 4 * (size_t)rep + 4;
+}
+
+/* With the K and V rows staged (STG): after those floats, 16-byte aligned, the block's K rows
+ * [kpb][hd] and V rows [kpb][hd] (bf16), then the mbarrier of their copies. */
+__host__ __device__ constexpr size_t ac_stage_off(int rep, int hd, int kpb) {
+  return (ac_smem_floats(rep, hd, kpb) * sizeof(float) + 15) / 16 * 16;
+}
+__host__ __device__ constexpr size_t ac_smem_bytes(int rep, int hd, int kpb, bool stg) {
+  return stg ? ac_stage_off(rep, hd, kpb) + 2 * (size_t)kpb * hd * 2 + 16 : ac_smem_floats(rep, hd, kpb) * sizeof(float);
 }
 
 /* The keys [lo, hi) of block `rank` at position pos: an equal share of the live range. */
@@ -65,11 +75,33 @@ __device__ __forceinline__ void ac_prefetch_kv(const uint16_t *kc, const uint16_
 #endif
 }
 
+/* Copies this block's K and V rows of keys [lo, hi) but `skip` into kst / vst (row j at j − lo)
+ * with the bulk-copy engine, all issued at once, completing on bar (phase 0): the block's whole
+ * share in flight together, where the loads of the unstaged form come in dependent rounds (8
+ * score steps and 16 p·v batches per warp at 1024 keys). Every thread of the block calls it. */
+__device__ __forceinline__ void ac_stage_kv(const uint16_t *kc, const uint16_t *vc, int64_t kvd, int g, int hd, int window,
+                                            int lo, int hi, int skip, uint16_t *kst, uint16_t *vst, uint64_t *bar) {
+  const int n = hi - lo, rows = n - (skip >= lo && skip < hi ? 1 : 0);
+  const uint32_t row_bytes = (uint32_t)hd * 2;
+  if (threadIdx.x == 0) {
+    mbar_init(bar, 1);
+    mbar_init_fence();
+    mbar_expect(bar, 2u * (uint32_t)rows * row_bytes);
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < 2 * n; t += blockDim.x) {
+    const int u = t < n ? t : t - n, j = lo + u;
+    if (j == skip) continue;
+    const int64_t s = window > 0 ? j % window : j;
+    bulk_copy((t < n ? kst : vst) + (int64_t)u * hd, (t < n ? kc : vc) + s * kvd + (int64_t)g * hd, row_bytes, bar);
+  }
+}
+
 /* grid (CL, nkv), cluster (CL, 1, 1): block `rank` of KV head g takes keys
  * [first + rank·len, …) of the live range, len = ceil(count / CL) ≤ kpb: 4 keys per warp and
  * score step, and each thread DPT dims of every key's V row in p·v (measured on the H200,
  * session 11: level with the split passes up to 128 keys, 2× slower at 1024). */
-template <int REP, int DPT, int CL>
+template <int REP, int DPT, int CL, bool STG>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
@@ -79,12 +111,22 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   float *qs = reinterpret_cast<float *>(sm4), *ps = qs + REP * hd, *red = ps + REP * kpb;
   float *st_m = red + REP * 32, *st_l = st_m + REP, *gm = st_l + REP, *ginv = gm + REP;
   int *last = reinterpret_cast<int *>(ginv + REP);
+  uint16_t *kst = reinterpret_cast<uint16_t *>(reinterpret_cast<unsigned char *>(sm4) + ac_stage_off(REP, hd, kpb));
+  uint16_t *vst = kst + (int64_t)kpb * hd;
+  uint64_t *bar = reinterpret_cast<uint64_t *>(vst + (int64_t)kpb * hd);
   const int rank = (int)blockIdx.x, g = (int)blockIdx.y;
   const int64_t kvd = (int64_t)nkv * hd;
   int lo, hi;
   /* the position is written by the step's first copy or the last step's end, long complete
-   * unless kernels trigger before they wait (ck_pdl_early_c: then no early reads) */
-  if (prefetch && !ck_pdl_early_c) {
+   * unless kernels trigger before they wait (ck_pdl_early_c: then no early reads). The rows
+   * of earlier positions are complete too: this kernel starts only once its predecessor (the
+   * q/k/v post step, which writes the newest row) has passed its own wait. */
+  const bool early = !ck_pdl_early_c;
+  if (STG && early) {
+    const int pos0 = *pos_p;
+    ac_range(pos0, window, rank, CL, &lo, &hi);
+    ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos0, kst, vst, bar);
+  } else if (prefetch && early) {
     const int pos0 = *pos_p;
     ac_range(pos0, window, rank, CL, &lo, &hi);
     ac_prefetch_kv(kc, vc, kvd, g, hd, window, pos0, lo, hi);
@@ -95,6 +137,18 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   const int n = hi - lo; /* 0 for a block past the live keys: it still meets every cluster barrier */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5, nch = (hd + 255) / 256;
   auto slot = [&](int j) -> int64_t { return window > 0 ? j % window : j; };
+  if (STG) {
+    if (!early) ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos, kst, vst, bar);
+    /* the newest row, which the predecessor wrote: plain loads (no proxy fence needed) */
+    if (pos >= lo && pos < hi && warp < 2) {
+      const uint4 *src = reinterpret_cast<const uint4 *>((warp ? vc : kc) + slot(pos) * kvd + (int64_t)g * hd);
+      uint4 *dst = reinterpret_cast<uint4 *>((warp ? vst : kst) + (int64_t)(pos - lo) * hd);
+      for (int i = lane; i < hd / 8; i += 32) dst[i] = __ldcg(src + i);
+    }
+    mbar_wait(bar, 0);
+  }
+  /* a key's K row and V dims: staged, or in the cache */
+  auto krow = [&](int j) -> const uint16_t * { return STG ? kst + (int64_t)(j - lo) * hd : kc + slot(j) * kvd + (int64_t)g * hd; };
 
   const float bscale = rb(scale);
   at_stage_q(q, g, REP, hd, scale, bscale, sm4); /* scaled and rounded as the scores kernel does */
@@ -110,10 +164,10 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
 #pragma unroll
     for (int u = 0; u < KPI; u++) {
       const int jj = j + u < hi ? j + u : j;
-      kp[u] = kc + slot(jj) * kvd + (int64_t)g * hd;
+      kp[u] = krow(jj);
     }
     float dk[KPI][REP];
-    key_dots<REP, KPI>(kp, qs, hd, nch, lane, dk);
+    key_dots<REP, KPI, STG>(kp, qs, hd, nch, lane, dk);
     /* the step's sums, rounded to bf16, into ps and the running max */
     const float v = at_step_score<REP, KPI>(dk, lane);
     if (j + pu < hi) {
@@ -164,7 +218,13 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     for (int j0 = 0; j0 < n; j0 += 8) {
       float v[8][DPT];
 #pragma unroll
-      for (int u = 0; u < 8; u++) load_n(vc + slot(lo + (j0 + u < n ? j0 + u : j0)) * kvd + voff, DPT, v[u]);
+      for (int u = 0; u < 8; u++) {
+        const int j = lo + (j0 + u < n ? j0 + u : j0);
+        if (STG)
+          load_n_shared(vst + (int64_t)(j - lo) * hd + d0, DPT, v[u]);
+        else
+          load_n(vc + slot(j) * kvd + voff, DPT, v[u]);
+      }
 #pragma unroll
       for (int u = 0; u < 8; u++) {
         if (j0 + u >= n) break;
@@ -222,14 +282,29 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
 
 static int g_prefetch; /* dk_set_attn_prefetch */
 extern "C" void dk_set_attn_prefetch_cluster(int on) { g_prefetch = on != 0; }
+static int g_stage; /* dk_set_attn_cluster_stage */
+extern "C" void dk_set_attn_cluster_stage(int on) { g_stage = on != 0; }
+extern "C" int dk_get_attn_cluster_stage(void) { return g_stage; }
 
+template <int REP, int DPT, bool STG>
+static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
+                                    const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
+                                    float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
+  const size_t smem = ac_smem_bytes(REP, hd, kpb, STG);
+  auto fn = cluster_attention_kernel<REP, DPT, AC_CL, STG>;
+  if (smem > 48 * 1024) {
+    cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e) return e;
+  }
+  return ck_launch(fn, dim3(AC_CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos, window, kpb,
+                   att, amax, namax, bmax, count, prep, g_prefetch);
+}
 template <int REP, int DPT>
 static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
                                     float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
-  const size_t smem = ac_smem_floats(REP, hd, kpb) * sizeof(float);
-  return ck_launch(cluster_attention_kernel<REP, DPT, AC_CL>, dim3(AC_CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc,
-                   vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, g_prefetch);
+  return g_stage ? launch_cluster_s<REP, DPT, true>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st)
+                 : launch_cluster_s<REP, DPT, false>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st);
 }
 
 template <int REP>
@@ -244,12 +319,16 @@ static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint
 #undef AC_ARGS
 }
 
-extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys) {
+/* stg: with the rows staged in shared memory (at most 200 KB of it per block) */
+extern "C" int dk_attention_cluster_fits_s(int nq, int nkv, int hd, int64_t keys, int stg) {
   const int rep = nkv > 0 ? nq / nkv : 0;
   const int64_t kpb = (keys + AC_CL - 1) / AC_CL;
   return nkv > 0 && nq % nkv == 0 && (rep == 1 || rep == 2 || rep == 4 || rep == 8) && hd % 8 == 0 &&
          hd <= 8 * AT_THREADS && keys >= 1 && kpb <= DK_CLUSTER_MAX_KPB &&
-         ac_smem_floats(rep, hd, (int)kpb) * sizeof(float) <= 48 * 1024;
+         ac_smem_bytes(rep, hd, (int)kpb, stg != 0) <= (stg ? 200 : 48) * 1024;
+}
+extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys) {
+  return dk_attention_cluster_fits_s(nq, nkv, hd, keys, g_stage);
 }
 
 extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,

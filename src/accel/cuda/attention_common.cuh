@@ -82,6 +82,22 @@ __device__ __forceinline__ void load_n(const uint16_t *p, int dpt, float *f) {
   }
 }
 
+/* ... and the same from shared memory (the one-launch attention's staged V rows). */
+__device__ __forceinline__ void load_n_shared(const uint16_t *p, int dpt, float *f) {
+  if (dpt == 8) {
+    load8_shared(p, f);
+  } else if (dpt == 4) {
+    const uint2 u = *reinterpret_cast<const uint2 *>(p);
+    f[0] = __uint_as_float(u.x << 16), f[1] = __uint_as_float(u.x & 0xffff0000u);
+    f[2] = __uint_as_float(u.y << 16), f[3] = __uint_as_float(u.y & 0xffff0000u);
+  } else if (dpt == 2) {
+    const uint32_t u = *reinterpret_cast<const uint32_t *>(p);
+    f[0] = __uint_as_float(u << 16), f[1] = __uint_as_float(u & 0xffff0000u);
+  } else {
+    f[0] = ck_bf16_to_f32(*p);
+  }
+}
+
 /* The x-prep maxima (dk_attention's amax): the first kernel zeroes them, after its wait (the
  * previous product's prep has read them by then)... */
 __device__ __forceinline__ void amax_zero(float *amax, int namax) {

@@ -65,6 +65,8 @@ typedef struct dec_layer {
   int gu_il;     /* gate|up's rows interleaved by gu_il (MLXRT_GEGLU_EPI), else 0 */
   int gu_epi;    /* and GeGLU in its epilogue (ck_qmv_geglu: a fast format, no k split): no geglu kernel */
   int64_t ckeys; /* its key bound there: the layer's keys, at most cluster_keys (the graph's limit) */
+  int64_t lkeys; /* > 0: the layer's whole key range (a sliding ring), which the staged one-launch
+                  * attention takes in the long-context graph too (MLXRT_ATTN_CLUSTER_STAGE bit 1) */
   int xe_in, xe_ffw; /* MLXRT_NORM_FIXEXP: fixed prep exponents for x after the input and pre-FFW norms (norm_fixed_exp) */
 } dec_layer;
 
@@ -126,6 +128,12 @@ struct accel_decoder {
                      * run the one-launch attention (dk_attention_cluster) while the position is
                      * below cluster_keys; 0: the split passes always */
   int cluster_keys; /* MLXRT_ATTN_CLUSTER_KEYS: the live key count up to which it does */
+  int attn_stage;   /* MLXRT_ATTN_CLUSTER_STAGE (default 1): bit 0 the one-launch attention of the
+                     * short-context graph with its K and V rows staged in shared memory; bit 1
+                     * the staged form also in the long-context graph, for the layers whose whole
+                     * key range fits it (the sliding rings: 1024 keys on the 31B). Session 16 on
+                     * the H200: bit 1 lost at depth 4096 (tg128 118.9 against 121.3 t/s: 25 µs
+                     * per ring against the split passes' 22), so it stays off */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
@@ -484,6 +492,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_NORM_FIXEXP", 1, 0, 1, &D->norm_fixexp, err) ||
       env_knob("MLXRT_ATTN_FIXEXP", 1, 0, 1, &D->attn_fixexp, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
+      env_knob("MLXRT_ATTN_CLUSTER_STAGE", 1, 0, 3, &D->attn_stage, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
       env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err))
@@ -547,8 +556,12 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
      * there, whatever the session's capacity */
     y->ckeys = ctx < D->cluster_keys ? ctx : D->cluster_keys;
     y->cluster = D->attn_cluster &&
-                 dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys);
-    if (y->cluster && max_splits < 8) max_splits = 8; /* smax holds the cluster kernel's 8·nkv block maxima */
+                 dk_attention_cluster_fits_s(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys, D->attn_stage & 1);
+    y->lkeys = D->attn_cluster && (D->attn_stage & 2) &&
+                       dk_attention_cluster_fits_s(d->n_heads, l->n_kv_heads, l->head_dim, ctx, 1)
+                   ? ctx
+                   : 0;
+    if ((y->cluster || y->lkeys) && max_splits < 8) max_splits = 8; /* smax holds the cluster kernel's 8·nkv block maxima */
     D->any_cluster |= y->cluster;
     /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */
     const accel_weight *qkv[3] = {l->q, l->k, l->v};
@@ -681,17 +694,24 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
   }
   const int oprep = attn_writes_o_prep(D, y);
   const dk_att_prep o_prep = {D->xp, D->xexp, o_prep_exp(y), y->o.xmode};
-  if (y->cluster && D->short_ctx)
-    return cprof_mark(P, lb[1], err) ||
-           rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
-                                 nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
-                                 D->pos, y->window, D->q, y->kc, y->vc, st),
-                     "q/k/v norm+rope", err) ||
-           cprof_mark(P, lb[2], err) ||
-           rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                          y->ckeys, D->attb, oprep ? NULL : amax, namax, D->smax, D->counts,
-                                          oprep ? &o_prep : NULL, st),
-                     "attention (one cluster)", err);
+  const int short_cl = y->cluster && D->short_ctx;
+  if (short_cl || y->lkeys) {
+    const int stage = dk_get_attn_cluster_stage();
+    dk_set_attn_cluster_stage(short_cl ? D->attn_stage & 1 : 1);
+    const int rc =
+        cprof_mark(P, lb[1], err) ||
+        rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
+                              nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
+                              D->pos, y->window, D->q, y->kc, y->vc, st),
+                  "q/k/v norm+rope", err) ||
+        cprof_mark(P, lb[2], err) ||
+        rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+                                       short_cl ? y->ckeys : y->lkeys, D->attb, oprep ? NULL : amax, namax, D->smax,
+                                       D->counts, oprep ? &o_prep : NULL, st),
+                  "attention (one cluster)", err);
+    dk_set_attn_cluster_stage(stage);
+    return rc;
+  }
   return cprof_mark(P, lb[1], err) ||
          rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
                                y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos, y->window, D->q,

@@ -157,8 +157,9 @@ template <typename T> static inline T min(T a, T b) { return a < b ? a : b; }
 #include <stdlib.h>
 
 static pthread_mutex_t emu_mbar_lock = PTHREAD_MUTEX_INITIALIZER;
-struct emu_mbar_state {
-  uint16_t phase, pending, expected, tx;
+struct emu_mbar_state { /* 8 bytes, as the hardware's; the transaction count as wide as its 2^20 */
+  uint8_t phase, pending, expected, pad;
+  uint32_t tx;
 };
 static inline emu_mbar_state *emu_mbar(uint64_t *m) { return reinterpret_cast<emu_mbar_state *>(m); }
 static inline void emu_mbar_step(emu_mbar_state *b) { /* (lock held) */
@@ -169,17 +170,21 @@ static inline void emu_mbar_step(emu_mbar_state *b) { /* (lock held) */
 }
 static inline void emu_mbar_init(uint64_t *m, unsigned count) {
   pthread_mutex_lock(&emu_mbar_lock);
-  *emu_mbar(m) = emu_mbar_state{0, (uint16_t)count, (uint16_t)count, 0};
+  if (count < 1 || count > 255) {
+    fprintf(stderr, "emulation: mbarrier count %u outside 1..255\n", count);
+    abort();
+  }
+  *emu_mbar(m) = emu_mbar_state{0, (uint8_t)count, (uint8_t)count, 0, 0};
   pthread_mutex_unlock(&emu_mbar_lock);
 }
 static inline void emu_mbar_arrive(uint64_t *m, unsigned tx_add) {
   pthread_mutex_lock(&emu_mbar_lock);
   emu_mbar_state *b = emu_mbar(m);
-  if (b->pending == 0 || (unsigned)b->tx + tx_add > 0xffffu) {
+  if (b->pending == 0 || (uint64_t)b->tx + tx_add > 0xfffffu) {
     fprintf(stderr, "emulation: mbarrier arrival beyond its count\n");
     abort();
   }
-  b->tx = (uint16_t)(b->tx + tx_add);
+  b->tx += tx_add;
   b->pending--;
   emu_mbar_step(b);
   pthread_mutex_unlock(&emu_mbar_lock);
@@ -196,7 +201,7 @@ static inline void emu_bulk_copy(void *dst, const void *src, unsigned bytes, uin
     fprintf(stderr, "emulation: bulk copy of %u bytes beyond the %u expected\n", bytes, (unsigned)b->tx);
     abort();
   }
-  b->tx = (uint16_t)(b->tx - bytes);
+  b->tx -= bytes;
   emu_mbar_step(b);
   pthread_mutex_unlock(&emu_mbar_lock);
 }
