@@ -28,7 +28,8 @@
 #   attnbench (not in the default list): mlxrt-attn-bench, decode attention alone on the 31B
 #      layer shapes, each split shape checked against the host and timed (attn_benchN.log), once
 #      per setting in ATTNB_ENVS.
-#   ncuattnb (not in the default list): ncu on mlxrt-attn-bench --case for each
+#   ncuattnb (not in the default list; NCU_KREGEX: the kernels' name regex, NCU_TAG: a log-name
+#      suffix): ncu on mlxrt-attn-bench --case for each
 #      SHAPE:POS:SPLITS:MIN_KEYS in ATTNB_CASES (default full:32767:128:1).
 #   attn (not in the default list): tg128 at depths 0/4096/32768 for each decode-attention split
 #      shape KEYS:BLOCKS_PER_SM:MAX_SPLITS in ATTN_CONFIGS.
@@ -213,13 +214,13 @@ if has ncuattnb && command -v ncu >/dev/null; then
   for c in ${ATTNB_CASES:-full:32767:128:1}; do
     IFS=: read -r cs cp cn cm <<<"$c"
     stamp "ncu: mlxrt-attn-bench --case $cs $cp $cn $cm"
-    timeout 300 ncu --clock-control none -k 'regex:(scores|pv|combine)_kernel' -c 3 --section SpeedOfLight \
+    timeout 300 ncu --clock-control none -k "regex:${NCU_KREGEX:-(scores|pv|combine)_kernel}" -c 3 --section SpeedOfLight \
       --section LaunchStats --section Occupancy \
       --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warps_active.avg.per_cycle_active,smsp__inst_executed.sum \
-      "$BUILD/mlxrt-attn-bench" --case "$cs" "$cp" "$cn" "$cm" >"$OUT/ncu_attnb_$cs$cp.log" 2>&1
+      "$BUILD/mlxrt-attn-bench" --case "$cs" "$cp" "$cn" "$cm" >"$OUT/ncu_attnb_$cs$cp${NCU_TAG:-}.log" 2>&1
     grep -E "_kernel|Duration|DRAM Throughput|issue_active|warps_active|inst_executed|Registers Per|Achieved Occ|Theoretical Occ" \
-      "$OUT/ncu_attnb_$cs$cp.log" | sed 's/  */ /g' | head -40
-    grep -E "issue_stalled" "$OUT/ncu_attnb_$cs$cp.log" | awk '$NF > 0.3 {print $NF, $1}' | head -30
+      "$OUT/ncu_attnb_$cs$cp${NCU_TAG:-}.log" | sed 's/  */ /g' | head -40
+    grep -E "issue_stalled" "$OUT/ncu_attnb_$cs$cp${NCU_TAG:-}.log" | awk '$NF > 0.3 {print $NF, $1}' | head -30
   done
 fi
 if has attn; then
