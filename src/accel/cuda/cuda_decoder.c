@@ -134,7 +134,8 @@ struct accel_decoder {
                      * key range fits it (the sliding rings: 1024 keys on the 31B). Session 16 on
                      * the H200: bit 1 lost at depth 4096 (tg128 118.9 against 121.3 t/s: 25 µs
                      * per ring against the split passes' 22), so it stays off. Bit 2: the
-                     * staged form in blocks of 256 threads (written at the end of session 16) */
+                     * staged form in blocks of 256 threads (24.0 against 25.3 µs alone at 1024
+                     * keys, no gain in the step: off) */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
