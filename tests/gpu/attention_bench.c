@@ -11,7 +11,7 @@
  * whose keys fit one cluster (the sliding ring, and a full layer in a session of 2048
  * positions), once per position, and also checks the x-prep maxima it writes;
  * MLXRT_ATTN_CLUSTER_STAGE=1 with it: the form that stages each block's K and V rows in shared
- * memory; =2 the same with blocks of 256 threads. */
+ * memory. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,9 +145,8 @@ int main(int argc, char **argv) {
   if (rt_stream_create(&st, &err)) die(&err);
   const char *ce = getenv("MLXRT_ATTN_CLUSTER");
   g_cluster = ce && !strcmp(ce, "1");
-  /* 1: its K and V rows staged in shared memory; 2: the same in blocks of 256 threads */
-  const char *cs = getenv("MLXRT_ATTN_CLUSTER_STAGE");
-  dk_set_attn_cluster_stage(cs ? atoi(cs) : 0);
+  const char *cs = getenv("MLXRT_ATTN_CLUSTER_STAGE"); /* 1: its K and V rows staged in shared memory */
+  dk_set_attn_cluster_stage(cs && !strcmp(cs, "1"));
   const shape shapes[3] = {{"sliding (32 q, 16 kv, hd 256, window 1024)", 32, 16, 256, 1024, 1024, 4096},
                            {"full (32 q, 4 kv, hd 512)", 32, 4, 512, 0, 32768, 32768},
                            {"full (32 q, 4 kv, hd 512), 2048 positions", 32, 4, 512, 0, 2048, 2048}};

@@ -11,8 +11,7 @@
  *   - values: random q, K, V against a direct attention with the reference path's rounding
  *     points; each head's output within 1 % of its largest value (the sums run in another
  *     order than the direct one's, so a bf16 rounding of a score may differ).
- * Every case runs twice: K and V read from the cache, and staged in shared memory; built with
- * -DEMU_WIDE (the CTest attention_cluster_emulate_wide), once in the staged form's wide blocks.
+ * Every case runs twice: K and V read from the cache, and staged in shared memory.
  * Build and run from the repository root (also a CTest):
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_CLUSTER -Itests/gpu/emu -Isrc \
  *       -Isrc/accel/cuda -Iinclude tests/gpu/attention_cluster_emulate.cpp -o /tmp/ace -lm
@@ -31,11 +30,7 @@
 extern "C" int ck_pdl_enabled(void) { return 0; }
 
 #define EMU_POOL_CL AC_CL
-#ifdef EMU_WIDE /* the staged form's wide blocks (dk_set_attn_cluster_stage(2)): a pool of their width */
-#define EMU_POOL_T AC_STG_T
-#else
 #define EMU_POOL_T AT_THREADS
-#endif
 #include "emu_cluster_pool.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -45,7 +40,7 @@ static float fromb(uint16_t h) { return ck_bf16_to_f32(h); }
 struct Case {
   int rep, nkv, hd, window, pos, keys; /* keys: the call's key bound (the window, or the capacity) */
   bool structure;
-  int stage = 0; /* dk_set_attn_cluster_stage: 0 read from the cache, 1 staged, 2 staged in wide blocks */
+  int stage = 0; /* K and V rows staged in shared memory (dk_set_attn_cluster_stage) */
 };
 
 /* Head h's output with the reference path's rounding points: q·bf16(scale) → bf16, scores →
@@ -144,7 +139,7 @@ static int run_case(const Case &c) {
     }
   }
   printf("%s rep %d nkv %d hd %4d window %4d pos %4d keys %4d %-9s %s worst %.2e\n", bad ? "FAIL" : "ok  ", c.rep,
-         c.nkv, hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values", c.stage == 2 ? "wide  " : c.stage ? "staged" : "cache ", worst);
+         c.nkv, hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values", c.stage ? "staged" : "cache ", worst);
   return bad;
 }
 
@@ -165,12 +160,7 @@ int main(int argc, char **argv) {
   /* each case in both forms: the rows read from the cache, and staged in shared memory by
    * bulk copies (the newest row by plain loads) */
   constexpr size_t NC = sizeof cases / sizeof cases[0];
-#ifdef EMU_WIDE
-  Case all[NC];
-  for (size_t i = 0; i < NC; i++) all[i] = cases[i], all[i].stage = 2;
-#else
   Case all[2 * NC];
   for (size_t i = 0; i < 2 * NC; i++) all[i] = cases[i % NC], all[i].stage = i >= NC;
-#endif
   return emu_run_cases(all, run_case);
 }

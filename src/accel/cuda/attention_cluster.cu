@@ -25,11 +25,6 @@ namespace cg = cooperative_groups;
 #ifndef AC_CL
 #define AC_CL 8
 #endif
-/* the block width of the staged form's wide variant (dk_set_attn_cluster_stage(2)): with the
- * rows on chip, more warps per SM for the score steps and the p·v's keys */
-#ifndef AC_STG_T
-#define AC_STG_T 256
-#endif
 
 /* The dynamic shared memory's floats: q [REP][hd] (then the block's p·v partials), the scores
  * and p [REP][kpb], the reductions' [REP][32], the statistics m, l, M, 1/total [4][REP], a
@@ -106,8 +101,8 @@ __device__ __forceinline__ void ac_stage_kv(const uint16_t *kc, const uint16_t *
  * [first + rank·len, …) of the live range, len = ceil(count / CL) ≤ kpb: 4 keys per warp and
  * score step, and each thread DPT dims of every key's V row in p·v (measured on the H200,
  * session 11: level with the split passes up to 128 keys, 2× slower at 1024). */
-template <int REP, int DPT, int CL, bool STG, int NT>
-__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT)
+template <int REP, int DPT, int CL, bool STG>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
                              float *bmax, unsigned *count, dk_att_prep prep, int prefetch) {
@@ -287,42 +282,43 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT)
 
 static int g_prefetch; /* dk_set_attn_prefetch */
 extern "C" void dk_set_attn_prefetch_cluster(int on) { g_prefetch = on != 0; }
-static int g_stage; /* dk_set_attn_cluster_stage: 0, 1 or 2 */
-extern "C" void dk_set_attn_cluster_stage(int mode) { g_stage = mode >= 0 && mode <= 2 ? mode : 0; }
+static int g_stage; /* dk_set_attn_cluster_stage */
+extern "C" void dk_set_attn_cluster_stage(int on) { g_stage = on != 0; }
 extern "C" int dk_get_attn_cluster_stage(void) { return g_stage; }
 
-template <int REP, int DPT, bool STG, int NT>
+template <int REP, int DPT, bool STG>
 static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
                                     float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
   const size_t smem = ac_smem_bytes(REP, hd, kpb, STG);
-  auto fn = cluster_attention_kernel<REP, DPT, AC_CL, STG, NT>;
-  if (smem > 48 * 1024) {
+  auto fn = cluster_attention_kernel<REP, DPT, AC_CL, STG>;
+  static size_t allowed = 48 * 1024; /* this instance's opt-in so far (one thread drives a backend) */
+  if (smem > allowed) {
     cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e) return e;
+    allowed = smem;
   }
-  return ck_launch(fn, dim3(AC_CL, (unsigned)nkv), NT, smem, st, q, kc, vc, nkv, hd, scale, pos, window, kpb, att,
-                   amax, namax, bmax, count, prep, g_prefetch);
+  return ck_launch(fn, dim3(AC_CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos, window, kpb,
+                   att, amax, namax, bmax, count, prep, g_prefetch);
 }
-/* each thread's V dims in p·v: hd over the block width, 1 to 8 */
-template <int REP, bool STG, int NT>
-static cudaError_t launch_cluster_w(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
+
+template <int REP, int DPT>
+static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
                                     float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
-#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
-  if (hd <= NT) return launch_cluster_s<REP, 1, STG, NT>(AC_ARGS);
-  if (hd <= 2 * NT) return launch_cluster_s<REP, 2, STG, NT>(AC_ARGS);
-  if (hd <= 4 * NT) return launch_cluster_s<REP, 4, STG, NT>(AC_ARGS);
-  return launch_cluster_s<REP, 8, STG, NT>(AC_ARGS);
+  return g_stage ? launch_cluster_s<REP, DPT, true>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st)
+                 : launch_cluster_s<REP, DPT, false>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st);
 }
 
 template <int REP>
 static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                   const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
                                   float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
-  return g_stage == 2 ? launch_cluster_w<REP, true, AC_STG_T>(AC_ARGS)
-         : g_stage    ? launch_cluster_w<REP, true, AT_THREADS>(AC_ARGS)
-                      : launch_cluster_w<REP, false, AT_THREADS>(AC_ARGS);
+#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
+  if (hd <= AT_THREADS) return launch_cluster_k<REP, 1>(AC_ARGS);
+  if (hd <= 2 * AT_THREADS) return launch_cluster_k<REP, 2>(AC_ARGS);
+  if (hd <= 4 * AT_THREADS) return launch_cluster_k<REP, 4>(AC_ARGS);
+  return launch_cluster_k<REP, 8>(AC_ARGS);
 #undef AC_ARGS
 }
 
@@ -331,7 +327,7 @@ extern "C" int dk_attention_cluster_fits_s(int nq, int nkv, int hd, int64_t keys
   const int rep = nkv > 0 ? nq / nkv : 0;
   const int64_t kpb = (keys + AC_CL - 1) / AC_CL;
   return nkv > 0 && nq % nkv == 0 && (rep == 1 || rep == 2 || rep == 4 || rep == 8) && hd % 8 == 0 &&
-         hd <= 8 * AT_THREADS && hd <= 8 * AC_STG_T && keys >= 1 && kpb <= DK_CLUSTER_MAX_KPB &&
+         hd <= 8 * AT_THREADS && keys >= 1 && kpb <= DK_CLUSTER_MAX_KPB &&
          ac_smem_bytes(rep, hd, (int)kpb, stg != 0) <= (stg ? 200 : 48) * 1024;
 }
 extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys) {

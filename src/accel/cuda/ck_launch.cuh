@@ -81,24 +81,17 @@ __device__ __forceinline__ void ck_tl_stamp(unsigned long long entered) {
 #endif
 }
 
-/* ck_pdl_early_c: 0 = wait then trigger, 1 = trigger then wait (MLXRT_CUDA_PDL_EARLY), 2 = wait
- * only: the kernel triggers later itself with ck_pdl_trigger_late(), once its loads of what
- * the predecessor wrote have returned (MLXRT_CUDA_PDL_LATE, set only in units whose kernels
- * call it), so the successor's weight stages do not queue ahead of those loads. */
 __device__ __forceinline__ void ck_pdl_enter() {
   const unsigned long long entered = ck_tl_c.last ? ck_tl_now() : 0ull;
-  if (ck_pdl_early_c == 1) {
+  if (ck_pdl_early_c) {
     ck_pdl_trigger();
     ck_pdl_wait();
     ck_tl_stamp(entered);
   } else {
     ck_pdl_wait();
     ck_tl_stamp(entered);
-    if (ck_pdl_early_c != 2) ck_pdl_trigger();
+    ck_pdl_trigger();
   }
-}
-__device__ __forceinline__ void ck_pdl_trigger_late() {
-  if (ck_pdl_early_c == 2) ck_pdl_trigger();
 }
 
 #define CK_PDL_EARLY_SETTER(name)                                                    \

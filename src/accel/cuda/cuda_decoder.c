@@ -133,9 +133,8 @@ struct accel_decoder {
                      * the staged form also in the long-context graph, for the layers whose whole
                      * key range fits it (the sliding rings: 1024 keys on the 31B). Session 16 on
                      * the H200: bit 1 lost at depth 4096 (tg128 118.9 against 121.3 t/s: 25 µs
-                     * per ring against the split passes' 22), so it stays off. Bit 2: the
-                     * staged form in blocks of 256 threads (24.0 against 25.3 µs alone at 1024
-                     * keys, no gain in the step: off) */
+                     * per ring against the split passes' 22), so it stays off; blocks of 256
+                     * threads instead of 128 did not change that (docs/PERF.md) */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
@@ -461,9 +460,6 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     goto fail;
   }
   if (rt_status(ck_set_pdl_early(early && !strcmp(early, "1")), "PDL order", err)) goto fail;
-  int pdl_late;
-  if (env_knob("MLXRT_CUDA_PDL_LATE", 0, 0, 3, &pdl_late, err)) goto fail;
-  if (pdl_late && !(early && !strcmp(early, "1")) && rt_status(ck_set_pdl_late(pdl_late), "PDL order", err)) goto fail;
   if (cprof_init(&D->prof, D->stream, err)) goto fail;
   if (ctl_init(err)) goto fail;
   D->timeline = ctl_on();
@@ -494,7 +490,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_NORM_FIXEXP", 1, 0, 1, &D->norm_fixexp, err) ||
       env_knob("MLXRT_ATTN_FIXEXP", 1, 0, 1, &D->attn_fixexp, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
-      env_knob("MLXRT_ATTN_CLUSTER_STAGE", 1, 0, 7, &D->attn_stage, err) ||
+      env_knob("MLXRT_ATTN_CLUSTER_STAGE", 1, 0, 3, &D->attn_stage, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
       env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err))
@@ -699,8 +695,7 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
   const int short_cl = y->cluster && D->short_ctx;
   if (short_cl || y->lkeys) {
     const int stage = dk_get_attn_cluster_stage();
-    const int wide = D->attn_stage & 4 ? 2 : 1;
-    dk_set_attn_cluster_stage(short_cl ? (D->attn_stage & 1 ? wide : 0) : wide);
+    dk_set_attn_cluster_stage(short_cl ? D->attn_stage & 1 : 1);
     const int rc =
         cprof_mark(P, lb[1], err) ||
         rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,

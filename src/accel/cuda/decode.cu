@@ -50,14 +50,6 @@ extern "C" int dk_set_attn_prefetch(int on) {
   dk_set_attn_prefetch_cluster(on >= 1);
   return dk_set_attn_prefetch_split(on >= 2);
 }
-/* MLXRT_CUDA_PDL_LATE (an experiment): bit 0 the residual norms, bit 1 the activation preps
- * trigger their successor only once their loads have returned (ck_pdl_trigger_late); after
- * ck_set_pdl_early, and only where that is off. */
-extern "C" int ck_set_pdl_late(int mask) {
-  int e = ck_pdl_early_residual_norm(mask & 1 ? 2 : 0);
-  if (!e) e = ck_pdl_early_xprep(mask & 2 ? 2 : 0);
-  return e;
-}
 extern "C" int ck_set_pdl_early(int on) {
   int e = ck_pdl_early_attention(on);
   if (!e) e = ck_pdl_early_attention_onepass(on);

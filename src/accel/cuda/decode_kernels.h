@@ -115,11 +115,10 @@ typedef struct dk_att_prep {
 int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys); /* in the form dk_set_attn_cluster_stage set */
 int dk_attention_cluster_fits_s(int nq, int nkv, int hd, int64_t keys, int staged);
 /* The one-launch attention's form for the calls that follow (a launch-time setting, like the
- * mat-vec knobs): 1 = each block's K and V rows copied into its shared memory by the
+ * mat-vec knobs): on = each block's K and V rows copied into its shared memory by the
  * bulk-copy engine, all at once and (rows of earlier positions) before the wait for the
- * predecessor; 2 = the same with blocks of AC_STG_T (256) threads instead of 128; 0 = read
- * from the cache in rounds. The same results in every form. */
-void dk_set_attn_cluster_stage(int mode);
+ * predecessor; off = read from the cache in rounds. The same results either way. */
+void dk_set_attn_cluster_stage(int on);
 int dk_get_attn_cluster_stage(void);
 int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, float scale,
                          const int *pos, int window, int64_t keys, uint16_t *att, float *amax, int namax, float *bmax,

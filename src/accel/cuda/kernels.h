@@ -103,7 +103,6 @@ int ck_pdl_enabled(void);
 /* Every decoder kernel lets its successor launch before it waits for its predecessor (on = 1)
  * instead of after (0, the default); ck_launch.cuh says why both are safe. A cudaError_t. */
 int ck_set_pdl_early(int on);
-int ck_set_pdl_late(int mask); /* 0..3: see decode.cu */
 
 /* The in-graph timeline (cuda_timeline.h): every kernel launched through ck_launch is noted
  * here (a no-op unless a timeline is recording a capture), and ck_set_timeline points every

@@ -116,7 +116,6 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
       ss = fmaf(yv[k], yv[k], ss);
     }
     ss = cluster_total<PUSH>(cl, sh, 0, ss, true);
-    ck_pdl_trigger_late(); /* y's loads have returned */
     float r = 1.0f / sqrtf(ss / (float)H + eps);
 #pragma unroll
     for (int k = 0; k < RN_VPT; k++) {
@@ -133,7 +132,6 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) ss = fmaf(hv[k], hv[k], ss);
   ss = cluster_total<PUSH>(cl, sh, 1, ss, !y);
-  if (!y) ck_pdl_trigger_late(); /* h's loads have returned */
   float r = 1.0f / sqrtf(ss / (float)H + eps);
   uint16_t ov[RN_VPT];
   /* the prep with an exponent given by the caller: no maxima, so no third exchange */

@@ -79,7 +79,6 @@ __global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, 
         }
       }
     }
-    ck_pdl_trigger_late(); /* x's loads have returned (blocks without a slice exit instead) */
     uint4 *dst = reinterpret_cast<uint4 *>(xp + (((int64_t)n * nsl + S) * 4) * 8);
 #pragma unroll
     for (int tt = 0; tt < 4; tt++) {
