@@ -8,9 +8,10 @@
  * per-unit kernel of every other fast format (affine 4-bit g128, affine 8-bit, mxfp4, mxfp8,
  * dense bf16 and f16).
  *   - every output within 2e-5 of its row's Σ|w·x| (float32 sums in another order);
- *   - x staged or read from global memory, full stages unrolled (4 warps) or looped, slots
- *     refilled after a block barrier or by their last warp: the same bits (only where x comes
- *     from, how the pairs are addressed and when a slot is refilled differ).
+ *   - x staged or read from global memory, full stages unrolled (4 warps; over the slots or
+ *     in the stage loop) or looped, slots refilled after a block barrier or by their last
+ *     warp: the same bits (only where x comes from, how the pairs are addressed and when a
+ *     slot is refilled differ).
  * A CTest. Build and run from the repository root:
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
  *       -Iinclude tests/gpu/qmv_emulate.cpp -o /tmp/qmv_emulate -lm && /tmp/qmv_emulate
@@ -167,9 +168,10 @@ static int run_case(const Case &c) {
   std::vector<float> y((size_t)c.ksplit * kstride, NAN);
   if (!rc)
     rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y.data(), c.rows, c.ksplit, kstride, NULL);
-  /* the one-row kernels' product with x read from global memory (variant 6) and with the full
-   * stages' loop instead of their 4-warp unroll (variant 7): the same bits */
-  std::vector<float> y6(y.size(), NAN), y7(y.size(), NAN);
+  /* the one-row kernels' product with x read from global memory (variant 6), with the full
+   * stages' loop instead of their 4-warp unroll (variant 7) and with the full stages through
+   * the stage loop instead of its slot unroll (variant 9): the same bits */
+  std::vector<float> y6(y.size(), NAN), y7(y.size(), NAN), y9(y.size(), NAN);
   const bool one_row = c.nb == 1 && c.variant == 0 && (c.fmt == CK_NVFP4 || (c.fmt == CK_AFF4 && c.gs <= 64));
   if (!rc && one_row) {
     ck_set_tuning(c.warps, 6);
@@ -178,6 +180,10 @@ static int run_case(const Case &c) {
   if (!rc && one_row) {
     ck_set_tuning(c.warps, 7);
     rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y7.data(), c.rows, c.ksplit, kstride, NULL);
+  }
+  if (!rc && one_row) {
+    ck_set_tuning(c.warps, 9);
+    rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y9.data(), c.rows, c.ksplit, kstride, NULL);
   }
   /* every kernel with its slots refilled by the last warp done with them (variant 8): the same
    * bits (a slot refilled early would hand a late warp the next stage's bytes) */
@@ -215,7 +221,7 @@ static int run_case(const Case &c) {
       if (one_row)
         for (int s = 0; s < c.ksplit; s++) {
           const size_t i = (size_t)s * kstride + (size_t)b * c.rows + r;
-          if (!(y6[i] == y[i]) || !(y7[i] == y[i])) bad++;
+          if (!(y6[i] == y[i]) || !(y7[i] == y[i]) || !(y9[i] == y[i])) bad++;
         }
     }
   char warps[8] = "auto";
@@ -223,7 +229,7 @@ static int run_case(const Case &c) {
   printf("%s %-38s %s g%-3d %3d x %5d nb %d warps %s stages %d ksplit %d: worst %.2e of sum|w.x|%s\n",
          bad ? "FAIL" : "ok  ", c.what, fmt_name(c.fmt), c.gs, c.rows, c.cols, c.nb,
          warps, c.stages ? c.stages : stages_for(&L, c.nb), c.ksplit, worst,
-         one_row ? ", staged x = global x = loop" : "");
+         one_row ? ", staged x = global x = loops" : "");
   return bad != 0;
 }
 

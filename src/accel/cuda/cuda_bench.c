@@ -271,9 +271,9 @@ int cuda_bench(const char *table_path, int quick) {
    * block sizes, and a plain read of the same bytes (rotating over copies past the L2, one
    * launch per copy): what any single launch of that size reaches */
   const bcfg cfgs[] = {{0, 1, 0, 0}, {0, 0, 3, 0}, {0, 0, 4, 0}, {4, 0, 0, 0}, {8, 0, 0, 0},
-                       {0, 5, 0, 0}, {0, 6, 0, 0}, {0, 0, 0, 1}};
+                       {0, 5, 0, 0}, {0, 6, 0, 0}, {0, 9, 0, 0}, {0, 0, 0, 1}};
   const char *cfg_names[] = {"loads only", "3 stages", "4 stages", "4 w/tile", "8 w/tile", "2 mma chains",
-                             "x from global", "L2-warm copy"};
+                             "x from global", "stage loop", "L2-warm copy"};
   const int ncfg = (int)(sizeof cfgs / sizeof *cfgs);
   brow tune[16];
   if (!quick) {

@@ -36,7 +36,8 @@ struct QmvArgs {
   int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling);
                 * 2 = COL without its full-stage loop, 3 = no COL, 5 = COL with two mma chains
                 * per pair, 7 = COL's full-stage loop without its 4-warp unroll, 8 = each slot
-                * refilled by the last warp done with it instead of after a block barrier
+                * refilled by the last warp done with it instead of after a block barrier,
+                * 9 = the full stages through the stage loop instead of its slot unroll
                 * (benchmarks: what each gains) */
   /* GeGLU epilogue (ck_qmv_geglu; one row, no k split): the weight's rows interleaved by 8 —
    * tile t holds gate rows 8t … 8t+7, then up rows 8t … 8t+7 — and instead of y, the tile's 8
@@ -278,7 +279,91 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       col_soff = (t & 1) * 4;
     }
   }
-  for (int st = 0; st < nstages; st++) {
+  /* one pair's arithmetic: units w0 and (if two) w1, x pair xv, the lane's scale word(s) sw
+   * and (affine) group sum xsv */
+  auto pair_math = [&](const uint4 w0, const uint4 w1, const uint2 xv, const uint2 sw, const float xsv, bool two) {
+    const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
+    float d[4] = {0.f, 0.f, 0.f, 0.f};
+    col_unit_mmas<FMT>(d, wd0, xv, colsel);
+    if (two) {
+      /* COL 2 (benchmark variant 5): the second unit on its own accumulator, so the pair is
+       * two chains of 4 mmas instead of one of 8; a lane's columns come from one unit
+       * only, so d + d2 adds exact zeros: the same bits */
+      float d2[4] = {0.f, 0.f, 0.f, 0.f};
+      float(&dd)[4] = COL == 2 ? d2 : d;
+      col_unit_mmas<FMT>(dd, wd1, xv, colsel + 4);
+      if (COL == 2) {
+#pragma unroll
+        for (int q = 0; q < 4; q++) d[q] += d2[q];
+      }
+    }
+    if (S::AFF) { /* compute_unit's group epilogue, for this lane's group */
+      float s0, b0f, s8, b8;
+      affine_fold<FMT, SB_F16>(sw, s0, b0f, s8, b8);
+      tot[0] = fmaf(s0, d[0], fmaf(b0f, xsv, tot[0]));
+      tot[1] = fmaf(s0, d[1], tot[1]);
+      tot[2] = fmaf(s8, d[2], fmaf(b8, xsv, tot[2]));
+      tot[3] = fmaf(s8, d[3], tot[3]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw.x, q, nv_e), tot[q]);
+    }
+  };
+  /* The full stages of the one-row kernels with x staged and 4 warps (the decoder's products):
+   * the stage loop unrolled over the NST slots, so that every shared-memory address is a lane
+   * register plus a constant. In the loop below the lane offsets, the path's conditions and
+   * the slot's base were re-derived every stage (~65 of ~290 warp instructions per stage of
+   * two pairs in the SASS); here a stage is its wait, its two pairs, the barrier and thread
+   * 0's refill. The same operations in the same order: the same bits (qmv_emulate compares it
+   * with the loop, variant 7). The stages after the last full round of NST (and a partial
+   * one) go through the loop below. */
+  int st_begin = 0;
+  if (COL && XS && nw == 4 && !loads_only && p.variant != 2 && p.variant != 7 && p.variant != 8 &&
+      p.variant != 9) {
+    static_assert(S::SU == 16 || !XS, "two pairs of 4 warps per stage");
+    static_assert(STAGE % 16 == 0, "slots at 16-byte multiples");
+    const int nfull = nunits / S::SU;
+    /* this lane's operands in slot 0: codes, x pair (second unit's at col_x), scale word
+     * (second unit's at col_s), affine group sum (second unit's at col_xs_off) */
+    const uint4 *lw = reinterpret_cast<const uint4 *>(stage_mem) + lane + warp * WSTEP;
+    const uint2 *lx = reinterpret_cast<const uint2 *>(stage_mem + XOFF + t * 16 + ((g & 3) >> 1) * 64 + (g & 1) * 8) +
+                      (size_t)warp * XSTEP * 2 + col_x;
+    const uint8_t *ls = stage_mem + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S + col_soff + col_s;
+    const float *lxs = reinterpret_cast<const float *>(stage_mem + XSOFF) + (warp * S::GPU + col_gl) * 8 + col_xs_off;
+    uint32_t phase = 0;
+    for (; st_begin + NST <= nfull; st_begin += NST, phase ^= 1u) {
+#pragma unroll
+      for (int slot = 0; slot < NST; slot++) {
+        mbar_wait(&mbar[slot], phase);
+        constexpr int W16 = STAGE / 16, W8 = STAGE / 8, W4 = STAGE / 4;
+        const uint4 *wsl = lw + slot * W16;
+        const uint2 *xsl2 = lx + slot * W8;
+        const uint8_t *ssl = ls + slot * STAGE;
+        const float *xssl = lxs + slot * W4;
+#pragma unroll
+        for (int I = 0; I < 2; I++) { /* units 8I + warp and 8I + warp + 4 */
+          const uint4 w0 = wsl[I * 8 * WSTEP], w1 = wsl[(I * 8 + 4) * WSTEP];
+          const uint2 xv = xsl2[I * 8 * XSTEP * 2];
+          uint2 sw = make_uint2(0, 0);
+          float xsv = 0.f;
+          if (S::AFF) {
+            sw = *reinterpret_cast<const uint2 *>(ssl + I * 8 * S::UNIT_S);
+            xsv = xssl[I * 8 * S::GPU * 8] * col_bw;
+          } else {
+            sw.x = *reinterpret_cast<const uint32_t *>(ssl + I * 8 * S::UNIT_S);
+          }
+          pair_math(w0, w1, xv, sw, xsv, true);
+        }
+        __syncthreads(); /* every warp is done with this slot */
+        const int st = st_begin + slot;
+        if (threadIdx.x == 0 && st + NST < nstages) {
+          fence_proxy_async_smem();
+          issue(st + NST, true, true);
+        }
+      }
+    }
+  }
+  for (int st = st_begin; st < nstages; st++) {
     const int slot = st % NST, u0 = st * S::SU;
     const int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
     mbar_wait(&mbar[slot], (uint32_t)((st / NST) & 1));
@@ -303,36 +388,6 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       const uint8_t *sc = ssm + col_soff;
       const float *xsc = XS ? reinterpret_cast<const float *>(base + XSOFF) + (warp * S::GPU + col_gl) * 8
                             : col_xs + (size_t)(u0 + warp) * S::GPU * 8;
-      /* one pair's arithmetic: units w0 and (if two) w1, x pair xv, the lane's scale word(s) sw
-       * and (affine) group sum xsv */
-      auto pair_math = [&](const uint4 w0, const uint4 w1, const uint2 xv, const uint2 sw, const float xsv, bool two) {
-        const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
-        float d[4] = {0.f, 0.f, 0.f, 0.f};
-        col_unit_mmas<FMT>(d, wd0, xv, colsel);
-        if (two) {
-          /* COL 2 (benchmark variant 5): the second unit on its own accumulator, so the pair is
-           * two chains of 4 mmas instead of one of 8; a lane's columns come from one unit
-           * only, so d + d2 adds exact zeros: the same bits */
-          float d2[4] = {0.f, 0.f, 0.f, 0.f};
-          float(&dd)[4] = COL == 2 ? d2 : d;
-          col_unit_mmas<FMT>(dd, wd1, xv, colsel + 4);
-          if (COL == 2) {
-#pragma unroll
-            for (int q = 0; q < 4; q++) d[q] += d2[q];
-          }
-        }
-        if (S::AFF) { /* compute_unit's group epilogue, for this lane's group */
-          float s0, b0f, s8, b8;
-          affine_fold<FMT, SB_F16>(sw, s0, b0f, s8, b8);
-          tot[0] = fmaf(s0, d[0], fmaf(b0f, xsv, tot[0]));
-          tot[1] = fmaf(s0, d[1], tot[1]);
-          tot[2] = fmaf(s8, d[2], fmaf(b8, xsv, tot[2]));
-          tot[3] = fmaf(s8, d[3], tot[3]);
-        } else {
-#pragma unroll
-          for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw.x, q, nv_e), tot[q]);
-        }
-      };
       /* one pair's loads, then its arithmetic; TWO: the second unit is known to exist (a full
        * stage: no selects), else two says whether it does and its reads fall back on the first
        * unit */
@@ -740,7 +795,7 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
 extern "C" int ck_qmv_geglu(const ck_layout *L, const uint16_t *xp, const float *xs, const int *xexp, uint16_t *act,
                             float *amax, int apblock, void *stream) {
   if (L->fmt == CK_GENERIC || L->rows % 16 || !act || !amax || apblock < 8 || apblock % 8 ||
-      (g_variant && g_variant != 7 && g_variant != 8))
+      (g_variant && g_variant != 7 && g_variant != 8 && g_variant != 9))
     return (int)cudaErrorInvalidValue;
   return qmv_launch(L, 0, xp, xs, xexp, 1, NULL, L->rows, 1, 0, act, amax, apblock, stream);
 }
