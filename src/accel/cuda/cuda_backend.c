@@ -445,13 +445,6 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
     goto fail;
   }
   ck_set_qmv_variant(qv && *qv ? atoi(qv) : 0);
-  /* and the half stages of the x-staged one-row kernels (an experiment knob, off by default) */
-  const char *qh = getenv("MLXRT_QMV_HALF");
-  if (qh && *qh && strcmp(qh, "0") && strcmp(qh, "1")) {
-    mx_fail(err, "MLXRT_QMV_HALF=%s: expected 0 or 1", qh);
-    goto fail;
-  }
-  ck_set_qmv_half(qh && *qh ? atoi(qh) : 0);
   if (c->verbose)
     fprintf(stderr, "mlxrt cuda: device %d %s (sm_%d%d, %d SMs, %.1f GB)\n", c->dev.index,
             c->dev.name, c->dev.cc_major, c->dev.cc_minor, c->dev.sms, (double)c->dev.total_mem / 1e9);

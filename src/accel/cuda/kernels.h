@@ -121,9 +121,6 @@ void ck_set_tuning(int warps, int variant);
 /* The variant alone (MLXRT_QMV_VARIANT, read by the backend: 0, 2, 3, 5, 6, 7 or 8). */
 void ck_set_qmv_variant(int variant);
 int ck_get_qmv_variant(void);
-/* the x-staged one-row kernels with stages of half the units, 4 of them (MLXRT_QMV_HALF) */
-void ck_set_qmv_half(int on);
-int ck_get_qmv_half(void);
 /* The warps per tile alone (0 = automatic; the decoder's per-product knobs set it around a
  * launch, as the stage count). */
 void ck_set_qmv_warps(int warps);

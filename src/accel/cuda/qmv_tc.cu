@@ -182,19 +182,14 @@ __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (
  * pair instead of once per unit, and the bias term b·Σx once per group (with groups of 64 two
  * lanes share a group: the odd one adds none). Lane (g, t) loads only the 8 bytes of x its
  * column needs. */
-template <int FMT, int GS, bool SB_F16, int NST, int COL = 0, bool XS = false, int HS = 1>
+template <int FMT, int GS, bool SB_F16, int NST, int COL = 0, bool XS = false>
 __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   typedef Shape<FMT, GS> S;
-  /* HS = 2 (MLXRT_QMV_HALF): stages of half the units, twice as many slots in the same shared
-   * memory, so a slot is refilled after half as much consumer work */
-  static_assert(HS == 1 || (HS == 2 && XS), "half stages are for the one-row kernels with x staged");
-  constexpr int SU = S::SU / HS;
   /* XS (one-row kernels): x (and the affine group sums) come with each stage's weights through
    * the bulk copy, so a pair waits on shared memory instead of an L1 miss to the L2 */
   static_assert(!XS || COL, "x staging is for the one-row kernels");
-  constexpr int STAGE = (XS ? S::STAGE_XS : S::STAGE) / HS;
-  constexpr int XOFF = SU * (S::UNIT_W + S::UNIT_S), XSOFF = XOFF + S::STAGE_XB / HS;
-  static_assert(STAGE * HS == (XS ? S::STAGE_XS : S::STAGE), "a half stage is half of each part");
+  constexpr int STAGE = XS ? S::STAGE_XS : S::STAGE;
+  constexpr int XOFF = S::SU * (S::UNIT_W + S::UNIT_S), XSOFF = XOFF + S::STAGE_XB;
 #ifdef CK_EMULATION
   uint8_t *stage_mem = emu_dyn_smem;
 #else
@@ -207,7 +202,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   const int64_t tile = blockIdx.x;
   const int ks = blockIdx.y;
   const int ubeg = (int)((int64_t)p.nunits * ks / p.ksplit), uend = (int)((int64_t)p.nunits * (ks + 1) / p.ksplit);
-  const int nunits = uend - ubeg, nstages = (nunits + SU - 1) / SU;
+  const int nunits = uend - ubeg, nstages = (nunits + S::SU - 1) / S::SU;
   const uint8_t *wsrc = (const uint8_t *)p.w + ((size_t)tile * p.nunits + ubeg) * S::UNIT_W;
   const uint8_t *ssrc = (const uint8_t *)p.s + ((size_t)tile * p.nunits + ubeg) * S::UNIT_S;
   /* x in batch-row-major fragment order: [row g][32-k slice][t][16 B] */
@@ -223,15 +218,15 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
    * both; a slot's bytes are all expected with its weights, so its phase cannot complete
    * before the x part issued later (after the wait for x's producer) has landed */
   auto issue = [&](int st, bool W, bool X) {
-    int slot = st % NST, u0 = st * SU;
-    int nu = nunits - u0 < SU ? nunits - u0 : SU;
+    int slot = st % NST, u0 = st * S::SU;
+    int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
     uint8_t *dst = stage_mem + slot * STAGE;
     uint32_t wb = (uint32_t)(nu * S::UNIT_W), sb = (uint32_t)(nu * S::UNIT_S);
     uint32_t xb = XS ? (uint32_t)(nu * S::UK * 2) : 0, xsb = XS && S::AFF ? (uint32_t)(nu * S::GPU * 32) : 0;
     if (W) {
       mbar_expect(&mbar[slot], wb + sb + xb + xsb);
       bulk_copy(dst, wsrc + (size_t)u0 * S::UNIT_W, wb, &mbar[slot]);
-      if (sb) bulk_copy(dst + SU * S::UNIT_W, ssrc + (size_t)u0 * S::UNIT_S, sb, &mbar[slot]);
+      if (sb) bulk_copy(dst + S::SU * S::UNIT_W, ssrc + (size_t)u0 * S::UNIT_S, sb, &mbar[slot]);
     }
     if (XS && X) {
       const size_t ug = (size_t)ubeg + u0; /* the stage's first unit in the whole row */
@@ -325,15 +320,15 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   int st_begin = 0;
   if (COL && XS && nw == 4 && !loads_only && p.variant != 2 && p.variant != 7 && p.variant != 8 &&
       p.variant != 9) {
-    static_assert(SU % 8 == 0 || !XS, "whole pairs of 4 warps per stage");
+    static_assert(S::SU == 16 || !XS, "two pairs of 4 warps per stage");
     static_assert(STAGE % 16 == 0, "slots at 16-byte multiples");
-    const int nfull = nunits / SU;
+    const int nfull = nunits / S::SU;
     /* this lane's operands in slot 0: codes, x pair (second unit's at col_x), scale word
      * (second unit's at col_s), affine group sum (second unit's at col_xs_off) */
     const uint4 *lw = reinterpret_cast<const uint4 *>(stage_mem) + lane + warp * WSTEP;
     const uint2 *lx = reinterpret_cast<const uint2 *>(stage_mem + XOFF + t * 16 + ((g & 3) >> 1) * 64 + (g & 1) * 8) +
                       (size_t)warp * XSTEP * 2 + col_x;
-    const uint8_t *ls = stage_mem + SU * S::UNIT_W + g * sstride + warp * S::UNIT_S + col_soff + col_s;
+    const uint8_t *ls = stage_mem + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S + col_soff + col_s;
     const float *lxs = reinterpret_cast<const float *>(stage_mem + XSOFF) + (warp * S::GPU + col_gl) * 8 + col_xs_off;
     uint32_t phase = 0;
     for (; st_begin + NST <= nfull; st_begin += NST, phase ^= 1u) {
@@ -346,7 +341,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
         const uint8_t *ssl = ls + slot * STAGE;
         const float *xssl = lxs + slot * W4;
 #pragma unroll
-        for (int I = 0; I < SU / 8; I++) { /* units 8I + warp and 8I + warp + 4 */
+        for (int I = 0; I < 2; I++) { /* units 8I + warp and 8I + warp + 4 */
           const uint4 w0 = wsl[I * 8 * WSTEP], w1 = wsl[(I * 8 + 4) * WSTEP];
           const uint2 xv = xsl2[I * 8 * XSTEP * 2];
           uint2 sw = make_uint2(0, 0);
@@ -369,12 +364,12 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     }
   }
   for (int st = st_begin; st < nstages; st++) {
-    const int slot = st % NST, u0 = st * SU;
-    const int nu = nunits - u0 < SU ? nunits - u0 : SU;
+    const int slot = st % NST, u0 = st * S::SU;
+    const int nu = nunits - u0 < S::SU ? nunits - u0 : S::SU;
     mbar_wait(&mbar[slot], (uint32_t)((st / NST) & 1));
     const uint8_t *base = stage_mem + slot * STAGE;
     const uint4 *wsm = reinterpret_cast<const uint4 *>(base) + lane + warp * WSTEP;
-    const uint8_t *ssm = base + SU * S::UNIT_W + g * sstride + warp * S::UNIT_S;
+    const uint8_t *ssm = base + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S;
     const uint4 *xu = xrow + (u0 + warp) * XSTEP;
     const float2 *xsu = xs_lane + (u0 + warp) * S::GPU * 4;
     if (loads_only) {
@@ -416,11 +411,11 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
         xc += 2 * nw * XSTEP * 2;
         xsc += 2 * nw * S::GPU * 8;
       };
-      if (XS && nu == SU && nw == 4 && p.variant != 2 && p.variant != 7) {
+      if (XS && nu == S::SU && nw == 4 && p.variant != 2 && p.variant != 7) {
         /* 4 warps, a full stage: its two pairs per warp unrolled, every offset from the stage's
          * lane pointers a constant (no per-pair address arithmetic or loop; variant 7 runs the
          * loop below instead) */
-        static_assert(SU % 8 == 0 || !XS, "whole pairs of 4 warps per stage");
+        static_assert(S::SU == 16 || !XS, "two pairs of 4 warps per stage");
         const uint2 *xl = xc + col_x;
         const uint8_t *sl = sc + col_s;
         const float *xsl = xsc + col_xs_off;
@@ -439,8 +434,8 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
           pair_math(w0, w1, xv, sw, xsv, true);
         };
         pair4(ck_int<0>());
-        if (SU / 8 > 1) pair4(ck_int<1>());
-      } else if (nu == SU && SU % (2 * nw) == 0 && p.variant != 2) {
+        pair4(ck_int<1>());
+      } else if (nu == S::SU && S::SU % (2 * nw) == 0 && p.variant != 2) {
         for (int ul = warp; ul < nu; ul += 2 * nw, advance()) pair(ck_bool<true>(), true);
       } else {
         for (int ul = warp; ul < nu; ul += 2 * nw, advance()) pair(ck_bool<false>(), ul + nw < nu);
@@ -557,30 +552,13 @@ static bool one_row_col(const ck_layout *L, int nb) {
   return nb == 1 && (L->fmt == CK_NVFP4 || (L->fmt == CK_AFF4 && L->group_size <= 64));
 }
 static bool xs_for(const ck_layout *L, int nb) { return g_variant != 6 && g_variant != 5 && one_row_col(L, nb); }
-/* MLXRT_QMV_HALF (ck_set_qmv_half): the x-staged one-row kernels take stages of half the units,
- * twice as many (4 instead of 2 by default) in the same shared memory — a slot is refilled
- * after half as much consumer work, so each block keeps more of its bytes in flight. */
-static int g_half;
-extern "C" void ck_set_qmv_half(int on) { g_half = on != 0; }
-extern "C" int ck_get_qmv_half(void) { return g_half; }
-static int g_warps_override; /* ck_set_tuning / ck_set_qmv_warps */
-/* with 4 warps only: a half stage is one pair per warp (more warps would split its pairs) */
-static bool half_for(const ck_layout *L, int nb) {
-  return g_half && xs_for(L, nb) && (g_warps_override <= 0 || g_warps_override == 4);
-}
-/* the half-stage instance exists with 4 stages only (stages_for doubles the count) */
-template <int NST>
-struct hs_of {
-  static constexpr int value = NST == 4 ? 2 : 1;
-};
 
 /* Bytes of one stage of the kernels pick() returns; the dynamic shared memory is the stage
  * count times this (≥ 8 KB: it also holds the reduction). */
 static int smem_for(const ck_layout *L, int nb) {
   if (xs_for(L, nb))
-    return (L->fmt == CK_NVFP4 ? Shape<CK_NVFP4, 16>::STAGE_XS
-                               : L->group_size == 32 ? Shape<CK_AFF4, 32>::STAGE_XS : Shape<CK_AFF4, 64>::STAGE_XS) /
-           (half_for(L, nb) ? 2 : 1);
+    return L->fmt == CK_NVFP4 ? Shape<CK_NVFP4, 16>::STAGE_XS
+                              : L->group_size == 32 ? Shape<CK_AFF4, 32>::STAGE_XS : Shape<CK_AFF4, 64>::STAGE_XS;
   switch (L->fmt) {
   case CK_AFF4: return L->group_size == 32 ? stage_smem<CK_AFF4, 32>() : L->group_size == 64 ? stage_smem<CK_AFF4, 64>() : stage_smem<CK_AFF4, 128>();
   case CK_AFF8: return L->group_size == 32 ? stage_smem<CK_AFF8, 32>() : L->group_size == 64 ? stage_smem<CK_AFF8, 64>() : stage_smem<CK_AFF8, 128>();
@@ -595,13 +573,8 @@ static int smem_for(const ck_layout *L, int nb) {
 /* COL (one activation row) for affine 4-bit with groups of 32 and 64 (units of 64 k), with x
  * staged (xs) or read from global memory. */
 template <int FMT, int NST>
-static qmv_fn pick_affine(int gs, bool f16, int nb, bool xs, bool half) {
+static qmv_fn pick_affine(int gs, bool f16, int nb, bool xs) {
   constexpr int C4 = FMT == CK_AFF4;
-  constexpr int H = C4 ? hs_of<NST>::value : 1;
-  if (C4 && nb == 1 && gs == 32 && half)
-    return f16 ? qmv_tc_kernel<FMT, 32, true, NST, C4, C4, H> : qmv_tc_kernel<FMT, 32, false, NST, C4, C4, H>;
-  if (C4 && nb == 1 && gs == 64 && half)
-    return f16 ? qmv_tc_kernel<FMT, 64, true, NST, C4, C4, H> : qmv_tc_kernel<FMT, 64, false, NST, C4, C4, H>;
   if (C4 && nb == 1 && gs == 32)
     return xs ? (f16 ? qmv_tc_kernel<FMT, 32, true, NST, C4, C4> : qmv_tc_kernel<FMT, 32, false, NST, C4, C4>)
               : (f16 ? qmv_tc_kernel<FMT, 32, true, NST, C4> : qmv_tc_kernel<FMT, 32, false, NST, C4>);
@@ -618,13 +591,12 @@ static qmv_fn pick_affine(int gs, bool f16, int nb, bool xs, bool half) {
 
 template <int NST>
 static qmv_fn pick_ns(const ck_layout *L, int nb) {
-  bool f16 = L->scales_dtype == CKT_F16, xs = xs_for(L, nb), half = half_for(L, nb) && NST == 4;
+  bool f16 = L->scales_dtype == CKT_F16, xs = xs_for(L, nb);
   switch (L->fmt) {
-  case CK_AFF4: return pick_affine<CK_AFF4, NST>(L->group_size, f16, nb, xs, half);
-  case CK_AFF8: return pick_affine<CK_AFF8, NST>(L->group_size, f16, nb, false, false);
+  case CK_AFF4: return pick_affine<CK_AFF4, NST>(L->group_size, f16, nb, xs);
+  case CK_AFF8: return pick_affine<CK_AFF8, NST>(L->group_size, f16, nb, false);
   case CK_NVFP4:
     return nb != 1 ? qmv_tc_kernel<CK_NVFP4, 16, false, NST>
-           : half  ? qmv_tc_kernel<CK_NVFP4, 16, false, NST, 1, true, hs_of<NST>::value>
            : xs    ? qmv_tc_kernel<CK_NVFP4, 16, false, NST, 1, true>
                    : qmv_tc_kernel<CK_NVFP4, 16, false, NST, 1>;
   case CK_MXFP4: return qmv_tc_kernel<CK_MXFP4, 32, false, NST>;
@@ -653,7 +625,6 @@ extern "C" int ck_get_qmv_early(void) { return g_early; }
 extern "C" void ck_set_qmv_stages(int n) { g_stages = n >= 2 && n <= 4 ? n : 0; }
 extern "C" int ck_get_qmv_stages(void) { return g_stages; }
 static int stages_for(const ck_layout *L, int nb) {
-  if (half_for(L, nb)) return 4; /* half stages: 4 in the shared memory of 2 */
   if (g_stages) return g_stages;
   return one_row_col(L, nb) ? 2 : L->fmt == CK_NVFP4 ? 3 : 4;
 }
@@ -695,6 +666,7 @@ extern "C" int64_t ck_xp_cols(const ck_layout *L) {
   return (L->cols + uk - 1) / uk * uk;
 }
 
+static int g_warps_override;
 extern "C" void ck_set_tuning(int warps, int variant) {
   g_warps_override = warps;
   g_variant = variant;
