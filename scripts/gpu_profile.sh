@@ -59,9 +59,9 @@
 #      (default 32768).
 #   clusterchk (not in the default list): the one-launch attention's checks — alone
 #      (mlxrt-attn-bench with MLXRT_ATTN_CLUSTER=1, every case against the host, µs per call),
-#      and again with its K and V rows staged (MLXRT_ATTN_CLUSTER_STAGE=1),
-#      then the tiny fixtures with MLXRT_ATTN_CLUSTER_KEYS=20 (each session crosses graphs; also
-#      with MLXRT_ATTN_CLUSTER_STAGE=0 and 3), with
+#      and again with its K and V rows staged (MLXRT_ATTN_CLUSTER_STAGE=1) and staged in one
+#      buffer (=2), then the tiny fixtures with MLXRT_ATTN_CLUSTER_KEYS=20 (each session crosses
+#      graphs; also with MLXRT_ATTN_CLUSTER_STAGE=0, 3 and 7), with
 #      the residual norm's pull form (MLXRT_NORM_PUSH=0), without GeGLU in gate|up's epilogue
 #      (MLXRT_GEGLU_EPI=0), without the norm's fixed exponent (MLXRT_NORM_FIXEXP=0), and
 #      without o's fixed exponent but with the split passes' K/V prefetch (MLXRT_ATTN_FIXEXP=0
@@ -257,12 +257,17 @@ if has clusterchk; then
   grep -E "^\| [0-9]" "$OUT/clchk_bench.log" | tr '\n' ' ' | sed 's/$/\n/'
   stamp "one-launch attention alone, K and V staged in shared memory"
   MLXRT_ATTN_CLUSTER=1 MLXRT_ATTN_CLUSTER_STAGE=1 timeout 200 "$BUILD/mlxrt-attn-bench" >"$OUT/clchk_bench_stage.log" 2>&1 || rc=1
-  grep -E "FAIL|maxima|passed" "$OUT/clchk_bench_stage.log" | head -8
+  grep -E "FAIL|maxima|passed|at once" "$OUT/clchk_bench_stage.log" | head -8
   grep -E "^\| [0-9]" "$OUT/clchk_bench_stage.log" | tr '\n' ' ' | sed 's/$/\n/'
+  stamp "one-launch attention alone, K and then V staged in one buffer"
+  MLXRT_ATTN_CLUSTER=1 MLXRT_ATTN_CLUSTER_STAGE=2 timeout 200 "$BUILD/mlxrt-attn-bench" >"$OUT/clchk_bench_stage2.log" 2>&1 || rc=1
+  grep -E "FAIL|maxima|passed|at once" "$OUT/clchk_bench_stage2.log" | head -8
+  grep -E "^\| [0-9]" "$OUT/clchk_bench_stage2.log" | tr '\n' ' ' | sed 's/$/\n/'
   stamp "tiny fixtures with the one-launch attention's knobs"
   tiny_check clchk_tiny_cross.log MLXRT_ATTN_CLUSTER_KEYS=20
   tiny_check clchk_tiny_cross_st0.log MLXRT_ATTN_CLUSTER_KEYS=20 MLXRT_ATTN_CLUSTER_STAGE=0
   tiny_check clchk_tiny_cross_st3.log MLXRT_ATTN_CLUSTER_KEYS=20 MLXRT_ATTN_CLUSTER_STAGE=3
+  tiny_check clchk_tiny_cross_st7.log MLXRT_ATTN_CLUSTER_KEYS=20 MLXRT_ATTN_CLUSTER_STAGE=7
   tiny_check clchk_tiny_pull.log MLXRT_NORM_PUSH=0
   tiny_check clchk_tiny_noepi.log MLXRT_GEGLU_EPI=0
   tiny_check clchk_tiny_nofix.log MLXRT_NORM_FIXEXP=0

@@ -145,8 +145,9 @@ int main(int argc, char **argv) {
   if (rt_stream_create(&st, &err)) die(&err);
   const char *ce = getenv("MLXRT_ATTN_CLUSTER");
   g_cluster = ce && !strcmp(ce, "1");
-  const char *cs = getenv("MLXRT_ATTN_CLUSTER_STAGE"); /* 1: its K and V rows staged in shared memory */
-  dk_set_attn_cluster_stage(cs && !strcmp(cs, "1"));
+  /* 1: its K and V rows staged in shared memory; 2: the V rows into the K rows' buffer */
+  const char *cs = getenv("MLXRT_ATTN_CLUSTER_STAGE");
+  dk_set_attn_cluster_stage(cs && (!strcmp(cs, "1") || !strcmp(cs, "2")) ? atoi(cs) : 0);
   const shape shapes[3] = {{"sliding (32 q, 16 kv, hd 256, window 1024)", 32, 16, 256, 1024, 1024, 4096},
                            {"full (32 q, 4 kv, hd 512)", 32, 4, 512, 0, 32768, 32768},
                            {"full (32 q, 4 kv, hd 512), 2048 positions", 32, 4, 512, 0, 2048, 2048}};
@@ -165,6 +166,9 @@ int main(int argc, char **argv) {
     if (g_cluster ? !dk_attention_cluster_fits(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx)
                   : si == 2)
       continue;
+    if (g_cluster)
+      printf("%s: %d clusters of %d at once (cudaOccupancyMaxActiveClusters; 0: unknown)\n", s->name,
+             dk_attention_cluster_max_clusters(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx), s->nkv);
     const size_t kvn = (size_t)s->cap * s->nkv * s->hd, qn = (size_t)s->nq * s->hd;
     uint16_t *hk = malloc(kvn * 2), *hv = malloc(kvn * 2), *ha = malloc(qn * 2);
     float *hq = malloc(qn * 4);

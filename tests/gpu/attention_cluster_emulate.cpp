@@ -11,7 +11,8 @@
  *   - values: random q, K, V against a direct attention with the reference path's rounding
  *     points; each head's output within 1 % of its largest value (the sums run in another
  *     order than the direct one's, so a bf16 rounding of a score may differ).
- * Every case runs twice: K and V read from the cache, and staged in shared memory.
+ * Every case runs three times: K and V read from the cache, staged in shared memory, and staged
+ * in one buffer (the V rows copied over the K rows once the scores are made).
  * Build and run from the repository root (also a CTest):
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_CLUSTER -Itests/gpu/emu -Isrc \
  *       -Isrc/accel/cuda -Iinclude tests/gpu/attention_cluster_emulate.cpp -o /tmp/ace -lm
@@ -40,7 +41,7 @@ static float fromb(uint16_t h) { return ck_bf16_to_f32(h); }
 struct Case {
   int rep, nkv, hd, window, pos, keys; /* keys: the call's key bound (the window, or the capacity) */
   bool structure;
-  int stage = 0; /* K and V rows staged in shared memory (dk_set_attn_cluster_stage) */
+  int stage = 0; /* dk_set_attn_cluster_stage's form: 0 the cache, 1 staged, 2 staged in one buffer */
 };
 
 /* Head h's output with the reference path's rounding points: q·bf16(scale) → bf16, scores →
@@ -138,8 +139,9 @@ static int run_case(const Case &c) {
       bad = 1;
     }
   }
-  printf("%s rep %d nkv %d hd %4d window %4d pos %4d keys %4d %-9s %s worst %.2e\n", bad ? "FAIL" : "ok  ", c.rep,
-         c.nkv, hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values", c.stage ? "staged" : "cache ", worst);
+  printf("%s rep %d nkv %d hd %4d window %4d pos %4d keys %4d %-9s %-16s worst %.2e\n", bad ? "FAIL" : "ok  ", c.rep,
+         c.nkv, hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values",
+         c.stage == 2 ? "staged, V over K" : c.stage ? "staged" : "cache", worst);
   return bad;
 }
 
@@ -157,10 +159,11 @@ int main(int argc, char **argv) {
       {2, 2, 256, 64, 200, 64, false},  {2, 1, 256, 1024, 1500, 1024, false}, {8, 1, 512, 0, 100, 700, false},
       {1, 3, 128, 0, 300, 400, false},  {4, 2, 128, 0, 129, 200, false},   {2, 1, 64, 0, 2047, 2048, false},
   };
-  /* each case in both forms: the rows read from the cache, and staged in shared memory by
-   * bulk copies (the newest row by plain loads) */
+  /* each case in the three forms: the rows read from the cache, staged in shared memory by
+   * bulk copies (the newest row by plain loads), and staged with the V rows copied into the K
+   * rows' buffer once the scores are made */
   constexpr size_t NC = sizeof cases / sizeof cases[0];
-  Case all[2 * NC];
-  for (size_t i = 0; i < 2 * NC; i++) all[i] = cases[i % NC], all[i].stage = i >= NC;
+  Case all[3 * NC];
+  for (size_t i = 0; i < 3 * NC; i++) all[i] = cases[i % NC], all[i].stage = (int)(i / NC);
   return emu_run_cases(all, run_case);
 }

@@ -33,13 +33,18 @@ __host__ __device__ constexpr size_t ac_smem_floats(int rep, int hd, int kpb) {
   return (size_t)rep * hd + (size_t)rep * kpb + (size_t)rep * 32 + 4 * (size_t)rep + 4;
 }
 
-/* With the K and V rows staged (STG): after those floats, 16-byte aligned, the block's K rows
- * [kpb][hd] and V rows [kpb][hd] (bf16), then the mbarrier of their copies. */
+/* With the K and V rows staged (STG 1): after those floats, 16-byte aligned, the block's K rows
+ * [kpb][hd] and V rows [kpb][hd] (bf16), then the mbarrier of their copies. STG 2: one buffer
+ * of [kpb][hd] rows, the K rows and then, once the scores are made, the V rows (the mbarrier's
+ * phases 0 and 1) — half the shared memory, so that a cluster's 8 blocks can share SMs: with
+ * 131 KB per block at 1024 keys (one block per SM) the 16 clusters of the 31B's sliding layer
+ * did not all fit at once (ncu, session 17: SMs active 30.7k of 62.6k cycles). */
 __host__ __device__ constexpr size_t ac_stage_off(int rep, int hd, int kpb) {
   return (ac_smem_floats(rep, hd, kpb) * sizeof(float) + 15) / 16 * 16;
 }
-__host__ __device__ constexpr size_t ac_smem_bytes(int rep, int hd, int kpb, bool stg) {
-  return stg ? ac_stage_off(rep, hd, kpb) + 2 * (size_t)kpb * hd * 2 + 16 : ac_smem_floats(rep, hd, kpb) * sizeof(float);
+__host__ __device__ constexpr size_t ac_smem_bytes(int rep, int hd, int kpb, int stg) {
+  return stg ? ac_stage_off(rep, hd, kpb) + (stg == 2 ? 1 : 2) * (size_t)kpb * hd * 2 + 16
+             : ac_smem_floats(rep, hd, kpb) * sizeof(float);
 }
 
 /* The keys [lo, hi) of block `rank` at position pos: an equal share of the live range. */
@@ -75,33 +80,42 @@ __device__ __forceinline__ void ac_prefetch_kv(const uint16_t *kc, const uint16_
 #endif
 }
 
-/* Copies this block's K and V rows of keys [lo, hi) but `skip` into kst / vst (row j at j − lo)
- * with the bulk-copy engine, all issued at once, completing on bar (phase 0): the block's whole
- * share in flight together, where the loads of the unstaged form come in dependent rounds (8
- * score steps and 16 p·v batches per warp at 1024 keys). Every thread of the block calls it. */
-__device__ __forceinline__ void ac_stage_kv(const uint16_t *kc, const uint16_t *vc, int64_t kvd, int g, int hd, int window,
-                                            int lo, int hi, int skip, uint16_t *kst, uint16_t *vst, uint64_t *bar) {
+/* Copies this block's K and V rows (parts = 2; K only: parts = 1) of keys [lo, hi) but `skip`
+ * into kst / vst (row j at j − lo) with the bulk-copy engine, all issued at once, completing on
+ * bar's next phase (init: the first use, which initializes it): the block's whole share in
+ * flight together, where the loads of the unstaged form come in dependent rounds (8 score
+ * steps and 16 p·v batches per warp at 1024 keys). Every thread of the block calls it. */
+__device__ __forceinline__ void ac_stage_rows(const uint16_t *kc, const uint16_t *vc, int parts, int64_t kvd, int g, int hd,
+                                              int window, int lo, int hi, int skip, uint16_t *kst, uint16_t *vst,
+                                              uint64_t *bar, bool init) {
   const int n = hi - lo, rows = n - (skip >= lo && skip < hi ? 1 : 0);
   const uint32_t row_bytes = (uint32_t)hd * 2;
   if (threadIdx.x == 0) {
-    mbar_init(bar, 1);
-    mbar_init_fence();
-    mbar_expect(bar, 2u * (uint32_t)rows * row_bytes);
+    if (init) {
+      mbar_init(bar, 1);
+      mbar_init_fence();
+    }
+    mbar_expect(bar, (uint32_t)parts * (uint32_t)rows * row_bytes);
   }
   __syncthreads();
-  for (int t = threadIdx.x; t < 2 * n; t += blockDim.x) {
+  for (int t = threadIdx.x; t < parts * n; t += blockDim.x) {
     const int u = t < n ? t : t - n, j = lo + u;
     if (j == skip) continue;
     const int64_t s = window > 0 ? j % window : j;
     bulk_copy((t < n ? kst : vst) + (int64_t)u * hd, (t < n ? kc : vc) + s * kvd + (int64_t)g * hd, row_bytes, bar);
   }
 }
+__device__ __forceinline__ void ac_stage_kv(const uint16_t *kc, const uint16_t *vc, int64_t kvd, int g, int hd, int window,
+                                            int lo, int hi, int skip, uint16_t *kst, uint16_t *vst, uint64_t *bar,
+                                            int stg) {
+  ac_stage_rows(kc, vc, stg == 2 ? 1 : 2, kvd, g, hd, window, lo, hi, skip, kst, vst, bar, true);
+}
 
 /* grid (CL, nkv), cluster (CL, 1, 1): block `rank` of KV head g takes keys
  * [first + rank·len, …) of the live range, len = ceil(count / CL) ≤ kpb: 4 keys per warp and
  * score step, and each thread DPT dims of every key's V row in p·v (measured on the H200,
  * session 11: level with the split passes up to 128 keys, 2× slower at 1024). */
-template <int REP, int DPT, int CL, bool STG>
+template <int REP, int DPT, int CL, int STG>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
@@ -112,7 +126,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   float *st_m = red + REP * 32, *st_l = st_m + REP, *gm = st_l + REP, *ginv = gm + REP;
   int *last = reinterpret_cast<int *>(ginv + REP);
   uint16_t *kst = reinterpret_cast<uint16_t *>(reinterpret_cast<unsigned char *>(sm4) + ac_stage_off(REP, hd, kpb));
-  uint16_t *vst = kst + (int64_t)kpb * hd;
+  uint16_t *vst = STG == 2 ? kst : kst + (int64_t)kpb * hd; /* STG 2: V replaces K after the scores */
   uint64_t *bar = reinterpret_cast<uint64_t *>(vst + (int64_t)kpb * hd);
   const int rank = (int)blockIdx.x, g = (int)blockIdx.y;
   const int64_t kvd = (int64_t)nkv * hd;
@@ -125,7 +139,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   if (STG && early) {
     const int pos0 = *pos_p;
     ac_range(pos0, window, rank, CL, &lo, &hi);
-    ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos0, kst, vst, bar);
+    ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos0, kst, vst, bar, STG);
   } else if (prefetch && early) {
     const int pos0 = *pos_p;
     ac_range(pos0, window, rank, CL, &lo, &hi);
@@ -138,9 +152,10 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5, nch = (hd + 255) / 256;
   auto slot = [&](int j) -> int64_t { return window > 0 ? j % window : j; };
   if (STG) {
-    if (!early) ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos, kst, vst, bar);
-    /* the newest row, which the predecessor wrote: plain loads (no proxy fence needed) */
-    if (pos >= lo && pos < hi && warp < 2) {
+    if (!early) ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos, kst, vst, bar, STG);
+    /* the newest row, which the predecessor wrote: plain loads (no proxy fence needed); STG 2:
+     * its K row now, its V row with the other V rows */
+    if (pos >= lo && pos < hi && warp < (STG == 2 ? 1 : 2)) {
       const uint4 *src = reinterpret_cast<const uint4 *>((warp ? vc : kc) + slot(pos) * kvd + (int64_t)g * hd);
       uint4 *dst = reinterpret_cast<uint4 *>((warp ? vst : kst) + (int64_t)(pos - lo) * hd);
       for (int i = lane; i < hd / 8; i += 32) dst[i] = __ldcg(src + i);
@@ -167,7 +182,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
       kp[u] = krow(jj);
     }
     float dk[KPI][REP];
-    key_dots<REP, KPI, STG>(kp, qs, hd, nch, lane, dk);
+    key_dots<REP, KPI, STG != 0>(kp, qs, hd, nch, lane, dk);
     /* the step's sums, rounded to bf16, into ps and the running max */
     const float v = at_step_score<REP, KPI>(dk, lane);
     if (j + pu < hi) {
@@ -176,6 +191,19 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     }
   }
 
+  if (STG == 2) {
+    /* the V rows into the buffer the K rows leave: every warp is done with them (the barrier),
+     * and this thread's reads of them are ordered before the copies (the proxy fence); the copies
+     * land while the softmax's reductions and cluster exchange run */
+    __syncthreads();
+    fence_proxy_async_smem();
+    ac_stage_rows(vc, vc, 1, kvd, g, hd, window, lo, hi, pos, vst, vst, bar, false);
+    if (pos >= lo && pos < hi && warp == 0) {
+      const uint4 *src = reinterpret_cast<const uint4 *>(vc + slot(pos) * kvd + (int64_t)g * hd);
+      uint4 *dst = reinterpret_cast<uint4 *>(vst + (int64_t)(pos - lo) * hd);
+      for (int i = lane; i < hd / 8; i += 32) dst[i] = __ldcg(src + i);
+    }
+  }
   float mx[REP], sum[REP];
 #pragma unroll
   for (int r = 0; r < REP; r++) mx[r] = r == pr ? mxl : -INFINITY;
@@ -213,6 +241,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
 #pragma unroll
     for (int i = 0; i < DPT; i++) acc[r][i] = 0.0f;
   const int d0 = threadIdx.x * DPT;
+  if (STG == 2) mbar_wait(bar, 1);
   if (d0 < hd) {
     const int64_t voff = (int64_t)g * hd + d0;
     for (int j0 = 0; j0 < n; j0 += 8) {
@@ -282,11 +311,11 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
 
 static int g_prefetch; /* dk_set_attn_prefetch */
 extern "C" void dk_set_attn_prefetch_cluster(int on) { g_prefetch = on != 0; }
-static int g_stage; /* dk_set_attn_cluster_stage */
-extern "C" void dk_set_attn_cluster_stage(int on) { g_stage = on != 0; }
+static int g_stage; /* dk_set_attn_cluster_stage: 0, 1 or 2 */
+extern "C" void dk_set_attn_cluster_stage(int mode) { g_stage = mode == 1 || mode == 2 ? mode : 0; }
 extern "C" int dk_get_attn_cluster_stage(void) { return g_stage; }
 
-template <int REP, int DPT, bool STG>
+template <int REP, int DPT, int STG>
 static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
                                     float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
@@ -306,8 +335,9 @@ template <int REP, int DPT>
 static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
                                     float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
-  return g_stage ? launch_cluster_s<REP, DPT, true>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st)
-                 : launch_cluster_s<REP, DPT, false>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st);
+  return g_stage == 2 ? launch_cluster_s<REP, DPT, 2>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st)
+         : g_stage    ? launch_cluster_s<REP, DPT, 1>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st)
+                      : launch_cluster_s<REP, DPT, 0>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st);
 }
 
 template <int REP>
@@ -322,13 +352,47 @@ static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint
 #undef AC_ARGS
 }
 
+/* How many of this shape's clusters the device holds at once in the form dk_set_attn_cluster_stage
+ * set (cudaOccupancyMaxActiveClusters; 0 where the runtime cannot say): fewer than nkv means
+ * the launch runs in more than one wave of clusters. */
+template <int REP, int DPT, int STG>
+static int max_clusters_s(int hd, int kpb) {
+#ifdef CK_EMULATION
+  (void)hd, (void)kpb;
+  return 0;
+#else
+  const size_t smem = ac_smem_bytes(REP, hd, kpb, STG);
+  auto fn = cluster_attention_kernel<REP, DPT, AC_CL, STG>;
+  if (smem > 48 * 1024 && cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) return 0;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = AC_CL, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(AC_CL, 1), cfg.blockDim = dim3(AT_THREADS), cfg.dynamicSmemBytes = smem;
+  cfg.attrs = attr, cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, fn, &cfg) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+#endif
+}
+extern "C" int dk_attention_cluster_max_clusters(int nq, int nkv, int hd, int64_t keys) {
+  if (!dk_attention_cluster_fits(nq, nkv, hd, keys) || nq / nkv != 2 || hd > 2 * AT_THREADS) return 0;
+  const int kpb = (int)((keys + AC_CL - 1) / AC_CL);
+  if (hd <= AT_THREADS)
+    return g_stage == 2 ? max_clusters_s<2, 1, 2>(hd, kpb) : g_stage ? max_clusters_s<2, 1, 1>(hd, kpb) : max_clusters_s<2, 1, 0>(hd, kpb);
+  return g_stage == 2 ? max_clusters_s<2, 2, 2>(hd, kpb) : g_stage ? max_clusters_s<2, 2, 1>(hd, kpb) : max_clusters_s<2, 2, 0>(hd, kpb);
+}
+
 /* stg: with the rows staged in shared memory (at most 200 KB of it per block) */
 extern "C" int dk_attention_cluster_fits_s(int nq, int nkv, int hd, int64_t keys, int stg) {
   const int rep = nkv > 0 ? nq / nkv : 0;
   const int64_t kpb = (keys + AC_CL - 1) / AC_CL;
   return nkv > 0 && nq % nkv == 0 && (rep == 1 || rep == 2 || rep == 4 || rep == 8) && hd % 8 == 0 &&
          hd <= 8 * AT_THREADS && keys >= 1 && kpb <= DK_CLUSTER_MAX_KPB &&
-         ac_smem_bytes(rep, hd, (int)kpb, stg != 0) <= (stg ? 200 : 48) * 1024;
+         ac_smem_bytes(rep, hd, (int)kpb, stg == 1 || stg == 2 ? stg : 0) <= (stg ? 200 : 48) * 1024;
 }
 extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys) {
   return dk_attention_cluster_fits_s(nq, nkv, hd, keys, g_stage);

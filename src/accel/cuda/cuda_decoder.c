@@ -128,13 +128,17 @@ struct accel_decoder {
                      * run the one-launch attention (dk_attention_cluster) while the position is
                      * below cluster_keys; 0: the split passes always */
   int cluster_keys; /* MLXRT_ATTN_CLUSTER_KEYS: the live key count up to which it does */
-  int attn_stage;   /* MLXRT_ATTN_CLUSTER_STAGE (default 1): bit 0 the one-launch attention of the
+  int attn_stage;   /* MLXRT_ATTN_CLUSTER_STAGE (default 7): bit 0 the one-launch attention of the
                      * short-context graph with its K and V rows staged in shared memory; bit 1
                      * the staged form also in the long-context graph, for the layers whose whole
-                     * key range fits it (the sliding rings: 1024 keys on the 31B). Session 16 on
-                     * the H200: bit 1 lost at depth 4096 (tg128 118.9 against 121.3 t/s: 25 µs
-                     * per ring against the split passes' 22), so it stays off; blocks of 256
-                     * threads instead of 128 did not change that (docs/PERF.md) */
+                     * key range fits it (the sliding rings: 1024 keys on the 31B); bit 2 that
+                     * form with one buffer, the V rows copied over the K rows after the scores
+                     * (dk_set_attn_cluster_stage(2)). With K and V apart a block took 131 KB at
+                     * 1024 keys and only 15 of the 16 clusters fitted at once: bits 0-1 lost at
+                     * depth 4096 (session 16, 118.9 against 121.3 t/s); with one buffer 45 fit,
+                     * the ring takes 16.2 µs alone (25.1), and tg128 at depth 4096 gained 4.8 %
+                     * (session 17, docs/PERF.md). The short graph's few keys keep two buffers
+                     * (bit 2 there cost 0.6 % at depth 0). */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
@@ -396,6 +400,13 @@ static int norm_xe(const accel_decoder *D, const dec_mv *mv, int xe) {
 /* The block maxima a residual norm writes: none with a fixed exponent (nothing reads them). */
 static float *norm_pmax(const accel_decoder *D, int xe) { return xe == DK_XE_ROWMAX ? D->pmax : NULL; }
 
+/* The one-launch attention's form (dk_set_attn_cluster_stage) for a call that stages its rows
+ * (staged ≠ 0) or not, in the long-context graph (lg) or the short one: MLXRT_ATTN_CLUSTER_STAGE
+ * bit 2 picks the one-buffer form for the long graph's rings. */
+static int stage_mode(const accel_decoder *D, int staged, int lg) {
+  return !staged ? 0 : lg && (D->attn_stage & 4) ? 2 : 1;
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 void cuda_decoder_free(accel_decoder *D) {
   if (!D) return;
@@ -490,7 +501,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_NORM_FIXEXP", 1, 0, 1, &D->norm_fixexp, err) ||
       env_knob("MLXRT_ATTN_FIXEXP", 1, 0, 1, &D->attn_fixexp, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
-      env_knob("MLXRT_ATTN_CLUSTER_STAGE", 1, 0, 3, &D->attn_stage, err) ||
+      env_knob("MLXRT_ATTN_CLUSTER_STAGE", 7, 0, 7, &D->attn_stage, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
       env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err))
@@ -553,10 +564,10 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     /* the short-context graph runs while position + 1 ≤ cluster_keys, so no layer sees more keys
      * there, whatever the session's capacity */
     y->ckeys = ctx < D->cluster_keys ? ctx : D->cluster_keys;
-    y->cluster = D->attn_cluster &&
-                 dk_attention_cluster_fits_s(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys, D->attn_stage & 1);
+    y->cluster = D->attn_cluster && dk_attention_cluster_fits_s(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys,
+                                                                stage_mode(D, D->attn_stage & 1, 0));
     y->lkeys = D->attn_cluster && (D->attn_stage & 2) &&
-                       dk_attention_cluster_fits_s(d->n_heads, l->n_kv_heads, l->head_dim, ctx, 1)
+                       dk_attention_cluster_fits_s(d->n_heads, l->n_kv_heads, l->head_dim, ctx, stage_mode(D, 1, 1))
                    ? ctx
                    : 0;
     if ((y->cluster || y->lkeys) && max_splits < 8) max_splits = 8; /* smax holds the cluster kernel's 8·nkv block maxima */
@@ -695,7 +706,7 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
   const int short_cl = y->cluster && D->short_ctx;
   if (short_cl || y->lkeys) {
     const int stage = dk_get_attn_cluster_stage();
-    dk_set_attn_cluster_stage(short_cl ? D->attn_stage & 1 : 1);
+    dk_set_attn_cluster_stage(short_cl ? stage_mode(D, D->attn_stage & 1, 0) : stage_mode(D, 1, 1));
     const int rc =
         cprof_mark(P, lb[1], err) ||
         rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,

@@ -113,12 +113,15 @@ typedef struct dk_att_prep {
   int e, xmode;
 } dk_att_prep;
 int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys); /* in the form dk_set_attn_cluster_stage set */
-int dk_attention_cluster_fits_s(int nq, int nkv, int hd, int64_t keys, int staged);
+int dk_attention_cluster_fits_s(int nq, int nkv, int hd, int64_t keys, int stage_mode);
 /* The one-launch attention's form for the calls that follow (a launch-time setting, like the
- * mat-vec knobs): on = each block's K and V rows copied into its shared memory by the
+ * mat-vec knobs): 1 = each block's K and V rows copied into its shared memory by the
  * bulk-copy engine, all at once and (rows of earlier positions) before the wait for the
- * predecessor; off = read from the cache in rounds. The same results either way. */
-void dk_set_attn_cluster_stage(int on);
+ * predecessor; 2 = the same with one buffer, the K rows and then, after the scores, the V rows
+ * (half the shared memory); 0 = read from the cache in rounds. The same results in every form. */
+void dk_set_attn_cluster_stage(int mode);
+/* clusters of the one-launch attention (GQA 2 only; 0 otherwise) the device holds at once */
+int dk_attention_cluster_max_clusters(int nq, int nkv, int hd, int64_t keys);
 int dk_get_attn_cluster_stage(void);
 int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, float scale,
                          const int *pos, int window, int64_t keys, uint16_t *att, float *amax, int namax, float *bmax,
