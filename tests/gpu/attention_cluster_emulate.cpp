@@ -11,9 +11,8 @@
  *   - values: random q, K, V against a direct attention with the reference path's rounding
  *     points; each head's output within 1 % of its largest value (the sums run in another
  *     order than the direct one's, so a bf16 rounding of a score may differ).
- * Every case runs four times: K and V read from the cache, staged in shared memory, and staged
- * in one buffer (the V rows copied over the K rows once the scores are made), with its copies
- * issued before the wait for the predecessor and after it.
+ * Every case runs three times: K and V read from the cache, staged in shared memory, and staged
+ * in one buffer (the V rows copied over the K rows once the scores are made).
  * Build and run from the repository root (also a CTest):
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_CLUSTER -Itests/gpu/emu -Isrc \
  *       -Isrc/accel/cuda -Iinclude tests/gpu/attention_cluster_emulate.cpp -o /tmp/ace -lm
@@ -43,7 +42,6 @@ struct Case {
   int rep, nkv, hd, window, pos, keys; /* keys: the call's key bound (the window, or the capacity) */
   bool structure;
   int stage = 0; /* dk_set_attn_cluster_stage's form: 0 the cache, 1 staged, 2 staged in one buffer */
-  bool late = false; /* dk_set_attn_cluster_stage_late: the staged rows' copies after the wait */
 };
 
 /* Head h's output with the reference path's rounding points: q·bf16(scale) → bf16, scores →
@@ -77,7 +75,6 @@ static std::vector<float> direct(const Case &c, const std::vector<float> &q, con
 
 static int run_case(const Case &c) {
   dk_set_attn_cluster_stage(c.stage);
-  dk_set_attn_cluster_stage_late(c.late);
   const int nq = c.rep * c.nkv, hd = c.hd, nb = AC_CL * c.nkv;
   const int64_t kvd = (int64_t)c.nkv * hd, slots = c.window > 0 ? c.window : c.keys;
   const float scale = c.structure ? 1.0f : 1.0f / sqrtf((float)hd);
@@ -144,7 +141,7 @@ static int run_case(const Case &c) {
   }
   printf("%s rep %d nkv %d hd %4d window %4d pos %4d keys %4d %-9s %-16s worst %.2e\n", bad ? "FAIL" : "ok  ", c.rep,
          c.nkv, hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values",
-         c.late ? "V over K, late" : c.stage == 2 ? "staged, V over K" : c.stage ? "staged" : "cache", worst);
+         c.stage == 2 ? "staged, V over K" : c.stage ? "staged" : "cache", worst);
   return bad;
 }
 
@@ -166,7 +163,7 @@ int main(int argc, char **argv) {
    * bulk copies (the newest row by plain loads), and staged with the V rows copied into the K
    * rows' buffer once the scores are made */
   constexpr size_t NC = sizeof cases / sizeof cases[0];
-  Case all[4 * NC]; /* and the one-buffer form again with its copies issued after the wait */
-  for (size_t i = 0; i < 4 * NC; i++) all[i] = cases[i % NC], all[i].stage = i / NC < 3 ? (int)(i / NC) : 2, all[i].late = i / NC == 3;
+  Case all[3 * NC];
+  for (size_t i = 0; i < 3 * NC; i++) all[i] = cases[i % NC], all[i].stage = (int)(i / NC);
   return emu_run_cases(all, run_case);
 }

@@ -120,8 +120,6 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
                              float *bmax, unsigned *count, dk_att_prep prep, int prefetch) {
-  /* prefetch: bit 0 the unstaged form's L1 prefetch; bit 1 (dk_set_attn_cluster_stage_late) the
-   * staged forms' copies issued after the wait instead of before it */
   cg::cluster_group cl = cg::this_cluster();
   CK_DYNAMIC_SHARED(float4, sm4);
   float *qs = reinterpret_cast<float *>(sm4), *ps = qs + REP * hd, *red = ps + REP * kpb;
@@ -137,12 +135,12 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
    * unless kernels trigger before they wait (ck_pdl_early_c: then no early reads). The rows
    * of earlier positions are complete too: this kernel starts only once its predecessor (the
    * q/k/v post step, which writes the newest row) has passed its own wait. */
-  const bool early = !ck_pdl_early_c && !(STG && (prefetch & 2));
+  const bool early = !ck_pdl_early_c;
   if (STG && early) {
     const int pos0 = *pos_p;
     ac_range(pos0, window, rank, CL, &lo, &hi);
     ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos0, kst, vst, bar, STG);
-  } else if ((prefetch & 1) && early) {
+  } else if (prefetch && early) {
     const int pos0 = *pos_p;
     ac_range(pos0, window, rank, CL, &lo, &hi);
     ac_prefetch_kv(kc, vc, kvd, g, hd, window, pos0, lo, hi);
@@ -311,9 +309,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   if (threadIdx.x == 0) *count = 0;
 }
 
-static int g_prefetch; /* dk_set_attn_prefetch (bit 0), dk_set_attn_cluster_stage_late (bit 1) */
-extern "C" void dk_set_attn_prefetch_cluster(int on) { g_prefetch = (g_prefetch & 2) | (on != 0); }
-extern "C" void dk_set_attn_cluster_stage_late(int on) { g_prefetch = (g_prefetch & 1) | (on ? 2 : 0); }
+static int g_prefetch; /* dk_set_attn_prefetch */
+extern "C" void dk_set_attn_prefetch_cluster(int on) { g_prefetch = on != 0; }
 static int g_stage; /* dk_set_attn_cluster_stage: 0, 1 or 2 */
 extern "C" void dk_set_attn_cluster_stage(int mode) { g_stage = mode == 1 || mode == 2 ? mode : 0; }
 extern "C" int dk_get_attn_cluster_stage(void) { return g_stage; }

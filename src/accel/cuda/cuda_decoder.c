@@ -139,9 +139,6 @@ struct accel_decoder {
                      * the ring takes 16.2 µs alone (25.1), and tg128 at depth 4096 gained 4.8 %
                      * (session 17, docs/PERF.md). The short graph's few keys keep two buffers
                      * (bit 2 there cost 0.6 % at depth 0). */
-  int stage_late;   /* MLXRT_ATTN_STAGE_LATE=1 (experiment, default 0): the long graph's staged
-                     * one-launch attention issues its row copies after its wait for the q/k/v
-                     * post kernel instead of before it (dk_set_attn_cluster_stage_late) */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
@@ -505,7 +502,6 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       env_knob("MLXRT_ATTN_FIXEXP", 1, 0, 1, &D->attn_fixexp, err) ||
       env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_STAGE", 7, 0, 7, &D->attn_stage, err) ||
-      env_knob("MLXRT_ATTN_STAGE_LATE", 0, 0, 1, &D->stage_late, err) ||
       env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
       env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err))
@@ -711,7 +707,6 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
   if (short_cl || y->lkeys) {
     const int stage = dk_get_attn_cluster_stage();
     dk_set_attn_cluster_stage(short_cl ? stage_mode(D, D->attn_stage & 1, 0) : stage_mode(D, 1, 1));
-    dk_set_attn_cluster_stage_late(!short_cl && D->stage_late);
     const int rc =
         cprof_mark(P, lb[1], err) ||
         rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
@@ -724,7 +719,6 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                                        D->counts, oprep ? &o_prep : NULL, st),
                   "attention (one cluster)", err);
     dk_set_attn_cluster_stage(stage);
-    dk_set_attn_cluster_stage_late(0);
     return rc;
   }
   return cprof_mark(P, lb[1], err) ||

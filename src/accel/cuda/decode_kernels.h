@@ -134,9 +134,6 @@ int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc,
  * decode.cu, calls both). */
 int dk_set_attn_prefetch(int on);
 void dk_set_attn_prefetch_cluster(int on);
-/* the staged one-launch forms issue their row copies after the wait for the predecessor instead of
- * before it (an experiment knob: MLXRT_ATTN_STAGE_LATE) */
-void dk_set_attn_cluster_stage_late(int on);
 int dk_set_attn_prefetch_split(int on);
 /* The same attention in one pass over K and V per split (online softmax; an experiment,
  * MLXRT_ATTN_ONEPASS=1): p is not rounded to bf16, unlike the reference path (attention.cu).
