@@ -309,6 +309,23 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw.x, q, nv_e), tot[q]);
     }
   };
+  /* pair I (units 8I + warp and 8I + warp + 4) of a full stage of 4 warps, from the lane's
+   * pointers into the stage: codes, x pair, scale word(s), affine group sum — each second
+   * unit's offset (col_x, col_s, col_xs_off) already added — so every offset is a constant */
+  auto stage_pair = [&](const uint4 *wl, const uint2 *xl, const uint8_t *sl, const float *xsl, auto i_c) {
+    constexpr int I = decltype(i_c)::value;
+    const uint4 w0 = wl[I * 8 * WSTEP], w1 = wl[(I * 8 + 4) * WSTEP];
+    const uint2 xv = xl[I * 8 * XSTEP * 2];
+    uint2 sw = make_uint2(0, 0);
+    float xsv = 0.f;
+    if (S::AFF) {
+      sw = *reinterpret_cast<const uint2 *>(sl + I * 8 * S::UNIT_S);
+      xsv = xsl[I * 8 * S::GPU * 8] * col_bw;
+    } else {
+      sw.x = *reinterpret_cast<const uint32_t *>(sl + I * 8 * S::UNIT_S);
+    }
+    pair_math(w0, w1, xv, sw, xsv, true);
+  };
   /* The full stages of the one-row kernels with x staged and 4 warps (the decoder's products):
    * the stage loop unrolled over the NST slots, so that every shared-memory address is a lane
    * register plus a constant. In the loop below the lane offsets, the path's conditions and
@@ -340,20 +357,8 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
         const uint2 *xsl2 = lx + slot * W8;
         const uint8_t *ssl = ls + slot * STAGE;
         const float *xssl = lxs + slot * W4;
-#pragma unroll
-        for (int I = 0; I < 2; I++) { /* units 8I + warp and 8I + warp + 4 */
-          const uint4 w0 = wsl[I * 8 * WSTEP], w1 = wsl[(I * 8 + 4) * WSTEP];
-          const uint2 xv = xsl2[I * 8 * XSTEP * 2];
-          uint2 sw = make_uint2(0, 0);
-          float xsv = 0.f;
-          if (S::AFF) {
-            sw = *reinterpret_cast<const uint2 *>(ssl + I * 8 * S::UNIT_S);
-            xsv = xssl[I * 8 * S::GPU * 8] * col_bw;
-          } else {
-            sw.x = *reinterpret_cast<const uint32_t *>(ssl + I * 8 * S::UNIT_S);
-          }
-          pair_math(w0, w1, xv, sw, xsv, true);
-        }
+        stage_pair(wsl, xsl2, ssl, xssl, ck_int<0>());
+        stage_pair(wsl, xsl2, ssl, xssl, ck_int<1>());
         __syncthreads(); /* every warp is done with this slot */
         const int st = st_begin + slot;
         if (threadIdx.x == 0 && st + NST < nstages) {
@@ -419,22 +424,8 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
         const uint2 *xl = xc + col_x;
         const uint8_t *sl = sc + col_s;
         const float *xsl = xsc + col_xs_off;
-        auto pair4 = [&](auto i_c) {
-          constexpr int I = decltype(i_c)::value; /* units 8I + warp and 8I + warp + 4 */
-          const uint4 w0 = wsm[I * 8 * WSTEP], w1 = wsm[(I * 8 + 4) * WSTEP];
-          const uint2 xv = xl[I * 8 * XSTEP * 2];
-          uint2 sw = make_uint2(0, 0);
-          float xsv = 0.f;
-          if (S::AFF) {
-            sw = *reinterpret_cast<const uint2 *>(sl + I * 8 * S::UNIT_S);
-            xsv = xsl[I * 8 * S::GPU * 8] * col_bw;
-          } else {
-            sw.x = *reinterpret_cast<const uint32_t *>(sl + I * 8 * S::UNIT_S);
-          }
-          pair_math(w0, w1, xv, sw, xsv, true);
-        };
-        pair4(ck_int<0>());
-        pair4(ck_int<1>());
+        stage_pair(wsm, xl, sl, xsl, ck_int<0>());
+        stage_pair(wsm, xl, sl, xsl, ck_int<1>());
       } else if (nu == S::SU && S::SU % (2 * nw) == 0 && p.variant != 2) {
         for (int ul = warp; ul < nu; ul += 2 * nw, advance()) pair(ck_bool<true>(), true);
       } else {
