@@ -54,7 +54,8 @@
 #      the one-pass kernel, GQA 8) at depth ATTN_DEPTH (default 32768): duration, DRAM
 #      throughput, issue activity and stall reasons, two launches each.
 #   ncuqmv (not in the default list): ncu stall reasons (cycles per issued instruction, per
-#      reason) of the nvfp4 and affine 4-bit mat-vecs on lm_head and on 21504->5376.
+#      reason) of the nvfp4 and affine 4-bit mat-vecs on lm_head and on 21504->5376, and the
+#      warp instructions executed per mma (against the SASS count of a full stage).
 #   profd (not in the default list): the per-kernel profile of 8 decode steps at depth PROF_DEPTH
 #      (default 32768).
 #   clusterchk (not in the default list): the one-launch attention's checks — alone
@@ -349,9 +350,15 @@ if has ncuqmv && command -v ncu >/dev/null; then
   for f in nvfp4-down nvfp4 affine4-down affine4; do
     stamp "ncu stall reasons: $f"
     timeout 120 ncu --clock-control none -k regex:qmv_tc_kernel -c 1 --section SpeedOfLight --section Occupancy \
-      --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warps_active.avg.per_cycle_active,sm__cycles_elapsed.avg.per_second \
+      --section InstructionStats \
+      --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warps_active.avg.per_cycle_active,sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum,sm__inst_executed_pipe_tensor_op_hmma.sum \
       "$BUILD/mlxrt-cuda-test" --profile $f >"$OUT/ncu_$f.log" 2>&1
     grep -E "Duration|DRAM Throughput|Achieved Occupancy|issue_active|warps_active|per_second" "$OUT/ncu_$f.log" | sed 's/  */ /g'
+    # warp instructions per mma (the one-row kernels: 8 mmas per pair of units, ~14 per mma in
+    # the SASS of a full stage): more means instructions outside the pairs (waits' retries)
+    awk '/smsp__inst_executed.sum/ {i = $NF} /pipe_tensor_op_hmma.sum/ {h = $NF}
+         END {gsub(",", "", i); gsub(",", "", h); if (h > 0) printf "instructions %s, mmas %s: %.1f per mma\n", i, h, i / h}' \
+      "$OUT/ncu_$f.log"
     grep -E "issue_stalled" "$OUT/ncu_$f.log" | awk '{print $NF, $1}' | sort -rn | head -8
   done
 fi
