@@ -9,29 +9,20 @@
  * A step is two CUDA graphs captured once and replayed: the body (embedding gather of
  * all_tokens[*pos], every layer, (*pos)++) and the head (final norm, lm_head, softcap,
  * argmax). The position lives in device memory, so the same graphs serve every position;
- * a prompt of n > 1 tokens runs through the batched prompt pass (prefill_run below: chunks of
- * up to 512 tokens), then the head once. Only the token id (and the logits when asked) is read
- * back.
+ * a prompt of n > 1 tokens runs through the batched prompt pass (dec_prefill_run in
+ * cuda_decoder_prefill.c: chunks of up to 512 tokens), then the head once. Only the token id
+ * (and the logits when asked) is read back.
  * MLXRT_CUDA_GRAPH=0 launches the same work without graphs (debugging). */
-#include "cuda_decoder.h"
+#include "cuda_decoder_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "accel/accel_sample.h"
-#include "base/error.h"
-#include "cuda_gemm.h"
-#include "cuda_internal.h"
-#include "cuda_prof.h"
 #include "cuda_timeline.h"
 #include "cuda_timeline_agg.h" /* the timeline's graph ids */
-#include "decode_kernels.h"
-#include "prefill_kernels.h"
-#include "sample_kernels.h"
 
-#define STAGE_TOKENS 4096
 /* decode attention's split shape (docs/PERF.md session 8: mlxrt-attn-bench sweep, tg128 A/B) */
 #define SPLIT_KEYS 16
 #define SPLIT_BLOCKS_PER_SM 4
@@ -40,117 +31,8 @@
  * attention bench it matches them to 128 keys and loses 6 µs at 512, 15 at 1024, while the
  * step saves two launches per layer (docs/PERF.md, session 11) */
 #define CLUSTER_KEYS 256
-static int env_knob(const char *name, int def, int lo, int hi, int *out, mlxrt_error *err);
 
-typedef struct dec_mv {
-  const ck_layout *L[3]; /* one concatenated weight, or the parts when their formats differ */
-  int64_t off[3];        /* row offset of each part's output */
-  int n;
-  int ks; /* k splits (one fast-format weight only): partial sums at y + s·rows, summed by the consumer */
-  int64_t rows;
-  int xmode; /* when its input comes from the residual norm: the activation prep that kernel writes
-              * (dk_residual_norm's xmode; 0 = the prep runs before the product, from pmax) */
-  int stages; /* the mat-vec's stage count for this product (MLXRT_QMV_STAGES_<PRODUCT>), 0: the backend's */
-  int warps;  /* its warps per tile (MLXRT_QMV_WARPS_<PRODUCT>: 4 or 8), 0: the backend's */
-  int fix_e;  /* XP_FIXED's exponent (ck_xprep_fixed), or CK_XE_ROWMAX where the product takes none */
-} dec_mv;
 
-typedef struct dec_layer {
-  dec_mv qkv, gu, o, down;
-  float *norms; /* device: input, post_attn, pre_ffw, post_ffw [H each], q_norm, k_norm [hd each] */
-  float *inv_freq;
-  uint16_t *kc, *vc;
-  int window, splits, hd, nkv, inter;
-  int cluster;   /* decode attention in one launch (dk_attention_cluster) in the short-context graph */
-  int gu_il;     /* gate|up's rows interleaved by gu_il (MLXRT_GEGLU_EPI), else 0 */
-  int gu_epi;    /* and GeGLU in its epilogue (ck_qmv_geglu: a fast format, no k split): no geglu kernel */
-  int64_t ckeys; /* its key bound there: the layer's keys, at most cluster_keys (the graph's limit) */
-  int64_t lkeys; /* > 0: the layer's whole key range (a sliding ring), which the staged one-launch
-                  * attention takes in the long-context graph too (MLXRT_ATTN_CLUSTER_STAGE bit 1) */
-  int xe_in, xe_ffw; /* MLXRT_NORM_FIXEXP: fixed prep exponents for x after the input and pre-FFW norms (norm_fixed_exp) */
-} dec_layer;
-
-struct accel_decoder {
-  accel_backend *b;
-  const accel_model_desc *d;
-  void *stream;
-  int64_t capacity;
-  dec_layer *ly;
-  dec_mv head;
-  const ck_layout *embed;
-  float *final_norm;
-  /* work buffers (device) */
-  int32_t *all_tokens, *tok, *next;
-  int *pos;
-  uint16_t *emb, *xb, *attb, *gub;
-  float *h, *y, *q, *ylog, *logits;
-  uint16_t *xp;
-  float *xs, *pmax;
-  float *gmax; /* ck_qmv_geglu's maxima for down's activation prep (zeroed by the residual norm before gate|up) */
-  int *xexp;
-  float *scores, *smax, *ssum, *pacc, *part_v;
-  int *part_i;
-  unsigned *counts; /* [n_heads] attention + [1] logits */
-  void *sk_state;   /* token selection on the device (sample.cu), zeroed once */
-  /* pinned host staging */
-  int32_t *h_toks;
-  int *h_pos;
-  int32_t *h_next;
-  float *h_logits;
-  void *g_body[2], *g_head; /* body graphs: [0] the split attention, [1] the one-cluster form */
-  int use_graph, warm_body[2], warm_head;
-  int any_cluster; /* some layer can run the one-cluster attention */
-  int short_ctx; /* this step's body runs the one-cluster attention (its position is below cluster_keys) */
-  int max_ks; /* largest k split of any mat-vec (the y buffer holds that many partials) */
-  int use_pdl; /* kernels overlap their predecessor's tail (MLXRT_CUDA_PDL=0: off) */
-  int attn_onepass; /* MLXRT_ATTN_ONEPASS=1: the one-pass decode attention (an experiment) */
-  int attn_kpath;   /* MLXRT_ATTN_SCORES: how the scores pass reads K (dk_attention's kpath) */
-  int attn_pv_tc;   /* MLXRT_ATTN_PV=1: p·v on the tensor cores (kpath bit 4) */
-  int fuse_post;    /* MLXRT_ATTN_FUSE_POST=1: the q/k/v post step inside the scores pass
-                     * (dk_attention_post; an experiment, off by default) */
-  int geglu_prep;   /* MLXRT_GEGLU_PREP=1: geglu writes down's activation prep itself (dk_geglu_prep;
-                     * an experiment, off by default) */
-  int norm_fixexp;  /* MLXRT_NORM_FIXEXP (default 1; 0: off): the residual norms write the next product's
-                     * prep with an exponent fixed by the norm weight's bound (norm_fixed_exp), no
-                     * third exchange — tg128 +1.0 %, the same logits bits (H200, session 12) */
-  int xe_final;     /* and the final norm's */
-  int attn_fixexp;  /* MLXRT_ATTN_FIXEXP (default 1; 0: off): o's prep with an exponent fixed by the head
-                     * dim where V is RMS-normalized (o_fixed_exp): the attention writes no maxima —
-                     * tg128 +1.2 % at depth 0, +0.2 % at 32768, the same logits bits (H200, session 13) */
-  int attn_oprep;   /* MLXRT_ATTN_OPREP=1: the one-launch attention writes o's activation prep with a
-                     * fixed exponent where V rows are RMS-normalized (attn_writes_o_prep) */
-  int geglu_epi;    /* MLXRT_GEGLU_EPI (default 1; 0: off): GeGLU in gate|up's epilogue (ck_qmv_geglu) where it
-                     * applies — tg128 +0.9 %, the same bits (H200, session 12) */
-  int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
-  int attn_xmax;    /* MLXRT_ATTN_XMAX (default 1): the attention writes o's x-prep maxima (no max pass); 0: xmax_kernel does */
-  int split_keys;   /* decode attention: fewest keys per split (MLXRT_ATTN_SPLIT_KEYS) */
-  int attn_cluster; /* MLXRT_ATTN_CLUSTER (default 1): layers whose keys fit one cluster of blocks
-                     * run the one-launch attention (dk_attention_cluster) while the position is
-                     * below cluster_keys; 0: the split passes always */
-  int cluster_keys; /* MLXRT_ATTN_CLUSTER_KEYS: the live key count up to which it does */
-  int attn_stage;   /* MLXRT_ATTN_CLUSTER_STAGE (default 7): bit 0 the one-launch attention of the
-                     * short-context graph with its K and V rows staged in shared memory; bit 1
-                     * the staged form also in the long-context graph, for the layers whose whole
-                     * key range fits it (the sliding rings: 1024 keys on the 31B); bit 2 that
-                     * form with one buffer, the V rows copied over the K rows after the scores
-                     * (dk_set_attn_cluster_stage(2)). With K and V apart a block took 131 KB at
-                     * 1024 keys and only 15 of the 16 clusters fitted at once: bits 0-1 lost at
-                     * depth 4096 (session 16, 118.9 against 121.3 t/s); with one buffer 45 fit,
-                     * the ring takes 16.2 µs alone (25.1), and tg128 at depth 4096 gained 4.8 %
-                     * (session 17, docs/PERF.md). The short graph's few keys keep two buffers
-                     * (bit 2 there cost 0.6 % at depth 0). */
-  int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
-                     * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
-                     * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
-  int early_prep;   /* MLXRT_QMV_EARLY_PREP: the same for the products an activation-prep kernel
-                     * feeds (o and down; every product of the affine formats); -1 = the backend's */
-  cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
-  struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
-};
-
-static void prefill_free(accel_decoder *D);
-static int prefill_enabled(void);
-static int prefill_init(accel_decoder *D, mlxrt_error *err);
 
 /* ---- concatenated weights ------------------------------------------------------------------ */
 typedef struct cat_ctx {
@@ -407,6 +289,18 @@ static int stage_mode(const accel_decoder *D, int staged, int lg) {
   return !staged ? 0 : lg && (D->attn_stage & 4) ? 2 : 1;
 }
 
+/* An integer knob from the environment: def when unset, else within [lo, hi] or an error. */
+int dec_env_knob(const char *name, int def, int lo, int hi, int *out, mlxrt_error *err) {
+  const char *e = getenv(name);
+  *out = def;
+  if (!e || !*e) return 0;
+  char *end;
+  long v = strtol(e, &end, 10);
+  if (*end || v < lo || v > hi) return mx_fail(err, "%s=%s: expected an integer in [%d, %d]", name, e, lo, hi);
+  *out = (int)v;
+  return 0;
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 void cuda_decoder_free(accel_decoder *D) {
   if (!D) return;
@@ -419,7 +313,7 @@ void cuda_decoder_free(accel_decoder *D) {
   rt_graph_destroy(D->g_head);
   cprof_report_free(&D->prof, "CUDA decoder profile (MLXRT_CUDA_PROFILE=1)");
   if (D->timeline) ctl_report_free("CUDA decoder timeline of the graph replays (MLXRT_CUDA_TIMELINE=1)");
-  prefill_free(D);
+  dec_prefill_free(D);
   if (D->ly)
     for (int i = 0; i < D->d->n_layers; i++) {
       rt_free(D->ly[i].norms);
@@ -442,9 +336,6 @@ void cuda_decoder_free(accel_decoder *D) {
 static int upload_floats(accel_decoder *D, float *dst, const float *src, int64_t n, mlxrt_error *err) {
   return rt_h2d(dst, src, (size_t)n * sizeof(float), D->stream, err) || rt_stream_sync(D->stream, err);
 }
-
-#define DALLOC(p, count)                                                          \
-  if (rt_malloc((void **)&(p), (size_t)(count) * sizeof *(p), err)) goto fail
 
 accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, int64_t capacity,
                                    mlxrt_error *err) {
@@ -485,26 +376,26 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
    * rounded as the reference path rounds it: an experiment, off by default) */
   /* the attention's last kernel writes the maxima o's x prep needs (the same values; one launch
    * fewer per layer; tg128 +0.8 % in session 7, docs/PERF.md) */
-  if (env_knob("MLXRT_ATTN_XMAX", 1, 0, 1, &D->attn_xmax, err) ||
-      env_knob("MLXRT_QMV_EARLY_NORM", -1, -1, 4, &D->early_norm, err) ||
-      env_knob("MLXRT_QMV_EARLY_PREP", -1, -1, 4, &D->early_prep, err) ||
-      env_knob("MLXRT_ATTN_ONEPASS", 0, 0, 1, &D->attn_onepass, err) ||
-      env_knob("MLXRT_ATTN_SCORES", 0, 0, 2, &D->attn_kpath, err) ||
-      env_knob("MLXRT_ATTN_PV", 0, 0, 1, &D->attn_pv_tc, err) ||
-      env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &D->split_keys, err) ||
-      env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
-      env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
-      env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err) ||
-      env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
-      env_knob("MLXRT_GEGLU_EPI", 1, 0, 1, &D->geglu_epi, err) ||
-      env_knob("MLXRT_ATTN_OPREP", 0, 0, 1, &D->attn_oprep, err) ||
-      env_knob("MLXRT_NORM_FIXEXP", 1, 0, 1, &D->norm_fixexp, err) ||
-      env_knob("MLXRT_ATTN_FIXEXP", 1, 0, 1, &D->attn_fixexp, err) ||
-      env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
-      env_knob("MLXRT_ATTN_CLUSTER_STAGE", 7, 0, 7, &D->attn_stage, err) ||
-      env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
-      env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
-      env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err))
+  if (dec_env_knob("MLXRT_ATTN_XMAX", 1, 0, 1, &D->attn_xmax, err) ||
+      dec_env_knob("MLXRT_QMV_EARLY_NORM", -1, -1, 4, &D->early_norm, err) ||
+      dec_env_knob("MLXRT_QMV_EARLY_PREP", -1, -1, 4, &D->early_prep, err) ||
+      dec_env_knob("MLXRT_ATTN_ONEPASS", 0, 0, 1, &D->attn_onepass, err) ||
+      dec_env_knob("MLXRT_ATTN_SCORES", 0, 0, 2, &D->attn_kpath, err) ||
+      dec_env_knob("MLXRT_ATTN_PV", 0, 0, 1, &D->attn_pv_tc, err) ||
+      dec_env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &D->split_keys, err) ||
+      dec_env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
+      dec_env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
+      dec_env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err) ||
+      dec_env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
+      dec_env_knob("MLXRT_GEGLU_EPI", 1, 0, 1, &D->geglu_epi, err) ||
+      dec_env_knob("MLXRT_ATTN_OPREP", 0, 0, 1, &D->attn_oprep, err) ||
+      dec_env_knob("MLXRT_NORM_FIXEXP", 1, 0, 1, &D->norm_fixexp, err) ||
+      dec_env_knob("MLXRT_ATTN_FIXEXP", 1, 0, 1, &D->attn_fixexp, err) ||
+      dec_env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
+      dec_env_knob("MLXRT_ATTN_CLUSTER_STAGE", 7, 0, 7, &D->attn_stage, err) ||
+      dec_env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
+      dec_env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
+      dec_env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err))
     goto fail;
   dk_set_norm_push(norm_push); /* (the backend's, like the mat-vec knobs) */
   /* K/V rows prefetched before the attention's wait: 1 (default) the one-launch form only
@@ -656,7 +547,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       rt_stream_sync(D->stream, err))
     goto fail;
   /* the prompt pass's buffers and cuBLAS handle now, so no prompt pays for them */
-  if (prefill_enabled() && prefill_init(D, err)) goto fail;
+  if (dec_prefill_enabled() && dec_prefill_init(D, err)) goto fail;
   return D;
 fail:
   mx_prefix(err, "CUDA decoder");
@@ -889,254 +780,6 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
          ctl_replay_end(D->stream, err);
 }
 
-/* ---- the batched prompt pass (prefill.cu; docs/DECODE.md "Prefill") ------------------------ */
-/* A prompt of n > 1 tokens runs in chunks of up to PF_CHUNK tokens, each layer once per chunk:
- * products of T rows (dequantize + cuBLAS GEMM when T > PF_GEMM_MIN, else the tensor-core
- * mat-vec in batches of 8 rows), the row-batched elementwise kernels, and a causal attention of
- * the chunk's T queries. A chunk's K/V go to their cache slots directly on full layers; on
- * sliding layers they are staged and committed to the ring after the chunk's attention, so a
- * chunk may be longer than the window. No host synchronisation inside a chunk; no graphs.
- * Knobs (read when the decoder is created): MLXRT_CUDA_PREFILL=0 feeds prompts token by token as before;
- * MLXRT_CUDA_PREFILL_CHUNK (1..4096), MLXRT_CUDA_PREFILL_GEMM_MIN (0..4096),
- * MLXRT_CUDA_PREFILL_ATTN=simple (the plain attention kernel). */
-#define PF_CHUNK 512
-/* Up to 32 rows the mat-vec streams the packed weight ceil(T/8) times (≤ 4 × 0.56 B per
- * parameter for 4-bit), less than dequantizing it (0.56 B read + 2 B written + 2 B read by the
- * GEMM); above, the GEMM's one dequantization is amortised over the rows. */
-#define PF_GEMM_MIN 32
-
-typedef struct dec_prefill {
-  int tmax, gemm_min, attn_kind; /* pf_attention's kind */
-  int64_t max_rows, max_q, max_kvd, max_inter, max_w, max_part_rows;
-  void *cublas;
-  float *h, *y, *q;
-  uint16_t *emb, *xb, *attb, *gub, *ks, *vs, *wbuf;
-  int32_t *iota;
-} dec_prefill;
-
-static int prefill_enabled(void) {
-  const char *e = getenv("MLXRT_CUDA_PREFILL");
-  return !(e && strcmp(e, "0") == 0);
-}
-
-static int env_knob(const char *name, int def, int lo, int hi, int *out, mlxrt_error *err) {
-  const char *e = getenv(name);
-  *out = def;
-  if (!e || !*e) return 0;
-  char *end;
-  long v = strtol(e, &end, 10);
-  if (*end || v < lo || v > hi) return mx_fail(err, "%s=%s: expected an integer in [%d, %d]", name, e, lo, hi);
-  *out = (int)v;
-  return 0;
-}
-
-static void prefill_free(accel_decoder *D) {
-  dec_prefill *P = D->pf;
-  if (!P) return;
-  void *dev[] = {P->h, P->y, P->q, P->emb, P->xb, P->attb, P->gub, P->ks, P->vs, P->wbuf, P->iota};
-  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
-  cg_destroy(P->cublas);
-  free(P);
-  D->pf = NULL;
-}
-
-static void track_mv(dec_prefill *P, const dec_mv *mv) {
-  for (int i = 0; i < mv->n; i++) {
-    int64_t w = mv->L[i]->rows * mv->L[i]->cols;
-    if (w > P->max_w) P->max_w = w;
-    if (mv->L[i]->rows > P->max_part_rows) P->max_part_rows = mv->L[i]->rows;
-  }
-}
-
-static int prefill_gemm_ready(accel_decoder *D, mlxrt_error *err);
-
-static int prefill_init(accel_decoder *D, mlxrt_error *err) {
-  const accel_model_desc *d = D->d;
-  dec_prefill *P = mx_calloc(1, sizeof *P, err);
-  if (!P) return -1;
-  D->pf = P;
-  const char *at = getenv("MLXRT_CUDA_PREFILL_ATTN");
-  /* MLXRT_CUDA_PREFILL_ATTN=simple: the plain kernel; =mma1: the tensor-core kernel without
-   * ldmatrix and split score chains; =rg2: 32 queries per block; =db: the next K/V tile in
-   * flight while one computes (what default runs); =sync: 64 queries per block with
-   * synchronous tile loads (pf_attention's kinds) */
-  static const char *const kinds[] = {"default", "simple", "mma1", "rg2", "db", "sync"};
-  P->attn_kind = -1;
-  for (int k = 0; k < 6; k++)
-    if (!at || !*at || !strcmp(at, kinds[k])) {
-      P->attn_kind = at && *at ? k : 0;
-      break;
-    }
-  if (P->attn_kind < 0) {
-    mx_fail(err, "MLXRT_CUDA_PREFILL_ATTN=%s: expected default, simple, mma1, rg2, db or sync", at);
-    goto fail;
-  }
-  if (env_knob("MLXRT_CUDA_PREFILL_CHUNK", PF_CHUNK, 1, 4096, &P->tmax, err) ||
-      env_knob("MLXRT_CUDA_PREFILL_GEMM_MIN", PF_GEMM_MIN, 0, 4096, &P->gemm_min, err))
-    goto fail;
-  if (P->tmax > D->capacity) P->tmax = (int)D->capacity;
-  int64_t H = d->hidden, T = P->tmax;
-  P->max_rows = H;
-  for (int i = 0; i < d->n_layers; i++) {
-    const accel_layer_desc *l = &d->layers[i];
-    int64_t qd = (int64_t)d->n_heads * l->head_dim, kvd = (int64_t)l->n_kv_heads * l->head_dim;
-    int64_t rows = qd + (l->k_eq_v ? 1 : 2) * kvd;
-    if (rows > P->max_rows) P->max_rows = rows;
-    if (2 * (int64_t)l->intermediate > P->max_rows) P->max_rows = 2 * (int64_t)l->intermediate;
-    if (qd > P->max_q) P->max_q = qd;
-    if (kvd > P->max_kvd) P->max_kvd = kvd;
-    if (l->intermediate > P->max_inter) P->max_inter = l->intermediate;
-    const dec_layer *y = &D->ly[i];
-    track_mv(P, &y->qkv);
-    track_mv(P, &y->o);
-    track_mv(P, &y->gu);
-    track_mv(P, &y->down);
-  }
-  DALLOC(P->h, T * H);
-  DALLOC(P->y, T * P->max_rows);
-  DALLOC(P->q, T * P->max_q);
-  DALLOC(P->emb, T * H);
-  DALLOC(P->xb, T * H);
-  DALLOC(P->attb, T * P->max_q);
-  DALLOC(P->gub, T * P->max_inter);
-  DALLOC(P->ks, T * P->max_kvd);
-  DALLOC(P->vs, T * P->max_kvd);
-  if (P->tmax > P->gemm_min && prefill_gemm_ready(D, err)) goto fail;
-  return 0;
-fail:
-  prefill_free(D);
-  return mx_prefix(err, "prompt pass setup");
-}
-
-/* The GEMM path's scratch: the largest weight part in bf16, ids 0..rows-1 for the generic
- * layout's dequantization, and the cuBLAS handle; made when a chunk first needs them. */
-static int prefill_gemm_ready(accel_decoder *D, mlxrt_error *err) {
-  dec_prefill *P = D->pf;
-  if (P->wbuf) return 0;
-  int32_t *ids = NULL;
-  if (!P->cublas && cg_create(&P->cublas, err)) return -1;
-  if (!P->iota) DALLOC(P->iota, P->max_part_rows);
-  if (!(ids = mx_malloc((size_t)P->max_part_rows * sizeof(int32_t), err))) goto fail;
-  for (int64_t i = 0; i < P->max_part_rows; i++) ids[i] = (int32_t)i;
-  if (rt_h2d(P->iota, ids, (size_t)P->max_part_rows * sizeof(int32_t), D->stream, err) ||
-      rt_stream_sync(D->stream, err))
-    goto fail;
-  free(ids);
-  ids = NULL;
-  DALLOC(P->wbuf, P->max_w);
-  return 0;
-fail:
-  free(ids);
-  rt_free(P->wbuf);
-  P->wbuf = NULL;
-  return mx_prefix(err, "prompt pass: GEMM scratch of %lld bf16 values", (long long)P->max_w);
-}
-
-/* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. */
-static int pf_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
-                 mlxrt_error *err) {
-  dec_prefill *P = D->pf;
-  for (int i = 0; i < mv->n; i++) {
-    const ck_layout *L = mv->L[i];
-    float *yo = y + mv->off[i];
-    if (T > P->gemm_min) {
-      if (prefill_gemm_ready(D, err) ||
-          rt_status(pf_dequant(L, P->iota, P->wbuf, D->stream), "weight dequantization", err) ||
-          cg_gemm_bf16(P->cublas, D->stream, T, L->rows, L->cols, x, P->wbuf, yo, ldy, err))
-        return -1;
-      continue;
-    }
-    for (int b0 = 0; b0 < T; b0 += 8) {
-      int nb = T - b0 < 8 ? T - b0 : 8;
-      const uint16_t *xr = x + (int64_t)b0 * L->cols;
-      if (L->fmt != CK_GENERIC &&
-          rt_status(ck_xprep(L, xr, nb, D->xp, D->xs, D->xexp, D->pmax, D->stream), "x prep launch", err))
-        return -1;
-      if (rt_status(ck_qmv(L, 0, xr, D->xp, D->xs, D->xexp, nb, yo + (int64_t)b0 * ldy, ldy, D->stream),
-                    "mat-vec launch", err))
-        return -1;
-    }
-  }
-  return 0;
-}
-
-/* One chunk: tokens all_tokens[p0 .. p0+T) through every layer; h holds the residuals after. */
-static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
-  const accel_model_desc *d = D->d;
-  dec_prefill *P = D->pf;
-  int H = d->hidden, nq = d->n_heads;
-  void *st = D->stream;
-  cprof *C = &D->prof;
-  if (cprof_mark(C, "prefill: embed + norm", err) ||
-      rt_status(ck_embed(D->embed, D->all_tokens + p0, T, P->emb, st), "embedding gather", err) ||
-      rt_status(dk_embed_scale(P->emb, P->h, T * H, d->embed_scale, st), "embedding scale", err) ||
-      rt_status(pf_norm_rows(NULL, 0, NULL, P->h, 0, 0.0f, D->ly[0].norms, P->xb, T, H, d->eps, st), "input norm", err))
-    return -1;
-  for (int i = 0; i < d->n_layers; i++) {
-    const accel_layer_desc *l = &d->layers[i];
-    dec_layer *y = &D->ly[i];
-    const float *nrm = y->norms;
-    const float *next_norm = i == d->n_layers - 1 ? D->final_norm : D->ly[i + 1].norms;
-    int64_t qd = (int64_t)nq * y->hd, kvd = (int64_t)y->nkv * y->hd;
-    int64_t ldq = qd + (l->k_eq_v ? 1 : 2) * kvd, inter = y->inter;
-    /* full layers: the chunk's K/V straight into their cache slots; sliding: staged */
-    uint16_t *kdst = y->window > 0 ? P->ks : y->kc + p0 * kvd, *vdst = y->window > 0 ? P->vs : y->vc + p0 * kvd;
-    if (cprof_mark(C, "prefill: q|k|v product", err) || pf_mv(D, &y->qkv, P->xb, T, P->y, ldq, err) ||
-        cprof_mark(C, "prefill: q/k/v norm+rope", err) ||
-        rt_status(pf_qkv_post(P->y, ldq, T, p0, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
-                              nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
-                              P->q, kdst, vdst, st),
-                  "q/k/v norm+rope", err) ||
-        cprof_mark(C, "prefill: attention", err) ||
-        rt_status(pf_attention(P->q, y->kc, y->vc, kdst, vdst, T, p0, nq, y->nkv, y->hd, d->attn_scale, y->window,
-                               P->attb, P->attn_kind, st),
-                  "attention", err) ||
-        (y->window > 0 &&
-         rt_status(pf_kv_commit(P->ks, P->vs, y->kc, y->vc, T, p0, kvd, y->window, st), "K/V commit", err)) ||
-        cprof_mark(C, "prefill: o product", err) || pf_mv(D, &y->o, P->attb, T, P->y, H, err) ||
-        cprof_mark(C, "prefill: norms + residual", err) ||
-        rt_status(pf_norm_rows(P->y, H, nrm + H, P->h, 0, 0.0f, nrm + 2 * (int64_t)H, P->xb, T, H, d->eps, st),
-                  "attention residual", err) ||
-        cprof_mark(C, "prefill: gate|up product", err) || pf_mv(D, &y->gu, P->xb, T, P->y, 2 * inter, err) ||
-        cprof_mark(C, "prefill: geglu", err) ||
-        rt_status(pf_geglu(P->y, inter, T, P->gub, y->gu_il, st), "geglu", err) ||
-        cprof_mark(C, "prefill: down product", err) || pf_mv(D, &y->down, P->gub, T, P->y, H, err) ||
-        cprof_mark(C, "prefill: norms + residual", err) ||
-        rt_status(pf_norm_rows(P->y, H, nrm + 3 * (int64_t)H, P->h, d->has_layer_scalar, l->layer_scalar, next_norm,
-                               P->xb, T, H, d->eps, st),
-                  "FFN residual", err))
-      return mx_prefix(err, "layer %d", i);
-  }
-  return 0;
-}
-
-/* Feeds tokens[0..n) at pos..pos+n-1 in chunks; leaves D->xb / D->pmax as the head expects
- * (the final norm of the last token and its block maxima). */
-static int prefill_run(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, mlxrt_error *err) {
-  if (!D->pf && prefill_init(D, err)) return -1;
-  dec_prefill *P = D->pf;
-  const accel_model_desc *d = D->d;
-  for (int64_t done = 0; done < n;) {
-    int64_t k = n - done < STAGE_TOKENS ? n - done : STAGE_TOKENS;
-    memcpy(D->h_toks, tokens + done, (size_t)k * sizeof(int32_t));
-    if (rt_h2d(D->all_tokens + pos + done, D->h_toks, (size_t)k * sizeof(int32_t), D->stream, err) ||
-        rt_stream_sync(D->stream, err))
-      return -1;
-    done += k;
-  }
-  int T = 0;
-  for (int64_t c0 = 0; c0 < n; c0 += T) {
-    T = (int)(n - c0 < P->tmax ? n - c0 : P->tmax);
-    if (pf_chunk(D, pos + c0, T, err) || cprof_flush(&D->prof, err))
-      return mx_prefix(err, "chunk at position %lld", (long long)(pos + c0));
-  }
-  const float *h_last = P->h + (int64_t)(T - 1) * d->hidden;
-  if (rt_status(dk_residual_norm(NULL, 1, 0, NULL, (float *)h_last, 0, 0.0f, D->final_norm, D->xb, d->hidden, d->eps, D->pmax,
-                                 ck_xprep_block(), D->xp, D->xexp, D->head.xmode, DK_XE_ROWMAX, NULL, 0, D->stream),
-                "final norm", err))
-    return -1;
-  return rt_stream_sync(D->stream, err);
-}
 
 int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
                       int32_t *next_token, mlxrt_error *err) {
@@ -1150,8 +793,8 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
       return mx_fail(err, "decoder: token id %d at position %lld is outside the vocabulary [0, %d)",
                      tokens[i], (long long)(pos + i), d->vocab);
   int64_t fed = 0; /* tokens already through the batched prompt pass */
-  if (n > 1 && prefill_enabled()) {
-    if (prefill_run(D, tokens, n, pos, err)) return mx_prefix(err, "CUDA decoder prompt of %lld tokens", (long long)n);
+  if (n > 1 && dec_prefill_enabled()) {
+    if (dec_prefill_run(D, tokens, n, pos, err)) return mx_prefix(err, "CUDA decoder prompt of %lld tokens", (long long)n);
     fed = n;
   }
   for (int64_t done = fed; done < n;) {

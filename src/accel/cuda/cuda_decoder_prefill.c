@@ -1,0 +1,247 @@
+/* The CUDA decoder's batched prompt pass (prefill.cu's kernels; docs/DECODE.md "Prefill"): a
+ * prompt of n > 1 tokens through every layer in chunks, on the decoder's weights and caches
+ * (cuda_decoder_internal.h), leaving the state the step's head graph expects. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "cuda_decoder_internal.h"
+#include "cuda_gemm.h"
+#include "prefill_kernels.h"
+
+/* A prompt of n > 1 tokens runs in chunks of up to PF_CHUNK tokens, each layer once per chunk:
+ * products of T rows (dequantize + cuBLAS GEMM when T > PF_GEMM_MIN, else the tensor-core
+ * mat-vec in batches of 8 rows), the row-batched elementwise kernels, and a causal attention of
+ * the chunk's T queries. A chunk's K/V go to their cache slots directly on full layers; on
+ * sliding layers they are staged and committed to the ring after the chunk's attention, so a
+ * chunk may be longer than the window. No host synchronisation inside a chunk; no graphs.
+ * Knobs (read when the decoder is created): MLXRT_CUDA_PREFILL=0 feeds prompts token by token as before;
+ * MLXRT_CUDA_PREFILL_CHUNK (1..4096), MLXRT_CUDA_PREFILL_GEMM_MIN (0..4096),
+ * MLXRT_CUDA_PREFILL_ATTN=simple (the plain attention kernel). */
+#define PF_CHUNK 512
+/* Up to 32 rows the mat-vec streams the packed weight ceil(T/8) times (≤ 4 × 0.56 B per
+ * parameter for 4-bit), less than dequantizing it (0.56 B read + 2 B written + 2 B read by the
+ * GEMM); above, the GEMM's one dequantization is amortised over the rows. */
+#define PF_GEMM_MIN 32
+
+typedef struct dec_prefill {
+  int tmax, gemm_min, attn_kind; /* pf_attention's kind */
+  int64_t max_rows, max_q, max_kvd, max_inter, max_w, max_part_rows;
+  void *cublas;
+  float *h, *y, *q;
+  uint16_t *emb, *xb, *attb, *gub, *ks, *vs, *wbuf;
+  int32_t *iota;
+} dec_prefill;
+
+int dec_prefill_enabled(void) {
+  const char *e = getenv("MLXRT_CUDA_PREFILL");
+  return !(e && strcmp(e, "0") == 0);
+}
+
+void dec_prefill_free(accel_decoder *D) {
+  dec_prefill *P = D->pf;
+  if (!P) return;
+  void *dev[] = {P->h, P->y, P->q, P->emb, P->xb, P->attb, P->gub, P->ks, P->vs, P->wbuf, P->iota};
+  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
+  cg_destroy(P->cublas);
+  free(P);
+  D->pf = NULL;
+}
+
+static void track_mv(dec_prefill *P, const dec_mv *mv) {
+  for (int i = 0; i < mv->n; i++) {
+    int64_t w = mv->L[i]->rows * mv->L[i]->cols;
+    if (w > P->max_w) P->max_w = w;
+    if (mv->L[i]->rows > P->max_part_rows) P->max_part_rows = mv->L[i]->rows;
+  }
+}
+
+static int prefill_gemm_ready(accel_decoder *D, mlxrt_error *err);
+
+int dec_prefill_init(accel_decoder *D, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  dec_prefill *P = mx_calloc(1, sizeof *P, err);
+  if (!P) return -1;
+  D->pf = P;
+  const char *at = getenv("MLXRT_CUDA_PREFILL_ATTN");
+  /* MLXRT_CUDA_PREFILL_ATTN=simple: the plain kernel; =mma1: the tensor-core kernel without
+   * ldmatrix and split score chains; =rg2: 32 queries per block; =db: the next K/V tile in
+   * flight while one computes (what default runs); =sync: 64 queries per block with
+   * synchronous tile loads (pf_attention's kinds) */
+  static const char *const kinds[] = {"default", "simple", "mma1", "rg2", "db", "sync"};
+  P->attn_kind = -1;
+  for (int k = 0; k < 6; k++)
+    if (!at || !*at || !strcmp(at, kinds[k])) {
+      P->attn_kind = at && *at ? k : 0;
+      break;
+    }
+  if (P->attn_kind < 0) {
+    mx_fail(err, "MLXRT_CUDA_PREFILL_ATTN=%s: expected default, simple, mma1, rg2, db or sync", at);
+    goto fail;
+  }
+  if (dec_env_knob("MLXRT_CUDA_PREFILL_CHUNK", PF_CHUNK, 1, 4096, &P->tmax, err) ||
+      dec_env_knob("MLXRT_CUDA_PREFILL_GEMM_MIN", PF_GEMM_MIN, 0, 4096, &P->gemm_min, err))
+    goto fail;
+  if (P->tmax > D->capacity) P->tmax = (int)D->capacity;
+  int64_t H = d->hidden, T = P->tmax;
+  P->max_rows = H;
+  for (int i = 0; i < d->n_layers; i++) {
+    const accel_layer_desc *l = &d->layers[i];
+    int64_t qd = (int64_t)d->n_heads * l->head_dim, kvd = (int64_t)l->n_kv_heads * l->head_dim;
+    int64_t rows = qd + (l->k_eq_v ? 1 : 2) * kvd;
+    if (rows > P->max_rows) P->max_rows = rows;
+    if (2 * (int64_t)l->intermediate > P->max_rows) P->max_rows = 2 * (int64_t)l->intermediate;
+    if (qd > P->max_q) P->max_q = qd;
+    if (kvd > P->max_kvd) P->max_kvd = kvd;
+    if (l->intermediate > P->max_inter) P->max_inter = l->intermediate;
+    const dec_layer *y = &D->ly[i];
+    track_mv(P, &y->qkv);
+    track_mv(P, &y->o);
+    track_mv(P, &y->gu);
+    track_mv(P, &y->down);
+  }
+  DALLOC(P->h, T * H);
+  DALLOC(P->y, T * P->max_rows);
+  DALLOC(P->q, T * P->max_q);
+  DALLOC(P->emb, T * H);
+  DALLOC(P->xb, T * H);
+  DALLOC(P->attb, T * P->max_q);
+  DALLOC(P->gub, T * P->max_inter);
+  DALLOC(P->ks, T * P->max_kvd);
+  DALLOC(P->vs, T * P->max_kvd);
+  if (P->tmax > P->gemm_min && prefill_gemm_ready(D, err)) goto fail;
+  return 0;
+fail:
+  dec_prefill_free(D);
+  return mx_prefix(err, "prompt pass setup");
+}
+
+/* The GEMM path's scratch: the largest weight part in bf16, ids 0..rows-1 for the generic
+ * layout's dequantization, and the cuBLAS handle; made when a chunk first needs them. */
+static int prefill_gemm_ready(accel_decoder *D, mlxrt_error *err) {
+  dec_prefill *P = D->pf;
+  if (P->wbuf) return 0;
+  int32_t *ids = NULL;
+  if (!P->cublas && cg_create(&P->cublas, err)) return -1;
+  if (!P->iota) DALLOC(P->iota, P->max_part_rows);
+  if (!(ids = mx_malloc((size_t)P->max_part_rows * sizeof(int32_t), err))) goto fail;
+  for (int64_t i = 0; i < P->max_part_rows; i++) ids[i] = (int32_t)i;
+  if (rt_h2d(P->iota, ids, (size_t)P->max_part_rows * sizeof(int32_t), D->stream, err) ||
+      rt_stream_sync(D->stream, err))
+    goto fail;
+  free(ids);
+  ids = NULL;
+  DALLOC(P->wbuf, P->max_w);
+  return 0;
+fail:
+  free(ids);
+  rt_free(P->wbuf);
+  P->wbuf = NULL;
+  return mx_prefix(err, "prompt pass: GEMM scratch of %lld bf16 values", (long long)P->max_w);
+}
+
+/* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. */
+static int pf_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
+                 mlxrt_error *err) {
+  dec_prefill *P = D->pf;
+  for (int i = 0; i < mv->n; i++) {
+    const ck_layout *L = mv->L[i];
+    float *yo = y + mv->off[i];
+    if (T > P->gemm_min) {
+      if (prefill_gemm_ready(D, err) ||
+          rt_status(pf_dequant(L, P->iota, P->wbuf, D->stream), "weight dequantization", err) ||
+          cg_gemm_bf16(P->cublas, D->stream, T, L->rows, L->cols, x, P->wbuf, yo, ldy, err))
+        return -1;
+      continue;
+    }
+    for (int b0 = 0; b0 < T; b0 += 8) {
+      int nb = T - b0 < 8 ? T - b0 : 8;
+      const uint16_t *xr = x + (int64_t)b0 * L->cols;
+      if (L->fmt != CK_GENERIC &&
+          rt_status(ck_xprep(L, xr, nb, D->xp, D->xs, D->xexp, D->pmax, D->stream), "x prep launch", err))
+        return -1;
+      if (rt_status(ck_qmv(L, 0, xr, D->xp, D->xs, D->xexp, nb, yo + (int64_t)b0 * ldy, ldy, D->stream),
+                    "mat-vec launch", err))
+        return -1;
+    }
+  }
+  return 0;
+}
+
+/* One chunk: tokens all_tokens[p0 .. p0+T) through every layer; h holds the residuals after. */
+static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  dec_prefill *P = D->pf;
+  int H = d->hidden, nq = d->n_heads;
+  void *st = D->stream;
+  cprof *C = &D->prof;
+  if (cprof_mark(C, "prefill: embed + norm", err) ||
+      rt_status(ck_embed(D->embed, D->all_tokens + p0, T, P->emb, st), "embedding gather", err) ||
+      rt_status(dk_embed_scale(P->emb, P->h, T * H, d->embed_scale, st), "embedding scale", err) ||
+      rt_status(pf_norm_rows(NULL, 0, NULL, P->h, 0, 0.0f, D->ly[0].norms, P->xb, T, H, d->eps, st), "input norm", err))
+    return -1;
+  for (int i = 0; i < d->n_layers; i++) {
+    const accel_layer_desc *l = &d->layers[i];
+    dec_layer *y = &D->ly[i];
+    const float *nrm = y->norms;
+    const float *next_norm = i == d->n_layers - 1 ? D->final_norm : D->ly[i + 1].norms;
+    int64_t qd = (int64_t)nq * y->hd, kvd = (int64_t)y->nkv * y->hd;
+    int64_t ldq = qd + (l->k_eq_v ? 1 : 2) * kvd, inter = y->inter;
+    /* full layers: the chunk's K/V straight into their cache slots; sliding: staged */
+    uint16_t *kdst = y->window > 0 ? P->ks : y->kc + p0 * kvd, *vdst = y->window > 0 ? P->vs : y->vc + p0 * kvd;
+    if (cprof_mark(C, "prefill: q|k|v product", err) || pf_mv(D, &y->qkv, P->xb, T, P->y, ldq, err) ||
+        cprof_mark(C, "prefill: q/k/v norm+rope", err) ||
+        rt_status(pf_qkv_post(P->y, ldq, T, p0, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
+                              nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
+                              P->q, kdst, vdst, st),
+                  "q/k/v norm+rope", err) ||
+        cprof_mark(C, "prefill: attention", err) ||
+        rt_status(pf_attention(P->q, y->kc, y->vc, kdst, vdst, T, p0, nq, y->nkv, y->hd, d->attn_scale, y->window,
+                               P->attb, P->attn_kind, st),
+                  "attention", err) ||
+        (y->window > 0 &&
+         rt_status(pf_kv_commit(P->ks, P->vs, y->kc, y->vc, T, p0, kvd, y->window, st), "K/V commit", err)) ||
+        cprof_mark(C, "prefill: o product", err) || pf_mv(D, &y->o, P->attb, T, P->y, H, err) ||
+        cprof_mark(C, "prefill: norms + residual", err) ||
+        rt_status(pf_norm_rows(P->y, H, nrm + H, P->h, 0, 0.0f, nrm + 2 * (int64_t)H, P->xb, T, H, d->eps, st),
+                  "attention residual", err) ||
+        cprof_mark(C, "prefill: gate|up product", err) || pf_mv(D, &y->gu, P->xb, T, P->y, 2 * inter, err) ||
+        cprof_mark(C, "prefill: geglu", err) ||
+        rt_status(pf_geglu(P->y, inter, T, P->gub, y->gu_il, st), "geglu", err) ||
+        cprof_mark(C, "prefill: down product", err) || pf_mv(D, &y->down, P->gub, T, P->y, H, err) ||
+        cprof_mark(C, "prefill: norms + residual", err) ||
+        rt_status(pf_norm_rows(P->y, H, nrm + 3 * (int64_t)H, P->h, d->has_layer_scalar, l->layer_scalar, next_norm,
+                               P->xb, T, H, d->eps, st),
+                  "FFN residual", err))
+      return mx_prefix(err, "layer %d", i);
+  }
+  return 0;
+}
+
+/* Feeds tokens[0..n) at pos..pos+n-1 in chunks; leaves D->xb / D->pmax as the head expects
+ * (the final norm of the last token and its block maxima). */
+int dec_prefill_run(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, mlxrt_error *err) {
+  if (!D->pf && dec_prefill_init(D, err)) return -1;
+  dec_prefill *P = D->pf;
+  const accel_model_desc *d = D->d;
+  for (int64_t done = 0; done < n;) {
+    int64_t k = n - done < STAGE_TOKENS ? n - done : STAGE_TOKENS;
+    memcpy(D->h_toks, tokens + done, (size_t)k * sizeof(int32_t));
+    if (rt_h2d(D->all_tokens + pos + done, D->h_toks, (size_t)k * sizeof(int32_t), D->stream, err) ||
+        rt_stream_sync(D->stream, err))
+      return -1;
+    done += k;
+  }
+  int T = 0;
+  for (int64_t c0 = 0; c0 < n; c0 += T) {
+    T = (int)(n - c0 < P->tmax ? n - c0 : P->tmax);
+    if (pf_chunk(D, pos + c0, T, err) || cprof_flush(&D->prof, err))
+      return mx_prefix(err, "chunk at position %lld", (long long)(pos + c0));
+  }
+  const float *h_last = P->h + (int64_t)(T - 1) * d->hidden;
+  if (rt_status(dk_residual_norm(NULL, 1, 0, NULL, (float *)h_last, 0, 0.0f, D->final_norm, D->xb, d->hidden, d->eps, D->pmax,
+                                 ck_xprep_block(), D->xp, D->xexp, D->head.xmode, DK_XE_ROWMAX, NULL, 0, D->stream),
+                "final norm", err))
+    return -1;
+  return rt_stream_sync(D->stream, err);
+}
