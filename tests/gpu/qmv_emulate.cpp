@@ -170,8 +170,10 @@ static int run_case(const Case &c) {
     rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y.data(), c.rows, c.ksplit, kstride, NULL);
   /* the one-row kernels' product with x read from global memory (variant 6), with the full
    * stages' loop instead of their 4-warp unroll (variant 7) and with the full stages through
-   * the stage loop instead of its slot unroll (variant 9): the same bits */
-  std::vector<float> y6(y.size(), NAN), y7(y.size(), NAN), y9(y.size(), NAN);
+   * the stage loop instead of its slot unroll (variant 9), and with the last full stages after
+   * the unrolled rounds through the stage loop and the warp sum looped (variant 10): the same
+   * bits */
+  std::vector<float> y6(y.size(), NAN), y7(y.size(), NAN), y9(y.size(), NAN), y10(y.size(), NAN);
   const bool one_row = c.nb == 1 && c.variant == 0 && (c.fmt == CK_NVFP4 || (c.fmt == CK_AFF4 && c.gs <= 64));
   if (!rc && one_row) {
     ck_set_tuning(c.warps, 6);
@@ -184,6 +186,10 @@ static int run_case(const Case &c) {
   if (!rc && one_row) {
     ck_set_tuning(c.warps, 9);
     rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y9.data(), c.rows, c.ksplit, kstride, NULL);
+  }
+  if (!rc && one_row) {
+    ck_set_tuning(c.warps, 10);
+    rc = ck_qmv_split(&L, 0, xp.data(), xs.data(), xexp.data(), c.nb, y10.data(), c.rows, c.ksplit, kstride, NULL);
   }
   /* every kernel with its slots refilled by the last warp done with them (variant 8): the same
    * bits (a slot refilled early would hand a late warp the next stage's bytes) */
@@ -221,7 +227,7 @@ static int run_case(const Case &c) {
       if (one_row)
         for (int s = 0; s < c.ksplit; s++) {
           const size_t i = (size_t)s * kstride + (size_t)b * c.rows + r;
-          if (!(y6[i] == y[i]) || !(y7[i] == y[i]) || !(y9[i] == y[i])) bad++;
+          if (!(y6[i] == y[i]) || !(y7[i] == y[i]) || !(y9[i] == y[i]) || !(y10[i] == y[i])) bad++;
         }
     }
   char warps[8] = "auto";
@@ -236,8 +242,13 @@ static int run_case(const Case &c) {
 int main(int argc, char **argv) {
   if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
   const int NV = CK_NVFP4, AF = CK_AFF4, BF = CKT_BF16, F16 = CKT_F16;
-  /* 37 units = 2 full stages of 16 and a partial one of 5; 32 units = full stages only */
+  /* 37 units = 2 full stages of 16 and a partial one of 5; 32 units = full stages only; 84
+   * units (the 31B's 5376-wide rows) = 5 full stages, one after the last round of 2 slots,
+   * and a partial one of 4; 48 units = 3 full stages */
   const Case cases[] = {
+      {"one row, 5376 wide: a full stage after the rounds", NV, 16, BF, 40, 64 * 84, 1, 0, 0, 1, 0, false},
+      {"one row, 3 full stages, 2 slots", NV, 16, BF, 24, 64 * 48, 1, 0, 0, 1, 0, false},
+      {"affine g64, 5376 wide", AF, 64, BF, 24, 64 * 84, 1, 0, 0, 1, 0, false},
       {"one row, partial stage and tile", NV, 16, BF, 40, 64 * 37, 1, 0, 0, 1, 0, false},
       {"one row, full stages, zero scale", NV, 16, BF, 32, 64 * 32, 1, 0, 0, 1, 0, true},
       {"one row, 8 warps", NV, 16, BF, 48, 64 * 37, 1, 8, 0, 1, 0, false},

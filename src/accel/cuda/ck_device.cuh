@@ -32,6 +32,12 @@ __host__ __device__ constexpr int ck_fp_scale_bytes(int fmt) {
 }
 
 /* ---- exact scalar conversions ----------------------------------------------------------- */
+/* s·2^n with ldexpf's bits: one correctly rounded multiply by an exact power of two (no
+ * flush to zero in these kernels), ldexpf itself outside float's normal exponents — one
+ * multiply where ldexpf's range split takes ~18 instructions */
+__device__ __forceinline__ float ck_scale_pow2(float s, int n) {
+  return n >= -126 && n <= 127 ? __fmul_rn(s, __uint_as_float((uint32_t)(n + 127) << 23)) : ldexpf(s, n);
+}
 __device__ __forceinline__ float ck_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
 /* MLX's RNE (quiet NaN kept). */

@@ -37,8 +37,9 @@ struct QmvArgs {
                 * 2 = COL without its full-stage loop, 3 = no COL, 5 = COL with two mma chains
                 * per pair, 7 = COL's full-stage loop without its 4-warp unroll, 8 = each slot
                 * refilled by the last warp done with it instead of after a block barrier,
-                * 9 = the full stages through the stage loop instead of its slot unroll
-                * (benchmarks: what each gains) */
+                * 9 = the full stages through the stage loop instead of its slot unroll,
+                * 10 = the last full stages after the unrolled rounds through the stage loop,
+                * and the epilogue's warp sum looped (benchmarks: what each gains) */
   /* GeGLU epilogue (ck_qmv_geglu; one row, no k split): the weight's rows interleaved by 8 —
    * tile t holds gate rows 8t … 8t+7, then up rows 8t … 8t+7 — and instead of y, the tile's 8
    * activations ck_geglu(gate, up) into act[8t …], their max |value| into amax[8t / apblock]
@@ -201,7 +202,10 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   const int g = lane >> 2, t = lane & 3;
   const int64_t tile = blockIdx.x;
   const int ks = blockIdx.y;
-  const int ubeg = (int)((int64_t)p.nunits * ks / p.ksplit), uend = (int)((int64_t)p.nunits * (ks + 1) / p.ksplit);
+  /* (without a k split no division: two 64-bit divisions are ~70 of a tile's ~1900 warp
+   * instructions on lm_head, ncu source counters, session 18) */
+  const int ubeg = p.ksplit == 1 ? 0 : (int)((int64_t)p.nunits * ks / p.ksplit);
+  const int uend = p.ksplit == 1 ? p.nunits : (int)((int64_t)p.nunits * (ks + 1) / p.ksplit);
   const int nunits = uend - ubeg, nstages = (nunits + S::SU - 1) / S::SU;
   const uint8_t *wsrc = (const uint8_t *)p.w + ((size_t)tile * p.nunits + ubeg) * S::UNIT_W;
   const uint8_t *ssrc = (const uint8_t *)p.s + ((size_t)tile * p.nunits + ubeg) * S::UNIT_S;
@@ -347,24 +351,36 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
                       (size_t)warp * XSTEP * 2 + col_x;
     const uint8_t *ls = stage_mem + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S + col_soff + col_s;
     const float *lxs = reinterpret_cast<const float *>(stage_mem + XSOFF) + (warp * S::GPU + col_gl) * 8 + col_xs_off;
+    /* full stage st in slot `slot` (a constant once unrolled) of phase `phase` */
+    auto full_stage = [&](const int slot, const uint32_t phase, const int st) {
+      mbar_wait(&mbar[slot], phase);
+      constexpr int W16 = STAGE / 16, W8 = STAGE / 8, W4 = STAGE / 4;
+      const uint4 *wsl = lw + slot * W16;
+      const uint2 *xsl2 = lx + slot * W8;
+      const uint8_t *ssl = ls + slot * STAGE;
+      const float *xssl = lxs + slot * W4;
+      stage_pair(wsl, xsl2, ssl, xssl, ck_int<0>());
+      stage_pair(wsl, xsl2, ssl, xssl, ck_int<1>());
+      __syncthreads(); /* every warp is done with this slot */
+      if (threadIdx.x == 0 && st + NST < nstages) {
+        fence_proxy_async_smem();
+        issue(st + NST, true, true);
+      }
+    };
     uint32_t phase = 0;
     for (; st_begin + NST <= nfull; st_begin += NST, phase ^= 1u) {
 #pragma unroll
-      for (int slot = 0; slot < NST; slot++) {
-        mbar_wait(&mbar[slot], phase);
-        constexpr int W16 = STAGE / 16, W8 = STAGE / 8, W4 = STAGE / 4;
-        const uint4 *wsl = lw + slot * W16;
-        const uint2 *xsl2 = lx + slot * W8;
-        const uint8_t *ssl = ls + slot * STAGE;
-        const float *xssl = lxs + slot * W4;
-        stage_pair(wsl, xsl2, ssl, xssl, ck_int<0>());
-        stage_pair(wsl, xsl2, ssl, xssl, ck_int<1>());
-        __syncthreads(); /* every warp is done with this slot */
-        const int st = st_begin + slot;
-        if (threadIdx.x == 0 && st + NST < nstages) {
-          fence_proxy_async_smem();
-          issue(st + NST, true, true);
-        }
+      for (int slot = 0; slot < NST; slot++) full_stage(slot, phase, st_begin + slot);
+    }
+    /* the last full stages, fewer than NST (e.g. the 5th of the 5 full stages of a 5376-wide
+     * row with 2 slots), with the same constant addresses instead of the stage loop's
+     * per-stage setup */
+    if (p.variant != 10) {
+#pragma unroll
+      for (int slot = 0; slot + 1 < NST; slot++) {
+        if (st_begin >= nfull) break;
+        full_stage(slot, phase, st_begin);
+        st_begin++;
       }
     }
   }
@@ -503,14 +519,19 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     int rl = idx >> 3, col = idx & 7;
     int src = (rl & 7) * 4 + (col >> 1), slot = ((rl >> 3) << 1) | (col & 1);
     float s = 0.f;
-    for (int w = 0; w < nw; w++) s += red[w][src][slot];
+    if (nw == 4 && p.variant != 10) { /* the decoder's blocks: the same sums, no loop */
+#pragma unroll
+      for (int w = 0; w < 4; w++) s += red[w][src][slot];
+    } else {
+      for (int w = 0; w < nw; w++) s += red[w][src][slot];
+    }
     int64_t row = tile * 16 + rl;
     /* undo x's 2^e, and for nvfp4 the decode's 2^-14 and the scales' 2^10 */
     constexpr int YSH = FMT == CK_NVFP4 ? 14 - CK_NV_SCALE_LOG2 : 0;
     if (p.act) {
-      if (col == 0) fin[rl] = ldexpf(s, YSH - p.xexp[0]);
+      if (col == 0) fin[rl] = ck_scale_pow2(s, YSH - p.xexp[0]);
     } else if (col < p.nb && row < p.rows) {
-      p.y[(int64_t)ks * p.kstride + (int64_t)col * p.ldy + row] = ldexpf(s, YSH - p.xexp[col]);
+      p.y[(int64_t)ks * p.kstride + (int64_t)col * p.ldy + row] = ck_scale_pow2(s, YSH - p.xexp[col]);
     }
   }
   if (p.act) { /* the GeGLU epilogue: the float32 products as dk_geglu reads them from y */
