@@ -440,8 +440,8 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   /* and the mat-vec variant for A/B runs in one build (kernels.h; 0 = the default kernels) */
   const char *qv = getenv("MLXRT_QMV_VARIANT");
   if (qv && *qv && strcmp(qv, "0") && strcmp(qv, "2") && strcmp(qv, "3") && strcmp(qv, "5") && strcmp(qv, "6") &&
-      strcmp(qv, "7") && strcmp(qv, "8") && strcmp(qv, "9")) {
-    mx_fail(err, "MLXRT_QMV_VARIANT=%s: expected 0, 2, 3, 5, 6, 7, 8 or 9", qv);
+      strcmp(qv, "7") && strcmp(qv, "8") && strcmp(qv, "9") && strcmp(qv, "10")) {
+    mx_fail(err, "MLXRT_QMV_VARIANT=%s: expected 0, 2, 3, 5, 6, 7, 8, 9 or 10", qv);
     goto fail;
   }
   ck_set_qmv_variant(qv && *qv ? atoi(qv) : 0);
