@@ -6,7 +6,7 @@
  * one line per case and, per shape and context, the fastest split shape.
  *   mlxrt-attn-bench [--quick]        exit status 1 when any case disagrees with the host
  *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu)
- * MLXRT_ATTN_SCORES=0|1|2 and MLXRT_ATTN_PV=0|1 pick the passes' forms, as the decoder's knobs do.
+ * MLXRT_ATTN_SCORES=0|1|2|3 and MLXRT_ATTN_PV=0|1 pick the passes' forms, as the decoder's knobs do.
  * MLXRT_ATTN_CLUSTER=1 runs the one-launch form (dk_attention_cluster) instead, on the shapes
  * whose keys fit one cluster (the sliding ring, and a full layer in a session of 2048
  * positions), once per position, and also checks the x-prep maxima it writes;

@@ -37,7 +37,7 @@ emu_dim3 blockIdx, gridDim, blockDim;
 pthread_barrier_t emu_block_barrier, emu_warp_barrier[8];
 uint64_t emu_xbuf[8][32];
 uint32_t emu_mma_buf[8][32][6];
-alignas(16) unsigned char emu_dyn_smem[64 * 1024];
+alignas(16) unsigned char emu_dyn_smem[224 * 1024]; /* the bulk-copy scores pass: 3 stages of 16 rows of 4 KB */
 
 /* A pool of AT_THREADS host threads runs one block at a time. */
 static pthread_barrier_t start_b, end_b;
@@ -177,6 +177,21 @@ static int run_case(const Case &c, bool onepass) {
                       att_tc[v].data(), NULL, namax, NULL);
     if (rc) {
       printf("FAIL %s: launch rc=%d\n", tc_name[v], rc);
+      bad = 1;
+    }
+  }
+  /* the tensor-core scores with K streamed by bulk copies (MLXRT_ATTN_SCORES=3; up to 4 KV heads):
+   * the same operations as kpath 2, so the same bits, with and without the p·v on the tensor
+   * cores; a different stale fill of shared memory between the two runs changes nothing */
+  const bool tma = tc && c.nkv <= 4;
+  for (int v = 0; tma && v < 2; v++) {
+    std::vector<uint16_t> att_tma((size_t)nq * hd, 0xffff);
+    memset(emu_dyn_smem, v ? 0xff : 0x7f, sizeof emu_dyn_smem);
+    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys,
+                      v ? 7 : 3, cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(),
+                      att_tma.data(), NULL, namax, NULL);
+    if (rc || att_tma != att_tc[v]) {
+      printf("FAIL %s with K by bulk copies: rc %d, the bits differ from kpath %d\n", tc_name[v], rc, v ? 6 : 2);
       bad = 1;
     }
   }
@@ -321,11 +336,19 @@ int main(int argc, char **argv) {
       {2, 2, 256, 0, 40, 4, false, 32},   {2, 2, 256, 64, 200, 16, false, 32}, {1, 3, 256, 0, 0, 7, true, 32},
       {2, 2, 256, 1024, 1500, 32, true, 32}, {4, 2, 128, 0, 129, 300, false, 32},
   };
+  /* the full layer's 4 KV heads (the bulk-copy scores pass: one block takes all of them), the
+   * newest key in a middle stage of its split, and head dim 256 with a ring (after the sets
+   * above, so that those draw the same random values as before these were added) */
+  const Case tma_cases[] = {
+      {8, 4, 512, 0, 700, 13, false}, {8, 4, 512, 0, 700, 13, true}, {8, 2, 256, 64, 200, 3, false},
+      {8, 3, 256, 0, 40, 1, false},
+  };
   int fails = 0, n = 0;
-  for (int set = 0; set < 2; set++)
+  for (int set = 0; set < 3; set++)
     for (int onepass = 0; onepass < 2; onepass++)
-      for (const Case &c : set ? std::vector<Case>(std::begin(min_key_cases), std::end(min_key_cases))
-                               : std::vector<Case>(std::begin(cases), std::end(cases))) {
+      for (const Case &c : set == 2   ? std::vector<Case>(std::begin(tma_cases), std::end(tma_cases))
+                           : set == 1 ? std::vector<Case>(std::begin(min_key_cases), std::end(min_key_cases))
+                                      : std::vector<Case>(std::begin(cases), std::end(cases))) {
         /* the one-pass kernel's own limit: hd ≤ 128 · dims per thread (8 / 4 / 2 for REP ≤ 4 / 8 / 16) */
         if (onepass && c.hd > 128 * OP_DPT(c.rep)) continue;
         fails += run_case(c, onepass);

@@ -14,6 +14,7 @@
 #include "attention_common.cuh"
 #include "ck_mma.cuh"
 #include "qkv_post.cuh"
+#include "qmv_tc.cuh" /* the mbarrier and bulk-copy primitives */
 
 /* dk_attention_post's q/k/v post step inside the scores kernel: its inputs, and the caches it
  * writes the new position's K and V into (y == NULL: q is read from dk_attention's q) */
@@ -30,6 +31,7 @@ struct at_post {
 #define AT_K_REG 0
 #define AT_K_RING 1
 #define AT_K_TC 2
+#define AT_K_TMA 3 /* the tensor-core form with K streamed by bulk copies (attention_scores_tma.cuh) */
 /* how the p·v kernel forms Σ p·v (dk_attention's kpath bit AT_V_TC_BIT): FMAs key by key, or
  * tensor-core tiles */
 #define AT_V_FMA 0
@@ -285,6 +287,8 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
       ssum[(g * REP + r) * splits + s] = sum[r];
     }
 }
+
+#include "attention_scores_tma.cuh"
 
 #define PV_TILE 256
 /* Up to this many splits the last pv block of a KV head reduces them; above, combine_kernel
@@ -605,8 +609,31 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
     ring_attr_set = true;
   }
 #endif
-  cudaError_t e = ck_launch(scores_fn, dim3(nkv, splits), AT_THREADS, use_ring ? ring_smem : smem, st, q, kc, nkv, hd,
-                            scale, pos, window, sp, ctx_cap, scores, smax, ssum, amax, namax, post);
+  cudaError_t e = cudaSuccess;
+  bool tma = false;
+  if constexpr (REP == 8)
+    /* K streamed by bulk copies (kpath 3): the shapes it takes (GQA 8, head dims 256 and 512,
+     * at most 4 KV heads, no fused post step); other layers keep the register path */
+    if ((kpath & 3) == AT_K_TMA && (hd == 256 || hd == 512) && nkv <= AS_MAX_NKV && !post.p.y) {
+      tma = true;
+      const size_t tsm = as_smem_bytes(nkv, hd);
+      void (*fn)(const float *, const uint16_t *, int, int, float, const int *, int, at_splits, int64_t, float *,
+                 float *, float *, float *, int) = hd == 512 ? scores_tma_kernel<16> : scores_tma_kernel<8>;
+#ifndef CK_EMULATION
+      static size_t attr_set[2] = {0, 0}; /* the dynamic shared memory allowed so far, per instance */
+      size_t &set = attr_set[hd == 512];
+      if (set < tsm) {
+        e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tsm);
+        if (e) return e;
+        set = tsm;
+      }
+#endif
+      e = ck_launch(fn, dim3(splits), AT_THREADS, tsm, st, q, kc, nkv, hd, scale, pos, window, sp, ctx_cap, scores,
+                    smax, ssum, amax, namax);
+    }
+  if (!tma)
+    e = ck_launch(scores_fn, dim3(nkv, splits), AT_THREADS, use_ring ? ring_smem : smem, st, q, kc, nkv, hd, scale,
+                  pos, window, sp, ctx_cap, scores, smax, ssum, amax, namax, post);
   if (e) return e;
   void (*pv)(const uint16_t *, int, int, const int *, int, at_splits, int64_t, const float *, const float *,
              const float *, float *, unsigned *, uint16_t *, float *) =

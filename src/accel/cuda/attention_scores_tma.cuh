@@ -1,0 +1,180 @@
+/* The decode attention's scores pass with K streamed by the bulk-copy engine
+ * (MLXRT_ATTN_SCORES=3; GQA 8, head dims 256 and 512, up to 4 KV heads): one block per split
+ * takes every KV head of its keys, so a key's row — all the heads' K, nkv·hd·2 bytes — is one
+ * contiguous copy, and thread 0 keeps AS_NST stages of AS_KEYS rows in flight on mbarriers
+ * (the mat-vec's pipeline, qmv_tc.cu). The split passes' scores kernel reads K with loads from
+ * its warps, 8 KB per warp in flight, and ran at ~2 TB/s at 32768 keys (65 µs of a full layer's
+ * 132 µs, docs/PERF.md session 18); here one block per SM holds up to 192 KB in flight.
+ *
+ * The arithmetic is scores_kernel's tensor-core form (AT_K_TC) operation for operation: warp g
+ * takes KV head g; per 16 keys lane (gq, t) forms the A operand of keys gq and gq + 8 from its
+ * 16 bytes at dims 32u + 8t of each 32-dim unit u (now from shared memory), the B operand is
+ * the group's eight q rows in the same permuted k order (held in registers), two accumulator
+ * chains added at the end; then the split's max and Σ exp(s − max) per head with the same
+ * block reductions over the same 128 threads. So its scores, maxima and sums are the bits of
+ * MLXRT_ATTN_SCORES=2 (attention_emulate compares them).
+ *
+ * Rows sit AS_PAD bytes apart beyond their length in shared memory (one copy per row), so the
+ * 8 rows a quarter-warp reads fall in different banks. The newest row, which the predecessor
+ * (the q/k/v post step) writes, is not copied: the block loads it with plain loads once that
+ * kernel has completed; every other row was written by earlier steps, so the first stages'
+ * copies are issued before the wait (unless kernels trigger before they wait). */
+
+#define AS_KEYS 16 /* rows per stage: one m16 tile of keys per warp */
+#define AS_NST 3   /* stages in flight */
+#define AS_PAD 64  /* row padding in shared memory (bytes): rows 16 banks apart */
+#define AS_MAX_NKV 4
+
+/* shared memory of the pass: AS_NST stages of AS_KEYS padded rows */
+__host__ __device__ constexpr size_t as_row_stride(int nkv, int hd) { return (size_t)nkv * hd * 2 + AS_PAD; }
+__host__ __device__ constexpr size_t as_smem_bytes(int nkv, int hd) {
+  return (size_t)AS_NST * AS_KEYS * as_row_stride(nkv, hd);
+}
+
+template <int NU>
+__global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
+                                                                float scale, const int *pos_p, int window,
+                                                                at_splits sp, int64_t ctx_cap, float *scores,
+                                                                float *smax, float *ssum, float *amax, int namax) {
+  constexpr int REP = 8;
+  CK_DYNAMIC_SHARED(uint8_t, stage_mem);
+  __shared__ uint64_t mbar[AS_NST];
+  const int s = blockIdx.x, splits = sp.n;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
+  const uint32_t rowb = (uint32_t)nkv * hd * 2;
+  const size_t rs = as_row_stride(nkv, hd);
+  const int64_t kvd = (int64_t)nkv * hd;
+  /* the position is the step's (long complete) unless kernels trigger before they wait */
+  const bool early = !ck_pdl_early_c;
+  int pos = early ? *pos_p : 0, lo = 0, hi = 0;
+  if (early) split_range(pos, window, sp, s, &lo, &hi);
+  int nst = (hi - lo + AS_KEYS - 1) / AS_KEYS;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < AS_NST; i++) mbar_init(&mbar[i], 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  /* thread 0: stage st's rows (all but the newest) into slot st % AS_NST */
+  auto issue = [&](int st) {
+    const int slot = st % AS_NST, j0 = lo + st * AS_KEYS;
+    const int n = hi - j0 < AS_KEYS ? hi - j0 : AS_KEYS;
+    const int copied = n - (j0 <= pos && pos < j0 + n ? 1 : 0);
+    mbar_expect(&mbar[slot], (uint32_t)copied * rowb);
+    uint8_t *dst = stage_mem + (size_t)slot * AS_KEYS * rs;
+    for (int i = 0; i < n; i++) {
+      const int j = j0 + i;
+      if (j == pos) continue;
+      const int64_t sl = window > 0 ? j % window : j;
+      bulk_copy(dst + (size_t)i * rs, kc + sl * kvd, rowb, &mbar[slot]);
+    }
+  };
+  if (early && threadIdx.x == 0)
+    for (int st = 0; st < AS_NST && st < nst; st++) issue(st);
+  ck_pdl_enter();
+  amax_zero(amax, namax);
+  if (!early) {
+    pos = *pos_p;
+    split_range(pos, window, sp, s, &lo, &hi);
+    nst = (hi - lo + AS_KEYS - 1) / AS_KEYS;
+    if (threadIdx.x == 0)
+      for (int st = 0; st < AS_NST && st < nst; st++) issue(st);
+  }
+  if (lo == hi) return; /* past the live splits: nothing reads this split's results */
+  /* warp g's B fragments (KV head g's eight q rows, scores_kernel's order: unit u, lane L: the
+   * bf16 pairs of head L / 4 at dims 32u + 8(L % 4) …), from q as at_stage_q stages it */
+  const int g = warp;
+  const bool active = g < nkv;
+  const float bscale = rb(scale);
+  uint4 qf[NU];
+  if (active) {
+    const float *qh = q + ((int64_t)g * REP + gq) * hd + 8 * t;
+#pragma unroll
+    for (int u = 0; u < NU; u++) {
+      float4 x0 = *reinterpret_cast<const float4 *>(qh + u * 32), x1 = *reinterpret_cast<const float4 *>(qh + u * 32 + 4);
+      if (scale != 1.0f) {
+        x0 = make_float4(rb(__fmul_rn(x0.x, bscale)), rb(__fmul_rn(x0.y, bscale)), rb(__fmul_rn(x0.z, bscale)),
+                         rb(__fmul_rn(x0.w, bscale)));
+        x1 = make_float4(rb(__fmul_rn(x1.x, bscale)), rb(__fmul_rn(x1.y, bscale)), rb(__fmul_rn(x1.z, bscale)),
+                         rb(__fmul_rn(x1.w, bscale)));
+      }
+      qf[u] = make_uint4(bf16_pair(x0.x, x0.y), bf16_pair(x0.z, x0.w), bf16_pair(x1.x, x1.y), bf16_pair(x1.z, x1.w));
+    }
+  }
+  float *sa = scores + (int64_t)(g * REP + 2 * t) * ctx_cap, *sb = sa + ctx_cap;
+  float ma = -INFINITY, mb = -INFINITY;
+  for (int st = 0; st < nst; st++) {
+    const int slot = st % AS_NST, j0 = lo + st * AS_KEYS;
+    uint8_t *base = stage_mem + (size_t)slot * AS_KEYS * rs;
+    mbar_wait(&mbar[slot], (uint32_t)((st / AS_NST) & 1));
+    if (j0 <= pos && pos < j0 + AS_KEYS && pos < hi) { /* the newest row, by plain loads (coherent: L2) */
+      const uint4 *src = reinterpret_cast<const uint4 *>(kc + (window > 0 ? pos % window : pos) * kvd);
+      uint4 *dst = reinterpret_cast<uint4 *>(base + (size_t)(pos - j0) * rs);
+      for (int i = threadIdx.x; i < (int)(rowb / 16); i += blockDim.x) dst[i] = __ldcg(src + i);
+      __syncthreads();
+    }
+    if (active) {
+      const int ka = j0 + gq, kb = ka + 8, ia = ka < hi ? ka - j0 : 0, ib = kb < hi ? kb - j0 : 0;
+      const uint8_t *ra = base + (size_t)ia * rs + (size_t)g * hd * 2 + 16 * t;
+      const uint8_t *rb8 = base + (size_t)ib * rs + (size_t)g * hd * 2 + 16 * t;
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int u0 = 0; u0 < NU; u0 += 8) {
+        uint4 la[8], lb[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+          la[u] = *reinterpret_cast<const uint4 *>(ra + (u0 + u) * 64);
+          lb[u] = *reinterpret_cast<const uint4 *>(rb8 + (u0 + u) * 64);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+          const uint4 b = qf[u0 + u];
+          const uint32_t a0[4] = {la[u].x, lb[u].x, la[u].y, lb[u].y}, a1[4] = {la[u].z, lb[u].z, la[u].w, lb[u].w};
+          at_mma_bf16(c, a0, b.x, b.y);
+          at_mma_bf16(c2, a1, b.z, b.w);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; i++) c[i] += c2[i];
+      if (ka < hi) {
+        const float s0 = rb(c[0]), s1 = rb(c[1]);
+        sa[ka] = s0, sb[ka] = s1;
+        ma = fmaxf(ma, s0), mb = fmaxf(mb, s1);
+      }
+      if (kb < hi) {
+        const float s2 = rb(c[2]), s3 = rb(c[3]);
+        sa[kb] = s2, sb[kb] = s3;
+        ma = fmaxf(ma, s2), mb = fmaxf(mb, s3);
+      }
+    }
+    __syncthreads(); /* every warp is done with this slot */
+    if (threadIdx.x == 0 && st + AS_NST < nst) {
+      fence_proxy_async_smem();
+      issue(st + AS_NST);
+    }
+  }
+  /* per KV head and query head, the split's max and Σ exp(s − max): scores_kernel's block
+   * reductions (the same per-element order for every count of elements), all heads at once */
+  float mx[REP * AS_MAX_NKV], sum[REP * AS_MAX_NKV];
+#pragma unroll
+  for (int i = 0; i < REP * AS_MAX_NKV; i++) {
+    const int r = i % REP;
+    mx[i] = i / REP == g ? (r == 2 * t ? ma : r == 2 * t + 1 ? mb : -INFINITY) : -INFINITY;
+  }
+  block_max_n<REP * AS_MAX_NKV>(mx);
+#pragma unroll
+  for (int i = 0; i < REP * AS_MAX_NKV; i++) {
+    sum[i] = 0.0f;
+    if (i / REP < nkv && mx[i] > -INFINITY) {
+      const float *sc = scores + (int64_t)i * ctx_cap;
+      for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) sum[i] += expf(__fsub_rn(sc[j], mx[i]));
+    }
+  }
+  block_sum_n<REP * AS_MAX_NKV>(sum);
+  if (threadIdx.x == 0)
+#pragma unroll
+    for (int i = 0; i < REP * AS_MAX_NKV; i++)
+      if (i < REP * nkv) {
+        smax[i * splits + s] = mx[i];
+        ssum[i * splits + s] = sum[i];
+      }
+}
