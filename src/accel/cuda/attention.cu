@@ -271,13 +271,19 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
   /* every head's max, then its Σ exp(s − max), each as one block reduction would give it (the
    * REP reductions share their barriers) */
   block_max_n<REP>(mx);
+  /* the group's scores of one key loaded at once (one L2 round trip per key a thread takes, not
+   * one per head and key), each head's sum in the same key order */
   float sum[REP];
 #pragma unroll
-  for (int r = 0; r < REP; r++) {
-    const float *sc = scores + (int64_t)(g * REP + r) * ctx_cap;
-    sum[r] = 0.0f;
-    if (mx[r] > -INFINITY)
-      for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) sum[r] += expf(__fsub_rn(sc[j], mx[r]));
+  for (int r = 0; r < REP; r++) sum[r] = 0.0f;
+  const float *sc = scores + (int64_t)g * REP * ctx_cap;
+  for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+    float v[REP];
+#pragma unroll
+    for (int r = 0; r < REP; r++) v[r] = sc[(int64_t)r * ctx_cap + j];
+#pragma unroll
+    for (int r = 0; r < REP; r++)
+      if (mx[r] > -INFINITY) sum[r] += expf(__fsub_rn(v[r], mx[r]));
   }
   block_sum_n<REP>(sum);
   if (threadIdx.x == 0)

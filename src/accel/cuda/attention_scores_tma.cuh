@@ -22,7 +22,9 @@
 
 #define AS_KEYS 16 /* rows per stage: one m16 tile of keys per warp */
 #define AS_NST 3   /* stages in flight */
-#define AS_PAD 64  /* row padding in shared memory (bytes): rows 16 banks apart */
+#ifndef AS_PAD
+#define AS_PAD 64 /* row padding in shared memory (bytes): rows 16 banks apart */
+#endif
 #define AS_MAX_NKV 4
 
 /* shared memory of the pass: AS_NST stages of AS_KEYS padded rows */
@@ -61,6 +63,10 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
     const int copied = n - (j0 <= pos && pos < j0 + n ? 1 : 0);
     mbar_expect(&mbar[slot], (uint32_t)copied * rowb);
     uint8_t *dst = stage_mem + (size_t)slot * AS_KEYS * rs;
+    if (AS_PAD == 0 && window == 0 && copied == n) { /* unpadded rows: the stage in one copy */
+      bulk_copy(dst, kc + (int64_t)j0 * kvd, (uint32_t)n * rowb, &mbar[slot]);
+      return;
+    }
     for (int i = 0; i < n; i++) {
       const int j = j0 + i;
       if (j == pos) continue;
@@ -161,13 +167,17 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
     mx[i] = i / REP == g ? (r == 2 * t ? ma : r == 2 * t + 1 ? mb : -INFINITY) : -INFINITY;
   }
   block_max_n<REP * AS_MAX_NKV>(mx);
+  /* every head's scores of one key loaded at once (one L2 round trip per key a thread takes,
+   * not one per head and key), each head's sum in the same key order */
 #pragma unroll
-  for (int i = 0; i < REP * AS_MAX_NKV; i++) {
-    sum[i] = 0.0f;
-    if (i / REP < nkv && mx[i] > -INFINITY) {
-      const float *sc = scores + (int64_t)i * ctx_cap;
-      for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) sum[i] += expf(__fsub_rn(sc[j], mx[i]));
-    }
+  for (int i = 0; i < REP * AS_MAX_NKV; i++) sum[i] = 0.0f;
+  for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+    float v[REP * AS_MAX_NKV];
+#pragma unroll
+    for (int i = 0; i < REP * AS_MAX_NKV; i++) v[i] = i / REP < nkv ? scores[(int64_t)i * ctx_cap + j] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < REP * AS_MAX_NKV; i++)
+      if (i / REP < nkv && mx[i] > -INFINITY) sum[i] += expf(__fsub_rn(v[i], mx[i]));
   }
   block_sum_n<REP * AS_MAX_NKV>(sum);
   if (threadIdx.x == 0)
