@@ -32,7 +32,6 @@ struct at_post {
 #define AT_K_RING 1
 #define AT_K_TC 2
 #define AT_K_TMA 3 /* the tensor-core form with K streamed by bulk copies (attention_scores_tma.cuh) */
-#define AT_K_INTER 8 /* kpath bit: ... with each split's keys interleaved in chunks (an experiment) */
 /* how the p·v kernel forms Σ p·v (dk_attention's kpath bit AT_V_TC_BIT): FMAs key by key, or
  * tensor-core tiles */
 #define AT_V_FMA 0
@@ -361,7 +360,7 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
                                                         const int *pos_p, int window, at_splits sp,
                                                         int64_t ctx_cap, const float *scores,
                                                         const float *smax, const float *ssum, float *pacc,
-                                                        unsigned *count, uint16_t *att, float *amax, int all_stats) {
+                                                        unsigned *count, uint16_t *att, float *amax) {
   at_prefetch_split(vc, nkv, hd, pos_p, window, sp);
   ck_pdl_enter();
   __shared__ float ps[REP][PV_TILE];
@@ -371,9 +370,6 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
   split_range(pos, window, sp, s, &lo, &hi);
   if (lo == hi) return; /* past the live splits (the reductions below read only those) */
   const int live = live_splits(pos, window, sp);
-  /* the statistics combined: the live splits', or every split's when the scores pass dealt its
-   * keys in chunks (AT_K_INTER: empty splits hold −∞ and 0, so they add nothing) */
-  const int nstat = all_stats ? splits : live;
   { /* each head's M and total: a warp per head, its lanes over the splits (one thread per
      * head looped over every split alone: ~2·splits dependent loads before any work); a warp
      * with several heads (GQA 8: two) runs them side by side, so their loads are in flight
@@ -384,14 +380,14 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
 #pragma unroll
     for (int k = 0; k < RW; k++) m[k] = -INFINITY, total[k] = 0.0f;
 #pragma unroll 4
-    for (int i = lane; i < nstat; i += 32)
+    for (int i = lane; i < live; i += 32)
 #pragma unroll
       for (int k = 0; k < RW; k++)
         if (warp + k * NW < REP) m[k] = fmaxf(m[k], smax[(g * REP + warp + k * NW) * splits + i]);
 #pragma unroll
     for (int k = 0; k < RW; k++) m[k] = warp_max(m[k]);
 #pragma unroll 4
-    for (int i = lane; i < nstat; i += 32)
+    for (int i = lane; i < live; i += 32)
 #pragma unroll
       for (int k = 0; k < RW; k++) {
         if (warp + k * NW >= REP) continue;
@@ -627,14 +623,11 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
     if ((kpath & 3) == AT_K_TMA && (hd == 256 || hd == 512) && nkv <= AS_MAX_NKV && !post.p.y) {
       tma = true;
       const size_t tsm = as_smem_bytes(nkv, hd);
-      const bool inter = kpath & AT_K_INTER;
       void (*fn)(const float *, const uint16_t *, int, int, float, const int *, int, at_splits, int64_t, float *,
-                 float *, float *, float *, int) =
-          hd == 512 ? (inter ? scores_tma_kernel<16, true> : scores_tma_kernel<16, false>)
-                    : (inter ? scores_tma_kernel<8, true> : scores_tma_kernel<8, false>);
+                 float *, float *, float *, int) = hd == 512 ? scores_tma_kernel<16> : scores_tma_kernel<8>;
 #ifndef CK_EMULATION
-      static size_t attr_set[4] = {0, 0, 0, 0}; /* the dynamic shared memory allowed so far, per instance */
-      size_t &set = attr_set[(hd == 512) + 2 * inter];
+      static size_t attr_set[2] = {0, 0}; /* the dynamic shared memory allowed so far, per instance */
+      size_t &set = attr_set[hd == 512];
       if (set < tsm) {
         e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tsm);
         if (e) return e;
@@ -649,7 +642,7 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
                   pos, window, sp, ctx_cap, scores, smax, ssum, amax, namax, post);
   if (e) return e;
   void (*pv)(const uint16_t *, int, int, const int *, int, at_splits, int64_t, const float *, const float *,
-             const float *, float *, unsigned *, uint16_t *, float *, int) =
+             const float *, float *, unsigned *, uint16_t *, float *) =
       dpt == 1   ? pv_kernel<REP, 1, AT_V_FMA>
       : dpt == 2 ? pv_kernel<REP, 2, AT_V_FMA>
       : dpt == 4 ? pv_kernel<REP, 4, AT_V_FMA>
@@ -658,7 +651,7 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
     if ((kpath & AT_V_TC_BIT) && (hd == 256 || hd == 512))
       pv = hd == 512 ? pv_kernel<8, 4, AT_V_TC> : pv_kernel<8, 2, AT_V_TC>;
   e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, pos, window, sp, ctx_cap, scores, smax,
-                ssum, pacc, count, att, amax, (int)(tma && (kpath & AT_K_INTER)));
+                ssum, pacc, count, att, amax);
   if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;
   return ck_launch(combine_kernel, dim3(nkv * REP, (hd + 31) / 32), AT_THREADS, 0, st, pacc, pos, window, sp, hd,
                    att, amax);

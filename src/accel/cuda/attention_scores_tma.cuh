@@ -33,14 +33,7 @@ __host__ __device__ constexpr size_t as_smem_bytes(int nkv, int hd) {
   return (size_t)AS_NST * AS_KEYS * as_row_stride(nkv, hd);
 }
 
-/* INTER (kpath bit AT_K_INTER, MLXRT_ATTN_SCORES=4; an experiment): instead of one contiguous
- * range per split, the live keys in chunks of AS_KEYS dealt to the blocks in turn (block s takes
- * chunks s, s + n, s + 2n, …), so that at any moment the blocks read neighbouring rows — the
- * mat-vec's access pattern — instead of n separate ranges (the hypothesis of docs/PERF.md
- * session 18). Each split's statistics are then over its chunks; a block without keys writes
- * −∞ and 0, and the p·v pass combines all n splits' statistics (the same M and total as over
- * the live ones alone when the partition is contiguous: empty splits add nothing). */
-template <int NU, bool INTER>
+template <int NU>
 __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
                                                                 float scale, const int *pos_p, int window,
                                                                 at_splits sp, int64_t ctx_cap, float *scores,
@@ -55,24 +48,9 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
   const int64_t kvd = (int64_t)nkv * hd;
   /* the position is the step's (long complete) unless kernels trigger before they wait */
   const bool early = !ck_pdl_early_c;
-  int pos = early ? *pos_p : 0, lo = 0, hi = 0, first = 0, nst = 0;
-  /* the keys [a, b) of stage st: a contiguous split's 16 at a time, or (INTER) chunk s + st·n */
-  auto stage_range = [&](int st, int *a, int *b) {
-    *a = INTER ? first + AS_KEYS * (s + st * splits) : lo + st * AS_KEYS;
-    const int end = INTER ? pos + 1 : hi;
-    *b = *a + AS_KEYS < end ? *a + AS_KEYS : end;
-  };
-  auto layout = [&]() {
-    if (INTER) {
-      first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-      const int chunks = (pos - first + AS_KEYS) / AS_KEYS;
-      nst = s < chunks ? (chunks - 1 - s) / splits + 1 : 0;
-    } else {
-      split_range(pos, window, sp, s, &lo, &hi);
-      nst = (hi - lo + AS_KEYS - 1) / AS_KEYS;
-    }
-  };
-  if (early) layout();
+  int pos = early ? *pos_p : 0, lo = 0, hi = 0;
+  if (early) split_range(pos, window, sp, s, &lo, &hi);
+  int nst = (hi - lo + AS_KEYS - 1) / AS_KEYS;
   if (threadIdx.x == 0) {
     for (int i = 0; i < AS_NST; i++) mbar_init(&mbar[i], 1);
     mbar_init_fence();
@@ -80,9 +58,8 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
   __syncthreads();
   /* thread 0: stage st's rows (all but the newest) into slot st % AS_NST */
   auto issue = [&](int st) {
-    int j0, jend;
-    stage_range(st, &j0, &jend);
-    const int slot = st % AS_NST, n = jend - j0;
+    const int slot = st % AS_NST, j0 = lo + st * AS_KEYS;
+    const int n = hi - j0 < AS_KEYS ? hi - j0 : AS_KEYS;
     const int copied = n - (j0 <= pos && pos < j0 + n ? 1 : 0);
     mbar_expect(&mbar[slot], (uint32_t)copied * rowb);
     uint8_t *dst = stage_mem + (size_t)slot * AS_KEYS * rs;
@@ -103,11 +80,12 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
   amax_zero(amax, namax);
   if (!early) {
     pos = *pos_p;
-    layout();
+    split_range(pos, window, sp, s, &lo, &hi);
+    nst = (hi - lo + AS_KEYS - 1) / AS_KEYS;
     if (threadIdx.x == 0)
       for (int st = 0; st < AS_NST && st < nst; st++) issue(st);
   }
-  if (!INTER && lo == hi) return; /* past the live splits: nothing reads this split's results */
+  if (lo == hi) return; /* past the live splits: nothing reads this split's results */
   /* warp g's B fragments (KV head g's eight q rows, scores_kernel's order: unit u, lane L: the
    * bf16 pairs of head L / 4 at dims 32u + 8(L % 4) …), from q as at_stage_q stages it */
   const int g = warp;
@@ -131,19 +109,17 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
   float *sa = scores + (int64_t)(g * REP + 2 * t) * ctx_cap, *sb = sa + ctx_cap;
   float ma = -INFINITY, mb = -INFINITY;
   for (int st = 0; st < nst; st++) {
-    int j0, hi_s;
-    stage_range(st, &j0, &hi_s);
-    const int slot = st % AS_NST;
+    const int slot = st % AS_NST, j0 = lo + st * AS_KEYS;
     uint8_t *base = stage_mem + (size_t)slot * AS_KEYS * rs;
     mbar_wait(&mbar[slot], (uint32_t)((st / AS_NST) & 1));
-    if (j0 <= pos && pos < hi_s) { /* the newest row, by plain loads (coherent: L2) */
+    if (j0 <= pos && pos < j0 + AS_KEYS && pos < hi) { /* the newest row, by plain loads (coherent: L2) */
       const uint4 *src = reinterpret_cast<const uint4 *>(kc + (window > 0 ? pos % window : pos) * kvd);
       uint4 *dst = reinterpret_cast<uint4 *>(base + (size_t)(pos - j0) * rs);
       for (int i = threadIdx.x; i < (int)(rowb / 16); i += blockDim.x) dst[i] = __ldcg(src + i);
       __syncthreads();
     }
     if (active) {
-      const int ka = j0 + gq, kb = ka + 8, ia = ka < hi_s ? ka - j0 : 0, ib = kb < hi_s ? kb - j0 : 0;
+      const int ka = j0 + gq, kb = ka + 8, ia = ka < hi ? ka - j0 : 0, ib = kb < hi ? kb - j0 : 0;
       const uint8_t *ra = base + (size_t)ia * rs + (size_t)g * hd * 2 + 16 * t;
       const uint8_t *rb8 = base + (size_t)ib * rs + (size_t)g * hd * 2 + 16 * t;
       float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -165,12 +141,12 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
       }
 #pragma unroll
       for (int i = 0; i < 4; i++) c[i] += c2[i];
-      if (ka < hi_s) {
+      if (ka < hi) {
         const float s0 = rb(c[0]), s1 = rb(c[1]);
         sa[ka] = s0, sb[ka] = s1;
         ma = fmaxf(ma, s0), mb = fmaxf(mb, s1);
       }
-      if (kb < hi_s) {
+      if (kb < hi) {
         const float s2 = rb(c[2]), s3 = rb(c[3]);
         sa[kb] = s2, sb[kb] = s3;
         ma = fmaxf(ma, s2), mb = fmaxf(mb, s3);
@@ -195,15 +171,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
    * not one per head and key), each head's sum in the same key order */
 #pragma unroll
   for (int i = 0; i < REP * AS_MAX_NKV; i++) sum[i] = 0.0f;
-  int nk = hi - lo; /* the split's keys, the q-th at key_of(q) */
-  if (INTER && nst) {
-    int a, b;
-    stage_range(nst - 1, &a, &b);
-    nk = (nst - 1) * AS_KEYS + (b - a);
-  }
-  auto key_of = [&](int q) { return INTER ? first + AS_KEYS * (s + (q / AS_KEYS) * splits) + q % AS_KEYS : lo + q; };
-  for (int q = threadIdx.x; q < nk; q += blockDim.x) {
-    const int j = key_of(q);
+  for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) {
     float v[REP * AS_MAX_NKV];
 #pragma unroll
     for (int i = 0; i < REP * AS_MAX_NKV; i++) v[i] = i / REP < nkv ? scores[(int64_t)i * ctx_cap + j] : 0.0f;

@@ -66,19 +66,12 @@ int dk_logits_blocks(int64_t V);
  * first few hold keys — then reduced): att[h·hd + d] bf16. kpath (experiments besides 0):
  * bits 0–1 (MLXRT_ATTN_SCORES), how the scores pass reads K — 0 through registers; 1 through
  * a shared-memory ring filled by cp.async (the same bits as 0); 2 into tensor-core fragments;
- * 3 the same with K streamed by bulk copies, a block per split for all KV heads (the bits of
- * 2; up to 4 KV heads); bit 8 with 3, each split's keys interleaved in 16-key chunks (another
- * grouping of the softmax's sums); bit 4 (MLXRT_ATTN_PV=1), p·v on the tensor cores. The
- * tensor-core forms take GQA 8 at head dims 256 / 512 (others run the FMA path) and sum in
- * float32 in another order: a result may move by one bf16 step. Scratch: scores[nq·ctx_cap],
+ * bit 4 (MLXRT_ATTN_PV=1), p·v on the tensor cores. The tensor-core forms take GQA 8 at head
+ * dims 256 / 512 (others run the FMA path) and sum in float32 in another order: a result may
+ * move by one bf16 step. Scratch: scores[nq·ctx_cap],
  * smax/ssum[nq·splits], pacc[nq·splits·hd], count[nq] (zeroed once). amax (NULL: none): the
  * activation maxima the next product's x prep reads (ck_xprep_premax): amax[0] = max |att|,
  * amax[1..namax) = 0 — the values ck_xprep's max pass would give, without its launch. */
-/* kpath from the knobs: MLXRT_ATTN_SCORES=0…4 (4: the bulk-copy form with interleaved splits,
- * kpath 3 | 8) and MLXRT_ATTN_PV=0|1 */
-static inline int dk_attn_kpath(int scores_knob, int pv_tc) {
-  return (scores_knob == 4 ? 3 | 8 : scores_knob) | (pv_tc ? 4 : 0);
-}
 int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
                  float scale, const int *pos, int window, int splits, int min_keys, int kpath, int64_t ctx_cap,
                  float *scores, float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax,
