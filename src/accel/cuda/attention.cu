@@ -77,6 +77,43 @@ __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
   return (uint32_t)ck_f32_to_bf16(lo) | (uint32_t)ck_f32_to_bf16(hi) << 16;
 }
 
+/* The tensor-core scores of 16 keys (rows gq and gq + 8 of lane (gq, t)'s A operand) against
+ * the group's eight q rows: per 32-dim unit u, load_a(u, a, b) gives the lane's 16 bytes of its
+ * two keys and load_b(u) its B fragment (the k order permuted alike in both). Two accumulator
+ * chains (each unit's first and second 16 dims), added at the end: 16 dependent mmas per chain
+ * instead of 32. The keys below hi get their bf16 scores stored (heads 2t, 2t + 1 at sa, sb)
+ * and folded into the running maxima. */
+template <int NU, typename LA, typename LB>
+__device__ __forceinline__ void at_tc_keys(LA load_a, LB load_b, int ka, int kb, int hi, float *sa, float *sb,
+                                           float &ma, float &mb) {
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int u0 = 0; u0 < NU; u0 += 8) { /* eight units' loads, then their mmas (ptxas interleaves: ~5 ahead) */
+    uint4 la[8], lb[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) load_a(u0 + u, la[u], lb[u]);
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const uint4 b = load_b(u0 + u);
+      const uint32_t a0[4] = {la[u].x, lb[u].x, la[u].y, lb[u].y}, a1[4] = {la[u].z, lb[u].z, la[u].w, lb[u].w};
+      at_mma_bf16(c, a0, b.x, b.y);
+      at_mma_bf16(c2, a1, b.z, b.w);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++) c[i] += c2[i];
+  if (ka < hi) {
+    const float s0 = rb(c[0]), s1 = rb(c[1]);
+    sa[ka] = s0, sb[ka] = s1;
+    ma = fmaxf(ma, s0), mb = fmaxf(mb, s1);
+  }
+  if (kb < hi) {
+    const float s2 = rb(c[2]), s3 = rb(c[3]);
+    sa[kb] = s2, sb[kb] = s3;
+    ma = fmaxf(ma, s2), mb = fmaxf(mb, s3);
+  }
+}
+
 /* grid (nkv, splits): the REP query heads of KV head g over the split's keys. Each warp
  * takes KPI keys at a time; a lane holds 8 consecutive dims of each 256-dim chunk (one
  * 16-byte load per key and chunk), so K is read once, coalesced, for all REP heads. */
@@ -161,37 +198,12 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
       const int ka = j0 + gq, kb = ka + 8, ja = ka < hi ? ka : j0, jb = kb < hi ? kb : j0;
       const uint16_t *ra = kc + (window > 0 ? ja % window : ja) * kvd + (int64_t)g * hd + 8 * t;
       const uint16_t *rb8 = kc + (window > 0 ? jb % window : jb) * kvd + (int64_t)g * hd + 8 * t;
-      /* two accumulator chains (each unit's first and second 16 dims), added at the end: 16
-       * dependent mmas per chain instead of 32 */
-      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int u0 = 0; u0 < NU; u0 += 8) { /* eight units' loads, then their mmas (ptxas interleaves: ~5 ahead) */
-        uint4 la[8], lb[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-          la[u] = __ldg(reinterpret_cast<const uint4 *>(ra + (u0 + u) * 32));
-          lb[u] = __ldg(reinterpret_cast<const uint4 *>(rb8 + (u0 + u) * 32));
-        }
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-          const uint4 b = qf[(u0 + u) * 32 + lane];
-          const uint32_t a0[4] = {la[u].x, lb[u].x, la[u].y, lb[u].y}, a1[4] = {la[u].z, lb[u].z, la[u].w, lb[u].w};
-          at_mma_bf16(c, a0, b.x, b.y);
-          at_mma_bf16(c2, a1, b.z, b.w);
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; i++) c[i] += c2[i];
-      if (ka < hi) {
-        const float s0 = rb(c[0]), s1 = rb(c[1]);
-        sa[ka] = s0, sb[ka] = s1;
-        ma = fmaxf(ma, s0), mb = fmaxf(mb, s1);
-      }
-      if (kb < hi) {
-        const float s2 = rb(c[2]), s3 = rb(c[3]);
-        sa[kb] = s2, sb[kb] = s3;
-        ma = fmaxf(ma, s2), mb = fmaxf(mb, s3);
-      }
+      at_tc_keys<NU>(
+          [&](int u, uint4 &a, uint4 &b) {
+            a = __ldg(reinterpret_cast<const uint4 *>(ra + u * 32));
+            b = __ldg(reinterpret_cast<const uint4 *>(rb8 + u * 32));
+          },
+          [&](int u) { return qf[u * 32 + lane]; }, ka, kb, hi, sa, sb, ma, mb);
     }
 #pragma unroll
     for (int r = 0; r < REP; r++) mx[r] = r == 2 * t ? ma : r == 2 * t + 1 ? mb : -INFINITY;

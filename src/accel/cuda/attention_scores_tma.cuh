@@ -122,35 +122,12 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
       const int ka = j0 + gq, kb = ka + 8, ia = ka < hi ? ka - j0 : 0, ib = kb < hi ? kb - j0 : 0;
       const uint8_t *ra = base + (size_t)ia * rs + (size_t)g * hd * 2 + 16 * t;
       const uint8_t *rb8 = base + (size_t)ib * rs + (size_t)g * hd * 2 + 16 * t;
-      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int u0 = 0; u0 < NU; u0 += 8) {
-        uint4 la[8], lb[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-          la[u] = *reinterpret_cast<const uint4 *>(ra + (u0 + u) * 64);
-          lb[u] = *reinterpret_cast<const uint4 *>(rb8 + (u0 + u) * 64);
-        }
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-          const uint4 b = qf[u0 + u];
-          const uint32_t a0[4] = {la[u].x, lb[u].x, la[u].y, lb[u].y}, a1[4] = {la[u].z, lb[u].z, la[u].w, lb[u].w};
-          at_mma_bf16(c, a0, b.x, b.y);
-          at_mma_bf16(c2, a1, b.z, b.w);
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; i++) c[i] += c2[i];
-      if (ka < hi) {
-        const float s0 = rb(c[0]), s1 = rb(c[1]);
-        sa[ka] = s0, sb[ka] = s1;
-        ma = fmaxf(ma, s0), mb = fmaxf(mb, s1);
-      }
-      if (kb < hi) {
-        const float s2 = rb(c[2]), s3 = rb(c[3]);
-        sa[kb] = s2, sb[kb] = s3;
-        ma = fmaxf(ma, s2), mb = fmaxf(mb, s3);
-      }
+      at_tc_keys<NU>(
+          [&](int u, uint4 &a, uint4 &b) {
+            a = *reinterpret_cast<const uint4 *>(ra + u * 64);
+            b = *reinterpret_cast<const uint4 *>(rb8 + u * 64);
+          },
+          [&](int u) { return qf[u]; }, ka, kb, hi, sa, sb, ma, mb);
     }
     __syncthreads(); /* every warp is done with this slot */
     if (threadIdx.x == 0 && st + AS_NST < nst) {
