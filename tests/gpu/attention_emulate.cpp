@@ -181,17 +181,16 @@ static int run_case(const Case &c, bool onepass) {
     }
   }
   /* the tensor-core scores with K streamed by bulk copies (MLXRT_ATTN_SCORES=3; up to 4 KV heads):
-   * the same operations as kpath 2, so the same bits, with and without the p·v on the tensor
-   * cores; a different stale fill of shared memory between the two runs changes nothing */
-  const bool tma = tc && c.nkv <= 4;
-  for (int v = 0; tma && v < 2; v++) {
+   * the same operations as kpath 2, so the same bits (the p·v pass after it is kpath 2's); stale
+   * shared memory filled with a NaN pattern, which no used value may read */
+  if (tc && c.nkv <= 4) {
     std::vector<uint16_t> att_tma((size_t)nq * hd, 0xffff);
-    memset(emu_dyn_smem, v ? 0xff : 0x7f, sizeof emu_dyn_smem);
-    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys,
-                      v ? 7 : 3, cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(),
-                      att_tma.data(), NULL, namax, NULL);
-    if (rc || att_tma != att_tc[v]) {
-      printf("FAIL %s with K by bulk copies: rc %d, the bits differ from kpath %d\n", tc_name[v], rc, v ? 6 : 2);
+    memset(emu_dyn_smem, 0xff, sizeof emu_dyn_smem);
+    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 3,
+                      cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att_tma.data(), NULL,
+                      namax, NULL);
+    if (rc || att_tma != att_tc[0]) {
+      printf("FAIL %s with K by bulk copies: rc %d, the bits differ from kpath 2\n", tc_name[0], rc);
       bad = 1;
     }
   }
@@ -340,7 +339,7 @@ int main(int argc, char **argv) {
    * newest key in a middle stage of its split, and head dim 256 with a ring (after the sets
    * above, so that those draw the same random values as before these were added) */
   const Case tma_cases[] = {
-      {8, 4, 512, 0, 700, 13, false}, {8, 4, 512, 0, 700, 13, true}, {8, 2, 256, 64, 200, 3, false},
+      {8, 4, 512, 0, 300, 7, false}, {8, 4, 256, 0, 100, 5, true}, {8, 2, 256, 64, 200, 3, false},
       {8, 3, 256, 0, 40, 1, false},
   };
   int fails = 0, n = 0;
