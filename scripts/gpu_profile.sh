@@ -30,7 +30,10 @@
 #      per setting in ATTNB_ENVS.
 #   ncuattnb (not in the default list; NCU_KREGEX: the kernels' name regex, NCU_TAG: a log-name
 #      suffix): ncu on mlxrt-attn-bench --case for each
-#      SHAPE:POS:SPLITS:MIN_KEYS in ATTNB_CASES (default full:32767:128:1).
+#      SHAPE:POS:SPLITS:MIN_KEYS in ATTNB_CASES (default full:32767:128:1); NCU_SOURCE=1 also
+#      writes each kernel's source counters (SASS, stall samples per instruction) as CSV.
+#   probe (not in the default list): mlxrt-stream-probe, what each bulk-copy pipeline shape
+#      streams next to plain loads (probe.log).
 #   attn (not in the default list): tg128 at depths 0/4096/32768 for each decode-attention split
 #      shape KEYS:BLOCKS_PER_SM:MAX_SPLITS in ATTN_CONFIGS.
 #   onepass (not in the default list): the one-pass decode attention (MLXRT_ATTN_ONEPASS=1) on the
@@ -94,7 +97,7 @@ stamp "source hash $(bash scripts/source_hash.sh) (scripts/source_hash.sh on a c
 if has build; then
   stamp "build (-j$JOBS)"
   gpu_build "$BUILD" "$OUT/build.log" mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-decode-real mlxrt-cuda-test \
-    mlxrt-attn-bench mlxrt-chain-bench || exit 1
+    mlxrt-attn-bench mlxrt-chain-bench mlxrt-stream-probe || exit 1
 fi
 DT="$BUILD/mlxrt-decode-test"
 rc=0
@@ -222,7 +225,18 @@ if has ncuattnb && command -v ncu >/dev/null; then
     grep -E "_kernel|Duration|DRAM Throughput|issue_active|warps_active|inst_executed|Registers Per|Achieved Occ|Theoretical Occ" \
       "$OUT/ncu_attnb_$cs$cp${NCU_TAG:-}.log" | sed 's/  */ /g' | head -40
     grep -E "issue_stalled" "$OUT/ncu_attnb_$cs$cp${NCU_TAG:-}.log" | awk '$NF > 0.3 {print $NF, $1}' | head -30
+    if [ "${NCU_SOURCE:-0}" = 1 ]; then
+      timeout 300 ncu --clock-control none -k "regex:${NCU_KREGEX:-(scores|pv|combine)_kernel}" -c 2 \
+        --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+        "$BUILD/mlxrt-attn-bench" --case "$cs" "$cp" "$cn" "$cm" >"$OUT/ncu_src_$cs$cp${NCU_TAG:-}.csv" 2>&1
+      wc -l "$OUT/ncu_src_$cs$cp${NCU_TAG:-}.csv"
+    fi
   done
+fi
+if has probe; then
+  stamp "bulk-copy streaming probe"
+  timeout 120 "$BUILD/mlxrt-stream-probe" >"$OUT/probe.log" 2>&1 || rc=1
+  cat "$OUT/probe.log"
 fi
 if has attn; then
   # decode attention's split shape: tg128 at depths 0/4096/32768 for each KEYS:BLOCKS:MAX in

@@ -82,10 +82,10 @@ __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
  * two keys and load_b(u) its B fragment (the k order permuted alike in both). Two accumulator
  * chains (each unit's first and second 16 dims), added at the end: 16 dependent mmas per chain
  * instead of 32. The keys below hi get their bf16 scores stored (heads 2t, 2t + 1 at sa, sb)
- * and folded into the running maxima. */
-template <int NU, typename LA, typename LB>
+ * and passed to fold(s_2t, s_2t+1) (the running maxima, or the running softmax statistics). */
+template <int NU, typename LA, typename LB, typename FOLD>
 __device__ __forceinline__ void at_tc_keys(LA load_a, LB load_b, int ka, int kb, int hi, float *sa, float *sb,
-                                           float &ma, float &mb) {
+                                           FOLD fold) {
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
   for (int u0 = 0; u0 < NU; u0 += 8) { /* eight units' loads, then their mmas (ptxas interleaves: ~5 ahead) */
@@ -105,12 +105,12 @@ __device__ __forceinline__ void at_tc_keys(LA load_a, LB load_b, int ka, int kb,
   if (ka < hi) {
     const float s0 = rb(c[0]), s1 = rb(c[1]);
     sa[ka] = s0, sb[ka] = s1;
-    ma = fmaxf(ma, s0), mb = fmaxf(mb, s1);
+    fold(s0, s1);
   }
   if (kb < hi) {
     const float s2 = rb(c[2]), s3 = rb(c[3]);
     sa[kb] = s2, sb[kb] = s3;
-    ma = fmaxf(ma, s2), mb = fmaxf(mb, s3);
+    fold(s2, s3);
   }
 }
 
@@ -203,7 +203,8 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
             a = __ldg(reinterpret_cast<const uint4 *>(ra + u * 32));
             b = __ldg(reinterpret_cast<const uint4 *>(rb8 + u * 32));
           },
-          [&](int u) { return qf[u * 32 + lane]; }, ka, kb, hi, sa, sb, ma, mb);
+          [&](int u) { return qf[u * 32 + lane]; }, ka, kb, hi, sa, sb,
+          [&](float x, float y) { ma = fmaxf(ma, x), mb = fmaxf(mb, y); });
     }
 #pragma unroll
     for (int r = 0; r < REP; r++) mx[r] = r == 2 * t ? ma : r == 2 * t + 1 ? mb : -INFINITY;

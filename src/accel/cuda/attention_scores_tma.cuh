@@ -6,13 +6,19 @@
  * its warps, 8 KB per warp in flight, and ran at ~2 TB/s at 32768 keys (65 µs of a full layer's
  * 132 µs, docs/PERF.md session 18); here one block per SM holds up to 192 KB in flight.
  *
- * The arithmetic is scores_kernel's tensor-core form (AT_K_TC) operation for operation: warp g
+ * The scores are scores_kernel's tensor-core form (AT_K_TC) operation for operation: warp g
  * takes KV head g; per 16 keys lane (gq, t) forms the A operand of keys gq and gq + 8 from its
  * 16 bytes at dims 32u + 8t of each 32-dim unit u (now from shared memory), the B operand is
  * the group's eight q rows in the same permuted k order (held in registers), two accumulator
- * chains added at the end; then the split's max and Σ exp(s − max) per head with the same
- * block reductions over the same 128 threads. So its scores, maxima and sums are the bits of
- * MLXRT_ATTN_SCORES=2 (attention_emulate compares them).
+ * chains added at the end. So its scores and split maxima are the bits of MLXRT_ATTN_SCORES=2
+ * (attention_emulate compares them). The split's Σ exp(s − max) is not a second pass over the
+ * stored scores: each lane keeps its two heads' running max m and l = Σ exp(s − m) as the scores
+ * come (l rescaled by exp(m_old − m_new) when the max grows), and each warp merges its lanes'
+ * (m, l) by a butterfly — the sum in another order and with those rescalings, so within a few
+ * float32 ulps of form 2's (attention_emulate holds it to 1e-5), not its bits. Measured (ncu,
+ * 32767 keys, 132 splits; docs/PERF.md session 19): the second pass — the block's own scores
+ * read back from the L2 behind the other blocks' streams, two 32-head block reductions from a
+ * cold instruction cache — took ~30 % of the kernel, the q fragments' 16 dependent loads ~23 %.
  *
  * Rows sit AS_PAD bytes apart beyond their length in shared memory (one copy per row), so the
  * 8 rows a quarter-warp reads fall in different banks. The newest row, which the predecessor
@@ -31,6 +37,23 @@
 __host__ __device__ constexpr size_t as_row_stride(int nkv, int hd) { return (size_t)nkv * hd * 2 + AS_PAD; }
 __host__ __device__ constexpr size_t as_smem_bytes(int nkv, int hd) {
   return (size_t)AS_NST * AS_KEYS * as_row_stride(nkv, hd);
+}
+
+/* One score s into a running max m and l = Σ exp(x − m) (l rescaled when the max grows). */
+__device__ __forceinline__ void as_online(float &m, float &l, float s) {
+  const float n = fmaxf(m, s);
+  l = fmaf(l, expf(__fsub_rn(m, n)), expf(__fsub_rn(s, n)));
+  m = n;
+}
+/* (m, l) merged with another lane's (m2, l2) — symmetric, so both lanes of a butterfly agree;
+ * a side without scores (m = −∞) adds nothing */
+__device__ __forceinline__ void as_merge(float &m, float &l, float m2, float l2) {
+  const float n = fmaxf(m, m2);
+  if (n == -INFINITY) return;
+  const float a = m == -INFINITY ? 0.0f : __fmul_rn(l, expf(__fsub_rn(m, n)));
+  const float b = m2 == -INFINITY ? 0.0f : __fmul_rn(l2, expf(__fsub_rn(m2, n)));
+  l = __fadd_rn(a, b);
+  m = n;
 }
 
 template <int NU>
@@ -93,10 +116,21 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
   const float bscale = rb(scale);
   uint4 qf[NU];
   if (active) {
+    /* eight units' loads in flight at a time (one at a time, each waited behind the K stream
+     * the early copies started: ~23 % of the kernel) */
     const float *qh = q + ((int64_t)g * REP + gq) * hd + 8 * t;
 #pragma unroll
-    for (int u = 0; u < NU; u++) {
-      float4 x0 = *reinterpret_cast<const float4 *>(qh + u * 32), x1 = *reinterpret_cast<const float4 *>(qh + u * 32 + 4);
+    for (int u0 = 0; u0 < NU; u0 += 8) {
+      float4 xv[16];
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        xv[2 * u] = __ldcg(reinterpret_cast<const float4 *>(qh + (u0 + u) * 32));
+        xv[2 * u + 1] = __ldcg(reinterpret_cast<const float4 *>(qh + (u0 + u) * 32 + 4));
+      }
+#pragma unroll
+      for (int uu = 0; uu < 8; uu++) {
+      const int u = u0 + uu;
+      float4 x0 = xv[2 * uu], x1 = xv[2 * uu + 1];
       if (scale != 1.0f) {
         x0 = make_float4(rb(__fmul_rn(x0.x, bscale)), rb(__fmul_rn(x0.y, bscale)), rb(__fmul_rn(x0.z, bscale)),
                          rb(__fmul_rn(x0.w, bscale)));
@@ -104,10 +138,12 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
                          rb(__fmul_rn(x1.w, bscale)));
       }
       qf[u] = make_uint4(bf16_pair(x0.x, x0.y), bf16_pair(x0.z, x0.w), bf16_pair(x1.x, x1.y), bf16_pair(x1.z, x1.w));
+      }
     }
   }
   float *sa = scores + (int64_t)(g * REP + 2 * t) * ctx_cap, *sb = sa + ctx_cap;
-  float ma = -INFINITY, mb = -INFINITY;
+  /* the lane's running softmax statistics of heads 2t (a) and 2t + 1 (b) */
+  float ma = -INFINITY, mb = -INFINITY, la = 0.0f, lb = 0.0f;
   for (int st = 0; st < nst; st++) {
     const int slot = st % AS_NST, j0 = lo + st * AS_KEYS;
     uint8_t *base = stage_mem + (size_t)slot * AS_KEYS * rs;
@@ -127,7 +163,10 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
             a = *reinterpret_cast<const uint4 *>(ra + u * 64);
             b = *reinterpret_cast<const uint4 *>(rb8 + u * 64);
           },
-          [&](int u) { return qf[u]; }, ka, kb, hi, sa, sb, ma, mb);
+          [&](int u) { return qf[u]; }, ka, kb, hi, sa, sb, [&](float x, float y) {
+            as_online(ma, la, x);
+            as_online(mb, lb, y);
+          });
     }
     __syncthreads(); /* every warp is done with this slot */
     if (threadIdx.x == 0 && st + AS_NST < nst) {
@@ -135,33 +174,17 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
       issue(st + AS_NST);
     }
   }
-  /* per KV head and query head, the split's max and Σ exp(s − max): scores_kernel's block
-   * reductions (the same per-element order for every count of elements), all heads at once */
-  float mx[REP * AS_MAX_NKV], sum[REP * AS_MAX_NKV];
+  /* the warp's lanes merged over gq (a butterfly: every lane ends with the same values); lane
+   * (0, t) writes heads 2t and 2t + 1 */
+  if (!active) return;
 #pragma unroll
-  for (int i = 0; i < REP * AS_MAX_NKV; i++) {
-    const int r = i % REP;
-    mx[i] = i / REP == g ? (r == 2 * t ? ma : r == 2 * t + 1 ? mb : -INFINITY) : -INFINITY;
+  for (int o = 4; o < 32; o <<= 1) {
+    as_merge(ma, la, __shfl_xor_sync(0xffffffffu, ma, o), __shfl_xor_sync(0xffffffffu, la, o));
+    as_merge(mb, lb, __shfl_xor_sync(0xffffffffu, mb, o), __shfl_xor_sync(0xffffffffu, lb, o));
   }
-  block_max_n<REP * AS_MAX_NKV>(mx);
-  /* every head's scores of one key loaded at once (one L2 round trip per key a thread takes,
-   * not one per head and key), each head's sum in the same key order */
-#pragma unroll
-  for (int i = 0; i < REP * AS_MAX_NKV; i++) sum[i] = 0.0f;
-  for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) {
-    float v[REP * AS_MAX_NKV];
-#pragma unroll
-    for (int i = 0; i < REP * AS_MAX_NKV; i++) v[i] = i / REP < nkv ? scores[(int64_t)i * ctx_cap + j] : 0.0f;
-#pragma unroll
-    for (int i = 0; i < REP * AS_MAX_NKV; i++)
-      if (i / REP < nkv && mx[i] > -INFINITY) sum[i] += expf(__fsub_rn(v[i], mx[i]));
+  if (gq == 0) {
+    const int h = g * REP + 2 * t;
+    smax[h * splits + s] = ma, ssum[h * splits + s] = la;
+    smax[(h + 1) * splits + s] = mb, ssum[(h + 1) * splits + s] = lb;
   }
-  block_sum_n<REP * AS_MAX_NKV>(sum);
-  if (threadIdx.x == 0)
-#pragma unroll
-    for (int i = 0; i < REP * AS_MAX_NKV; i++)
-      if (i < REP * nkv) {
-        smax[i * splits + s] = mx[i];
-        ssum[i * splits + s] = sum[i];
-      }
 }
