@@ -6,7 +6,7 @@
  * one line per case and, per shape and context, the fastest split shape.
  *   mlxrt-attn-bench [--quick]        exit status 1 when any case disagrees with the host
  *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu)
- * MLXRT_ATTN_SCORES=0|1|2|3 and MLXRT_ATTN_PV=0|1 pick the passes' forms, as the decoder's knobs do.
+ * MLXRT_ATTN_SCORES=0|1|2|3 and MLXRT_ATTN_PV=0|1|2 pick the passes' forms, as the decoder's knobs do.
  * MLXRT_ATTN_CLUSTER=1 runs the one-launch form (dk_attention_cluster) instead, on the shapes
  * whose keys fit one cluster (the sliding ring, and a full layer in a session of 2048
  * positions), once per position, and also checks the x-prep maxima it writes;
@@ -104,7 +104,7 @@ static int attend(const shape *s, bufs *b, int splits, int min_keys, float scale
     return dk_attention_cluster(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window,
                                 s->window > 0 ? s->window : s->ctx, b->att, b->amax, NAMAX, b->smax, b->count, NULL, st);
   return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window, splits, min_keys,
-                      (kpath ? atoi(kpath) : 0) | (pv && !strcmp(pv, "1") ? 4 : 0), s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
+                      (kpath ? atoi(kpath) : 0) | (pv && !strcmp(pv, "1") ? 4 : pv && !strcmp(pv, "2") ? 8 : 0), s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
 }
 
 /* µs per call: CALLS calls in one graph (programmatic dependent launch on), median of REPLAYS */

@@ -37,6 +37,7 @@ struct at_post {
 #define AT_V_FMA 0
 #define AT_V_TC 1
 #define AT_V_TC_BIT 4
+#define AT_V_TMA_BIT 8 /* the tensor-core form with V streamed by bulk copies (attention_pv_tma.cuh) */
 
 /* MLXRT_ATTN_PREFETCH (dk_set_attn_prefetch): the scores kernel pulls its split's K rows, the
  * p·v kernel its V rows, into the L2 before waiting for their predecessors — rows of earlier
@@ -596,6 +597,8 @@ __global__ void __launch_bounds__(AT_THREADS) combine_kernel(const float *pacc, 
   amax_add(amax, out);
 }
 
+#include "attention_pv_tma.cuh"
+
 template <int REP>
 static cudaError_t launch_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
                                     float scale, const int *pos, int window, at_splits sp, int64_t ctx_cap,
@@ -663,8 +666,31 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
   if constexpr (REP == 8)
     if ((kpath & AT_V_TC_BIT) && (hd == 256 || hd == 512))
       pv = hd == 512 ? pv_kernel<8, 4, AT_V_TC> : pv_kernel<8, 2, AT_V_TC>;
-  e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, pos, window, sp, ctx_cap, scores, smax,
-                ssum, pacc, count, att, amax);
+  bool pv_tma = false;
+  if constexpr (REP == 8)
+    /* V streamed by bulk copies (kpath bit AT_V_TMA_BIT): GQA 8, head dims 256 and 512, at most 4
+     * KV heads; other layers keep the kernel above */
+    if ((kpath & AT_V_TMA_BIT) && (hd == 256 || hd == 512) && nkv <= AS_MAX_NKV) {
+      pv_tma = true;
+      const size_t psm = pt_smem_bytes(nkv, hd);
+      void (*fn)(const uint16_t *, int, int, const int *, int, at_splits, int64_t, const float *, const float *,
+                 const float *, float *, unsigned *, uint16_t *, float *) =
+          hd == 512 ? pv_tma_kernel<8> : pv_tma_kernel<4>;
+#ifndef CK_EMULATION
+      static size_t pattr_set[2] = {0, 0}; /* the dynamic shared memory allowed so far, per instance */
+      size_t &set = pattr_set[hd == 512];
+      if (set < psm) {
+        e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psm);
+        if (e) return e;
+        set = psm;
+      }
+#endif
+      e = ck_launch(fn, dim3(splits), AT_THREADS, psm, st, vc, nkv, hd, pos, window, sp, ctx_cap, scores, smax, ssum,
+                    pacc, count, att, amax);
+    }
+  if (!pv_tma)
+    e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, pos, window, sp, ctx_cap, scores, smax,
+                  ssum, pacc, count, att, amax);
   if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;
   return ck_launch(combine_kernel, dim3(nkv * REP, (hd + 31) / 32), AT_THREADS, 0, st, pacc, pos, window, sp, hd,
                    att, amax);

@@ -381,7 +381,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       dec_env_knob("MLXRT_QMV_EARLY_PREP", -1, -1, 4, &D->early_prep, err) ||
       dec_env_knob("MLXRT_ATTN_ONEPASS", 0, 0, 1, &D->attn_onepass, err) ||
       dec_env_knob("MLXRT_ATTN_SCORES", 0, 0, 3, &D->attn_kpath, err) ||
-      dec_env_knob("MLXRT_ATTN_PV", 0, 0, 1, &D->attn_pv_tc, err) ||
+      dec_env_knob("MLXRT_ATTN_PV", 0, 0, 2, &D->attn_pv_tc, err) ||
       dec_env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &D->split_keys, err) ||
       dec_env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
       dec_env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
@@ -403,8 +403,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
    * prefetches compete with the products' weight stream; H200, session 13); 0 neither */
   if (rt_status(dk_set_attn_prefetch(attn_prefetch), "MLXRT_ATTN_PREFETCH", err)) goto fail;
   /* the split passes' experiments replace the whole attention: they run without the cluster form
-   * (but for the scores' bulk-copy form, which is for the layers the split passes serve) */
-  if (D->fuse_post || D->attn_onepass || (D->attn_kpath && D->attn_kpath != 3) || D->attn_pv_tc) D->attn_cluster = 0;
+   * (but for the bulk-copy forms, which are for the layers the split passes serve) */
+  if (D->fuse_post || D->attn_onepass || (D->attn_kpath && D->attn_kpath != 3) || D->attn_pv_tc == 1)
+    D->attn_cluster = 0;
   if (D->fuse_post && (D->attn_onepass || D->attn_kpath || D->attn_pv_tc)) {
     mx_fail(err, "MLXRT_ATTN_FUSE_POST=1 runs only with the default decode attention (not with "
                  "MLXRT_ATTN_ONEPASS, MLXRT_ATTN_SCORES or MLXRT_ATTN_PV)");
@@ -623,7 +624,7 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                        ? dk_attention_onepass(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
                                               y->splits, D->split_keys, D->smax, D->ssum, D->pacc, D->attb, amax, namax, st)
                        : dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                      y->splits, D->split_keys, D->attn_kpath | (D->attn_pv_tc ? 4 : 0), D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
+                                      y->splits, D->split_keys, D->attn_kpath | (D->attn_pv_tc == 1 ? 4 : D->attn_pv_tc == 2 ? 8 : 0), D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                       D->attb, amax, namax, st),
                    "attention", err);
 }

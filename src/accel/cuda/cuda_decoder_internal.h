@@ -77,7 +77,7 @@ struct accel_decoder {
   int use_pdl; /* kernels overlap their predecessor's tail (MLXRT_CUDA_PDL=0: off) */
   int attn_onepass; /* MLXRT_ATTN_ONEPASS=1: the one-pass decode attention (an experiment) */
   int attn_kpath;   /* MLXRT_ATTN_SCORES: how the scores pass reads K (dk_attention's kpath) */
-  int attn_pv_tc;   /* MLXRT_ATTN_PV=1: p·v on the tensor cores (kpath bit 4) */
+  int attn_pv_tc;   /* MLXRT_ATTN_PV=1: p·v on the tensor cores (kpath bit 4); 2: V streamed by bulk copies (bit 8) */
   int fuse_post;    /* MLXRT_ATTN_FUSE_POST=1: the q/k/v post step inside the scores pass
                      * (dk_attention_post; an experiment, off by default) */
   int geglu_prep;   /* MLXRT_GEGLU_PREP=1: geglu writes down's activation prep itself (dk_geglu_prep;
