@@ -385,7 +385,7 @@ int main(int argc, char **argv) {
    * above, so that those draw the same random values as before these were added) */
   const Case tma_cases[] = {
       {8, 4, 512, 0, 300, 7, false}, {8, 4, 256, 0, 100, 5, true}, {8, 2, 256, 64, 200, 3, false},
-      {8, 3, 256, 0, 40, 1, false},
+      {8, 3, 256, 0, 40, 1, false},  {8, 1, 256, 0, 700, 200, false}, /* 176 live splits: two chunks of statistics */
   };
   int fails = 0, n = 0;
 #ifdef ATT_EMU_TMA_ONLY /* a quick run of the bulk-copy cases alone (-DATT_EMU_TMA_ONLY) */

@@ -21,6 +21,10 @@
 
 #define PT_PAD 32 /* row padding (bytes): rows t … t + 3 of a quarter-warp 32 bytes apart in the banks */
 #define PT_LOOK 2 /* stages of scores loaded ahead */
+#define PT_CH 5   /* splits per lane whose statistics are loaded at once (160 per chunk) */
+#ifndef PT_EARLY
+#define PT_EARLY 1 /* stages issued before the wait */
+#endif
 
 __host__ __device__ constexpr size_t pt_row_stride(int nkv, int hd) { return (size_t)nkv * hd * 2 + PT_PAD; }
 __host__ __device__ constexpr size_t pt_smem_bytes(int nkv, int hd) {
@@ -34,10 +38,9 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
                                                              const float *scores, const float *smax,
                                                              const float *ssum, float *pacc, unsigned *count,
                                                              uint16_t *att, float *amax) {
-  constexpr int REP = 8, NH = REP * AS_MAX_NKV;
+  constexpr int REP = 8;
   CK_DYNAMIC_SHARED(uint8_t, stage_mem);
   __shared__ uint64_t mbar[AS_NST];
-  __shared__ float gm[NH], ginv[NH];
   __shared__ bool last;
   const int s = blockIdx.x, splits = sp.n;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
@@ -67,16 +70,22 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
       bulk_copy(dst + (size_t)i * rs, vc + sl * kvd, rowb, &mbar[slot]);
     }
   };
+  /* PT_EARLY stages before the wait; the rest once this block's statistics and scores loads are
+   * issued, so that those queue behind fewer bytes (they come from the scores pass, after the
+   * wait, and the whole pass waits for them) */
+  int issued = 0;
   if (early && threadIdx.x == 0)
-    for (int st = 0; st < AS_NST && st < nst; st++) issue(st);
+    for (; issued < PT_EARLY && issued < nst; issued++) issue(issued);
   ck_pdl_enter();
   if (!early) {
     pos = *pos_p;
     split_range(pos, window, sp, s, &lo, &hi);
     nst = (hi - lo + AS_KEYS - 1) / AS_KEYS;
-    if (threadIdx.x == 0)
-      for (int st = 0; st < AS_NST && st < nst; st++) issue(st);
   }
+  auto issue_rest = [&]() {
+    if (threadIdx.x == 0)
+      for (; issued < AS_NST && issued < nst; issued++) issue(issued);
+  };
   if (lo == hi) return; /* past the live splits (the reductions below read only those) */
   const int live = live_splits(pos, window, sp), nq = REP * nkv;
   const int g = warp;
@@ -94,39 +103,64 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
   float look[PT_LOOK + 1][4]; /* [0]: this stage's, [i]: i stages ahead */
 #pragma unroll
   for (int i = 0; i <= PT_LOOK; i++) load_scores(i, look[i]);
-  { /* each head's M and total over the live splits, as the p·v kernel makes them: warp w takes
-     * heads w, w + 4, …, its lanes over the splits, the heads' loads in flight together */
-    constexpr int NW = AT_THREADS / 32, RW = NH / NW;
-    float m[RW], total[RW];
+  /* the group's heads' M and total over the live splits, by warp g alone (no block barrier):
+   * lane L takes splits L, L + 32, … in order, as the p·v kernel's warps do, so the same M and
+   * total; every load of a chunk of PT_CH splits per lane in flight at once (the p·v kernel's
+   * loop waited on them one by one behind the V stream: ~30 % of this kernel at first) */
+  float hm = 0.0f, hinv = 0.0f;
+  if (active) {
+    float m[REP], total[REP];
 #pragma unroll
-    for (int k = 0; k < RW; k++) m[k] = -INFINITY, total[k] = 0.0f;
-#pragma unroll 4
-    for (int i = lane; i < live; i += 32)
+    for (int r = 0; r < REP; r++) m[r] = -INFINITY, total[r] = 0.0f;
+    const float *smg = smax + (int64_t)g * REP * splits, *ssg = ssum + (int64_t)g * REP * splits;
+    /* chunk c0 of the splits (PT_CH per lane): maxima, and with sums their sums too */
+    auto load = [&](int i0, float (&ms)[PT_CH][REP], float (&ls)[PT_CH][REP], bool sums) {
 #pragma unroll
-      for (int k = 0; k < RW; k++)
-        if (warp + k * NW < nq) m[k] = fmaxf(m[k], __ldcg(smax + (warp + k * NW) * splits + i));
+      for (int c = 0; c < PT_CH; c++)
 #pragma unroll
-    for (int k = 0; k < RW; k++) m[k] = warp_max(m[k]);
-#pragma unroll 4
-    for (int i = lane; i < live; i += 32)
+        for (int r = 0; r < REP; r++) {
+          const int i = i0 + 32 * c + lane;
+          ms[c][r] = i < live ? __ldcg(smg + r * splits + i) : -INFINITY;
+          ls[c][r] = sums && i < live ? __ldcg(ssg + r * splits + i) : 0.0f;
+        }
+    };
+    auto add = [&](const float (&ms)[PT_CH][REP], const float (&ls)[PT_CH][REP]) {
 #pragma unroll
-      for (int k = 0; k < RW; k++) {
-        const int h = warp + k * NW;
-        if (h >= nq) continue;
-        const float ms = __ldcg(smax + h * splits + i);
-        if (ms > -INFINITY) total[k] += __ldcg(ssum + h * splits + i) * expf(__fsub_rn(ms, m[k]));
-      }
+      for (int c = 0; c < PT_CH; c++)
 #pragma unroll
-    for (int k = 0; k < RW; k++) {
-      total[k] = warp_sum(total[k]);
-      if (lane == 0 && warp + k * NW < nq) {
-        gm[warp + k * NW] = m[k];
-        ginv[warp + k * NW] = __fdiv_rn(1.0f, total[k]);
-      }
+        for (int r = 0; r < REP; r++)
+          if (ms[c][r] > -INFINITY) total[r] += ls[c][r] * expf(__fsub_rn(ms[c][r], m[r]));
+    };
+    float ms0[PT_CH][REP], ls0[PT_CH][REP]; /* the first chunk, kept: one round trip up to 160 splits */
+    load(0, ms0, ls0, true);
+    issue_rest();
+#pragma unroll
+    for (int c = 0; c < PT_CH; c++)
+#pragma unroll
+      for (int r = 0; r < REP; r++) m[r] = fmaxf(m[r], ms0[c][r]);
+    for (int i0 = 32 * PT_CH; i0 < live; i0 += 32 * PT_CH) {
+      float ms[PT_CH][REP], ls[PT_CH][REP];
+      load(i0, ms, ls, false);
+#pragma unroll
+      for (int c = 0; c < PT_CH; c++)
+#pragma unroll
+        for (int r = 0; r < REP; r++) m[r] = fmaxf(m[r], ms[c][r]);
+    }
+#pragma unroll
+    for (int r = 0; r < REP; r++) m[r] = warp_max(m[r]);
+    add(ms0, ls0);
+    for (int i0 = 32 * PT_CH; i0 < live; i0 += 32 * PT_CH) {
+      float ms[PT_CH][REP], ls[PT_CH][REP];
+      load(i0, ms, ls, true);
+      add(ms, ls);
+    }
+#pragma unroll
+    for (int r = 0; r < REP; r++) {
+      total[r] = warp_sum(total[r]);
+      if (r == gq) hm = m[r], hinv = __fdiv_rn(1.0f, total[r]);
     }
   }
-  __syncthreads();
-  const float hm = active ? gm[hq] : 0.0f, hinv = active ? ginv[hq] : 0.0f;
+  issue_rest(); /* (thread 0's warp is active: this is a no-op there) */
   float acc[NG][4][4];
 #pragma unroll
   for (int gi = 0; gi < NG; gi++)
@@ -188,8 +222,8 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
     for (int gi = 0; gi < NG; gi++)
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        d0p[64 * gi + 2 * i] = acc[gi][i][0], d0p[64 * gi + 2 * i + 1] = acc[gi][i][2];
-        d1p[64 * gi + 2 * i] = acc[gi][i][1], d1p[64 * gi + 2 * i + 1] = acc[gi][i][3];
+        *reinterpret_cast<float2 *>(d0p + 64 * gi + 2 * i) = make_float2(acc[gi][i][0], acc[gi][i][2]);
+        *reinterpret_cast<float2 *>(d1p + 64 * gi + 2 * i) = make_float2(acc[gi][i][1], acc[gi][i][3]);
       }
   }
   if (splits > AT_LAST_BLOCK_SPLITS) return; /* combine_kernel reduces the splits */

@@ -258,6 +258,7 @@ struct uint2 { unsigned x, y; };
 struct uint4 { unsigned x, y, z, w; };
 static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
 static inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
+static inline float2 make_float2(float a, float b) { return float2{a, b}; }
 static inline uint2 make_uint2(unsigned a, unsigned b) { return uint2{a, b}; }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
 static inline uint4 __ldcg(const uint4 *p) { return *p; } /* (the template above needs libatomic for 16 bytes) */
