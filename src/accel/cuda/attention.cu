@@ -10,7 +10,10 @@
  *      Σ p·v; the last block of each KV head reduces the partials in split order (above 4
  *      splits: a third kernel, one thread per output, with the same sums).
  * The query-group size (rep) is a template parameter so the per-head sums stay in registers.
- * A sliding layer (window > 0) keeps a ring: position j lives in slot j % window. */
+ * A sliding layer (window > 0) keeps a ring: position j lives in slot j % window.
+ * kpath picks each pass's form: the decoder's default scores pass (kpath 3) streams K by bulk
+ * copies, one block per split for every KV head (attention_scores_tma.cuh); kpath bit 8 does
+ * the same for V (attention_pv_tma.cuh). */
 #include "attention_common.cuh"
 #include "ck_mma.cuh"
 #include "qkv_post.cuh"
@@ -337,6 +340,42 @@ __device__ __forceinline__ float split_sum(const float *src, int live, int total
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
+/* The four p·v tiles of 64 dims: v[j] holds the lane's 16 bytes (dims 8gq … 8gq + 7) of its j-th
+ * key; byte permutes pair two keys' values of one dim into each A register (row gq ↔ the even
+ * dim 8gq + 2i of tile i, row gq + 8 ↔ the odd one), B (b0, b1) the bf16 p of head gq at the
+ * same four keys in the same order. */
+__device__ __forceinline__ void at_pv_tiles(const uint4 (&v)[4], uint32_t b0, uint32_t b1, float (&acc)[4][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const uint32_t w0 = u4_word(v[0], i), w1 = u4_word(v[1], i), w2 = u4_word(v[2], i), w3 = u4_word(v[3], i);
+    const uint32_t a[4] = {__byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632), __byte_perm(w2, w3, 0x5410),
+                           __byte_perm(w2, w3, 0x7632)};
+    at_mma_bf16(acc[i], a, b0, b1);
+  }
+}
+
+/* After a block wrote its split's partial sums of heads [h0, h0 + nh): the last of the live
+ * splits' blocks to count itself in (*count) reduces every split of those heads in split order
+ * (split_sum), writes att and adds its maxima to amax, and clears the counter for the next step. */
+__device__ __forceinline__ void at_reduce_last(const float *pacc, unsigned *count, int h0, int nh, int live, int splits,
+                                               int hd, uint16_t *att, float *amax, bool *last) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) *last = atomicAdd(count, 1u) == (unsigned)live - 1;
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();
+  float vmax = 0.0f;
+  for (int i = threadIdx.x; i < nh * hd; i += blockDim.x) {
+    const int r = i / hd, d = i - r * hd, h = h0 + r;
+    const uint16_t b = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, live, splits, hd));
+    att[(int64_t)h * hd + d] = b;
+    vmax = fmaxf(vmax, fabsf(ck_bf16_to_f32(b)));
+  }
+  amax_add(amax, vmax);
+  if (threadIdx.x == 0) *count = 0;
+}
+
 /* V of KPI consecutive keys from j0 (ring slots when window > 0): this thread's DPT dims at
  * voff of each key row. */
 template <int KPI, int DPT>
@@ -465,13 +504,7 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
             v[j] = kk + j < n ? __ldg(reinterpret_cast<const uint4 *>(vc + sl * kvd + vrow + 64 * gi))
                               : make_uint4(0u, 0u, 0u, 0u);
           }
-#pragma unroll
-          for (int i = 0; i < 4; i++) {
-            const uint32_t w0 = u4_word(v[0], i), w1 = u4_word(v[1], i), w2 = u4_word(v[2], i), w3 = u4_word(v[3], i);
-            const uint32_t a[4] = {__byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632),
-                                   __byte_perm(w2, w3, 0x5410), __byte_perm(w2, w3, 0x7632)};
-            at_mma_bf16(tacc[gi][i], a, b0, b1);
-          }
+          at_pv_tiles(v, b0, b1, tacc[gi]);
         }
       }
       continue;
@@ -529,21 +562,7 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
     }
   }
   if (splits > AT_LAST_BLOCK_SPLITS) return; /* combine_kernel reduces the splits */
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(count + g, 1u) == (unsigned)live - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  float vmax = 0.0f;
-  for (int i = threadIdx.x; i < REP * hd; i += blockDim.x) {
-    int r = i / hd, d = i - r * hd, h = g * REP + r;
-    const uint16_t b = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, live, splits, hd));
-    att[(int64_t)h * hd + d] = b;
-    vmax = fmaxf(vmax, fabsf(ck_bf16_to_f32(b)));
-  }
-  amax_add(amax, vmax);
-  if (threadIdx.x == 0) count[g] = 0;
+  at_reduce_last(pacc, count + g, g * REP, REP, live, splits, hd, att, amax, &last);
 }
 
 /* grid (nq, ceil(hd / 32)), AT_THREADS threads: the splits summed as split_sum does, with its
@@ -599,6 +618,22 @@ __global__ void __launch_bounds__(AT_THREADS) combine_kernel(const float *pacc, 
 
 #include "attention_pv_tma.cuh"
 
+/* Raises a kernel's dynamic shared memory limit to `bytes` where *set (what was allowed so far)
+ * is below it. */
+template <typename F>
+static cudaError_t at_allow_smem(F fn, size_t bytes, size_t *set) {
+#ifndef CK_EMULATION
+  if (*set < bytes) {
+    const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e) return e;
+    *set = bytes;
+  }
+#else
+  (void)fn, (void)bytes, (void)set;
+#endif
+  return cudaSuccess;
+}
+
 template <int REP>
 static cudaError_t launch_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
                                     float scale, const int *pos, int window, at_splits sp, int64_t ctx_cap,
@@ -641,15 +676,9 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
       const size_t tsm = as_smem_bytes(nkv, hd);
       void (*fn)(const float *, const uint16_t *, int, int, float, const int *, int, at_splits, int64_t, float *,
                  float *, float *, float *, int) = hd == 512 ? scores_tma_kernel<16> : scores_tma_kernel<8>;
-#ifndef CK_EMULATION
       static size_t attr_set[2] = {0, 0}; /* the dynamic shared memory allowed so far, per instance */
-      size_t &set = attr_set[hd == 512];
-      if (set < tsm) {
-        e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tsm);
-        if (e) return e;
-        set = tsm;
-      }
-#endif
+      e = at_allow_smem(fn, tsm, &attr_set[hd == 512]);
+      if (e) return e;
       e = ck_launch(fn, dim3(splits), AT_THREADS, tsm, st, q, kc, nkv, hd, scale, pos, window, sp, ctx_cap, scores,
                     smax, ssum, amax, namax);
     }
@@ -676,15 +705,9 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
       void (*fn)(const uint16_t *, int, int, const int *, int, at_splits, int64_t, const float *, const float *,
                  const float *, float *, unsigned *, uint16_t *, float *) =
           hd == 512 ? pv_tma_kernel<8> : pv_tma_kernel<4>;
-#ifndef CK_EMULATION
-      static size_t pattr_set[2] = {0, 0}; /* the dynamic shared memory allowed so far, per instance */
-      size_t &set = pattr_set[hd == 512];
-      if (set < psm) {
-        e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psm);
-        if (e) return e;
-        set = psm;
-      }
-#endif
+      static size_t pattr_set[2] = {0, 0};
+      e = at_allow_smem(fn, psm, &pattr_set[hd == 512]);
+      if (e) return e;
       e = ck_launch(fn, dim3(splits), AT_THREADS, psm, st, vc, nkv, hd, pos, window, sp, ctx_cap, scores, smax, ssum,
                     pacc, count, att, amax);
     }

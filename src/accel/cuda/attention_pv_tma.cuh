@@ -44,48 +44,20 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
   __shared__ bool last;
   const int s = blockIdx.x, splits = sp.n;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
-  const uint32_t rowb = (uint32_t)nkv * hd * 2;
-  const size_t rs = pt_row_stride(nkv, hd);
-  const int64_t kvd = (int64_t)nkv * hd;
-  const bool early = !ck_pdl_early_c;
-  int pos = early ? *pos_p : 0, lo = 0, hi = 0;
-  if (early) split_range(pos, window, sp, s, &lo, &hi);
-  int nst = (hi - lo + AS_KEYS - 1) / AS_KEYS;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < AS_NST; i++) mbar_init(&mbar[i], 1);
-    mbar_init_fence();
-  }
-  __syncthreads();
-  /* thread 0: stage st's rows (all but the newest) into slot st % AS_NST */
-  auto issue = [&](int st) {
-    const int slot = st % AS_NST, j0 = lo + st * AS_KEYS;
-    const int n = hi - j0 < AS_KEYS ? hi - j0 : AS_KEYS;
-    const int copied = n - (j0 <= pos && pos < j0 + n ? 1 : 0);
-    mbar_expect(&mbar[slot], (uint32_t)copied * rowb);
-    uint8_t *dst = stage_mem + (size_t)slot * AS_KEYS * rs;
-    for (int i = 0; i < n; i++) {
-      const int j = j0 + i;
-      if (j == pos) continue;
-      const int64_t sl = window > 0 ? j % window : j;
-      bulk_copy(dst + (size_t)i * rs, vc + sl * kvd, rowb, &mbar[slot]);
-    }
-  };
+  as_pipe pipe = as_make(stage_mem, mbar, pt_row_stride(nkv, hd), nkv, hd, vc, window, pos_p, sp);
   /* PT_EARLY stages before the wait; the rest once this block's statistics and scores loads are
    * issued, so that those queue behind fewer bytes (they come from the scores pass, after the
    * wait, and the whole pass waits for them) */
   int issued = 0;
-  if (early && threadIdx.x == 0)
-    for (; issued < PT_EARLY && issued < nst; issued++) issue(issued);
+  if (pipe.early && threadIdx.x == 0)
+    for (; issued < PT_EARLY && issued < pipe.nst; issued++) as_issue(pipe, issued);
   ck_pdl_enter();
-  if (!early) {
-    pos = *pos_p;
-    split_range(pos, window, sp, s, &lo, &hi);
-    nst = (hi - lo + AS_KEYS - 1) / AS_KEYS;
-  }
+  as_after_wait(pipe, pos_p, sp);
   auto issue_rest = [&]() {
     if (threadIdx.x == 0)
-      for (; issued < AS_NST && issued < nst; issued++) issue(issued);
+      for (; issued < AS_NST && issued < pipe.nst; issued++) as_issue(pipe, issued);
   };
+  const int pos = pipe.pos, lo = pipe.lo, hi = pipe.hi, nst = pipe.nst;
   if (lo == hi) return; /* past the live splits (the reductions below read only those) */
   const int live = live_splits(pos, window, sp), nq = REP * nkv;
   const int g = warp;
@@ -170,8 +142,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
       for (int r = 0; r < 4; r++) acc[gi][i][r] = 0.0f;
   const uint32_t lane_off = (uint32_t)(g * hd + 8 * gq) * 2;
   for (int st = 0; st < nst; st++) {
-    const int slot = st % AS_NST, j0 = lo + st * AS_KEYS, n = hi - j0 < AS_KEYS ? hi - j0 : AS_KEYS;
-    uint8_t *base = stage_mem + (size_t)slot * AS_KEYS * rs;
+    const int j0 = lo + st * AS_KEYS, n = hi - j0 < AS_KEYS ? hi - j0 : AS_KEYS;
     float p[4];
 #pragma unroll
     for (int k = 0; k < 4; k++)
@@ -181,38 +152,22 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
 #pragma unroll
       for (int k = 0; k < 4; k++) look[i][k] = look[i + 1][k];
     load_scores(st + PT_LOOK + 1, look[PT_LOOK]);
-    mbar_wait(&mbar[slot], (uint32_t)((st / AS_NST) & 1));
-    if (j0 <= pos && pos < j0 + AS_KEYS && pos < hi) { /* the newest row, by plain loads (coherent: L2) */
-      const uint4 *src = reinterpret_cast<const uint4 *>(vc + (window > 0 ? pos % window : pos) * kvd);
-      uint4 *dst = reinterpret_cast<uint4 *>(base + (size_t)(pos - j0) * rs);
-      for (int i = threadIdx.x; i < (int)(rowb / 16); i += blockDim.x) dst[i] = __ldcg(src + i);
-      __syncthreads();
-    }
+    const uint8_t *base = as_stage(pipe, st);
     if (active) {
       const uint32_t b0 = bf16_pair(p[0], p[1]), b1 = bf16_pair(p[2], p[3]);
       const uint8_t *rk[4];
 #pragma unroll
-      for (int k = 0; k < 4; k++) rk[k] = base + (size_t)(t + 4 * k) * rs + lane_off;
+      for (int k = 0; k < 4; k++) rk[k] = base + (size_t)(t + 4 * k) * pipe.rs + lane_off;
 #pragma unroll
       for (int gi = 0; gi < NG; gi++) {
         uint4 v[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) /* rows past n are stale: zero (p is 0 there too) */
           v[k] = t + 4 * k < n ? *reinterpret_cast<const uint4 *>(rk[k] + 128 * gi) : make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-          const uint32_t w0 = u4_word(v[0], i), w1 = u4_word(v[1], i), w2 = u4_word(v[2], i), w3 = u4_word(v[3], i);
-          const uint32_t a[4] = {__byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632),
-                                 __byte_perm(w2, w3, 0x5410), __byte_perm(w2, w3, 0x7632)};
-          at_mma_bf16(acc[gi][i], a, b0, b1);
-        }
+        at_pv_tiles(v, b0, b1, acc[gi]);
       }
     }
-    __syncthreads(); /* every warp is done with this slot */
-    if (threadIdx.x == 0 && st + AS_NST < nst) {
-      fence_proxy_async_smem();
-      issue(st + AS_NST);
-    }
+    as_release(pipe, st);
   }
   /* lane (gq, t) holds heads 2t and 2t + 1 of the group at dims 64gi + 8gq + 2i and + 1 */
   if (active) {
@@ -227,19 +182,5 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
       }
   }
   if (splits > AT_LAST_BLOCK_SPLITS) return; /* combine_kernel reduces the splits */
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(count, 1u) == (unsigned)live - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  float vmax = 0.0f;
-  for (int i = threadIdx.x; i < nq * hd; i += blockDim.x) {
-    const int h = i / hd, d = i - h * hd;
-    const uint16_t b = ck_f32_to_bf16(split_sum(pacc + (int64_t)h * splits * hd + d, live, splits, hd));
-    att[(int64_t)h * hd + d] = b;
-    vmax = fmaxf(vmax, fabsf(ck_bf16_to_f32(b)));
-  }
-  amax_add(amax, vmax);
-  if (threadIdx.x == 0) count[0] = 0;
+  at_reduce_last(pacc, count, 0, nq, live, splits, hd, att, amax, &last);
 }

@@ -56,6 +56,81 @@ __device__ __forceinline__ void as_merge(float &m, float &l, float m2, float l2)
   m = n;
 }
 
+/* The bulk-copy passes' pipeline (this pass's K, attention_pv_tma.cuh's V): AS_NST stages of
+ * AS_KEYS whole rows (every KV head of a key, rowb bytes) rs bytes apart in shared memory, over
+ * the block's split [lo, hi) at position pos (nst stages). */
+struct as_pipe {
+  uint8_t *mem;
+  uint64_t *mbar;
+  size_t rs;
+  uint32_t rowb;
+  int64_t kvd;
+  const uint16_t *cache;
+  int window;
+  bool early; /* the position read before the wait: it is the step's, long complete, unless
+               * kernels trigger before they wait */
+  int pos, lo, hi, nst;
+};
+__device__ __forceinline__ void as_range(as_pipe &p, const int *pos_p, at_splits sp) {
+  p.pos = *pos_p;
+  split_range(p.pos, p.window, sp, (int)blockIdx.x, &p.lo, &p.hi);
+  p.nst = (p.hi - p.lo + AS_KEYS - 1) / AS_KEYS;
+}
+/* the pipeline of block blockIdx.x's split, its mbarriers made by thread 0 (every thread passes
+ * a barrier after) */
+__device__ __forceinline__ as_pipe as_make(uint8_t *mem, uint64_t *mbar, size_t rs, int nkv, int hd,
+                                           const uint16_t *cache, int window, const int *pos_p, at_splits sp) {
+  as_pipe p = {mem, mbar, rs, (uint32_t)nkv * hd * 2, (int64_t)nkv * hd, cache, window, !ck_pdl_early_c, 0, 0, 0, 0};
+  if (p.early) as_range(p, pos_p, sp);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < AS_NST; i++) mbar_init(&p.mbar[i], 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  return p;
+}
+/* thread 0: stage st into slot st % AS_NST, all rows but the newest (pos, which the predecessor
+ * writes: as_stage loads it) */
+__device__ __forceinline__ void as_issue(const as_pipe &p, int st) {
+  const int slot = st % AS_NST, j0 = p.lo + st * AS_KEYS;
+  const int n = p.hi - j0 < AS_KEYS ? p.hi - j0 : AS_KEYS;
+  const int copied = n - (j0 <= p.pos && p.pos < j0 + n ? 1 : 0);
+  mbar_expect(&p.mbar[slot], (uint32_t)copied * p.rowb);
+  uint8_t *dst = p.mem + (size_t)slot * AS_KEYS * p.rs;
+  for (int i = 0; i < n; i++) {
+    const int j = j0 + i;
+    if (j == p.pos) continue;
+    const int64_t sl = p.window > 0 ? j % p.window : j;
+    bulk_copy(dst + (size_t)i * p.rs, p.cache + sl * p.kvd, p.rowb, &p.mbar[slot]);
+  }
+}
+/* after the wait: the split read now where it could not be before */
+__device__ __forceinline__ void as_after_wait(as_pipe &p, const int *pos_p, at_splits sp) {
+  if (!p.early) as_range(p, pos_p, sp);
+}
+/* stage st's slot once its copies have landed, with the newest row (if the stage holds it) by
+ * plain loads — coherent, through the L2: the predecessor wrote it — and a block barrier */
+__device__ __forceinline__ uint8_t *as_stage(const as_pipe &p, int st) {
+  const int slot = st % AS_NST, j0 = p.lo + st * AS_KEYS;
+  uint8_t *base = p.mem + (size_t)slot * AS_KEYS * p.rs;
+  mbar_wait(&p.mbar[slot], (uint32_t)((st / AS_NST) & 1));
+  if (j0 <= p.pos && p.pos < j0 + AS_KEYS && p.pos < p.hi) {
+    const uint4 *src = reinterpret_cast<const uint4 *>(p.cache + (p.window > 0 ? p.pos % p.window : p.pos) * p.kvd);
+    uint4 *dst = reinterpret_cast<uint4 *>(base + (size_t)(p.pos - j0) * p.rs);
+    for (int i = threadIdx.x; i < (int)(p.rowb / 16); i += blockDim.x) dst[i] = __ldcg(src + i);
+    __syncthreads();
+  }
+  return base;
+}
+/* after every warp is done with stage st: thread 0 refills its slot with stage st + AS_NST */
+__device__ __forceinline__ void as_release(const as_pipe &p, int st) {
+  __syncthreads();
+  if (threadIdx.x == 0 && st + AS_NST < p.nst) {
+    fence_proxy_async_smem();
+    as_issue(p, st + AS_NST);
+  }
+}
+
 template <int NU>
 __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
                                                                 float scale, const int *pos_p, int window,
@@ -66,48 +141,17 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
   __shared__ uint64_t mbar[AS_NST];
   const int s = blockIdx.x, splits = sp.n;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
-  const uint32_t rowb = (uint32_t)nkv * hd * 2;
-  const size_t rs = as_row_stride(nkv, hd);
-  const int64_t kvd = (int64_t)nkv * hd;
-  /* the position is the step's (long complete) unless kernels trigger before they wait */
-  const bool early = !ck_pdl_early_c;
-  int pos = early ? *pos_p : 0, lo = 0, hi = 0;
-  if (early) split_range(pos, window, sp, s, &lo, &hi);
-  int nst = (hi - lo + AS_KEYS - 1) / AS_KEYS;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < AS_NST; i++) mbar_init(&mbar[i], 1);
-    mbar_init_fence();
-  }
-  __syncthreads();
-  /* thread 0: stage st's rows (all but the newest) into slot st % AS_NST */
-  auto issue = [&](int st) {
-    const int slot = st % AS_NST, j0 = lo + st * AS_KEYS;
-    const int n = hi - j0 < AS_KEYS ? hi - j0 : AS_KEYS;
-    const int copied = n - (j0 <= pos && pos < j0 + n ? 1 : 0);
-    mbar_expect(&mbar[slot], (uint32_t)copied * rowb);
-    uint8_t *dst = stage_mem + (size_t)slot * AS_KEYS * rs;
-    if (AS_PAD == 0 && window == 0 && copied == n) { /* unpadded rows: the stage in one copy */
-      bulk_copy(dst, kc + (int64_t)j0 * kvd, (uint32_t)n * rowb, &mbar[slot]);
-      return;
-    }
-    for (int i = 0; i < n; i++) {
-      const int j = j0 + i;
-      if (j == pos) continue;
-      const int64_t sl = window > 0 ? j % window : j;
-      bulk_copy(dst + (size_t)i * rs, kc + sl * kvd, rowb, &mbar[slot]);
-    }
-  };
-  if (early && threadIdx.x == 0)
-    for (int st = 0; st < AS_NST && st < nst; st++) issue(st);
+  as_pipe pipe = as_make(stage_mem, mbar, as_row_stride(nkv, hd), nkv, hd, kc, window, pos_p, sp);
+  if (pipe.early && threadIdx.x == 0)
+    for (int st = 0; st < AS_NST && st < pipe.nst; st++) as_issue(pipe, st);
   ck_pdl_enter();
   amax_zero(amax, namax);
-  if (!early) {
-    pos = *pos_p;
-    split_range(pos, window, sp, s, &lo, &hi);
-    nst = (hi - lo + AS_KEYS - 1) / AS_KEYS;
+  if (!pipe.early) {
+    as_after_wait(pipe, pos_p, sp);
     if (threadIdx.x == 0)
-      for (int st = 0; st < AS_NST && st < nst; st++) issue(st);
+      for (int st = 0; st < AS_NST && st < pipe.nst; st++) as_issue(pipe, st);
   }
+  const int lo = pipe.lo, hi = pipe.hi, nst = pipe.nst;
   if (lo == hi) return; /* past the live splits: nothing reads this split's results */
   /* warp g's B fragments (KV head g's eight q rows, scores_kernel's order: unit u, lane L: the
    * bf16 pairs of head L / 4 at dims 32u + 8(L % 4) …), from q as at_stage_q stages it */
@@ -141,19 +185,12 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
   /* the lane's running softmax statistics of heads 2t (a) and 2t + 1 (b) */
   float ma = -INFINITY, mb = -INFINITY, la = 0.0f, lb = 0.0f;
   for (int st = 0; st < nst; st++) {
-    const int slot = st % AS_NST, j0 = lo + st * AS_KEYS;
-    uint8_t *base = stage_mem + (size_t)slot * AS_KEYS * rs;
-    mbar_wait(&mbar[slot], (uint32_t)((st / AS_NST) & 1));
-    if (j0 <= pos && pos < j0 + AS_KEYS && pos < hi) { /* the newest row, by plain loads (coherent: L2) */
-      const uint4 *src = reinterpret_cast<const uint4 *>(kc + (window > 0 ? pos % window : pos) * kvd);
-      uint4 *dst = reinterpret_cast<uint4 *>(base + (size_t)(pos - j0) * rs);
-      for (int i = threadIdx.x; i < (int)(rowb / 16); i += blockDim.x) dst[i] = __ldcg(src + i);
-      __syncthreads();
-    }
+    const int j0 = lo + st * AS_KEYS;
+    const uint8_t *base = as_stage(pipe, st);
     if (active) {
       const int ka = j0 + gq, kb = ka + 8, ia = ka < hi ? ka - j0 : 0, ib = kb < hi ? kb - j0 : 0;
-      const uint8_t *ra = base + (size_t)ia * rs + (size_t)g * hd * 2 + 16 * t;
-      const uint8_t *rb8 = base + (size_t)ib * rs + (size_t)g * hd * 2 + 16 * t;
+      const uint8_t *ra = base + (size_t)ia * pipe.rs + (size_t)g * hd * 2 + 16 * t;
+      const uint8_t *rb8 = base + (size_t)ib * pipe.rs + (size_t)g * hd * 2 + 16 * t;
       at_tc_keys<NU>(
           [&](int u, uint4 &a, uint4 &b) {
             a = *reinterpret_cast<const uint4 *>(ra + u * 64);
@@ -164,11 +201,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
             as_online(mb, lb, y);
           });
     }
-    __syncthreads(); /* every warp is done with this slot */
-    if (threadIdx.x == 0 && st + AS_NST < nst) {
-      fence_proxy_async_smem();
-      issue(st + AS_NST);
-    }
+    as_release(pipe, st);
   }
   /* the warp's lanes merged over gq (a butterfly: every lane ends with the same values); lane
    * (0, t) writes heads 2t and 2t + 1 */
