@@ -3,10 +3,12 @@
  * several context lengths. Each case is checked against a float64 attention on the host over
  * the same bf16 inputs (fresh random q, K, V), then timed: 20 calls captured in one CUDA graph
  * with programmatic dependent launch, as the decoder runs them, median of 5 replays. Prints
- * one line per case and, per shape and context, the fastest split shape.
+ * one line per case (with the live keys' K and V bytes over the time, GB/s) and, per shape and
+ * context, the fastest split shape.
  *   mlxrt-attn-bench [--quick]        exit status 1 when any case disagrees with the host
  *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu)
- * MLXRT_ATTN_SCORES=0|1|2|3 and MLXRT_ATTN_PV=0|1|2 pick the passes' forms, as the decoder's knobs do.
+ * MLXRT_ATTN_SCORES=0|1|2|3 and MLXRT_ATTN_PV=0|1|2 pick the passes' forms, as the decoder's knobs do
+ * (MLXRT_ATTN_TMA_EARLY=1|2|3 too).
  * MLXRT_ATTN_CLUSTER=1 runs the one-launch form (dk_attention_cluster) instead, on the shapes
  * whose keys fit one cluster (the sliding ring, and a full layer in a session of 2048
  * positions), once per position, and also checks the x-prep maxima it writes;
@@ -99,7 +101,11 @@ static int g_cluster; /* MLXRT_ATTN_CLUSTER=1: dk_attention_cluster */
 #define NAMAX 4
 
 static int attend(const shape *s, bufs *b, int splits, int min_keys, float scale, void *st) {
-  const char *kpath = getenv("MLXRT_ATTN_SCORES"), *pv = getenv("MLXRT_ATTN_PV");
+  const char *kpath = getenv("MLXRT_ATTN_SCORES"), *pv = getenv("MLXRT_ATTN_PV"), *early = getenv("MLXRT_ATTN_TMA_EARLY");
+  if (early && dk_set_attn_tma_early(atoi(early))) {
+    fprintf(stderr, "mlxrt-attn-bench: MLXRT_ATTN_TMA_EARLY=%s: expected 1, 2 or 3\n", early);
+    exit(2);
+  }
   if (g_cluster)
     return dk_attention_cluster(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window,
                                 s->window > 0 ? s->window : s->ctx, b->att, b->amax, NAMAX, b->smax, b->count, NULL, st);
@@ -193,7 +199,7 @@ int main(int argc, char **argv) {
         rt_h2d(b.kc, hk, kvn * 2, st, &err) || rt_h2d(b.vc, hv, kvn * 2, st, &err) ||
         rt_h2d(b.q, hq, qn * 4, st, &err) || rt_memset(b.count, 0, (size_t)s->nq * 4, st, &err))
       die(&err);
-    printf("\n%s\n| pos | splits | min keys | us | rel err |\n|---:|---:|---:|---:|---:|\n", s->name);
+    printf("\n%s\n| pos | splits | min keys | us | K+V GB/s | rel err |\n|---:|---:|---:|---:|---:|---:|\n", s->name);
     const int *ps = one ? &one_pos : si == 0 ? pos_sliding : si == 1 ? pos_full : pos_short;
     const int np = one ? 1 : si == 0 ? (int)(sizeof pos_sliding / sizeof *ps) : si == 1 ? (int)(sizeof pos_full / sizeof *ps)
                                                                                : (int)(sizeof pos_short / sizeof *ps);
@@ -237,7 +243,10 @@ int main(int argc, char **argv) {
           failed += bad;
           cases++;
           const double us = time_case(s, &b, n, mk, scale, st, &err);
-          printf("| %d | %d | %d | %.2f | %.1e%s |\n", pos, n, mk, us, e, bad ? " FAIL" : "");
+          /* the live keys' K and V rows, each read once */
+          const double kv_bytes = (double)cnt * s->nkv * s->hd * 2 * 2;
+          printf("| %d | %d | %d | %.2f | %.0f | %.1e%s |\n", pos, n, mk, us, kv_bytes / (us * 1e3), e,
+                 bad ? " FAIL" : "");
           if (us < best_us) {
             best_us = us;
             snprintf(best[pi], sizeof best[pi], "pos %d: %.2f us with %d splits, min %d keys", pos, us, n, mk);

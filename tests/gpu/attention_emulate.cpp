@@ -197,6 +197,18 @@ static int run_case(const Case &c, bool onepass) {
     double sum_err = 0;
     for (size_t i = 0; i < ssum.size(); i++)
       sum_err = fmax(sum_err, fabs((double)ssum[i] - ssum2[i]) / fmax(fabs((double)ssum2[i]), 1e-30));
+    /* one stage before the wait, two after q's loads (MLXRT_ATTN_TMA_EARLY=1): the same bits */
+    std::vector<uint16_t> att_e1((size_t)nq * hd, 0xffff);
+    memset(emu_dyn_smem, 0xff, sizeof emu_dyn_smem);
+    int rc1 = dk_set_attn_tma_early(1);
+    if (!rc1)
+      rc1 = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 3,
+                         cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att_e1.data(), NULL,
+                         namax, NULL);
+    if (rc1 || dk_set_attn_tma_early(3) || att_e1 != att_tma) {
+      printf("FAIL %s with K by bulk copies, 1 stage before the wait: rc %d, the bits differ\n", tc_name[0], rc1);
+      bad = 1;
+    }
     if (rc || scores != scores2 || memcmp(smax.data(), smax2.data(), smax.size() * sizeof(float)) || !(sum_err <= 1e-5)) {
       printf("FAIL %s with K by bulk copies: rc %d, scores %s, maxima %s, sums within %.2e of kpath 2's\n", tc_name[0],
              rc, scores != scores2 ? "differ" : "equal",

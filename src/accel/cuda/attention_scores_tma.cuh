@@ -131,6 +131,13 @@ __device__ __forceinline__ void as_release(const as_pipe &p, int st) {
   }
 }
 
+/* dk_set_attn_tma_early: stages issued before the wait */
+static __constant__ int as_early_c = AS_NST;
+extern "C" int dk_set_attn_tma_early(int stages) {
+  if (stages < 1 || stages > AS_NST) return (int)cudaErrorInvalidValue;
+  return (int)cudaMemcpyToSymbol(as_early_c, &stages, sizeof stages);
+}
+
 template <int NU>
 __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
                                                                 float scale, const int *pos_p, int window,
@@ -142,15 +149,13 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
   const int s = blockIdx.x, splits = sp.n;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
   as_pipe pipe = as_make(stage_mem, mbar, as_row_stride(nkv, hd), nkv, hd, kc, window, pos_p, sp);
+  /* as_early_c stages before the wait, the rest once q's loads are issued (below) */
+  int issued = 0;
   if (pipe.early && threadIdx.x == 0)
-    for (int st = 0; st < AS_NST && st < pipe.nst; st++) as_issue(pipe, st);
+    for (; issued < as_early_c && issued < pipe.nst; issued++) as_issue(pipe, issued);
   ck_pdl_enter();
   amax_zero(amax, namax);
-  if (!pipe.early) {
-    as_after_wait(pipe, pos_p, sp);
-    if (threadIdx.x == 0)
-      for (int st = 0; st < AS_NST && st < pipe.nst; st++) as_issue(pipe, st);
-  }
+  as_after_wait(pipe, pos_p, sp);
   const int lo = pipe.lo, hi = pipe.hi, nst = pipe.nst;
   if (lo == hi) return; /* past the live splits: nothing reads this split's results */
   /* warp g's B fragments (KV head g's eight q rows, scores_kernel's order: unit u, lane L: the
@@ -169,6 +174,8 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
       xv[2 * u] = __ldcg(reinterpret_cast<const float4 *>(qh + u * 32));
       xv[2 * u + 1] = __ldcg(reinterpret_cast<const float4 *>(qh + u * 32 + 4));
     }
+    if (threadIdx.x == 0) /* (warp 0 is active) */
+      for (; issued < AS_NST && issued < nst; issued++) as_issue(pipe, issued);
 #pragma unroll
     for (int u = 0; u < NU; u++) {
       float4 x0 = xv[2 * u], x1 = xv[2 * u + 1];

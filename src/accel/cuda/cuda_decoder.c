@@ -371,7 +371,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   if (wq && *wq) ck_set_tuning(atoi(wq), ck_get_qmv_variant());
   if (D->prof.on) D->use_graph = 0;
   /* decode attention's split shape (benchmark knobs; defaults measured on the H200) */
-  int split_blocks, max_splits_knob, norm_push, attn_prefetch;
+  int split_blocks, max_splits_knob, norm_push, attn_prefetch, tma_early;
   /* MLXRT_ATTN_ONEPASS=1: one pass over K and V with an online softmax (attention.cu; p not
    * rounded as the reference path rounds it: an experiment, off by default) */
   /* the attention's last kernel writes the maxima o's x prep needs (the same values; one launch
@@ -397,8 +397,11 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       dec_env_knob("MLXRT_ATTN_CLUSTER_STAGE", 7, 0, 7, &D->attn_stage, err) ||
       dec_env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       dec_env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
-      dec_env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err))
+      dec_env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err) ||
+      /* the bulk-copy scores pass's stages before its wait (an experiment; the same bits) */
+      dec_env_knob("MLXRT_ATTN_TMA_EARLY", 3, 1, 3, &tma_early, err))
     goto fail;
+  if (rt_status(dk_set_attn_tma_early(tma_early), "MLXRT_ATTN_TMA_EARLY", err)) goto fail;
   dk_set_norm_push(norm_push); /* (the backend's, like the mat-vec knobs) */
   /* K/V rows prefetched before the attention's wait: 1 (default) the one-launch form only
    * (tg128 +0.6 % at depth 0); 2 also the split passes (−2.7 % at depth 32768: their L2

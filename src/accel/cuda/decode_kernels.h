@@ -135,6 +135,10 @@ int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc,
 int dk_set_attn_prefetch(int on);
 void dk_set_attn_prefetch_cluster(int on);
 int dk_set_attn_prefetch_split(int on);
+/* How many of its 3 stages the bulk-copy scores pass (dk_attention's kpath 3) issues before
+ * waiting for its predecessor (1–3, default 3); the rest follow once its q loads are issued,
+ * so that those queue behind fewer bytes. The same results either way (MLXRT_ATTN_TMA_EARLY). */
+int dk_set_attn_tma_early(int stages);
 /* The same attention in one pass over K and V per split (online softmax; an experiment,
  * MLXRT_ATTN_ONEPASS=1): p is not rounded to bf16, unlike the reference path (attention.cu).
  * smax/ssum/pacc as above; GQA groups of ≤ 4 / 8 / 16 take head dims ≤ 1024 / 512 / 256. */
