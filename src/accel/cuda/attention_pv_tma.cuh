@@ -48,15 +48,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
   /* PT_EARLY stages before the wait; the rest once this block's statistics and scores loads are
    * issued, so that those queue behind fewer bytes (they come from the scores pass, after the
    * wait, and the whole pass waits for them) */
-  int issued = 0;
-  if (pipe.early && threadIdx.x == 0)
-    for (; issued < PT_EARLY && issued < pipe.nst; issued++) as_issue(pipe, issued);
-  ck_pdl_enter();
-  as_after_wait(pipe, pos_p, sp);
-  auto issue_rest = [&]() {
-    if (threadIdx.x == 0)
-      for (; issued < AS_NST && issued < pipe.nst; issued++) as_issue(pipe, issued);
-  };
+  as_wait(pipe, PT_EARLY, pos_p, sp);
   const int pos = pipe.pos, lo = pipe.lo, hi = pipe.hi, nst = pipe.nst;
   if (lo == hi) return; /* past the live splits (the reductions below read only those) */
   const int live = live_splits(pos, window, sp), nq = REP * nkv;
@@ -105,7 +97,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
     };
     float ms0[PT_CH][REP], ls0[PT_CH][REP]; /* the first chunk, kept: one round trip up to 160 splits */
     load(0, ms0, ls0, true);
-    issue_rest();
+    as_issue_upto(pipe, AS_NST);
 #pragma unroll
     for (int c = 0; c < PT_CH; c++)
 #pragma unroll
@@ -132,7 +124,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
       if (r == gq) hm = m[r], hinv = __fdiv_rn(1.0f, total[r]);
     }
   }
-  issue_rest(); /* (thread 0's warp is active: this is a no-op there) */
+  as_issue_upto(pipe, AS_NST); /* (thread 0's warp is active: a no-op there) */
   float acc[NG][4][4];
 #pragma unroll
   for (int gi = 0; gi < NG; gi++)

@@ -70,6 +70,7 @@ struct as_pipe {
   bool early; /* the position read before the wait: it is the step's, long complete, unless
                * kernels trigger before they wait */
   int pos, lo, hi, nst;
+  int issued; /* stages issued so far (thread 0's count) */
 };
 __device__ __forceinline__ void as_range(as_pipe &p, const int *pos_p, at_splits sp) {
   p.pos = *pos_p;
@@ -80,7 +81,7 @@ __device__ __forceinline__ void as_range(as_pipe &p, const int *pos_p, at_splits
  * a barrier after) */
 __device__ __forceinline__ as_pipe as_make(uint8_t *mem, uint64_t *mbar, size_t rs, int nkv, int hd,
                                            const uint16_t *cache, int window, const int *pos_p, at_splits sp) {
-  as_pipe p = {mem, mbar, rs, (uint32_t)nkv * hd * 2, (int64_t)nkv * hd, cache, window, !ck_pdl_early_c, 0, 0, 0, 0};
+  as_pipe p = {mem, mbar, rs, (uint32_t)nkv * hd * 2, (int64_t)nkv * hd, cache, window, !ck_pdl_early_c, 0, 0, 0, 0, 0};
   if (p.early) as_range(p, pos_p, sp);
   if (threadIdx.x == 0) {
     for (int i = 0; i < AS_NST; i++) mbar_init(&p.mbar[i], 1);
@@ -104,8 +105,16 @@ __device__ __forceinline__ void as_issue(const as_pipe &p, int st) {
     bulk_copy(dst + (size_t)i * p.rs, p.cache + sl * p.kvd, p.rowb, &p.mbar[slot]);
   }
 }
-/* after the wait: the split read now where it could not be before */
-__device__ __forceinline__ void as_after_wait(as_pipe &p, const int *pos_p, at_splits sp) {
+/* thread 0: the stages up to the n-th (of the first AS_NST) not issued yet */
+__device__ __forceinline__ void as_issue_upto(as_pipe &p, int n) {
+  if (threadIdx.x == 0)
+    for (; p.issued < n && p.issued < AS_NST && p.issued < p.nst; p.issued++) as_issue(p, p.issued);
+}
+/* the wait for the predecessor, with `early` stages issued before it where the split is known
+ * (the rest: as_issue_upto(p, AS_NST) later); the split read after it where it was not */
+__device__ __forceinline__ void as_wait(as_pipe &p, int early, const int *pos_p, at_splits sp) {
+  if (p.early) as_issue_upto(p, early);
+  ck_pdl_enter();
   if (!p.early) as_range(p, pos_p, sp);
 }
 /* stage st's slot once its copies have landed, with the newest row (if the stage holds it) by
@@ -149,13 +158,8 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
   const int s = blockIdx.x, splits = sp.n;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
   as_pipe pipe = as_make(stage_mem, mbar, as_row_stride(nkv, hd), nkv, hd, kc, window, pos_p, sp);
-  /* as_early_c stages before the wait, the rest once q's loads are issued (below) */
-  int issued = 0;
-  if (pipe.early && threadIdx.x == 0)
-    for (; issued < as_early_c && issued < pipe.nst; issued++) as_issue(pipe, issued);
-  ck_pdl_enter();
+  as_wait(pipe, as_early_c, pos_p, sp); /* the rest of the first stages once q's loads are issued */
   amax_zero(amax, namax);
-  as_after_wait(pipe, pos_p, sp);
   const int lo = pipe.lo, hi = pipe.hi, nst = pipe.nst;
   if (lo == hi) return; /* past the live splits: nothing reads this split's results */
   /* warp g's B fragments (KV head g's eight q rows, scores_kernel's order: unit u, lane L: the
@@ -174,8 +178,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
       xv[2 * u] = __ldcg(reinterpret_cast<const float4 *>(qh + u * 32));
       xv[2 * u + 1] = __ldcg(reinterpret_cast<const float4 *>(qh + u * 32 + 4));
     }
-    if (threadIdx.x == 0) /* (warp 0 is active) */
-      for (; issued < AS_NST && issued < nst; issued++) as_issue(pipe, issued);
+    as_issue_upto(pipe, AS_NST); /* (thread 0's warp is active) */
 #pragma unroll
     for (int u = 0; u < NU; u++) {
       float4 x0 = xv[2 * u], x1 = xv[2 * u + 1];
