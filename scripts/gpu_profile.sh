@@ -40,7 +40,9 @@
 #      tiny fixtures against the CPU reference and the 6-layer 31B with a 600-token prompt against
 #      the reference path on CUDA (its attention is the host's), then
 #      tg128 at depths ONEPASS_DEPTHS (default 0,4096,32768) without and with it.
-#   ab (not in the default list): tg128 at depths AB_DEPTHS (default 0), 2 repetitions, for
+#   ab (not in the default list): tg128 at depths AB_DEPTHS (default 0), AB_REPS (default 2)
+#      repetitions (each refills the cache by the prompt pass: at depth 131072 use 1, and
+#      TG_TIMEOUT, default 400 s, for longer runs), for
 #      each setting in AB_CONFIGS (VAR=V[,VAR=V...] per setting, e.g. "MLXRT_QMV_VARIANT=0
 #      MLXRT_QMV_VARIANT=6 MLXRT_QMV_VARIANT=0"): alternating A/B runs in one build; then the
 #      tiny fixtures against the CPU reference with the last setting.
@@ -125,7 +127,7 @@ tiny_check() {
 tg_depths() {
   local log="$OUT/$1" depths=$2 reps=$3
   shift 3
-  env "$@" MLXRT_DECODER=1 timeout 400 "${MLXRT_BIN:-$BUILD/mlxrt}" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 \
+  env "$@" MLXRT_DECODER=1 timeout "${TG_TIMEOUT:-400}" "${MLXRT_BIN:-$BUILD/mlxrt}" bench -m "$SYN/s31" --backend cuda -p 0 -n 128 \
     -d "$depths" -r "$reps" ${TG_EXTRA:-} 2>&1 | tee "$log" | grep -E "tg128|hash"
 }
 if has tiny; then
@@ -295,7 +297,7 @@ if has ab; then
   for c in ${AB_CONFIGS:-}; do
     n=$((n + 1))
     stamp "bench tg128 at depths ${AB_DEPTHS:-0}, ${c//,/ }"
-    tg_depths "bench31_ab$n.log" "${AB_DEPTHS:-0}" 2 ${c//,/ }
+    tg_depths "bench31_ab$n.log" "${AB_DEPTHS:-0}" "${AB_REPS:-2}" ${c//,/ }
     last=$c
   done
   if [ -n "$last" ]; then
