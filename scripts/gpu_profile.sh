@@ -32,6 +32,9 @@
 #      suffix): ncu on mlxrt-attn-bench --case for each
 #      SHAPE:POS:SPLITS:MIN_KEYS in ATTNB_CASES (default full:32767:128:1); NCU_SOURCE=1 also
 #      writes each kernel's source counters (SASS, stall samples per instruction) as CSV.
+#   deepchk (not in the default list): the deep contexts' p·v graph (MLXRT_ATTN_PV_DEEP) — the
+#      tiny fixtures crossing the three body graphs, the 6-layer 31B with a 600-token prompt
+#      crossing into it against the reference path on CUDA (deep_tiny.log, deep_s31x6.log).
 #   probe (not in the default list): mlxrt-stream-probe, what each bulk-copy pipeline shape
 #      streams next to plain loads (probe.log).
 #   attn (not in the default list): tg128 at depths 0/4096/32768 for each decode-attention split
@@ -419,6 +422,17 @@ if has prefill || has prefill_check; then
   stamp "prefill: synth gemma4-31b $MODE, 6 layers, 600-token prompt"
   synth31 "$SYN/s31x6" --layers 6
   timeout 400 "$DT" --ref cuda --prompt 600 --gen 8 --tg 0 --prefill 2 "$SYN/s31x6" 2>&1 | tee "$OUT/prefill_s31x6.log" || rc=1
+fi
+if has deepchk; then
+  # the deep contexts' p·v graph: the tiny fixtures crossing all three body graphs (one-cluster,
+  # split, deep), then the 6-layer 31B with a 600-token prompt against the reference path on CUDA,
+  # its decode steps crossing into the deep graph after four tokens
+  stamp "deep p·v graph: tiny fixtures crossing the three body graphs"
+  tiny_check deep_tiny.log MLXRT_ATTN_CLUSTER_KEYS=8 MLXRT_ATTN_PV_DEEP_KEYS=20
+  stamp "deep p·v graph: synth gemma4-31b $MODE, 6 layers, 600-token prompt, deep from 604 keys"
+  synth31 "$SYN/s31x6" --layers 6
+  MLXRT_ATTN_PV_DEEP_KEYS=604 timeout 400 "$DT" --ref cuda --prompt 600 --gen 8 --tg 0 --prefill 2 "$SYN/s31x6" 2>&1 |
+    tee "$OUT/deep_s31x6.log" || rc=1
 fi
 if has prefill || has prefill_bench; then
   stamp "prefill: synth gemma4-31b $MODE, 60 layers"

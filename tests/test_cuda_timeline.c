@@ -22,8 +22,8 @@ int main(void) {
   const ctl_launch body[] = {{&kA, "embed"}, {&kB, "q mat-vec"}, {&kA, "o mat-vec"}, {&kC, NULL}};
   const ctl_launch head[] = {{&kD, "lm_head"}, {&kE, "logits"}};
   const ctl_launch body2[] = {{&kA, "embed"}, {&kE, "attention (one cluster)"}};
-  const ctl_launch *const logs[CTL_GRAPHS] = {body, head, body2};
-  const int nlog[CTL_GRAPHS] = {4, 2, 2};
+  const ctl_launch *const logs[CTL_GRAPHS] = {body, head, body2, NULL};
+  const int nlog[CTL_GRAPHS] = {4, 2, 2, 0};
   /* three steps, 100 us apart, then a fourth 1000 us later (a new run); stamps in ns:
    * body at +0, +10, +30, +33 us; head at +40, +45 us */
   const unsigned char replay[] = {0, 1, 0, 1, 0, 1, 0, 1};

@@ -31,6 +31,9 @@
  * attention bench it matches them to 128 keys and loses 6 µs at 512, 15 at 1024, while the
  * step saves two launches per layer (docs/PERF.md, session 11) */
 #define CLUSTER_KEYS 256
+/* the deep contexts' p·v pass (MLXRT_ATTN_PV_DEEP) above this many live keys: measured ahead of
+ * the register path from depth 32768 on, behind at 4096 (docs/PERF.md, sessions 19–20) */
+#define DEEP_KEYS 32768
 
 
 
@@ -310,6 +313,7 @@ void cuda_decoder_free(accel_decoder *D) {
   }
   rt_graph_destroy(D->g_body[0]);
   rt_graph_destroy(D->g_body[1]);
+  rt_graph_destroy(D->g_body[2]);
   rt_graph_destroy(D->g_head);
   cprof_report_free(&D->prof, "CUDA decoder profile (MLXRT_CUDA_PROFILE=1)");
   if (D->timeline) ctl_report_free("CUDA decoder timeline of the graph replays (MLXRT_CUDA_TIMELINE=1)");
@@ -402,6 +406,14 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       dec_env_knob("MLXRT_ATTN_TMA_EARLY", 3, 1, 3, &tma_early, err))
     goto fail;
   if (rt_status(dk_set_attn_tma_early(tma_early), "MLXRT_ATTN_TMA_EARLY", err)) goto fail;
+  /* the deep contexts' p·v pass: V streamed by bulk copies once a step's live keys exceed
+   * deep_keys (a third body graph). It has more fixed cost and a faster stream than the
+   * register path: tg128 −1.0 % at depth 4096, +0.6–1.2 % at 32768, +6.7 % at 131072 (H200,
+   * sessions 19–20, docs/PERF.md). The experiments that replace the split passes keep theirs. */
+  const int pv_free = !D->fuse_post && !D->attn_onepass && (!D->attn_kpath || D->attn_kpath == 3);
+  if (dec_env_knob("MLXRT_ATTN_PV_DEEP", pv_free ? 2 : D->attn_pv_tc, 0, 2, &D->deep_pv, err) ||
+      dec_env_knob("MLXRT_ATTN_PV_DEEP_KEYS", DEEP_KEYS, 1, 1 << 30, &D->deep_keys, err))
+    goto fail;
   dk_set_norm_push(norm_push); /* (the backend's, like the mat-vec knobs) */
   /* K/V rows prefetched before the attention's wait: 1 (default) the one-launch form only
    * (tg128 +0.6 % at depth 0); 2 also the split passes (−2.7 % at depth 32768: their L2
@@ -409,11 +421,12 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   if (rt_status(dk_set_attn_prefetch(attn_prefetch), "MLXRT_ATTN_PREFETCH", err)) goto fail;
   /* the split passes' experiments replace the whole attention: they run without the cluster form
    * (but for the bulk-copy forms, which are for the layers the split passes serve) */
-  if (D->fuse_post || D->attn_onepass || (D->attn_kpath && D->attn_kpath != 3) || D->attn_pv_tc == 1)
+  if (D->fuse_post || D->attn_onepass || (D->attn_kpath && D->attn_kpath != 3) || D->attn_pv_tc == 1 ||
+      D->deep_pv == 1)
     D->attn_cluster = 0;
-  if (D->fuse_post && (D->attn_onepass || (D->attn_kpath && D->attn_kpath != 3) || D->attn_pv_tc)) {
+  if (D->fuse_post && (D->attn_onepass || (D->attn_kpath && D->attn_kpath != 3) || D->attn_pv_tc || D->deep_pv)) {
     mx_fail(err, "MLXRT_ATTN_FUSE_POST=1 runs only with the default decode attention (not with "
-                 "MLXRT_ATTN_ONEPASS, MLXRT_ATTN_SCORES or MLXRT_ATTN_PV)");
+                 "MLXRT_ATTN_ONEPASS, MLXRT_ATTN_SCORES, MLXRT_ATTN_PV or MLXRT_ATTN_PV_DEEP)");
     goto fail;
   }
   int H = d->hidden, L = d->n_layers, sms = cudab_device(b)->sms;
@@ -576,6 +589,12 @@ static const char *const lab_full[9] = {"full: q|k|v mat-vec", "full: q/k/v norm
  * exponent where V is RMS-normalized (fp16 keeps every bf16 value down to 2^(−25−e) exactly,
  * against 2^(−25−e') with the row maximum's e' ≥ e: below that the two preps may differ in a
  * value's last bits). Dense bf16 o weights take x as it is (no exponent). */
+/* dk_attention's p·v bits for this step's body graph (kpath bit 4: tensor cores, bit 8: bulk copies) */
+static int pv_bits(const accel_decoder *D) {
+  const int pv = D->deep_ctx ? D->deep_pv : D->attn_pv_tc;
+  return pv == 1 ? 4 : pv == 2 ? 8 : 0;
+}
+
 static int attn_writes_o_prep(const accel_decoder *D, const dec_layer *y) {
   return D->attn_oprep && y->cluster && D->short_ctx && y->o.n == 1 && y->o.ks == 1 &&
          (y->o.xmode == 2 || (y->o.xmode == 1 && D->d->v_norm)) && ((int64_t)D->d->n_heads * y->hd) % 32 == 0;
@@ -629,7 +648,7 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                        ? dk_attention_onepass(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
                                               y->splits, D->split_keys, D->smax, D->ssum, D->pacc, D->attb, amax, namax, st)
                        : dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                      y->splits, D->split_keys, D->attn_kpath | (D->attn_pv_tc == 1 ? 4 : D->attn_pv_tc == 2 ? 8 : 0), D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
+                                      y->splits, D->split_keys, D->attn_kpath | pv_bits(D), D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                       D->attb, amax, namax, st),
                    "attention", err);
 }
@@ -756,10 +775,10 @@ static int enqueue_pdl_head(accel_decoder *D, mlxrt_error *err) {
  * capture), then captured once and replayed. */
 static int launch(accel_decoder *D, int head, mlxrt_error *err) {
   int (*enq)(accel_decoder *, mlxrt_error *) = head ? enqueue_pdl_head : enqueue_pdl_body;
-  const int b = D->short_ctx ? 1 : 0;
+  const int b = D->short_ctx ? 1 : D->deep_ctx ? 2 : 0;
   void **graph = head ? &D->g_head : &D->g_body[b];
   int *warm = head ? &D->warm_head : &D->warm_body[b];
-  const int tg = head ? CTL_HEAD : b ? 2 : 0; /* the timeline's graph id */
+  const int tg = head ? CTL_HEAD : b == 1 ? 2 : b == 2 ? 3 : 0; /* the timeline's graph id */
   if (!D->use_graph || !*warm) {
     *warm = 1;
     return enq(D, err);
@@ -814,6 +833,8 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
     for (int64_t i = 0; i < k; i++) {
       /* the one-cluster attention while every layer's live keys (at most position + 1) are few */
       D->short_ctx = D->any_cluster && pos + done + i + 1 <= D->cluster_keys;
+      /* the deep contexts' p·v pass once the live keys exceed deep_keys */
+      D->deep_ctx = !D->short_ctx && D->deep_pv != D->attn_pv_tc && pos + done + i + 1 > D->deep_keys;
       if (launch(D, 0, err) || cprof_flush(&D->prof, err))
         return mx_prefix(err, "CUDA decoder at position %lld", (long long)(pos + done + i));
     }

@@ -69,10 +69,15 @@ struct accel_decoder {
   int *h_pos;
   int32_t *h_next;
   float *h_logits;
-  void *g_body[2], *g_head; /* body graphs: [0] the split attention, [1] the one-cluster form */
-  int use_graph, warm_body[2], warm_head;
+  /* body graphs: [0] the split attention, [1] the one-cluster form, [2] the split attention with
+   * the deep contexts' p·v pass (deep_pv, from position deep_keys on) */
+  void *g_body[3], *g_head;
+  int use_graph, warm_body[3], warm_head;
   int any_cluster; /* some layer can run the one-cluster attention */
   int short_ctx; /* this step's body runs the one-cluster attention (its position is below cluster_keys) */
+  int deep_ctx;  /* this step's body runs the p·v pass deep_pv (its live keys exceed deep_keys) */
+  int deep_pv;   /* MLXRT_ATTN_PV_DEEP (default 2, as MLXRT_ATTN_PV): the p·v pass at deep contexts */
+  int deep_keys; /* MLXRT_ATTN_PV_DEEP_KEYS: the live key count above which it runs */
   int max_ks; /* largest k split of any mat-vec (the y buffer holds that many partials) */
   int use_pdl; /* kernels overlap their predecessor's tail (MLXRT_CUDA_PDL=0: off) */
   int attn_onepass; /* MLXRT_ATTN_ONEPASS=1: the one-pass decode attention (an experiment) */

@@ -3,9 +3,10 @@
 #ifndef MLXRT_CUDA_TIMELINE_AGG_H
 #define MLXRT_CUDA_TIMELINE_AGG_H
 
-/* The step's graphs: 0 the body, 1 the head, 2 the body with the one-cluster attention (the
- * decoder picks a body graph per position: cuda_decoder.c) */
-#define CTL_GRAPHS 3
+/* The step's graphs: 0 the body, 1 the head, 2 the body with the one-cluster attention, 3 the
+ * body with the deep contexts' p·v pass (the decoder picks a body graph per position:
+ * cuda_decoder.c) */
+#define CTL_GRAPHS 4
 #define CTL_HEAD 1
 
 typedef struct ctl_launch {
@@ -25,7 +26,7 @@ typedef struct ctl_row {
 
 typedef struct ctl_summary {
   int replays;           /* replays whose stamps were all there */
-  int bodies;            /* of those, replays of a body graph (0 or 2) */
+  int bodies;            /* of those, replays of a body graph (0, 2 or 3) */
   int nrows;             /* rows filled */
   unsigned expected;     /* stamps the logs promise for every recorded replay */
   double total_us;       /* sum over the rows */
@@ -34,7 +35,7 @@ typedef struct ctl_summary {
 
 /* t[0..n): stamps (ns) in order; t2 (NULL: none): the grid's last block's two stamps per
  * launch (arrival, wait return), 2·n2 of them in the same order, n2 ≥ n to use them;
- * replay[0..nreplay): the graph (0, 1 or 2) of each recorded
+ * replay[0..nreplay): the graph (0..CTL_GRAPHS-1) of each recorded
  * replay; log[g][0..nlog[g]): graph g's launches, in order, one stamp each. Within a replay
  * each stamp's gap to the next is its launch's; a body's last launch runs up to the first
  * stamp of the head replayed right after it (the same step); the last launch of a step
