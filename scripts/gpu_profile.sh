@@ -57,7 +57,8 @@
 #   timeline (not in the default list): the in-graph timeline (MLXRT_CUDA_TIMELINE=1: each
 #      kernel's share of the step as the graph with programmatic dependent launches runs it)
 #      of tg at depths TL_DEPTHS (default "0 32768"), 64 steps per depth; TL_MODE=2 adds each
-#      grid's last block's stamps (MLXRT_CUDA_TIMELINE=2).
+#      grid's last block's stamps (MLXRT_CUDA_TIMELINE=2); TG_TIMEOUT and TG_EXTRA as for ab (at
+#      depth 131072: TG_EXTRA="--warmup-depth 0", one fill of ~2 minutes instead of two).
 #   ncuattn (not in the default list): ncu on the full layers' decode attention (scores, p·v and
 #      the one-pass kernel, GQA 8) at depth ATTN_DEPTH (default 32768): duration, DRAM
 #      throughput, issue activity and stall reasons, two launches each.
@@ -346,8 +347,8 @@ if has timeline; then
   synth31 "$SYN/s31"
   for d in ${TL_DEPTHS:-0 32768}; do
     stamp "in-graph timeline, tg64 at depth $d"
-    MLXRT_CUDA_TIMELINE=${TL_MODE:-1} MLXRT_DECODER=1 timeout 240 "$BUILD/mlxrt" bench -m "$SYN/s31" --backend cuda -p 0 -n 64 \
-      -r 1 -d "$d" >"$OUT/timeline_d$d.log" 2>&1 || rc=1
+    MLXRT_CUDA_TIMELINE=${TL_MODE:-1} MLXRT_DECODER=1 timeout "${TG_TIMEOUT:-240}" "$BUILD/mlxrt" bench -m "$SYN/s31" \
+      --backend cuda -p 0 -n 64 -r 1 -d "$d" ${TG_EXTRA:-} >"$OUT/timeline_d$d.log" 2>&1 || rc=1
     grep -E "tg64" "$OUT/timeline_d$d.log"
     sed -n '/timeline of the graph replays/,/^$/p' "$OUT/timeline_d$d.log" | head -60
   done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mlxrt bench --sampler: each tg gets a second row timed with that sampler (on the decoder with
 # MLXRT_DECODER=1, on the host otherwise), in the table and in JSON; a bad spec exits 2 with one
-# line naming it. Also -c CTX (the session's capacity).
+# line naming it. Also -c CTX (the session's capacity) and --warmup-depth.
 set -u
 MLXRT=$1
 SRC=${MLXRT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -48,6 +48,20 @@ for v in x -5 12k; do
   $MLXRT bench -m "$M" -c "$v" >"$T/out" 2>"$T/err"
   rc=$?
   [ $rc -eq 2 ] && grep -qF "bad value '$v' for -c" "$T/err" && ok || bad "-c '$v': rc=$rc $(cat "$T/err")"
+done
+
+# --warmup-depth N: only the warm-up run's depth changes, so the timed runs' logits hash is
+# the one of the default warm-up (each run has its own session)
+dhash() { awk -F'|' '/\| tg4 @ d40/ {gsub(/ /, "", $11); print $11}' "$1"; }
+MLXRT_DECODER=1 $MLXRT bench -m "$M" --backend cpu -t 1 -p 0 -n 4 -d 40 -r 1 >"$T/w0" 2>"$T/err" || bad "bench -d 40"
+if MLXRT_DECODER=1 $MLXRT bench -m "$M" --backend cpu -t 1 -p 0 -n 4 -d 40 -r 1 --warmup-depth 0 >"$T/w1" 2>"$T/err"; then ok
+else bad "bench --warmup-depth 0 failed: $(cat "$T/err")"; fi
+[ -n "$(dhash "$T/w0")" ] && [ "$(dhash "$T/w0")" = "$(dhash "$T/w1")" ] && ok ||
+  { bad "--warmup-depth 0 changed the logits hash ($(dhash "$T/w0") vs $(dhash "$T/w1"))"; cat "$T/w0" "$T/w1"; }
+for v in -1 x 3k; do
+  $MLXRT bench -m "$M" --warmup-depth "$v" >"$T/out" 2>"$T/err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -qF "bad value '$v' for --warmup-depth" "$T/err" && ok || bad "--warmup-depth '$v': rc=$rc $(cat "$T/err")"
 done
 
 echo "$((pass + fail)) checks, $pass passed, $fail failed"

@@ -76,12 +76,16 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: mlxrt bench -m MODEL_DIR [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json]\n"
           "                   [-t THREADS] [--backend auto|cpu|cuda] [--numerics float32|mlx-cpu]\n"
-          "                   [--sampler SPEC] [-c CTX]\n"
+          "                   [--sampler SPEC] [-c CTX] [--warmup-depth N]\n"
           "  -p, -n, -d take comma-separated lists (e.g. -d 0,4096,32768); -p 0 or -n 0 skips.\n"
           "  -c CTX: each run's session holds CTX tokens (default: just enough, as llama-bench),\n"
           "  e.g. the model's full context, as mlxrt run and chat make it by default.\n"
           "  --sampler temp=0.8,top_k=64,top_p=0.95[,min_p=P][,seed=S]: each tg also runs with\n"
-          "  that sampler (a separate row); unnamed settings are off (temperature 1).\n");
+          "  that sampler (a separate row); unnamed settings are off (temperature 1).\n"
+          "  --warmup-depth N: the warm-up run before each test caches min(N, DEPTH) tokens\n"
+          "  (default: DEPTH, as llama-bench). Every run makes its own session, so its graphs,\n"
+          "  and the warm-up serves the first-use uploads only: a long depth's second fill\n"
+          "  (minutes at 262144) can be skipped.\n");
 }
 
 /* "temp=0.8,top_k=64,top_p=0.95,min_p=0.05,seed=1" → p; -1 on a bad spec. */
@@ -163,7 +167,7 @@ int cmd_bench(int argc, char **argv) {
   const char *model = NULL, *backend = NULL, *fmt = "md", *numerics = NULL, *sampler_spec = NULL;
   mlxrt_gen_params sampler;
   int_list P = {{512}, 1}, N = {{128}, 1}, D = {{0}, 1};
-  int reps = 5, threads = 0;
+  int reps = 5, threads = 0, warmup_depth = -1; /* -1: each test's own depth */
   long long ctx = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -197,6 +201,12 @@ int cmd_bench(int argc, char **argv) {
       sampler_spec = v;
       bad = parse_sampler(v, &sampler);
     } else if (!strcmp(a, "--numerics")) numerics = v;
+    else if (!strcmp(a, "--warmup-depth")) {
+      char *end;
+      long w = strtol(v, &end, 10);
+      bad = end == v || *end || w < 0 || w > 1 << 24;
+      warmup_depth = (int)w;
+    }
     else {
       fprintf(stderr, "mlxrt bench: unknown option '%s'\n", a);
       usage(stderr);
@@ -245,7 +255,8 @@ int cmd_bench(int argc, char **argv) {
         if (pp == 0 && tg == 0) continue;
         uint64_t seed = 0x9e3779b97f4a7c15ull, hash = 0;
         /* one warm-up run (first-use uploads, page faults), as llama-bench does */
-        if (run_once(m, ctx, depth, pp ? pp : 0, tg ? (tg < 4 ? tg : 4) : 0, smp, logits, toks, &seed, &hash, &err) < 0) {
+        const int wdepth = warmup_depth >= 0 && warmup_depth < depth ? warmup_depth : depth;
+        if (run_once(m, ctx, wdepth, pp ? pp : 0, tg ? (tg < 4 ? tg : 4) : 0, smp, logits, toks, &seed, &hash, &err) < 0) {
           rc = 1;
           break;
         }
