@@ -34,7 +34,8 @@
 #      writes each kernel's source counters (SASS, stall samples per instruction) as CSV.
 #   deepchk (not in the default list): the deep contexts' p·v graph (MLXRT_ATTN_PV_DEEP) — the
 #      tiny fixtures crossing the three body graphs, the 6-layer 31B with a 600-token prompt
-#      crossing into it against the reference path on CUDA (deep_tiny.log, deep_s31x6.log).
+#      crossing into it against the reference path on CUDA (deep_tiny.log, deep_s31x6.log);
+#      DEEP_ENV (VAR=V ...) added to the latter. TINY_ENV likewise for the tiny stage.
 #   probe (not in the default list): mlxrt-stream-probe, what each bulk-copy pipeline shape
 #      streams next to plain loads (probe.log).
 #   attn (not in the default list): tg128 at depths 0/4096/32768 for each decode-attention split
@@ -135,8 +136,8 @@ tg_depths() {
     -d "$depths" -r "$reps" ${TG_EXTRA:-} 2>&1 | tee "$log" | grep -E "tg128|hash"
 }
 if has tiny; then
-  stamp "tiny fixtures"
-  tiny_check tiny.log
+  stamp "tiny fixtures ${TINY_ENV:-}"
+  tiny_check tiny.log ${TINY_ENV:-}
 fi
 if has qmv; then
   stamp "mat-vec self-test and tables"
@@ -432,7 +433,7 @@ if has deepchk; then
   tiny_check deep_tiny.log MLXRT_ATTN_CLUSTER_KEYS=8 MLXRT_ATTN_PV_DEEP_KEYS=20
   stamp "deep p·v graph: synth gemma4-31b $MODE, 6 layers, 600-token prompt, deep from 604 keys"
   synth31 "$SYN/s31x6" --layers 6
-  MLXRT_ATTN_PV_DEEP_KEYS=604 timeout 400 "$DT" --ref cuda --prompt 600 --gen 8 --tg 0 --prefill 2 "$SYN/s31x6" 2>&1 |
+  env ${DEEP_ENV:-} MLXRT_ATTN_PV_DEEP_KEYS=604 timeout 400 "$DT" --ref cuda --prompt 600 --gen 8 --tg 0 --prefill 2 "$SYN/s31x6" 2>&1 |
     tee "$OUT/deep_s31x6.log" || rc=1
 fi
 if has prefill || has prefill_bench; then

@@ -151,9 +151,10 @@ int main(int argc, char **argv) {
   if (rt_stream_create(&st, &err)) die(&err);
   const char *ce = getenv("MLXRT_ATTN_CLUSTER");
   g_cluster = ce && !strcmp(ce, "1");
-  /* 1: its K and V rows staged in shared memory; 2: the V rows into the K rows' buffer */
+  /* 1: its K and V rows staged in shared memory; 2: the V rows into the K rows' buffer; 3 and 4:
+   * those forms with clusters of 16 blocks (dk_set_attn_cluster_stage's modes) */
   const char *cs = getenv("MLXRT_ATTN_CLUSTER_STAGE");
-  dk_set_attn_cluster_stage(cs && (!strcmp(cs, "1") || !strcmp(cs, "2")) ? atoi(cs) : 0);
+  dk_set_attn_cluster_stage(cs && strlen(cs) == 1 && cs[0] >= '1' && cs[0] <= '4' ? atoi(cs) : 0);
   const shape shapes[3] = {{"sliding (32 q, 16 kv, hd 256, window 1024)", 32, 16, 256, 1024, 1024, 4096},
                            {"full (32 q, 4 kv, hd 512)", 32, 4, 512, 0, 32768, 32768},
                            {"full (32 q, 4 kv, hd 512), 2048 positions", 32, 4, 512, 0, 2048, 2048}};

@@ -12,7 +12,8 @@
  *     points; each head's output within 1 % of its largest value (the sums run in another
  *     order than the direct one's, so a bf16 rounding of a score may differ).
  * Every case runs three times: K and V read from the cache, staged in shared memory, and staged
- * in one buffer (the V rows copied over the K rows once the scores are made).
+ * in one buffer (the V rows copied over the K rows once the scores are made); built with
+ * -DACE_WIDE, twice: the two staged forms with clusters of 16 blocks (modes 3 and 4).
  * Build and run from the repository root (also a CTest):
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_CLUSTER -Itests/gpu/emu -Isrc \
  *       -Isrc/accel/cuda -Iinclude tests/gpu/attention_cluster_emulate.cpp -o /tmp/ace -lm
@@ -30,7 +31,12 @@
 
 extern "C" int ck_pdl_enabled(void) { return 0; }
 
+/* ACE_WIDE: the forms with clusters of 16 blocks (stage modes 3 and 4), run by a pool as wide */
+#ifdef ACE_WIDE
+#define EMU_POOL_CL (2 * AC_CL)
+#else
 #define EMU_POOL_CL AC_CL
+#endif
 #define EMU_POOL_T AT_THREADS
 #include "emu_cluster_pool.h"
 
@@ -75,7 +81,7 @@ static std::vector<float> direct(const Case &c, const std::vector<float> &q, con
 
 static int run_case(const Case &c) {
   dk_set_attn_cluster_stage(c.stage);
-  const int nq = c.rep * c.nkv, hd = c.hd, nb = AC_CL * c.nkv;
+  const int nq = c.rep * c.nkv, hd = c.hd, nb = dk_attention_cluster_size(c.stage) * c.nkv;
   const int64_t kvd = (int64_t)c.nkv * hd, slots = c.window > 0 ? c.window : c.keys;
   const float scale = c.structure ? 1.0f : 1.0f / sqrtf((float)hd);
   std::vector<float> q((size_t)nq * hd);
@@ -141,7 +147,12 @@ static int run_case(const Case &c) {
   }
   printf("%s rep %d nkv %d hd %4d window %4d pos %4d keys %4d %-9s %-16s worst %.2e\n", bad ? "FAIL" : "ok  ", c.rep,
          c.nkv, hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values",
-         c.stage == 2 ? "staged, V over K" : c.stage ? "staged" : "cache", worst);
+         c.stage == 4   ? "16, V over K"
+         : c.stage == 3 ? "16, staged"
+         : c.stage == 2 ? "staged, V over K"
+         : c.stage      ? "staged"
+                        : "cache",
+         worst);
   return bad;
 }
 
@@ -163,7 +174,13 @@ int main(int argc, char **argv) {
    * bulk copies (the newest row by plain loads), and staged with the V rows copied into the K
    * rows' buffer once the scores are made */
   constexpr size_t NC = sizeof cases / sizeof cases[0];
+#ifdef ACE_WIDE
+  /* (ACE_WIDE) the two staged forms with clusters of 16 blocks */
+  Case all[2 * NC];
+  for (size_t i = 0; i < 2 * NC; i++) all[i] = cases[i % NC], all[i].stage = 3 + (int)(i / NC);
+#else
   Case all[3 * NC];
   for (size_t i = 0; i < 3 * NC; i++) all[i] = cases[i % NC], all[i].stage = (int)(i / NC);
+#endif
   return emu_run_cases(all, run_case);
 }

@@ -311,23 +311,41 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
 
 static int g_prefetch; /* dk_set_attn_prefetch */
 extern "C" void dk_set_attn_prefetch_cluster(int on) { g_prefetch = on != 0; }
-static int g_stage; /* dk_set_attn_cluster_stage: 0, 1 or 2 */
-extern "C" void dk_set_attn_cluster_stage(int mode) { g_stage = mode == 1 || mode == 2 ? mode : 0; }
+/* dk_set_attn_cluster_stage's modes: 0 the rows read from the cache, 1 staged, 2 staged in one
+ * buffer — clusters of AC_CL blocks; 3 and 4 the forms of 1 and 2 with clusters of 2·AC_CL
+ * blocks (16: a non-portable cluster size), each block half the keys: at 1024 keys a block's K
+ * and V rows apart take 66 KB, so the V copies are issued with the K copies instead of after
+ * the scores, and twice the blocks share the work that follows the copies. */
+static int g_stage;
+extern "C" void dk_set_attn_cluster_stage(int mode) { g_stage = mode >= 1 && mode <= 4 ? mode : 0; }
 extern "C" int dk_get_attn_cluster_stage(void) { return g_stage; }
+static int ac_form(int mode) { return mode == 3 ? 1 : mode == 4 ? 2 : mode == 1 || mode == 2 ? mode : 0; }
+extern "C" int dk_attention_cluster_size(int mode) { return mode == 3 || mode == 4 ? 2 * AC_CL : AC_CL; }
 
-template <int REP, int DPT, int STG>
+/* The opt-ins a cluster size above 8 needs (once per instance; one thread drives a backend). */
+template <typename F>
+static cudaError_t ac_allow_cluster(F fn, int cl, bool *done) {
+  if (cl <= 8 || *done) return cudaSuccess;
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (!e) *done = true;
+  return e;
+}
+
+template <int REP, int DPT, int STG, int CL>
 static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
                                     float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
   const size_t smem = ac_smem_bytes(REP, hd, kpb, STG);
-  auto fn = cluster_attention_kernel<REP, DPT, AC_CL, STG>;
+  auto fn = cluster_attention_kernel<REP, DPT, CL, STG>;
   static size_t allowed = 48 * 1024; /* this instance's opt-in so far (one thread drives a backend) */
+  static bool cl_allowed = false;
   if (smem > allowed) {
     cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e) return e;
     allowed = smem;
   }
-  return ck_launch(fn, dim3(AC_CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos, window, kpb,
+  if (cudaError_t e = ac_allow_cluster(fn, CL, &cl_allowed)) return e;
+  return ck_launch(fn, dim3(CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos, window, kpb,
                    att, amax, namax, bmax, count, prep, g_prefetch);
 }
 
@@ -335,9 +353,15 @@ template <int REP, int DPT>
 static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
                                     float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
-  return g_stage == 2 ? launch_cluster_s<REP, DPT, 2>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st)
-         : g_stage    ? launch_cluster_s<REP, DPT, 1>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st)
-                      : launch_cluster_s<REP, DPT, 0>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st);
+#define AC_S_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
+  switch (g_stage) {
+  case 1: return launch_cluster_s<REP, DPT, 1, AC_CL>(AC_S_ARGS);
+  case 2: return launch_cluster_s<REP, DPT, 2, AC_CL>(AC_S_ARGS);
+  case 3: return launch_cluster_s<REP, DPT, 1, 2 * AC_CL>(AC_S_ARGS);
+  case 4: return launch_cluster_s<REP, DPT, 2, 2 * AC_CL>(AC_S_ARGS);
+  default: return launch_cluster_s<REP, DPT, 0, AC_CL>(AC_S_ARGS);
+  }
+#undef AC_S_ARGS
 }
 
 template <int REP>
@@ -355,20 +379,22 @@ static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint
 /* How many of this shape's clusters the device holds at once in the form dk_set_attn_cluster_stage
  * set (cudaOccupancyMaxActiveClusters; 0 where the runtime cannot say): fewer than nkv means
  * the launch runs in more than one wave of clusters. */
-template <int REP, int DPT, int STG>
+template <int REP, int DPT, int STG, int CL>
 static int max_clusters_s(int hd, int kpb) {
 #ifdef CK_EMULATION
   (void)hd, (void)kpb;
   return 0;
 #else
   const size_t smem = ac_smem_bytes(REP, hd, kpb, STG);
-  auto fn = cluster_attention_kernel<REP, DPT, AC_CL, STG>;
+  auto fn = cluster_attention_kernel<REP, DPT, CL, STG>;
   if (smem > 48 * 1024 && cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) return 0;
+  bool allowed = false;
+  if (ac_allow_cluster(fn, CL, &allowed)) return 0;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = AC_CL, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(AC_CL, 1), cfg.blockDim = dim3(AT_THREADS), cfg.dynamicSmemBytes = smem;
+  attr[0].val.clusterDim.x = CL, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(CL, 1), cfg.blockDim = dim3(AT_THREADS), cfg.dynamicSmemBytes = smem;
   cfg.attrs = attr, cfg.numAttrs = 1;
   int n = 0;
   if (cudaOccupancyMaxActiveClusters(&n, fn, &cfg) != cudaSuccess) {
@@ -380,19 +406,27 @@ static int max_clusters_s(int hd, int kpb) {
 }
 extern "C" int dk_attention_cluster_max_clusters(int nq, int nkv, int hd, int64_t keys) {
   if (!dk_attention_cluster_fits(nq, nkv, hd, keys) || nq / nkv != 2 || hd > 2 * AT_THREADS) return 0;
-  const int kpb = (int)((keys + AC_CL - 1) / AC_CL);
-  if (hd <= AT_THREADS)
-    return g_stage == 2 ? max_clusters_s<2, 1, 2>(hd, kpb) : g_stage ? max_clusters_s<2, 1, 1>(hd, kpb) : max_clusters_s<2, 1, 0>(hd, kpb);
-  return g_stage == 2 ? max_clusters_s<2, 2, 2>(hd, kpb) : g_stage ? max_clusters_s<2, 2, 1>(hd, kpb) : max_clusters_s<2, 2, 0>(hd, kpb);
+  const int cl = dk_attention_cluster_size(g_stage), kpb = (int)((keys + cl - 1) / cl);
+#define AC_MAXC(DPT)                                                     \
+  switch (g_stage) {                                                     \
+  case 1: return max_clusters_s<2, DPT, 1, AC_CL>(hd, kpb);             \
+  case 2: return max_clusters_s<2, DPT, 2, AC_CL>(hd, kpb);             \
+  case 3: return max_clusters_s<2, DPT, 1, 2 * AC_CL>(hd, kpb);         \
+  case 4: return max_clusters_s<2, DPT, 2, 2 * AC_CL>(hd, kpb);         \
+  default: return max_clusters_s<2, DPT, 0, AC_CL>(hd, kpb);            \
+  }
+  if (hd <= AT_THREADS) AC_MAXC(1)
+  AC_MAXC(2)
+#undef AC_MAXC
 }
 
-/* stg: with the rows staged in shared memory (at most 200 KB of it per block) */
-extern "C" int dk_attention_cluster_fits_s(int nq, int nkv, int hd, int64_t keys, int stg) {
-  const int rep = nkv > 0 ? nq / nkv : 0;
-  const int64_t kpb = (keys + AC_CL - 1) / AC_CL;
+/* mode (dk_set_attn_cluster_stage's): staged forms take at most 200 KB of shared memory per block */
+extern "C" int dk_attention_cluster_fits_s(int nq, int nkv, int hd, int64_t keys, int mode) {
+  const int rep = nkv > 0 ? nq / nkv : 0, cl = dk_attention_cluster_size(mode), stg = ac_form(mode);
+  const int64_t kpb = (keys + cl - 1) / cl;
   return nkv > 0 && nq % nkv == 0 && (rep == 1 || rep == 2 || rep == 4 || rep == 8) && hd % 8 == 0 &&
          hd <= 8 * AT_THREADS && keys >= 1 && kpb <= DK_CLUSTER_MAX_KPB &&
-         ac_smem_bytes(rep, hd, (int)kpb, stg == 1 || stg == 2 ? stg : 0) <= (stg ? 200 : 48) * 1024;
+         ac_smem_bytes(rep, hd, (int)kpb, stg) <= (stg ? 200 : 48) * 1024;
 }
 extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys) {
   return dk_attention_cluster_fits_s(nq, nkv, hd, keys, g_stage);
@@ -405,7 +439,7 @@ extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const ui
   if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys) || (amax && (!bmax || !count || namax < 1)) ||
       (p.xp && (!p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)))
     return (int)cudaErrorInvalidValue;
-  const int kpb = (int)((keys + AC_CL - 1) / AC_CL), rep = nq / nkv;
+  const int cl = dk_attention_cluster_size(g_stage), kpb = (int)((keys + cl - 1) / cl), rep = nq / nkv;
   cudaStream_t st = (cudaStream_t)stream;
 #define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, p, st)
   switch (rep) {

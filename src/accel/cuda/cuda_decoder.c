@@ -287,9 +287,10 @@ static float *norm_pmax(const accel_decoder *D, int xe) { return xe == DK_XE_ROW
 
 /* The one-launch attention's form (dk_set_attn_cluster_stage) for a call that stages its rows
  * (staged ≠ 0) or not, in the long-context graph (lg) or the short one: MLXRT_ATTN_CLUSTER_STAGE
- * bit 2 picks the one-buffer form for the long graph's rings. */
+ * bit 2 picks the one-buffer form for the long graph's rings, bit 3 clusters of 16 blocks there. */
 static int stage_mode(const accel_decoder *D, int staged, int lg) {
-  return !staged ? 0 : lg && (D->attn_stage & 4) ? 2 : 1;
+  if (!staged) return 0;
+  return (lg && (D->attn_stage & 4) ? 2 : 1) + (lg && (D->attn_stage & 8) ? 2 : 0);
 }
 
 /* An integer knob from the environment: def when unset, else within [lo, hi] or an error. */
@@ -398,7 +399,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       dec_env_knob("MLXRT_NORM_FIXEXP", 1, 0, 1, &D->norm_fixexp, err) ||
       dec_env_knob("MLXRT_ATTN_FIXEXP", 1, 0, 1, &D->attn_fixexp, err) ||
       dec_env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
-      dec_env_knob("MLXRT_ATTN_CLUSTER_STAGE", 7, 0, 7, &D->attn_stage, err) ||
+      dec_env_knob("MLXRT_ATTN_CLUSTER_STAGE", 7, 0, 15, &D->attn_stage, err) ||
       dec_env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       dec_env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
       dec_env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err) ||
@@ -481,7 +482,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
                        dk_attention_cluster_fits_s(d->n_heads, l->n_kv_heads, l->head_dim, ctx, stage_mode(D, 1, 1))
                    ? ctx
                    : 0;
-    if ((y->cluster || y->lkeys) && max_splits < 8) max_splits = 8; /* smax holds the cluster kernel's 8·nkv block maxima */
+    /* smax holds the cluster kernel's block maxima: (blocks per cluster)·nkv */
+    const int cl_blocks = dk_attention_cluster_size(y->lkeys ? stage_mode(D, 1, 1) : 0);
+    if ((y->cluster || y->lkeys) && max_splits < cl_blocks) max_splits = cl_blocks;
     D->any_cluster |= y->cluster;
     /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */
     const accel_weight *qkv[3] = {l->q, l->k, l->v};

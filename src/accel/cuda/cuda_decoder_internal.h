@@ -115,7 +115,8 @@ struct accel_decoder {
                      * depth 4096 (session 16, 118.9 against 121.3 t/s); with one buffer 45 fit,
                      * the ring takes 16.2 µs alone (25.1), and tg128 at depth 4096 gained 4.8 %
                      * (session 17, docs/PERF.md). The short graph's few keys keep two buffers
-                     * (bit 2 there cost 0.6 % at depth 0). */
+                     * (bit 2 there cost 0.6 % at depth 0). Bit 3: the long graph's form with
+                     * clusters of 16 blocks, half the keys each (modes 3 and 4; an experiment). */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */

@@ -100,7 +100,7 @@ int dk_attention_post(const dk_post *post, uint16_t *kc, uint16_t *vc, int nq, i
  * capacity: a cluster of 8 blocks per KV head exchanging the softmax's statistics and the p·v
  * partials through distributed shared memory, with dk_attention's rounding points (the sums
  * grouped by block instead of by split). keys: the most keys the call can see (the window, or
- * the capacity). amax as dk_attention's (NULL: none); then bmax [8·nkv] floats and count (one
+ * the capacity). amax as dk_attention's (NULL: none); then bmax [16·nkv] floats and count (one
  * unsigned, zero, left zero) are its scratch. prep (NULL or xp NULL: none): also the next
  * product's activation prep of att with a fixed exponent e (xmode 1: fp16 att·2^e, 2: bf16;
  * fragment order: prep_store.cuh), *xexp = e — for values known to stay below 2^(15−e), as
@@ -118,11 +118,15 @@ int dk_attention_cluster_fits_s(int nq, int nkv, int hd, int64_t keys, int stage
  * mat-vec knobs): 1 = each block's K and V rows copied into its shared memory by the
  * bulk-copy engine, all at once and (rows of earlier positions) before the wait for the
  * predecessor; 2 = the same with one buffer, the K rows and then, after the scores, the V rows
- * (half the shared memory); 0 = read from the cache in rounds. The same results in every form. */
+ * (half the shared memory); 0 = read from the cache in rounds; 3 and 4 = the forms of 1 and 2
+ * with clusters of 16 blocks (half the keys each). The same results in every form of one
+ * cluster size (3 and 4 group the sums by 16 blocks: a result may differ in a last bit). */
 void dk_set_attn_cluster_stage(int mode);
 /* clusters of the one-launch attention (GQA 2 only; 0 otherwise) the device holds at once */
 int dk_attention_cluster_max_clusters(int nq, int nkv, int hd, int64_t keys);
 int dk_get_attn_cluster_stage(void);
+/* blocks per cluster of the one-launch attention in a stage mode (8; 16 for modes 3 and 4) */
+int dk_attention_cluster_size(int stage_mode);
 int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, float scale,
                          const int *pos, int window, int64_t keys, uint16_t *att, float *amax, int namax, float *bmax,
                          unsigned *count, const dk_att_prep *prep, void *stream);

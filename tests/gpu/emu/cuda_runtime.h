@@ -330,7 +330,7 @@ static inline cudaError_t cudaMemcpyToSymbolAsync(T &sym, const void *src, size_
   memcpy(reinterpret_cast<char *>(&sym) + off, src, n);
   return cudaSuccess;
 }
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributeNonPortableClusterSizeAllowed = 12 };
 template <typename F> static inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
 static inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 /* the timeline's launch log (src/accel/cuda/cuda_timeline.c) is not part of the emulation */
