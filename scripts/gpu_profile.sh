@@ -70,9 +70,10 @@
 #      (default 32768).
 #   clusterchk (not in the default list): the one-launch attention's checks — alone
 #      (mlxrt-attn-bench with MLXRT_ATTN_CLUSTER=1, every case against the host, µs per call),
-#      and again with its K and V rows staged (MLXRT_ATTN_CLUSTER_STAGE=1) and staged in one
-#      buffer (=2), then the tiny fixtures with MLXRT_ATTN_CLUSTER_KEYS=20 (each session crosses
-#      graphs; also with MLXRT_ATTN_CLUSTER_STAGE=0, 3 and 7), with
+#      and again with its K and V rows staged (MLXRT_ATTN_CLUSTER_STAGE=1), staged in one
+#      buffer (=2), and both in clusters of 16 blocks (=3, =4), then the tiny fixtures with
+#      MLXRT_ATTN_CLUSTER_KEYS=20 (each session crosses graphs; the decoder's default stage
+#      knob 11, also 0, 3, 7 and 15), with
 #      the residual norm's pull form (MLXRT_NORM_PUSH=0), without GeGLU in gate|up's epilogue
 #      (MLXRT_GEGLU_EPI=0), without the norm's fixed exponent (MLXRT_NORM_FIXEXP=0), and
 #      without o's fixed exponent but with the split passes' K/V prefetch (MLXRT_ATTN_FIXEXP=0
@@ -285,11 +286,18 @@ if has clusterchk; then
   MLXRT_ATTN_CLUSTER=1 MLXRT_ATTN_CLUSTER_STAGE=2 timeout 200 "$BUILD/mlxrt-attn-bench" >"$OUT/clchk_bench_stage2.log" 2>&1 || rc=1
   grep -E "FAIL|maxima|passed|at once" "$OUT/clchk_bench_stage2.log" | head -8
   grep -E "^\| [0-9]" "$OUT/clchk_bench_stage2.log" | tr '\n' ' ' | sed 's/$/\n/'
+  for m in 3 4; do
+    stamp "one-launch attention alone, clusters of 16 blocks (mode $m)"
+    MLXRT_ATTN_CLUSTER=1 MLXRT_ATTN_CLUSTER_STAGE=$m timeout 200 "$BUILD/mlxrt-attn-bench" >"$OUT/clchk_bench_stage$m.log" 2>&1 || rc=1
+    grep -E "FAIL|maxima|passed|at once" "$OUT/clchk_bench_stage$m.log" | head -8
+    grep -E "^\| [0-9]" "$OUT/clchk_bench_stage$m.log" | tr '\n' ' ' | sed 's/$/\n/'
+  done
   stamp "tiny fixtures with the one-launch attention's knobs"
   tiny_check clchk_tiny_cross.log MLXRT_ATTN_CLUSTER_KEYS=20
   tiny_check clchk_tiny_cross_st0.log MLXRT_ATTN_CLUSTER_KEYS=20 MLXRT_ATTN_CLUSTER_STAGE=0
   tiny_check clchk_tiny_cross_st3.log MLXRT_ATTN_CLUSTER_KEYS=20 MLXRT_ATTN_CLUSTER_STAGE=3
   tiny_check clchk_tiny_cross_st7.log MLXRT_ATTN_CLUSTER_KEYS=20 MLXRT_ATTN_CLUSTER_STAGE=7
+  tiny_check clchk_tiny_cross_st15.log MLXRT_ATTN_CLUSTER_KEYS=20 MLXRT_ATTN_CLUSTER_STAGE=15
   tiny_check clchk_tiny_pull.log MLXRT_NORM_PUSH=0
   tiny_check clchk_tiny_noepi.log MLXRT_GEGLU_EPI=0
   tiny_check clchk_tiny_nofix.log MLXRT_NORM_FIXEXP=0

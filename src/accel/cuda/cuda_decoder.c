@@ -399,7 +399,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       dec_env_knob("MLXRT_NORM_FIXEXP", 1, 0, 1, &D->norm_fixexp, err) ||
       dec_env_knob("MLXRT_ATTN_FIXEXP", 1, 0, 1, &D->attn_fixexp, err) ||
       dec_env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
-      dec_env_knob("MLXRT_ATTN_CLUSTER_STAGE", 7, 0, 15, &D->attn_stage, err) ||
+      dec_env_knob("MLXRT_ATTN_CLUSTER_STAGE", 11, 0, 15, &D->attn_stage, err) ||
       dec_env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       dec_env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
       dec_env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err) ||

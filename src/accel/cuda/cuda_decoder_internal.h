@@ -105,7 +105,7 @@ struct accel_decoder {
                      * run the one-launch attention (dk_attention_cluster) while the position is
                      * below cluster_keys; 0: the split passes always */
   int cluster_keys; /* MLXRT_ATTN_CLUSTER_KEYS: the live key count up to which it does */
-  int attn_stage;   /* MLXRT_ATTN_CLUSTER_STAGE (default 7): bit 0 the one-launch attention of the
+  int attn_stage;   /* MLXRT_ATTN_CLUSTER_STAGE (default 11): bit 0 the one-launch attention of the
                      * short-context graph with its K and V rows staged in shared memory; bit 1
                      * the staged form also in the long-context graph, for the layers whose whole
                      * key range fits it (the sliding rings: 1024 keys on the 31B); bit 2 that
@@ -116,7 +116,10 @@ struct accel_decoder {
                      * the ring takes 16.2 µs alone (25.1), and tg128 at depth 4096 gained 4.8 %
                      * (session 17, docs/PERF.md). The short graph's few keys keep two buffers
                      * (bit 2 there cost 0.6 % at depth 0). Bit 3: the long graph's form with
-                     * clusters of 16 blocks, half the keys each (modes 3 and 4; an experiment). */
+                     * clusters of 16 blocks, half the keys each (modes 3 and 4): K and V apart
+                     * in 66 KB a block, 21 clusters at once; with two buffers (11, the default)
+                     * 12.95 µs alone at 1023 keys, tg128 +2.4 % at depth 4096, +2.2 % at 32768
+                     * (session 20). */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
