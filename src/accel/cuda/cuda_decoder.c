@@ -287,10 +287,11 @@ static float *norm_pmax(const accel_decoder *D, int xe) { return xe == DK_XE_ROW
 
 /* The one-launch attention's form (dk_set_attn_cluster_stage) for a call that stages its rows
  * (staged ≠ 0) or not, in the long-context graph (lg) or the short one: MLXRT_ATTN_CLUSTER_STAGE
- * bit 2 picks the one-buffer form for the long graph's rings, bit 3 clusters of 16 blocks there. */
+ * bit 2 picks the one-buffer form for the long graph's rings, bit 3 clusters of 16 blocks there,
+ * bit 4 clusters of 16 blocks in the short graph. */
 static int stage_mode(const accel_decoder *D, int staged, int lg) {
   if (!staged) return 0;
-  return (lg && (D->attn_stage & 4) ? 2 : 1) + (lg && (D->attn_stage & 8) ? 2 : 0);
+  return (lg && (D->attn_stage & 4) ? 2 : 1) + (D->attn_stage & (lg ? 8 : 16) ? 2 : 0);
 }
 
 /* An integer knob from the environment: def when unset, else within [lo, hi] or an error. */
@@ -399,7 +400,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       dec_env_knob("MLXRT_NORM_FIXEXP", 1, 0, 1, &D->norm_fixexp, err) ||
       dec_env_knob("MLXRT_ATTN_FIXEXP", 1, 0, 1, &D->attn_fixexp, err) ||
       dec_env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
-      dec_env_knob("MLXRT_ATTN_CLUSTER_STAGE", 11, 0, 15, &D->attn_stage, err) ||
+      dec_env_knob("MLXRT_ATTN_CLUSTER_STAGE", 11, 0, 31, &D->attn_stage, err) ||
       dec_env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
       dec_env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
       dec_env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err) ||
@@ -483,7 +484,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
                    ? ctx
                    : 0;
     /* smax holds the cluster kernel's block maxima: (blocks per cluster)·nkv */
-    const int cl_blocks = dk_attention_cluster_size(y->lkeys ? stage_mode(D, 1, 1) : 0);
+    const int cl_long = dk_attention_cluster_size(y->lkeys ? stage_mode(D, 1, 1) : 0),
+              cl_short = dk_attention_cluster_size(y->cluster ? stage_mode(D, D->attn_stage & 1, 0) : 0),
+              cl_blocks = cl_long > cl_short ? cl_long : cl_short;
     if ((y->cluster || y->lkeys) && max_splits < cl_blocks) max_splits = cl_blocks;
     D->any_cluster |= y->cluster;
     /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */

@@ -119,7 +119,8 @@ struct accel_decoder {
                      * clusters of 16 blocks, half the keys each (modes 3 and 4): K and V apart
                      * in 66 KB a block, 21 clusters at once; with two buffers (11, the default)
                      * 12.95 µs alone at 1023 keys, tg128 +2.4 % at depth 4096, +2.2 % at 32768
-                     * (session 20). */
+                     * (session 20). Bit 4: the short graph's staged form (bit 0) with clusters
+                     * of 16 blocks (an experiment, not yet measured). */
   int early_norm;   /* MLXRT_QMV_EARLY_NORM: weight stages issued before the wait by the products
                      * whose producer wrote their x prep (the residual norm's q|k|v, gate|up and
                      * lm_head; down with MLXRT_GEGLU_PREP); -1 = the backend's count */
