@@ -8,7 +8,10 @@
  *
  * A step is two CUDA graphs captured once and replayed: the body (embedding gather of
  * all_tokens[*pos], every layer, (*pos)++) and the head (final norm, lm_head, softcap,
- * argmax). The position lives in device memory, so the same graphs serve every position;
+ * argmax). The body has three forms, picked per position by the host (the one-cluster
+ * attention while few keys are live, the split passes, and those with the deep contexts' p·v
+ * pass), each captured the first time a step needs it. The position lives in device memory,
+ * so the same graphs serve every position;
  * a prompt of n > 1 tokens runs through the batched prompt pass (dec_prefill_run in
  * cuda_decoder_prefill.c: chunks of up to 512 tokens), then the head once. Only the token id
  * (and the logits when asked) is read back.
@@ -590,17 +593,17 @@ static const char *const lab_full[9] = {"full: q|k|v mat-vec", "full: q/k/v norm
                                         "full: o mat-vec", "full: attn residual+norm", "full: gate|up mat-vec",
                                         "full: geglu", "full: down mat-vec", "full: ffn residual+norm"};
 
-/* Whether this step's attention of layer y writes o's activation prep itself (D->attn_oprep:
- * the one-launch form, one o weight whose prep needs no group sums), with o_fixed_exp's
- * exponent where V is RMS-normalized (fp16 keeps every bf16 value down to 2^(−25−e) exactly,
- * against 2^(−25−e') with the row maximum's e' ≥ e: below that the two preps may differ in a
- * value's last bits). Dense bf16 o weights take x as it is (no exponent). */
 /* dk_attention's p·v bits for this step's body graph (kpath bit 4: tensor cores, bit 8: bulk copies) */
 static int pv_bits(const accel_decoder *D) {
   const int pv = D->deep_ctx ? D->deep_pv : D->attn_pv_tc;
   return pv == 1 ? 4 : pv == 2 ? 8 : 0;
 }
 
+/* Whether this step's attention of layer y writes o's activation prep itself (D->attn_oprep:
+ * the one-launch form, one o weight whose prep needs no group sums), with o_fixed_exp's
+ * exponent where V is RMS-normalized (fp16 keeps every bf16 value down to 2^(−25−e) exactly,
+ * against 2^(−25−e') with the row maximum's e' ≥ e: below that the two preps may differ in a
+ * value's last bits). Dense bf16 o weights take x as it is (no exponent). */
 static int attn_writes_o_prep(const accel_decoder *D, const dec_layer *y) {
   return D->attn_oprep && y->cluster && D->short_ctx && y->o.n == 1 && y->o.ks == 1 &&
          (y->o.xmode == 2 || (y->o.xmode == 1 && D->d->v_norm)) && ((int64_t)D->d->n_heads * y->hd) % 32 == 0;
