@@ -1,8 +1,9 @@
 /* The activation prep of the tensor-core mat-vec (qmv_tc.cu): x (bf16, nb rows) as fp16
  * x·2^e per row — max|x·2^e| in [2^14, 2^15), exact for every bf16 value within 2^29 of the
  * row's maximum — in m16n8k16 fragment order, with the affine formats' group sums; dense bf16
- * weights take x unscaled. Two passes: block maxima, then the fill. The one-row XR kernels
- * make the same prep themselves (xraw_prep in qmv_tc.cu), bit for bit. */
+ * weights take x unscaled. Two passes: block maxima, then the fill. (The products making this
+ * prep themselves measured slower, docs/perf/decoder-sessions-3-15.md: the prep kernel lets
+ * the product's blocks become resident during the attention.) */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
