@@ -174,8 +174,9 @@ int main(int argc, char **argv) {
                   : si == 2)
       continue;
     if (g_cluster)
-      printf("%s: %d clusters of %d at once (cudaOccupancyMaxActiveClusters; 0: unknown)\n", s->name,
-             dk_attention_cluster_max_clusters(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx), s->nkv);
+      printf("%s: %d clusters of %d blocks at once, %d needed (cudaOccupancyMaxActiveClusters; 0: unknown)\n",
+             s->name, dk_attention_cluster_max_clusters(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx),
+             dk_attention_cluster_size(dk_get_attn_cluster_stage()), s->nkv);
     const size_t kvn = (size_t)s->cap * s->nkv * s->hd, qn = (size_t)s->nq * s->hd;
     uint16_t *hk = malloc(kvn * 2), *hv = malloc(kvn * 2), *ha = malloc(qn * 2);
     float *hq = malloc(qn * 4);
