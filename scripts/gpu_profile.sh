@@ -73,7 +73,8 @@
 #      and again with its K and V rows staged (MLXRT_ATTN_CLUSTER_STAGE=1), staged in one
 #      buffer (=2), and both in clusters of 16 blocks (=3, =4), then the tiny fixtures with
 #      MLXRT_ATTN_CLUSTER_KEYS=20 (each session crosses graphs; the decoder's default stage
-#      knob 11, also 0, 3, 7, 15 and 27), with
+#      knob 11, also 0, 3, 7, 15 and 27, and with the post step inside,
+#      MLXRT_ATTN_CLUSTER_POST=1), with
 #      the residual norm's pull form (MLXRT_NORM_PUSH=0), without GeGLU in gate|up's epilogue
 #      (MLXRT_GEGLU_EPI=0), without the norm's fixed exponent (MLXRT_NORM_FIXEXP=0), and
 #      without o's fixed exponent but with the split passes' K/V prefetch (MLXRT_ATTN_FIXEXP=0
@@ -299,6 +300,7 @@ if has clusterchk; then
   tiny_check clchk_tiny_cross_st7.log MLXRT_ATTN_CLUSTER_KEYS=20 MLXRT_ATTN_CLUSTER_STAGE=7
   tiny_check clchk_tiny_cross_st15.log MLXRT_ATTN_CLUSTER_KEYS=20 MLXRT_ATTN_CLUSTER_STAGE=15
   tiny_check clchk_tiny_cross_st27.log MLXRT_ATTN_CLUSTER_KEYS=20 MLXRT_ATTN_CLUSTER_STAGE=27
+  tiny_check clchk_tiny_cross_post.log MLXRT_ATTN_CLUSTER_KEYS=20 MLXRT_ATTN_CLUSTER_POST=1
   tiny_check clchk_tiny_pull.log MLXRT_NORM_PUSH=0
   tiny_check clchk_tiny_noepi.log MLXRT_GEGLU_EPI=0
   tiny_check clchk_tiny_nofix.log MLXRT_NORM_FIXEXP=0

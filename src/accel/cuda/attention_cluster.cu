@@ -16,7 +16,10 @@
 
 #include "attention_common.cuh"
 #include "prep_store.cuh"
-#include "qmv_tc.cuh" /* the mbarrier and bulk-copy primitives */
+#include "qkv_post.cuh" /* the q/k/v post step, when the kernel makes it itself (PST) */
+#include "qmv_tc.cuh"   /* the mbarrier and bulk-copy primitives */
+
+static_assert(AT_THREADS == QP_T, "the post step's per-thread values assume blocks of QP_T threads");
 
 namespace cg = cooperative_groups;
 
@@ -115,11 +118,16 @@ __device__ __forceinline__ void ac_stage_kv(const uint16_t *kc, const uint16_t *
  * [first + rank·len, …) of the live range, len = ceil(count / CL) ≤ kpb: 4 keys per warp and
  * score step, and each thread DPT dims of every key's V row in p·v (measured on the H200,
  * session 11: level with the split passes up to 128 keys, 2× slower at 1024). */
-template <int REP, int DPT, int CL, int STG>
+/* PST: the q/k/v post step inside (dk_att_post): rank r < REP makes query head r of the group
+ * from the q|k|v product's output into its own q rows, rank REP % CL the new position's K and V
+ * rows (written to the cache, as qkv_post_kernel writes them); after a cluster barrier each
+ * block copies the other heads from their ranks' shared memory. qkv_post.cuh's operations in
+ * its order: the same bits as the post kernel followed by this kernel without PST. */
+template <int REP, int DPT, int CL, int STG, bool PST = false>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
-                             float *bmax, unsigned *count, dk_att_prep prep, int prefetch) {
+                             float *bmax, unsigned *count, dk_att_prep prep, int prefetch, dk_att_post post) {
   cg::cluster_group cl = cg::this_cluster();
   CK_DYNAMIC_SHARED(float4, sm4);
   float *qs = reinterpret_cast<float *>(sm4), *ps = qs + REP * hd, *red = ps + REP * kpb;
@@ -145,12 +153,37 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     ac_range(pos0, window, rank, CL, &lo, &hi);
     ac_prefetch_kv(kc, vc, kvd, g, hd, window, pos0, lo, hi);
   }
+  qp_consts cq, ck; /* (PST) the norm weights and rotation frequencies: constants, loaded before the wait */
+  if (PST) {
+    qp_load(cq, post.qn, post.inv_freq, hd);
+    qp_load(ck, post.kn, post.inv_freq, hd);
+  }
   ck_pdl_enter();
   const int pos = *pos_p;
   ac_range(pos, window, rank, CL, &lo, &hi);
   const int n = hi - lo; /* 0 for a block past the live keys: it still meets every cluster barrier */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5, nch = (hd + 255) / 256;
   auto slot = [&](int j) -> int64_t { return window > 0 ? j % window : j; };
+  const float bscale = rb(scale);
+  if (PST) {
+    const qp_sum_in sum = {red};
+    const int nq = REP * nkv, kr = REP % CL;
+    if (rank < REP) { /* query head g·REP + rank into this block's rows of it, scaled as at_stage_q */
+      float *sv = qs + rank * hd;
+      qp_head(post.y + (int64_t)(g * REP + rank) * hd, post.ks, post.kstride, hd, cq, post.eps, (float)pos, post.trad,
+              sv, sum);
+      if (scale != 1.0f)
+        for (int i = threadIdx.x; i < hd; i += blockDim.x) sv[i] = rb(__fmul_rn(sv[i], bscale));
+    }
+    if (rank == kr) { /* the new K and V rows, in rows of q this block fills only after the barrier */
+      float *sv = qs + (kr < REP ? (kr + 1) % REP : 0) * hd;
+      qp_head(post.y + (int64_t)nq * hd + (int64_t)g * hd, post.ks, post.kstride, hd, ck, post.eps, (float)pos,
+              post.trad, sv, sum);
+      qp_write_kv(post.y, post.ks, post.kstride, nq, nkv, hd, g, post.k_eq_v, post.v_norm, post.eps, slot(pos), sv,
+                  post.kc, post.vc, sum);
+    }
+    cl.sync(); /* every head's rows made, the new K and V rows in the cache */
+  }
   if (STG) {
     if (!early) ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos, kst, vst, bar, STG);
     /* the newest row, which the predecessor wrote: plain loads (no proxy fence needed); STG 2:
@@ -165,8 +198,15 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   /* a key's K row and V dims: staged, or in the cache */
   auto krow = [&](int j) -> const uint16_t * { return STG ? kst + (int64_t)(j - lo) * hd : kc + slot(j) * kvd + (int64_t)g * hd; };
 
-  const float bscale = rb(scale);
-  at_stage_q(q, g, REP, hd, scale, bscale, sm4); /* scaled and rounded as the scores kernel does */
+  if (PST) { /* the group's other heads from the blocks that made them */
+    for (int h = 0; h < REP; h++) {
+      if (h == rank) continue;
+      const float *src = cl.map_shared_rank(qs + h * hd, h);
+      for (int i = threadIdx.x; i < hd; i += blockDim.x) qs[h * hd + i] = src[i];
+    }
+  } else {
+    at_stage_q(q, g, REP, hd, scale, bscale, sm4); /* scaled and rounded as the scores kernel does */
+  }
   __syncthreads();
   /* scores: KPI keys per warp and step, completed by one transposed warp reduction (the
    * scores kernel's register path, its sums in its order) */
@@ -331,12 +371,13 @@ static cudaError_t ac_allow_cluster(F fn, int cl, bool *done) {
   return e;
 }
 
-template <int REP, int DPT, int STG, int CL>
+template <int REP, int DPT, int STG, int CL, bool PST = false>
 static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
-                                    float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
+                                    float *bmax, unsigned *count, const dk_att_prep &prep, const dk_att_post &post,
+                                    cudaStream_t st) {
   const size_t smem = ac_smem_bytes(REP, hd, kpb, STG);
-  auto fn = cluster_attention_kernel<REP, DPT, CL, STG>;
+  auto fn = cluster_attention_kernel<REP, DPT, CL, STG, PST>;
   static size_t allowed = 48 * 1024; /* this instance's opt-in so far (one thread drives a backend) */
   static bool cl_allowed = false;
   if (smem > allowed) {
@@ -346,14 +387,26 @@ static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const ui
   }
   if (cudaError_t e = ac_allow_cluster(fn, CL, &cl_allowed)) return e;
   return ck_launch(fn, dim3(CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos, window, kpb,
-                   att, amax, namax, bmax, count, prep, g_prefetch);
+                   att, amax, namax, bmax, count, prep, g_prefetch, post);
 }
 
 template <int REP, int DPT>
 static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
-                                    float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
-#define AC_S_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
+                                    float *bmax, unsigned *count, const dk_att_prep &prep, const dk_att_post *post,
+                                    cudaStream_t st) {
+  const dk_att_post none = {};
+  const dk_att_post &pp = post ? *post : none;
+#define AC_S_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, pp, st
+  /* the post step inside: the staged forms, head dims up to 512 (dk_attention_cluster_ex) */
+  if (post && DPT <= 4) switch (g_stage) {
+    case 1: return launch_cluster_s<REP, DPT, 1, AC_CL, true>(AC_S_ARGS);
+    case 2: return launch_cluster_s<REP, DPT, 2, AC_CL, true>(AC_S_ARGS);
+    case 3: return launch_cluster_s<REP, DPT, 1, 2 * AC_CL, true>(AC_S_ARGS);
+    case 4: return launch_cluster_s<REP, DPT, 2, 2 * AC_CL, true>(AC_S_ARGS);
+    default: return cudaErrorInvalidValue;
+    }
+  if (post) return cudaErrorInvalidValue;
   switch (g_stage) {
   case 1: return launch_cluster_s<REP, DPT, 1, AC_CL>(AC_S_ARGS);
   case 2: return launch_cluster_s<REP, DPT, 2, AC_CL>(AC_S_ARGS);
@@ -367,8 +420,9 @@ static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const ui
 template <int REP>
 static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                   const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
-                                  float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
-#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
+                                  float *bmax, unsigned *count, const dk_att_prep &prep, const dk_att_post *post,
+                                  cudaStream_t st) {
+#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, post, st
   if (hd <= AT_THREADS) return launch_cluster_k<REP, 1>(AC_ARGS);
   if (hd <= 2 * AT_THREADS) return launch_cluster_k<REP, 2>(AC_ARGS);
   if (hd <= 4 * AT_THREADS) return launch_cluster_k<REP, 4>(AC_ARGS);
@@ -432,16 +486,23 @@ extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys) 
   return dk_attention_cluster_fits_s(nq, nkv, hd, keys, g_stage);
 }
 
-extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                                    float scale, const int *pos, int window, int64_t keys, uint16_t *att, float *amax,
-                                    int namax, float *bmax, unsigned *count, const dk_att_prep *prep, void *stream) {
+extern "C" int dk_attention_cluster_post_fits(int nq, int nkv, int hd, int64_t keys) {
+  return g_stage >= 1 && hd <= 4 * AT_THREADS && hd % 2 == 0 && dk_attention_cluster_fits(nq, nkv, hd, keys);
+}
+
+extern "C" int dk_attention_cluster_ex(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                                       float scale, const int *pos, int window, int64_t keys, uint16_t *att,
+                                       float *amax, int namax, float *bmax, unsigned *count, const dk_att_prep *prep,
+                                       const dk_att_post *post, void *stream) {
   const dk_att_prep none = {NULL, NULL, 0, 0}, p = prep && prep->xp ? *prep : none;
-  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys) || (amax && (!bmax || !count || namax < 1)) ||
-      (p.xp && (!p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)))
+  if ((!q && !post) || !dk_attention_cluster_fits(nq, nkv, hd, keys) || (amax && (!bmax || !count || namax < 1)) ||
+      (p.xp && (!p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)) ||
+      (post && (!dk_attention_cluster_post_fits(nq, nkv, hd, keys) || !post->y || post->ks < 1 || !post->qn ||
+                !post->kn || !post->inv_freq || !post->kc || !post->vc)))
     return (int)cudaErrorInvalidValue;
   const int cl = dk_attention_cluster_size(g_stage), kpb = (int)((keys + cl - 1) / cl), rep = nq / nkv;
   cudaStream_t st = (cudaStream_t)stream;
-#define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, p, st)
+#define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, p, post, st)
   switch (rep) {
   case 1: return (int)AC_CALL(1);
   case 2: return (int)AC_CALL(2);
@@ -449,6 +510,13 @@ extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const ui
   default: return (int)AC_CALL(8);
   }
 #undef AC_CALL
+}
+
+extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                                    float scale, const int *pos, int window, int64_t keys, uint16_t *att, float *amax,
+                                    int namax, float *bmax, unsigned *count, const dk_att_prep *prep, void *stream) {
+  return dk_attention_cluster_ex(q, kc, vc, nq, nkv, hd, scale, pos, window, keys, att, amax, namax, bmax, count, prep,
+                                 NULL, stream);
 }
 
 CK_PDL_EARLY_SETTER(ck_pdl_early_attention_cluster)

@@ -405,6 +405,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       dec_env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
       dec_env_knob("MLXRT_ATTN_CLUSTER_STAGE", 11, 0, 31, &D->attn_stage, err) ||
       dec_env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
+      dec_env_knob("MLXRT_ATTN_CLUSTER_POST", 0, 0, 1, &D->cluster_post, err) ||
       dec_env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
       dec_env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err) ||
       /* the bulk-copy scores pass's stages before its wait (an experiment; the same bits) */
@@ -633,16 +634,22 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
   if (short_cl || y->lkeys) {
     const int stage = dk_get_attn_cluster_stage();
     dk_set_attn_cluster_stage(short_cl ? stage_mode(D, D->attn_stage & 1, 0) : stage_mode(D, 1, 1));
+    const int64_t keys = short_cl ? y->ckeys : y->lkeys;
+    /* MLXRT_ATTN_CLUSTER_POST=1: the attention makes the post step itself (the same bits) */
+    const int in_post = D->cluster_post && dk_attention_cluster_post_fits(nq, y->nkv, y->hd, keys);
+    const dk_att_post pp = {D->y, y->qkv.ks, y->qkv.rows, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
+                            y->inv_freq, d->rope_traditional, d->v_norm, l->k_eq_v, d->eps, y->kc, y->vc};
     const int rc =
-        cprof_mark(P, lb[1], err) ||
-        rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
-                              nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
-                              D->pos, y->window, D->q, y->kc, y->vc, st),
-                  "q/k/v norm+rope", err) ||
+        (!in_post &&
+         (cprof_mark(P, lb[1], err) ||
+          rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
+                                nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
+                                D->pos, y->window, D->q, y->kc, y->vc, st),
+                    "q/k/v norm+rope", err))) ||
         cprof_mark(P, lb[2], err) ||
-        rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                       short_cl ? y->ckeys : y->lkeys, D->attb, oprep ? NULL : amax, namax, D->smax,
-                                       D->counts, oprep ? &o_prep : NULL, st),
+        rt_status(dk_attention_cluster_ex(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window, keys,
+                                          D->attb, oprep ? NULL : amax, namax, D->smax, D->counts,
+                                          oprep ? &o_prep : NULL, in_post ? &pp : NULL, st),
                   "attention (one cluster)", err);
     dk_set_attn_cluster_stage(stage);
     return rc;

@@ -105,6 +105,9 @@ struct accel_decoder {
                      * run the one-launch attention (dk_attention_cluster) while the position is
                      * below cluster_keys; 0: the split passes always */
   int cluster_keys; /* MLXRT_ATTN_CLUSTER_KEYS: the live key count up to which it does */
+  int cluster_post; /* MLXRT_ATTN_CLUSTER_POST=1: the one-launch attention makes the q/k/v post step
+                     * itself (dk_attention_cluster_ex; the same bits, one launch fewer per layer;
+                     * an experiment, written in session 20, not yet measured) */
   int attn_stage;   /* MLXRT_ATTN_CLUSTER_STAGE (default 11): bit 0 the one-launch attention of the
                      * short-context graph with its K and V rows staged in shared memory; bit 1
                      * the staged form also in the long-context graph, for the layers whose whole

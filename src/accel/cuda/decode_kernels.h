@@ -130,6 +130,27 @@ int dk_attention_cluster_size(int stage_mode);
 int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, float scale,
                          const int *pos, int window, int64_t keys, uint16_t *att, float *amax, int namax, float *bmax,
                          unsigned *count, const dk_att_prep *prep, void *stream);
+/* The q/k/v post step made by the one-launch attention itself (an experiment: one launch and one
+ * round trip fewer per layer): from the q|k|v product's output y (ks partial sums kstride
+ * apart; q heads, then K, then V unless k_eq_v), the q/k rms norms (weights qn, kn), RoPE
+ * (inv_freq, traditional), V's weightless norm (v_norm), as qkv_post_kernel makes them (the
+ * same bits); the new position's K and V rows are written to kc / vc, the same cache the call
+ * reads. The staged forms (stage mode ≥ 1) and head dims up to 512 only
+ * (dk_attention_cluster_post_fits); q is then not read (NULL allowed). */
+typedef struct dk_att_post {
+  const float *y;
+  int ks;
+  int64_t kstride;
+  const float *qn, *kn, *inv_freq;
+  int trad, v_norm, k_eq_v;
+  float eps;
+  uint16_t *kc, *vc;
+} dk_att_post;
+int dk_attention_cluster_post_fits(int nq, int nkv, int hd, int64_t keys);
+int dk_attention_cluster_ex(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                            float scale, const int *pos, int window, int64_t keys, uint16_t *att, float *amax,
+                            int namax, float *bmax, unsigned *count, const dk_att_prep *prep, const dk_att_post *post,
+                            void *stream);
 /* Whether the decode attention prefetches its K and V rows before waiting for its predecessor:
  * dk_attention_cluster's blocks into their L1 (rows of earlier positions), dk_attention's scores
  * and p·v kernels into the L2 (their split's rows); the same results either way. Set by the

@@ -40,10 +40,25 @@ static __device__ __forceinline__ void qp_load(qp_consts &c, const float *w, con
   }
 }
 
+/* The block sum the post step uses: block_sum, or (qp_sum_in) the same operations in the same
+ * order through scratch the caller owns (a kernel whose shared state must all be dynamic). */
+struct qp_sum {
+  __device__ float operator()(float v) const { return block_sum(v); }
+};
+struct qp_sum_in {
+  float *part; /* 32 floats of shared memory */
+  __device__ float operator()(float v) const {
+    float a[1] = {v};
+    block_reduce_n_in<1>(a, ck_op_add(), 0.0f, part);
+    return a[0];
+  }
+};
+
 /* sv[hd] (shared) = RoPE(rmsnorm(src) · w) at fpos. Starts and ends with the block in step
  * (ends with a barrier). */
+template <typename Sum = qp_sum>
 static __device__ __forceinline__ void qp_head(const float *src, int ks, int64_t kstride, int hd, const qp_consts &c,
-                                               float eps, float fpos, int trad, float *sv) {
+                                               float eps, float fpos, int trad, float *sv, Sum sum = Sum()) {
   float yv[QP_V], ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < QP_V; k++) {
@@ -51,7 +66,7 @@ static __device__ __forceinline__ void qp_head(const float *src, int ks, int64_t
     yv[k] = i < hd ? rb(ysum(src + i, ks, kstride)) : 0.0f;
     ss = fmaf(yv[k], yv[k], ss);
   }
-  ss = block_sum(ss);
+  ss = sum(ss);
   float r = 1.0f / sqrtf(ss / (float)hd + eps);
 #pragma unroll
   for (int k = 0; k < QP_V; k++) {
@@ -72,9 +87,10 @@ static __device__ __forceinline__ void qp_head(const float *src, int ks, int64_t
 
 /* KV head kh's cache rows at slot: K from sv (qp_head of its k row), V from v's own row of y
  * (the raw k row when k_eq_v), through the weightless rmsnorm when v_norm. */
+template <typename Sum = qp_sum>
 static __device__ __forceinline__ void qp_write_kv(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd,
                                                    int kh, int k_eq_v, int v_norm, float eps, int64_t slot,
-                                                   const float *sv, uint16_t *kc, uint16_t *vc) {
+                                                   const float *sv, uint16_t *kc, uint16_t *vc, Sum sum = Sum()) {
   const int64_t kvd = (int64_t)nkv * hd;
   uint16_t *kd = kc + slot * kvd + (int64_t)kh * hd, *vd = vc + slot * kvd + (int64_t)kh * hd;
   for (int i = threadIdx.x; i < hd; i += blockDim.x) kd[i] = ck_f32_to_bf16(sv[i]);
@@ -86,7 +102,7 @@ static __device__ __forceinline__ void qp_write_kv(const float *y, int ks, int64
       float v = rb(ysum(vs + i, ks, kstride));
       s2 = fmaf(v, v, s2);
     }
-    s2 = block_sum(s2);
+    s2 = sum(s2);
     rv = 1.0f / sqrtf(s2 / (float)hd + eps);
   }
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
