@@ -14,6 +14,8 @@
  * last bit (the CPU-reference checks decide, as for the split shapes). */
 #include <cooperative_groups.h>
 
+#include <type_traits>
+
 #include "attention_common.cuh"
 #include "prep_store.cuh"
 #include "qkv_post.cuh" /* the q/k/v post step, when the kernel makes it itself (PST) */
@@ -398,22 +400,24 @@ static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const ui
   const dk_att_post none = {};
   const dk_att_post &pp = post ? *post : none;
 #define AC_S_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, pp, st
-  /* the post step inside: the staged forms, head dims up to 512 (dk_attention_cluster_ex) */
-  if (post && DPT <= 4) switch (g_stage) {
-    case 1: return launch_cluster_s<REP, DPT, 1, AC_CL, true>(AC_S_ARGS);
-    case 2: return launch_cluster_s<REP, DPT, 2, AC_CL, true>(AC_S_ARGS);
-    case 3: return launch_cluster_s<REP, DPT, 1, 2 * AC_CL, true>(AC_S_ARGS);
-    case 4: return launch_cluster_s<REP, DPT, 2, 2 * AC_CL, true>(AC_S_ARGS);
-    default: return cudaErrorInvalidValue;
+  /* the post step inside: the staged forms, head dims up to 512 (dk_attention_cluster_post_fits) */
+  auto by_mode = [&](auto pst) -> cudaError_t {
+    constexpr bool PST = decltype(pst)::value;
+    if constexpr (PST && DPT > 4) {
+      return cudaErrorInvalidValue;
+    } else {
+      switch (g_stage) {
+      case 1: return launch_cluster_s<REP, DPT, 1, AC_CL, PST>(AC_S_ARGS);
+      case 2: return launch_cluster_s<REP, DPT, 2, AC_CL, PST>(AC_S_ARGS);
+      case 3: return launch_cluster_s<REP, DPT, 1, 2 * AC_CL, PST>(AC_S_ARGS);
+      case 4: return launch_cluster_s<REP, DPT, 2, 2 * AC_CL, PST>(AC_S_ARGS);
+      default:
+        if constexpr (PST) return cudaErrorInvalidValue;
+        else return launch_cluster_s<REP, DPT, 0, AC_CL>(AC_S_ARGS);
+      }
     }
-  if (post) return cudaErrorInvalidValue;
-  switch (g_stage) {
-  case 1: return launch_cluster_s<REP, DPT, 1, AC_CL>(AC_S_ARGS);
-  case 2: return launch_cluster_s<REP, DPT, 2, AC_CL>(AC_S_ARGS);
-  case 3: return launch_cluster_s<REP, DPT, 1, 2 * AC_CL>(AC_S_ARGS);
-  case 4: return launch_cluster_s<REP, DPT, 2, 2 * AC_CL>(AC_S_ARGS);
-  default: return launch_cluster_s<REP, DPT, 0, AC_CL>(AC_S_ARGS);
-  }
+  };
+  return post ? by_mode(std::true_type()) : by_mode(std::false_type());
 #undef AC_S_ARGS
 }
 
