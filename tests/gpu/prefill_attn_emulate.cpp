@@ -6,8 +6,8 @@
  *   - every kind: each head's output within 1 % of its largest value of the direct one (the
  *     score sums run in another grouping, so a bf16 rounding of a score may differ; a wrong
  *     key, row or fragment is off by far more);
- *   - kinds that only move work between blocks or overlap loads (0, 3, 5) must give the same
- *     bits as each other.
+ *   - kinds that only move work between blocks or warps or overlap loads (0, 3, 5, 6) must give
+ *     the same bits as each other.
  * A CTest (slow: up to 512 host threads meet at a barrier for every mma and ldmatrix).
  * Build and run from the repository root:
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
@@ -75,8 +75,9 @@ static void direct(const Case &c, const std::vector<float> &q, const std::vector
 
 static const char *kind_name(int k) {
   static const char *n[] = {"tensor-core, 64 queries, loads in flight", "plain", "tensor-core as before (mma1)",
-                            "tensor-core, 32 queries", "(kind 4: the same kernel as 0)", "tensor-core, 64 queries, sync loads"};
-  return k >= 0 && k < 6 ? n[k] : "?";
+                            "tensor-core, 32 queries", "(kind 4: the same kernel as 0)", "tensor-core, 64 queries, sync loads",
+                            "tensor-core, 8 warps of score chains"};
+  return k >= 0 && k < 7 ? n[k] : "?";
 }
 
 static int run_case(const Case &c, const int *kinds, int nkinds) {
@@ -126,10 +127,10 @@ static int run_case(const Case &c, const int *kinds, int nkinds) {
            c.window, c.nq, c.nkv, kind_name(kinds[ki]), worst);
     outs.push_back(att);
   }
-  /* kinds 0 (= 4), 3 and 5 must agree bit for bit */
+  /* kinds 0 (= 4), 3, 5 and 6 must agree bit for bit */
   int first = -1;
   for (int ki = 0; ki < nkinds; ki++) {
-    if (kinds[ki] != 0 && kinds[ki] != 3 && kinds[ki] != 5) continue;
+    if (kinds[ki] != 0 && kinds[ki] != 3 && kinds[ki] != 5 && kinds[ki] != 6) continue;
     if (first < 0) {
       first = ki;
       continue;
@@ -151,7 +152,7 @@ int main(int argc, char **argv) {
       {64, 70, 4, 2, 0, 0},  {64, 40, 4, 1, 0, 37}, {64, 67, 2, 1, 24, 50}, {128, 33, 2, 2, 0, 5},
       {256, 20, 2, 1, 16, 40}, {256, 65, 2, 1, 0, 0}, {512, 18, 8, 1, 0, 30}, {16, 9, 1, 1, 0, 3},
   };
-  const int kinds[] = {0, 3, 5, 2, 1};
+  const int kinds[] = {0, 6, 3, 5, 2, 1};
   int fails = 0, n = 0;
   for (const Case &c : cases) {
     fails += run_case(c, kinds, (int)(sizeof kinds / sizeof kinds[0]));

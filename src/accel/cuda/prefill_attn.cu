@@ -325,6 +325,300 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
   }
 }
 
+/* Kind 6: the same values as pa_mma_kernel<HD, true, 4, true> — 64 queries of one head per block,
+ * K/V tiles of 32 keys copied while the previous one computes, the score k steps in four chains
+ * (step kk in chain kk % 4), the same (max, Σexp) tree, the same p and the same P·V mma per
+ * output tile — so the same bits; only who issues each mma changes. That kernel's 16 × 8 warp
+ * tiles load an A and a B fragment per mma (~768 B of shared memory per mma: the limit, not the
+ * tensor cores). Here 8 warps: warp w is chain c = w & 3 of row half w >> 2 and forms its chain's
+ * partial scores for 32 rows × 32 keys (8 mma per k step from 2 Q fragments, which pass 1 holds
+ * in registers, and 2 K loads); the partials meet in shared memory (in the K tile just used when
+ * HD = 512), where warp (c, h) takes keys 8c … 8c + 7 of its rows, the keys warp c of row groups
+ * 2h and 2h + 1 had. P·V: each warp all 64 rows × HD/64 output tiles. */
+#define PA6_XCH_FLOATS (4 * 3 * 64 * 8) /* [source chain][other n tile][row][8 keys] */
+template <int HD>
+__host__ __device__ constexpr bool pa6_xch_in_k() {
+  return PA_KT * (HD + 8) * 2 >= PA6_XCH_FLOATS * 4;
+}
+template <int HD>
+constexpr size_t pa6_smem() {
+  return (size_t)(64 + 4 * PA_KT) * (HD + 8) * 2 + 64 * PA_PLD * 2 + 4 * 64 * 2 * sizeof(float) +
+         (pa6_xch_in_k<HD>() ? 0 : PA6_XCH_FLOATS * sizeof(float));
+}
+
+template <int HD>
+__global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
+  constexpr int QT = 64, LD = HD + 8, NK = HD / 16, KC = NK / 4, VPR = HD / 8, NTW = HD / 64;
+  constexpr uint32_t TILE_BYTES = PA_KT * LD * 2;
+  constexpr bool XK = pa6_xch_in_k<HD>();
+  static_assert(NK % 4 == 0 && NTW % 2 == 0, "head dims 128 … 512");
+  CK_DYNAMIC_SHARED(uint16_t, pa_sm);
+  uint16_t *Qs = pa_sm, *Ks = Qs + QT * LD, *Vs = Ks + 2 * PA_KT * LD, *Ps = Vs + 2 * PA_KT * LD;
+  float *red = reinterpret_cast<float *>(Ps + QT * PA_PLD); /* [chain][row][m, l] */
+  float *xsep = red + 4 * QT * 2;
+  const int h = blockIdx.y, gkv = h / (a.nq / a.nkv), q0 = blockIdx.x * QT;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int c = warp & 3, rh = warp >> 2;
+  const int64_t kvd = (int64_t)a.nkv * HD, qstride = (int64_t)a.nq * HD;
+  const int nvalid = a.T - q0 < QT ? a.T - q0 : QT;
+  const int64_t lo_blk = pa_lo(a.p0 + q0, a.window), hi_blk = a.p0 + q0 + nvalid - 1;
+  const int ntiles = (int)((hi_blk - lo_blk + PA_KT) / PA_KT);
+  /* this lane's rows rh·32 + m·16 + g + 8r; its keys' range as offsets from lo_blk */
+  int prr[2][2], lor[2][2];
+#pragma unroll
+  for (int m = 0; m < 2; m++)
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      int row = rh * 32 + m * 16 + g + 8 * r;
+      int64_t p = a.p0 + q0 + (row < nvalid ? row : nvalid - 1);
+      prr[m][r] = (int)(p - lo_blk);
+      lor[m][r] = (int)(pa_lo(p, a.window) - lo_blk);
+    }
+
+  const float bscale = rb(a.scale);
+  for (int i = threadIdx.x; i < QT * HD; i += blockDim.x) {
+    int r = i / HD, d = i % HD;
+    int tok = q0 + (r < nvalid ? r : nvalid - 1);
+    float v = a.q[tok * qstride + (int64_t)h * HD + d];
+    if (a.scale != 1.0f) v = rb(__fmul_rn(v, bscale));
+    Qs[r * LD + d] = ck_f32_to_bf16(v);
+  }
+  auto load_async = [&](uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0) {
+    for (int i = threadIdx.x; i < PA_KT * VPR; i += blockDim.x) {
+      int r = i / VPR, cc = i % VPR;
+      int64_t j = k0 + r;
+      uint16_t *d = dst + r * LD + cc * 8;
+      if (j <= hi_blk)
+        at_cp16(d, pa_row(cache, chunk, j, a.p0, a.window, kvd) + (int64_t)gkv * HD + cc * 8);
+      else
+        *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  };
+  auto begin = [&](bool with_v) {
+    load_async(Ks, a.kc, a.kch, lo_blk);
+    if (with_v) load_async(Vs, a.vc, a.vch, lo_blk);
+    at_cp_commit();
+  };
+  auto arrive = [&](int it, int64_t k0, bool with_v) {
+    const int nb = (it & 1) ^ 1;
+    if (it + 1 < ntiles) {
+      load_async(Ks + nb * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
+      if (with_v) load_async(Vs + nb * PA_KT * LD, a.vc, a.vch, k0 + PA_KT);
+      at_cp_commit();
+      at_cp_wait<1>();
+    } else {
+      at_cp_wait<0>();
+    }
+    __syncthreads();
+  };
+  /* Q rows (lane & 15) of m tile m at column (lane >> 4)·8, this chain's first k step; K keys
+   * ((lane >> 4)·8 + (lane & 7)) at column ((lane >> 3) & 1)·8: one x4 gives 2 n tiles' B */
+  const uint32_t q_ldm = ck_smem_off(Qs + (rh * 32 + (lane & 15)) * LD + ((lane >> 4) << 3)) + (uint32_t)c * 32;
+  const uint32_t k_ldm =
+      ck_smem_off(Ks + (((lane >> 4) << 3) + (lane & 7)) * LD + (((lane >> 3) & 1) << 3)) + (uint32_t)c * 32;
+  constexpr uint32_t MT_BYTES = 16 * LD * 2, NP_BYTES = 16 * LD * 2, KSTEP_BYTES = 4 * 32;
+  uint32_t qreg[2][KC][4];
+  /* this chain's partial scores: acc[m][n] rows rh·32 + m·16 + (g, g + 8), keys n·8 + 2t (+1) */
+  auto chain_scores = [&](float (&acc)[2][4][4], int buf, bool from_regs) {
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+      for (int n = 0; n < 4; n++) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.f;
+#pragma unroll
+    for (int i = 0; i < KC; i++) {
+      uint32_t A[2][4], B[2][4];
+#pragma unroll
+      for (int m = 0; m < 2; m++) {
+        if (from_regs) {
+#pragma unroll
+          for (int e = 0; e < 4; e++) A[m][e] = qreg[m][i][e];
+        } else {
+          ck_ldsm<4, false>(A[m], q_ldm + m * MT_BYTES + i * KSTEP_BYTES);
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < 2; np++) ck_ldsm<4, false>(B[np], k_ldm + buf * TILE_BYTES + np * NP_BYTES + i * KSTEP_BYTES);
+#pragma unroll
+      for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int np = 0; np < 2; np++) {
+          at_mma_bf16(acc[m][2 * np], A[m], B[np][0], B[np][1]);
+          at_mma_bf16(acc[m][2 * np + 1], A[m], B[np][2], B[np][3]);
+        }
+    }
+  };
+  /* the partials of the n tiles other warps own, to shared memory; then this warp's own n tile
+   * (c): (chain 0 + chain 1) + (chain 2 + chain 3), rounded and masked as pa_mma_kernel does */
+  auto xch_put = [&](const float (&acc)[2][4][4], float *xch) {
+#pragma unroll
+    for (int n = 0; n < 4; n++) {
+      if (n == c) continue;
+      const int slot = n < c ? n : n - 1;
+#pragma unroll
+      for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const int row = rh * 32 + m * 16 + g + 8 * r;
+          *reinterpret_cast<float2 *>(xch + ((c * 3 + slot) * QT + row) * 8 + 2 * t) =
+              make_float2(acc[m][n][2 * r], acc[m][n][2 * r + 1]);
+        }
+    }
+  };
+  auto xch_take = [&](const float (&acc)[2][4][4], const float *xch, int it, float (&s)[2][4]) {
+#pragma unroll
+    for (int m = 0; m < 2; m++) {
+      float own[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) own[e] = c == 0 ? acc[m][0][e] : c == 1 ? acc[m][1][e] : c == 2 ? acc[m][2][e] : acc[m][3][e];
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int row = rh * 32 + m * 16 + g + 8 * r;
+        float v[4][2];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          if (i == c) {
+            v[i][0] = own[2 * r];
+            v[i][1] = own[2 * r + 1];
+          } else {
+            const int slot = c < i ? c : c - 1;
+            float2 x = *reinterpret_cast<const float2 *>(xch + ((i * 3 + slot) * QT + row) * 8 + 2 * t);
+            v[i][0] = x.x;
+            v[i][1] = x.y;
+          }
+        }
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const int j = it * PA_KT + c * 8 + 2 * t + e;
+          const float sum = (v[0][e] + v[1][e]) + (v[2][e] + v[3][e]);
+          s[m][2 * r + e] = j <= prr[m][r] && j >= lor[m][r] ? rb(sum) : -INFINITY;
+        }
+      }
+    }
+  };
+  auto xch_at = [&](int buf) { return XK ? reinterpret_cast<float *>(Ks + buf * PA_KT * LD) : xsep; };
+
+  /* pass 1: row max and Σ exp(s − max); Q's fragments of this chain in registers */
+  __syncthreads();
+#pragma unroll
+  for (int m = 0; m < 2; m++)
+#pragma unroll
+    for (int i = 0; i < KC; i++) ck_ldsm<4, false>(qreg[m][i], q_ldm + m * MT_BYTES + i * KSTEP_BYTES);
+  float mm[2][2], ll[2][2];
+#pragma unroll
+  for (int m = 0; m < 2; m++) mm[m][0] = mm[m][1] = -INFINITY, ll[m][0] = ll[m][1] = 0.f;
+  begin(false);
+  for (int it = 0; it < ntiles; it++) {
+    const int64_t k0 = lo_blk + (int64_t)it * PA_KT;
+    const int buf = it & 1;
+    arrive(it, k0, false);
+    float acc[2][4][4], s[2][4];
+    chain_scores(acc, buf, true);
+    if (XK) __syncthreads(); /* every warp is done with K tile buf: the partials go there */
+    xch_put(acc, xch_at(buf));
+    __syncthreads();
+    xch_take(acc, xch_at(buf), it, s);
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) pa_combine(mm[m][e >> 1], ll[m][e >> 1], s[m][e], s[m][e] == -INFINITY ? 0.f : 1.f);
+    __syncthreads(); /* the partials are read and buffer buf is free */
+  }
+#pragma unroll
+  for (int m = 0; m < 2; m++)
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+      for (int o = 1; o <= 2; o <<= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, mm[m][r], o), l2 = __shfl_xor_sync(0xffffffffu, ll[m][r], o);
+        pa_combine(mm[m][r], ll[m][r], m2, l2);
+      }
+  if (t == 0)
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int row = rh * 32 + m * 16 + g + 8 * r;
+        red[(c * QT + row) * 2] = mm[m][r];
+        red[(c * QT + row) * 2 + 1] = ll[m][r];
+      }
+  __syncthreads();
+  float M[2][2], inv[2][2];
+#pragma unroll
+  for (int m = 0; m < 2; m++)
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      const int row = rh * 32 + m * 16 + g + 8 * r;
+      float mx = -INFINITY, lx = 0.f;
+      for (int w = 0; w < 4; w++) pa_combine(mx, lx, red[(w * QT + row) * 2], red[(w * QT + row) * 2 + 1]);
+      M[m][r] = mx;
+      inv[m][r] = __fdiv_rn(1.0f, lx);
+    }
+
+  /* pass 2: p = bf16(exp(s − M)·inv), O += P·V (warp w: output tiles w·NTW …, all 64 rows) */
+  float o[4][NTW][4];
+#pragma unroll
+  for (int m = 0; m < 4; m++)
+#pragma unroll
+    for (int n = 0; n < NTW; n++) o[m][n][0] = o[m][n][1] = o[m][n][2] = o[m][n][3] = 0.f;
+  const uint32_t p_ldm = ck_smem_off(Ps + (lane & 15) * PA_PLD + ((lane >> 4) << 3));
+  const uint32_t v_ldm = ck_smem_off(Vs + (lane & 15) * LD + ((lane >> 4) << 3) + warp * NTW * 8);
+  begin(true);
+  for (int it = 0; it < ntiles; it++) {
+    const int64_t k0 = lo_blk + (int64_t)it * PA_KT;
+    const int buf = it & 1;
+    arrive(it, k0, true);
+    float acc[2][4][4], s[2][4];
+    chain_scores(acc, buf, false);
+    if (XK) __syncthreads();
+    xch_put(acc, xch_at(buf));
+    __syncthreads();
+    xch_take(acc, xch_at(buf), it, s);
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        uint16_t p[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const float sv = s[m][2 * r + e];
+          p[e] = sv == -INFINITY ? (uint16_t)0 : ck_f32_to_bf16(__fmul_rn(expf(__fsub_rn(sv, M[m][r])), inv[m][r]));
+        }
+        const int row = rh * 32 + m * 16 + g + 8 * r;
+        *reinterpret_cast<uint32_t *>(Ps + row * PA_PLD + c * 8 + 2 * t) = p[0] | ((uint32_t)p[1] << 16);
+      }
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < PA_KT / 16; ks++) {
+      uint32_t A[4][4];
+#pragma unroll
+      for (int m = 0; m < 4; m++) ck_ldsm<4, false>(A[m], p_ldm + (uint32_t)(m * 16 * PA_PLD * 2 + ks * 32));
+#pragma unroll
+      for (int np = 0; np < NTW / 2; np++) {
+        uint32_t B[4];
+        ck_ldsm<4, true>(B, v_ldm + (uint32_t)buf * TILE_BYTES + (uint32_t)(ks * 16 * LD + np * 16) * 2);
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+          at_mma_bf16(o[m][2 * np], A[m], B[0], B[1]);
+          at_mma_bf16(o[m][2 * np + 1], A[m], B[2], B[3]);
+        }
+      }
+    }
+    __syncthreads(); /* every warp is done with buffer buf, the partials and P */
+  }
+#pragma unroll
+  for (int m = 0; m < 4; m++)
+#pragma unroll
+    for (int n = 0; n < NTW; n++) {
+      const int col = (warp * NTW + n) * 8 + 2 * t;
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int row = m * 16 + g + 8 * r;
+        if (row >= nvalid) continue;
+        uint32_t pair = ck_f32_to_bf16(o[m][n][2 * r]) | ((uint32_t)ck_f32_to_bf16(o[m][n][2 * r + 1]) << 16);
+        *reinterpret_cast<uint32_t *>(a.att + (int64_t)(q0 + row) * qstride + (int64_t)h * HD + col) = pair;
+      }
+    }
+}
+
 /* The plain version: one block per (query, head), three passes over the keys (max, Σexp,
  * then p and Σ p·v in key order). Any head dim up to 1024; the reference for the fast one. */
 #define PS_THREADS 128
@@ -396,6 +690,17 @@ static int pa_launch_k(const PaArgs &a, cudaStream_t st) {
                         smem, st, a);
 }
 template <int HD>
+static int pa_chain_launch(const PaArgs &a, cudaStream_t st) {
+  static int attr_set;
+  constexpr size_t smem = pa6_smem<HD>();
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(pa_chain_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e) return (int)e;
+    attr_set = 1;
+  }
+  return (int)ck_launch(pa_chain_kernel<HD>, dim3((unsigned)((a.T + 63) / 64), (unsigned)a.nq), 256, smem, st, a);
+}
+template <int HD>
 static int pa_launch(const PaArgs &a, int kind, cudaStream_t st) {
   /* 64 queries per block: half the K/V traffic of 32, the same bits (pp512 at depth 32768 on
    * the H200: 1434-1442 t/s against 1239); the next K/V tile copied while one computes (db,
@@ -415,6 +720,12 @@ extern "C" int pf_attention(const float *q, const uint16_t *kc, const uint16_t *
   if (nkv <= 0 || nq % nkv || hd <= 0 || hd > 1024) return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
   PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale};
+  if (kind == 6) switch (hd) { /* head dims 128 … 512; the others take kind 0, the same bits */
+    case 128: return pa_chain_launch<128>(a, st);
+    case 256: return pa_chain_launch<256>(a, st);
+    case 512: return pa_chain_launch<512>(a, st);
+    default: break;
+    }
   if (kind != 1) switch (hd) {
     case 16: return pa_launch<16>(a, kind, st);
     case 32: return pa_launch<32>(a, kind, st);
