@@ -36,6 +36,9 @@
 #      tiny fixtures crossing the three body graphs, the 6-layer 31B with a 600-token prompt
 #      crossing into it against the reference path on CUDA (deep_tiny.log, deep_s31x6.log);
 #      DEEP_ENV (VAR=V ...) added to the latter. TINY_ENV likewise for the tiny stage.
+#   pfattn (not in the default list): mlxrt-pfattn-bench, the prompt pass's attention alone on
+#      the 31B layer shapes, kinds PFATTN_KINDS (default 0,6) checked and timed (pfattn.log);
+#      PFATTN_NCU=SHAPE:P0:T adds ncu on that case per kind (ncu_pfattn_kK.log).
 #   probe (not in the default list): mlxrt-stream-probe, what each bulk-copy pipeline shape
 #      streams next to plain loads (probe.log).
 #   attn (not in the default list): tg128 at depths 0/4096/32768 for each decode-attention split
@@ -106,7 +109,7 @@ stamp "source hash $(bash scripts/source_hash.sh) (scripts/source_hash.sh on a c
 if has build; then
   stamp "build (-j$JOBS)"
   gpu_build "$BUILD" "$OUT/build.log" mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-decode-real mlxrt-cuda-test \
-    mlxrt-attn-bench mlxrt-chain-bench mlxrt-stream-probe || exit 1
+    mlxrt-attn-bench mlxrt-chain-bench mlxrt-stream-probe mlxrt-pfattn-bench || exit 1
 fi
 DT="$BUILD/mlxrt-decode-test"
 rc=0
@@ -241,6 +244,28 @@ if has ncuattnb && command -v ncu >/dev/null; then
       wc -l "$OUT/ncu_src_$cs$cp${NCU_TAG:-}.csv"
     fi
   done
+fi
+if has pfattn; then
+  # the prompt pass's attention alone (tests/gpu/pfattn_bench.c): the kinds in PFATTN_KINDS
+  # against the host and against each other, µs and useful TFLOP/s; PFATTN_NCU (SHAPE:P0:T,
+  # e.g. full:8192:512): ncu on that case for each kind
+  PFATTN_KINDS=${PFATTN_KINDS:-0,6}
+  stamp "prompt attention alone, kinds $PFATTN_KINDS"
+  timeout 300 "$BUILD/mlxrt-pfattn-bench" --kinds "$PFATTN_KINDS" >"$OUT/pfattn.log" 2>&1 || rc=1
+  cat "$OUT/pfattn.log"
+  if [ -n "${PFATTN_NCU:-}" ] && command -v ncu >/dev/null; then
+    IFS=: read -r cs cp ct <<<"$PFATTN_NCU"
+    for k in ${PFATTN_KINDS//,/ }; do
+      stamp "ncu: mlxrt-pfattn-bench --case $cs $cp $ct --kinds $k"
+      timeout 300 ncu --clock-control none -k "regex:pa_" -c 1 --section SpeedOfLight --section Occupancy \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
+        --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,smsp__inst_executed_pipe_tensor.sum,sm__cycles_elapsed.avg.per_second \
+        "$BUILD/mlxrt-pfattn-bench" --case "$cs" "$cp" "$ct" --kinds "$k" >"$OUT/ncu_pfattn_k$k.log" 2>&1
+      grep -E "pa_|Duration|Throughput|Pipe|issue_active|Issue Slots|Eligible|Active Warps|inst_executed|cycles_elapsed|Registers Per|Achieved Occ|Bank" \
+        "$OUT/ncu_pfattn_k$k.log" | sed 's/  */ /g' | head -50
+      grep -E "issue_stalled" "$OUT/ncu_pfattn_k$k.log" | awk '$NF > 0.2 {print $NF, $1}' | head -20
+    done
+  fi
 fi
 if has probe; then
   stamp "bulk-copy streaming probe"

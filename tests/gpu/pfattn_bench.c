@@ -1,0 +1,245 @@
+/* mlxrt-pfattn-bench: the prompt pass's causal attention (pf_attention) alone, on the Gemma 4
+ * 31B layer shapes: a chunk of T queries after P0 cached positions, every kernel kind asked for.
+ * Each case gets fresh random q, K and V; each kind's output is checked against a float64
+ * attention on the host (sampled query rows, within 1 % of the row's range, as
+ * prefill_attn_emulate does) and compared bit for bit with the first kind's (kinds 0, 3, 5 and 6
+ * must agree), then timed with CUDA events (median of 5 launches). Prints µs and the useful
+ * tensor work (4·hd flops per query head and visible key) per second.
+ *   mlxrt-pfattn-bench [--kinds 0,6]                          the default cases
+ *   mlxrt-pfattn-bench --case full|sliding P0 T [--kinds K]   one case (for ncu)
+ * Exit status 1 when a check fails, 2 on a CUDA or usage error. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bf16.h"
+#include "base/error.h"
+#include "gpu_test_util.h"
+#include "prefill_kernels.h"
+#include "runtime.h"
+
+#define TIMED 5
+#define SAMPLES 6
+#define MAX_KINDS 8
+
+typedef struct shape {
+  const char *name;
+  int nq, nkv, hd, window;
+} shape;
+
+static const shape SHAPES[] = {{"full", 32, 4, 512, 0}, {"sliding", 32, 16, 256, 1024}};
+
+static void die(const char *what, const mlxrt_error *err) {
+  fprintf(stderr, "mlxrt-pfattn-bench: %s: %s\n", what, err->msg);
+  exit(2);
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int64_t first_key(const shape *s, int64_t p) { return s->window > 0 && p - s->window + 1 > 0 ? p - s->window + 1 : 0; }
+
+/* K or V row of key j for KV head g: the chunk's rows from p0 on, else the cache (a ring when
+ * the layer slides) — pf_attention's layout */
+static const uint16_t *kv_row(const shape *s, const uint16_t *cache, const uint16_t *chunk, int64_t j, int64_t p0, int g) {
+  const int64_t kvd = (int64_t)s->nkv * s->hd;
+  if (j >= p0) return chunk + (j - p0) * kvd + (int64_t)g * s->hd;
+  return cache + (s->window > 0 ? j % s->window : j) * kvd + (int64_t)g * s->hd;
+}
+
+/* float64 attention of query t, head h, with the kernels' rounding points for q and the scores
+ * (p is not rounded: a tolerance reference, not a bit reference) */
+static void host_row(const shape *s, const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
+                     const uint16_t *vch, int64_t p0, int t, int h, float scale, double *out) {
+  const int g = h / (s->nq / s->nkv), hd = s->hd;
+  const int64_t p = p0 + t, lo = first_key(s, p), n = p - lo + 1;
+  double *sc = malloc(sizeof(double) * (size_t)n), *qs = malloc(sizeof(double) * (size_t)hd);
+  if (!sc || !qs) {
+    fprintf(stderr, "mlxrt-pfattn-bench: out of host memory\n");
+    exit(2);
+  }
+  const float bs = mx_round_bf16(scale);
+  for (int i = 0; i < hd; i++) {
+    float v = q[((int64_t)t * s->nq + h) * hd + i];
+    qs[i] = scale == 1.0f ? v : mx_round_bf16(v * bs);
+  }
+  double mx = -INFINITY, tot = 0.0;
+  for (int64_t j = 0; j < n; j++) {
+    const uint16_t *k = kv_row(s, kc, kch, lo + j, p0, g);
+    double d = 0.0;
+    for (int i = 0; i < hd; i++) d += qs[i] * mx_bf16_to_f32(k[i]);
+    sc[j] = mx_round_bf16((float)d);
+    if (sc[j] > mx) mx = sc[j];
+  }
+  for (int64_t j = 0; j < n; j++) tot += sc[j] = exp(sc[j] - mx);
+  for (int i = 0; i < hd; i++) out[i] = 0.0;
+  for (int64_t j = 0; j < n; j++) {
+    const uint16_t *v = kv_row(s, vc, vch, lo + j, p0, g);
+    for (int i = 0; i < hd; i++) out[i] += sc[j] / tot * mx_bf16_to_f32(v[i]);
+  }
+  free(sc);
+  free(qs);
+}
+
+static int same_bits_group(int kind) { return kind == 0 || kind == 3 || kind == 4 || kind == 5 || kind == 6; }
+
+/* one case, every kind: returns the number of failed checks */
+static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk, uint64_t *rng) {
+  mlxrt_error err = {{0}};
+  const int64_t kvd = (int64_t)s->nkv * s->hd, qn = (int64_t)T * s->nq * s->hd;
+  const int64_t slots = s->window > 0 ? s->window : (p0 > 0 ? p0 : 1);
+  const float scale = 1.0f / sqrtf((float)s->hd);
+  float *q = malloc((size_t)qn * 4);
+  uint16_t *kc = malloc((size_t)(slots * kvd) * 2), *vc = malloc((size_t)(slots * kvd) * 2);
+  uint16_t *kch = malloc((size_t)(T * kvd) * 2), *vch = malloc((size_t)(T * kvd) * 2);
+  uint16_t *att = malloc((size_t)qn * 2), *first = malloc((size_t)qn * 2);
+  if (!q || !kc || !vc || !kch || !vch || !att || !first) {
+    fprintf(stderr, "mlxrt-pfattn-bench: out of host memory\n");
+    exit(2);
+  }
+  for (int64_t i = 0; i < qn; i++) q[i] = mx_round_bf16((float)(rng_unit(rng) * 4 - 2));
+  for (int64_t i = 0; i < slots * kvd; i++) {
+    kc[i] = mx_f32_to_bf16((float)(rng_unit(rng) * 2 - 1));
+    vc[i] = mx_f32_to_bf16((float)(rng_unit(rng) * 2 - 1));
+  }
+  for (int64_t i = 0; i < T * kvd; i++) {
+    kch[i] = mx_f32_to_bf16((float)(rng_unit(rng) * 2 - 1));
+    vch[i] = mx_f32_to_bf16((float)(rng_unit(rng) * 2 - 1));
+  }
+  void *dq, *dkc, *dvc, *dkch, *dvch, *datt, *st, *e0, *e1;
+  if (rt_stream_create(&st, &err) || rt_malloc(&dq, (size_t)qn * 4, &err) ||
+      rt_malloc(&dkc, (size_t)(slots * kvd) * 2, &err) || rt_malloc(&dvc, (size_t)(slots * kvd) * 2, &err) ||
+      rt_malloc(&dkch, (size_t)(T * kvd) * 2, &err) || rt_malloc(&dvch, (size_t)(T * kvd) * 2, &err) ||
+      rt_malloc(&datt, (size_t)qn * 2, &err) || rt_event_create(&e0, &err) || rt_event_create(&e1, &err))
+    die("setup", &err);
+  if (rt_h2d(dq, q, (size_t)qn * 4, st, &err) || rt_h2d(dkc, kc, (size_t)(slots * kvd) * 2, st, &err) ||
+      rt_h2d(dvc, vc, (size_t)(slots * kvd) * 2, st, &err) || rt_h2d(dkch, kch, (size_t)(T * kvd) * 2, st, &err) ||
+      rt_h2d(dvch, vch, (size_t)(T * kvd) * 2, st, &err) || rt_stream_sync(st, &err))
+    die("upload", &err);
+  /* the useful work: every query head's visible keys, 4·hd flops each (q·k and p·v) */
+  double keys = 0;
+  for (int t = 0; t < T; t++) keys += (double)(p0 + t - first_key(s, p0 + t) + 1);
+  const double flops = keys * 4.0 * s->hd * s->nq;
+  /* the sampled rows: first and last query, and some between, over several heads */
+  int st_t[SAMPLES], st_h[SAMPLES];
+  double *ref = malloc(sizeof(double) * SAMPLES * (size_t)s->hd);
+  for (int i = 0; i < SAMPLES; i++) {
+    st_t[i] = i == 0 ? 0 : i == SAMPLES - 1 ? T - 1 : (int)(rng_next(rng) % (uint64_t)T);
+    st_h[i] = (int)(rng_next(rng) % (uint64_t)s->nq);
+    host_row(s, q, kc, vc, kch, vch, p0, st_t[i], st_h[i], scale, ref + (size_t)i * s->hd);
+  }
+  int fails = 0;
+  for (int k = 0; k < nk; k++) {
+    if (rt_memset(datt, 0xff, (size_t)qn * 2, st, &err)) die("memset", &err);
+    if (rt_status(pf_attention(dq, dkc, dvc, dkch, dvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, datt, kinds[k], st),
+                  "pf_attention", &err) ||
+        rt_d2h(att, datt, (size_t)qn * 2, st, &err) || rt_stream_sync(st, &err))
+      die("pf_attention", &err);
+    double worst = 0;
+    for (int i = 0; i < SAMPLES; i++) {
+      const double *r = ref + (size_t)i * s->hd;
+      const uint16_t *o = att + ((int64_t)st_t[i] * s->nq + st_h[i]) * s->hd;
+      double mx = 0, e = 0;
+      for (int d = 0; d < s->hd; d++) mx = fmax(mx, fabs(r[d]));
+      for (int d = 0; d < s->hd; d++) e = fmax(e, fabs(mx_bf16_to_f32(o[d]) - r[d]));
+      double rel = mx > 0 ? e / mx : e;
+      if (!(rel <= worst)) worst = rel; /* a NaN stays */
+    }
+    int64_t differ = 0;
+    if (k == 0)
+      memcpy(first, att, (size_t)qn * 2);
+    else
+      for (int64_t i = 0; i < qn; i++) differ += att[i] != first[i];
+    const int bad_ref = !(worst <= 0.01);
+    const int bad_bits = k > 0 && same_bits_group(kinds[0]) && same_bits_group(kinds[k]) && differ != 0;
+    float t[TIMED];
+    for (int r = 0; r < TIMED; r++)
+      if (rt_event_record(e0, st, &err) ||
+          rt_status(pf_attention(dq, dkc, dvc, dkch, dvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, datt,
+                                 kinds[k], st),
+                    "pf_attention", &err) ||
+          rt_event_record(e1, st, &err) || rt_event_ms(e0, e1, &t[r], &err))
+        die("timing", &err);
+    qsort(t, TIMED, sizeof *t, cmp_float);
+    const double us = t[TIMED / 2] * 1000.0;
+    printf("| %s | %lld | %d | %d | %.1f | %.1f | %.2e | %lld | %s |\n", s->name, (long long)p0, T, kinds[k], us,
+           flops / (us * 1e-6) / 1e12, worst, (long long)differ, bad_ref || bad_bits ? "FAIL" : "ok");
+    fails += bad_ref + bad_bits;
+  }
+  fflush(stdout);
+  rt_event_destroy(e0);
+  rt_event_destroy(e1);
+  void *dev[] = {dq, dkc, dvc, dkch, dvch, datt};
+  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
+  rt_stream_destroy(st);
+  free(q), free(kc), free(vc), free(kch), free(vch), free(att), free(first), free(ref);
+  return fails;
+}
+
+static int parse_kinds(const char *s, int *kinds) {
+  int n = 0;
+  while (*s && n < MAX_KINDS) {
+    char *end;
+    long k = strtol(s, &end, 10);
+    if (end == s || k < 0 || k > 6) return -1;
+    kinds[n++] = (int)k;
+    s = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return -1;
+  }
+  return n;
+}
+
+int main(int argc, char **argv) {
+  int kinds[MAX_KINDS] = {0, 6}, nk = 2;
+  const shape *one = NULL;
+  int64_t one_p0 = 0;
+  int one_T = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--kinds") && i + 1 < argc) {
+      nk = parse_kinds(argv[++i], kinds);
+      if (nk <= 0) {
+        fprintf(stderr, "mlxrt-pfattn-bench: --kinds %s: expected a comma-separated list of kinds 0..6\n", argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--case") && i + 3 < argc) {
+      for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++)
+        if (!strcmp(argv[i + 1], SHAPES[k].name)) one = &SHAPES[k];
+      one_p0 = atoll(argv[i + 2]);
+      one_T = atoi(argv[i + 3]);
+      if (!one || one_p0 < 0 || one_T <= 0) {
+        fprintf(stderr, "mlxrt-pfattn-bench: --case %s %s %s: expected full|sliding P0>=0 T>0\n", argv[i + 1],
+                argv[i + 2], argv[i + 3]);
+        return 2;
+      }
+      i += 3;
+    } else {
+      fprintf(stderr, "usage: mlxrt-pfattn-bench [--case full|sliding P0 T] [--kinds K,K...]\n");
+      return 2;
+    }
+  }
+  mlxrt_error err = {{0}};
+  rt_device_info info;
+  if (rt_device_open(&info, &err)) die("device", &err);
+  uint64_t rng = 0x5eed5eedULL;
+  printf("| shape | P0 | T | kind | us | TFLOP/s (useful) | worst vs host | bits differing from the first kind | check |\n"
+         "|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+  int fails = 0, cases = 0;
+  if (one) {
+    fails += run_case(one, one_p0, one_T, kinds, nk, &rng);
+    cases += nk;
+  } else {
+    static const struct {
+      int shape;
+      int64_t p0;
+    } list[] = {{0, 0}, {0, 4096}, {0, 32768}, {1, 0}, {1, 32768}};
+    for (size_t c = 0; c < sizeof list / sizeof list[0]; c++) {
+      fails += run_case(&SHAPES[list[c].shape], list[c].p0, 512, kinds, nk, &rng);
+      cases += nk;
+    }
+  }
+  printf("%d passed, %d failed\n", cases - fails, fails);
+  return fails ? 1 : 0;
+}
