@@ -54,9 +54,61 @@ __device__ __forceinline__ void pa_combine(float &m, float &l, float m2, float l
   l = a + b;
 }
 
+#define PA_KT 32 /* keys per tile: 8 per warp of a row group */
+
+/* pa_combine(m, l, s, s == −∞ ? 0 : 1) with one expf instead of two: the term whose max is the
+ * new max is l·expf(0) = l or 1·expf(0) = 1 exactly, so the same bits (pass 1's per-key step) */
+__device__ __forceinline__ void pa_push(float &m, float &l, float s) {
+  if (s == -INFINITY) return;
+  if (s > m) {
+    l = (m == -INFINITY ? 0.f : l * expf(__fsub_rn(m, s))) + 1.f;
+    m = s;
+  } else {
+    l = l + expf(__fsub_rn(s, m));
+  }
+}
+
+/* Rows k0 … k0 + PA_KT − 1 of K or V (coff: the KV head's offset in a row) into a [PA_KT][HD + 8]
+ * tile; rows past hi are zeroed. Thread i of NT copies 16-byte column i % (HD/8) of rows i / (HD/8),
+ * + NT / (HD/8), …; a sliding layer's ring slot is found from the tile's first slot (one division
+ * per tile, not one per row). ASYNC: cp.async, else plain loads and stores. */
+template <int HD, int NT, bool ASYNC>
+__device__ __forceinline__ void pa_tile_load(uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0,
+                                             int64_t hi, int64_t p0, int window, int64_t kvd, int64_t coff) {
+  constexpr int VPR = HD / 8, LD = HD + 8, RSTEP = NT / VPR, NR = (PA_KT + RSTEP - 1) / RSTEP;
+  static_assert(NT % VPR == 0, "a row's 16-byte columns within one pass of the threads");
+  const int cc = threadIdx.x % VPR, r0 = threadIdx.x / VPR;
+  const int64_t s0 = window > 0 ? k0 % window : 0;
+#pragma unroll
+  for (int k = 0; k < NR; k++) {
+    const int r = r0 + k * RSTEP;
+    if (r >= PA_KT) break;
+    const int64_t j = k0 + r;
+    uint16_t *d = dst + r * LD + cc * 8;
+    if (j > hi) {
+      *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
+      continue;
+    }
+    const uint16_t *src;
+    if (j >= p0) {
+      src = chunk + (j - p0) * kvd;
+    } else if (window > 0) {
+      int64_t sl = s0 + r;
+      if (sl >= window) sl = window >= PA_KT ? sl - window : sl % window;
+      src = cache + sl * kvd;
+    } else {
+      src = cache + j * kvd;
+    }
+    src += coff + cc * 8;
+    if (ASYNC)
+      at_cp16(d, src);
+    else
+      *reinterpret_cast<uint4 *>(d) = *reinterpret_cast<const uint4 *>(src);
+  }
+}
+
 /* RG (a template parameter): 16-row query groups per block, sharing each K/V tile; 16·RG
  * queries and 128·RG threads per block */
-#define PA_KT 32               /* keys per tile: 8 per warp of a row group */
 #define PA_PLD 40              /* P row stride (bf16) */
 
 template <int HD, int RG, bool DB>
@@ -78,7 +130,7 @@ constexpr size_t pa_smem() {
 template <int HD, bool LDM, int RG, bool DB>
 __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
   constexpr int PA_QT = 16 * RG;
-  constexpr int LD = HD + 8, NTILES = HD / 8, VPR = HD / 8;
+  constexpr int LD = HD + 8, NTILES = HD / 8;
   /* output tiles per warp: nt = wq + 4i, or with LDM pairs nt = 2wq + 8(i/2) + i%2 (one x4.trans
    * load of V serves both) */
   constexpr int NTW = LDM ? 2 * ((NTILES + 7) / 8) : (NTILES + 3) / 4;
@@ -112,26 +164,11 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
     Qs[r * LD + d] = ck_f32_to_bf16(v);
   }
   auto load = [&](uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0) {
-    for (int i = threadIdx.x; i < PA_KT * VPR; i += blockDim.x) {
-      int r = i / VPR, c = i % VPR;
-      int64_t j = k0 + r;
-      uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      if (j <= hi_blk)
-        v = *reinterpret_cast<const uint4 *>(pa_row(cache, chunk, j, a.p0, a.window, kvd) + (int64_t)gkv * HD + c * 8);
-      *reinterpret_cast<uint4 *>(dst + r * LD + c * 8) = v;
-    }
+    pa_tile_load<HD, 128 * RG, false>(dst, cache, chunk, k0, hi_blk, a.p0, a.window, kvd, (int64_t)gkv * HD);
   };
   /* DB: the same tile through cp.async, rows past the block's last key zeroed by plain stores */
   auto load_async = [&](uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0) {
-    for (int i = threadIdx.x; i < PA_KT * VPR; i += blockDim.x) {
-      int r = i / VPR, c = i % VPR;
-      int64_t j = k0 + r;
-      uint16_t *d = dst + r * LD + c * 8;
-      if (j <= hi_blk)
-        at_cp16(d, pa_row(cache, chunk, j, a.p0, a.window, kvd) + (int64_t)gkv * HD + c * 8);
-      else
-        *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
-    }
+    pa_tile_load<HD, 128 * RG, true>(dst, cache, chunk, k0, hi_blk, a.p0, a.window, kvd, (int64_t)gkv * HD);
   };
   /* A pass's first tile (DB: its copy issued), then per tile it: K (and V when with_v) of tile
    * it in buffer it & 1 (DB) or 0, visible to every thread. DB waits for the copy issued one
@@ -221,7 +258,7 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
     float s[4];
     scores(k0, s, buf);
 #pragma unroll
-    for (int e = 0; e < 4; e++) pa_combine(m[e >> 1], l[e >> 1], s[e], s[e] == -INFINITY ? 0.f : 1.f);
+    for (int e = 0; e < 4; e++) pa_push(m[e >> 1], l[e >> 1], s[e]);
     if (DB) __syncthreads(); /* every warp is done with buffer buf */
   }
   for (int r = 0; r < 2; r++)
@@ -348,7 +385,7 @@ constexpr size_t pa6_smem() {
 
 template <int HD>
 __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
-  constexpr int QT = 64, LD = HD + 8, NK = HD / 16, KC = NK / 4, VPR = HD / 8, NTW = HD / 64;
+  constexpr int QT = 64, LD = HD + 8, NK = HD / 16, KC = NK / 4, NTW = HD / 64;
   constexpr uint32_t TILE_BYTES = PA_KT * LD * 2;
   constexpr bool XK = pa6_xch_in_k<HD>();
   static_assert(NK % 4 == 0 && NTW % 2 == 0, "head dims 128 … 512");
@@ -384,15 +421,7 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
     Qs[r * LD + d] = ck_f32_to_bf16(v);
   }
   auto load_async = [&](uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0) {
-    for (int i = threadIdx.x; i < PA_KT * VPR; i += blockDim.x) {
-      int r = i / VPR, cc = i % VPR;
-      int64_t j = k0 + r;
-      uint16_t *d = dst + r * LD + cc * 8;
-      if (j <= hi_blk)
-        at_cp16(d, pa_row(cache, chunk, j, a.p0, a.window, kvd) + (int64_t)gkv * HD + cc * 8);
-      else
-        *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
-    }
+    pa_tile_load<HD, 256, true>(dst, cache, chunk, k0, hi_blk, a.p0, a.window, kvd, (int64_t)gkv * HD);
   };
   auto begin = [&](bool with_v) {
     load_async(Ks, a.kc, a.kch, lo_blk);
@@ -520,7 +549,7 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
 #pragma unroll
     for (int m = 0; m < 2; m++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) pa_combine(mm[m][e >> 1], ll[m][e >> 1], s[m][e], s[m][e] == -INFINITY ? 0.f : 1.f);
+      for (int e = 0; e < 4; e++) pa_push(mm[m][e >> 1], ll[m][e >> 1], s[m][e]);
     __syncthreads(); /* the partials are read and buffer buf is free */
   }
 #pragma unroll
