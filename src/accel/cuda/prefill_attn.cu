@@ -57,14 +57,15 @@ __device__ __forceinline__ void pa_combine(float &m, float &l, float m2, float l
 #define PA_KT 32 /* keys per tile: 8 per warp of a row group */
 
 /* pa_combine(m, l, s, s == −∞ ? 0 : 1) with one expf instead of two: the term whose max is the
- * new max is l·expf(0) = l or 1·expf(0) = 1 exactly, so the same bits (pass 1's per-key step) */
+ * new max is l·expf(0) = l or 1·expf(0) = 1 exactly, so the same bits (pass 1's per-key step).
+ * The product and the sum are rounded apart, as pa_combine's are: a contracted l·e + 1 is not. */
 __device__ __forceinline__ void pa_push(float &m, float &l, float s) {
   if (s == -INFINITY) return;
   if (s > m) {
-    l = (m == -INFINITY ? 0.f : l * expf(__fsub_rn(m, s))) + 1.f;
+    l = __fadd_rn(m == -INFINITY ? 0.f : __fmul_rn(l, expf(__fsub_rn(m, s))), 1.f);
     m = s;
   } else {
-    l = l + expf(__fsub_rn(s, m));
+    l = __fadd_rn(l, expf(__fsub_rn(s, m)));
   }
 }
 
