@@ -12,6 +12,7 @@
 #include "ck_launch.cuh"
 #include "ck_mma.cuh"
 #include "prefill_kernels.h"
+#include "qmv_tc.cuh" /* the mbarrier and bulk-copy primitives */
 
 /* An mma A fragment by 32-bit shared loads (the mma1 baseline kind): rows a (g) and b (g + 8)
  * at this lane's k pair and the pair 8 further. */
@@ -381,10 +382,43 @@ __host__ __device__ constexpr bool pa6_xch_in_k() {
 template <int HD>
 constexpr size_t pa6_smem() {
   return (size_t)(64 + 4 * PA_KT) * (HD + 8) * 2 + 64 * PA_PLD * 2 + 4 * 64 * 2 * sizeof(float) +
-         (pa6_xch_in_k<HD>() ? 0 : PA6_XCH_FLOATS * sizeof(float));
+         (pa6_xch_in_k<HD>() ? 0 : PA6_XCH_FLOATS * sizeof(float)) + 2 * sizeof(uint64_t);
 }
 
+/* BULK tiles (kind 7): lane r of warp 0 copies key row k0 + r of K (and of V) with one bulk
+ * copy each, completing on the buffer's mbarrier, instead of every thread issuing 16-byte
+ * cp.async copies (a quarter of the kernel's instructions on the H200); rows past hi are zeroed
+ * by plain stores before the mbarrier's arrival, which publishes them with the copies. Called
+ * after a block barrier that freed the buffers (the fence orders the block's generic writes to
+ * them — the zeros, the score partials — before the copies). */
 template <int HD>
+__device__ __forceinline__ void pa_bulk_issue(uint64_t *mb, uint16_t *kdst, uint16_t *vdst, const PaArgs &a, int64_t k0,
+                                              int64_t hi, int64_t kvd, int64_t coff) {
+  if (threadIdx.x >= 32) return;
+  constexpr int LD = HD + 8;
+  constexpr uint32_t RB = HD * 2;
+  const int lane = threadIdx.x;
+  const int64_t j = k0 + lane;
+  const bool live = j <= hi;
+  const uint32_t nlive = (uint32_t)(hi - k0 + 1 < PA_KT ? hi - k0 + 1 : PA_KT);
+  if (!live)
+    for (int i = 0; i < HD / 8; i++) {
+      *reinterpret_cast<uint4 *>(kdst + lane * LD + i * 8) = make_uint4(0u, 0u, 0u, 0u);
+      if (vdst) *reinterpret_cast<uint4 *>(vdst + lane * LD + i * 8) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  __syncwarp();
+  if (lane == 0) {
+    fence_proxy_async_smem();
+    mbar_expect(mb, nlive * RB * (vdst ? 2u : 1u));
+  }
+  __syncwarp();
+  if (live) {
+    bulk_copy(kdst + lane * LD, pa_row(a.kc, a.kch, j, a.p0, a.window, kvd) + coff, RB, mb);
+    if (vdst) bulk_copy(vdst + lane * LD, pa_row(a.vc, a.vch, j, a.p0, a.window, kvd) + coff, RB, mb);
+  }
+}
+
+template <int HD, bool BULK>
 __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
   constexpr int QT = 64, LD = HD + 8, NK = HD / 16, KC = NK / 4, NTW = HD / 64;
   constexpr uint32_t TILE_BYTES = PA_KT * LD * 2;
@@ -394,9 +428,11 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
   uint16_t *Qs = pa_sm, *Ks = Qs + QT * LD, *Vs = Ks + 2 * PA_KT * LD, *Ps = Vs + 2 * PA_KT * LD;
   float *red = reinterpret_cast<float *>(Ps + QT * PA_PLD); /* [chain][row][m, l] */
   float *xsep = red + 4 * QT * 2;
+  uint64_t *mb = reinterpret_cast<uint64_t *>(xsep + (XK ? 0 : PA6_XCH_FLOATS)); /* BULK: one per buffer */
   const int h = blockIdx.y, gkv = h / (a.nq / a.nkv), q0 = blockIdx.x * QT;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int c = warp & 3, rh = warp >> 2;
+  uint32_t par = 0; /* BULK: bit b, the parity of buffer b's next completion */
   const int64_t kvd = (int64_t)a.nkv * HD, qstride = (int64_t)a.nq * HD;
   const int nvalid = a.T - q0 < QT ? a.T - q0 : QT;
   const int64_t lo_blk = pa_lo(a.p0 + q0, a.window), hi_blk = a.p0 + q0 + nvalid - 1;
@@ -424,13 +460,33 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
   auto load_async = [&](uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0) {
     pa_tile_load<HD, 256, true>(dst, cache, chunk, k0, hi_blk, a.p0, a.window, kvd, (int64_t)gkv * HD);
   };
+  if (BULK && threadIdx.x == 0) {
+    mbar_init(&mb[0], 1);
+    mbar_init(&mb[1], 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  auto bulk = [&](int b, int64_t k0, bool with_v) {
+    pa_bulk_issue<HD>(&mb[b], Ks + b * PA_KT * LD, with_v ? Vs + b * PA_KT * LD : nullptr, a, k0, hi_blk, kvd,
+                      (int64_t)gkv * HD);
+  };
   auto begin = [&](bool with_v) {
+    if (BULK) {
+      bulk(0, lo_blk, with_v);
+      return;
+    }
     load_async(Ks, a.kc, a.kch, lo_blk);
     if (with_v) load_async(Vs, a.vc, a.vch, lo_blk);
     at_cp_commit();
   };
   auto arrive = [&](int it, int64_t k0, bool with_v) {
     const int nb = (it & 1) ^ 1;
+    if (BULK) {
+      if (it + 1 < ntiles) bulk(nb, k0 + PA_KT, with_v);
+      mbar_wait(&mb[it & 1], (par >> (it & 1)) & 1u);
+      par ^= 1u << (it & 1);
+      return;
+    }
     if (it + 1 < ntiles) {
       load_async(Ks + nb * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
       if (with_v) load_async(Vs + nb * PA_KT * LD, a.vc, a.vch, k0 + PA_KT);
@@ -719,16 +775,17 @@ static int pa_launch_k(const PaArgs &a, cudaStream_t st) {
   return (int)ck_launch(pa_mma_kernel<HD, LDM, RG, DB>, dim3((unsigned)((a.T + QT - 1) / QT), (unsigned)a.nq), 128 * RG,
                         smem, st, a);
 }
-template <int HD>
+template <int HD, bool BULK>
 static int pa_chain_launch(const PaArgs &a, cudaStream_t st) {
   static int attr_set;
   constexpr size_t smem = pa6_smem<HD>();
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(pa_chain_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e =
+        cudaFuncSetAttribute(pa_chain_kernel<HD, BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e) return (int)e;
     attr_set = 1;
   }
-  return (int)ck_launch(pa_chain_kernel<HD>, dim3((unsigned)((a.T + 63) / 64), (unsigned)a.nq), 256, smem, st, a);
+  return (int)ck_launch(pa_chain_kernel<HD, BULK>, dim3((unsigned)((a.T + 63) / 64), (unsigned)a.nq), 256, smem, st, a);
 }
 template <int HD>
 static int pa_launch(const PaArgs &a, int kind, cudaStream_t st) {
@@ -750,10 +807,10 @@ extern "C" int pf_attention(const float *q, const uint16_t *kc, const uint16_t *
   if (nkv <= 0 || nq % nkv || hd <= 0 || hd > 1024) return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
   PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale};
-  if (kind == 6) switch (hd) { /* head dims 128 … 512; the others take kind 0, the same bits */
-    case 128: return pa_chain_launch<128>(a, st);
-    case 256: return pa_chain_launch<256>(a, st);
-    case 512: return pa_chain_launch<512>(a, st);
+  if (kind == 6 || kind == 7) switch (hd) { /* head dims 128 … 512; the others take kind 0, the same bits */
+    case 128: return kind == 7 ? pa_chain_launch<128, true>(a, st) : pa_chain_launch<128, false>(a, st);
+    case 256: return kind == 7 ? pa_chain_launch<256, true>(a, st) : pa_chain_launch<256, false>(a, st);
+    case 512: return kind == 7 ? pa_chain_launch<512, true>(a, st) : pa_chain_launch<512, false>(a, st);
     default: break;
     }
   if (kind != 1) switch (hd) {
