@@ -5,7 +5,7 @@
  * prefill_attn_emulate does) and compared bit for bit with the first kind's (every kind but the
  * plain one, 1, and the old tensor-core one, 2, must agree), then timed with CUDA events (median of 5 launches). Prints µs and the useful
  * tensor work (4·hd flops per query head and visible key) per second.
- *   mlxrt-pfattn-bench [--kinds 0,6]                          the default cases
+  *   mlxrt-pfattn-bench [--kinds 0,6,7]                        the default cases
  *   mlxrt-pfattn-bench --case full|sliding P0 T [--kinds K]   one case (for ncu)
  * Exit status 1 when a check fails, 2 on a CUDA or usage error. */
 #include <math.h>
@@ -193,7 +193,7 @@ static int parse_kinds(const char *s, int *kinds) {
 }
 
 int main(int argc, char **argv) {
-  int kinds[MAX_KINDS] = {0, 6}, nk = 2;
+  int kinds[MAX_KINDS] = {0, 6, 7}, nk = 3;
   const shape *one = NULL;
   int64_t one_p0 = 0;
   int one_T = 0;

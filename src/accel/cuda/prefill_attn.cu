@@ -57,6 +57,18 @@ __device__ __forceinline__ void pa_combine(float &m, float &l, float m2, float l
 
 #define PA_KT 32 /* keys per tile: 8 per warp of a row group */
 
+/* bf16 rounding of the scores and of p by the hardware's cvt.rn (one instruction against
+ * ck_f32_to_bf16's seven): the same bits for every input but a NaN, which comes out as the
+ * canonical NaN instead of keeping its payload — a NaN score means a NaN input either way */
+__device__ __forceinline__ uint16_t pa_bf16(float x) {
+#ifdef CK_EMULATION
+  return ck_f32_to_bf16(x);
+#else
+  return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+#endif
+}
+__device__ __forceinline__ float pa_rb(float x) { return ck_bf16_to_f32(pa_bf16(x)); }
+
 /* pa_combine(m, l, s, s == −∞ ? 0 : 1) with one expf instead of two: the term whose max is the
  * new max is l·expf(0) = l or 1·expf(0) = 1 exactly, so the same bits (pass 1's per-key step).
  * The product and the sum are rounded apart, as pa_combine's are: a contracted l·e + 1 is not. */
@@ -246,7 +258,7 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
     for (int e = 0; e < 4; e++) {
       int r = e >> 1;
       int64_t j = k0 + wq * 8 + 2 * t + (e & 1);
-      s[e] = j <= pr[r] && j >= lo[r] ? rb(c[e]) : -INFINITY;
+      s[e] = j <= pr[r] && j >= lo[r] ? pa_rb(c[e]) : -INFINITY;
     }
   };
 
@@ -305,7 +317,7 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       int r = e >> 1;
-      p[e] = s[e] == -INFINITY ? (uint16_t)0 : ck_f32_to_bf16(__fmul_rn(expf(__fsub_rn(s[e], M[r])), inv[r]));
+      p[e] = s[e] == -INFINITY ? (uint16_t)0 : pa_bf16(__fmul_rn(expf(__fsub_rn(s[e], M[r])), inv[r]));
     }
     *reinterpret_cast<uint32_t *>(Ps + (r0 + g) * PA_PLD + wq * 8 + 2 * t) = p[0] | ((uint32_t)p[1] << 16);
     *reinterpret_cast<uint32_t *>(Ps + (r0 + g + 8) * PA_PLD + wq * 8 + 2 * t) = p[2] | ((uint32_t)p[3] << 16);
@@ -576,7 +588,7 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
         for (int e = 0; e < 2; e++) {
           const int j = it * PA_KT + c * 8 + 2 * t + e;
           const float sum = (v[0][e] + v[1][e]) + (v[2][e] + v[3][e]);
-          s[m][2 * r + e] = j <= prr[m][r] && j >= lor[m][r] ? rb(sum) : -INFINITY;
+          s[m][2 * r + e] = j <= prr[m][r] && j >= lor[m][r] ? pa_rb(sum) : -INFINITY;
         }
       }
     }
@@ -666,7 +678,7 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
 #pragma unroll
         for (int e = 0; e < 2; e++) {
           const float sv = s[m][2 * r + e];
-          p[e] = sv == -INFINITY ? (uint16_t)0 : ck_f32_to_bf16(__fmul_rn(expf(__fsub_rn(sv, M[m][r])), inv[m][r]));
+          p[e] = sv == -INFINITY ? (uint16_t)0 : pa_bf16(__fmul_rn(expf(__fsub_rn(sv, M[m][r])), inv[m][r]));
         }
         const int row = rh * 32 + m * 16 + g + 8 * r;
         *reinterpret_cast<uint32_t *>(Ps + row * PA_PLD + c * 8 + 2 * t) = p[0] | ((uint32_t)p[1] << 16);
