@@ -121,6 +121,36 @@ __device__ __forceinline__ void pa_tile_load(uint16_t *dst, const uint16_t *cach
   }
 }
 
+/* the block's nrows query rows of head h as bf16(q·bf16(scale)) in shared memory (row stride
+ * HD + 8); padding rows repeat the last valid query */
+template <int HD>
+__device__ __forceinline__ void pa_stage_q(uint16_t *Qs, const PaArgs &a, int nrows, int q0, int h, int nvalid) {
+  const int64_t qstride = (int64_t)a.nq * HD;
+  const float bscale = rb(a.scale);
+  for (int i = threadIdx.x; i < nrows * HD; i += blockDim.x) {
+    int r = i / HD, d = i % HD;
+    int tok = q0 + (r < nvalid ? r : nvalid - 1);
+    float v = a.q[tok * qstride + (int64_t)h * HD + d];
+    if (a.scale != 1.0f) v = rb(__fmul_rn(v, bscale));
+    Qs[r * (HD + 8) + d] = ck_f32_to_bf16(v);
+  }
+}
+
+/* Double-buffered tiles by cp.async: wait for tile it's copies while tile it + 1's go into the
+ * other buffer (issue(b), b = the buffer; the barrier ending iteration it − 1 freed it), then a
+ * block barrier so every thread sees tile it. */
+template <class Issue>
+__device__ __forceinline__ void pa_cp_next(int it, int ntiles, Issue issue) {
+  if (it + 1 < ntiles) {
+    issue((it & 1) ^ 1);
+    at_cp_commit();
+    at_cp_wait<1>();
+  } else {
+    at_cp_wait<0>();
+  }
+  __syncthreads();
+}
+
 /* RG (a template parameter): 16-row query groups per block, sharing each K/V tile; 16·RG
  * queries and 128·RG threads per block */
 #define PA_PLD 40              /* P row stride (bf16) */
@@ -169,14 +199,7 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
   const int64_t lo_blk = pa_lo(a.p0 + q0, a.window), hi_blk = a.p0 + q0 + nvalid - 1;
   const int ntiles = (int)((hi_blk - lo_blk + PA_KT) / PA_KT);
 
-  const float bscale = rb(a.scale);
-  for (int i = threadIdx.x; i < PA_QT * HD; i += blockDim.x) {
-    int r = i / HD, d = i % HD;
-    int tok = q0 + (r < nvalid ? r : nvalid - 1);
-    float v = a.q[tok * qstride + (int64_t)h * HD + d];
-    if (a.scale != 1.0f) v = rb(__fmul_rn(v, bscale));
-    Qs[r * LD + d] = ck_f32_to_bf16(v);
-  }
+  pa_stage_q<HD>(Qs, a, PA_QT, q0, h, nvalid);
   auto load = [&](uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0) {
     pa_tile_load<HD, 128 * RG, false>(dst, cache, chunk, k0, hi_blk, a.p0, a.window, kvd, (int64_t)gkv * HD);
   };
@@ -196,16 +219,10 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
   };
   auto arrive = [&](int it, int64_t k0, bool with_v) {
     if (DB) {
-      const int nb = (it & 1) ^ 1;
-      if (it + 1 < ntiles) {
+      pa_cp_next(it, ntiles, [&](int nb) {
         load_async(Ks + nb * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
         if (with_v) load_async(Vs + nb * PA_KT * LD, a.vc, a.vch, k0 + PA_KT);
-        at_cp_commit();
-        at_cp_wait<1>();
-      } else {
-        at_cp_wait<0>();
-      }
-      __syncthreads();
+      });
     } else {
       __syncthreads();
       load(Ks, a.kc, a.kch, k0);
@@ -461,14 +478,7 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
       lor[m][r] = (int)(pa_lo(p, a.window) - lo_blk);
     }
 
-  const float bscale = rb(a.scale);
-  for (int i = threadIdx.x; i < QT * HD; i += blockDim.x) {
-    int r = i / HD, d = i % HD;
-    int tok = q0 + (r < nvalid ? r : nvalid - 1);
-    float v = a.q[tok * qstride + (int64_t)h * HD + d];
-    if (a.scale != 1.0f) v = rb(__fmul_rn(v, bscale));
-    Qs[r * LD + d] = ck_f32_to_bf16(v);
-  }
+  pa_stage_q<HD>(Qs, a, QT, q0, h, nvalid);
   auto load_async = [&](uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0) {
     pa_tile_load<HD, 256, true>(dst, cache, chunk, k0, hi_blk, a.p0, a.window, kvd, (int64_t)gkv * HD);
   };
@@ -499,15 +509,10 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
       par ^= 1u << (it & 1);
       return;
     }
-    if (it + 1 < ntiles) {
-      load_async(Ks + nb * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
-      if (with_v) load_async(Vs + nb * PA_KT * LD, a.vc, a.vch, k0 + PA_KT);
-      at_cp_commit();
-      at_cp_wait<1>();
-    } else {
-      at_cp_wait<0>();
-    }
-    __syncthreads();
+    pa_cp_next(it, ntiles, [&](int b) {
+      load_async(Ks + b * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
+      if (with_v) load_async(Vs + b * PA_KT * LD, a.vc, a.vch, k0 + PA_KT);
+    });
   };
   /* Q rows (lane & 15) of m tile m at column (lane >> 4)·8, this chain's first k step; K keys
    * ((lane >> 4)·8 + (lane & 7)) at column ((lane >> 3) & 1)·8: one x4 gives 2 n tiles' B */
@@ -594,6 +599,18 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
     }
   };
   auto xch_at = [&](int buf) { return XK ? reinterpret_cast<float *>(Ks + buf * PA_KT * LD) : xsep; };
+  /* tile it's scores for this warp's rows and keys (pass 2, with_v: V arrives with K, and Q's
+   * fragments come from shared memory instead of registers) */
+  auto tile_scores = [&](int it, bool with_v, float (&s)[2][4]) {
+    const int buf = it & 1;
+    arrive(it, lo_blk + (int64_t)it * PA_KT, with_v);
+    float acc[2][4][4];
+    chain_scores(acc, buf, !with_v);
+    if (XK) __syncthreads(); /* every warp is done with K tile buf: the partials go there */
+    xch_put(acc, xch_at(buf));
+    __syncthreads();
+    xch_take(acc, xch_at(buf), it, s);
+  };
 
   /* pass 1: row max and Σ exp(s − max); Q's fragments of this chain in registers */
   __syncthreads();
@@ -606,15 +623,8 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
   for (int m = 0; m < 2; m++) mm[m][0] = mm[m][1] = -INFINITY, ll[m][0] = ll[m][1] = 0.f;
   begin(false);
   for (int it = 0; it < ntiles; it++) {
-    const int64_t k0 = lo_blk + (int64_t)it * PA_KT;
-    const int buf = it & 1;
-    arrive(it, k0, false);
-    float acc[2][4][4], s[2][4];
-    chain_scores(acc, buf, true);
-    if (XK) __syncthreads(); /* every warp is done with K tile buf: the partials go there */
-    xch_put(acc, xch_at(buf));
-    __syncthreads();
-    xch_take(acc, xch_at(buf), it, s);
+    float s[2][4];
+    tile_scores(it, false, s);
 #pragma unroll
     for (int m = 0; m < 2; m++)
 #pragma unroll
@@ -661,15 +671,9 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
   const uint32_t v_ldm = ck_smem_off(Vs + (lane & 15) * LD + ((lane >> 4) << 3) + warp * NTW * 8);
   begin(true);
   for (int it = 0; it < ntiles; it++) {
-    const int64_t k0 = lo_blk + (int64_t)it * PA_KT;
     const int buf = it & 1;
-    arrive(it, k0, true);
-    float acc[2][4][4], s[2][4];
-    chain_scores(acc, buf, false);
-    if (XK) __syncthreads();
-    xch_put(acc, xch_at(buf));
-    __syncthreads();
-    xch_take(acc, xch_at(buf), it, s);
+    float s[2][4];
+    tile_scores(it, true, s);
 #pragma unroll
     for (int m = 0; m < 2; m++)
 #pragma unroll
