@@ -37,7 +37,7 @@
 #      crossing into it against the reference path on CUDA (deep_tiny.log, deep_s31x6.log);
 #      DEEP_ENV (VAR=V ...) added to the latter. TINY_ENV likewise for the tiny stage.
 #   pfattn (not in the default list): mlxrt-pfattn-bench, the prompt pass's attention alone on
-#      the 31B layer shapes, kinds PFATTN_KINDS (default 0,6,7) checked and timed (pfattn.log);
+#      the 31B layer shapes, kinds PFATTN_KINDS (default 0,6,7,8) checked and timed (pfattn.log);
 #      PFATTN_NCU=SHAPE:P0:T adds ncu on that case per kind (ncu_pfattn_kK.log).
 #   probe (not in the default list): mlxrt-stream-probe, what each bulk-copy pipeline shape
 #      streams next to plain loads (probe.log).
@@ -249,7 +249,7 @@ if has pfattn; then
   # the prompt pass's attention alone (tests/gpu/pfattn_bench.c): the kinds in PFATTN_KINDS
   # against the host and against each other, µs and useful TFLOP/s; PFATTN_NCU (SHAPE:P0:T,
   # e.g. full:8192:512): ncu on that case for each kind
-  PFATTN_KINDS=${PFATTN_KINDS:-0,6,7}
+  PFATTN_KINDS=${PFATTN_KINDS:-0,6,7,8}
   stamp "prompt attention alone, kinds $PFATTN_KINDS"
   timeout 300 "$BUILD/mlxrt-pfattn-bench" --kinds "$PFATTN_KINDS" >"$OUT/pfattn.log" 2>&1 || rc=1
   cat "$OUT/pfattn.log"

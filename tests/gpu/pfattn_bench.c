@@ -6,7 +6,7 @@
  * plain one, 1, and the old tensor-core one, 2, must agree), then timed with CUDA events (median
  * of 5 launches). Prints µs and the useful tensor work (4·hd flops per query head and visible
  * key) per second.
- *   mlxrt-pfattn-bench [--kinds 0,6,7]                        the default cases
+ *   mlxrt-pfattn-bench [--kinds 0,6,7,8]                      the default cases
  *   mlxrt-pfattn-bench --case full|sliding P0 T [--kinds K]   one case (for ncu)
  * Exit status 1 when a check fails, 2 on a CUDA or usage error. */
 #include <math.h>
@@ -185,7 +185,7 @@ static int parse_kinds(const char *s, int *kinds) {
   while (*s && n < MAX_KINDS) {
     char *end;
     long k = strtol(s, &end, 10);
-    if (end == s || k < 0 || k > 7) return -1;
+    if (end == s || k < 0 || k > 8) return -1;
     kinds[n++] = (int)k;
     s = *end == ',' ? end + 1 : end;
     if (*end && *end != ',') return -1;
@@ -194,7 +194,7 @@ static int parse_kinds(const char *s, int *kinds) {
 }
 
 int main(int argc, char **argv) {
-  int kinds[MAX_KINDS] = {0, 6, 7}, nk = 3;
+  int kinds[MAX_KINDS] = {0, 6, 7, 8}, nk = 4;
   const shape *one = NULL;
   int64_t one_p0 = 0;
   int one_T = 0;
@@ -202,7 +202,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--kinds") && i + 1 < argc) {
       nk = parse_kinds(argv[++i], kinds);
       if (nk <= 0) {
-        fprintf(stderr, "mlxrt-pfattn-bench: --kinds %s: expected a comma-separated list of kinds 0..7\n", argv[i]);
+        fprintf(stderr, "mlxrt-pfattn-bench: --kinds %s: expected a comma-separated list of kinds 0..8\n", argv[i]);
         return 2;
       }
     } else if (!strcmp(argv[i], "--case") && i + 3 < argc) {

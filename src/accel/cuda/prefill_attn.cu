@@ -151,6 +151,49 @@ __device__ __forceinline__ void pa_cp_next(int it, int ntiles, Issue issue) {
   __syncthreads();
 }
 
+/* BULK tiles (kinds 7 and 8): lane r of warp 0 copies key row k0 + r of K (and of V) with one bulk
+ * copy each, completing on the buffer's mbarrier, instead of every thread issuing 16-byte
+ * cp.async copies (a quarter of the kernel's instructions on the H200); rows past hi are zeroed
+ * by plain stores before the mbarrier's arrival, which publishes them with the copies. Called
+ * after a block barrier that freed the buffers (the fence orders the block's generic writes to
+ * them — the zeros, the score partials — before the copies). */
+template <int HD>
+__device__ __forceinline__ void pa_bulk_issue(uint64_t *mb, uint16_t *kdst, uint16_t *vdst, const PaArgs &a, int64_t k0,
+                                              int64_t hi, int64_t kvd, int64_t coff) {
+  if (threadIdx.x >= 32) return;
+  constexpr int LD = HD + 8;
+  constexpr uint32_t RB = HD * 2;
+  const int lane = threadIdx.x;
+  const int64_t j = k0 + lane;
+  const bool live = j <= hi;
+  const uint32_t nlive = (uint32_t)(hi - k0 + 1 < PA_KT ? hi - k0 + 1 : PA_KT);
+  if (!live)
+    for (int i = 0; i < HD / 8; i++) {
+      *reinterpret_cast<uint4 *>(kdst + lane * LD + i * 8) = make_uint4(0u, 0u, 0u, 0u);
+      if (vdst) *reinterpret_cast<uint4 *>(vdst + lane * LD + i * 8) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  __syncwarp();
+  if (lane == 0) {
+    fence_proxy_async_smem();
+    mbar_expect(mb, nlive * RB * (vdst ? 2u : 1u));
+  }
+  __syncwarp();
+  if (live) {
+    /* the row's offset: the chunk's from p0 on, else the cache's slot (positions are ints in the
+     * decoder, so a 32-bit remainder: no 64-bit division call and its register spills) */
+    const bool in_chunk = j >= a.p0;
+    const int64_t row = in_chunk ? j - a.p0 : a.window > 0 ? (int64_t)((int)j % a.window) : j;
+    bulk_copy(kdst + lane * LD, (in_chunk ? a.kch : a.kc) + row * kvd + coff, RB, mb);
+    if (vdst) bulk_copy(vdst + lane * LD, (in_chunk ? a.vch : a.vc) + row * kvd + coff, RB, mb);
+  }
+}
+
+/* the parity of buffer it & 1's mbarrier phase that completes tile it: its uses before in this
+ * pass, plus pass 1's when in pass 2 (with_v) */
+__device__ __forceinline__ uint32_t pa_bulk_parity(int it, int ntiles, bool with_v) {
+  return (uint32_t)((it >> 1) + (with_v ? (ntiles + 1 - (it & 1)) / 2 : 0)) & 1u;
+}
+
 /* RG (a template parameter): 16-row query groups per block, sharing each K/V tile; 16·RG
  * queries and 128·RG threads per block */
 #define PA_PLD 40              /* P row stride (bf16) */
@@ -158,7 +201,8 @@ __device__ __forceinline__ void pa_cp_next(int it, int ntiles, Issue issue) {
 template <int HD, int RG, bool DB>
 constexpr size_t pa_smem() {
   constexpr int PA_QT = 16 * RG;
-  return (size_t)(PA_QT + (DB ? 4 : 2) * PA_KT) * (HD + 8) * 2 + PA_QT * PA_PLD * 2 + 4 * PA_QT * 2 * sizeof(float);
+  return (size_t)(PA_QT + (DB ? 4 : 2) * PA_KT) * (HD + 8) * 2 + PA_QT * PA_PLD * 2 + 4 * PA_QT * 2 * sizeof(float) +
+         (DB ? 2 * sizeof(uint64_t) : 0); /* BULK's mbarriers */
 }
 
 /* grid (ceil(T / 16·RG), nq), 4·RG warps. A block holds 16·RG queries of one head as RG row
@@ -171,7 +215,7 @@ constexpr size_t pa_smem() {
  * bf16 so the fragment loads of the 8 row groups of a warp hit distinct banks.
  * DB (with LDM): two K and two V tiles, the next one copied by cp.async while this one computes
  * (the same operations on the same values: the same bits as without). */
-template <int HD, bool LDM, int RG, bool DB>
+template <int HD, bool LDM, int RG, bool DB, bool BULK = false>
 __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
   constexpr int PA_QT = 16 * RG;
   constexpr int LD = HD + 8, NTILES = HD / 8;
@@ -211,14 +255,34 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
    * it in buffer it & 1 (DB) or 0, visible to every thread. DB waits for the copy issued one
    * tile earlier and issues tile it + 1's into the other buffer, which the barrier ending
    * iteration it − 1 released; otherwise a plain load between two barriers. */
+  /* BULK (kind 8, with DB): each tile by bulk copies, as pa_chain_kernel's kind 7 */
+  static_assert(!BULK || DB, "bulk-copy tiles are double-buffered");
+  uint64_t *mb = reinterpret_cast<uint64_t *>(red + 4 * PA_QT * 2);
+  if (BULK && threadIdx.x == 0) {
+    mbar_init(&mb[0], 1);
+    mbar_init(&mb[1], 1);
+    mbar_init_fence();
+  }
+  if (BULK) __syncthreads();
+  auto bulk = [&](int b, int64_t k0, bool with_v) {
+    pa_bulk_issue<HD>(&mb[b], Ks + b * PA_KT * LD, with_v ? Vs + b * PA_KT * LD : nullptr, a, k0, hi_blk, kvd,
+                      (int64_t)gkv * HD);
+  };
   auto begin = [&](bool with_v) {
     if (!DB) return;
+    if (BULK) {
+      bulk(0, lo_blk, with_v);
+      return;
+    }
     load_async(Ks, a.kc, a.kch, lo_blk);
     if (with_v) load_async(Vs, a.vc, a.vch, lo_blk);
     at_cp_commit();
   };
   auto arrive = [&](int it, int64_t k0, bool with_v) {
-    if (DB) {
+    if (BULK) {
+      if (it + 1 < ntiles) bulk((it & 1) ^ 1, k0 + PA_KT, with_v);
+      mbar_wait(&mb[it & 1], pa_bulk_parity(it, ntiles, with_v));
+    } else if (DB) {
       pa_cp_next(it, ntiles, [&](int nb) {
         load_async(Ks + nb * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
         if (with_v) load_async(Vs + nb * PA_KT * LD, a.vc, a.vch, k0 + PA_KT);
@@ -414,39 +478,6 @@ constexpr size_t pa6_smem() {
          (pa6_xch_in_k<HD>() ? 0 : PA6_XCH_FLOATS * sizeof(float)) + 2 * sizeof(uint64_t);
 }
 
-/* BULK tiles (kind 7): lane r of warp 0 copies key row k0 + r of K (and of V) with one bulk
- * copy each, completing on the buffer's mbarrier, instead of every thread issuing 16-byte
- * cp.async copies (a quarter of the kernel's instructions on the H200); rows past hi are zeroed
- * by plain stores before the mbarrier's arrival, which publishes them with the copies. Called
- * after a block barrier that freed the buffers (the fence orders the block's generic writes to
- * them — the zeros, the score partials — before the copies). */
-template <int HD>
-__device__ __forceinline__ void pa_bulk_issue(uint64_t *mb, uint16_t *kdst, uint16_t *vdst, const PaArgs &a, int64_t k0,
-                                              int64_t hi, int64_t kvd, int64_t coff) {
-  if (threadIdx.x >= 32) return;
-  constexpr int LD = HD + 8;
-  constexpr uint32_t RB = HD * 2;
-  const int lane = threadIdx.x;
-  const int64_t j = k0 + lane;
-  const bool live = j <= hi;
-  const uint32_t nlive = (uint32_t)(hi - k0 + 1 < PA_KT ? hi - k0 + 1 : PA_KT);
-  if (!live)
-    for (int i = 0; i < HD / 8; i++) {
-      *reinterpret_cast<uint4 *>(kdst + lane * LD + i * 8) = make_uint4(0u, 0u, 0u, 0u);
-      if (vdst) *reinterpret_cast<uint4 *>(vdst + lane * LD + i * 8) = make_uint4(0u, 0u, 0u, 0u);
-    }
-  __syncwarp();
-  if (lane == 0) {
-    fence_proxy_async_smem();
-    mbar_expect(mb, nlive * RB * (vdst ? 2u : 1u));
-  }
-  __syncwarp();
-  if (live) {
-    bulk_copy(kdst + lane * LD, pa_row(a.kc, a.kch, j, a.p0, a.window, kvd) + coff, RB, mb);
-    if (vdst) bulk_copy(vdst + lane * LD, pa_row(a.vc, a.vch, j, a.p0, a.window, kvd) + coff, RB, mb);
-  }
-}
-
 template <int HD, bool BULK>
 __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
   constexpr int QT = 64, LD = HD + 8, NK = HD / 16, KC = NK / 4, NTW = HD / 64;
@@ -461,7 +492,6 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
   const int h = blockIdx.y, gkv = h / (a.nq / a.nkv), q0 = blockIdx.x * QT;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int c = warp & 3, rh = warp >> 2;
-  uint32_t par = 0; /* BULK: bit b, the parity of buffer b's next completion */
   const int64_t kvd = (int64_t)a.nkv * HD, qstride = (int64_t)a.nq * HD;
   const int nvalid = a.T - q0 < QT ? a.T - q0 : QT;
   const int64_t lo_blk = pa_lo(a.p0 + q0, a.window), hi_blk = a.p0 + q0 + nvalid - 1;
@@ -505,8 +535,7 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
     const int nb = (it & 1) ^ 1;
     if (BULK) {
       if (it + 1 < ntiles) bulk(nb, k0 + PA_KT, with_v);
-      mbar_wait(&mb[it & 1], (par >> (it & 1)) & 1u);
-      par ^= 1u << (it & 1);
+      mbar_wait(&mb[it & 1], pa_bulk_parity(it, ntiles, with_v));
       return;
     }
     pa_cp_next(it, ntiles, [&](int b) {
@@ -778,18 +807,19 @@ __global__ void __launch_bounds__(PS_THREADS) pa_simple_kernel(PaArgs a) {
   }
 }
 
-template <int HD, bool LDM, int RG, bool DB>
+template <int HD, bool LDM, int RG, bool DB, bool BULK = false>
 static int pa_launch_k(const PaArgs &a, cudaStream_t st) {
   static int attr_set;
   constexpr size_t smem = pa_smem<HD, RG, DB>();
   constexpr int QT = 16 * RG;
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(pa_mma_kernel<HD, LDM, RG, DB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e =
+        cudaFuncSetAttribute(pa_mma_kernel<HD, LDM, RG, DB, BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e) return (int)e;
     attr_set = 1;
   }
-  return (int)ck_launch(pa_mma_kernel<HD, LDM, RG, DB>, dim3((unsigned)((a.T + QT - 1) / QT), (unsigned)a.nq), 128 * RG,
-                        smem, st, a);
+  return (int)ck_launch(pa_mma_kernel<HD, LDM, RG, DB, BULK>, dim3((unsigned)((a.T + QT - 1) / QT), (unsigned)a.nq),
+                        128 * RG, smem, st, a);
 }
 template <int HD, bool BULK>
 static int pa_chain_launch(const PaArgs &a, cudaStream_t st) {
@@ -812,6 +842,7 @@ static int pa_launch(const PaArgs &a, int kind, cudaStream_t st) {
   case 2: return pa_launch_k<HD, false, 2, false>(a, st);
   case 3: return pa_launch_k<HD, true, 2, false>(a, st);
   case 5: return pa_launch_k<HD, true, 4, false>(a, st);
+  case 8: return pa_launch_k<HD, true, 4, true, true>(a, st);
   default: return pa_launch_k<HD, true, 4, true>(a, st);
   }
 }

@@ -45,8 +45,8 @@ int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, int il, void *
  * ldmatrix fragments and split score chains (32 queries per block); 3, 32 queries per block,
  * synchronous tile loads; 5, 64 queries per block, synchronous tile loads; 6, the same bits
  * as kind 0 from 8 warps that each form one score chain of 32 rows × 32 keys (head dims 128,
- * 256, 512; the others take kind 0); 7, kind 6 with each key tile fetched by bulk copies.
- * (prefill_attn.cu) */
+ * 256, 512; the others take kind 0); 7 and 8, kinds 6 and 0 with each key tile fetched by
+ * bulk copies. (prefill_attn.cu) */
 int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                  const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
                  uint16_t *att, int kind, void *stream);
