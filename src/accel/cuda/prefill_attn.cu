@@ -194,6 +194,49 @@ __device__ __forceinline__ uint32_t pa_bulk_parity(int it, int ntiles, bool with
   return (uint32_t)((it >> 1) + (with_v ? (ntiles + 1 - (it & 1)) / 2 : 0)) & 1u;
 }
 
+/* A pass's K/V tiles, double-buffered: by cp.async from every thread (pa_tile_load), or with
+ * BULK by warp 0's bulk copies on a per-buffer mbarrier (init: the mbarriers and a block
+ * barrier). begin: tile 0's copies; next(it): tile it + 1's issued into the other buffer (the
+ * barrier ending iteration it − 1 freed it), then tile it visible to every thread. */
+template <int HD, int NT, bool BULK>
+struct PaTiles {
+  uint16_t *Ks, *Vs;
+  uint64_t *mb;
+  const PaArgs *a;
+  int64_t lo, hi, kvd, coff;
+  int ntiles;
+  __device__ void init() const {
+    if (BULK && threadIdx.x == 0) {
+      mbar_init(&mb[0], 1);
+      mbar_init(&mb[1], 1);
+      mbar_init_fence();
+    }
+    if (BULK) __syncthreads();
+  }
+  __device__ void issue(int b, int64_t k0, bool with_v) const {
+    uint16_t *kd = Ks + b * PA_KT * (HD + 8), *vd = Vs + b * PA_KT * (HD + 8);
+    if (BULK) {
+      pa_bulk_issue<HD>(&mb[b], kd, with_v ? vd : nullptr, *a, k0, hi, kvd, coff);
+      return;
+    }
+    pa_tile_load<HD, NT, true>(kd, a->kc, a->kch, k0, hi, a->p0, a->window, kvd, coff);
+    if (with_v) pa_tile_load<HD, NT, true>(vd, a->vc, a->vch, k0, hi, a->p0, a->window, kvd, coff);
+  }
+  __device__ void begin(bool with_v) const {
+    issue(0, lo, with_v);
+    if (!BULK) at_cp_commit();
+  }
+  __device__ void next(int it, bool with_v) const {
+    const int64_t k0 = lo + (int64_t)it * PA_KT;
+    if (BULK) {
+      if (it + 1 < ntiles) issue((it & 1) ^ 1, k0 + PA_KT, with_v);
+      mbar_wait(&mb[it & 1], pa_bulk_parity(it, ntiles, with_v));
+      return;
+    }
+    pa_cp_next(it, ntiles, [&](int b) { issue(b, k0 + PA_KT, with_v); });
+  }
+};
+
 /* RG (a template parameter): 16-row query groups per block, sharing each K/V tile; 16·RG
  * queries and 128·RG threads per block */
 #define PA_PLD 40              /* P row stride (bf16) */
@@ -247,46 +290,18 @@ __global__ void __launch_bounds__(128 * RG) pa_mma_kernel(PaArgs a) {
   auto load = [&](uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0) {
     pa_tile_load<HD, 128 * RG, false>(dst, cache, chunk, k0, hi_blk, a.p0, a.window, kvd, (int64_t)gkv * HD);
   };
-  /* DB: the same tile through cp.async, rows past the block's last key zeroed by plain stores */
-  auto load_async = [&](uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0) {
-    pa_tile_load<HD, 128 * RG, true>(dst, cache, chunk, k0, hi_blk, a.p0, a.window, kvd, (int64_t)gkv * HD);
-  };
-  /* A pass's first tile (DB: its copy issued), then per tile it: K (and V when with_v) of tile
-   * it in buffer it & 1 (DB) or 0, visible to every thread. DB waits for the copy issued one
-   * tile earlier and issues tile it + 1's into the other buffer, which the barrier ending
-   * iteration it − 1 released; otherwise a plain load between two barriers. */
-  /* BULK (kind 8, with DB): each tile by bulk copies, as pa_chain_kernel's kind 7 */
+  /* DB: the next tile in flight while one computes (BULK, kind 8: by bulk copies, as
+   * pa_chain_kernel's kind 7); otherwise a plain load between two barriers */
   static_assert(!BULK || DB, "bulk-copy tiles are double-buffered");
-  uint64_t *mb = reinterpret_cast<uint64_t *>(red + 4 * PA_QT * 2);
-  if (BULK && threadIdx.x == 0) {
-    mbar_init(&mb[0], 1);
-    mbar_init(&mb[1], 1);
-    mbar_init_fence();
-  }
-  if (BULK) __syncthreads();
-  auto bulk = [&](int b, int64_t k0, bool with_v) {
-    pa_bulk_issue<HD>(&mb[b], Ks + b * PA_KT * LD, with_v ? Vs + b * PA_KT * LD : nullptr, a, k0, hi_blk, kvd,
-                      (int64_t)gkv * HD);
-  };
+  const PaTiles<HD, 128 * RG, BULK> tiles = {Ks, Vs, reinterpret_cast<uint64_t *>(red + 4 * PA_QT * 2), &a, lo_blk, hi_blk,
+                                             kvd, (int64_t)gkv * HD, ntiles};
+  tiles.init();
   auto begin = [&](bool with_v) {
-    if (!DB) return;
-    if (BULK) {
-      bulk(0, lo_blk, with_v);
-      return;
-    }
-    load_async(Ks, a.kc, a.kch, lo_blk);
-    if (with_v) load_async(Vs, a.vc, a.vch, lo_blk);
-    at_cp_commit();
+    if (DB) tiles.begin(with_v);
   };
   auto arrive = [&](int it, int64_t k0, bool with_v) {
-    if (BULK) {
-      if (it + 1 < ntiles) bulk((it & 1) ^ 1, k0 + PA_KT, with_v);
-      mbar_wait(&mb[it & 1], pa_bulk_parity(it, ntiles, with_v));
-    } else if (DB) {
-      pa_cp_next(it, ntiles, [&](int nb) {
-        load_async(Ks + nb * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
-        if (with_v) load_async(Vs + nb * PA_KT * LD, a.vc, a.vch, k0 + PA_KT);
-      });
+    if (DB) {
+      tiles.next(it, with_v);
     } else {
       __syncthreads();
       load(Ks, a.kc, a.kch, k0);
@@ -509,40 +524,8 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
     }
 
   pa_stage_q<HD>(Qs, a, QT, q0, h, nvalid);
-  auto load_async = [&](uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0) {
-    pa_tile_load<HD, 256, true>(dst, cache, chunk, k0, hi_blk, a.p0, a.window, kvd, (int64_t)gkv * HD);
-  };
-  if (BULK && threadIdx.x == 0) {
-    mbar_init(&mb[0], 1);
-    mbar_init(&mb[1], 1);
-    mbar_init_fence();
-  }
-  __syncthreads();
-  auto bulk = [&](int b, int64_t k0, bool with_v) {
-    pa_bulk_issue<HD>(&mb[b], Ks + b * PA_KT * LD, with_v ? Vs + b * PA_KT * LD : nullptr, a, k0, hi_blk, kvd,
-                      (int64_t)gkv * HD);
-  };
-  auto begin = [&](bool with_v) {
-    if (BULK) {
-      bulk(0, lo_blk, with_v);
-      return;
-    }
-    load_async(Ks, a.kc, a.kch, lo_blk);
-    if (with_v) load_async(Vs, a.vc, a.vch, lo_blk);
-    at_cp_commit();
-  };
-  auto arrive = [&](int it, int64_t k0, bool with_v) {
-    const int nb = (it & 1) ^ 1;
-    if (BULK) {
-      if (it + 1 < ntiles) bulk(nb, k0 + PA_KT, with_v);
-      mbar_wait(&mb[it & 1], pa_bulk_parity(it, ntiles, with_v));
-      return;
-    }
-    pa_cp_next(it, ntiles, [&](int b) {
-      load_async(Ks + b * PA_KT * LD, a.kc, a.kch, k0 + PA_KT);
-      if (with_v) load_async(Vs + b * PA_KT * LD, a.vc, a.vch, k0 + PA_KT);
-    });
-  };
+  const PaTiles<HD, 256, BULK> tiles = {Ks, Vs, mb, &a, lo_blk, hi_blk, kvd, (int64_t)gkv * HD, ntiles};
+  tiles.init();
   /* Q rows (lane & 15) of m tile m at column (lane >> 4)·8, this chain's first k step; K keys
    * ((lane >> 4)·8 + (lane & 7)) at column ((lane >> 3) & 1)·8: one x4 gives 2 n tiles' B */
   const uint32_t q_ldm = ck_smem_off(Qs + (rh * 32 + (lane & 15)) * LD + ((lane >> 4) << 3)) + (uint32_t)c * 32;
@@ -632,7 +615,7 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
    * fragments come from shared memory instead of registers) */
   auto tile_scores = [&](int it, bool with_v, float (&s)[2][4]) {
     const int buf = it & 1;
-    arrive(it, lo_blk + (int64_t)it * PA_KT, with_v);
+    tiles.next(it, with_v);
     float acc[2][4][4];
     chain_scores(acc, buf, !with_v);
     if (XK) __syncthreads(); /* every warp is done with K tile buf: the partials go there */
@@ -650,7 +633,7 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
   float mm[2][2], ll[2][2];
 #pragma unroll
   for (int m = 0; m < 2; m++) mm[m][0] = mm[m][1] = -INFINITY, ll[m][0] = ll[m][1] = 0.f;
-  begin(false);
+  tiles.begin(false);
   for (int it = 0; it < ntiles; it++) {
     float s[2][4];
     tile_scores(it, false, s);
@@ -698,7 +681,7 @@ __global__ void __launch_bounds__(256, 1) pa_chain_kernel(PaArgs a) {
     for (int n = 0; n < NTW; n++) o[m][n][0] = o[m][n][1] = o[m][n][2] = o[m][n][3] = 0.f;
   const uint32_t p_ldm = ck_smem_off(Ps + (lane & 15) * PA_PLD + ((lane >> 4) << 3));
   const uint32_t v_ldm = ck_smem_off(Vs + (lane & 15) * LD + ((lane >> 4) << 3) + warp * NTW * 8);
-  begin(true);
+  tiles.begin(true);
   for (int it = 0; it < ntiles; it++) {
     const int buf = it & 1;
     float s[2][4];
