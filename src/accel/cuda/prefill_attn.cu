@@ -173,10 +173,8 @@ __device__ __forceinline__ void pa_bulk_issue(uint64_t *mb, uint16_t *kdst, uint
       if (vdst) *reinterpret_cast<uint4 *>(vdst + lane * LD + i * 8) = make_uint4(0u, 0u, 0u, 0u);
     }
   __syncwarp();
-  if (lane == 0) {
-    fence_proxy_async_smem();
-    mbar_expect(mb, nlive * RB * (vdst ? 2u : 1u));
-  }
+  fence_proxy_async_smem(); /* by every lane that issues a copy */
+  if (lane == 0) mbar_expect(mb, nlive * RB * (vdst ? 2u : 1u));
   __syncwarp();
   if (live) {
     /* the row's offset: the chunk's from p0 on, else the cache's slot (positions are ints in the
