@@ -33,11 +33,13 @@ struct PaArgs {
   float scale;
 };
 
-/* K or V row of key j (all KV heads): the chunk's own rows from p0 on, else the cache. */
+/* K or V row of key j (all KV heads): the chunk's own rows from p0 on, else the cache. A ring's
+ * slot by a 32-bit remainder: positions are ints in the decoder, and a 64-bit one is a division
+ * call whose saved registers spill in the kernels at their register cap. */
 __device__ __forceinline__ const uint16_t *pa_row(const uint16_t *cache, const uint16_t *chunk, int64_t j, int64_t p0,
                                                   int window, int64_t kvd) {
   if (j >= p0) return chunk + (j - p0) * kvd;
-  return cache + (window > 0 ? j % window : j) * kvd;
+  return cache + (window > 0 ? (int64_t)((int)j % window) : j) * kvd;
 }
 
 __device__ __forceinline__ int64_t pa_lo(int64_t p, int window) {
@@ -177,12 +179,8 @@ __device__ __forceinline__ void pa_bulk_issue(uint64_t *mb, uint16_t *kdst, uint
   if (lane == 0) mbar_expect(mb, nlive * RB * (vdst ? 2u : 1u));
   __syncwarp();
   if (live) {
-    /* the row's offset: the chunk's from p0 on, else the cache's slot (positions are ints in the
-     * decoder, so a 32-bit remainder: no 64-bit division call and its register spills) */
-    const bool in_chunk = j >= a.p0;
-    const int64_t row = in_chunk ? j - a.p0 : a.window > 0 ? (int64_t)((int)j % a.window) : j;
-    bulk_copy(kdst + lane * LD, (in_chunk ? a.kch : a.kc) + row * kvd + coff, RB, mb);
-    if (vdst) bulk_copy(vdst + lane * LD, (in_chunk ? a.vch : a.vc) + row * kvd + coff, RB, mb);
+    bulk_copy(kdst + lane * LD, pa_row(a.kc, a.kch, j, a.p0, a.window, kvd) + coff, RB, mb);
+    if (vdst) bulk_copy(vdst + lane * LD, pa_row(a.vc, a.vch, j, a.p0, a.window, kvd) + coff, RB, mb);
   }
 }
 
