@@ -37,8 +37,10 @@
 #      crossing into it against the reference path on CUDA (deep_tiny.log, deep_s31x6.log);
 #      DEEP_ENV (VAR=V ...) added to the latter. TINY_ENV likewise for the tiny stage.
 #   pfattn (not in the default list): mlxrt-pfattn-bench, the prompt pass's attention alone on
-#      the 31B layer shapes, kinds PFATTN_KINDS (default 0,6,7,8) checked and timed (pfattn.log);
-#      PFATTN_NCU=SHAPE:P0:T adds ncu on that case per kind (ncu_pfattn_kK.log).
+#      the 31B layer shapes, kinds PFATTN_KINDS (default 0,6,9) checked and timed (pfattn.log);
+#      PFATTN_NCU=SHAPE:P0:T adds ncu on that case per kind (ncu_pfattn_kK.log; PFATTN_NCU_KINDS: only
+#      those kinds, space-separated). PREFILL_SELFTEST=0 leaves the self-test out of prefill_check;
+#      BUILD_TARGETS names fewer build targets.
 #   probe (not in the default list): mlxrt-stream-probe, what each bulk-copy pipeline shape
 #      streams next to plain loads (probe.log).
 #   attn (not in the default list): tg128 at depths 0/4096/32768 for each decode-attention split
@@ -108,8 +110,9 @@ source scripts/gpu_build.sh
 stamp "source hash $(bash scripts/source_hash.sh) (scripts/source_hash.sh on a checkout ties it to a commit)"
 if has build; then
   stamp "build (-j$JOBS)"
-  gpu_build "$BUILD" "$OUT/build.log" mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-decode-real mlxrt-cuda-test \
-    mlxrt-attn-bench mlxrt-chain-bench mlxrt-stream-probe mlxrt-pfattn-bench || exit 1
+  # BUILD_TARGETS: fewer targets for a shorter call (default: all the stages need)
+  gpu_build "$BUILD" "$OUT/build.log" ${BUILD_TARGETS:-mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-decode-real mlxrt-cuda-test \
+    mlxrt-attn-bench mlxrt-chain-bench mlxrt-stream-probe mlxrt-pfattn-bench} || exit 1
 fi
 DT="$BUILD/mlxrt-decode-test"
 rc=0
@@ -249,13 +252,13 @@ if has pfattn; then
   # the prompt pass's attention alone (tests/gpu/pfattn_bench.c): the kinds in PFATTN_KINDS
   # against the host and against each other, µs and useful TFLOP/s; PFATTN_NCU (SHAPE:P0:T,
   # e.g. full:8192:512): ncu on that case for each kind
-  PFATTN_KINDS=${PFATTN_KINDS:-0,6,7,8}
+  PFATTN_KINDS=${PFATTN_KINDS:-0,6,9}
   stamp "prompt attention alone, kinds $PFATTN_KINDS"
   timeout 300 "$BUILD/mlxrt-pfattn-bench" --kinds "$PFATTN_KINDS" >"$OUT/pfattn.log" 2>&1 || rc=1
   cat "$OUT/pfattn.log"
   if [ -n "${PFATTN_NCU:-}" ] && command -v ncu >/dev/null; then
     IFS=: read -r cs cp ct <<<"$PFATTN_NCU"
-    for k in ${PFATTN_KINDS//,/ }; do
+    for k in ${PFATTN_NCU_KINDS:-${PFATTN_KINDS//,/ }}; do
       stamp "ncu: mlxrt-pfattn-bench --case $cs $cp $ct --kinds $k"
       timeout 300 ncu --clock-control none -k "regex:pa_" -c 1 --section SpeedOfLight --section Occupancy \
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
@@ -449,9 +452,11 @@ if has profd; then
   cat "$OUT/prof_d${PROF_DEPTH:-32768}.log"
 fi
 if has prefill || has prefill_check; then
-  stamp "prefill: GPU self-test (kernels, pf_dequant bit-exact, cuBLAS GEMM on it)"
-  timeout 300 "$BUILD/mlxrt-cuda-test" --no-bench >"$OUT/prefill_selftest.log" 2>&1 || rc=1
-  grep -E "^FAIL|checks," "$OUT/prefill_selftest.log" | head -20
+  if [ "${PREFILL_SELFTEST:-1}" != 0 ]; then
+    stamp "prefill: GPU self-test (kernels, pf_dequant bit-exact, cuBLAS GEMM on it)"
+    timeout 300 "$BUILD/mlxrt-cuda-test" --no-bench >"$OUT/prefill_selftest.log" 2>&1 || rc=1
+    grep -E "^FAIL|checks," "$OUT/prefill_selftest.log" | head -20
+  fi
   stamp "prefill: tiny fixtures, every prompt-pass configuration and rewinds"
   timeout 300 "$DT" --ref cpu --prompt 40 --gen 16 --tg 0 --prefill 1 "${ROOT}"/tests/fixtures/models/gemma* \
     >"$OUT/prefill_tiny.log" 2>&1 || rc=1

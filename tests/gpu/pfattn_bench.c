@@ -6,7 +6,7 @@
  * plain one, 1, and the old tensor-core one, 2, must agree), then timed with CUDA events (median
  * of 5 launches). Prints µs and the useful tensor work (4·hd flops per query head and visible
  * key) per second.
- *   mlxrt-pfattn-bench [--kinds 0,6,7,8]                      the default cases
+ *   mlxrt-pfattn-bench [--kinds 0,6,9]                        the default cases
  *   mlxrt-pfattn-bench --case full|sliding P0 T [--kinds K]   one case (for ncu)
  * Exit status 1 when a check fails, 2 on a CUDA or usage error. */
 #include <math.h>
@@ -22,7 +22,7 @@
 
 #define TIMED 5
 #define SAMPLES 6
-#define MAX_KINDS 8
+#define MAX_KINDS 10
 
 typedef struct shape {
   const char *name;
@@ -85,7 +85,50 @@ static void host_row(const shape *s, const float *q, const uint16_t *kc, const u
   free(qs);
 }
 
-static int same_bits_group(int kind) { return kind != 1 && kind != 2; }
+/* kinds 1 (plain), 2 (the old tensor-core form) and 9 (wgmma: its score sums grouped otherwise)
+ * are checked against the host only */
+static int same_bits_group(int kind) { return kind != 1 && kind != 2 && kind != 9; }
+
+/* kind 9's wgmma primitives alone against host products (pf_wg_selftest): 0 when both agree */
+static int wg_selftest(uint64_t *rng) {
+  mlxrt_error err = {{0}};
+  uint16_t A[64 * 64], B[64 * 64], V[64 * 256];
+  float d1[64 * 64], d2[64 * 256];
+  for (int i = 0; i < 64 * 64; i++) A[i] = mx_f32_to_bf16((float)(rng_unit(rng) * 2 - 1));
+  for (int i = 0; i < 64 * 64; i++) B[i] = mx_f32_to_bf16((float)(rng_unit(rng) * 2 - 1));
+  for (int i = 0; i < 64 * 256; i++) V[i] = mx_f32_to_bf16((float)(rng_unit(rng) * 2 - 1));
+  void *st, *dA, *dB, *dV, *dd1, *dd2;
+  if (rt_stream_create(&st, &err) || rt_malloc(&dA, sizeof A, &err) || rt_malloc(&dB, sizeof B, &err) ||
+      rt_malloc(&dV, sizeof V, &err) || rt_malloc(&dd1, sizeof d1, &err) || rt_malloc(&dd2, sizeof d2, &err) ||
+      rt_h2d(dA, A, sizeof A, st, &err) || rt_h2d(dB, B, sizeof B, st, &err) || rt_h2d(dV, V, sizeof V, st, &err) ||
+      rt_memset(dd1, 0xff, sizeof d1, st, &err) || rt_memset(dd2, 0xff, sizeof d2, st, &err) ||
+      rt_status(pf_wg_selftest(dd1, dd2, dA, dB, dV, st), "pf_wg_selftest", &err) ||
+      rt_d2h(d1, dd1, sizeof d1, st, &err) || rt_d2h(d2, dd2, sizeof d2, st, &err) || rt_stream_sync(st, &err))
+    die("wgmma self-test", &err);
+  double e1 = 0, e2 = 0, m1 = 0, m2 = 0;
+  for (int r = 0; r < 64; r++) {
+    for (int c = 0; c < 64; c++) {
+      double x = 0;
+      for (int k = 0; k < 64; k++) x += (double)mx_bf16_to_f32(A[r * 64 + k]) * mx_bf16_to_f32(B[c * 64 + k]);
+      e1 = fmax(e1, fabs(d1[r * 64 + c] - x)), m1 = fmax(m1, fabs(x));
+      if (d1[r * 64 + c] != d1[r * 64 + c]) e1 = INFINITY;
+    }
+    for (int c = 0; c < 256; c++) {
+      double x = 0;
+      for (int k = 0; k < 64; k++) x += (double)mx_bf16_to_f32(A[r * 64 + k]) * mx_bf16_to_f32(V[k * 256 + c]);
+      e2 = fmax(e2, fabs(d2[r * 256 + c] - x)), m2 = fmax(m2, fabs(x));
+      if (d2[r * 256 + c] != d2[r * 256 + c]) e2 = INFINITY;
+    }
+  }
+  const int bad = !(e1 <= 1e-4 * m1) + !(e2 <= 1e-4 * m2);
+  printf("wgmma primitives: scores form (A·Bt, K-major) worst %.2e of %.2f, p.v form (register A, N-major V) worst "
+         "%.2e of %.2f: %s\n",
+         e1, m1, e2, m2, bad ? "FAIL" : "ok");
+  void *dev[] = {dA, dB, dV, dd1, dd2};
+  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
+  rt_stream_destroy(st);
+  return bad;
+}
 
 /* one case, every kind: returns the number of failed checks */
 static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk, uint64_t *rng) {
@@ -185,7 +228,7 @@ static int parse_kinds(const char *s, int *kinds) {
   while (*s && n < MAX_KINDS) {
     char *end;
     long k = strtol(s, &end, 10);
-    if (end == s || k < 0 || k > 8) return -1;
+    if (end == s || k < 0 || k > 9) return -1;
     kinds[n++] = (int)k;
     s = *end == ',' ? end + 1 : end;
     if (*end && *end != ',') return -1;
@@ -194,7 +237,7 @@ static int parse_kinds(const char *s, int *kinds) {
 }
 
 int main(int argc, char **argv) {
-  int kinds[MAX_KINDS] = {0, 6, 7, 8}, nk = 4;
+  int kinds[MAX_KINDS] = {0, 6, 9}, nk = 3;
   const shape *one = NULL;
   int64_t one_p0 = 0;
   int one_T = 0;
@@ -202,7 +245,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--kinds") && i + 1 < argc) {
       nk = parse_kinds(argv[++i], kinds);
       if (nk <= 0) {
-        fprintf(stderr, "mlxrt-pfattn-bench: --kinds %s: expected a comma-separated list of kinds 0..8\n", argv[i]);
+        fprintf(stderr, "mlxrt-pfattn-bench: --kinds %s: expected a comma-separated list of kinds 0..9\n", argv[i]);
         return 2;
       }
     } else if (!strcmp(argv[i], "--case") && i + 3 < argc) {
@@ -225,9 +268,15 @@ int main(int argc, char **argv) {
   rt_device_info info;
   if (rt_device_open(&info, &err)) die("device", &err);
   uint64_t rng = 0x5eed5eedULL;
+  int fails = 0, cases = 0;
+  for (int k = 0; k < nk; k++)
+    if (kinds[k] == 9 && pf_attention_wg_supported(512)) {
+      fails += wg_selftest(&rng);
+      cases++;
+      break;
+    }
   printf("| shape | P0 | T | kind | us | TFLOP/s (useful) | worst vs host | bits differing from the first kind | check |\n"
          "|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
-  int fails = 0, cases = 0;
   if (one) {
     fails += run_case(one, one_p0, one_T, kinds, nk, &rng);
     cases += nk;

@@ -68,17 +68,18 @@ int dec_prefill_init(accel_decoder *D, mlxrt_error *err) {
    * ldmatrix and split score chains; =rg2: 32 queries per block; =db: the next K/V tile in
    * flight while one computes (what default runs); =sync: 64 queries per block with
    * synchronous tile loads; =chain: 8 warps, each a score chain of 32 rows × 32 keys, the same
-   * bits as db; =chainbulk, =bulk: chain and db with each key tile fetched by bulk copies
-   * (pf_attention's kinds) */
-  static const char *const kinds[] = {"default", "simple", "mma1", "rg2", "db", "sync", "chain", "chainbulk", "bulk"};
+   * bits as db; =chainbulk, =bulk: chain and db with each key tile fetched by bulk copies;
+   * =wgmma: the warpgroup tensor cores (sm_90a; head dims 128, 256, 512) (pf_attention's kinds) */
+  static const char *const kinds[] = {"default", "simple", "mma1", "rg2", "db", "sync", "chain", "chainbulk", "bulk", "wgmma"};
   P->attn_kind = -1;
-  for (int k = 0; k < 9; k++)
+  for (int k = 0; k < 10; k++)
     if (!at || !*at || !strcmp(at, kinds[k])) {
       P->attn_kind = at && *at ? k : 0;
       break;
     }
   if (P->attn_kind < 0) {
-    mx_fail(err, "MLXRT_CUDA_PREFILL_ATTN=%s: expected default, simple, mma1, rg2, db, sync, chain, chainbulk or bulk", at);
+    mx_fail(err, "MLXRT_CUDA_PREFILL_ATTN=%s: expected default, simple, mma1, rg2, db, sync, chain, chainbulk, bulk or wgmma",
+            at);
     goto fail;
   }
   if (dec_env_knob("MLXRT_CUDA_PREFILL_CHUNK", PF_CHUNK, 1, 4096, &P->tmax, err) ||

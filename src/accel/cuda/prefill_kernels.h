@@ -46,10 +46,22 @@ int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, int il, void *
  * synchronous tile loads; 5, 64 queries per block, synchronous tile loads; 6, the same bits
  * as kind 0 from 8 warps that each form one score chain of 32 rows × 32 keys (head dims 128,
  * 256, 512; the others take kind 0); 7 and 8, kinds 6 and 0 with each key tile fetched by
- * bulk copies. (prefill_attn.cu) */
+ * bulk copies; 9, the warpgroup tensor cores (sm_90a wgmma, head dims 128, 256, 512, the others
+ * take kind 0; its score sums are grouped otherwise, so its bits differ from kind 0's).
+ * (prefill_attn.cu, prefill_attn_wg.cu) */
 int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                  const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
                  uint16_t *att, int kind, void *stream);
+
+/* Kind 9 alone (prefill_attn_wg.cu): whether it runs here (head dim 128, 256 or 512 on an
+ * sm_90 device, where the sm_90a machine code loads), and its launcher. */
+int pf_attention_wg_supported(int hd);
+int pf_attention_wg(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
+                    const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
+                    uint16_t *att, void *stream);
+/* its primitives alone: d1 [64×64] = A·Bᵀ, d2 [64×256] = A·V for bf16 A, B [64×64], V [64×256],
+ * row-major (mlxrt-pfattn-bench checks them against the host before kind 9) */
+int pf_wg_selftest(float *d1, float *d2, const uint16_t *A, const uint16_t *B, const uint16_t *V, void *stream);
 
 /* Sliding layers: the chunk's last min(T, window) K/V rows → ring slots (p0 + t) % window. */
 int pf_kv_commit(const uint16_t *ks, const uint16_t *vs, uint16_t *kc, uint16_t *vc, int T, int64_t p0,

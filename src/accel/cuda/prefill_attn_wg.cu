@@ -1,0 +1,368 @@
+/* Kind 9 of the prompt pass's causal attention (pf_attention): the warpgroup tensor cores
+ * (sm_90a wgmma), with the rounding points of every other kind — q·bf16(scale) → bf16, scores →
+ * bf16, a float32 softmax whose p = bf16(exp(s − M)·(1/Σ)) uses the final max and sum (so two
+ * passes over the keys), Σ p·v in float32 → bf16.
+ *
+ * A block is 64 queries of one head and two warpgroups; a key tile is 64 keys. Each warpgroup
+ * owns half of the head dim: in the scores it multiplies its half of Q by its half of K
+ * (wgmma m64n64k16, both from shared memory), the two partial score tiles meet in shared
+ * memory and both warpgroups add them in the same order, so both hold the same 64 × 64 scores
+ * (and compute the same row statistics, bit for bit). In pass 2 each forms p in registers and
+ * accumulates O for its half of the output columns with p as the register A operand
+ * (m64n{hd/2}k16, V from shared memory as an N-major B). Shared memory: Q, one K tile, one V
+ * tile, the partial scores — 224 KB at head dim 512 — so pass 2 overlaps the copies across
+ * its phases (V of tile i lands during tile i's scores, K of tile i + 1 during tile i's p·v),
+ * and pass 1 (K only) alternates two buffers.
+ *
+ * The kinds 0–8 kernels use mma.sync with 16 × 8 warp tiles (prefill_attn.cu); this one sums
+ * each score over the head dim in another grouping, so its bits differ from theirs (a bf16
+ * rounding of a score may land the other way), not its math. Head dims 128, 256 and 512. */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "ck_block.cuh"
+#include "ck_device.cuh"
+#include "ck_launch.cuh"
+#include "ck_mma.cuh"
+#include "ck_wgmma.cuh"
+#include "prefill_attn_common.cuh"
+#include "prefill_kernels.h"
+#include "qmv_tc.cuh" /* fence_proxy_async_smem */
+
+#define PW_QT 64 /* queries per block */
+#define PW_KT 64 /* keys per tile */
+
+template <int HD>
+struct PwShape {
+  static constexpr int HALF = HD / 2;       /* a warpgroup's columns */
+  static constexpr int CB = HALF / 64;      /* its 128-byte column blocks */
+  static constexpr int KS = HALF / 16;      /* its k steps of the scores */
+  static constexpr int OREG = HALF / 2;     /* its accumulator registers per thread for O */
+  static constexpr uint32_t QB = PW_QT * HD * 2, TB = PW_KT * HD * 2;
+  static constexpr uint32_t XB = 2 * 128 * 32 * 4; /* the partial scores, [warpgroup][reg / 4][thread][4] */
+  static constexpr size_t SMEM = QB + 2 * TB + XB + 1024; /* + the 1024-byte alignment of the atoms */
+};
+
+/* Rows k0 … k0 + 63 of K or V (coff: the KV head's offset in a row) into a swizzled tile; rows past
+ * hi zeroed. Thread i of 256 copies 16-byte column i % (HD/8) of rows i / (HD/8), + 256/(HD/8), …;
+ * a sliding layer's ring slot from the tile's first one (one division per tile). */
+template <int HD>
+__device__ __forceinline__ void pw_tile_load(unsigned char *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0,
+                                             int64_t hi, int64_t p0, int window, int64_t kvd, int64_t coff) {
+  constexpr int CPR = HD / 8, RSTEP = 256 / CPR;
+  static_assert(256 % CPR == 0 && PW_KT % RSTEP == 0, "whole rows per pass of the threads");
+  const int c = threadIdx.x % CPR, r0 = threadIdx.x / CPR;
+  const int64_t s0 = window > 0 ? k0 % window : 0;
+  const uint16_t *cache_c = cache + coff + c * 8, *chunk_c = chunk + coff + c * 8;
+#pragma unroll
+  for (int k = 0; k < PW_KT / RSTEP; k++) {
+    const int r = r0 + k * RSTEP;
+    const int64_t j = k0 + r;
+    unsigned char *d = dst + wg_off(PW_KT, r, c * 8);
+    if (j > hi) {
+      *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
+      continue;
+    }
+    const uint16_t *src;
+    if (j >= p0) {
+      src = chunk_c + (j - p0) * kvd;
+    } else if (window > 0) {
+      int64_t sl = s0 + r;
+      if (sl >= window) sl = window >= PW_KT ? sl - window : sl % window;
+      src = cache_c + sl * kvd;
+    } else {
+      src = cache_c + j * kvd;
+    }
+    at_cp16(d, src);
+  }
+}
+
+/* the block's 64 query rows of head h as bf16(q·bf16(scale)), swizzled; padding rows repeat the
+ * last valid query */
+template <int HD>
+__device__ __forceinline__ void pw_stage_q(unsigned char *Qs, const PaArgs &a, int q0, int h, int nvalid) {
+  constexpr int CPR = HD / 8;
+  const int64_t qstride = (int64_t)a.nq * HD;
+  const float bscale = rb(a.scale);
+  for (int i = threadIdx.x; i < PW_QT * CPR; i += 256) {
+    const int r = i / CPR, c = i % CPR;
+    const int tok = q0 + (r < nvalid ? r : nvalid - 1);
+    const float4 *src = reinterpret_cast<const float4 *>(a.q + tok * qstride + (int64_t)h * HD + c * 8);
+    const float4 x0 = src[0], x1 = src[1];
+    float v[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    uint32_t w[4];
+#pragma unroll
+    for (int e = 0; e < 8; e += 2) {
+      float u0 = v[e], u1 = v[e + 1];
+      if (a.scale != 1.0f) u0 = rb(__fmul_rn(u0, bscale)), u1 = rb(__fmul_rn(u1, bscale));
+      w[e / 2] = (uint32_t)ck_f32_to_bf16(u0) | (uint32_t)ck_f32_to_bf16(u1) << 16;
+    }
+    *reinterpret_cast<uint4 *>(Qs + wg_off(PW_QT, r, c * 8)) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+/* This warpgroup's partial scores of a key tile: its half of Q times its half of K. */
+template <int HD>
+__device__ __forceinline__ void pw_scores(float (&acc)[32], uint32_t q_s, uint32_t k_s, int wg) {
+  using S = PwShape<HD>;
+#pragma unroll
+  for (int i = 0; i < 32; i++) acc[i] = 0.f;
+  wg_pin(acc);
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < S::KS; kk++) {
+    const uint32_t cb = (uint32_t)(wg * S::CB + kk / 4), ko = (uint32_t)(kk % 4) * 32u;
+    wg_mma_ss<64>(acc, wg_desc(q_s + cb * (PW_QT * 128) + ko, 16), wg_desc(k_s + cb * (PW_KT * 128) + ko, 16), 1);
+  }
+  wg_commit();
+  wg_wait<0>();
+  wg_pin(acc);
+}
+
+/* The whole tile's scores in both warpgroups: each publishes its partial sums, then adds the
+ * other's (x + y = y + x: the same bits in both). Ends with every warpgroup's wgmma of this
+ * tile complete, so the K buffer is free. */
+__device__ __forceinline__ void pw_exchange(float (&acc)[32], float *X, int wg) {
+  const int wt = threadIdx.x & 127;
+  float4 *mine = reinterpret_cast<float4 *>(X) + (wg * 8) * 128 + wt;
+  const float4 *theirs = reinterpret_cast<const float4 *>(X) + ((1 - wg) * 8) * 128 + wt;
+#pragma unroll
+  for (int i = 0; i < 8; i++) mine[i * 128] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    const float4 o = theirs[i * 128];
+    acc[4 * i] += o.x, acc[4 * i + 1] += o.y, acc[4 * i + 2] += o.z, acc[4 * i + 3] += o.w;
+  }
+}
+
+/* grid (ceil(T / 64), nq), 256 threads */
+template <int HD>
+__global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
+  using S = PwShape<HD>;
+  CK_DYNAMIC_SHARED(unsigned char, pw_raw);
+  const uint32_t raw_s = ck_smem_off(pw_raw);
+  unsigned char *Qs = pw_raw + (((raw_s + 1023u) & ~1023u) - raw_s);
+  unsigned char *Kb = Qs + S::QB, *Vb = Kb + S::TB;
+  float *X = reinterpret_cast<float *>(Vb + S::TB);
+  const uint32_t q_s = ck_smem_off(Qs), k_s = ck_smem_off(Kb), v_s = ck_smem_off(Vb);
+  const int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int h = blockIdx.y, gkv = h / (a.nq / a.nkv), q0 = blockIdx.x * PW_QT;
+  const int64_t kvd = (int64_t)a.nkv * HD, qstride = (int64_t)a.nq * HD, coff = (int64_t)gkv * HD;
+  const int nvalid = a.T - q0 < PW_QT ? a.T - q0 : PW_QT;
+  const int64_t lo_blk = pa_lo(a.p0 + q0, a.window), hi_blk = a.p0 + q0 + nvalid - 1;
+  const int ntiles = (int)((hi_blk - lo_blk + PW_KT) / PW_KT);
+  /* this thread's rows 16w + g (+ 8): the last key each sees and its first, as offsets from lo_blk */
+  int prr[2], lor[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int row = 16 * w + g + 8 * r;
+    const int64_t p = a.p0 + q0 + (row < nvalid ? row : nvalid - 1);
+    prr[r] = (int)(p - lo_blk);
+    lor[r] = (int)(pa_lo(p, a.window) - lo_blk);
+  }
+  /* tiles inside [full_lo, full_hi] are seen whole by every row: no mask */
+  const int full_lo = (int)(pa_lo(hi_blk, a.window) - lo_blk), full_hi = (int)(a.p0 + q0 - lo_blk);
+  auto masked = [&](int it) { return it * PW_KT < full_lo || it * PW_KT + PW_KT - 1 > full_hi; };
+  /* score register i: row 16w + g + 8·((i >> 1) & 1), key 8·(i >> 2) + 2t + (i & 1) of the tile */
+  auto score = [&](const float (&acc)[32], int i, int it, bool msk) {
+    const int r = (i >> 1) & 1, j = it * PW_KT + 8 * (i >> 2) + 2 * t + (i & 1);
+    return msk && (j > prr[r] || j < lor[r]) ? -INFINITY : pa_rb(acc[i]);
+  };
+  auto load = [&](unsigned char *dst, const uint16_t *cache, const uint16_t *chunk, int it) {
+    pw_tile_load<HD>(dst, cache, chunk, lo_blk + (int64_t)it * PW_KT, hi_blk, a.p0, a.window, kvd, coff);
+  };
+
+  pw_stage_q<HD>(Qs, a, q0, h, nvalid);
+
+  /* pass 1: row max and Σ exp(s − max), K tiles alternating between the two buffers */
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  load(Kb, a.kc, a.kch, 0);
+  at_cp_commit();
+  for (int it = 0; it < ntiles; it++) {
+    if (it + 1 < ntiles) {
+      load((it & 1) ? Kb : Vb, a.kc, a.kch, it + 1); /* that buffer's wgmma ended before the last exchange */
+      at_cp_commit();
+      at_cp_wait<1>();
+    } else {
+      at_cp_wait<0>();
+    }
+    fence_proxy_async_smem(); /* this thread's writes (copies, zeros, Q) visible to the wgmma */
+    __syncthreads();
+    float acc[32];
+    pw_scores<HD>(acc, q_s, (it & 1) ? v_s : k_s, wg);
+    pw_exchange(acc, X, wg);
+    const bool msk = masked(it);
+#pragma unroll
+    for (int i = 0; i < 32; i++) pa_push(m[(i >> 1) & 1], l[(i >> 1) & 1], score(acc, i, it, msk));
+  }
+  float M[2], inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    for (int o = 1; o <= 2; o <<= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m[r], o), l2 = __shfl_xor_sync(0xffffffffu, l[r], o);
+      pa_combine(m[r], l[r], m2, l2);
+    }
+    M[r] = m[r];
+    inv[r] = __fdiv_rn(1.0f, l[r]);
+  }
+
+  /* pass 2: p = bf16(exp(s − M)·inv) in registers, O += P·V */
+  float o[S::OREG];
+#pragma unroll
+  for (int i = 0; i < S::OREG; i++) o[i] = 0.f;
+  __syncthreads(); /* every thread is past pass 1's last exchange: both buffers free */
+  load(Kb, a.kc, a.kch, 0);
+  at_cp_commit();
+  for (int it = 0; it < ntiles; it++) {
+    at_cp_wait<0>(); /* K of tile it */
+    fence_proxy_async_smem();
+    __syncthreads(); /* K visible; every warpgroup's p·v of tile it − 1 done: V free */
+    load(Vb, a.vc, a.vch, it);
+    at_cp_commit();
+    float acc[32];
+    pw_scores<HD>(acc, q_s, k_s, wg);
+    pw_exchange(acc, X, wg);
+    if (it + 1 < ntiles) {
+      load(Kb, a.kc, a.kch, it + 1);
+      at_cp_commit();
+    }
+    const bool msk = masked(it);
+    uint32_t pa[4][4]; /* A fragments of k steps 0 … 3 (keys 16·kk …): the score registers' layout */
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        uint16_t p2[2];
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+          const int i = 8 * kk + 2 * e + u, r = (i >> 1) & 1;
+          const float s = score(acc, i, it, msk);
+          p2[u] = s == -INFINITY ? (uint16_t)0 : pa_bf16(__fmul_rn(expf(__fsub_rn(s, M[r])), inv[r]));
+        }
+        pa[kk][e] = (uint32_t)p2[0] | (uint32_t)p2[1] << 16;
+      }
+    if (it + 1 < ntiles)
+      at_cp_wait<1>(); /* V of tile it (K of it + 1 may still be in flight) */
+    else
+      at_cp_wait<0>();
+    fence_proxy_async_smem();
+    __syncthreads();
+    wg_pin(o);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+      wg_mma_rs_t<S::HALF>(o, pa[kk], wg_desc(v_s + (uint32_t)(wg * S::CB) * (PW_KT * 128) + (uint32_t)kk * 2048u,
+                                              PW_KT * 128),
+                           1);
+    wg_commit();
+    wg_wait<0>();
+    wg_pin(o);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wg_pin_a(pa[kk]);
+  }
+  /* O register i: row 16w + g + 8·((i >> 1) & 1), column wg·HD/2 + 8·(i >> 2) + 2t + (i & 1) */
+#pragma unroll
+  for (int i = 0; i < S::OREG; i += 2) {
+    const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = wg * S::HALF + 8 * (i >> 2) + 2 * t;
+    if (row >= nvalid) continue;
+    const uint32_t pair = (uint32_t)ck_f32_to_bf16(o[i]) | (uint32_t)ck_f32_to_bf16(o[i + 1]) << 16;
+    *reinterpret_cast<uint32_t *>(a.att + (int64_t)(q0 + row) * qstride + (int64_t)h * HD + col) = pair;
+  }
+}
+
+template <int HD>
+static int pw_launch(const PaArgs &a, cudaStream_t st) {
+  static int attr_set;
+  constexpr size_t smem = PwShape<HD>::SMEM;
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(pw_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e) return (int)e;
+    attr_set = 1;
+  }
+  return (int)ck_launch(pw_kernel<HD>, dim3((unsigned)((a.T + PW_QT - 1) / PW_QT), (unsigned)a.nq), 256, smem, st, a);
+}
+
+/* The primitives alone (pf_wg_selftest): one warpgroup forms D1 = A·Bᵀ (A, B: 64 × 64, both
+ * K-major from swizzled shared memory, as the scores) and D2 = A·V (A as register fragments, V:
+ * 64 keys × 256 columns N-major, as p·v), D1 and D2 row-major; a host product checks them, so a
+ * layout error is told apart from one in the attention's own logic. */
+__global__ void __launch_bounds__(128) pw_selftest_kernel(float *d1, float *d2, const uint16_t *A, const uint16_t *B,
+                                                         const uint16_t *V) {
+  CK_DYNAMIC_SHARED(unsigned char, raw);
+  const uint32_t raw_s = ck_smem_off(raw);
+  unsigned char *As = raw + (((raw_s + 1023u) & ~1023u) - raw_s), *Bs = As + 64 * 64 * 2, *Vs = Bs + 64 * 64 * 2;
+  for (int i = threadIdx.x; i < 64 * 8; i += 128) {
+    const int r = i / 8, c = (i % 8) * 8;
+    *reinterpret_cast<uint4 *>(As + wg_off(64, r, c)) = *reinterpret_cast<const uint4 *>(A + r * 64 + c);
+    *reinterpret_cast<uint4 *>(Bs + wg_off(64, r, c)) = *reinterpret_cast<const uint4 *>(B + r * 64 + c);
+  }
+  for (int i = threadIdx.x; i < 64 * 32; i += 128) {
+    const int r = i / 32, c = (i % 32) * 8;
+    *reinterpret_cast<uint4 *>(Vs + wg_off(64, r, c)) = *reinterpret_cast<const uint4 *>(V + r * 256 + c);
+  }
+  fence_proxy_async_smem();
+  __syncthreads();
+  const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  float acc[32], o[128];
+  for (int i = 0; i < 32; i++) acc[i] = 0.f;
+  for (int i = 0; i < 128; i++) o[i] = 0.f;
+  uint32_t af[4][4];
+  for (int kk = 0; kk < 4; kk++)
+    for (int e = 0; e < 4; e++) { /* rows g (e even) or g + 8, columns 16kk + 2t (+ 8 when e ≥ 2) */
+      const int r = 16 * w + g + 8 * (e & 1), c = 16 * kk + 2 * t + 8 * (e >> 1);
+      af[kk][e] = (uint32_t)A[r * 64 + c] | (uint32_t)A[r * 64 + c + 1] << 16;
+    }
+  wg_pin(acc);
+  wg_pin(o);
+  wg_fence();
+  const uint32_t a_s = ck_smem_off(As), b_s = ck_smem_off(Bs), v_s = ck_smem_off(Vs);
+  for (int kk = 0; kk < 4; kk++) wg_mma_ss<64>(acc, wg_desc(a_s + kk * 32, 16), wg_desc(b_s + kk * 32, 16), 1);
+  for (int kk = 0; kk < 4; kk++) wg_mma_rs_t<256>(o, af[kk], wg_desc(v_s + kk * 2048, 64 * 128), 1);
+  wg_commit();
+  wg_wait<0>();
+  wg_pin(acc);
+  wg_pin(o);
+  for (int kk = 0; kk < 4; kk++) wg_pin_a(af[kk]);
+  for (int i = 0; i < 32; i++) d1[(16 * w + g + 8 * ((i >> 1) & 1)) * 64 + 8 * (i >> 2) + 2 * t + (i & 1)] = acc[i];
+  for (int i = 0; i < 128; i++) d2[(16 * w + g + 8 * ((i >> 1) & 1)) * 256 + 8 * (i >> 2) + 2 * t + (i & 1)] = o[i];
+}
+
+extern "C" int pf_wg_selftest(float *d1, float *d2, const uint16_t *A, const uint16_t *B, const uint16_t *V,
+                              void *stream) {
+  const size_t smem = 2 * 64 * 64 * 2 + 64 * 256 * 2 + 1024;
+  cudaError_t e = cudaFuncSetAttribute(pw_selftest_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e) return (int)e;
+  return (int)ck_launch(pw_selftest_kernel, dim3(1), dim3(128), smem, (cudaStream_t)stream, d1, d2, A, B, V);
+}
+
+extern "C" int pf_attention_wg_supported(int hd) {
+  if (hd != 128 && hd != 256 && hd != 512) return 0;
+#ifdef CK_EMULATION
+  return 1;
+#else
+  static int sm90 = -1; /* the sm_90a machine code loads (wgmma is not in the compute_90 PTX) */
+  if (sm90 < 0) {
+    int dev = 0, major = 0, minor = 0;
+    sm90 = !cudaGetDevice(&dev) && !cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) &&
+           !cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) && major == 9 && minor == 0;
+  }
+  return sm90;
+#endif
+}
+
+extern "C" int pf_attention_wg(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
+                               const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
+                               uint16_t *att, void *stream) {
+  if (T <= 0) return 0;
+  if (nkv <= 0 || nq % nkv) return (int)cudaErrorInvalidValue;
+  const PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale};
+  cudaStream_t st = (cudaStream_t)stream;
+  switch (hd) {
+  case 128: return pw_launch<128>(a, st);
+  case 256: return pw_launch<256>(a, st);
+  case 512: return pw_launch<512>(a, st);
+  default: return (int)cudaErrorInvalidValue;
+  }
+}
