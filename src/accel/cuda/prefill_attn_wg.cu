@@ -20,6 +20,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "ck_block.cuh"
 #include "ck_device.cuh"
@@ -137,8 +138,9 @@ __device__ __forceinline__ void pw_exchange(float (&acc)[32], float *X, int wg) 
   }
 }
 
-/* grid (ceil(T / 64), nq), 256 threads */
-template <int HD>
+/* grid (ceil(T / 64), nq), 256 threads. MODE (a diagnosis, wrong results; MLXRT_PW_MODE): bit 0 copies
+ * only the first tile of each pass, bit 1 skips the wgmma, bit 2 skips the softmax and p */
+template <int HD, int MODE>
 __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
   using S = PwShape<HD>;
   CK_DYNAMIC_SHARED(unsigned char, pw_raw);
@@ -171,6 +173,7 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
     return msk && (j > prr[r] || j < lor[r]) ? -INFINITY : pa_rb(acc[i]);
   };
   auto load = [&](unsigned char *dst, const uint16_t *cache, const uint16_t *chunk, int it) {
+    if ((MODE & 1) && it > 1) return;
     pw_tile_load<HD>(dst, cache, chunk, lo_blk + (int64_t)it * PW_KT, hi_blk, a.p0, a.window, kvd, coff);
   };
 
@@ -191,11 +194,19 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
     fence_proxy_async_smem(); /* this thread's writes (copies, zeros, Q) visible to the wgmma */
     __syncthreads();
     float acc[32];
-    pw_scores<HD>(acc, q_s, (it & 1) ? v_s : k_s, wg);
+    if (MODE & 2) {
+      for (int i = 0; i < 32; i++) acc[i] = 0.f;
+    } else {
+      pw_scores<HD>(acc, q_s, (it & 1) ? v_s : k_s, wg);
+    }
     pw_exchange(acc, X, wg);
     const bool msk = masked(it);
+    if (MODE & 4) {
+      m[0] = fmaxf(m[0], acc[0]), l[0] += acc[1];
+    } else {
 #pragma unroll
-    for (int i = 0; i < 32; i++) pa_push(m[(i >> 1) & 1], l[(i >> 1) & 1], score(acc, i, it, msk));
+      for (int i = 0; i < 32; i++) pa_push(m[(i >> 1) & 1], l[(i >> 1) & 1], score(acc, i, it, msk));
+    }
   }
   float M[2], inv[2];
 #pragma unroll
@@ -222,7 +233,11 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
     load(Vb, a.vc, a.vch, it);
     at_cp_commit();
     float acc[32];
-    pw_scores<HD>(acc, q_s, k_s, wg);
+    if (MODE & 2) {
+      for (int i = 0; i < 32; i++) acc[i] = 0.f;
+    } else {
+      pw_scores<HD>(acc, q_s, k_s, wg);
+    }
     pw_exchange(acc, X, wg);
     if (it + 1 < ntiles) {
       load(Kb, a.kc, a.kch, it + 1);
@@ -238,6 +253,10 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
 #pragma unroll
         for (int u = 0; u < 2; u++) {
           const int i = 8 * kk + 2 * e + u, r = (i >> 1) & 1;
+          if (MODE & 4) {
+            p2[u] = pa_bf16(acc[i]);
+            continue;
+          }
           const float s = score(acc, i, it, msk);
           p2[u] = s == -INFINITY ? (uint16_t)0 : pa_bf16(__fmul_rn(expf(__fsub_rn(s, M[r])), inv[r]));
         }
@@ -249,6 +268,10 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
       at_cp_wait<0>();
     fence_proxy_async_smem();
     __syncthreads();
+    if (MODE & 2) {
+      for (int i = 0; i < S::OREG; i++) o[i] += __uint_as_float(pa[i & 3][(i >> 2) & 3]);
+      continue;
+    }
     wg_pin(o);
     wg_fence();
 #pragma unroll
@@ -272,16 +295,17 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
   }
 }
 
-template <int HD>
+template <int HD, int MODE = 0>
 static int pw_launch(const PaArgs &a, cudaStream_t st) {
   static int attr_set;
   constexpr size_t smem = PwShape<HD>::SMEM;
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(pw_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(pw_kernel<HD, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e) return (int)e;
     attr_set = 1;
   }
-  return (int)ck_launch(pw_kernel<HD>, dim3((unsigned)((a.T + PW_QT - 1) / PW_QT), (unsigned)a.nq), 256, smem, st, a);
+  return (int)ck_launch(pw_kernel<HD, MODE>, dim3((unsigned)((a.T + PW_QT - 1) / PW_QT), (unsigned)a.nq), 256, smem, st,
+                        a);
 }
 
 /* The primitives alone (pf_wg_selftest): one warpgroup forms D1 = A·Bᵀ (A, B: 64 × 64, both
@@ -362,7 +386,16 @@ extern "C" int pf_attention_wg(const float *q, const uint16_t *kc, const uint16_
   switch (hd) {
   case 128: return pw_launch<128>(a, st);
   case 256: return pw_launch<256>(a, st);
-  case 512: return pw_launch<512>(a, st);
+  case 512: {
+    const char *m = getenv("MLXRT_PW_MODE"); /* a diagnosis of the head-dim-512 kernel (pw_kernel's MODE) */
+    switch (m ? atoi(m) : 0) {
+    case 1: return pw_launch<512, 1>(a, st);
+    case 2: return pw_launch<512, 2>(a, st);
+    case 4: return pw_launch<512, 4>(a, st);
+    case 6: return pw_launch<512, 6>(a, st);
+    default: return pw_launch<512>(a, st);
+    }
+  }
   default: return (int)cudaErrorInvalidValue;
   }
 }
