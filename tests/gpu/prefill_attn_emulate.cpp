@@ -155,6 +155,7 @@ int main(int argc, char **argv) {
       {64, 70, 4, 2, 0, 0},  {64, 40, 4, 1, 0, 37}, {64, 67, 2, 1, 24, 50}, {128, 33, 2, 2, 0, 5},
       {256, 20, 2, 1, 16, 40}, {256, 65, 2, 1, 0, 0}, {512, 18, 8, 1, 0, 30}, {16, 9, 1, 1, 0, 3},
       {128, 40, 2, 1, 48, 70}, /* a ring wider than a key tile, wrapping inside one */
+      {512, 20, 8, 1, 0, 140}, {256, 30, 2, 1, 200, 300}, /* whole key tiles of 64 in the cache, in a ring */
   };
   int kinds[] = {0, 6, 7, 8, 3, 5, 2, 1, 9};
   int nk = (int)(sizeof kinds / sizeof kinds[0]);

@@ -46,18 +46,42 @@ struct PwShape {
 };
 
 /* Rows k0 … k0 + 63 of K or V (coff: the KV head's offset in a row) into a swizzled tile; rows past
- * hi zeroed. Thread i of 256 copies 16-byte column i % (HD/8) of rows i / (HD/8), + 256/(HD/8), …;
- * a sliding layer's ring slot from the tile's first one (one division per tile). */
+ * hi zeroed. Thread i of 256 copies 16-byte column i % (HD/8) of rows i / (HD/8), + 256/(HD/8), ….
+ * A tile whose rows are all live keys of one contiguous run — all in the chunk, or all in the
+ * cache without a ring wrap (every tile but a chunk's first and last few) — takes the fast path:
+ * one pointer step and one copy per row, no per-row tests (the per-row form cost as much as the
+ * softmax: docs/PERF.md, session 22). Otherwise a sliding layer's ring slot comes from the
+ * tile's first one (one division per tile). */
 template <int HD>
 __device__ __forceinline__ void pw_tile_load(unsigned char *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0,
                                              int64_t hi, int64_t p0, int window, int64_t kvd, int64_t coff) {
-  constexpr int CPR = HD / 8, RSTEP = 256 / CPR;
+  constexpr int CPR = HD / 8, RSTEP = 256 / CPR, NR = PW_KT / RSTEP;
   static_assert(256 % CPR == 0 && PW_KT % RSTEP == 0, "whole rows per pass of the threads");
   const int c = threadIdx.x % CPR, r0 = threadIdx.x / CPR;
+  const int64_t klast = k0 + PW_KT - 1;
   const int64_t s0 = window > 0 ? k0 % window : 0;
+  const uint16_t *run = nullptr;
+  if (klast <= hi) {
+    if (k0 >= p0)
+      run = chunk + (k0 - p0) * kvd;
+    else if (klast < p0 && (window == 0 || s0 + PW_KT <= window))
+      run = cache + (window > 0 ? s0 : k0) * kvd;
+  }
+  if (run) {
+    /* rows r0 + k·RSTEP: the swizzle's row bits repeat every 8 rows, so two offsets serve */
+    const uint32_t d0 = wg_off(PW_KT, r0, c * 8), d1 = wg_off(PW_KT, r0 + RSTEP, c * 8) - RSTEP * 128;
+    const uint16_t *src = run + coff + c * 8 + (int64_t)r0 * kvd;
+    const int64_t step = (int64_t)RSTEP * kvd;
+#pragma unroll
+    for (int k = 0; k < NR; k++) {
+      at_cp16(dst + ((RSTEP % 8 == 0 || !(k & 1)) ? d0 : d1) + (uint32_t)(k * RSTEP * 128), src);
+      src += step;
+    }
+    return;
+  }
   const uint16_t *cache_c = cache + coff + c * 8, *chunk_c = chunk + coff + c * 8;
 #pragma unroll
-  for (int k = 0; k < PW_KT / RSTEP; k++) {
+  for (int k = 0; k < NR; k++) {
     const int r = r0 + k * RSTEP;
     const int64_t j = k0 + r;
     unsigned char *d = dst + wg_off(PW_KT, r, c * 8);
@@ -138,6 +162,33 @@ __device__ __forceinline__ void pw_exchange(float (&acc)[32], float *X, int wg) 
   }
 }
 
+/* Pass 1's step for one row over this thread's 16 scores of a tile (registers 4j + 2r + u): the
+ * tile's max first, then the running sum rescaled once and the 16 terms added as a tree — no
+ * chain of 16 dependent steps with an expf each (pa_push's form, kinds 0–8). */
+template <class Score>
+__device__ __forceinline__ void pw_row_push(float &m, float &l, const float (&)[32], int r, Score score) {
+  float sv[16];
+#pragma unroll
+  for (int j = 0; j < 8; j++) sv[2 * j] = score(4 * j + 2 * r), sv[2 * j + 1] = score(4 * j + 2 * r + 1);
+  float mx[8];
+#pragma unroll
+  for (int q = 0; q < 8; q++) mx[q] = fmaxf(sv[2 * q], sv[2 * q + 1]);
+  const float mt = fmaxf(fmaxf(fmaxf(mx[0], mx[1]), fmaxf(mx[2], mx[3])), fmaxf(fmaxf(mx[4], mx[5]), fmaxf(mx[6], mx[7])));
+  if (mt == -INFINITY) return; /* every key of the tile masked for this row */
+  if (mt > m) {
+    if (m != -INFINITY) l = __fmul_rn(l, expf(__fsub_rn(m, mt)));
+    m = mt;
+  }
+  float e[16];
+#pragma unroll
+  for (int q = 0; q < 16; q++) e[q] = expf(__fsub_rn(sv[q], m)); /* a masked −∞ gives 0 */
+#pragma unroll
+  for (int w = 1; w < 16; w <<= 1)
+#pragma unroll
+    for (int q = 0; q < 16; q += 2 * w) e[q] = __fadd_rn(e[q], e[q + w]);
+  l = __fadd_rn(l, e[0]);
+}
+
 /* grid (ceil(T / 64), nq), 256 threads. MODE (a diagnosis, wrong results; MLXRT_PW_MODE): bit 0 copies
  * only the first tile of each pass, bit 1 skips the wgmma, bit 2 skips the softmax and p */
 template <int HD, int MODE>
@@ -205,7 +256,7 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
       m[0] = fmaxf(m[0], acc[0]), l[0] += acc[1];
     } else {
 #pragma unroll
-      for (int i = 0; i < 32; i++) pa_push(m[(i >> 1) & 1], l[(i >> 1) & 1], score(acc, i, it, msk));
+      for (int r = 0; r < 2; r++) pw_row_push(m[r], l[r], acc, r, [&](int i) { return score(acc, i, it, msk); });
     }
   }
   float M[2], inv[2];
