@@ -22,6 +22,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include <type_traits>
+
 #include "ck_block.cuh"
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
@@ -145,48 +147,45 @@ __device__ __forceinline__ void pw_scores(float (&acc)[32], uint32_t q_s, uint32
   wg_pin(acc);
 }
 
-/* The whole tile's scores in both warpgroups: each publishes its partial sums, then adds the
- * other's (x + y = y + x: the same bits in both). Ends with every warpgroup's wgmma of this
- * tile complete, so the K buffer is free. */
-__device__ __forceinline__ void pw_exchange(float (&acc)[32], float *X, int wg) {
+/* The scores of this warpgroup's key half H (score registers 16H … 16H + 15, keys 32H …) in full:
+ * each warpgroup publishes its partial sums of the other's half, then adds the other's partial
+ * sums of its own. Ends with every warpgroup's wgmma of this tile complete: the K buffer is free. */
+template <int H>
+__device__ __forceinline__ void pw_exchange(float (&acc)[32], float *X) {
   const int wt = threadIdx.x & 127;
-  float4 *mine = reinterpret_cast<float4 *>(X) + (wg * 8) * 128 + wt;
-  const float4 *theirs = reinterpret_cast<const float4 *>(X) + ((1 - wg) * 8) * 128 + wt;
+  float4 *mine = reinterpret_cast<float4 *>(X) + (H * 4) * 128 + wt;
+  const float4 *theirs = reinterpret_cast<const float4 *>(X) + ((1 - H) * 4) * 128 + wt;
+  constexpr int OTHER = 16 * (1 - H), OWN = 16 * H;
 #pragma unroll
-  for (int i = 0; i < 8; i++) mine[i * 128] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
+  for (int i = 0; i < 4; i++)
+    mine[i * 128] = make_float4(acc[OTHER + 4 * i], acc[OTHER + 4 * i + 1], acc[OTHER + 4 * i + 2], acc[OTHER + 4 * i + 3]);
   __syncthreads();
 #pragma unroll
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < 4; i++) {
     const float4 o = theirs[i * 128];
-    acc[4 * i] += o.x, acc[4 * i + 1] += o.y, acc[4 * i + 2] += o.z, acc[4 * i + 3] += o.w;
+    acc[OWN + 4 * i] += o.x, acc[OWN + 4 * i + 1] += o.y, acc[OWN + 4 * i + 2] += o.z, acc[OWN + 4 * i + 3] += o.w;
   }
 }
 
-/* Pass 1's step for one row over this thread's 16 scores of a tile (registers 4j + 2r + u): the
- * tile's max first, then the running sum rescaled once and the 16 terms added as a tree — no
- * chain of 16 dependent steps with an expf each (pa_push's form, kinds 0–8). */
-template <class Score>
-__device__ __forceinline__ void pw_row_push(float &m, float &l, const float (&)[32], int r, Score score) {
-  float sv[16];
+/* Pass 1's step for one row over this thread's 8 scores of its key half (registers 4j + 2r + u, j
+ * in 4H … 4H + 3): their max first, then the running sum rescaled once and the 8 terms added as
+ * a tree — no chain of dependent steps with an expf each (pa_push's form, kinds 0–8). */
+template <int H, class Score>
+__device__ __forceinline__ void pw_row_push(float &m, float &l, int r, Score score) {
+  float sv[8];
 #pragma unroll
-  for (int j = 0; j < 8; j++) sv[2 * j] = score(4 * j + 2 * r), sv[2 * j + 1] = score(4 * j + 2 * r + 1);
-  float mx[8];
-#pragma unroll
-  for (int q = 0; q < 8; q++) mx[q] = fmaxf(sv[2 * q], sv[2 * q + 1]);
-  const float mt = fmaxf(fmaxf(fmaxf(mx[0], mx[1]), fmaxf(mx[2], mx[3])), fmaxf(fmaxf(mx[4], mx[5]), fmaxf(mx[6], mx[7])));
-  if (mt == -INFINITY) return; /* every key of the tile masked for this row */
+  for (int j = 0; j < 4; j++) sv[2 * j] = score(4 * (4 * H + j) + 2 * r), sv[2 * j + 1] = score(4 * (4 * H + j) + 2 * r + 1);
+  const float mt = fmaxf(fmaxf(fmaxf(sv[0], sv[1]), fmaxf(sv[2], sv[3])), fmaxf(fmaxf(sv[4], sv[5]), fmaxf(sv[6], sv[7])));
+  if (mt == -INFINITY) return; /* every key of the half masked for this row */
   if (mt > m) {
     if (m != -INFINITY) l = __fmul_rn(l, expf(__fsub_rn(m, mt)));
     m = mt;
   }
-  float e[16];
+  float e[8];
 #pragma unroll
-  for (int q = 0; q < 16; q++) e[q] = expf(__fsub_rn(sv[q], m)); /* a masked −∞ gives 0 */
-#pragma unroll
-  for (int w = 1; w < 16; w <<= 1)
-#pragma unroll
-    for (int q = 0; q < 16; q += 2 * w) e[q] = __fadd_rn(e[q], e[q + w]);
-  l = __fadd_rn(l, e[0]);
+  for (int q = 0; q < 8; q++) e[q] = expf(__fsub_rn(sv[q], m)); /* a masked −∞ gives 0 */
+  l = __fadd_rn(l, __fadd_rn(__fadd_rn(__fadd_rn(e[0], e[1]), __fadd_rn(e[2], e[3])),
+                             __fadd_rn(__fadd_rn(e[4], e[5]), __fadd_rn(e[6], e[7]))));
 }
 
 /* grid (ceil(T / 64), nq), 256 threads. MODE (a diagnosis, wrong results; MLXRT_PW_MODE): bit 0 copies
@@ -229,121 +228,151 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
   };
 
   pw_stage_q<HD>(Qs, a, q0, h, nvalid);
-
-  /* pass 1: row max and Σ exp(s − max), K tiles alternating between the two buffers */
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  load(Kb, a.kc, a.kch, 0);
-  at_cp_commit();
-  for (int it = 0; it < ntiles; it++) {
-    if (it + 1 < ntiles) {
-      load((it & 1) ? Kb : Vb, a.kc, a.kch, it + 1); /* that buffer's wgmma ended before the last exchange */
-      at_cp_commit();
-      at_cp_wait<1>();
-    } else {
-      at_cp_wait<0>();
-    }
-    fence_proxy_async_smem(); /* this thread's writes (copies, zeros, Q) visible to the wgmma */
-    __syncthreads();
-    float acc[32];
-    if (MODE & 2) {
-      for (int i = 0; i < 32; i++) acc[i] = 0.f;
-    } else {
-      pw_scores<HD>(acc, q_s, (it & 1) ? v_s : k_s, wg);
-    }
-    pw_exchange(acc, X, wg);
-    const bool msk = masked(it);
-    if (MODE & 4) {
-      m[0] = fmaxf(m[0], acc[0]), l[0] += acc[1];
-    } else {
-#pragma unroll
-      for (int r = 0; r < 2; r++) pw_row_push(m[r], l[r], acc, r, [&](int i) { return score(acc, i, it, msk); });
-    }
-  }
-  float M[2], inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    for (int o = 1; o <= 2; o <<= 1) {
-      const float m2 = __shfl_xor_sync(0xffffffffu, m[r], o), l2 = __shfl_xor_sync(0xffffffffu, l[r], o);
-      pa_combine(m[r], l[r], m2, l2);
-    }
-    M[r] = m[r];
-    inv[r] = __fdiv_rn(1.0f, l[r]);
-  }
-
-  /* pass 2: p = bf16(exp(s − M)·inv) in registers, O += P·V */
-  float o[S::OREG];
-#pragma unroll
-  for (int i = 0; i < S::OREG; i++) o[i] = 0.f;
-  __syncthreads(); /* every thread is past pass 1's last exchange: both buffers free */
-  load(Kb, a.kc, a.kch, 0);
-  at_cp_commit();
-  for (int it = 0; it < ntiles; it++) {
-    at_cp_wait<0>(); /* K of tile it */
-    fence_proxy_async_smem();
-    __syncthreads(); /* K visible; every warpgroup's p·v of tile it − 1 done: V free */
-    load(Vb, a.vc, a.vch, it);
+  /* X: the partial scores [warpgroup][4][thread] float4 (16 KB), then the p fragments
+   * [warpgroup][thread] 2 × uint4 (8 KB) */
+  uint4 *PX = reinterpret_cast<uint4 *>(X + 2 * 4 * 128 * 4);
+  /* Warpgroup H makes the softmax of keys 32H … 32H + 31 of every tile (score registers 16H …), so
+   * each thread forms half of a tile's p; both multiply all of p by their V columns. */
+  auto run = [&](auto half) {
+    constexpr int H = decltype(half)::value;
+    /* pass 1: row max and Σ exp(s − max) over this key half, K tiles alternating between the two
+     * buffers */
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    load(Kb, a.kc, a.kch, 0);
     at_cp_commit();
-    float acc[32];
-    if (MODE & 2) {
-      for (int i = 0; i < 32; i++) acc[i] = 0.f;
-    } else {
-      pw_scores<HD>(acc, q_s, k_s, wg);
-    }
-    pw_exchange(acc, X, wg);
-    if (it + 1 < ntiles) {
-      load(Kb, a.kc, a.kch, it + 1);
-      at_cp_commit();
-    }
-    const bool msk = masked(it);
-    uint32_t pa[4][4]; /* A fragments of k steps 0 … 3 (keys 16·kk …): the score registers' layout */
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        uint16_t p2[2];
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-          const int i = 8 * kk + 2 * e + u, r = (i >> 1) & 1;
-          if (MODE & 4) {
-            p2[u] = pa_bf16(acc[i]);
-            continue;
-          }
-          const float s = score(acc, i, it, msk);
-          p2[u] = s == -INFINITY ? (uint16_t)0 : pa_bf16(__fmul_rn(expf(__fsub_rn(s, M[r])), inv[r]));
-        }
-        pa[kk][e] = (uint32_t)p2[0] | (uint32_t)p2[1] << 16;
+    for (int it = 0; it < ntiles; it++) {
+      if (it + 1 < ntiles) {
+        load((it & 1) ? Kb : Vb, a.kc, a.kch, it + 1); /* that buffer's wgmma ended before the last exchange */
+        at_cp_commit();
+        at_cp_wait<1>();
+      } else {
+        at_cp_wait<0>();
       }
-    if (it + 1 < ntiles)
-      at_cp_wait<1>(); /* V of tile it (K of it + 1 may still be in flight) */
-    else
-      at_cp_wait<0>();
-    fence_proxy_async_smem();
-    __syncthreads();
-    if (MODE & 2) {
-      for (int i = 0; i < S::OREG; i++) o[i] += __uint_as_float(pa[i & 3][(i >> 2) & 3]);
-      continue;
+      fence_proxy_async_smem(); /* this thread's writes (copies, zeros, Q) visible to the wgmma */
+      __syncthreads();
+      float acc[32];
+      if (MODE & 2) {
+        for (int i = 0; i < 32; i++) acc[i] = 0.f;
+      } else {
+        pw_scores<HD>(acc, q_s, (it & 1) ? v_s : k_s, wg);
+      }
+      pw_exchange<H>(acc, X);
+      const bool msk = masked(it);
+      if (MODE & 4) {
+        m[0] = fmaxf(m[0], acc[16 * H]), l[0] += acc[16 * H + 1];
+      } else {
+#pragma unroll
+        for (int r = 0; r < 2; r++) pw_row_push<H>(m[r], l[r], r, [&](int i) { return score(acc, i, it, msk); });
+      }
     }
-    wg_pin(o);
-    wg_fence();
+    /* the row's (max, sum) over the quad, then over both halves (commutative: the same bits in both
+     * warpgroups) */
+    float M[2], inv[2];
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-      wg_mma_rs_t<S::HALF>(o, pa[kk], wg_desc(v_s + (uint32_t)(wg * S::CB) * (PW_KT * 128) + (uint32_t)kk * 2048u,
-                                              PW_KT * 128),
-                           1);
-    wg_commit();
-    wg_wait<0>();
-    wg_pin(o);
+    for (int r = 0; r < 2; r++)
+      for (int o = 1; o <= 2; o <<= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m[r], o), l2 = __shfl_xor_sync(0xffffffffu, l[r], o);
+        pa_combine(m[r], l[r], m2, l2);
+      }
+    float4 *st = reinterpret_cast<float4 *>(X) + H * 128 + (threadIdx.x & 127);
+    __syncthreads(); /* every thread is past pass 1's last exchange */
+    *st = make_float4(m[0], l[0], m[1], l[1]);
+    __syncthreads();
+    const float4 ot = reinterpret_cast<const float4 *>(X)[(1 - H) * 128 + (threadIdx.x & 127)];
+    pa_combine(m[0], l[0], ot.x, ot.y);
+    pa_combine(m[1], l[1], ot.z, ot.w);
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) wg_pin_a(pa[kk]);
-  }
-  /* O register i: row 16w + g + 8·((i >> 1) & 1), column wg·HD/2 + 8·(i >> 2) + 2t + (i & 1) */
+    for (int r = 0; r < 2; r++) M[r] = m[r], inv[r] = __fdiv_rn(1.0f, l[r]);
+
+    /* pass 2: p = bf16(exp(s − M)·inv) in registers (this half's, the other's through shared
+     * memory), O += P·V */
+    float o[S::OREG];
 #pragma unroll
-  for (int i = 0; i < S::OREG; i += 2) {
-    const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = wg * S::HALF + 8 * (i >> 2) + 2 * t;
-    if (row >= nvalid) continue;
-    const uint32_t pair = (uint32_t)ck_f32_to_bf16(o[i]) | (uint32_t)ck_f32_to_bf16(o[i + 1]) << 16;
-    *reinterpret_cast<uint32_t *>(a.att + (int64_t)(q0 + row) * qstride + (int64_t)h * HD + col) = pair;
-  }
+    for (int i = 0; i < S::OREG; i++) o[i] = 0.f;
+    __syncthreads(); /* both buffers and X free */
+    load(Kb, a.kc, a.kch, 0);
+    at_cp_commit();
+    for (int it = 0; it < ntiles; it++) {
+      at_cp_wait<0>(); /* K of tile it */
+      fence_proxy_async_smem();
+      __syncthreads(); /* K visible; every warpgroup's p·v of tile it − 1 done: V and PX free */
+      load(Vb, a.vc, a.vch, it);
+      at_cp_commit();
+      float acc[32];
+      if (MODE & 2) {
+        for (int i = 0; i < 32; i++) acc[i] = 0.f;
+      } else {
+        pw_scores<HD>(acc, q_s, k_s, wg);
+      }
+      pw_exchange<H>(acc, X);
+      if (it + 1 < ntiles) {
+        load(Kb, a.kc, a.kch, it + 1);
+        at_cp_commit();
+      }
+      const bool msk = masked(it);
+      uint32_t pa[4][4]; /* A fragments of k steps 0 … 3 (keys 16·kk …): the score registers' layout */
+#pragma unroll
+      for (int kq = 0; kq < 2; kq++) {
+        const int kk = 2 * H + kq;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          uint16_t p2[2];
+#pragma unroll
+          for (int u = 0; u < 2; u++) {
+            const int i = 8 * kk + 2 * e + u, r = (i >> 1) & 1;
+            if (MODE & 4) {
+              p2[u] = pa_bf16(acc[i]);
+              continue;
+            }
+            const float s = score(acc, i, it, msk);
+            p2[u] = s == -INFINITY ? (uint16_t)0 : pa_bf16(__fmul_rn(expf(__fsub_rn(s, M[r])), inv[r]));
+          }
+          pa[kk][e] = (uint32_t)p2[0] | (uint32_t)p2[1] << 16;
+        }
+        PX[(H * 2 + kq) * 128 + (threadIdx.x & 127)] = make_uint4(pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
+      }
+      if (it + 1 < ntiles)
+        at_cp_wait<1>(); /* V of tile it (K of it + 1 may still be in flight) */
+      else
+        at_cp_wait<0>();
+      fence_proxy_async_smem();
+      __syncthreads(); /* V visible, and the other half's p */
+#pragma unroll
+      for (int kq = 0; kq < 2; kq++) {
+        const uint4 f = PX[((1 - H) * 2 + kq) * 128 + (threadIdx.x & 127)];
+        const int kk = 2 * (1 - H) + kq;
+        pa[kk][0] = f.x, pa[kk][1] = f.y, pa[kk][2] = f.z, pa[kk][3] = f.w;
+      }
+      if (MODE & 2) {
+        for (int i = 0; i < S::OREG; i++) o[i] += __uint_as_float(pa[i & 3][(i >> 2) & 3]);
+        continue;
+      }
+      wg_pin(o);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+        wg_mma_rs_t<S::HALF>(o, pa[kk], wg_desc(v_s + (uint32_t)(H * S::CB) * (PW_KT * 128) + (uint32_t)kk * 2048u,
+                                                PW_KT * 128),
+                             1);
+      wg_commit();
+      wg_wait<0>();
+      wg_pin(o);
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) wg_pin_a(pa[kk]);
+    }
+    /* O register i: row 16w + g + 8·((i >> 1) & 1), column H·HD/2 + 8·(i >> 2) + 2t + (i & 1) */
+#pragma unroll
+    for (int i = 0; i < S::OREG; i += 2) {
+      const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = H * S::HALF + 8 * (i >> 2) + 2 * t;
+      if (row >= nvalid) continue;
+      const uint32_t pair = (uint32_t)ck_f32_to_bf16(o[i]) | (uint32_t)ck_f32_to_bf16(o[i + 1]) << 16;
+      *reinterpret_cast<uint32_t *>(a.att + (int64_t)(q0 + row) * qstride + (int64_t)h * HD + col) = pair;
+    }
+  };
+  if (wg == 0)
+    run(std::integral_constant<int, 0>{});
+  else
+    run(std::integral_constant<int, 1>{});
 }
 
 template <int HD, int MODE = 0>
