@@ -64,9 +64,9 @@ int dec_prefill_init(accel_decoder *D, mlxrt_error *err) {
   if (!P) return -1;
   D->pf = P;
   const char *at = getenv("MLXRT_CUDA_PREFILL_ATTN");
-  /* MLXRT_CUDA_PREFILL_ATTN=simple: the plain kernel; =mma1: the tensor-core kernel without
+  /* MLXRT_CUDA_PREFILL_ATTN=default: wgmma below; =simple: the plain kernel; =mma1: the tensor-core kernel without
    * ldmatrix and split score chains; =rg2: 32 queries per block; =db: the next K/V tile in
-   * flight while one computes (what default runs); =sync: 64 queries per block with
+   * flight while one computes (the default before session 22); =sync: 64 queries per block with
    * synchronous tile loads; =chain: 8 warps, each a score chain of 32 rows × 32 keys, the same
    * bits as db; =chainbulk, =bulk: chain and db with each key tile fetched by bulk copies;
    * =wgmma: the warpgroup tensor cores (sm_90a; head dims 128, 256, 512) (pf_attention's kinds) */
@@ -74,7 +74,9 @@ int dec_prefill_init(accel_decoder *D, mlxrt_error *err) {
   P->attn_kind = -1;
   for (int k = 0; k < 10; k++)
     if (!at || !*at || !strcmp(at, kinds[k])) {
-      P->attn_kind = at && *at ? k : 0;
+      /* default: kind 9 (wgmma) since session 22; pf_attention gives head dims it lacks, and
+       * devices other than sm_90, kind 0 */
+      P->attn_kind = at && *at && k ? k : 9;
       break;
     }
   if (P->attn_kind < 0) {
