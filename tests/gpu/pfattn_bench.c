@@ -3,8 +3,8 @@
  * Each case gets fresh random q, K and V; each kind's output is checked against a float64
  * attention on the host (sampled query rows, within 1 % of the row's range, as
  * prefill_attn_emulate does) and compared bit for bit with the first kind's (every kind but the
- * plain one, 1, and the old tensor-core one, 2, must agree), then timed with CUDA events (median
- * of 5 launches). Prints µs and the useful tensor work (4·hd flops per query head and visible
+ * plain one, 1, the old tensor-core one, 2, and the wgmma one, 9, must agree), then timed with
+ * CUDA events (median of 5 launches). With kind 9 its wgmma primitives are checked alone first. Prints µs and the useful tensor work (4·hd flops per query head and visible
  * key) per second.
  *   mlxrt-pfattn-bench [--kinds 0,6,9]                        the default cases
  *   mlxrt-pfattn-bench --case full|sliding P0 T [--kinds K]   one case (for ncu)

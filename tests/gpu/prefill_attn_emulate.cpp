@@ -7,8 +7,8 @@
  *     score sums run in another grouping, so a bf16 rounding of a score may differ; a wrong
  *     key, row or fragment is off by far more);
  *   - kinds that only move work between blocks or warps or change how tiles are fetched (0, 3, 5,
- *     6, 7, 8) must give
- *     the same bits as each other.
+ *     6, 7, 8) must give the same bits as each other; kind 9 (wgmma, prefill_attn_wg.cu) groups
+ *     its score sums otherwise and meets the reference only.
  * A CTest (slow: up to 512 host threads meet at a barrier for every mma and ldmatrix).
  * Build and run from the repository root:
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \

@@ -47,7 +47,8 @@ int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, int il, void *
  * as kind 0 from 8 warps that each form one score chain of 32 rows × 32 keys (head dims 128,
  * 256, 512; the others take kind 0); 7 and 8, kinds 6 and 0 with each key tile fetched by
  * bulk copies; 9, the warpgroup tensor cores (sm_90a wgmma, head dims 128, 256, 512, the others
- * take kind 0; its score sums are grouped otherwise, so its bits differ from kind 0's).
+ * take kind 0; its score sums are grouped otherwise, so its bits differ from kind 0's) — the
+ * decoder's default since session 22 (cuda_decoder_prefill.c).
  * (prefill_attn.cu, prefill_attn_wg.cu) */
 int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                  const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
