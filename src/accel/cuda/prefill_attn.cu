@@ -48,17 +48,7 @@ __device__ __forceinline__ void pa_tile_load(uint16_t *dst, const uint16_t *cach
       *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
       continue;
     }
-    const uint16_t *src;
-    if (j >= p0) {
-      src = chunk + (j - p0) * kvd;
-    } else if (window > 0) {
-      int64_t sl = s0 + r;
-      if (sl >= window) sl = window >= PA_KT ? sl - window : sl % window;
-      src = cache + sl * kvd;
-    } else {
-      src = cache + j * kvd;
-    }
-    src += coff + cc * 8;
+    const uint16_t *src = pa_tile_row<PA_KT>(cache, chunk, j, r, s0, p0, window, kvd) + coff + cc * 8;
     if (ASYNC)
       at_cp16(d, src);
     else

@@ -29,6 +29,21 @@ __device__ __forceinline__ const uint16_t *pa_row(const uint16_t *cache, const u
   return cache + (window > 0 ? (int64_t)((int)j % window) : j) * kvd;
 }
 
+/* The row of key j = k0 + r of a KT-key tile, for copies made row by row: the chunk's from p0
+ * on, else the cache's — a sliding layer's ring slot from the tile's first, s0 = k0 % window (one
+ * division per tile; a second only where the ring is narrower than the tile). */
+template <int KT>
+__device__ __forceinline__ const uint16_t *pa_tile_row(const uint16_t *cache, const uint16_t *chunk, int64_t j, int r,
+                                                       int64_t s0, int64_t p0, int window, int64_t kvd) {
+  if (j >= p0) return chunk + (j - p0) * kvd;
+  if (window > 0) {
+    int64_t sl = s0 + r;
+    if (sl >= window) sl = window >= KT ? sl - window : sl % window;
+    return cache + sl * kvd;
+  }
+  return cache + j * kvd;
+}
+
 __device__ __forceinline__ int64_t pa_lo(int64_t p, int window) {
   return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
 }

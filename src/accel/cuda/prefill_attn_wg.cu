@@ -87,21 +87,10 @@ __device__ __forceinline__ void pw_tile_load(unsigned char *dst, const uint16_t 
     const int r = r0 + k * RSTEP;
     const int64_t j = k0 + r;
     unsigned char *d = dst + wg_off(PW_KT, r, c * 8);
-    if (j > hi) {
+    if (j > hi)
       *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
-      continue;
-    }
-    const uint16_t *src;
-    if (j >= p0) {
-      src = chunk_c + (j - p0) * kvd;
-    } else if (window > 0) {
-      int64_t sl = s0 + r;
-      if (sl >= window) sl = window >= PW_KT ? sl - window : sl % window;
-      src = cache_c + sl * kvd;
-    } else {
-      src = cache_c + j * kvd;
-    }
-    at_cp16(d, src);
+    else
+      at_cp16(d, pa_tile_row<PW_KT>(cache_c, chunk_c, j, r, s0, p0, window, kvd));
   }
 }
 
