@@ -118,9 +118,10 @@ __device__ __forceinline__ void pw_stage_q(unsigned char *Qs, const PaArgs &a, i
   }
 }
 
-/* This warpgroup's partial scores of a key tile: its half of Q times its half of K. */
+/* This warpgroup's partial scores of a key tile: its half of Q times its half of K, issued (acc
+ * is written asynchronously: wg_wait, then wg_pin, before reading it) ... */
 template <int HD>
-__device__ __forceinline__ void pw_scores(float (&acc)[32], uint32_t q_s, uint32_t k_s, int wg) {
+__device__ __forceinline__ void pw_scores_issue(float (&acc)[32], uint32_t q_s, uint32_t k_s, int wg) {
   using S = PwShape<HD>;
 #pragma unroll
   for (int i = 0; i < 32; i++) acc[i] = 0.f;
@@ -132,6 +133,11 @@ __device__ __forceinline__ void pw_scores(float (&acc)[32], uint32_t q_s, uint32
     wg_mma_ss<64>(acc, wg_desc(q_s + cb * (PW_QT * 128) + ko, 16), wg_desc(k_s + cb * (PW_KT * 128) + ko, 16), 1);
   }
   wg_commit();
+}
+/* ... or issued and waited for */
+template <int HD>
+__device__ __forceinline__ void pw_scores(float (&acc)[32], uint32_t q_s, uint32_t k_s, int wg) {
+  pw_scores_issue<HD>(acc, q_s, k_s, wg);
   wg_wait<0>();
   wg_pin(acc);
 }
@@ -177,8 +183,9 @@ __device__ __forceinline__ void pw_row_push(float &m, float &l, int r, Score sco
                              __fadd_rn(__fadd_rn(e[4], e[5]), __fadd_rn(e[6], e[7]))));
 }
 
-/* grid (ceil(T / 64), nq), 256 threads. MODE (a diagnosis, wrong results; MLXRT_PW_MODE): bit 0 copies
- * only the first tile of each pass, bit 1 skips the wgmma, bit 2 skips the softmax and p */
+/* grid (ceil(T / 64), nq), 256 threads. MODE (MLXRT_PW_MODE): bits 0–2 a diagnosis with wrong
+ * results — bit 0 copies only the first tiles of each pass, bit 1 skips the wgmma, bit 2 skips the
+ * softmax and p; 8 an experiment with the same results, pass 1 pipelined (below) */
 template <int HD, int MODE>
 __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
   using S = PwShape<HD>;
@@ -227,9 +234,49 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
     /* pass 1: row max and Σ exp(s − max) over this key half, K tiles alternating between the two
      * buffers */
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    auto push = [&](const float (&acc)[32], int it) {
+      const bool msk = masked(it);
+#pragma unroll
+      for (int r = 0; r < 2; r++) pw_row_push<H>(m[r], l[r], r, [&](int i) { return score(acc, i, it, msk); });
+    };
     load(Kb, a.kc, a.kch, 0);
     at_cp_commit();
-    for (int it = 0; it < ntiles; it++) {
+    if (MODE & 8) {
+      /* (MLXRT_PW_MODE=8, written after session 22's device time ran out, not yet measured) tile
+       * t + 1's scores issued before tile t's softmax, so its exponentials run while the tensor
+       * cores work: two score accumulators over the two K buffers, the loop unrolled by two with
+       * an unconditional issue (past the last tile, a tile already there again, never read) so
+       * that ptxas keeps the in-flight accumulator untouched (a conditional issue made it spill
+       * 888 bytes and insert waits) */
+      if (ntiles > 1) load(Vb, a.kc, a.kch, 1);
+      at_cp_commit();
+      at_cp_wait<1>();
+      fence_proxy_async_smem();
+      __syncthreads();
+      float acc0[32], acc1[32];
+      pw_scores_issue<HD>(acc0, q_s, k_s, wg);
+      for (int it = 0; it < ntiles; it += 2) {
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+          float(&cur)[32] = u ? acc1 : acc0;
+          float(&nxt)[32] = u ? acc0 : acc1;
+          const int t = it + u;
+          wg_wait<0>();
+          wg_pin(cur);
+          pw_exchange<H>(cur, X);
+          if (t + 2 < ntiles) load((t & 1) ? Vb : Kb, a.kc, a.kch, t + 2);
+          at_cp_commit();
+          at_cp_wait<1>();
+          fence_proxy_async_smem();
+          __syncthreads();
+          /* past the last tile: a tile already there again, its scores never read */
+          pw_scores_issue<HD>(nxt, q_s, ((t + 1 < ntiles ? t + 1 : t) & 1) ? v_s : k_s, wg);
+          if (t < ntiles) push(cur, t);
+        }
+      }
+      wg_wait<0>();
+    }
+    for (int it = 0; it < ((MODE & 8) ? 0 : ntiles); it++) {
       if (it + 1 < ntiles) {
         load((it & 1) ? Kb : Vb, a.kc, a.kch, it + 1); /* that buffer's wgmma ended before the last exchange */
         at_cp_commit();
@@ -246,12 +293,10 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
         pw_scores<HD>(acc, q_s, (it & 1) ? v_s : k_s, wg);
       }
       pw_exchange<H>(acc, X);
-      const bool msk = masked(it);
       if (MODE & 4) {
         m[0] = fmaxf(m[0], acc[16 * H]), l[0] += acc[16 * H + 1];
       } else {
-#pragma unroll
-        for (int r = 0; r < 2; r++) pw_row_push<H>(m[r], l[r], r, [&](int i) { return score(acc, i, it, msk); });
+        push(acc, it);
       }
     }
     /* the row's (max, sum) over the quad, then over both halves (commutative: the same bits in both
@@ -462,6 +507,7 @@ extern "C" int pf_attention_wg(const float *q, const uint16_t *kc, const uint16_
     case 2: return pw_launch<512, 2>(a, st);
     case 4: return pw_launch<512, 4>(a, st);
     case 6: return pw_launch<512, 6>(a, st);
+    case 8: return pw_launch<512, 8>(a, st);
     default: return pw_launch<512>(a, st);
     }
   }
