@@ -5,14 +5,15 @@
  *
  * A block is 64 queries of one head and two warpgroups; a key tile is 64 keys. Each warpgroup
  * owns half of the head dim: in the scores it multiplies its half of Q by its half of K
- * (wgmma m64n64k16, both from shared memory), the two partial score tiles meet in shared
- * memory and both warpgroups add them in the same order, so both hold the same 64 × 64 scores
- * (and compute the same row statistics, bit for bit). In pass 2 each forms p in registers and
- * accumulates O for its half of the output columns with p as the register A operand
- * (m64n{hd/2}k16, V from shared memory as an N-major B). Shared memory: Q, one K tile, one V
- * tile, the partial scores — 224 KB at head dim 512 — so pass 2 overlaps the copies across
- * its phases (V of tile i lands during tile i's scores, K of tile i + 1 during tile i's p·v),
- * and pass 1 (K only) alternates two buffers.
+ * (wgmma m64n64k16, both from shared memory), and the two partial score tiles meet in shared
+ * memory, warpgroup H completing the scores of keys 32H … 32H + 31 and making their softmax
+ * (each row's (max, sum) over both halves combined once after pass 1). In pass 2 each forms its
+ * half of p in registers, hands it to the other through shared memory, and accumulates O for
+ * its half of the output columns with p as the register A operand (m64n{hd/2}k16, V from shared
+ * memory as an N-major B). Shared memory: Q, one K tile, one V tile, the exchange area — 224 KB
+ * at head dim 512 — so pass 2 overlaps the copies across its phases (V of tile i lands during
+ * tile i's scores, K of tile i + 1 during tile i's p·v), and pass 1 (K only) alternates two
+ * buffers. docs/PERF.md (session 22) has its versions and what bounds it.
  *
  * The kinds 0–8 kernels use mma.sync with 16 × 8 warp tiles (prefill_attn.cu); this one sums
  * each score over the head dim in another grouping, so its bits differ from theirs (a bf16
