@@ -502,8 +502,12 @@ extern "C" int pf_attention_wg(const float *q, const uint16_t *kc, const uint16_
   case 128: return pw_launch<128>(a, st);
   case 256: return pw_launch<256>(a, st);
   case 512: {
-    const char *m = getenv("MLXRT_PW_MODE"); /* a diagnosis of the head-dim-512 kernel (pw_kernel's MODE) */
-    switch (m ? atoi(m) : 0) {
+    static int mode = -1; /* MLXRT_PW_MODE, read once: pw_kernel's MODE (a diagnosis, an experiment) */
+    if (mode < 0) {
+      const char *m = getenv("MLXRT_PW_MODE");
+      mode = m ? atoi(m) : 0;
+    }
+    switch (mode) {
     case 1: return pw_launch<512, 1>(a, st);
     case 2: return pw_launch<512, 2>(a, st);
     case 4: return pw_launch<512, 4>(a, st);
