@@ -52,7 +52,7 @@
 #   ab (not in the default list): tg128 at depths AB_DEPTHS (default 0), AB_REPS (default 2)
 #      repetitions (each refills the cache by the prompt pass: at depth 131072 use 1, and
 #      TG_TIMEOUT, default 400 s, for longer runs), for
-#      each setting in AB_CONFIGS (VAR=V[,VAR=V...] per setting, e.g. "MLXRT_QMV_VARIANT=0
+#      each setting in AB_CONFIGS (default: the defaults once; VAR=V[,VAR=V...] per setting, e.g. "MLXRT_QMV_VARIANT=0
 #      MLXRT_QMV_VARIANT=6 MLXRT_QMV_VARIANT=0"): alternating A/B runs in one build; then the
 #      tiny fixtures against the CPU reference with the last setting.
 #   pfab (not in the default list): pp512 at depths PFAB_DEPTHS (default 32768), PFAB_REPS (1)
@@ -338,13 +338,16 @@ if has ab; then
   synth31 "$SYN/s31"
   n=0
   last=""
-  for c in ${AB_CONFIGS:-}; do
+  # no AB_CONFIGS: one run with the defaults (MLXRT_DECODER=1 is what tg_depths sets anyway)
+  for c in ${AB_CONFIGS:-MLXRT_DECODER=1}; do
     n=$((n + 1))
     stamp "bench tg128 at depths ${AB_DEPTHS:-0}, ${c//,/ }"
     tg_depths "bench31_ab$n.log" "${AB_DEPTHS:-0}" "${AB_REPS:-2}" ${c//,/ }
     last=$c
   done
-  if [ -n "$last" ]; then
+  if [ -n "$last" ] && [ ! -x "$DT" ]; then
+    stamp "tiny fixtures skipped: $DT not built (BUILD_TARGETS)"
+  elif [ -n "$last" ]; then
     stamp "tiny fixtures with ${last//,/ }"
     tiny_check tiny_ab.log ${last//,/ }
   fi
