@@ -1,8 +1,9 @@
 /* mlxrt-stream-probe: what streaming 134 MB (a full layer's K at 32768 keys: 4 KV heads × 512
  * dims × bf16 per key) through shared memory with bulk copies reaches, by pipeline shape, next
  * to plain loads (src/accel/cuda/probe/stream_probe.cu). Each configuration: back-to-back
- * launches alternating two buffers (268 MB, past the L2), median of 7 passes of 8 launches;
- * GB/s counts the bytes read. Exit status 1 when a launch fails.
+ * launches rotating over enough buffers to hold ≥ 256 MB (at least two; past the 60 MB L2, so
+ * a launch finds little of its buffer there), median of 7 passes of 8 launches; GB/s counts the
+ * bytes read. Exit status 1 when a launch fails.
  *   mlxrt-stream-probe [--mb N]    buffer size in MB (default 134) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #define PASSES 7
 #define LAUNCHES 8
+#define MAX_BUFS 16
 
 static int cmp_float(const void *a, const void *b) {
   float x = *(const float *)a, y = *(const float *)b;
@@ -28,17 +30,21 @@ int main(int argc, char **argv) {
   }
   mlxrt_error err = {{0}};
   rt_device_info dev;
-  void *st = NULL, *e0 = NULL, *e1 = NULL, *buf[2] = {NULL, NULL};
+  void *st = NULL, *e0 = NULL, *e1 = NULL, *buf[MAX_BUFS] = {NULL};
   float *sink = NULL;
   const int64_t bytes = mb * 1024 * 1024 / 65536 * 65536;
   if (bytes <= 0) {
     fprintf(stderr, "mlxrt-stream-probe: --mb %lld: expected a positive size\n", (long long)mb);
     return 2;
   }
-  if (rt_device_open(&dev, &err) || rt_stream_create(&st, &err) || rt_event_create(&e0, &err) ||
-      rt_event_create(&e1, &err) || rt_malloc(&buf[0], (size_t)bytes, &err) || rt_malloc(&buf[1], (size_t)bytes, &err) ||
-      rt_malloc((void **)&sink, 4096, &err) || rt_memset(buf[0], 0x3c, (size_t)bytes, st, &err) ||
-      rt_memset(buf[1], 0x3c, (size_t)bytes, st, &err)) {
+  int nbuf = (int)((256ll * 1024 * 1024 + bytes - 1) / bytes);
+  if (nbuf < 2) nbuf = 2;
+  if (nbuf > MAX_BUFS) nbuf = MAX_BUFS;
+  int fail = rt_device_open(&dev, &err) || rt_stream_create(&st, &err) || rt_event_create(&e0, &err) ||
+             rt_event_create(&e1, &err) || rt_malloc((void **)&sink, 4096, &err);
+  for (int b = 0; b < nbuf && !fail; b++)
+    fail = rt_malloc(&buf[b], (size_t)bytes, &err) || rt_memset(buf[b], 0x3c, (size_t)bytes, st, &err);
+  if (fail) {
     fprintf(stderr, "mlxrt-stream-probe: %s\n", err.msg);
     return 2;
   }
@@ -65,8 +71,8 @@ int main(int argc, char **argv) {
       {"warp 1/SM x16 3x4x1K", SP_WARP, 1, 16, 3, 4, 1024, 0, 0},
   };
   const int n = (int)(sizeof cfgs / sizeof *cfgs);
-  printf("device: %s, %d SMs; %lld MB per launch, two buffers alternating\n\n", dev.name, dev.sms,
-         (long long)(bytes >> 20));
+  printf("device: %s, %d SMs; %lld MiB per launch, %d buffers in rotation\n\n", dev.name, dev.sms,
+         (long long)(bytes >> 20), nbuf);
   printf("%-34s %6s %8s %9s %8s\n", "pipeline", "blk/SM", "KB/SM", "us", "GB/s");
   int bad = 0;
   for (int c = 0; c < n; c++) {
@@ -81,7 +87,7 @@ int main(int argc, char **argv) {
     for (int p = -1; p < PASSES && !failed; p++) {
       if (rt_event_record(e0, st, &err)) failed = 1;
       for (int l = 0; l < LAUNCHES && !failed; l++)
-        if (rt_status(sp_launch(cf, buf[l & 1], bytes, dev.sms, sink, st), cf->name, &err)) failed = 1;
+        if (rt_status(sp_launch(cf, buf[l % nbuf], bytes, dev.sms, sink, st), cf->name, &err)) failed = 1;
       float ms = 0;
       if (!failed && (rt_event_record(e1, st, &err) || rt_event_ms(e0, e1, &ms, &err))) failed = 1;
       if (p >= 0) t[p] = ms * 1000.0f / LAUNCHES;
@@ -96,8 +102,7 @@ int main(int argc, char **argv) {
     printf("%-34s %6d %8.0f %9.2f %8.0f\n", cf->name, cf->blocks_per_sm,
            (double)sp_smem_bytes(cf) * cf->blocks_per_sm / 1024.0, us, (double)bytes / (us * 1e3));
   }
-  rt_free(buf[0]);
-  rt_free(buf[1]);
+  for (int b = 0; b < nbuf; b++) rt_free(buf[b]);
   rt_free(sink);
   rt_event_destroy(e0);
   rt_event_destroy(e1);
