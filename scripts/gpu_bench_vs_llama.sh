@@ -16,6 +16,9 @@
 #   seconds (default 540). A failure or timeout of one step is recorded in status.txt and the
 #   other engine's results are kept. Several calls (e.g. --only llama, then --only nvfp4) can
 #   be merged afterwards: python3 scripts/bench_table.py --dir OUT1 --dir OUT2 -o BENCH.md
+#   The flagship depth in one call (~1 fill each): SKIP_BUILD=1 BUILD=$PWD/.gpu-carry/bin
+#   LLAMA_SHARE_PCT=62 MLXRT_BENCH_EXTRA="--warmup-depth 0" BUDGET=585 ... --only llama,nvfp4
+#   --depths 262144 -r 1 (the carried mlxrt from scripts/build_gpu_carry.sh: no build there).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CARRY=$ROOT/.gpu-carry
@@ -70,6 +73,8 @@ BACKEND=${BACKEND:-cuda}                        # (cpu: a local dry run of the c
 LLAMA_BENCH=${LLAMA_BENCH:-$CARRY/llama-bench}
 LLAMA_EXTRA=${LLAMA_EXTRA:-}                    # e.g. "-t 2" for a local run
 SKIP_BUILD=${SKIP_BUILD:-0}                     # 1: use an existing $BUILD/mlxrt
+LLAMA_SHARE_PCT=${LLAMA_SHARE_PCT:-40}          # llama-bench's share of the time left when mlxrt runs too
+MLXRT_BENCH_EXTRA=${MLXRT_BENCH_EXTRA:-}        # e.g. "--warmup-depth 0": one fill at a deep depth
 WORK=${WORK:-/tmp/mlxrt-bench-work}             # per-step logs before they are gathered
 ONLY=llama,nvfp4,affine4
 DEPTHS=0,4096,32768
@@ -241,7 +246,7 @@ if [ -n "$GGUF_PID" ]; then
     note "llama-bench: none (carry .gpu-carry/llama-bench[.gz] or llama-src.tar.gz)"
   elif [ -f "$GGUF" ]; then
     share=$(left)
-    if want nvfp4 || want affine4; then share=$(( share * 2 / 5 )); fi
+    if want nvfp4 || want affine4; then share=$(( share * LLAMA_SHARE_PCT / 100 )); fi
     for fa in on auto; do
       say "llama-bench -fa $fa (limit ${share} s)"
       # shellcheck disable=SC2086
@@ -274,7 +279,7 @@ mlxrt_phase() {
     if [ "$t" -lt 10 ]; then note "mlxrt $mode d$d: skipped (phase time used up)"; continue; fi
     # one process per depth: a timeout loses only that depth
     step "mlxrt $mode d$d" "$t" env MLXRT_DECODER=1 "$MLXRT" bench -m "$dir" --backend "$BACKEND" \
-      -p "$NP" -n "$NG" -d "$d" -r "$REPS" -o json >"$WORK/bench.json" 2>"$WORK/bench.log"
+      -p "$NP" -n "$NG" -d "$d" -r "$REPS" $MLXRT_BENCH_EXTRA -o json >"$WORK/bench.json" 2>"$WORK/bench.log"
     json_lines "$WORK/bench.json" >>"$mj"
     json_lines "$WORK/bench.json" | show
     gather "mlxrt $mode d$d (stdout)" "$WORK/bench.json"
