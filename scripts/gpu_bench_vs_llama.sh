@@ -16,9 +16,9 @@
 #   seconds (default 540). A failure or timeout of one step is recorded in status.txt and the
 #   other engine's results are kept. Several calls (e.g. --only llama, then --only nvfp4) can
 #   be merged afterwards: python3 scripts/bench_table.py --dir OUT1 --dir OUT2 -o BENCH.md
-#   The flagship depth in one call (~1 fill each): SKIP_BUILD=1 BUILD=$PWD/.gpu-carry/bin
-#   LLAMA_SHARE_PCT=62 MLXRT_BENCH_EXTRA="--warmup-depth 0" BUDGET=585 ... --only llama,nvfp4
-#   --depths 262144 -r 1 (the carried mlxrt from scripts/build_gpu_carry.sh: no build there).
+#   The flagship depth in one call (one fill each; session 24: 513 s): SKIP_BUILD=1
+#   BUILD=$PWD/.gpu-carry/bin LLAMA_SHARE_PCT=66 MLXRT_BENCH_EXTRA="--warmup-depth 0" BUDGET=585
+#   ... --only llama,nvfp4 --depths 262144 -r 1 -p 0 (the carried mlxrt: scripts/build_gpu_carry.sh).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CARRY=$ROOT/.gpu-carry
@@ -277,7 +277,8 @@ mlxrt_phase() {
   for d in ${DEPTHS//,/ }; do
     local t=$(( end - $(date +%s) ))
     if [ "$t" -lt 10 ]; then note "mlxrt $mode d$d: skipped (phase time used up)"; continue; fi
-    # one process per depth: a timeout loses only that depth
+    # one process per depth: a timeout loses only that depth (MLXRT_BENCH_EXTRA split into words)
+    # shellcheck disable=SC2086
     step "mlxrt $mode d$d" "$t" env MLXRT_DECODER=1 "$MLXRT" bench -m "$dir" --backend "$BACKEND" \
       -p "$NP" -n "$NG" -d "$d" -r "$REPS" $MLXRT_BENCH_EXTRA -o json >"$WORK/bench.json" 2>"$WORK/bench.log"
     json_lines "$WORK/bench.json" >>"$mj"
