@@ -5,15 +5,14 @@
  * with programmatic dependent launch, as the decoder runs them, median of 5 replays. Prints
  * one line per case (with the live keys' K and V bytes over the time, GB/s) and, per shape and
  * context, the fastest split shape.
- *   mlxrt-attn-bench [--quick]        exit status 1 when any case disagrees with the host
+ *   mlxrt-attn-bench [--quick] [--deep | --cluster | --cluster-wide]
+ *        exit status 1 when any case disagrees with the host
  *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu)
- * MLXRT_ATTN_SCORES=0|1|2|3 and MLXRT_ATTN_PV=0|1|2 pick the passes' forms, as the decoder's knobs do
- * (MLXRT_ATTN_TMA_EARLY=1|2|3 too).
- * MLXRT_ATTN_CLUSTER=1 runs the one-launch form (dk_attention_cluster) instead, on the shapes
- * whose keys fit one cluster (the sliding ring, and a full layer in a session of 2048
- * positions), once per position, and also checks the x-prep maxima it writes;
- * MLXRT_ATTN_CLUSTER_STAGE=1 with it: the form that stages each block's K and V rows in shared
- * memory. */
+ * --deep runs the split passes as the decoder does past DEEP_KEYS live keys (V streamed by bulk
+ * copies where the shape allows). --cluster runs the one-launch form (dk_attention_cluster)
+ * instead, on the shapes whose keys fit one cluster (the sliding ring, and a full layer in a
+ * session of 2048 positions), once per position, and also checks the x-prep maxima it writes;
+ * --cluster-wide its form with clusters of 16 blocks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,32 +96,26 @@ static double rel_error(const shape *s, const uint16_t *att, const double *ref) 
   return m > 0.0 ? e / m : e;
 }
 
-static int g_cluster; /* MLXRT_ATTN_CLUSTER=1: dk_attention_cluster */
+static int g_cluster, g_wide, g_deep; /* --cluster / --cluster-wide: dk_attention_cluster; --deep */
 #define NAMAX 4
 
 static int attend(const shape *s, bufs *b, int splits, int min_keys, float scale, void *st) {
-  const char *kpath = getenv("MLXRT_ATTN_SCORES"), *pv = getenv("MLXRT_ATTN_PV"), *early = getenv("MLXRT_ATTN_TMA_EARLY");
-  if (early && dk_set_attn_tma_early(atoi(early))) {
-    fprintf(stderr, "mlxrt-attn-bench: MLXRT_ATTN_TMA_EARLY=%s: expected 1, 2 or 3\n", early);
-    exit(2);
-  }
   if (g_cluster)
     return dk_attention_cluster(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window,
-                                s->window > 0 ? s->window : s->ctx, b->att, b->amax, NAMAX, b->smax, b->count, NULL, st);
-  return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window, splits, min_keys,
-                      (kpath ? atoi(kpath) : 0) | (pv && !strcmp(pv, "1") ? 4 : pv && !strcmp(pv, "2") ? 8 : 0), s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
+                                s->window > 0 ? s->window : s->ctx, g_wide, b->att, b->amax, NAMAX, b->smax, b->count,
+                                NULL, st);
+  return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window, splits, min_keys, g_deep,
+                      s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
 }
 
-/* µs per call: CALLS calls in one graph (programmatic dependent launch on), median of REPLAYS */
+/* µs per call: CALLS calls in one graph (with programmatic dependent launch, as captured), median of REPLAYS */
 static double time_case(const shape *s, bufs *b, int splits, int min_keys, float scale, void *st, mlxrt_error *err) {
   void *exec = NULL, *e0 = NULL, *e1 = NULL;
   float t[REPLAYS];
-  ck_set_pdl(1);
   if (rt_graph_begin(st, err)) die(err);
   for (int c = 0; c < CALLS; c++)
     if (rt_status(attend(s, b, splits, min_keys, scale, st), "dk_attention (capture)", err)) die(err);
   if (rt_graph_end(st, &exec, err)) die(err);
-  ck_set_pdl(0);
   if (rt_event_create(&e0, err) || rt_event_create(&e1, err) || rt_graph_launch(exec, st, err)) die(err);
   for (int r = 0; r < REPLAYS; r++) {
     if (rt_event_record(e0, st, err) || rt_graph_launch(exec, st, err) || rt_event_record(e1, st, err) ||
@@ -137,11 +130,22 @@ static double time_case(const shape *s, bufs *b, int splits, int min_keys, float
 }
 
 int main(int argc, char **argv) {
-  int quick = argc > 1 && !strcmp(argv[1], "--quick"), one = argc == 6 && !strcmp(argv[1], "--case");
+  int quick = 0, bad = 0;
+  while (argc > 1 && argv[1][0] == '-' && strcmp(argv[1], "--case")) {
+    const char *a = argv[1];
+    if (!strcmp(a, "--quick")) quick = 1;
+    else if (!strcmp(a, "--deep")) g_deep = 1;
+    else if (!strcmp(a, "--cluster")) g_cluster = 1;
+    else if (!strcmp(a, "--cluster-wide")) g_cluster = g_wide = 1;
+    else bad = 1;
+    argv++, argc--;
+  }
+  int one = argc == 6 && !strcmp(argv[1], "--case");
   int one_shape = one && !strcmp(argv[2], "full"), one_pos = one ? atoi(argv[3]) : 0;
   int one_n = one ? atoi(argv[4]) : 0, one_mk = one ? atoi(argv[5]) : 0;
-  if ((argc > 1 && !quick && !one) || (one && (strcmp(argv[2], "full") && strcmp(argv[2], "sliding")))) {
-    fprintf(stderr, "usage: mlxrt-attn-bench [--quick | --case sliding|full POS SPLITS MIN_KEYS]\n");
+  if (bad || (argc > 1 && !one) || (one && (strcmp(argv[2], "full") && strcmp(argv[2], "sliding")))) {
+    fprintf(stderr, "usage: mlxrt-attn-bench [--quick] [--deep | --cluster | --cluster-wide] "
+                    "[--case sliding|full POS SPLITS MIN_KEYS]\n");
     return 2;
   }
   mlxrt_error err = {0};
@@ -149,12 +153,6 @@ int main(int argc, char **argv) {
   if (rt_device_open(&dev, &err)) die(&err);
   void *st = NULL;
   if (rt_stream_create(&st, &err)) die(&err);
-  const char *ce = getenv("MLXRT_ATTN_CLUSTER");
-  g_cluster = ce && !strcmp(ce, "1");
-  /* 1: its K and V rows staged in shared memory; 2: the V rows into the K rows' buffer; 3 and 4:
-   * those forms with clusters of 16 blocks (dk_set_attn_cluster_stage's modes) */
-  const char *cs = getenv("MLXRT_ATTN_CLUSTER_STAGE");
-  dk_set_attn_cluster_stage(cs && strlen(cs) == 1 && cs[0] >= '1' && cs[0] <= '4' ? atoi(cs) : 0);
   const shape shapes[3] = {{"sliding (32 q, 16 kv, hd 256, window 1024)", 32, 16, 256, 1024, 1024, 4096},
                            {"full (32 q, 4 kv, hd 512)", 32, 4, 512, 0, 32768, 32768},
                            {"full (32 q, 4 kv, hd 512), 2048 positions", 32, 4, 512, 0, 2048, 2048}};
@@ -170,13 +168,13 @@ int main(int argc, char **argv) {
     const shape *s = &shapes[si];
     if (one && si != one_shape) continue;
     /* the split passes on the first two shapes, the one-cluster form where its keys fit */
-    if (g_cluster ? !dk_attention_cluster_fits(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx)
+    if (g_cluster ? !dk_attention_cluster_fits(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx, g_wide)
                   : si == 2)
       continue;
     if (g_cluster)
       printf("%s: %d clusters of %d blocks at once, %d needed (cudaOccupancyMaxActiveClusters; 0: unknown)\n",
-             s->name, dk_attention_cluster_max_clusters(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx),
-             dk_attention_cluster_size(dk_get_attn_cluster_stage()), s->nkv);
+             s->name, dk_attention_cluster_max_clusters(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx, g_wide),
+             dk_attention_cluster_size(g_wide), s->nkv);
     const size_t kvn = (size_t)s->cap * s->nkv * s->hd, qn = (size_t)s->nq * s->hd;
     uint16_t *hk = malloc(kvn * 2), *hv = malloc(kvn * 2), *ha = malloc(qn * 2);
     float *hq = malloc(qn * 4);

@@ -11,11 +11,8 @@
  *   - values: random q, K, V against a direct attention with the reference path's rounding
  *     points; each head's output within 1 % of its largest value (the sums run in another
  *     order than the direct one's, so a bf16 rounding of a score may differ).
- * Every case runs three times: K and V read from the cache, staged in shared memory, and staged
- * in one buffer (the V rows copied over the K rows once the scores are made); built with
- * -DACE_WIDE, twice: the two staged forms with clusters of 16 blocks (modes 3 and 4). Each
- * values case in a staged form also runs with the q/k/v post step inside the kernel
- * (dk_attention_cluster_ex with a dk_att_post) against a host post step.
+ * Every case runs with clusters of 8 blocks; built with -DACE_WIDE, with clusters of 16 (the
+ * wide form the decoder runs on the sliding rings).
  * Build and run from the repository root (also a CTest):
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_CLUSTER -Itests/gpu/emu -Isrc \
  *       -Isrc/accel/cuda -Iinclude tests/gpu/attention_cluster_emulate.cpp -o /tmp/ace -lm
@@ -31,9 +28,7 @@
 
 #include "emu_rng.h"
 
-extern "C" int ck_pdl_enabled(void) { return 0; }
-
-/* ACE_WIDE: the forms with clusters of 16 blocks (stage modes 3 and 4), run by a pool as wide */
+/* ACE_WIDE: the form with clusters of 16 blocks, run by a pool as wide */
 #ifdef ACE_WIDE
 #define EMU_POOL_CL (2 * AC_CL)
 #else
@@ -49,7 +44,7 @@ static float fromb(uint16_t h) { return ck_bf16_to_f32(h); }
 struct Case {
   int rep, nkv, hd, window, pos, keys; /* keys: the call's key bound (the window, or the capacity) */
   bool structure;
-  int stage = 0; /* dk_set_attn_cluster_stage's form: 0 the cache, 1 staged, 2 staged in one buffer */
+  int wide = 0; /* clusters of 16 blocks */
 };
 
 /* Head h's output with the reference path's rounding points: q·bf16(scale) → bf16, scores →
@@ -82,8 +77,7 @@ static std::vector<float> direct(const Case &c, const std::vector<float> &q, con
 }
 
 static int run_case(const Case &c) {
-  dk_set_attn_cluster_stage(c.stage);
-  const int nq = c.rep * c.nkv, hd = c.hd, nb = dk_attention_cluster_size(c.stage) * c.nkv;
+  const int nq = c.rep * c.nkv, hd = c.hd, nb = dk_attention_cluster_size(c.wide) * c.nkv;
   const int64_t kvd = (int64_t)c.nkv * hd, slots = c.window > 0 ? c.window : c.keys;
   const float scale = c.structure ? 1.0f : 1.0f / sqrtf((float)hd);
   std::vector<float> q((size_t)nq * hd);
@@ -110,7 +104,7 @@ static int run_case(const Case &c) {
   int xexp = 777;
   const dk_att_prep prep = {xp.data(), &xexp, e, xmode};
   const int rc = dk_attention_cluster(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.keys,
-                                      att.data(), amax.data(), namax, bmax.data(), &count, xmode ? &prep : NULL, NULL);
+                                      c.wide, att.data(), amax.data(), namax, bmax.data(), &count, xmode ? &prep : NULL, NULL);
   if (rc) {
     printf("FAIL launch rc=%d (rep %d nkv %d hd %d keys %d)\n", rc, c.rep, c.nkv, hd, c.keys);
     return 1;
@@ -149,109 +143,11 @@ static int run_case(const Case &c) {
   }
   printf("%s rep %d nkv %d hd %4d window %4d pos %4d keys %4d %-9s %-16s worst %.2e\n", bad ? "FAIL" : "ok  ", c.rep,
          c.nkv, hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values",
-         c.stage == 4   ? "16, V over K"
-         : c.stage == 3 ? "16, staged"
-         : c.stage == 2 ? "staged, V over K"
-         : c.stage      ? "staged"
-                        : "cache",
+         c.wide ? "clusters of 16" : "clusters of 8",
          worst);
   return bad;
 }
 
-
-/* The post step made by the kernel itself (dk_attention_cluster_ex with a dk_att_post): the q
- * heads, the new K and V rows from a q|k|v product output of two partial sums, against a host
- * post step with qkv_post.cuh's rounding points (its sums of squares in another order, so a
- * value may move by one bf16 step): the cache rows within 1 % of their largest value, then the
- * attention against the direct one over the cache the kernel left. */
-static int run_post_case(const Case &c, int variant) {
-  dk_set_attn_cluster_stage(c.stage);
-  const int nq = c.rep * c.nkv, hd = c.hd, nb = dk_attention_cluster_size(c.stage) * c.nkv;
-  const int k_eq_v = variant & 1, trad = (variant >> 1) & 1, ks = 2;
-  const int64_t kvd = (int64_t)c.nkv * hd, slots = c.window > 0 ? c.window : c.keys;
-  const int64_t rows = (int64_t)(nq + c.nkv * (k_eq_v ? 1 : 2)) * hd;
-  const float scale = 1.0f / sqrtf((float)hd), eps = 1e-6f;
-  std::vector<float> y((size_t)(ks * rows)), qn((size_t)hd), kn((size_t)hd), fr((size_t)hd / 2);
-  for (auto &v : y) v = unit() * 2 - 1;
-  for (auto &v : qn) v = rb(0.5f + unit());
-  for (auto &v : kn) v = rb(0.5f + unit());
-  for (int j = 0; j < hd / 2; j++) fr[(size_t)j] = j % 4 == 3 ? 0.0f : powf(10000.0f, -2.0f * j / hd); /* partial */
-  std::vector<uint16_t> K((size_t)(slots * kvd)), V((size_t)(slots * kvd));
-  for (auto &x : K) x = ck_f32_to_bf16(unit() * 2 - 1);
-  for (auto &x : V) x = ck_f32_to_bf16(unit() * 2 - 1);
-  /* host post: rms norm (+ weight), RoPE, V's weightless norm */
-  auto head = [&](int64_t off, const float *w, std::vector<float> &sv) {
-    sv.assign((size_t)hd, 0.0f);
-    float ss = 0.0f;
-    for (int i = 0; i < hd; i++) {
-      sv[(size_t)i] = rb(y[(size_t)(off + i)] + y[(size_t)(rows + off + i)]);
-      ss = fmaf(sv[(size_t)i], sv[(size_t)i], ss);
-    }
-    const float r = 1.0f / sqrtf(ss / (float)hd + eps);
-    for (int i = 0; i < hd; i++) sv[(size_t)i] = rb(rb(sv[(size_t)i] * r) * w[i]);
-    for (int j = 0; j < hd / 2; j++) rope_pair(sv.data(), j, hd / 2, fr[(size_t)j], (float)c.pos, trad);
-  };
-  std::vector<float> qh((size_t)nq * hd), sv;
-  for (int h = 0; h < nq; h++) {
-    head((int64_t)h * hd, qn.data(), sv);
-    for (int i = 0; i < hd; i++) qh[(size_t)h * hd + i] = sv[(size_t)i];
-  }
-  std::vector<uint16_t> att((size_t)nq * hd, 0xffff);
-  const int namax = (nq * hd + 2047) / 2048;
-  std::vector<float> amax((size_t)namax + 2, 123.0f), bmax((size_t)nb, -1.0f);
-  unsigned count = 0;
-  int pos = c.pos;
-  const dk_att_post post = {y.data(), ks, rows, qn.data(), kn.data(), fr.data(), trad, 1, k_eq_v, eps, K.data(), V.data()};
-  const int rc = dk_attention_cluster_ex(NULL, K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.keys,
-                                         att.data(), amax.data(), namax, bmax.data(), &count, NULL, &post, NULL);
-  if (rc) {
-    printf("FAIL post launch rc=%d (rep %d nkv %d hd %d keys %d)\n", rc, c.rep, c.nkv, hd, c.keys);
-    return 1;
-  }
-  int bad = count != 0;
-  double worst = 0;
-  const int64_t sl = c.window > 0 ? c.pos % c.window : c.pos;
-  for (int g = 0; g < c.nkv; g++) { /* the new K and V rows */
-    std::vector<float> kh, vh((size_t)hd);
-    head((int64_t)nq * hd + (int64_t)g * hd, kn.data(), kh);
-    const int64_t voff = (int64_t)nq * hd + (k_eq_v ? 0 : kvd) + (int64_t)g * hd;
-    float s2 = 0.0f;
-    for (int i = 0; i < hd; i++) {
-      vh[(size_t)i] = rb(y[(size_t)(voff + i)] + y[(size_t)(rows + voff + i)]);
-      s2 = fmaf(vh[(size_t)i], vh[(size_t)i], s2);
-    }
-    const float rv = 1.0f / sqrtf(s2 / (float)hd + eps);
-    float mk = 0, mv = 0;
-    for (int i = 0; i < hd; i++) {
-      vh[(size_t)i] = rb(vh[(size_t)i] * rv);
-      mk = fmaxf(mk, fabsf(kh[(size_t)i]));
-      mv = fmaxf(mv, fabsf(vh[(size_t)i]));
-    }
-    for (int i = 0; i < hd; i++) {
-      const float gk = fromb(K[(size_t)(sl * kvd + g * hd + i)]), gv = fromb(V[(size_t)(sl * kvd + g * hd + i)]);
-      if (!(fabsf(gk - kh[(size_t)i]) <= 0.01f * mk) || !(fabsf(gv - vh[(size_t)i]) <= 0.01f * mv)) {
-        if (!bad) printf("  KV head %d dim %d: K %g against %g, V %g against %g\n", g, i, gk, kh[(size_t)i], gv, vh[(size_t)i]);
-        bad = 1;
-      }
-    }
-  }
-  for (int h = 0; h < nq; h++) { /* the attention over the cache the kernel left */
-    const std::vector<float> ref = direct(c, qh, K, V, scale, h);
-    float mx = 0;
-    for (float v : ref) mx = fmaxf(mx, fabsf(v));
-    for (int d = 0; d < hd; d++) {
-      const double e = fabs((double)fromb(att[(size_t)h * hd + d]) - ref[(size_t)d]);
-      if (!(e <= 0.01 * mx + 1e-30)) {
-        if (!bad) printf("  head %d dim %d: %g against %g\n", h, d, fromb(att[(size_t)h * hd + d]), ref[(size_t)d]);
-        bad = 1;
-      }
-      if (mx > 0) worst = fmax(worst, e / mx);
-    }
-  }
-  printf("%s rep %d nkv %d hd %4d window %4d pos %4d keys %4d post %s%s mode %d worst %.2e\n", bad ? "FAIL" : "ok  ",
-         c.rep, c.nkv, hd, c.window, c.pos, c.keys, k_eq_v ? "k=v" : "kv ", trad ? " trad" : "     ", c.stage, worst);
-  return bad;
-}
 
 int main(int argc, char **argv) {
   if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
@@ -267,23 +163,14 @@ int main(int argc, char **argv) {
       {2, 2, 256, 64, 200, 64, false},  {2, 1, 256, 1024, 1500, 1024, false}, {8, 1, 512, 0, 100, 700, false},
       {1, 3, 128, 0, 300, 400, false},  {4, 2, 128, 0, 129, 200, false},   {2, 1, 64, 0, 2047, 2048, false},
   };
-  /* each case in the three forms: the rows read from the cache, staged in shared memory by
-   * bulk copies (the newest row by plain loads), and staged with the V rows copied into the K
-   * rows' buffer once the scores are made */
+  /* the rows staged in shared memory by bulk copies (the newest row by plain loads) */
   constexpr size_t NC = sizeof cases / sizeof cases[0];
+  Case all[NC];
 #ifdef ACE_WIDE
-  /* (ACE_WIDE) the two staged forms with clusters of 16 blocks */
-  Case all[2 * NC];
-  for (size_t i = 0; i < 2 * NC; i++) all[i] = cases[i % NC], all[i].stage = 3 + (int)(i / NC);
+  const int wide = 1;
 #else
-  Case all[3 * NC];
-  for (size_t i = 0; i < 3 * NC; i++) all[i] = cases[i % NC], all[i].stage = (int)(i / NC);
+  const int wide = 0;
 #endif
-  /* the post step inside, in the staged forms of this build's cluster size */
-  static int variant;
-  auto run = [](const Case &c) {
-    const int a = run_case(c);
-    return (c.structure || c.stage < 1 || c.hd > 512 ? 0 : run_post_case(c, variant++ & 3)) | a;
-  };
-  return emu_run_cases(all, run);
+  for (size_t i = 0; i < NC; i++) all[i] = cases[i], all[i].wide = wide;
+  return emu_run_cases(all, run_case);
 }

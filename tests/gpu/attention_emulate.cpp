@@ -9,8 +9,9 @@
  *   - values: random q, K, V; each head's output within 1 % of its largest value (sum orders
  *     differ from the direct one, so the bf16 roundings of scores may differ; a misplaced key
  *     or a wrong slot is off by far more).
- * And dk_attention_post (the q/k/v post step inside the scores pass) against dk_qkv_post then
- * dk_attention on the same q|k|v product: the same output, K and V cache bits.
+ * GQA 8 at head dims 256 / 512 with at most 4 KV heads runs the scores with K streamed by bulk
+ * copies into tensor-core products, and (deep) p·v with V streamed likewise: both held to the
+ * same checks (stale shared memory filled with a NaN pattern, which no used value may read).
  * A CTest (slow: the threads meet at a barrier for every __syncthreads and shuffle).
  * Build and run from the repository root:
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
@@ -18,8 +19,6 @@
  *   /tmp/attention_emulate [seed]
  */
 #include "../../src/accel/cuda/attention.cu"
-#include "../../src/accel/cuda/attention_onepass.cu"
-#include "../../src/accel/cuda/qkv_post.cu"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,7 +29,6 @@
 
 #include "emu_rng.h"
 
-extern "C" int ck_pdl_enabled(void) { return 0; }
 
 thread_local emu_dim3 threadIdx;
 emu_dim3 blockIdx, gridDim, blockDim;
@@ -84,8 +82,7 @@ struct Case {
 };
 
 /* The direct attention of one query head with the reference path's rounding points. */
-/* onepass: as dk_attention_onepass, p is not rounded (normalised at the end). */
-static void direct(const Case &c, bool onepass, const float *q, const std::vector<uint16_t> &K, const std::vector<uint16_t> &V,
+static void direct(const Case &c, const float *q, const std::vector<uint16_t> &K, const std::vector<uint16_t> &V,
                    float scale, int h, std::vector<float> &out) {
   const int hd = c.hd, g = h / c.rep;
   const int64_t kvd = (int64_t)c.nkv * hd;
@@ -107,13 +104,13 @@ static void direct(const Case &c, bool onepass, const float *q, const std::vecto
   for (int j = first; j <= c.pos; j++) {
     int64_t sl = c.window > 0 ? j % c.window : j;
     double e = exp((double)s[j - first] - m);
-    double p = onepass ? e : bf((float)(e / total));
+    double p = bf((float)(e / total));
     for (int d = 0; d < hd; d++) o[d] += p * fromb(V[sl * kvd + (int64_t)g * hd + d]);
   }
-  for (int d = 0; d < hd; d++) out[d] = bf((float)(onepass ? o[d] / total : o[d]));
+  for (int d = 0; d < hd; d++) out[d] = bf((float)o[d]);
 }
 
-static int run_case(const Case &c, bool onepass) {
+static int run_case(const Case &c) {
   const int nq = c.rep * c.nkv, hd = c.hd;
   const int64_t kvd = (int64_t)c.nkv * hd, cap = c.pos + 1, slots = c.window > 0 ? c.window : cap;
   std::vector<float> q((size_t)nq * hd);
@@ -140,109 +137,39 @@ static int run_case(const Case &c, bool onepass) {
   const int namax = (nq * hd + 2047) / 2048;
   std::vector<float> amax((size_t)namax + 2, 123.0f);
   float *am = with_amax ? amax.data() : NULL;
-  int rc = onepass ? dk_attention_onepass(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window,
-                                             c.splits, c.min_keys, smax.data(), ssum.data(), pacc.data(), att.data(),
-                                             am, namax, NULL)
-                     : dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits,
-                                    c.min_keys, 0, cap, scores.data(), smax.data(), ssum.data(), pacc.data(),
-                                    count.data(), att.data(), am, namax, NULL);
+  memset(emu_dyn_smem, 0xff, sizeof emu_dyn_smem);
+  int rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 0,
+                        cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att.data(), am, namax,
+                        NULL);
   if (rc) {
     printf("FAIL launch rc=%d\n", rc);
     return 1;
   }
   int bad = 0;
-  if (!onepass) {
-    /* the scores pass through its K ring (MLXRT_ATTN_SCORES=1) on the same inputs: the same bits */
-    std::vector<uint16_t> att_ring((size_t)nq * hd, 0xffff);
-    std::vector<float> amax_ring((size_t)namax + 2, 123.0f);
-    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 1,
-                      cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att_ring.data(),
-                      with_amax ? amax_ring.data() : NULL, namax, NULL);
-    if (rc || att_ring != att || (with_amax && amax_ring != amax)) {
-      printf("FAIL the K ring's output differs (rc %d)\n", rc);
-      bad = 1;
-    }
-  }
-  /* the scores pass on the tensor cores (MLXRT_ATTN_SCORES=2: GQA 8, head dims 256 / 512) on the
-   * same inputs: its float32 sums run in another order, so it is held to the reference's
-   * tolerance below, not to the FMA path's bits */
-  const bool tc = !onepass && c.rep == 8 && (hd == 256 || hd == 512);
-  /* [0]: the scores on the tensor cores (kpath 2); [1]: the scores and p·v (2 | 4) */
-  std::vector<uint16_t> att_tc[2] = {std::vector<uint16_t>((size_t)nq * hd, 0xffff),
-                                     std::vector<uint16_t>((size_t)nq * hd, 0xffff)};
-  const char *tc_name[2] = {"tensor-core scores", "tensor-core scores and p.v"};
-  std::vector<float> scores2, smax2, ssum2; /* kpath 2's, for the bulk-copy form below */
-  for (int v = 0; tc && v < 2; v++) {
-    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys,
-                      v ? 6 : 2, cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(),
-                      att_tc[v].data(), NULL, namax, NULL);
-    if (rc) {
-      printf("FAIL %s: launch rc=%d\n", tc_name[v], rc);
-      bad = 1;
-    }
-    if (v == 0) scores2 = scores, smax2 = smax, ssum2 = ssum;
-  }
-  /* the tensor-core scores with K streamed by bulk copies (MLXRT_ATTN_SCORES=3; up to 4 KV heads):
-   * the same scores and split maxima as kpath 2, bit for bit; the split sums made online (a
-   * running max and rescaled sum per lane, merged by a butterfly) within 1e-5 of kpath 2's; the
-   * output held to the reference's tolerance below (the p·v pass after it is kpath 2's). Stale
-   * shared memory filled with a NaN pattern, which no used value may read. */
-  std::vector<uint16_t> att_tma;
-  if (tc && c.nkv <= 4) {
-    att_tma.assign((size_t)nq * hd, 0xffff);
-    memset(emu_dyn_smem, 0xff, sizeof emu_dyn_smem);
-    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 3,
-                      cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att_tma.data(), NULL,
-                      namax, NULL);
-    double sum_err = 0;
-    for (size_t i = 0; i < ssum.size(); i++)
-      sum_err = fmax(sum_err, fabs((double)ssum[i] - ssum2[i]) / fmax(fabs((double)ssum2[i]), 1e-30));
-    /* one stage before the wait, two after q's loads (MLXRT_ATTN_TMA_EARLY=1): the same bits */
-    std::vector<uint16_t> att_e1((size_t)nq * hd, 0xffff);
-    memset(emu_dyn_smem, 0xff, sizeof emu_dyn_smem);
-    int rc1 = dk_set_attn_tma_early(1);
-    if (!rc1)
-      rc1 = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 3,
-                         cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att_e1.data(), NULL,
-                         namax, NULL);
-    if (rc1 || dk_set_attn_tma_early(3) || att_e1 != att_tma) {
-      printf("FAIL %s with K by bulk copies, 1 stage before the wait: rc %d, the bits differ\n", tc_name[0], rc1);
-      bad = 1;
-    }
-    if (rc || scores != scores2 || memcmp(smax.data(), smax2.data(), smax.size() * sizeof(float)) || !(sum_err <= 1e-5)) {
-      printf("FAIL %s with K by bulk copies: rc %d, scores %s, maxima %s, sums within %.2e of kpath 2's\n", tc_name[0],
-             rc, scores != scores2 ? "differ" : "equal",
-             memcmp(smax.data(), smax2.data(), smax.size() * sizeof(float)) ? "differ" : "equal", sum_err);
-      bad = 1;
-    }
-  }
-  /* both passes streamed by bulk copies (kpath 3 | AT_V_TMA_BIT): p·v on the tensor cores from V
-   * rows in shared memory (stale bytes a NaN pattern: rows past the split's keys must be zeroed),
-   * held to the reference's tolerance below */
+  /* the deep contexts' form (V streamed by bulk copies into tensor-core p·v, where the shape
+   * takes it): rows past the split's keys must be zeroed (stale bytes a NaN pattern) */
+  const bool tma = c.rep == 8 && (hd == 256 || hd == 512) && c.nkv <= 4;
   std::vector<uint16_t> att_pvt;
-  if (tc && c.nkv <= 4) {
+  if (tma) {
     att_pvt.assign((size_t)nq * hd, 0xffff);
     std::vector<float> amax_pvt((size_t)namax + 2, 123.0f);
     memset(emu_dyn_smem, 0xff, sizeof emu_dyn_smem);
-    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys,
-                      3 | AT_V_TMA_BIT, cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(),
-                      att_pvt.data(), with_amax ? amax_pvt.data() : NULL, namax, NULL);
+    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 1,
+                      cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att_pvt.data(),
+                      with_amax ? amax_pvt.data() : NULL, namax, NULL);
     float mx = 0;
     for (uint16_t b : att_pvt) mx = fmaxf(mx, fabsf(fromb(b)));
     if (rc || (with_amax && amax_pvt[0] != mx)) {
-      printf("FAIL both passes by bulk copies: rc %d, x-prep max %g against max |att| %g\n", rc,
-             with_amax ? amax_pvt[0] : 0.0f, mx);
+      printf("FAIL deep form: rc %d, x-prep max %g against max |att| %g\n", rc, with_amax ? amax_pvt[0] : 0.0f, mx);
       bad = 1;
     }
   }
-  int tc_moved[2] = {0, 0};
-  double tc_worst[2] = {0, 0};
   for (unsigned x : count)
     if (x) bad = 1; /* the last block must leave the counter clean for the next step */
   std::vector<float> ref;
   double worst = 0;
   for (int h = 0; h < nq; h++) {
-    direct(c, onepass, q.data(), K, V, scale, h, ref);
+    direct(c, q.data(), K, V, scale, h, ref);
     float mx = 0;
     for (float v : ref) mx = fmaxf(mx, fabsf(v));
     for (int d = 0; d < hd; d++) {
@@ -250,30 +177,11 @@ static int run_case(const Case &c, bool onepass) {
       double e = fabs((double)got - ref[d]);
       if (c.structure ? got != ref[d] : e > 0.01 * mx + 1e-30) bad = 1;
       if (mx > 0) worst = fmax(worst, e / mx);
-      for (int v = 0; tc && v < 2; v++) {
-        const float gt = fromb(att_tc[v][(size_t)h * hd + d]);
-        const double et = fabs((double)gt - ref[d]);
-        if (c.structure ? gt != ref[d] : et > 0.01 * mx + 1e-30) {
-          if (tc_moved[v] >= 0) printf("FAIL %s: head %d dim %d: %g against %g\n", tc_name[v], h, d, gt, ref[d]);
-          tc_moved[v] = -1000000;
-          bad = 1;
-        }
-        tc_moved[v] += att_tc[v][(size_t)h * hd + d] != att[(size_t)h * hd + d];
-        if (mx > 0) tc_worst[v] = fmax(tc_worst[v], et / mx);
-      }
       if (!att_pvt.empty()) {
         const float gt = fromb(att_pvt[(size_t)h * hd + d]);
         if (c.structure ? gt != ref[d] : fabs((double)gt - ref[d]) > 0.01 * mx + 1e-30) {
-          printf("FAIL both passes by bulk copies: head %d dim %d: %g against %g\n", h, d, gt, ref[d]);
+          printf("FAIL deep form: head %d dim %d: %g against %g\n", h, d, gt, ref[d]);
           att_pvt.clear();
-          bad = 1;
-        }
-      }
-      if (!att_tma.empty()) {
-        const float gt = fromb(att_tma[(size_t)h * hd + d]);
-        if (c.structure ? gt != ref[d] : fabs((double)gt - ref[d]) > 0.01 * mx + 1e-30) {
-          printf("FAIL %s with K by bulk copies: head %d dim %d: %g against %g\n", tc_name[0], h, d, gt, ref[d]);
-          att_tma.clear();
           bad = 1;
         }
       }
@@ -296,70 +204,8 @@ static int run_case(const Case &c, bool onepass) {
   char mk[24] = "";
   if (c.min_keys != 1) snprintf(mk, sizeof mk, " min %d", c.min_keys);
   printf("%s %s rep %2d nkv %d hd %4d window %4d pos %5d splits %3d%s %-9s worst %.2e bits %016llx\n",
-         bad ? "FAIL" : "ok  ", onepass ? "one pass" : "two pass", c.rep, c.nkv, hd, c.window, c.pos, c.splits, mk,
+         bad ? "FAIL" : "ok  ", tma ? "bulk copy" : "registers", c.rep, c.nkv, hd, c.window, c.pos, c.splits, mk,
          c.structure ? "structure" : "values", worst, (unsigned long long)bits);
-  for (int v = 0; tc && v < 2; v++)
-    printf("     %s: worst %.2e, %d of %d outputs differ from the FMA path's\n", tc_name[v], tc_worst[v],
-           tc_moved[v] < 0 ? -1 : tc_moved[v], nq * hd);
-  return bad;
-}
-
-/* dk_attention_post against dk_qkv_post + dk_attention: y = [q | k | v] rows (ks partial sums
- * kstride apart), random norm weights and frequencies (the last eighth zero: partial RoPE). */
-struct PostCase {
-  int rep, nkv, hd, window, pos, splits, min_keys, ks, k_eq_v, v_norm, trad;
-  bool unit_scale;
-};
-static int run_post_case(const PostCase &c) {
-  const int nq = c.rep * c.nkv, hd = c.hd;
-  const int64_t kvd = (int64_t)c.nkv * hd, cap = c.pos + 1, slots = c.window > 0 ? c.window : cap;
-  const int64_t rows = (int64_t)nq * hd + 2 * kvd;
-  std::vector<float> y((size_t)(rows * c.ks)), qn(hd), kn(hd), fr(hd / 2);
-  for (auto &v : y) v = (unit() * 2 - 1) * 3;
-  for (int i = 0; i < hd; i++) qn[i] = bf(0.5f + unit()), kn[i] = bf(0.5f + unit());
-  for (int j = 0; j < hd / 2; j++) fr[j] = j < hd / 2 - hd / 16 ? powf(10000.0f, -2.0f * j / hd) : 0.0f;
-  std::vector<uint16_t> KA((size_t)(slots * kvd)), VA((size_t)(slots * kvd));
-  for (auto &v : KA) v = tob(unit() * 2 - 1);
-  for (auto &v : VA) v = tob(unit() * 2 - 1);
-  std::vector<uint16_t> KB = KA, VB = VA;
-  const float scale = c.unit_scale ? 1.0f : 1.0f / sqrtf((float)hd), eps = 1e-6f;
-  const int namax = (nq * hd + 2047) / 2048;
-  int pos = c.pos;
-  struct Out {
-    std::vector<float> scores, smax, ssum, pacc, amax;
-    std::vector<unsigned> count;
-    std::vector<uint16_t> att;
-  } o[2];
-  for (Out &x : o) {
-    x.scores.assign((size_t)(nq * cap), 0.0f);
-    x.smax.assign((size_t)nq * c.splits, 0.0f);
-    x.ssum.assign((size_t)nq * c.splits, 0.0f);
-    x.pacc.assign((size_t)nq * c.splits * hd, 0.0f);
-    x.amax.assign((size_t)namax, 7.0f);
-    x.count.assign((size_t)c.nkv, 0u);
-    x.att.assign((size_t)nq * hd, 0xffff);
-  }
-  std::vector<float> q((size_t)nq * hd, NAN);
-  int rc = dk_qkv_post(y.data(), c.ks, rows, nq, c.nkv, hd, c.k_eq_v, qn.data(), kn.data(), fr.data(), c.trad,
-                       c.v_norm, eps, &pos, c.window, q.data(), KA.data(), VA.data(), NULL);
-  if (!rc)
-    rc = dk_attention(q.data(), KA.data(), VA.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 0,
-                      cap, o[0].scores.data(), o[0].smax.data(), o[0].ssum.data(), o[0].pacc.data(),
-                      o[0].count.data(), o[0].att.data(), o[0].amax.data(), namax, NULL);
-  const dk_post pp = {y.data(), c.ks, rows, nq, c.k_eq_v, qn.data(), kn.data(), fr.data(), c.trad, c.v_norm, eps};
-  int rc2 = dk_attention_post(&pp, KB.data(), VB.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys,
-                              cap, o[1].scores.data(), o[1].smax.data(), o[1].ssum.data(), o[1].pacc.data(),
-                              o[1].count.data(), o[1].att.data(), o[1].amax.data(), namax, NULL);
-  int bad = rc || rc2;
-  const char *what = bad ? "launch" : o[0].att != o[1].att ? "output" : KA != KB ? "K cache" : VA != VB ? "V cache"
-                                      : o[0].amax != o[1].amax ? "x-prep maxima" : NULL;
-  if (what) bad = 1;
-  uint64_t bits = 0xcbf29ce484222325ULL;
-  for (uint16_t b : o[1].att) bits = (bits ^ b) * 0x100000001b3ULL;
-  printf("%s post rep %2d nkv %d hd %4d window %4d pos %5d splits %3d min %2d ks %d k=v %d v_norm %d trad %d scale %s%s%s bits %016llx\n",
-         bad ? "FAIL" : "ok  ", c.rep, c.nkv, hd, c.window, c.pos, c.splits, c.min_keys, c.ks, c.k_eq_v, c.v_norm,
-         c.trad, c.unit_scale ? "1" : "1/sqrt(hd)", what ? ": differs in the " : "", what ? what : "",
-         (unsigned long long)bits);
   return bad;
 }
 
@@ -405,32 +251,12 @@ int main(int argc, char **argv) {
 #else
   for (int set = 0; set < 3; set++)
 #endif
-    for (int onepass = 0; onepass < 2; onepass++)
-      for (const Case &c : set == 2   ? std::vector<Case>(std::begin(tma_cases), std::end(tma_cases))
-                           : set == 1 ? std::vector<Case>(std::begin(min_key_cases), std::end(min_key_cases))
-                                      : std::vector<Case>(std::begin(cases), std::end(cases))) {
-        /* the one-pass kernel's own limit: hd ≤ 128 · dims per thread (8 / 4 / 2 for REP ≤ 4 / 8 / 16) */
-        if (onepass && c.hd > 128 * OP_DPT(c.rep)) continue;
-        fails += run_case(c, onepass);
-        n++;
-      }
-  /* the q/k/v post step inside the scores pass: the 31B's two layer shapes (scaled down in
-   * heads), the new position in the first, a middle and the last split, the ring wrapped */
-  const PostCase post_cases[] = {
-      {2, 2, 256, 64, 0, 4, 16, 1, 0, 1, 0, true},     {2, 2, 256, 64, 40, 4, 16, 1, 0, 1, 0, false},
-      {2, 2, 256, 64, 200, 16, 1, 2, 0, 1, 1, true},   {8, 1, 512, 0, 100, 8, 16, 1, 1, 1, 0, true},
-      {8, 1, 512, 0, 700, 37, 1, 1, 1, 0, 0, false},   {2, 2, 256, 1024, 1500, 32, 16, 1, 0, 0, 1, true},
-      {4, 2, 128, 0, 129, 5, 32, 3, 1, 1, 0, true},
-  };
-#ifdef ATT_EMU_TMA_ONLY
-  (void)post_cases;
-  for (const PostCase &c : std::vector<PostCase>()) {
-#else
-  for (const PostCase &c : post_cases) {
-#endif
-    fails += run_post_case(c);
-    n++;
-  }
+    for (const Case &c : set == 2   ? std::vector<Case>(std::begin(tma_cases), std::end(tma_cases))
+                         : set == 1 ? std::vector<Case>(std::begin(min_key_cases), std::end(min_key_cases))
+                                    : std::vector<Case>(std::begin(cases), std::end(cases))) {
+      fails += run_case(c);
+      n++;
+    }
   g_quit = true;
   pthread_barrier_wait(&start_b);
   for (int t = 0; t < AT_THREADS; t++) pthread_join(th[t], NULL);

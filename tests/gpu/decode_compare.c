@@ -2,7 +2,7 @@
  * path, on a GPU machine. For each model folder:
  *   1. reference: the reference path (src/mlx/reference.c) on the CPU backend (--ref cpu, the
  *      default for models under 2 GB per token) or on the CUDA backend (--ref cuda);
- *   2. the CUDA decoder with graphs, again without graphs (MLXRT_CUDA_GRAPH=0), and once more
+ *   2. the CUDA decoder with graphs, again without graphs (MLXRT_CUDA_PROFILE=1), and once more
  *      with graphs: the three must agree bit for bit (determinism, graph = eager);
  *   3. greedy tokens and logits of the decoder against the reference: the tokens must agree,
  *      or first differ where the reference's top two logits are a near-tie (logged);
@@ -146,39 +146,21 @@ done:
   return rc;
 }
 
-/* MLXRT_TEST_PREFILL_ATTN=KIND: the tensor-core configurations run that prompt-pass attention
- * (MLXRT_CUDA_PREFILL_ATTN's values) instead of the default one */
-static void set_knobs(const char *chunk, const char *gemm_min, const char *attn, const char *on) {
-  static const char *tc_kind;
-  static int got;
-  if (!got) {
-    tc_kind = getenv("MLXRT_TEST_PREFILL_ATTN");
-    got = 1;
-  }
-  if (!attn) attn = tc_kind;
-  if (chunk) setenv("MLXRT_CUDA_PREFILL_CHUNK", chunk, 1); else unsetenv("MLXRT_CUDA_PREFILL_CHUNK");
-  if (gemm_min) setenv("MLXRT_CUDA_PREFILL_GEMM_MIN", gemm_min, 1); else unsetenv("MLXRT_CUDA_PREFILL_GEMM_MIN");
-  if (attn) setenv("MLXRT_CUDA_PREFILL_ATTN", attn, 1); else unsetenv("MLXRT_CUDA_PREFILL_ATTN");
-  if (on) setenv("MLXRT_CUDA_PREFILL", on, 1); else unsetenv("MLXRT_CUDA_PREFILL");
-}
-
-/* The prompt through every prompt-pass configuration (chunk sizes below and above the sliding
- * window, the mat-vec and the GEMM products, the tensor-core and the plain attention, and the
- * token-by-token path for comparison), then two rewinds, each against the reference path on the
- * same token sequence. ref0: the reference run on `prompt` (np tokens, gen greedy steps). */
+/* The prompt fed whole (the prompt pass in chunks of PF_CHUNK, GEMM products above PF_GEMM_MIN
+ * rows), in pieces of 5 tokens (several prompt passes of mat-vec products, crossing the sliding
+ * window between calls) and token by token (the step graphs), then two rewinds, each against the
+ * reference path on the same token sequence. ref0: the reference run on `prompt` (np tokens, gen
+ * greedy steps). */
 static int prefill_checks(const mx_model *m, accel_backend *dev, accel_backend *refb, const accel_model_desc *d,
                           const int32_t *prompt, int np, int gen, const run_out *ref0, int quick) {
   static const struct {
-    const char *label, *chunk, *gemm_min, *attn, *on;
+    const char *label;
+    int piece; /* tokens per decoder_step call (0: the whole prompt) */
     int quick; /* also in the quick set (--prefill 2: big models) */
   } cfg[] = {
-      {"chunk 512, GEMM above 32 rows (default):", "512", "32", NULL, NULL, 1},
-      {"chunk 512, GEMM always:", "512", "0", NULL, NULL, 0},
-      {"chunk 5, GEMM always:", "5", "0", NULL, NULL, 0},
-      {"chunk 5, mat-vec products:", "5", "32", NULL, NULL, 0},
-      {"chunk 3, GEMM always, plain attention:", "3", "0", "simple", NULL, 0},
-      {"chunk 512, GEMM above 32, plain attention:", "512", "32", "simple", NULL, 1},
-      {"token by token (MLXRT_CUDA_PREFILL=0):", NULL, NULL, NULL, "0", 1},
+      {"whole prompt:", 0, 1},
+      {"pieces of 5 tokens:", 5, 0},
+      {"token by token:", 1, 1},
   };
   const int ncfg = (int)(sizeof cfg / sizeof cfg[0]);
   int V = d->vocab, bad = 0;
@@ -186,7 +168,8 @@ static int prefill_checks(const mx_model *m, accel_backend *dev, accel_backend *
   run_out o = {calloc((size_t)gen, sizeof(int32_t)), calloc((size_t)(gen + 1) * V, sizeof(float))};
   run_out r = {calloc((size_t)gen, sizeof(int32_t)), calloc((size_t)(gen + 1) * V, sizeof(float))};
   int32_t *other = malloc((size_t)np * sizeof(int32_t)), *seq = malloc((size_t)2 * np * sizeof(int32_t));
-  if (!o.toks || !o.logits || !r.toks || !r.logits || !other || !seq) {
+  feed *fs = malloc((size_t)np * sizeof(feed));
+  if (!o.toks || !o.logits || !r.toks || !r.logits || !other || !seq || !fs) {
     printf("  FAIL prefill checks: out of memory\n");
     bad = 1;
     goto done;
@@ -194,9 +177,10 @@ static int prefill_checks(const mx_model *m, accel_backend *dev, accel_backend *
   for (int i = 0; i < np; i++) other[i] = (int32_t)(((uint64_t)i * 69069u + 12345u) % (uint64_t)V);
   for (int c = 0; c < ncfg; c++) {
     if (quick && !cfg[c].quick) continue;
-    set_knobs(cfg[c].chunk, cfg[c].gemm_min, cfg[c].attn, cfg[c].on);
-    feed f = {0, prompt, np};
-    if (run_decoder_feeds(dev, d, &f, 1, gen, &o, &err)) {
+    const int piece = cfg[c].piece ? cfg[c].piece : np;
+    int nf = 0;
+    for (int at = 0; at < np; at += piece) fs[nf++] = (feed){at, prompt + at, np - at < piece ? np - at : piece};
+    if (run_decoder_feeds(dev, d, fs, nf, gen, &o, &err)) {
       printf("  prefill %s FAIL: %s\n", cfg[c].label, err.msg);
       bad = 1;
       continue;
@@ -208,8 +192,7 @@ static int prefill_checks(const mx_model *m, accel_backend *dev, accel_backend *
   if (quick) goto done;
   int w = d->sliding_window > 0 ? d->sliding_window : np;
   int a = np < w ? np : w, back = a / 2;
-  for (int c = 0; c < 2; c++) {
-    set_knobs(c ? "5" : NULL, c ? "0" : NULL, NULL, NULL);
+  {
     for (int k = 0; k < 2; k++) {
       feed f[2] = {{0, prompt, k ? a : np}, {k ? back : 0, other, np}};
       int len = 0;
@@ -220,8 +203,7 @@ static int prefill_checks(const mx_model *m, accel_backend *dev, accel_backend *
       memcpy(seq + len, other, (size_t)np * sizeof(int32_t));
       len += np;
       char label[96];
-      snprintf(label, sizeof label, "rewind to %d after %d tokens%s:", k ? back : 0, k ? a : np,
-               c ? " (chunk 5, GEMM)" : "");
+      snprintf(label, sizeof label, "rewind to %d after %d tokens:", k ? back : 0, k ? a : np);
       if (run_reference(m, refb, seq, len, gen, &r, &err) || run_decoder_feeds(dev, d, f, 2, gen, &o, &err)) {
         printf("  prefill %s FAIL: %s\n", label, err.msg);
         bad = 1;
@@ -231,7 +213,7 @@ static int prefill_checks(const mx_model *m, accel_backend *dev, accel_backend *
     }
   }
 done:
-  set_knobs(NULL, NULL, NULL, NULL);
+  free(fs);
   free(o.toks);
   free(o.logits);
   free(r.toks);
@@ -392,20 +374,20 @@ int main(int argc, char **argv) {
       free(oc.toks);
       free(oc.logits);
     }
-    unsetenv("MLXRT_CUDA_GRAPH");
     if (run_decoder(cuda, &dd->d, prompt, np, gen, &o[1], &err)) {
       printf("  FAIL decoder: %s\n", err.msg);
       failures++;
       goto next;
     }
     double t2 = now_s();
-    setenv("MLXRT_CUDA_GRAPH", "0", 1);
-    if (run_decoder(cuda, &dd->d, prompt, np, gen, &o[2], &err)) {
+    setenv("MLXRT_CUDA_PROFILE", "1", 1); /* per-kernel timing: the same work launched eagerly, no graphs */
+    const int eager_rc = run_decoder(cuda, &dd->d, prompt, np, gen, &o[2], &err);
+    unsetenv("MLXRT_CUDA_PROFILE");
+    if (eager_rc) {
       printf("  FAIL decoder without graphs: %s\n", err.msg);
       failures++;
       goto next;
     }
-    unsetenv("MLXRT_CUDA_GRAPH");
     if (run_decoder(cuda, &dd->d, prompt, np, gen, &o[3], &err)) {
       printf("  FAIL decoder (second run): %s\n", err.msg);
       failures++;

@@ -1,13 +1,11 @@
 /* mlxrt-pfattn-bench: the prompt pass's causal attention (pf_attention) alone, on the Gemma 4
- * 31B layer shapes: a chunk of T queries after P0 cached positions, every kernel kind asked for.
- * Each case gets fresh random q, K and V; each kind's output is checked against a float64
- * attention on the host (sampled query rows, within 1 % of the row's range, as
- * prefill_attn_emulate does) and compared bit for bit with the first kind's (every kind but the
- * plain one, 1, the old tensor-core one, 2, and the wgmma one, 9, must agree), then timed with
- * CUDA events (median of 5 launches). With kind 9 its wgmma primitives are checked alone first. Prints µs and the useful tensor work (4·hd flops per query head and visible
- * key) per second.
- *   mlxrt-pfattn-bench [--kinds 0,6,9]                        the default cases
- *   mlxrt-pfattn-bench --case full|sliding P0 T [--kinds K]   one case (for ncu)
+ * 31B layer shapes: a chunk of T queries after P0 cached positions. Each case gets fresh random
+ * q, K and V; the output is checked against a float64 attention on the host (sampled query rows,
+ * within 1 % of the row's range, as prefill_attn_emulate does), then timed with CUDA events
+ * (median of 5 launches). The wgmma primitives are checked alone first. Prints µs and the useful
+ * tensor work (4·hd flops per query head and visible key) per second.
+ *   mlxrt-pfattn-bench                              the default cases
+ *   mlxrt-pfattn-bench --case full|sliding P0 T     one case (for ncu)
  * Exit status 1 when a check fails, 2 on a CUDA or usage error. */
 #include <math.h>
 #include <stdio.h>
@@ -178,7 +176,7 @@ static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk,
   int fails = 0;
   for (int k = 0; k < nk; k++) {
     if (rt_memset(datt, 0xff, (size_t)qn * 2, st, &err)) die("memset", &err);
-    if (rt_status(pf_attention(dq, dkc, dvc, dkch, dvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, datt, kinds[k], st),
+    if (rt_status(pf_attention(dq, dkc, dvc, dkch, dvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, datt, st),
                   "pf_attention", &err) ||
         rt_d2h(att, datt, (size_t)qn * 2, st, &err) || rt_stream_sync(st, &err))
       die("pf_attention", &err);
@@ -202,8 +200,7 @@ static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk,
     float t[TIMED];
     for (int r = 0; r < TIMED; r++)
       if (rt_event_record(e0, st, &err) ||
-          rt_status(pf_attention(dq, dkc, dvc, dkch, dvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, datt,
-                                 kinds[k], st),
+          rt_status(pf_attention(dq, dkc, dvc, dkch, dvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, datt, st),
                     "pf_attention", &err) ||
           rt_event_record(e1, st, &err) || rt_event_ms(e0, e1, &t[r], &err))
         die("timing", &err);
@@ -223,32 +220,13 @@ static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk,
   return fails;
 }
 
-static int parse_kinds(const char *s, int *kinds) {
-  int n = 0;
-  while (*s && n < MAX_KINDS) {
-    char *end;
-    long k = strtol(s, &end, 10);
-    if (end == s || k < 0 || k > 9) return -1;
-    kinds[n++] = (int)k;
-    s = *end == ',' ? end + 1 : end;
-    if (*end && *end != ',') return -1;
-  }
-  return n;
-}
-
 int main(int argc, char **argv) {
-  int kinds[MAX_KINDS] = {0, 6, 9}, nk = 3;
+  int kinds[MAX_KINDS] = {0}, nk = 1; /* one dispatch: the kernel pf_attention picks */
   const shape *one = NULL;
   int64_t one_p0 = 0;
   int one_T = 0;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--kinds") && i + 1 < argc) {
-      nk = parse_kinds(argv[++i], kinds);
-      if (nk <= 0) {
-        fprintf(stderr, "mlxrt-pfattn-bench: --kinds %s: expected a comma-separated list of kinds 0..9\n", argv[i]);
-        return 2;
-      }
-    } else if (!strcmp(argv[i], "--case") && i + 3 < argc) {
+    if (!strcmp(argv[i], "--case") && i + 3 < argc) {
       for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++)
         if (!strcmp(argv[i + 1], SHAPES[k].name)) one = &SHAPES[k];
       one_p0 = atoll(argv[i + 2]);
@@ -260,7 +238,7 @@ int main(int argc, char **argv) {
       }
       i += 3;
     } else {
-      fprintf(stderr, "usage: mlxrt-pfattn-bench [--case full|sliding P0 T] [--kinds K,K...]\n");
+      fprintf(stderr, "usage: mlxrt-pfattn-bench [--case full|sliding P0 T]\n");
       return 2;
     }
   }
@@ -270,7 +248,7 @@ int main(int argc, char **argv) {
   uint64_t rng = 0x5eed5eedULL;
   int fails = 0, cases = 0;
   for (int k = 0; k < nk; k++)
-    if (kinds[k] == 9 && pf_attention_wg_supported(512)) {
+    if (pf_attention_wg_supported(512)) {
       fails += wg_selftest(&rng);
       cases++;
       break;

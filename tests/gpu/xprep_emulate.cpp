@@ -20,7 +20,6 @@
 #include "emu_rng.h"
 #include "prep_store.cuh"
 
-extern "C" int ck_pdl_enabled(void) { return 0; }
 
 #define EMU_SMEM_BYTES 1024
 #include "emu_block_runner.h"

@@ -1,9 +1,9 @@
 /* Decode attention in one launch for short key ranges: a cluster of AC_CL blocks per KV head,
  * each block one contiguous share of the keys, the softmax's max and denominator and the p·v
  * partial sums exchanged through distributed shared memory instead of global scratch and two
- * more kernels (attention.cu's scores → pv → combine chain). The step's timeline showed that
- * chain costing 13 µs per sliding layer at depth 0 (6.3 + 4.9 + 2.0, docs/PERF.md session 11),
- * mostly in its launch boundaries; a sliding layer's ring (1024 keys on the 31B) is short
+ * more kernels (attention.cu's scores → pv → combine chain). The step's timeline shows that
+ * chain costing 13 µs per sliding layer at depth 0 (6.3 + 4.9 + 2.0), mostly in its launch
+ * boundaries; a sliding layer's ring (1024 keys on the 31B) is short
  * enough for one cluster at every depth.
  *
  * The reference path's rounding points, as in attention.cu: q·bf16(scale) → bf16, scores →
@@ -14,14 +14,11 @@
  * last bit (the CPU-reference checks decide, as for the split shapes). */
 #include <cooperative_groups.h>
 
-#include <type_traits>
+#include <atomic>
 
 #include "attention_common.cuh"
 #include "prep_store.cuh"
-#include "qkv_post.cuh" /* the q/k/v post step, when the kernel makes it itself (PST) */
-#include "qmv_tc.cuh"   /* the mbarrier and bulk-copy primitives */
-
-static_assert(AT_THREADS == QP_T, "the post step's per-thread values assume blocks of QP_T threads");
+#include "qmv_tc.cuh" /* the mbarrier and bulk-copy primitives */
 
 namespace cg = cooperative_groups;
 
@@ -38,18 +35,13 @@ __host__ __device__ constexpr size_t ac_smem_floats(int rep, int hd, int kpb) {
   return (size_t)rep * hd + (size_t)rep * kpb + (size_t)rep * 32 + 4 * (size_t)rep + 4;
 }
 
-/* With the K and V rows staged (STG 1): after those floats, 16-byte aligned, the block's K rows
- * [kpb][hd] and V rows [kpb][hd] (bf16), then the mbarrier of their copies. STG 2: one buffer
- * of [kpb][hd] rows, the K rows and then, once the scores are made, the V rows (the mbarrier's
- * phases 0 and 1) — half the shared memory, so that a cluster's 8 blocks can share SMs: with
- * 131 KB per block at 1024 keys (one block per SM) the 16 clusters of the 31B's sliding layer
- * did not all fit at once (ncu, session 17: SMs active 30.7k of 62.6k cycles). */
+/* After those floats, 16-byte aligned, the block's K rows [kpb][hd] and V rows [kpb][hd]
+ * (bf16), then the mbarrier of their copies. */
 __host__ __device__ constexpr size_t ac_stage_off(int rep, int hd, int kpb) {
   return (ac_smem_floats(rep, hd, kpb) * sizeof(float) + 15) / 16 * 16;
 }
-__host__ __device__ constexpr size_t ac_smem_bytes(int rep, int hd, int kpb, int stg) {
-  return stg ? ac_stage_off(rep, hd, kpb) + (stg == 2 ? 1 : 2) * (size_t)kpb * hd * 2 + 16
-             : ac_smem_floats(rep, hd, kpb) * sizeof(float);
+__host__ __device__ constexpr size_t ac_smem_bytes(int rep, int hd, int kpb) {
+  return ac_stage_off(rep, hd, kpb) + 2 * (size_t)kpb * hd * 2 + 16;
 }
 
 /* The keys [lo, hi) of block `rank` at position pos: an equal share of the live range. */
@@ -62,44 +54,18 @@ __device__ __forceinline__ void ac_range(int pos, int window, int rank, int cl, 
   if (*lo > *hi) *lo = *hi;
 }
 
-/* Pulls this block's K and V rows into the SM's L1 before the wait for the q/k/v post kernel:
- * the rows of earlier positions were written steps ago (the weights' stream has evicted them
- * from the L2, so each is a DRAM round trip on the chain otherwise). The new position's rows —
- * the predecessor writes them — are not touched: an L1 copy of them could be stale. Rows are
- * hd·2 bytes from a multiple of hd·2, so no 128-byte line straddles two rows. A hint: the
- * results do not depend on it. */
-__device__ __forceinline__ void ac_prefetch_kv(const uint16_t *kc, const uint16_t *vc, int64_t kvd, int g, int hd,
-                                               int window, int pos, int lo, int hi) {
-#if defined(__CUDA_ARCH__)
-  const int lpr = hd * 2 / 128 > 0 ? hd * 2 / 128 : 1; /* 128-byte lines per row */
-  const int nl = (hi - lo) * lpr;
-  for (int t = threadIdx.x; t < 2 * nl; t += blockDim.x) {
-    const int u = t < nl ? t : t - nl, j = lo + u / lpr;
-    if (j == pos) continue;
-    const int64_t s = window > 0 ? j % window : j;
-    const uint16_t *p = (t < nl ? kc : vc) + s * kvd + (int64_t)g * hd + (u % lpr) * 64;
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-  }
-#else
-  (void)kc, (void)vc, (void)kvd, (void)g, (void)hd, (void)window, (void)pos, (void)lo, (void)hi;
-#endif
-}
-
-/* Copies this block's K and V rows (parts = 2; K only: parts = 1) of keys [lo, hi) but `skip`
- * into kst / vst (row j at j − lo) with the bulk-copy engine, all issued at once, completing on
- * bar's next phase (init: the first use, which initializes it): the block's whole share in
- * flight together, where the loads of the unstaged form come in dependent rounds (8 score
+/* Copies this block's K and V rows of keys [lo, hi) but `skip` into kst / vst (row j at j − lo)
+ * with the bulk-copy engine, all issued at once, completing on bar's first phase: the block's
+ * whole share in flight together, where loads from the cache come in dependent rounds (8 score
  * steps and 16 p·v batches per warp at 1024 keys). Every thread of the block calls it. */
-__device__ __forceinline__ void ac_stage_rows(const uint16_t *kc, const uint16_t *vc, int parts, int64_t kvd, int g, int hd,
-                                              int window, int lo, int hi, int skip, uint16_t *kst, uint16_t *vst,
-                                              uint64_t *bar, bool init) {
-  const int n = hi - lo, rows = n - (skip >= lo && skip < hi ? 1 : 0);
+__device__ __forceinline__ void ac_stage_kv(const uint16_t *kc, const uint16_t *vc, int64_t kvd, int g, int hd,
+                                            int window, int lo, int hi, int skip, uint16_t *kst, uint16_t *vst,
+                                            uint64_t *bar) {
+  const int parts = 2, n = hi - lo, rows = n - (skip >= lo && skip < hi ? 1 : 0);
   const uint32_t row_bytes = (uint32_t)hd * 2;
   if (threadIdx.x == 0) {
-    if (init) {
-      mbar_init(bar, 1);
-      mbar_init_fence();
-    }
+    mbar_init(bar, 1);
+    mbar_init_fence();
     mbar_expect(bar, (uint32_t)parts * (uint32_t)rows * row_bytes);
   }
   __syncthreads();
@@ -110,55 +76,35 @@ __device__ __forceinline__ void ac_stage_rows(const uint16_t *kc, const uint16_t
     bulk_copy((t < n ? kst : vst) + (int64_t)u * hd, (t < n ? kc : vc) + s * kvd + (int64_t)g * hd, row_bytes, bar);
   }
 }
-__device__ __forceinline__ void ac_stage_kv(const uint16_t *kc, const uint16_t *vc, int64_t kvd, int g, int hd, int window,
-                                            int lo, int hi, int skip, uint16_t *kst, uint16_t *vst, uint64_t *bar,
-                                            int stg) {
-  ac_stage_rows(kc, vc, stg == 2 ? 1 : 2, kvd, g, hd, window, lo, hi, skip, kst, vst, bar, true);
-}
 
 /* grid (CL, nkv), cluster (CL, 1, 1): block `rank` of KV head g takes keys
  * [first + rank·len, …) of the live range, len = ceil(count / CL) ≤ kpb: 4 keys per warp and
- * score step, and each thread DPT dims of every key's V row in p·v (measured on the H200,
- * session 11: level with the split passes up to 128 keys, 2× slower at 1024). */
-/* PST: the q/k/v post step inside (dk_att_post): rank r < REP makes query head r of the group
- * from the q|k|v product's output into its own q rows, rank REP % CL the new position's K and V
- * rows (written to the cache, as qkv_post_kernel writes them); after a cluster barrier each
- * block copies the other heads from their ranks' shared memory. qkv_post.cuh's operations in
- * its order: the same bits as the post kernel followed by this kernel without PST. */
-template <int REP, int DPT, int CL, int STG, bool PST = false>
+ * score step, and each thread DPT dims of every key's V row in p·v. The block's K and V rows
+ * are staged in shared memory (ac_stage_kv). */
+template <int REP, int DPT, int CL>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
-                             float *bmax, unsigned *count, dk_att_prep prep, int prefetch, dk_att_post post) {
+                             float *bmax, unsigned *count, dk_att_prep prep) {
   cg::cluster_group cl = cg::this_cluster();
   CK_DYNAMIC_SHARED(float4, sm4);
   float *qs = reinterpret_cast<float *>(sm4), *ps = qs + REP * hd, *red = ps + REP * kpb;
   float *st_m = red + REP * 32, *st_l = st_m + REP, *gm = st_l + REP, *ginv = gm + REP;
   int *last = reinterpret_cast<int *>(ginv + REP);
   uint16_t *kst = reinterpret_cast<uint16_t *>(reinterpret_cast<unsigned char *>(sm4) + ac_stage_off(REP, hd, kpb));
-  uint16_t *vst = STG == 2 ? kst : kst + (int64_t)kpb * hd; /* STG 2: V replaces K after the scores */
+  uint16_t *vst = kst + (int64_t)kpb * hd;
   uint64_t *bar = reinterpret_cast<uint64_t *>(vst + (int64_t)kpb * hd);
   const int rank = (int)blockIdx.x, g = (int)blockIdx.y;
   const int64_t kvd = (int64_t)nkv * hd;
   int lo, hi;
   /* the position is written by the step's first copy or the last step's end, long complete
-   * unless kernels trigger before they wait (ck_pdl_early_c: then no early reads). The rows
-   * of earlier positions are complete too: this kernel starts only once its predecessor (the
-   * q/k/v post step, which writes the newest row) has passed its own wait. */
-  const bool early = !ck_pdl_early_c;
-  if (STG && early) {
+   * (kernels wait before they trigger). The rows of earlier positions are complete too: this
+   * kernel starts only once its predecessor (the q/k/v post step, which writes the newest row)
+   * has passed its own wait. So the copies are issued before the wait. */
+  {
     const int pos0 = *pos_p;
     ac_range(pos0, window, rank, CL, &lo, &hi);
-    ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos0, kst, vst, bar, STG);
-  } else if (prefetch && early) {
-    const int pos0 = *pos_p;
-    ac_range(pos0, window, rank, CL, &lo, &hi);
-    ac_prefetch_kv(kc, vc, kvd, g, hd, window, pos0, lo, hi);
-  }
-  qp_consts cq, ck; /* (PST) the norm weights and rotation frequencies: constants, loaded before the wait */
-  if (PST) {
-    qp_load(cq, post.qn, post.inv_freq, hd);
-    qp_load(ck, post.kn, post.inv_freq, hd);
+    ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos0, kst, vst, bar);
   }
   ck_pdl_enter();
   const int pos = *pos_p;
@@ -167,48 +113,16 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5, nch = (hd + 255) / 256;
   auto slot = [&](int j) -> int64_t { return window > 0 ? j % window : j; };
   const float bscale = rb(scale);
-  if (PST) {
-    const qp_sum_in sum = {red};
-    const int nq = REP * nkv, kr = REP % CL;
-    if (rank < REP) { /* query head g·REP + rank into this block's rows of it, scaled as at_stage_q */
-      float *sv = qs + rank * hd;
-      qp_head(post.y + (int64_t)(g * REP + rank) * hd, post.ks, post.kstride, hd, cq, post.eps, (float)pos, post.trad,
-              sv, sum);
-      if (scale != 1.0f)
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) sv[i] = rb(__fmul_rn(sv[i], bscale));
-    }
-    if (rank == kr) { /* the new K and V rows, in rows of q this block fills only after the barrier */
-      float *sv = qs + (kr < REP ? (kr + 1) % REP : 0) * hd;
-      qp_head(post.y + (int64_t)nq * hd + (int64_t)g * hd, post.ks, post.kstride, hd, ck, post.eps, (float)pos,
-              post.trad, sv, sum);
-      qp_write_kv(post.y, post.ks, post.kstride, nq, nkv, hd, g, post.k_eq_v, post.v_norm, post.eps, slot(pos), sv,
-                  post.kc, post.vc, sum);
-    }
-    cl.sync(); /* every head's rows made, the new K and V rows in the cache */
+  /* the newest row, which the predecessor wrote: plain loads (no proxy fence needed) */
+  if (pos >= lo && pos < hi && warp < 2) {
+    const uint4 *src = reinterpret_cast<const uint4 *>((warp ? vc : kc) + slot(pos) * kvd + (int64_t)g * hd);
+    uint4 *dst = reinterpret_cast<uint4 *>((warp ? vst : kst) + (int64_t)(pos - lo) * hd);
+    for (int i = lane; i < hd / 8; i += 32) dst[i] = __ldcg(src + i);
   }
-  if (STG) {
-    if (!early) ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos, kst, vst, bar, STG);
-    /* the newest row, which the predecessor wrote: plain loads (no proxy fence needed); STG 2:
-     * its K row now, its V row with the other V rows */
-    if (pos >= lo && pos < hi && warp < (STG == 2 ? 1 : 2)) {
-      const uint4 *src = reinterpret_cast<const uint4 *>((warp ? vc : kc) + slot(pos) * kvd + (int64_t)g * hd);
-      uint4 *dst = reinterpret_cast<uint4 *>((warp ? vst : kst) + (int64_t)(pos - lo) * hd);
-      for (int i = lane; i < hd / 8; i += 32) dst[i] = __ldcg(src + i);
-    }
-    mbar_wait(bar, 0);
-  }
-  /* a key's K row and V dims: staged, or in the cache */
-  auto krow = [&](int j) -> const uint16_t * { return STG ? kst + (int64_t)(j - lo) * hd : kc + slot(j) * kvd + (int64_t)g * hd; };
+  mbar_wait(bar, 0);
+  auto krow = [&](int j) -> const uint16_t * { return kst + (int64_t)(j - lo) * hd; };
 
-  if (PST) { /* the group's other heads from the blocks that made them */
-    for (int h = 0; h < REP; h++) {
-      if (h == rank) continue;
-      const float *src = cl.map_shared_rank(qs + h * hd, h);
-      for (int i = threadIdx.x; i < hd; i += blockDim.x) qs[h * hd + i] = src[i];
-    }
-  } else {
-    at_stage_q(q, g, REP, hd, scale, bscale, sm4); /* scaled and rounded as the scores kernel does */
-  }
+  at_stage_q(q, g, REP, hd, scale, bscale, sm4); /* scaled and rounded as the scores kernel does */
   __syncthreads();
   /* scores: KPI keys per warp and step, completed by one transposed warp reduction (the
    * scores kernel's register path, its sums in its order) */
@@ -224,7 +138,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
       kp[u] = krow(jj);
     }
     float dk[KPI][REP];
-    key_dots<REP, KPI, STG != 0>(kp, qs, hd, nch, lane, dk);
+    key_dots<REP, KPI, true>(kp, qs, hd, nch, lane, dk);
     /* the step's sums, rounded to bf16, into ps and the running max */
     const float v = at_step_score<REP, KPI>(dk, lane);
     if (j + pu < hi) {
@@ -233,19 +147,6 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     }
   }
 
-  if (STG == 2) {
-    /* the V rows into the buffer the K rows leave: every warp is done with them (the barrier),
-     * and this thread's reads of them are ordered before the copies (the proxy fence); the copies
-     * land while the softmax's reductions and cluster exchange run */
-    __syncthreads();
-    fence_proxy_async_smem();
-    ac_stage_rows(vc, vc, 1, kvd, g, hd, window, lo, hi, pos, vst, vst, bar, false);
-    if (pos >= lo && pos < hi && warp == 0) {
-      const uint4 *src = reinterpret_cast<const uint4 *>(vc + slot(pos) * kvd + (int64_t)g * hd);
-      uint4 *dst = reinterpret_cast<uint4 *>(vst + (int64_t)(pos - lo) * hd);
-      for (int i = lane; i < hd / 8; i += 32) dst[i] = __ldcg(src + i);
-    }
-  }
   float mx[REP], sum[REP];
 #pragma unroll
   for (int r = 0; r < REP; r++) mx[r] = r == pr ? mxl : -INFINITY;
@@ -283,18 +184,13 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
 #pragma unroll
     for (int i = 0; i < DPT; i++) acc[r][i] = 0.0f;
   const int d0 = threadIdx.x * DPT;
-  if (STG == 2) mbar_wait(bar, 1);
   if (d0 < hd) {
-    const int64_t voff = (int64_t)g * hd + d0;
     for (int j0 = 0; j0 < n; j0 += 8) {
       float v[8][DPT];
 #pragma unroll
       for (int u = 0; u < 8; u++) {
         const int j = lo + (j0 + u < n ? j0 + u : j0);
-        if (STG)
-          load_n_shared(vst + (int64_t)(j - lo) * hd + d0, DPT, v[u]);
-        else
-          load_n(vc + slot(j) * kvd + voff, DPT, v[u]);
+        load_n_shared(vst + (int64_t)(j - lo) * hd + d0, DPT, v[u]);
       }
 #pragma unroll
       for (int u = 0; u < 8; u++) {
@@ -351,103 +247,70 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   if (threadIdx.x == 0) *count = 0;
 }
 
-static int g_prefetch; /* dk_set_attn_prefetch */
-extern "C" void dk_set_attn_prefetch_cluster(int on) { g_prefetch = on != 0; }
-/* dk_set_attn_cluster_stage's modes: 0 the rows read from the cache, 1 staged, 2 staged in one
- * buffer — clusters of AC_CL blocks; 3 and 4 the forms of 1 and 2 with clusters of 2·AC_CL
- * blocks (16: a non-portable cluster size), each block half the keys: at 1024 keys a block's K
- * and V rows apart take 66 KB, so the V copies are issued with the K copies instead of after
- * the scores, and twice the blocks share the work that follows the copies. */
-static int g_stage;
-extern "C" void dk_set_attn_cluster_stage(int mode) { g_stage = mode >= 1 && mode <= 4 ? mode : 0; }
-extern "C" int dk_get_attn_cluster_stage(void) { return g_stage; }
-static int ac_form(int mode) { return mode == 3 ? 1 : mode == 4 ? 2 : mode == 1 || mode == 2 ? mode : 0; }
-extern "C" int dk_attention_cluster_size(int mode) { return mode == 3 || mode == 4 ? 2 * AC_CL : AC_CL; }
+/* The launch's form: each block's K and V rows staged in its shared memory by the bulk-copy
+ * engine, in clusters of AC_CL blocks, or (wide) of 2·AC_CL blocks each taking half the
+ * keys: at 1024 keys a block's K and V rows then take 66 KB, so 21 clusters fit the H200 at
+ * once instead of 15 (the sliding rings of the 31B: 12.95 us per layer, tg128 +2.4 % at depth
+ * 4096). A cluster of 16 is a non-portable size. */
+extern "C" int dk_attention_cluster_size(int wide) { return wide ? 2 * AC_CL : AC_CL; }
 
-/* The opt-ins a cluster size above 8 needs (once per instance; one thread drives a backend). */
+/* The opt-ins a launch needs, made once per instance (decoders in several threads may race to
+ * make them: both set the same attribute). */
 template <typename F>
-static cudaError_t ac_allow_cluster(F fn, int cl, bool *done) {
-  if (cl <= 8 || *done) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  if (!e) *done = true;
-  return e;
-}
-
-template <int REP, int DPT, int STG, int CL, bool PST = false>
-static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
-                                    const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
-                                    float *bmax, unsigned *count, const dk_att_prep &prep, const dk_att_post &post,
-                                    cudaStream_t st) {
-  const size_t smem = ac_smem_bytes(REP, hd, kpb, STG);
-  auto fn = cluster_attention_kernel<REP, DPT, CL, STG, PST>;
-  static size_t allowed = 48 * 1024; /* this instance's opt-in so far (one thread drives a backend) */
-  static bool cl_allowed = false;
-  if (smem > allowed) {
+static cudaError_t ac_allow(F fn, int cl, size_t smem, std::atomic<size_t> *allowed, std::atomic<bool> *cl_done) {
+  if (smem > allowed->load()) {
     cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e) return e;
-    allowed = smem;
+    allowed->store(smem);
   }
-  if (cudaError_t e = ac_allow_cluster(fn, CL, &cl_allowed)) return e;
-  return ck_launch(fn, dim3(CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos, window, kpb,
-                   att, amax, namax, bmax, count, prep, g_prefetch, post);
+  if (cl > 8 && !cl_done->load()) {
+    cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (e) return e;
+    cl_done->store(true);
+  }
+  return cudaSuccess;
 }
 
-template <int REP, int DPT>
-static cudaError_t launch_cluster_k(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
+template <int REP, int DPT, int CL>
+static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
-                                    float *bmax, unsigned *count, const dk_att_prep &prep, const dk_att_post *post,
-                                    cudaStream_t st) {
-  const dk_att_post none = {};
-  const dk_att_post &pp = post ? *post : none;
-#define AC_S_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, pp, st
-  /* the post step inside: the staged forms, head dims up to 512 (dk_attention_cluster_post_fits) */
-  auto by_mode = [&](auto pst) -> cudaError_t {
-    constexpr bool PST = decltype(pst)::value;
-    if constexpr (PST && DPT > 4) {
-      return cudaErrorInvalidValue;
-    } else {
-      switch (g_stage) {
-      case 1: return launch_cluster_s<REP, DPT, 1, AC_CL, PST>(AC_S_ARGS);
-      case 2: return launch_cluster_s<REP, DPT, 2, AC_CL, PST>(AC_S_ARGS);
-      case 3: return launch_cluster_s<REP, DPT, 1, 2 * AC_CL, PST>(AC_S_ARGS);
-      case 4: return launch_cluster_s<REP, DPT, 2, 2 * AC_CL, PST>(AC_S_ARGS);
-      default:
-        if constexpr (PST) return cudaErrorInvalidValue;
-        else return launch_cluster_s<REP, DPT, 0, AC_CL>(AC_S_ARGS);
-      }
-    }
-  };
-  return post ? by_mode(std::true_type()) : by_mode(std::false_type());
-#undef AC_S_ARGS
+                                    float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
+  const size_t smem = ac_smem_bytes(REP, hd, kpb);
+  auto fn = cluster_attention_kernel<REP, DPT, CL>;
+  static std::atomic<size_t> allowed{48 * 1024};
+  static std::atomic<bool> cl_done{false};
+  if (cudaError_t e = ac_allow(fn, CL, smem, &allowed, &cl_done)) return e;
+  return ck_launch(fn, dim3(CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos, window, kpb,
+                   att, amax, namax, bmax, count, prep);
 }
 
 template <int REP>
 static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                   const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
-                                  float *bmax, unsigned *count, const dk_att_prep &prep, const dk_att_post *post,
-                                  cudaStream_t st) {
-#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, post, st
-  if (hd <= AT_THREADS) return launch_cluster_k<REP, 1>(AC_ARGS);
-  if (hd <= 2 * AT_THREADS) return launch_cluster_k<REP, 2>(AC_ARGS);
-  if (hd <= 4 * AT_THREADS) return launch_cluster_k<REP, 4>(AC_ARGS);
-  return launch_cluster_k<REP, 8>(AC_ARGS);
+                                  float *bmax, unsigned *count, const dk_att_prep &prep, int wide, cudaStream_t st) {
+#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
+#define AC_BY_DPT(DPT) \
+  return wide ? launch_cluster_s<REP, DPT, 2 * AC_CL>(AC_ARGS) : launch_cluster_s<REP, DPT, AC_CL>(AC_ARGS)
+  if (hd <= AT_THREADS) AC_BY_DPT(1);
+  if (hd <= 2 * AT_THREADS) AC_BY_DPT(2);
+  if (hd <= 4 * AT_THREADS) AC_BY_DPT(4);
+  AC_BY_DPT(8);
+#undef AC_BY_DPT
 #undef AC_ARGS
 }
 
-/* How many of this shape's clusters the device holds at once in the form dk_set_attn_cluster_stage
- * set (cudaOccupancyMaxActiveClusters; 0 where the runtime cannot say): fewer than nkv means
- * the launch runs in more than one wave of clusters. */
-template <int REP, int DPT, int STG, int CL>
+/* How many of this shape's clusters the device holds at once (cudaOccupancyMaxActiveClusters;
+ * 0 where the runtime cannot say): fewer than nkv means the launch runs in more than one wave. */
+template <int REP, int DPT, int CL>
 static int max_clusters_s(int hd, int kpb) {
 #ifdef CK_EMULATION
   (void)hd, (void)kpb;
   return 0;
 #else
-  const size_t smem = ac_smem_bytes(REP, hd, kpb, STG);
-  auto fn = cluster_attention_kernel<REP, DPT, CL, STG>;
+  const size_t smem = ac_smem_bytes(REP, hd, kpb);
+  auto fn = cluster_attention_kernel<REP, DPT, CL>;
   if (smem > 48 * 1024 && cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) return 0;
-  bool allowed = false;
-  if (ac_allow_cluster(fn, CL, &allowed)) return 0;
+  if (CL > 8 && cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) return 0;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -462,51 +325,33 @@ static int max_clusters_s(int hd, int kpb) {
   return n;
 #endif
 }
-extern "C" int dk_attention_cluster_max_clusters(int nq, int nkv, int hd, int64_t keys) {
-  if (!dk_attention_cluster_fits(nq, nkv, hd, keys) || nq / nkv != 2 || hd > 2 * AT_THREADS) return 0;
-  const int cl = dk_attention_cluster_size(g_stage), kpb = (int)((keys + cl - 1) / cl);
-#define AC_MAXC(DPT)                                                     \
-  switch (g_stage) {                                                     \
-  case 1: return max_clusters_s<2, DPT, 1, AC_CL>(hd, kpb);             \
-  case 2: return max_clusters_s<2, DPT, 2, AC_CL>(hd, kpb);             \
-  case 3: return max_clusters_s<2, DPT, 1, 2 * AC_CL>(hd, kpb);         \
-  case 4: return max_clusters_s<2, DPT, 2, 2 * AC_CL>(hd, kpb);         \
-  default: return max_clusters_s<2, DPT, 0, AC_CL>(hd, kpb);            \
-  }
-  if (hd <= AT_THREADS) AC_MAXC(1)
-  AC_MAXC(2)
-#undef AC_MAXC
+extern "C" int dk_attention_cluster_max_clusters(int nq, int nkv, int hd, int64_t keys, int wide) {
+  if (!dk_attention_cluster_fits(nq, nkv, hd, keys, wide) || nq / nkv != 2 || hd > 2 * AT_THREADS) return 0;
+  const int cl = dk_attention_cluster_size(wide), kpb = (int)((keys + cl - 1) / cl);
+  if (hd <= AT_THREADS) return wide ? max_clusters_s<2, 1, 2 * AC_CL>(hd, kpb) : max_clusters_s<2, 1, AC_CL>(hd, kpb);
+  return wide ? max_clusters_s<2, 2, 2 * AC_CL>(hd, kpb) : max_clusters_s<2, 2, AC_CL>(hd, kpb);
 }
 
-/* mode (dk_set_attn_cluster_stage's): staged forms take at most 200 KB of shared memory per block */
-extern "C" int dk_attention_cluster_fits_s(int nq, int nkv, int hd, int64_t keys, int mode) {
-  const int rep = nkv > 0 ? nq / nkv : 0, cl = dk_attention_cluster_size(mode), stg = ac_form(mode);
+/* the staged form takes at most 200 KB of shared memory per block */
+extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, int wide) {
+  const int rep = nkv > 0 ? nq / nkv : 0, cl = dk_attention_cluster_size(wide);
   const int64_t kpb = (keys + cl - 1) / cl;
   return nkv > 0 && nq % nkv == 0 && (rep == 1 || rep == 2 || rep == 4 || rep == 8) && hd % 8 == 0 &&
          hd <= 8 * AT_THREADS && keys >= 1 && kpb <= DK_CLUSTER_MAX_KPB &&
-         ac_smem_bytes(rep, hd, (int)kpb, stg) <= (stg ? 200 : 48) * 1024;
-}
-extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys) {
-  return dk_attention_cluster_fits_s(nq, nkv, hd, keys, g_stage);
+         ac_smem_bytes(rep, hd, (int)kpb) <= 200 * 1024;
 }
 
-extern "C" int dk_attention_cluster_post_fits(int nq, int nkv, int hd, int64_t keys) {
-  return g_stage >= 1 && hd <= 4 * AT_THREADS && hd % 2 == 0 && dk_attention_cluster_fits(nq, nkv, hd, keys);
-}
-
-extern "C" int dk_attention_cluster_ex(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                                       float scale, const int *pos, int window, int64_t keys, uint16_t *att,
-                                       float *amax, int namax, float *bmax, unsigned *count, const dk_att_prep *prep,
-                                       const dk_att_post *post, void *stream) {
+extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                                    float scale, const int *pos, int window, int64_t keys, int wide, uint16_t *att,
+                                    float *amax, int namax, float *bmax, unsigned *count, const dk_att_prep *prep,
+                                    void *stream) {
   const dk_att_prep none = {NULL, NULL, 0, 0}, p = prep && prep->xp ? *prep : none;
-  if ((!q && !post) || !dk_attention_cluster_fits(nq, nkv, hd, keys) || (amax && (!bmax || !count || namax < 1)) ||
-      (p.xp && (!p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)) ||
-      (post && (!dk_attention_cluster_post_fits(nq, nkv, hd, keys) || !post->y || post->ks < 1 || !post->qn ||
-                !post->kn || !post->inv_freq || !post->kc || !post->vc)))
+  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys, wide) || (amax && (!bmax || !count || namax < 1)) ||
+      (p.xp && (!p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)))
     return (int)cudaErrorInvalidValue;
-  const int cl = dk_attention_cluster_size(g_stage), kpb = (int)((keys + cl - 1) / cl), rep = nq / nkv;
+  const int cl = dk_attention_cluster_size(wide), kpb = (int)((keys + cl - 1) / cl), rep = nq / nkv;
   cudaStream_t st = (cudaStream_t)stream;
-#define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, p, post, st)
+#define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, p, wide, st)
   switch (rep) {
   case 1: return (int)AC_CALL(1);
   case 2: return (int)AC_CALL(2);
@@ -516,11 +361,4 @@ extern "C" int dk_attention_cluster_ex(const float *q, const uint16_t *kc, const
 #undef AC_CALL
 }
 
-extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                                    float scale, const int *pos, int window, int64_t keys, uint16_t *att, float *amax,
-                                    int namax, float *bmax, unsigned *count, const dk_att_prep *prep, void *stream) {
-  return dk_attention_cluster_ex(q, kc, vc, nq, nkv, hd, scale, pos, window, keys, att, amax, namax, bmax, count, prep,
-                                 NULL, stream);
-}
-
-CK_PDL_EARLY_SETTER(ck_pdl_early_attention_cluster)
+CK_TIMELINE_SETTER(ck_tl_attention_cluster)

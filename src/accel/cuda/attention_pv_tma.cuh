@@ -1,10 +1,10 @@
-/* The decode attention's p·v pass with V streamed by the bulk-copy engine (MLXRT_ATTN_PV=2, kpath
- * bit AT_V_TMA_BIT; GQA 8, head dims 256 and 512, up to 4 KV heads): the scores pass's pipeline
+/* The decode attention's p·v pass with V streamed by the bulk-copy engine at deep contexts
+ * (GQA 8, head dims 256 and 512, up to 4 KV heads): the scores pass's pipeline
  * (attention_scores_tma.cuh) for V — one block per split takes every KV head, thread 0 keeps
  * AS_NST stages of AS_KEYS whole rows in flight on mbarriers, the first ones issued before the
  * wait, the newest row (written by the q/k/v post step) by plain loads after it. The split
- * passes' p·v kernel reads V with 8-byte loads from its threads and ran at ~2.3 TB/s at 32768
- * keys (57 µs of a full layer's 132, docs/PERF.md session 18).
+ * passes' p·v kernel reads V with 8-byte loads from its threads and runs at ~2.3 TB/s at 32768
+ * keys (57 µs of a full layer's 132).
  *
  * Warp g takes KV head g, all its dims: per 16 keys and 64 dims, four mma.m16n8k16 tiles (rows =
  * dims, columns = the group's 8 heads, k = the 16 keys). Lane (gq, t) reads 16 bytes (dims 8gq …

@@ -1,30 +1,30 @@
 /* The decode attention's scores pass with K streamed by the bulk-copy engine
- * (MLXRT_ATTN_SCORES=3; GQA 8, head dims 256 and 512, up to 4 KV heads): one block per split
+ * (GQA 8, head dims 256 and 512, up to 4 KV heads): one block per split
  * takes every KV head of its keys, so a key's row — all the heads' K, nkv·hd·2 bytes — is one
  * contiguous copy, and thread 0 keeps AS_NST stages of AS_KEYS rows in flight on mbarriers
  * (the mat-vec's pipeline, qmv_tc.cu). The split passes' scores kernel reads K with loads from
- * its warps, 8 KB per warp in flight, and ran at ~2 TB/s at 32768 keys (65 µs of a full layer's
- * 132 µs, docs/PERF.md session 18); here one block per SM holds up to 192 KB in flight.
+ * its warps, 8 KB per warp in flight, and runs at ~2 TB/s at 32768 keys (65 µs of a full
+ * layer's 132 µs); here one block per SM holds up to 192 KB in flight.
  *
- * The scores are scores_kernel's tensor-core form (AT_K_TC) operation for operation: warp g
+ * The scores are tensor-core products (at_tc_keys): warp g
  * takes KV head g; per 16 keys lane (gq, t) forms the A operand of keys gq and gq + 8 from its
  * 16 bytes at dims 32u + 8t of each 32-dim unit u (now from shared memory), the B operand is
  * the group's eight q rows in the same permuted k order (held in registers), two accumulator
- * chains added at the end. So its scores and split maxima are the bits of MLXRT_ATTN_SCORES=2
- * (attention_emulate compares them). The split's Σ exp(s − max) is not a second pass over the
+ * chains added at the end: exact products, float32 sums in the tensor cores' order, so a score
+ * may differ from the register path's in its last bf16 bit (attention_emulate holds both to a
+ * float64 attention). The split's Σ exp(s − max) is not a second pass over the
  * stored scores: each lane keeps its two heads' running max m and l = Σ exp(s − m) as the scores
  * come (l rescaled by exp(m_old − m_new) when the max grows), and each warp merges its lanes'
  * (m, l) by a butterfly — the sum in another order and with those rescalings, so within a few
- * float32 ulps of form 2's (attention_emulate holds it to 1e-5), not its bits. Measured (ncu,
- * 32767 keys, 132 splits; docs/PERF.md session 19): the second pass — the block's own scores
+ * float32 ulps of a second pass's sum. Measured (ncu, 32767 keys, 132 splits): a second pass — the block's own scores
  * read back from the L2 behind the other blocks' streams, two 32-head block reductions from a
- * cold instruction cache — took ~30 % of the kernel, the q fragments' 16 dependent loads ~23 %.
+ * cold instruction cache — takes ~30 % of the kernel, the q fragments' 16 dependent loads ~23 %.
  *
  * Rows sit AS_PAD bytes apart beyond their length in shared memory (one copy per row), so the
  * 8 rows a quarter-warp reads fall in different banks. The newest row, which the predecessor
  * (the q/k/v post step) writes, is not copied: the block loads it with plain loads once that
  * kernel has completed; every other row was written by earlier steps, so the first stages'
- * copies are issued before the wait (unless kernels trigger before they wait). */
+ * copies are issued before the wait. */
 
 #define AS_KEYS 16 /* rows per stage: one m16 tile of keys per warp */
 #define AS_NST 3   /* stages in flight */
@@ -81,7 +81,7 @@ __device__ __forceinline__ void as_range(as_pipe &p, const int *pos_p, at_splits
  * a barrier after) */
 __device__ __forceinline__ as_pipe as_make(uint8_t *mem, uint64_t *mbar, size_t rs, int nkv, int hd,
                                            const uint16_t *cache, int window, const int *pos_p, at_splits sp) {
-  as_pipe p = {mem, mbar, rs, (uint32_t)nkv * hd * 2, (int64_t)nkv * hd, cache, window, !ck_pdl_early_c, 0, 0, 0, 0, 0};
+  as_pipe p = {mem, mbar, rs, (uint32_t)nkv * hd * 2, (int64_t)nkv * hd, cache, window, true, 0, 0, 0, 0, 0};
   if (p.early) as_range(p, pos_p, sp);
   if (threadIdx.x == 0) {
     for (int i = 0; i < AS_NST; i++) mbar_init(&p.mbar[i], 1);
@@ -140,12 +140,6 @@ __device__ __forceinline__ void as_release(const as_pipe &p, int st) {
   }
 }
 
-/* dk_set_attn_tma_early: stages issued before the wait */
-static __constant__ int as_early_c = AS_NST;
-extern "C" int dk_set_attn_tma_early(int stages) {
-  if (stages < 1 || stages > AS_NST) return (int)cudaErrorInvalidValue;
-  return (int)cudaMemcpyToSymbol(as_early_c, &stages, sizeof stages);
-}
 
 template <int NU>
 __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
@@ -158,7 +152,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
   const int s = blockIdx.x, splits = sp.n;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
   as_pipe pipe = as_make(stage_mem, mbar, as_row_stride(nkv, hd), nkv, hd, kc, window, pos_p, sp);
-  as_wait(pipe, as_early_c, pos_p, sp); /* the rest of the first stages once q's loads are issued */
+  as_wait(pipe, AS_NST, pos_p, sp); /* the rest of the first stages once q's loads are issued */
   amax_zero(amax, namax);
   const int lo = pipe.lo, hi = pipe.hi, nst = pipe.nst;
   if (lo == hi) return; /* past the live splits: nothing reads this split's results */

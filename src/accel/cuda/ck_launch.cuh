@@ -1,9 +1,10 @@
 /* Kernel launches that may overlap their predecessor (programmatic dependent launch, sm_90).
  *
- * When the decoder turns it on (ck_set_pdl), a kernel launched with ck_launch may start while
- * the previous kernel on the stream is still running: every kernel launched this way calls
- * ck_pdl_wait() before it reads anything a predecessor wrote (or writes anything one reads),
- * and ck_pdl_trigger() to let its successor start early. Work that depends on no predecessor
+ * A kernel launched with ck_launch into a stream being captured (a decoder graph) carries the
+ * attribute: it may start while the previous kernel on the stream is still running. Eager
+ * launches (the per-product path, the prompt pass, profiling) never do. Every kernel launched
+ * this way calls ck_pdl_wait() before it reads anything a predecessor wrote (or writes anything
+ * one reads), and ck_pdl_trigger() to let its successor start early. Work that depends on no predecessor
  * (the mat-vec's weight stream) goes before the wait, so it overlaps the previous kernel's
  * tail. Both instructions are no-ops for a kernel launched without the attribute. */
 #ifndef MLXRT_CK_LAUNCH_CUH
@@ -25,23 +26,14 @@ __device__ __forceinline__ void ck_pdl_trigger() {
 #endif
 }
 
-/* Each decoder kernel starts with ck_pdl_enter(): wait for the predecessor, then let the
- * successor launch — or, with ck_set_pdl_early(1), the other way round, so that a chain of
- * waiting kernels can be resident before the running one ends (the next mat-vec's weight
- * prologue then overlaps the small kernels before it). Both orders are safe: a kernel reads
- * and writes shared data only after its wait, which returns when the predecessor — and so,
- * transitively, every earlier kernel — has completed. An experiment knob
- * (MLXRT_CUDA_PDL_EARLY=1), off by default: 4 % slower when measured (docs/PERF.md). The flag lives in each
- * translation unit's constant memory; CK_PDL_EARLY_SETTER(name) defines its setter. */
-static __constant__ int ck_pdl_early_c __attribute__((unused)); /* (a unit may launch only kernels that never read it) */
-
 /* The in-graph timeline (MLXRT_CUDA_TIMELINE=1, cuda_timeline.h): when t is set, block 0's
  * thread 0 of every kernel stamps %globaltimer as its wait returns — i.e. once everything
  * before it has completed — so consecutive stamps bound each kernel's share of the step as
  * the graph runs it. With last (MLXRT_CUDA_TIMELINE=2) the grid's last block also stamps as
  * it reaches its wait and as the wait returns, two stamps per launch at t[cap …] counted by
- * n[1]: whether a kernel's blocks were all placed before its predecessor completed. Set per
- * translation unit (CK_PDL_EARLY_SETTER defines the setter). */
+ * n[1]: whether a kernel's blocks were all placed before its predecessor completed. The pointer
+ * lives in each translation unit's constant memory (CK_TIMELINE_SETTER defines its setter), so
+ * one timeline records per process (cuda_timeline.c enforces it). */
 struct ck_tl_dev {
   unsigned long long *t;
   unsigned *n;
@@ -81,28 +73,35 @@ __device__ __forceinline__ void ck_tl_stamp(unsigned long long entered) {
 #endif
 }
 
+/* Each decoder kernel starts with ck_pdl_enter(): wait for the predecessor (and so,
+ * transitively, every earlier kernel), then let the successor launch. (Triggering before the
+ * wait, so that a chain of waiting kernels is resident early, measured 4 % slower.) */
 __device__ __forceinline__ void ck_pdl_enter() {
   const unsigned long long entered = ck_tl_c.last ? ck_tl_now() : 0ull;
-  if (ck_pdl_early_c) {
-    ck_pdl_trigger();
-    ck_pdl_wait();
-    ck_tl_stamp(entered);
-  } else {
-    ck_pdl_wait();
-    ck_tl_stamp(entered);
-    ck_pdl_trigger();
-  }
+  ck_pdl_wait();
+  ck_tl_stamp(entered);
+  ck_pdl_trigger();
 }
 
-#define CK_PDL_EARLY_SETTER(name)                                                    \
-  extern "C" int name(int on) {                                                      \
-    return (int)cudaMemcpyToSymbol(ck_pdl_early_c, &on, sizeof on);                  \
-  }                                                                                  \
+#define CK_TIMELINE_SETTER(name)                                                     \
   extern "C" int name##_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st) { \
     ck_tl_dev v = {t, n, cap, last};                                                 \
     return (int)cudaMemcpyToSymbolAsync(ck_tl_c, &v, sizeof v, 0, cudaMemcpyHostToDevice, \
                                         (cudaStream_t)st);                           \
   }
+
+/* 1 when a launch into st may overlap its predecessor: st is being captured into a graph (a
+ * decoder step), whose kernels all wait before they touch shared data. Decided per launch from
+ * its own stream: no process-wide switch. */
+static inline int ck_pdl_for(cudaStream_t st) {
+#ifdef CK_EMULATION
+  (void)st;
+  return 0;
+#else
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(st, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusActive;
+#endif
+}
 
 template <typename... KArgs, typename... Args>
 static inline cudaError_t ck_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
@@ -116,7 +115,7 @@ static inline cudaError_t ck_launch(void (*kernel)(KArgs...), dim3 grid, dim3 bl
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
-  cfg.numAttrs = ck_pdl_enabled() ? 1 : 0;
+  cfg.numAttrs = ck_pdl_for(st);
   ck_tl_note((const void *)kernel);
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }

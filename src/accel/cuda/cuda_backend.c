@@ -1,7 +1,11 @@
 /* The CUDA backend behind the accel boundary: weight residency keyed by accel_weight.key,
  * staging buffers grown once and reused, and the op entry points. Per qmatmul call: one
  * host→device copy of x, two launches per 8 activation rows, one device→host copy of y and
- * one stream synchronisation; no allocation once the buffers have grown (docs/CUDA.md). */
+ * one stream synchronisation; no allocation once the buffers have grown (docs/CUDA.md).
+ * Thread safety: one lock per backend serialises the weight cache and the per-product path's
+ * staging buffers; decoders (cuda_decoder.c) take it only while they make weights resident, and
+ * run their steps on their own streams. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +39,7 @@ typedef struct cuda_impl {
   size_t d_x_cap, d_xp_cap, d_xs_cap, d_pmax_cap, d_y_cap, d_ids_cap, d_emb_cap, h_stage_cap;
   int *d_xexp;
   int verbose, force_generic;
+  pthread_mutex_t lock;
 } cuda_impl;
 
 static const char *wname(const accel_weight *w) { return w->name ? w->name : "(unnamed weight)"; }
@@ -284,9 +289,8 @@ static int launch_rows(cuda_impl *c, const ck_layout *L, int64_t slab, int64_t n
   return 0;
 }
 
-static int cuda_qmatmul(accel_backend *b, const accel_weight *w, int expert, const uint16_t *x,
-                        int64_t n, float *y, mlxrt_error *err) {
-  cuda_impl *c = b->impl;
+static int qmatmul_locked(cuda_impl *c, const accel_weight *w, int expert, const uint16_t *x, int64_t n, float *y,
+                          mlxrt_error *err) {
   if (n < 0) return mx_fail(err, "%s: negative row count %lld", wname(w), (long long)n);
   const ck_layout *L = resident(c, w, err);
   if (!L) return -1;
@@ -305,9 +309,17 @@ static int cuda_qmatmul(accel_backend *b, const accel_weight *w, int expert, con
   return 0;
 }
 
-static int cuda_embed_rows(accel_backend *b, const accel_weight *w, const int32_t *ids, int64_t n,
-                           uint16_t *out, mlxrt_error *err) {
+static int cuda_qmatmul(accel_backend *b, const accel_weight *w, int expert, const uint16_t *x, int64_t n, float *y,
+                        mlxrt_error *err) {
   cuda_impl *c = b->impl;
+  pthread_mutex_lock(&c->lock);
+  const int rc = qmatmul_locked(c, w, expert, x, n, y, err);
+  pthread_mutex_unlock(&c->lock);
+  return rc;
+}
+
+static int embed_rows_locked(cuda_impl *c, const accel_weight *w, const int32_t *ids, int64_t n, uint16_t *out,
+                             mlxrt_error *err) {
   if (w->spec.experts > 0)
     return mx_fail(err, "%s: embedding rows from a stacked (expert) weight", wname(w));
   for (int64_t i = 0; i < n; i++)
@@ -328,6 +340,15 @@ static int cuda_embed_rows(accel_backend *b, const accel_weight *w, const int32_
     return mx_prefix(err, "%s", wname(w));
   memcpy(out, c->h_stage, ob);
   return 0;
+}
+
+static int cuda_embed_rows(accel_backend *b, const accel_weight *w, const int32_t *ids, int64_t n, uint16_t *out,
+                           mlxrt_error *err) {
+  cuda_impl *c = b->impl;
+  pthread_mutex_lock(&c->lock);
+  const int rc = embed_rows_locked(c, w, ids, n, out, err);
+  pthread_mutex_unlock(&c->lock);
+  return rc;
 }
 
 static void cuda_destroy(accel_backend *b) {
@@ -354,6 +375,7 @@ static void cuda_destroy(accel_backend *b) {
     rt_free(c->d_xexp);
     rt_host_free(c->h_stage);
     rt_stream_destroy(c->stream);
+    pthread_mutex_destroy(&c->lock);
     free(c);
   }
   free(b);
@@ -406,6 +428,7 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   }
   b->name = "cuda";
   b->impl = c;
+  pthread_mutex_init(&c->lock, NULL);
   b->qmatmul = cuda_qmatmul;
   b->embed_rows = cuda_embed_rows;
   b->decoder_create = cuda_decoder_create;
@@ -423,28 +446,6 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   }
   if (rt_stream_create(&c->stream, err)) goto fail;
   if (rt_malloc((void **)&c->d_xexp, 8 * sizeof(int), err)) goto fail;
-  /* a benchmark knob: the mat-vec's stages in flight per block (both are exact) */
-  const char *qs = getenv("MLXRT_QMV_STAGES");
-  if (qs && *qs && strcmp(qs, "2") && strcmp(qs, "3") && strcmp(qs, "4")) {
-    mx_fail(err, "MLXRT_QMV_STAGES=%s: expected 2, 3 or 4", qs);
-    goto fail;
-  }
-  ck_set_qmv_stages(qs && *qs ? atoi(qs) : 0);
-  /* and how many of them are issued before the wait for x's producer (default 2, qmv_tc.cu) */
-  const char *qe = getenv("MLXRT_QMV_EARLY");
-  if (qe && *qe && (strlen(qe) != 1 || qe[0] < '0' || qe[0] > '4')) {
-    mx_fail(err, "MLXRT_QMV_EARLY=%s: expected 0 to 4", qe);
-    goto fail;
-  }
-  ck_set_qmv_early(qe && *qe ? atoi(qe) : 2);
-  /* and the mat-vec variant for A/B runs in one build (kernels.h; 0 = the default kernels) */
-  const char *qv = getenv("MLXRT_QMV_VARIANT");
-  if (qv && *qv && strcmp(qv, "0") && strcmp(qv, "2") && strcmp(qv, "3") && strcmp(qv, "5") && strcmp(qv, "6") &&
-      strcmp(qv, "7") && strcmp(qv, "8") && strcmp(qv, "9") && strcmp(qv, "10")) {
-    mx_fail(err, "MLXRT_QMV_VARIANT=%s: expected 0, 2, 3, 5, 6, 7, 8, 9 or 10", qv);
-    goto fail;
-  }
-  ck_set_qmv_variant(qv && *qv ? atoi(qv) : 0);
   if (c->verbose)
     fprintf(stderr, "mlxrt cuda: device %d %s (sm_%d%d, %d SMs, %.1f GB)\n", c->dev.index,
             c->dev.name, c->dev.cc_major, c->dev.cc_minor, c->dev.sms, (double)c->dev.total_mem / 1e9);
@@ -459,7 +460,11 @@ fail:
 void cudab_force_generic(accel_backend *b, int on) { ((cuda_impl *)b->impl)->force_generic = on; }
 
 const ck_layout *cudab_resident(accel_backend *b, const accel_weight *w, mlxrt_error *err) {
-  return resident(b->impl, w, err);
+  cuda_impl *c = b->impl;
+  pthread_mutex_lock(&c->lock);
+  const ck_layout *L = resident(c, w, err);
+  pthread_mutex_unlock(&c->lock);
+  return L;
 }
 
 void *cudab_stream(accel_backend *b) { return ((cuda_impl *)b->impl)->stream; }

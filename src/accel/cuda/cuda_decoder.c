@@ -14,8 +14,9 @@
  * so the same graphs serve every position;
  * a prompt of n > 1 tokens runs through the batched prompt pass (dec_prefill_run in
  * cuda_decoder_prefill.c: chunks of up to 512 tokens), then the head once. Only the token id
- * (and the logits when asked) is read back.
- * MLXRT_CUDA_GRAPH=0 launches the same work without graphs (debugging). */
+ * (and the logits when asked) is read back. Each decoder has its own stream, so decoders of
+ * one backend in several threads capture and replay independently. Tuning constants:
+ * tuning.h. */
 #include "cuda_decoder_internal.h"
 
 #include <math.h>
@@ -25,20 +26,7 @@
 
 #include "cuda_timeline.h"
 #include "cuda_timeline_agg.h" /* the timeline's graph ids */
-
-/* decode attention's split shape (docs/PERF.md session 8: mlxrt-attn-bench sweep, tg128 A/B) */
-#define SPLIT_KEYS 16
-#define SPLIT_BLOCKS_PER_SM 4
-#define MAX_SPLITS 256
-/* the one-cluster decode attention up to this many live keys, the split passes above: in the
- * attention bench it matches them to 128 keys and loses 6 µs at 512, 15 at 1024, while the
- * step saves two launches per layer (docs/PERF.md, session 11) */
-#define CLUSTER_KEYS 256
-/* the deep contexts' p·v pass (MLXRT_ATTN_PV_DEEP) above this many live keys: measured ahead of
- * the register path from depth 32768 on, behind at 4096 (docs/PERF.md, sessions 19–20) */
-#define DEEP_KEYS 32768
-
-
+#include "tuning.h"
 
 /* ---- concatenated weights ------------------------------------------------------------------ */
 typedef struct cat_ctx {
@@ -90,13 +78,8 @@ static int same_format(const accel_spec *a, const accel_spec *b) {
  * fit the resident blocks at once) runs as long as its fullest SM: down and o of the 31B (336
  * tiles on 132 SMs) put 3 blocks on some SMs and 2 on others, 85 % of the even share. The
  * split with the best balance that still fits one wave is taken where it beats no split by
- * 2 % or more and each block streams at least KS_MIN_UNITS units (6 stages of 16): down with 3
- * splits (1008 blocks, 7 or 8 per SM: 95 %) measured tg128 +1.3 to +1.9 % on the H200
- * (session 16, docs/PERF.md), where o with 3 (43 units per block) measured −1.4 %, and the
- * session-10 runs (3 weight stages, 6 blocks per SM: two waves) had found splits no help.
- * MLXRT_QMV_KSPLIT=N (or per product MLXRT_QMV_KSPLIT_QKV / _GU / _O / _DOWN) forces N. The
- * split changes the float sums' grouping, so the bits (deterministic either way). */
-#define KS_MIN_UNITS 96
+ * 2 % or more and each block streams at least KS_MIN_UNITS units (tuning.h). The split changes
+ * the float sums' grouping, so the bits (deterministic either way). */
 static int balanced_split(const ck_layout *L) {
   int sms = 0, per_sm = ck_qmv_occupancy(L, 1, &sms);
   if (per_sm < 1 || sms < 1) return 1;
@@ -118,34 +101,16 @@ static int balanced_split(const ck_layout *L) {
 static void choose_split(accel_decoder *D, dec_mv *mv, const char *what) {
   const ck_layout *L = mv->L[0];
   mv->ks = 1;
-  mv->stages = 0;
-  mv->warps = 0;
   mv->fix_e = CK_XE_ROWMAX;
   mv->rows = 0;
   for (int i = 0; i < mv->n; i++) mv->rows += mv->L[i]->rows;
-  /* lm_head's consumer (dk_logits) reads one output: never split */
-  if (mv->n != 1 || L->fmt == CK_GENERIC || !strcmp(what, "lm_head")) return;
-  /* per product (experiment knobs): MLXRT_QMV_KSPLIT_QKV / _GU / _O / _DOWN */
-  const char *own = !strcmp(what, "q|k|v") ? "MLXRT_QMV_KSPLIT_QKV" : !strcmp(what, "gate|up") ? "MLXRT_QMV_KSPLIT_GU"
-                  : !strcmp(what, "o_proj") ? "MLXRT_QMV_KSPLIT_O" : "MLXRT_QMV_KSPLIT_DOWN";
-  const char *f = getenv(own);
-  if (!f || !*f) f = getenv("MLXRT_QMV_KSPLIT");
-  /* gate|up's GeGLU epilogue needs whole sums: split only when asked */
-  int ks = f && *f ? atoi(f) : strcmp(what, "gate|up") ? balanced_split(L) : 1;
-  if (ks < 1) ks = 1;
+  /* lm_head's consumer (dk_logits) reads one output, and gate|up's GeGLU epilogue needs whole
+   * sums: never split */
+  if (mv->n != 1 || L->fmt == CK_GENERIC || !strcmp(what, "lm_head") || !strcmp(what, "gate|up")) return;
+  int ks = balanced_split(L);
   if (ks > L->nunits) ks = (int)L->nunits;
   mv->ks = ks;
   if (ks > D->max_ks) D->max_ks = ks;
-  /* and its stage count (experiment knobs MLXRT_QMV_STAGES_QKV / _GU / _O / _DOWN: 2, 3 or 4) */
-  char sk[40];
-  snprintf(sk, sizeof sk, "MLXRT_QMV_STAGES_%s", own + strlen("MLXRT_QMV_KSPLIT_"));
-  const char *sv = getenv(sk);
-  mv->stages = sv && (!strcmp(sv, "2") || !strcmp(sv, "3") || !strcmp(sv, "4")) ? atoi(sv) : 0;
-  /* and its warps per tile (MLXRT_QMV_WARPS_QKV / _GU / _O / _DOWN: 4 or 8; session 15: o and
-   * down run one wave of 336 blocks, 10 warps per SM, where the products are latency-bound) */
-  snprintf(sk, sizeof sk, "MLXRT_QMV_WARPS_%s", own + strlen("MLXRT_QMV_KSPLIT_"));
-  const char *wv = getenv(sk);
-  mv->warps = wv && (!strcmp(wv, "4") || !strcmp(wv, "8")) ? atoi(wv) : 0;
 }
 
 /* The activation prep the residual norm can write for mv (dk_residual_norm's xmode): every part
@@ -222,7 +187,7 @@ static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const
  * the block maxima the activation prep needs into D->pmax; XP_DONE: it wrote the prep itself
  * (mv->xmode). */
 enum { XP_FULL = 0, XP_PREMAX = 1, XP_DONE = 2, XP_FIXED = 3 /* the prep kernel with mv->fix_e, no maxima */ };
-static int run_mv_parts(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
+static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
     int st = 0;
@@ -237,22 +202,6 @@ static int run_mv_parts(accel_decoder *D, const dec_mv *mv, const uint16_t *x, f
       return -1;
   }
   return 0;
-}
-
-static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
-  /* the products whose x prep their producer wrote (XP_DONE: the residual norm, geglu with
-   * MLXRT_GEGLU_PREP), and those after a prep kernel, may take their own early-stage counts
-   * (experiment knobs; the same bits) */
-  const int early = ck_get_qmv_early(), own = premax == XP_DONE ? D->early_norm : D->early_prep;
-  const int stages = ck_get_qmv_stages(), warps = ck_get_qmv_warps();
-  if (own >= 0) ck_set_qmv_early(own);
-  if (mv->stages) ck_set_qmv_stages(mv->stages);
-  if (mv->warps) ck_set_qmv_warps(mv->warps);
-  int rc = run_mv_parts(D, mv, x, y, premax, err);
-  ck_set_qmv_early(early);
-  ck_set_qmv_stages(stages);
-  ck_set_qmv_warps(warps);
-  return rc;
 }
 
 /* o's activation-prep exponent where V rows are RMS-normalized without a weight (Gemma 4's
@@ -278,36 +227,16 @@ static int norm_fixed_exp(const float *w, int H) {
   return 15 - k;
 }
 /* The exponent a residual norm that writes the prep of mv should use (dk_residual_norm's
- * xe_fixed): fixed (from the norm weight's bound) with D->norm_fixexp, for a prep that needs no
- * group sums; 0 for dense bf16 (unscaled either way). */
-static int norm_xe(const accel_decoder *D, const dec_mv *mv, int xe) {
-  if (!D->norm_fixexp || !mv->xmode) return DK_XE_ROWMAX;
+ * xe_fixed): fixed by the norm weight's bound, for a prep that needs no group sums (no third
+ * exchange of maxima: tg128 +1.0 %, the same logits bits); 0 for dense bf16 (unscaled either
+ * way). */
+static int norm_xe(const dec_mv *mv, int xe) {
+  if (!mv->xmode) return DK_XE_ROWMAX;
   return mv->xmode == 2 ? 0 : xe;
 }
 
 /* The block maxima a residual norm writes: none with a fixed exponent (nothing reads them). */
 static float *norm_pmax(const accel_decoder *D, int xe) { return xe == DK_XE_ROWMAX ? D->pmax : NULL; }
-
-/* The one-launch attention's form (dk_set_attn_cluster_stage) for a call that stages its rows
- * (staged ≠ 0) or not, in the long-context graph (lg) or the short one: MLXRT_ATTN_CLUSTER_STAGE
- * bit 2 picks the one-buffer form for the long graph's rings, bit 3 clusters of 16 blocks there,
- * bit 4 clusters of 16 blocks in the short graph. */
-static int stage_mode(const accel_decoder *D, int staged, int lg) {
-  if (!staged) return 0;
-  return (lg && (D->attn_stage & 4) ? 2 : 1) + (D->attn_stage & (lg ? 8 : 16) ? 2 : 0);
-}
-
-/* An integer knob from the environment: def when unset, else within [lo, hi] or an error. */
-int dec_env_knob(const char *name, int def, int lo, int hi, int *out, mlxrt_error *err) {
-  const char *e = getenv(name);
-  *out = def;
-  if (!e || !*e) return 0;
-  char *end;
-  long v = strtol(e, &end, 10);
-  if (*end || v < lo || v > hi) return mx_fail(err, "%s=%s: expected an integer in [%d, %d]", name, e, lo, hi);
-  *out = (int)v;
-  return 0;
-}
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 void cuda_decoder_free(accel_decoder *D) {
@@ -320,6 +249,7 @@ void cuda_decoder_free(accel_decoder *D) {
   rt_graph_destroy(D->g_body[1]);
   rt_graph_destroy(D->g_body[2]);
   rt_graph_destroy(D->g_head);
+  rt_stream_destroy(D->stream);
   cprof_report_free(&D->prof, "CUDA decoder profile (MLXRT_CUDA_PROFILE=1)");
   if (D->timeline) ctl_report_free("CUDA decoder timeline of the graph replays (MLXRT_CUDA_TIMELINE=1)");
   dec_prefill_free(D);
@@ -359,82 +289,12 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   D->d = d;
   D->capacity = capacity;
   D->max_ks = 1;
-  D->stream = cudab_stream(b);
-  const char *g = getenv("MLXRT_CUDA_GRAPH");
-  D->use_graph = !(g && strcmp(g, "0") == 0);
-  const char *pdl = getenv("MLXRT_CUDA_PDL");
-  D->use_pdl = !(pdl && strcmp(pdl, "0") == 0);
-  /* experiment knob: successors launch before each kernel's wait (ck_launch.cuh) */
-  const char *early = getenv("MLXRT_CUDA_PDL_EARLY");
-  if (early && *early && strcmp(early, "0") && strcmp(early, "1")) {
-    mx_fail(err, "MLXRT_CUDA_PDL_EARLY=%s: expected 0 or 1", early);
-    goto fail;
-  }
-  if (rt_status(ck_set_pdl_early(early && !strcmp(early, "1")), "PDL order", err)) goto fail;
+  D->use_graph = 1;
+  if (rt_stream_create(&D->stream, err)) goto fail;
   if (cprof_init(&D->prof, D->stream, err)) goto fail;
   if (ctl_init(err)) goto fail;
   D->timeline = ctl_on();
-  /* benchmark knob: warps per 16-row tile of every mat-vec (0 = chosen per shape); the
-   * mat-vec variant (MLXRT_QMV_VARIANT) is the backend's */
-  const char *wq = getenv("MLXRT_QMV_WARPS");
-  if (wq && *wq) ck_set_tuning(atoi(wq), ck_get_qmv_variant());
   if (D->prof.on) D->use_graph = 0;
-  /* decode attention's split shape (benchmark knobs; defaults measured on the H200) */
-  int split_blocks, max_splits_knob, norm_push, attn_prefetch, tma_early;
-  /* MLXRT_ATTN_ONEPASS=1: one pass over K and V with an online softmax (attention.cu; p not
-   * rounded as the reference path rounds it: an experiment, off by default) */
-  /* the attention's last kernel writes the maxima o's x prep needs (the same values; one launch
-   * fewer per layer; tg128 +0.8 % in session 7, docs/PERF.md) */
-  if (dec_env_knob("MLXRT_ATTN_XMAX", 1, 0, 1, &D->attn_xmax, err) ||
-      dec_env_knob("MLXRT_QMV_EARLY_NORM", -1, -1, 4, &D->early_norm, err) ||
-      dec_env_knob("MLXRT_QMV_EARLY_PREP", -1, -1, 4, &D->early_prep, err) ||
-      dec_env_knob("MLXRT_ATTN_ONEPASS", 0, 0, 1, &D->attn_onepass, err) ||
-      /* the split passes' scores with K streamed by bulk copies (3) where the shape allows, the
-       * register path elsewhere: tg128 +2.4 % at depth 32768, +0.6 % at 4096 (H200, session 19) */
-      dec_env_knob("MLXRT_ATTN_SCORES", 3, 0, 3, &D->attn_kpath, err) ||
-      dec_env_knob("MLXRT_ATTN_PV", 0, 0, 2, &D->attn_pv_tc, err) ||
-      dec_env_knob("MLXRT_ATTN_SPLIT_KEYS", SPLIT_KEYS, 1, 1 << 20, &D->split_keys, err) ||
-      dec_env_knob("MLXRT_ATTN_BLOCKS_PER_SM", SPLIT_BLOCKS_PER_SM, 1, 64, &split_blocks, err) ||
-      dec_env_knob("MLXRT_ATTN_MAX_SPLITS", MAX_SPLITS, 1, 4096, &max_splits_knob, err) ||
-      dec_env_knob("MLXRT_ATTN_FUSE_POST", 0, 0, 1, &D->fuse_post, err) ||
-      dec_env_knob("MLXRT_GEGLU_PREP", 0, 0, 1, &D->geglu_prep, err) ||
-      dec_env_knob("MLXRT_GEGLU_EPI", 1, 0, 1, &D->geglu_epi, err) ||
-      dec_env_knob("MLXRT_ATTN_OPREP", 0, 0, 1, &D->attn_oprep, err) ||
-      dec_env_knob("MLXRT_NORM_FIXEXP", 1, 0, 1, &D->norm_fixexp, err) ||
-      dec_env_knob("MLXRT_ATTN_FIXEXP", 1, 0, 1, &D->attn_fixexp, err) ||
-      dec_env_knob("MLXRT_ATTN_CLUSTER", 1, 0, 1, &D->attn_cluster, err) ||
-      dec_env_knob("MLXRT_ATTN_CLUSTER_STAGE", 11, 0, 31, &D->attn_stage, err) ||
-      dec_env_knob("MLXRT_ATTN_CLUSTER_KEYS", CLUSTER_KEYS, 1, 8 * DK_CLUSTER_MAX_KPB, &D->cluster_keys, err) ||
-      dec_env_knob("MLXRT_ATTN_CLUSTER_POST", 0, 0, 1, &D->cluster_post, err) ||
-      dec_env_knob("MLXRT_NORM_PUSH", 1, 0, 1, &norm_push, err) ||
-      dec_env_knob("MLXRT_ATTN_PREFETCH", 1, 0, 2, &attn_prefetch, err) ||
-      /* the bulk-copy scores pass's stages before its wait (an experiment; the same bits) */
-      dec_env_knob("MLXRT_ATTN_TMA_EARLY", 3, 1, 3, &tma_early, err))
-    goto fail;
-  if (rt_status(dk_set_attn_tma_early(tma_early), "MLXRT_ATTN_TMA_EARLY", err)) goto fail;
-  /* the deep contexts' p·v pass: V streamed by bulk copies once a step's live keys exceed
-   * deep_keys (a third body graph). It has more fixed cost and a faster stream than the
-   * register path: tg128 −1.0 % at depth 4096, +0.6–1.2 % at 32768, +6.7 % at 131072 (H200,
-   * sessions 19–20, docs/PERF.md). The experiments that replace the split passes keep theirs. */
-  const int pv_free = !D->fuse_post && !D->attn_onepass && (!D->attn_kpath || D->attn_kpath == 3);
-  if (dec_env_knob("MLXRT_ATTN_PV_DEEP", pv_free ? 2 : D->attn_pv_tc, 0, 2, &D->deep_pv, err) ||
-      dec_env_knob("MLXRT_ATTN_PV_DEEP_KEYS", DEEP_KEYS, 1, 1 << 30, &D->deep_keys, err))
-    goto fail;
-  dk_set_norm_push(norm_push); /* (the backend's, like the mat-vec knobs) */
-  /* K/V rows prefetched before the attention's wait: 1 (default) the one-launch form only
-   * (tg128 +0.6 % at depth 0); 2 also the split passes (−2.7 % at depth 32768: their L2
-   * prefetches compete with the products' weight stream; H200, session 13); 0 neither */
-  if (rt_status(dk_set_attn_prefetch(attn_prefetch), "MLXRT_ATTN_PREFETCH", err)) goto fail;
-  /* the split passes' experiments replace the whole attention: they run without the cluster form
-   * (but for the bulk-copy forms, which are for the layers the split passes serve) */
-  if (D->fuse_post || D->attn_onepass || (D->attn_kpath && D->attn_kpath != 3) || D->attn_pv_tc == 1 ||
-      D->deep_pv == 1)
-    D->attn_cluster = 0;
-  if (D->fuse_post && (D->attn_onepass || (D->attn_kpath && D->attn_kpath != 3) || D->attn_pv_tc || D->deep_pv)) {
-    mx_fail(err, "MLXRT_ATTN_FUSE_POST=1 runs only with the default decode attention (not with "
-                 "MLXRT_ATTN_ONEPASS, MLXRT_ATTN_SCORES, MLXRT_ATTN_PV or MLXRT_ATTN_PV_DEEP)");
-    goto fail;
-  }
   int H = d->hidden, L = d->n_layers, sms = cudab_device(b)->sms;
   int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1, max_inter = 0;
   if (accel_check_weight(d->embed, d->vocab, H, "embedding", -1, err) ||
@@ -453,51 +313,39 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     }
     int64_t qd = (int64_t)d->n_heads * l->head_dim, kvd = (int64_t)l->n_kv_heads * l->head_dim;
     if (accel_check_layer_weights(d, i, err)) goto fail;
-    if (D->attn_onepass && !dk_attention_onepass_supports(d->n_heads / l->n_kv_heads, l->head_dim)) {
-      mx_fail(err, "MLXRT_ATTN_ONEPASS=1: layer %d's %d query heads per KV head of dim %d are not supported by the "
-              "one-pass attention", i, d->n_heads / l->n_kv_heads, l->head_dim);
-      goto fail;
-    }
     y->hd = l->head_dim;
     y->nkv = l->n_kv_heads;
     y->inter = l->intermediate;
     y->window = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : 0;
     int64_t slots = y->window > 0 ? y->window : capacity;
     int64_t ctx = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : capacity;
-    /* enough splits that both passes (one block per KV head and split) put split_blocks
-     * blocks on every SM at long contexts — one wave of the scores kernel, whose 119
-     * registers allow 4 blocks of 128 threads per SM — with at least split_keys keys per
-     * split; the kernels keep at least split_keys keys per split at every position, so a
-     * session made for a long context runs few, full splits while its context is short.
-     * H200, 31B tg128 at depths 0 / 32768 (session 8): 16 keys / 4 per SM 121.6 / 102.0 t/s,
-     * 32 keys / 8 per SM 118.8 / 98.5 (the split shape changes the softmax's summation
-     * order, so the logits hash; docs/PERF.md) */
-    int64_t sp = (ctx + D->split_keys - 1) / D->split_keys,
-            cap_sp = ((int64_t)split_blocks * sms + l->n_kv_heads - 1) / l->n_kv_heads;
+    /* enough splits that both passes (one block per KV head and split) put SPLIT_BLOCKS_PER_SM
+     * blocks on every SM at long contexts — one wave of the scores kernel — with at least
+     * SPLIT_KEYS keys per split; the kernels keep at least SPLIT_KEYS keys per split at every
+     * position, so a session made for a long context runs few, full splits while its context
+     * is short (the split shape changes the softmax's summation order, so the logits hash) */
+    int64_t sp = (ctx + SPLIT_KEYS - 1) / SPLIT_KEYS,
+            cap_sp = ((int64_t)SPLIT_BLOCKS_PER_SM * sms + l->n_kv_heads - 1) / l->n_kv_heads;
     if (sp > cap_sp) sp = cap_sp;
-    if (sp > max_splits_knob) sp = max_splits_knob;
+    if (sp > MAX_SPLITS) sp = MAX_SPLITS;
     y->splits = (int)sp;
     if (sp > max_splits) max_splits = sp;
-    /* the short-context graph runs while position + 1 ≤ cluster_keys, so no layer sees more keys
-     * there, whatever the session's capacity */
-    y->ckeys = ctx < D->cluster_keys ? ctx : D->cluster_keys;
-    y->cluster = D->attn_cluster && dk_attention_cluster_fits_s(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys,
-                                                                stage_mode(D, D->attn_stage & 1, 0));
-    y->lkeys = D->attn_cluster && (D->attn_stage & 2) &&
-                       dk_attention_cluster_fits_s(d->n_heads, l->n_kv_heads, l->head_dim, ctx, stage_mode(D, 1, 1))
-                   ? ctx
-                   : 0;
+    /* the short-context graph runs while position + 1 ≤ CLUSTER_KEYS, so no layer sees more keys
+     * there, whatever the session's capacity: clusters of 8 (16 cost 0.6 % at depth 0) */
+    y->ckeys = ctx < CLUSTER_KEYS ? ctx : CLUSTER_KEYS;
+    y->cluster = dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys, 0);
+    /* a layer whose whole key range fits the wide form (the sliding rings: 1024 keys on the
+     * 31B) takes it in the long-context graphs too */
+    y->lkeys = dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, ctx, 1) ? ctx : 0;
     /* smax holds the cluster kernel's block maxima: (blocks per cluster)·nkv */
-    const int cl_long = dk_attention_cluster_size(y->lkeys ? stage_mode(D, 1, 1) : 0),
-              cl_short = dk_attention_cluster_size(y->cluster ? stage_mode(D, D->attn_stage & 1, 0) : 0),
-              cl_blocks = cl_long > cl_short ? cl_long : cl_short;
+    const int cl_blocks = dk_attention_cluster_size(y->lkeys ? 1 : 0);
     if ((y->cluster || y->lkeys) && max_splits < cl_blocks) max_splits = cl_blocks;
     D->any_cluster |= y->cluster;
     /* sliding layer with a window ≥ capacity: a plain buffer of capacity positions */
     const accel_weight *qkv[3] = {l->q, l->k, l->v};
     const accel_weight *gu[2] = {l->gate, l->up};
     /* GeGLU in gate|up's epilogue: one fast-format weight of interleaved rows, no k split */
-    const int gu_il = D->geglu_epi && !D->geglu_prep && same_format(&l->gate->spec, &l->up->spec) &&
+    const int gu_il = same_format(&l->gate->spec, &l->up->spec) &&
                               l->gate->spec.rows == l->up->spec.rows && l->gate->spec.rows % 8 == 0
                           ? 8
                           : 0;
@@ -505,8 +353,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
         make_mv_il(D, gu, 2, "gate|up", i, gu_il, &y->gu, err) || make_mv(D, &l->o, 1, "o_proj", i, &y->o, err) ||
         make_mv(D, &l->down, 1, "down_proj", i, &y->down, err))
       goto fail;
-    /* o's prep exponent fixed by the attention's bound (MLXRT_ATTN_FIXEXP; o_fixed_exp) */
-    if (D->attn_fixexp && y->o.n == 1 && y->o.L[0]->fmt != CK_GENERIC)
+    /* o's prep exponent fixed by the attention's bound (o_fixed_exp): the attention writes no
+     * maxima (tg128 +1.2 % at depth 0, the same logits bits) */
+    if (y->o.n == 1 && y->o.L[0]->fmt != CK_GENERIC)
       y->o.fix_e = y->o.L[0]->fmt == CK_DBF16 ? 0 : d->v_norm ? o_fixed_exp(l->head_dim) : CK_XE_ROWMAX;
     y->gu_il = gu_il;
     y->gu_epi = gu_il && y->gu.n == 1 && y->gu.L[0]->fmt != CK_GENERIC && y->gu.ks == 1;
@@ -577,7 +426,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       rt_stream_sync(D->stream, err))
     goto fail;
   /* the prompt pass's buffers and cuBLAS handle now, so no prompt pays for them */
-  if (dec_prefill_enabled() && dec_prefill_init(D, err)) goto fail;
+  if (dec_prefill_init(D, err)) goto fail;
   return D;
 fail:
   mx_prefix(err, "CUDA decoder");
@@ -594,24 +443,8 @@ static const char *const lab_full[9] = {"full: q|k|v mat-vec", "full: q/k/v norm
                                         "full: o mat-vec", "full: attn residual+norm", "full: gate|up mat-vec",
                                         "full: geglu", "full: down mat-vec", "full: ffn residual+norm"};
 
-/* dk_attention's p·v bits for this step's body graph (kpath bit 4: tensor cores, bit 8: bulk copies) */
-static int pv_bits(const accel_decoder *D) {
-  const int pv = D->deep_ctx ? D->deep_pv : D->attn_pv_tc;
-  return pv == 1 ? 4 : pv == 2 ? 8 : 0;
-}
-
-/* Whether this step's attention of layer y writes o's activation prep itself (D->attn_oprep:
- * the one-launch form, one o weight whose prep needs no group sums), with o_fixed_exp's
- * exponent where V is RMS-normalized (fp16 keeps every bf16 value down to 2^(−25−e) exactly,
- * against 2^(−25−e') with the row maximum's e' ≥ e: below that the two preps may differ in a
- * value's last bits). Dense bf16 o weights take x as it is (no exponent). */
-static int attn_writes_o_prep(const accel_decoder *D, const dec_layer *y) {
-  return D->attn_oprep && y->cluster && D->short_ctx && y->o.n == 1 && y->o.ks == 1 &&
-         (y->o.xmode == 2 || (y->o.xmode == 1 && D->d->v_norm)) && ((int64_t)D->d->n_heads * y->hd) % 32 == 0;
-}
-static int o_prep_exp(const dec_layer *y) { return y->o.xmode == 1 ? o_fixed_exp(y->hd) : 0; }
-
-/* A layer's q/k/v post step and decode attention (one kernel fewer with D->fuse_post). */
+/* A layer's q/k/v post step and decode attention: in one launch (the cluster form) while few
+ * keys are live or where the layer's whole range fits it, else the split passes. */
 static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_layer *y, const char *const *lb,
                              float *amax, int namax, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
@@ -619,53 +452,22 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
   const float *nrm = y->norms;
   void *st = D->stream;
   cprof *P = &D->prof;
-  if (D->fuse_post) {
-    const dk_post pp = {D->y, y->qkv.ks, y->qkv.rows, nq, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
-                        y->inv_freq, d->rope_traditional, d->v_norm, d->eps};
-    return cprof_mark(P, lb[2], err) ||
-           rt_status(dk_attention_post(&pp, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window, y->splits,
-                                       D->split_keys, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
-                                       D->attb, amax, namax, st),
-                     "q/k/v post + attention", err);
-  }
-  const int oprep = attn_writes_o_prep(D, y);
-  const dk_att_prep o_prep = {D->xp, D->xexp, o_prep_exp(y), y->o.xmode};
+  if (cprof_mark(P, lb[1], err) ||
+      rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
+                            nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos,
+                            y->window, D->q, y->kc, y->vc, st),
+                "q/k/v norm+rope", err) ||
+      cprof_mark(P, lb[2], err))
+    return -1;
   const int short_cl = y->cluster && D->short_ctx;
-  if (short_cl || y->lkeys) {
-    const int stage = dk_get_attn_cluster_stage();
-    dk_set_attn_cluster_stage(short_cl ? stage_mode(D, D->attn_stage & 1, 0) : stage_mode(D, 1, 1));
-    const int64_t keys = short_cl ? y->ckeys : y->lkeys;
-    /* MLXRT_ATTN_CLUSTER_POST=1: the attention makes the post step itself (the same bits) */
-    const int in_post = D->cluster_post && dk_attention_cluster_post_fits(nq, y->nkv, y->hd, keys);
-    const dk_att_post pp = {D->y, y->qkv.ks, y->qkv.rows, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
-                            y->inv_freq, d->rope_traditional, d->v_norm, l->k_eq_v, d->eps, y->kc, y->vc};
-    const int rc =
-        (!in_post &&
-         (cprof_mark(P, lb[1], err) ||
-          rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
-                                nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
-                                D->pos, y->window, D->q, y->kc, y->vc, st),
-                    "q/k/v norm+rope", err))) ||
-        cprof_mark(P, lb[2], err) ||
-        rt_status(dk_attention_cluster_ex(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window, keys,
-                                          D->attb, oprep ? NULL : amax, namax, D->smax, D->counts,
-                                          oprep ? &o_prep : NULL, in_post ? &pp : NULL, st),
-                  "attention (one cluster)", err);
-    dk_set_attn_cluster_stage(stage);
-    return rc;
-  }
-  return cprof_mark(P, lb[1], err) ||
-         rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd,
-                               y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos, y->window, D->q,
-                               y->kc, y->vc, st),
-                   "q/k/v norm+rope", err) ||
-         cprof_mark(P, lb[2], err) ||
-         rt_status(D->attn_onepass
-                       ? dk_attention_onepass(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                              y->splits, D->split_keys, D->smax, D->ssum, D->pacc, D->attb, amax, namax, st)
-                       : dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                      y->splits, D->split_keys, D->attn_kpath | pv_bits(D), D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
-                                      D->attb, amax, namax, st),
+  if (short_cl || y->lkeys)
+    return rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+                                          short_cl ? y->ckeys : y->lkeys, !short_cl, D->attb, amax, namax, D->smax,
+                                          D->counts, NULL, st),
+                     "attention (one cluster)", err);
+  return rt_status(dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window, y->splits,
+                                SPLIT_KEYS, D->deep_ctx, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
+                                D->attb, amax, namax, st),
                    "attention", err);
 }
 
@@ -674,22 +476,14 @@ static int gu_nblk(const dec_layer *y) { return (int)((y->inter + ck_xprep_block
 
 /* gate|up, geglu, then the down product. With y->gu_epi the product's epilogue makes the
  * activation and its prep maxima (ck_qmv_geglu; D->gmax, which the residual norm before it
- * zeroed): no geglu kernel. With D->geglu_prep (and a down weight whose prep the producer can
- * write), geglu writes down's activation prep itself and no prep kernel runs between. */
+ * zeroed): no geglu kernel (tg128 +0.9 %, the same bits). */
 static int enqueue_ffn_act(accel_decoder *D, dec_layer *y, const char *const *lb, mlxrt_error *err) {
   void *st = D->stream;
   if (y->gu_epi) {
     const ck_layout *G = y->gu.L[0];
-    const int early = ck_get_qmv_early(), stages = ck_get_qmv_stages(), warps = ck_get_qmv_warps();
     if (!y->gu.xmode && rt_status(ck_xprep_premax(G, D->xb, D->xp, D->xs, D->xexp, D->pmax, st), "x prep launch", err))
       return -1;
-    if (y->gu.xmode && D->early_norm >= 0) ck_set_qmv_early(D->early_norm); /* as run_mv does */
-    if (y->gu.stages) ck_set_qmv_stages(y->gu.stages);
-    if (y->gu.warps) ck_set_qmv_warps(y->gu.warps);
     const int rc = ck_qmv_geglu(G, D->xp, D->xs, D->xexp, D->gub, D->gmax, ck_xprep_block(), st);
-    ck_set_qmv_early(early);
-    ck_set_qmv_stages(stages);
-    ck_set_qmv_warps(warps);
     if (rt_status(rc, "gate|up + geglu launch", err) || cprof_mark(&D->prof, lb[7], err)) return -1;
     /* down's prep from those maxima (the graph keeps the pointer run_mv reads) */
     float *pmax = D->pmax;
@@ -700,11 +494,6 @@ static int enqueue_ffn_act(accel_decoder *D, dec_layer *y, const char *const *lb
   }
   if (run_mv(D, &y->gu, D->xb, D->y, y->gu.xmode ? XP_DONE : XP_PREMAX, err) || cprof_mark(&D->prof, lb[6], err))
     return -1;
-  if (D->geglu_prep && y->down.xmode && dk_geglu_prep_ok(y->inter))
-    return rt_status(dk_geglu_prep(D->y, D->y + y->inter, y->gu.ks, y->gu.rows, D->gub, y->inter, D->xp, D->xexp,
-                                   y->down.xmode, st),
-                     "geglu + down's x prep", err) ||
-           cprof_mark(&D->prof, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, XP_DONE, err);
   return rt_status(dk_geglu(D->y, D->y + (y->gu_il ? y->gu_il : y->inter), y->gu.ks, y->gu.rows, D->gub, y->inter, D->pmax,
                            ck_xprep_block(), y->gu_il, st),
                    "geglu", err) ||
@@ -716,7 +505,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
   int H = d->hidden, nq = d->n_heads, pb = ck_xprep_block();
   void *st = D->stream;
   cprof *P = &D->prof;
-  const int xe0 = norm_xe(D, &D->ly[0].qkv, D->ly[0].xe_in);
+  const int xe0 = norm_xe(&D->ly[0].qkv, D->ly[0].xe_in);
   if (cprof_mark(P, "embed + input norm", err) ||
       rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
       rt_status(ck_embed(D->embed, D->tok, 1, D->emb, st), "embedding gather", err) ||
@@ -734,17 +523,16 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     const char *const *lb = l->sliding ? lab_sliding : lab_full;
     const dec_mv *next_mv = last ? &D->head : &D->ly[i + 1].qkv; /* what the FFN residual's norm feeds */
     /* o's x-prep maxima, from the attention (none when o's prep takes a fixed exponent) */
-    float *amax = D->attn_xmax && y->o.fix_e == CK_XE_ROWMAX ? D->pmax : NULL;
+    float *amax = y->o.fix_e == CK_XE_ROWMAX ? D->pmax : NULL;
     const int namax = (int)(((int64_t)nq * y->hd + pb - 1) / pb);
-    const int xe_gu = norm_xe(D, &y->gu, y->xe_ffw), xe_next = norm_xe(D, next_mv, last ? D->xe_final : D->ly[i + 1].xe_in);
+    const int xe_gu = norm_xe(&y->gu, y->xe_ffw), xe_next = norm_xe(next_mv, last ? D->xe_final : D->ly[i + 1].xe_in);
     if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
         enqueue_attention(D, l, y, lb, amax, namax, err) ||
         cprof_mark(P, lb[3], err) ||
         run_mv(D, &y->o, D->attb, D->y,
-               attn_writes_o_prep(D, y)           ? XP_DONE
-               : y->o.fix_e != CK_XE_ROWMAX ? XP_FIXED
-               : amax                             ? XP_PREMAX
-                                                  : XP_FULL,
+               y->o.fix_e != CK_XE_ROWMAX ? XP_FIXED
+               : amax                     ? XP_PREMAX
+                                          : XP_FULL,
                err) ||
         cprof_mark(P, lb[4], err) ||
         rt_status(dk_residual_norm(D->y, y->o.ks, y->o.rows, nrm + H, D->h, 0, 0.0f, nrm + 2 * (int64_t)H, D->xb, H, d->eps,
@@ -772,25 +560,11 @@ static int enqueue_head(accel_decoder *D, mlxrt_error *err) {
                    "logits", err);
 }
 
-/* The step's kernels may overlap their predecessors' tails while the decoder enqueues them. */
-static int enqueue_pdl_body(accel_decoder *D, mlxrt_error *err) {
-  ck_set_pdl(D->use_pdl);
-  int rc = enqueue_body(D, err);
-  ck_set_pdl(0);
-  return rc;
-}
-
-static int enqueue_pdl_head(accel_decoder *D, mlxrt_error *err) {
-  ck_set_pdl(D->use_pdl);
-  int rc = enqueue_head(D, err);
-  ck_set_pdl(0);
-  return rc;
-}
-
 /* Eager the first time (occupancy queries and lazy module loading happen outside any
- * capture), then captured once and replayed. */
+ * capture), then captured once and replayed. The captured kernels overlap their predecessors'
+ * tails (programmatic dependent launch: ck_launch.cuh). */
 static int launch(accel_decoder *D, int head, mlxrt_error *err) {
-  int (*enq)(accel_decoder *, mlxrt_error *) = head ? enqueue_pdl_head : enqueue_pdl_body;
+  int (*enq)(accel_decoder *, mlxrt_error *) = head ? enqueue_head : enqueue_body;
   const int b = D->short_ctx ? 1 : D->deep_ctx ? 2 : 0;
   void **graph = head ? &D->g_head : &D->g_body[b];
   int *warm = head ? &D->warm_head : &D->warm_body[b];
@@ -835,7 +609,7 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
       return mx_fail(err, "decoder: token id %d at position %lld is outside the vocabulary [0, %d)",
                      tokens[i], (long long)(pos + i), d->vocab);
   int64_t fed = 0; /* tokens already through the batched prompt pass */
-  if (n > 1 && dec_prefill_enabled()) {
+  if (n > 1) {
     if (dec_prefill_run(D, tokens, n, pos, err)) return mx_prefix(err, "CUDA decoder prompt of %lld tokens", (long long)n);
     fed = n;
   }
@@ -848,9 +622,9 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
       return mx_prefix(err, "CUDA decoder");
     for (int64_t i = 0; i < k; i++) {
       /* the one-cluster attention while every layer's live keys (at most position + 1) are few */
-      D->short_ctx = D->any_cluster && pos + done + i + 1 <= D->cluster_keys;
-      /* the deep contexts' p·v pass once the live keys exceed deep_keys */
-      D->deep_ctx = !D->short_ctx && D->deep_pv != D->attn_pv_tc && pos + done + i + 1 > D->deep_keys;
+      D->short_ctx = D->any_cluster && pos + done + i + 1 <= CLUSTER_KEYS;
+      /* the deep contexts' p·v pass once the live keys exceed DEEP_KEYS */
+      D->deep_ctx = !D->short_ctx && pos + done + i + 1 > DEEP_KEYS;
       if (launch(D, 0, err) || cprof_flush(&D->prof, err))
         return mx_prefix(err, "CUDA decoder at position %lld", (long long)(pos + done + i));
     }

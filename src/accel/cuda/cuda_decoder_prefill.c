@@ -14,29 +14,17 @@
  * mat-vec in batches of 8 rows), the row-batched elementwise kernels, and a causal attention of
  * the chunk's T queries. A chunk's K/V go to their cache slots directly on full layers; on
  * sliding layers they are staged and committed to the ring after the chunk's attention, so a
- * chunk may be longer than the window. No host synchronisation inside a chunk; no graphs.
- * Knobs (read when the decoder is created): MLXRT_CUDA_PREFILL=0 feeds prompts token by token as before;
- * MLXRT_CUDA_PREFILL_CHUNK (1..4096), MLXRT_CUDA_PREFILL_GEMM_MIN (0..4096),
- * MLXRT_CUDA_PREFILL_ATTN=simple (the plain attention kernel). */
-#define PF_CHUNK 512
-/* Up to 32 rows the mat-vec streams the packed weight ceil(T/8) times (≤ 4 × 0.56 B per
- * parameter for 4-bit), less than dequantizing it (0.56 B read + 2 B written + 2 B read by the
- * GEMM); above, the GEMM's one dequantization is amortised over the rows. */
-#define PF_GEMM_MIN 32
+ * chunk may be longer than the window. No host synchronisation inside a chunk; no graphs
+ * (PF_CHUNK, PF_GEMM_MIN: tuning.h). */
 
 typedef struct dec_prefill {
-  int tmax, gemm_min, attn_kind; /* pf_attention's kind */
+  int tmax, gemm_min;
   int64_t max_rows, max_q, max_kvd, max_inter, max_w, max_part_rows;
   void *cublas;
   float *h, *y, *q;
   uint16_t *emb, *xb, *attb, *gub, *ks, *vs, *wbuf;
   int32_t *iota;
 } dec_prefill;
-
-int dec_prefill_enabled(void) {
-  const char *e = getenv("MLXRT_CUDA_PREFILL");
-  return !(e && strcmp(e, "0") == 0);
-}
 
 void dec_prefill_free(accel_decoder *D) {
   dec_prefill *P = D->pf;
@@ -63,30 +51,8 @@ int dec_prefill_init(accel_decoder *D, mlxrt_error *err) {
   dec_prefill *P = mx_calloc(1, sizeof *P, err);
   if (!P) return -1;
   D->pf = P;
-  const char *at = getenv("MLXRT_CUDA_PREFILL_ATTN");
-  /* MLXRT_CUDA_PREFILL_ATTN=default: wgmma below; =simple: the plain kernel; =mma1: the tensor-core kernel without
-   * ldmatrix and split score chains; =rg2: 32 queries per block; =db: the next K/V tile in
-   * flight while one computes (the default before session 22); =sync: 64 queries per block with
-   * synchronous tile loads; =chain: 8 warps, each a score chain of 32 rows × 32 keys, the same
-   * bits as db; =chainbulk, =bulk: chain and db with each key tile fetched by bulk copies;
-   * =wgmma: the warpgroup tensor cores (sm_90a; head dims 128, 256, 512) (pf_attention's kinds) */
-  static const char *const kinds[] = {"default", "simple", "mma1", "rg2", "db", "sync", "chain", "chainbulk", "bulk", "wgmma"};
-  P->attn_kind = -1;
-  for (int k = 0; k < 10; k++)
-    if (!at || !*at || !strcmp(at, kinds[k])) {
-      /* default: kind 9 (wgmma) since session 22; pf_attention gives head dims it lacks, and
-       * devices other than sm_90, kind 0 */
-      P->attn_kind = at && *at && k ? k : 9;
-      break;
-    }
-  if (P->attn_kind < 0) {
-    mx_fail(err, "MLXRT_CUDA_PREFILL_ATTN=%s: expected default, simple, mma1, rg2, db, sync, chain, chainbulk, bulk or wgmma",
-            at);
-    goto fail;
-  }
-  if (dec_env_knob("MLXRT_CUDA_PREFILL_CHUNK", PF_CHUNK, 1, 4096, &P->tmax, err) ||
-      dec_env_knob("MLXRT_CUDA_PREFILL_GEMM_MIN", PF_GEMM_MIN, 0, 4096, &P->gemm_min, err))
-    goto fail;
+  P->tmax = PF_CHUNK;
+  P->gemm_min = PF_GEMM_MIN;
   if (P->tmax > D->capacity) P->tmax = (int)D->capacity;
   int64_t H = d->hidden, T = P->tmax;
   P->max_rows = H;
@@ -202,7 +168,7 @@ static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
                   "q/k/v norm+rope", err) ||
         cprof_mark(C, "prefill: attention", err) ||
         rt_status(pf_attention(P->q, y->kc, y->vc, kdst, vdst, T, p0, nq, y->nkv, y->hd, d->attn_scale, y->window,
-                               P->attb, P->attn_kind, st),
+                               P->attb, st),
                   "attention", err) ||
         (y->window > 0 &&
          rt_status(pf_kv_commit(P->ks, P->vs, y->kc, y->vc, T, p0, kvd, y->window, st), "K/V commit", err)) ||

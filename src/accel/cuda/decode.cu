@@ -15,53 +15,25 @@
 
 namespace cg = cooperative_groups;
 
-static int g_pdl;
-extern "C" void ck_set_pdl(int on) { g_pdl = on; }
-extern "C" int ck_pdl_enabled(void) { return g_pdl; }
-
-extern "C" int ck_pdl_early_attention(int on);
-extern "C" int ck_pdl_early_attention_onepass(int on);
-extern "C" int ck_pdl_early_attention_cluster(int on);
-extern "C" int ck_pdl_early_decode(int on);
-extern "C" int ck_pdl_early_qmv(int on);
-extern "C" int ck_pdl_early_xprep(int on);
-extern "C" int ck_pdl_early_qkv_post(int on);
-extern "C" int ck_pdl_early_residual_norm(int on);
-extern "C" int ck_pdl_early_attention_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
-extern "C" int ck_pdl_early_attention_onepass_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
-extern "C" int ck_pdl_early_attention_cluster_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
-extern "C" int ck_pdl_early_decode_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
-extern "C" int ck_pdl_early_qmv_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
-extern "C" int ck_pdl_early_xprep_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
-extern "C" int ck_pdl_early_qkv_post_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
-extern "C" int ck_pdl_early_residual_norm_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+/* The in-graph timeline's stamp pointer, set in every translation unit that launches through
+ * ck_launch (CK_TIMELINE_SETTER). */
+extern "C" int ck_tl_attention_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_attention_cluster_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_decode_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_qmv_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_xprep_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_qkv_post_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_residual_norm_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st) {
-  int e = ck_pdl_early_attention_timeline(t, n, cap, last, st);
-  if (!e) e = ck_pdl_early_attention_onepass_timeline(t, n, cap, last, st);
-  if (!e) e = ck_pdl_early_attention_cluster_timeline(t, n, cap, last, st);
-  if (!e) e = ck_pdl_early_decode_timeline(t, n, cap, last, st);
-  if (!e) e = ck_pdl_early_qmv_timeline(t, n, cap, last, st);
-  if (!e) e = ck_pdl_early_xprep_timeline(t, n, cap, last, st);
-  if (!e) e = ck_pdl_early_qkv_post_timeline(t, n, cap, last, st);
-  if (!e) e = ck_pdl_early_residual_norm_timeline(t, n, cap, last, st);
+  int e = ck_tl_attention_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_attention_cluster_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_decode_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_qmv_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_xprep_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_qkv_post_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_residual_norm_timeline(t, n, cap, last, st);
   return e;
 }
-extern "C" int dk_set_attn_prefetch(int on) {
-  dk_set_attn_prefetch_cluster(on >= 1);
-  return dk_set_attn_prefetch_split(on >= 2);
-}
-extern "C" int ck_set_pdl_early(int on) {
-  int e = ck_pdl_early_attention(on);
-  if (!e) e = ck_pdl_early_attention_onepass(on);
-  if (!e) e = ck_pdl_early_attention_cluster(on);
-  if (!e) e = ck_pdl_early_decode(on);
-  if (!e) e = ck_pdl_early_qmv(on);
-  if (!e) e = ck_pdl_early_xprep(on);
-  if (!e) e = ck_pdl_early_qkv_post(on);
-  if (!e) e = ck_pdl_early_residual_norm(on);
-  return e;
-}
-
 
 __global__ void step_begin_kernel(const int32_t *all, const int *pos, int32_t *tok) {
   ck_pdl_enter();
@@ -117,56 +89,6 @@ extern "C" int dk_geglu(const float *g, const float *u, int ks, int64_t kstride,
   int64_t blocks = (n + pblock - 1) / pblock;
   return (int)ck_launch(geglu_kernel, (unsigned)blocks, 1024, 0, (cudaStream_t)stream, g, u, ks, kstride, out, n, pmax,
                         pblock, il);
-}
-
-/* geglu writing the down product's activation prep itself (dk_geglu_prep): one row over a
- * cluster of GC_CL blocks of 1024 threads, thread g owning values g, g + GC_CL·1024, …; the
- * blocks' maxima meet through distributed shared memory, so every block forms the same
- * exponent and writes its values in fragment order — the prep kernel's output, bit for bit,
- * without its launch. */
-#define GC_CL 8
-#define GC_VPT 3
-__global__ void __cluster_dims__(GC_CL, 1, 1) __launch_bounds__(1024)
-    geglu_prep_kernel(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int n, uint16_t *xp,
-                      int *xexp, int xmode) {
-  cg::cluster_group cl = cg::this_cluster();
-  __shared__ float bmax;
-  ck_pdl_enter();
-  const int gi = (int)cl.block_rank() * 1024 + threadIdx.x, step = GC_CL * 1024;
-  uint16_t ov[GC_VPT];
-  float m = 0.0f;
-#pragma unroll
-  for (int k = 0; k < GC_VPT; k++) {
-    const int i = gi + k * step;
-    ov[k] = 0;
-    if (i < n) {
-      ov[k] = ck_geglu(ysum(g + i, ks, kstride), ysum(u + i, ks, kstride));
-      out[i] = ov[k];
-      m = fmaxf(m, fabsf(ck_bf16_to_f32(ov[k])));
-    }
-  }
-  m = block_max(m);
-  if (threadIdx.x == 0) bmax = m;
-  cl.sync();
-  float t = 0.0f;
-  for (unsigned r = 0; r < GC_CL; r++) t = fmaxf(t, *cl.map_shared_rank(&bmax, r));
-  const int e = prep_exp(t, xmode);
-  if (cl.block_rank() == 0 && threadIdx.x == 0) *xexp = e;
-#pragma unroll
-  for (int k = 0; k < GC_VPT; k++) {
-    const int i = gi + k * step;
-    if (i < n) prep_store(xp, i, ov[k], e, xmode);
-  }
-  cl.sync(); /* no block leaves while another still reads its shared memory */
-}
-
-extern "C" int dk_geglu_prep_ok(int64_t n) { return n > 0 && n % 32 == 0 && n <= (int64_t)GC_CL * 1024 * GC_VPT; }
-
-extern "C" int dk_geglu_prep(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n,
-                             uint16_t *xp, int *xexp, int xmode, void *stream) {
-  if (!dk_geglu_prep_ok(n) || xmode < 1 || xmode > 2 || !xp || !xexp) return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(geglu_prep_kernel, GC_CL, 1024, 0, (cudaStream_t)stream, g, u, ks, kstride, out, (int)n, xp,
-                        xexp, xmode);
 }
 
 /* ---- logits: softcap, then argmax (lowest index on ties) by the last block to finish ---- */
@@ -235,4 +157,4 @@ extern "C" int dk_logits(const float *y, float *logits, int64_t V, float cap, fl
                         part_v, part_i, count, next);
 }
 
-CK_PDL_EARLY_SETTER(ck_pdl_early_decode)
+CK_TIMELINE_SETTER(ck_tl_decode)

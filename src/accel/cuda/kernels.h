@@ -96,43 +96,13 @@ int ck_qmv_generic(const ck_layout *L, int64_t slab, const uint16_t *x, int nb, 
 /* out[i, cols] bf16 = row ids[i] dequantized as mx.dequantize does (ids already checked). */
 int ck_embed(const ck_layout *L, const int32_t *ids, int64_t n, uint16_t *out, void *stream);
 
-/* Programmatic dependent launches for the kernels launched through ck_launch (ck_launch.cuh):
- * on while the decoder enqueues a step, off otherwise. One thread drives a backend. */
-void ck_set_pdl(int on);
-int ck_pdl_enabled(void);
-/* Every decoder kernel lets its successor launch before it waits for its predecessor (on = 1)
- * instead of after (0, the default); ck_launch.cuh says why both are safe. A cudaError_t. */
-int ck_set_pdl_early(int on);
-
 /* The in-graph timeline (cuda_timeline.h): every kernel launched through ck_launch is noted
  * here (a no-op unless a timeline is recording a capture), and ck_set_timeline points every
  * translation unit's stamp buffer at t (NULL: off), ordered on stream st; with last, t holds
- * 2·cap stamps and n two counters (the grid's last block's stamps: ck_launch.cuh). */
+ * 2·cap stamps and n two counters (the grid's last block's stamps: ck_launch.cuh). The stamp
+ * pointer is process-wide: one timeline records at a time (cuda_timeline.c enforces it). */
 void ck_tl_note(const void *kernel);
 int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
-
-/* Benchmark knobs: warps per tile (0 = automatic) and kernel variant (0 = the product,
- * 1 = loads only, 2 = one-row kernels without the full-stage loop, 3 = without one mma column
- * per group, 5 = one-row kernels with two mma chains per unit pair, 6 = one-row kernels reading
- * x from global memory instead of staging it with the weights, 7 = one-row kernels without the
- * 4-warp unroll of their full stages, 8 = every stage slot refilled by the last warp done with
- * it instead of after a block barrier). Not for normal use. */
-void ck_set_tuning(int warps, int variant);
-/* The variant alone (MLXRT_QMV_VARIANT, read by the backend: 0, 2, 3, 5, 6, 7 or 8). */
-void ck_set_qmv_variant(int variant);
-int ck_get_qmv_variant(void);
-/* The warps per tile alone (0 = automatic; the decoder's per-product knobs set it around a
- * launch, as the stage count). */
-void ck_set_qmv_warps(int warps);
-int ck_get_qmv_warps(void);
-/* Shared-memory stages in flight per block of the tensor-core mat-vec: 3 or 4, or 0 for the
- * per-format default (3 for nvfp4, 4 otherwise; MLXRT_QMV_STAGES). */
-void ck_set_qmv_stages(int n);
-int ck_get_qmv_stages(void);
-/* Weight stages each block issues before waiting for x's producer (0..4, default 2;
- * MLXRT_QMV_EARLY). */
-void ck_set_qmv_early(int n);
-int ck_get_qmv_early(void);
 
 /* A plain streaming read of nbytes (multiple of 16) for the bandwidth reference; sink gets
  * a value that depends on every byte so the compiler keeps the loads. */

@@ -1,5 +1,4 @@
-/* What every prompt-attention kernel shares (prefill_attn.cu's kinds 0-8, prefill_attn_wg.cu's
- * kind 9): the launch arguments, a key's K/V row, the first key a query sees, the float32
+/* What every prompt-attention kernel shares (prefill_attn.cu's, prefill_attn_wg.cu's): the launch arguments, a key's K/V row, the first key a query sees, the float32
  * softmax's (max, sum) steps and the bf16 roundings of scores and p — the reference path's
  * rounding points (docs/DECODE.md "Prefill"). */
 #ifndef MLXRT_PREFILL_ATTN_COMMON_CUH

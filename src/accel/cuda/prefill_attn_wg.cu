@@ -1,5 +1,5 @@
-/* Kind 9 of the prompt pass's causal attention (pf_attention): the warpgroup tensor cores
- * (sm_90a wgmma), with the rounding points of every other kind — q·bf16(scale) → bf16, scores →
+/* The prompt pass's causal attention (pf_attention) on the warpgroup tensor cores (sm_90a
+ * wgmma), with the rounding points of the mma.sync kernel — q·bf16(scale) → bf16, scores →
  * bf16, a float32 softmax whose p = bf16(exp(s − M)·(1/Σ)) uses the final max and sum (so two
  * passes over the keys), Σ p·v in float32 → bf16.
  *
@@ -13,9 +13,9 @@
  * memory as an N-major B). Shared memory: Q, one K tile, one V tile, the exchange area — 224 KB
  * at head dim 512 — so pass 2 overlaps the copies across its phases (V of tile i lands during
  * tile i's scores, K of tile i + 1 during tile i's p·v), and pass 1 (K only) alternates two
- * buffers. docs/PERF.md (session 22) has its versions and what bounds it.
+ * buffers. A full layer at depth 32768 runs 2.23x the mma.sync kernel (pp512 +49.9 %).
  *
- * The kinds 0–8 kernels use mma.sync with 16 × 8 warp tiles (prefill_attn.cu); this one sums
+ * The mma.sync kernel (prefill_attn.cu) uses 16 × 8 warp tiles; this one sums
  * each score over the head dim in another grouping, so its bits differ from theirs (a bf16
  * rounding of a score may land the other way), not its math. Head dims 128, 256 and 512. */
 #include <cuda_fp16.h>
@@ -23,6 +23,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "ck_block.cuh"
@@ -53,7 +54,7 @@ struct PwShape {
  * A tile whose rows are all live keys of one contiguous run — all in the chunk, or all in the
  * cache without a ring wrap (every tile but a chunk's first and last few) — takes the fast path:
  * one pointer step and one copy per row, no per-row tests (the per-row form cost as much as the
- * softmax: docs/PERF.md, session 22). Otherwise a sliding layer's ring slot comes from the
+ * softmax). Otherwise a sliding layer's ring slot comes from the
  * tile's first one (one division per tile). */
 template <int HD>
 __device__ __forceinline__ void pw_tile_load(unsigned char *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0,
@@ -184,10 +185,8 @@ __device__ __forceinline__ void pw_row_push(float &m, float &l, int r, Score sco
                              __fadd_rn(__fadd_rn(e[4], e[5]), __fadd_rn(e[6], e[7]))));
 }
 
-/* grid (ceil(T / 64), nq), 256 threads. MODE (MLXRT_PW_MODE): bits 0–2 a diagnosis with wrong
- * results — bit 0 copies only the first tiles of each pass, bit 1 skips the wgmma, bit 2 skips the
- * softmax and p; 8 an experiment with the same results, pass 1 pipelined (below) */
-template <int HD, int MODE>
+/* grid (ceil(T / 64), nq), 256 threads */
+template <int HD>
 __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
   using S = PwShape<HD>;
   CK_DYNAMIC_SHARED(unsigned char, pw_raw);
@@ -220,7 +219,6 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
     return msk && (j > prr[r] || j < lor[r]) ? -INFINITY : pa_rb(acc[i]);
   };
   auto load = [&](unsigned char *dst, const uint16_t *cache, const uint16_t *chunk, int it) {
-    if ((MODE & 1) && it > 1) return;
     pw_tile_load<HD>(dst, cache, chunk, lo_blk + (int64_t)it * PW_KT, hi_blk, a.p0, a.window, kvd, coff);
   };
 
@@ -242,42 +240,7 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
     };
     load(Kb, a.kc, a.kch, 0);
     at_cp_commit();
-    if (MODE & 8) {
-      /* (MLXRT_PW_MODE=8, written after session 22's device time ran out, not yet measured) tile
-       * t + 1's scores issued before tile t's softmax, so its exponentials run while the tensor
-       * cores work: two score accumulators over the two K buffers, the loop unrolled by two with
-       * an unconditional issue (past the last tile, a tile already there again, never read) so
-       * that ptxas keeps the in-flight accumulator untouched (a conditional issue made it spill
-       * 888 bytes and insert waits) */
-      if (ntiles > 1) load(Vb, a.kc, a.kch, 1);
-      at_cp_commit();
-      at_cp_wait<1>();
-      fence_proxy_async_smem();
-      __syncthreads();
-      float acc0[32], acc1[32];
-      pw_scores_issue<HD>(acc0, q_s, k_s, wg);
-      for (int it = 0; it < ntiles; it += 2) {
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-          float(&cur)[32] = u ? acc1 : acc0;
-          float(&nxt)[32] = u ? acc0 : acc1;
-          const int t = it + u;
-          wg_wait<0>();
-          wg_pin(cur);
-          pw_exchange<H>(cur, X);
-          if (t + 2 < ntiles) load((t & 1) ? Vb : Kb, a.kc, a.kch, t + 2);
-          at_cp_commit();
-          at_cp_wait<1>();
-          fence_proxy_async_smem();
-          __syncthreads();
-          /* past the last tile: a tile already there again, its scores never read */
-          pw_scores_issue<HD>(nxt, q_s, ((t + 1 < ntiles ? t + 1 : t) & 1) ? v_s : k_s, wg);
-          if (t < ntiles) push(cur, t);
-        }
-      }
-      wg_wait<0>();
-    }
-    for (int it = 0; it < ((MODE & 8) ? 0 : ntiles); it++) {
+    for (int it = 0; it < ntiles; it++) {
       if (it + 1 < ntiles) {
         load((it & 1) ? Kb : Vb, a.kc, a.kch, it + 1); /* that buffer's wgmma ended before the last exchange */
         at_cp_commit();
@@ -288,17 +251,9 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
       fence_proxy_async_smem(); /* this thread's writes (copies, zeros, Q) visible to the wgmma */
       __syncthreads();
       float acc[32];
-      if (MODE & 2) {
-        for (int i = 0; i < 32; i++) acc[i] = 0.f;
-      } else {
-        pw_scores<HD>(acc, q_s, (it & 1) ? v_s : k_s, wg);
-      }
+      pw_scores<HD>(acc, q_s, (it & 1) ? v_s : k_s, wg);
       pw_exchange<H>(acc, X);
-      if (MODE & 4) {
-        m[0] = fmaxf(m[0], acc[16 * H]), l[0] += acc[16 * H + 1];
-      } else {
-        push(acc, it);
-      }
+      push(acc, it);
     }
     /* the row's (max, sum) over the quad, then over both halves (commutative: the same bits in both
      * warpgroups) */
@@ -334,11 +289,7 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
       load(Vb, a.vc, a.vch, it);
       at_cp_commit();
       float acc[32];
-      if (MODE & 2) {
-        for (int i = 0; i < 32; i++) acc[i] = 0.f;
-      } else {
-        pw_scores<HD>(acc, q_s, k_s, wg);
-      }
+      pw_scores<HD>(acc, q_s, k_s, wg);
       pw_exchange<H>(acc, X);
       if (it + 1 < ntiles) {
         load(Kb, a.kc, a.kch, it + 1);
@@ -355,10 +306,6 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
 #pragma unroll
           for (int u = 0; u < 2; u++) {
             const int i = 8 * kk + 2 * e + u, r = (i >> 1) & 1;
-            if (MODE & 4) {
-              p2[u] = pa_bf16(acc[i]);
-              continue;
-            }
             const float s = score(acc, i, it, msk);
             p2[u] = s == -INFINITY ? (uint16_t)0 : pa_bf16(__fmul_rn(expf(__fsub_rn(s, M[r])), inv[r]));
           }
@@ -377,10 +324,6 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
         const uint4 f = PX[((1 - H) * 2 + kq) * 128 + (threadIdx.x & 127)];
         const int kk = 2 * (1 - H) + kq;
         pa[kk][0] = f.x, pa[kk][1] = f.y, pa[kk][2] = f.z, pa[kk][3] = f.w;
-      }
-      if (MODE & 2) {
-        for (int i = 0; i < S::OREG; i++) o[i] += __uint_as_float(pa[i & 3][(i >> 2) & 3]);
-        continue;
       }
       wg_pin(o);
       wg_fence();
@@ -410,16 +353,16 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
     run(std::integral_constant<int, 1>{});
 }
 
-template <int HD, int MODE = 0>
+template <int HD>
 static int pw_launch(const PaArgs &a, cudaStream_t st) {
-  static int attr_set;
+  static std::atomic<int> attr_set{0};
   constexpr size_t smem = PwShape<HD>::SMEM;
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(pw_kernel<HD, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(pw_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e) return (int)e;
     attr_set = 1;
   }
-  return (int)ck_launch(pw_kernel<HD, MODE>, dim3((unsigned)((a.T + PW_QT - 1) / PW_QT), (unsigned)a.nq), 256, smem, st,
+  return (int)ck_launch(pw_kernel<HD>, dim3((unsigned)((a.T + PW_QT - 1) / PW_QT), (unsigned)a.nq), 256, smem, st,
                         a);
 }
 
@@ -501,21 +444,7 @@ extern "C" int pf_attention_wg(const float *q, const uint16_t *kc, const uint16_
   switch (hd) {
   case 128: return pw_launch<128>(a, st);
   case 256: return pw_launch<256>(a, st);
-  case 512: {
-    static int mode = -1; /* MLXRT_PW_MODE, read once: pw_kernel's MODE (a diagnosis, an experiment) */
-    if (mode < 0) {
-      const char *m = getenv("MLXRT_PW_MODE");
-      mode = m ? atoi(m) : 0;
-    }
-    switch (mode) {
-    case 1: return pw_launch<512, 1>(a, st);
-    case 2: return pw_launch<512, 2>(a, st);
-    case 4: return pw_launch<512, 4>(a, st);
-    case 6: return pw_launch<512, 6>(a, st);
-    case 8: return pw_launch<512, 8>(a, st);
-    default: return pw_launch<512>(a, st);
-    }
-  }
+  case 512: return pw_launch<512>(a, st);
   default: return (int)cudaErrorInvalidValue;
   }
 }

@@ -38,30 +38,23 @@ int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, int il, void *
  * (slot j % window when window > 0, else j), key j ≥ p0 from the chunk's kch/vch [T, kvd];
  * a sliding layer's query at p sees keys p − window < j ≤ p. Rounding: q·bf16(scale) → bf16,
  * scores → bf16, float32 softmax, p → bf16, Σ p·v float32 → bf16. att [T, nq·hd] bf16.
- * kind 0 (and 4): the tensor-core kernel, 64 queries per block, the next K/V tile copied
- * (cp.async) while one computes (head dims 16..512, powers of two; other head dims take the
- * plain one); 1: the plain reference kernel (one block per query and head); benchmark
- * baselines, the same bits as kind 0 but 2: 2, the tensor-core kernel as it was before
- * ldmatrix fragments and split score chains (32 queries per block); 3, 32 queries per block,
- * synchronous tile loads; 5, 64 queries per block, synchronous tile loads; 6, the same bits
- * as kind 0 from 8 warps that each form one score chain of 32 rows × 32 keys (head dims 128,
- * 256, 512; the others take kind 0); 7 and 8, kinds 6 and 0 with each key tile fetched by
- * bulk copies; 9, the warpgroup tensor cores (sm_90a wgmma, head dims 128, 256, 512, the others
- * take kind 0; its score sums are grouped otherwise, so its bits differ from kind 0's) — the
- * decoder's default since session 22 (cuda_decoder_prefill.c).
- * (prefill_attn.cu, prefill_attn_wg.cu) */
+ * Head dims 128, 256 and 512 on an sm_90 device: the warpgroup tensor cores (sm_90a wgmma,
+ * prefill_attn_wg.cu); other powers of two up to 512: mma.sync, 64 queries per block, the next
+ * K/V tile copied while one computes (prefill_attn.cu); other head dims: a plain kernel (one
+ * block per query and head). The score sums are grouped differently in each, so their bits may
+ * differ in a bf16 rounding, not their math. */
 int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                  const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
-                 uint16_t *att, int kind, void *stream);
+                 uint16_t *att, void *stream);
 
-/* Kind 9 alone (prefill_attn_wg.cu): whether it runs here (head dim 128, 256 or 512 on an
+/* The warpgroup kernel alone (prefill_attn_wg.cu): whether it runs here (head dim 128, 256 or 512 on an
  * sm_90 device, where the sm_90a machine code loads), and its launcher. */
 int pf_attention_wg_supported(int hd);
 int pf_attention_wg(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                     const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
                     uint16_t *att, void *stream);
 /* its primitives alone: d1 [64×64] = A·Bᵀ, d2 [64×256] = A·V for bf16 A, B [64×64], V [64×256],
- * row-major (mlxrt-pfattn-bench checks them against the host before kind 9) */
+ * row-major (mlxrt-pfattn-bench checks them against the host before the attention) */
 int pf_wg_selftest(float *d1, float *d2, const uint16_t *A, const uint16_t *B, const uint16_t *V, void *stream);
 
 /* Sliding layers: the chunk's last min(T, window) K/V rows → ring slots (p0 + t) % window. */

@@ -39,4 +39,4 @@ extern "C" int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int 
                         kstride, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
 }
 
-CK_PDL_EARLY_SETTER(ck_pdl_early_qkv_post)
+CK_TIMELINE_SETTER(ck_tl_qkv_post)

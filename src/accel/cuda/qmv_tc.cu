@@ -17,8 +17,11 @@
 
 #include "ck_block.cuh"
 #include "ck_device.cuh"
+#include <mutex>
+
 #include "ck_launch.cuh"
 #include "qmv_tc.cuh"
+#include "tuning.h"
 
 struct QmvArgs {
   const uint4 *w;
@@ -32,14 +35,7 @@ struct QmvArgs {
   int ksplit;      /* blockIdx.y of ksplit takes units [nunits·y/ksplit, nunits·(y+1)/ksplit) */
   int64_t kstride; /* and writes its partial sums at y + blockIdx.y·kstride */
   int64_t nslices; /* cols / 32: the x layout's row stride in 32-k slices */
-  int early;   /* weight stages issued before the wait for x's producer (≤ NST) */
-  int variant; /* 0 = the product; 1 = loads only (benchmark: the access pattern's ceiling);
-                * 2 = COL without its full-stage loop, 3 = no COL, 5 = COL with two mma chains
-                * per pair, 7 = COL's full-stage loop without its 4-warp unroll, 8 = each slot
-                * refilled by the last warp done with it instead of after a block barrier,
-                * 9 = the full stages through the stage loop instead of its slot unroll,
-                * 10 = the last full stages after the unrolled rounds through the stage loop,
-                * and the epilogue's warp sum looped (benchmarks: what each gains) */
+  int early; /* weight stages issued before the wait for x's producer (≤ NST) */
   /* GeGLU epilogue (ck_qmv_geglu; one row, no k split): the weight's rows interleaved by 8 —
    * tile t holds gate rows 8t … 8t+7, then up rows 8t … 8t+7 — and instead of y, the tile's 8
    * activations ck_geglu(gate, up) into act[8t …], their max |value| into amax[8t / apblock]
@@ -112,19 +108,14 @@ __device__ __forceinline__ void affine_fold(uint2 sv, float &s0, float &b0, floa
   }
 }
 
-template <int FMT, int GS, bool SB_F16, bool LOADS_ONLY>
+template <int FMT, int GS, bool SB_F16>
 __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (&acc)[4],
                                              float (&tot)[4]) {
   typedef Shape<FMT, GS> S;
   constexpr int MX_OFF = FMT == CK_MXFP4 ? 14 : 8; /* undo the decode's 2^-14 / 2^-8 */
   const uint32_t *wd = reinterpret_cast<const uint32_t *>(&r.w[0]);
-  constexpr int MPU = LOADS_ONLY ? 0 : S::MPU; /* the benchmark variant skips the work */
-  if (LOADS_ONLY) {
 #pragma unroll
-    for (int i = 0; i < 4 * S::CPU; i++) acc[0] += __uint_as_float(wd[i] & 0x3f800000u);
-  }
-#pragma unroll
-  for (int m = 0; m < MPU; m++) {
+  for (int m = 0; m < S::MPU; m++) {
     const uint4 &xv = r.x[m >> 1];
     uint32_t b0 = (m & 1) ? xv.z : xv.x, b1 = (m & 1) ? xv.w : xv.y;
     uint32_t a[4];
@@ -197,13 +188,12 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   extern __shared__ __align__(128) uint8_t stage_mem[];
 #endif
   __shared__ uint64_t mbar[NST];
-  __shared__ unsigned slot_done[NST]; /* variant 8: warps done with each slot, over all rounds */
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t tile = blockIdx.x;
   const int ks = blockIdx.y;
   /* (without a k split no division: two 64-bit divisions are ~70 of a tile's ~1900 warp
-   * instructions on lm_head, ncu source counters, session 18) */
+   * instructions on lm_head, by ncu's source counters) */
   const int ubeg = p.ksplit == 1 ? 0 : (int)((int64_t)p.nunits * ks / p.ksplit);
   const int uend = p.ksplit == 1 ? p.nunits : (int)((int64_t)p.nunits * (ks + 1) / p.ksplit);
   const int nunits = uend - ubeg, nstages = (nunits + S::SU - 1) / S::SU;
@@ -214,7 +204,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   const uint4 *xrow = p.xp + (size_t)g * p.nslices * 4 + t + (size_t)ubeg * XSTEP0;
 
   if (threadIdx.x == 0) {
-    for (int i = 0; i < NST; i++) mbar_init(&mbar[i], 1), slot_done[i] = 0;
+    for (int i = 0; i < NST; i++) mbar_init(&mbar[i], 1);
     mbar_init_fence();
   }
   __syncthreads();
@@ -252,7 +242,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, tot[4] = {0.f, 0.f, 0.f, 0.f};
   float acc2[4] = {0.f, 0.f, 0.f, 0.f}, tot2[4] = {0.f, 0.f, 0.f, 0.f};
   const int sstride = S::AFF ? 8 : ck_fp_scale_bytes(FMT);
-  const bool xok = g < p.nb, loads_only = p.variant == 1;
+  const bool xok = g < p.nb;
   /* per-unit strides of this warp's pointers (units ul, ul + nw, ... of each stage) */
   constexpr int XSTEP = (S::UK / 32) * 4;    /* uint4 of x per unit */
   constexpr int WSTEP = S::CPU * 32;          /* uint4 of codes per unit */
@@ -289,18 +279,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     const uint32_t wd0[4] = {w0.x, w0.y, w0.z, w0.w}, wd1[4] = {w1.x, w1.y, w1.z, w1.w};
     float d[4] = {0.f, 0.f, 0.f, 0.f};
     col_unit_mmas<FMT>(d, wd0, xv, colsel);
-    if (two) {
-      /* COL 2 (benchmark variant 5): the second unit on its own accumulator, so the pair is
-       * two chains of 4 mmas instead of one of 8; a lane's columns come from one unit
-       * only, so d + d2 adds exact zeros: the same bits */
-      float d2[4] = {0.f, 0.f, 0.f, 0.f};
-      float(&dd)[4] = COL == 2 ? d2 : d;
-      col_unit_mmas<FMT>(dd, wd1, xv, colsel + 4);
-      if (COL == 2) {
-#pragma unroll
-        for (int q = 0; q < 4; q++) d[q] += d2[q];
-      }
-    }
+    if (two) col_unit_mmas<FMT>(d, wd1, xv, colsel + 4);
     if (S::AFF) { /* compute_unit's group epilogue, for this lane's group */
       float s0, b0f, s8, b8;
       affine_fold<FMT, SB_F16>(sw, s0, b0f, s8, b8);
@@ -335,12 +314,10 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
    * register plus a constant. In the loop below the lane offsets, the path's conditions and
    * the slot's base were re-derived every stage (~65 of ~290 warp instructions per stage of
    * two pairs in the SASS); here a stage is its wait, its two pairs, the barrier and thread
-   * 0's refill. The same operations in the same order: the same bits (qmv_emulate compares it
-   * with the loop, variant 7). The stages after the last full round of NST (and a partial
-   * one) go through the loop below. */
+   * 0's refill. The same operations in the same order as the loop: the same bits. The stages
+   * after the last full round of NST (and a partial one) go through the loop below. */
   int st_begin = 0;
-  if (COL && XS && nw == 4 && !loads_only && p.variant != 2 && p.variant != 7 && p.variant != 8 &&
-      p.variant != 9) {
+  if (COL && XS && nw == 4) {
     static_assert(S::SU == 16 || !XS, "two pairs of 4 warps per stage");
     static_assert(STAGE % 16 == 0, "slots at 16-byte multiples");
     const int nfull = nunits / S::SU;
@@ -375,13 +352,11 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     /* the last full stages, fewer than NST (e.g. the 5th of the 5 full stages of a 5376-wide
      * row with 2 slots), with the same constant addresses instead of the stage loop's
      * per-stage setup */
-    if (p.variant != 10) {
 #pragma unroll
-      for (int slot = 0; slot + 1 < NST; slot++) {
-        if (st_begin >= nfull) break;
-        full_stage(slot, phase, st_begin);
-        st_begin++;
-      }
+    for (int slot = 0; slot + 1 < NST; slot++) {
+      if (st_begin >= nfull) break;
+      full_stage(slot, phase, st_begin);
+      st_begin++;
     }
   }
   for (int st = st_begin; st < nstages; st++) {
@@ -393,14 +368,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     const uint8_t *ssm = base + S::SU * S::UNIT_W + g * sstride + warp * S::UNIT_S;
     const uint4 *xu = xrow + (u0 + warp) * XSTEP;
     const float2 *xsu = xs_lane + (u0 + warp) * S::GPU * 4;
-    if (loads_only) {
-      for (int ul = warp; ul < nu; ul += nw, wsm += nw * WSTEP) {
-        UnitRegs<FMT, GS> r0;
-#pragma unroll
-        for (int c = 0; c < S::CPU; c++) r0.w[c] = wsm[c * 32];
-        compute_unit<FMT, GS, SB_F16, true>(r0, acc, tot);
-      }
-    } else if (COL) {
+    if (COL) {
       /* x and the group sums: the stage's copy (XS; lane (g, t)'s 8 bytes of its unit's x at
        * t·16 + ((g & 3) >> 1)·64 + (g & 1)·8, the same strides as in global memory), or global */
       const uint2 *xc = XS ? reinterpret_cast<const uint2 *>(base + XOFF + t * 16 + ((g & 3) >> 1) * 64 + (g & 1) * 8) +
@@ -432,17 +400,16 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
         xc += 2 * nw * XSTEP * 2;
         xsc += 2 * nw * S::GPU * 8;
       };
-      if (XS && nu == S::SU && nw == 4 && p.variant != 2 && p.variant != 7) {
+      if (XS && nu == S::SU && nw == 4) {
         /* 4 warps, a full stage: its two pairs per warp unrolled, every offset from the stage's
-         * lane pointers a constant (no per-pair address arithmetic or loop; variant 7 runs the
-         * loop below instead) */
+         * lane pointers a constant (no per-pair address arithmetic or loop) */
         static_assert(S::SU == 16 || !XS, "two pairs of 4 warps per stage");
         const uint2 *xl = xc + col_x;
         const uint8_t *sl = sc + col_s;
         const float *xsl = xsc + col_xs_off;
         stage_pair(wsm, xl, sl, xsl, ck_int<0>());
         stage_pair(wsm, xl, sl, xsl, ck_int<1>());
-      } else if (nu == S::SU && S::SU % (2 * nw) == 0 && p.variant != 2) {
+      } else if (nu == S::SU && S::SU % (2 * nw) == 0) {
         for (int ul = warp; ul < nu; ul += 2 * nw, advance()) pair(ck_bool<true>(), true);
       } else {
         for (int ul = warp; ul < nu; ul += 2 * nw, advance()) pair(ck_bool<false>(), ul + nw < nu);
@@ -457,38 +424,20 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
         load_unit(r0, wsm, ssm, xu, xsu, xok);
         if (two)
           load_unit(r1, wsm + nw * WSTEP, ssm + nw * S::UNIT_S, xu + nw * XSTEP, xsu + nw * S::GPU * 4, xok);
-        compute_unit<FMT, GS, SB_F16, false>(r0, acc, tot);
-        if (two) compute_unit<FMT, GS, SB_F16, false>(r1, acc2, tot2);
+        compute_unit<FMT, GS, SB_F16>(r0, acc, tot);
+        if (two) compute_unit<FMT, GS, SB_F16>(r1, acc2, tot2);
         wsm += 2 * nw * WSTEP;
         ssm += 2 * nw * S::UNIT_S;
         xu += 2 * nw * XSTEP;
         xsu += 2 * nw * S::GPU * 4;
       }
     }
-    if (p.variant == 8) {
-      /* no block barrier: each warp counts itself out of the slot, and the last one of the
-       * round refills it while the others go on to stages already landed (a count that only
-       * grows: a warp's next increment of this slot needs the refill, so rounds never mix) */
-      __syncwarp();
-      if (lane == 0) {
-        __threadfence_block(); /* this warp's reads of the slot before its count */
-        if ((atomicAdd(&slot_done[slot], 1u) + 1u) % (unsigned)nw == 0u) {
-          __threadfence_block(); /* every warp's reads before the refill */
-          if (st + NST < nstages) {
-            fence_proxy_async_smem();
-            issue(st + NST, true, true);
-          }
-        }
-      }
-    } else {
-      __syncthreads(); /* every warp is done with this slot */
-      if (threadIdx.x == 0 && st + NST < nstages) {
-        fence_proxy_async_smem();
-        issue(st + NST, true, true);
-      }
+    __syncthreads(); /* every warp is done with this slot */
+    if (threadIdx.x == 0 && st + NST < nstages) {
+      fence_proxy_async_smem();
+      issue(st + NST, true, true);
     }
   }
-  if (p.variant == 8) __syncthreads(); /* the reduction below reuses the stage memory */
   if (!S::POST) {
 #pragma unroll
     for (int i = 0; i < 4; i++) tot[i] = acc[i] + acc2[i];
@@ -506,7 +455,6 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     tot[2] = r8;
     tot[1] = tot[3] = 0.f;
   }
-  if (p.variant == 1) tot[0] = acc[0] + acc2[0]; /* loads-only: keep the loads alive */
 
   /* lane (g, t) holds rows (g, g+8) × columns (2t, 2t+1); sum the warps' partials (in the
    * stage memory: every stage has been consumed behind the loop's last barrier). */
@@ -519,7 +467,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     int rl = idx >> 3, col = idx & 7;
     int src = (rl & 7) * 4 + (col >> 1), slot = ((rl >> 3) << 1) | (col & 1);
     float s = 0.f;
-    if (nw == 4 && p.variant != 10) { /* the decoder's blocks: the same sums, no loop */
+    if (nw == 4) { /* the decoder's blocks: the same sums, no loop */
 #pragma unroll
       for (int w = 0; w < 4; w++) s += red[w][src][slot];
     } else {
@@ -557,13 +505,11 @@ typedef void (*qmv_fn)(QmvArgs);
 template <int FMT, int GS>
 static constexpr int stage_smem() { return Shape<FMT, GS>::STAGE; }
 
-/* x staged with the weights in the one-row kernels (nvfp4, affine 4-bit g32/g64): on unless
- * benchmark variant 6 asks for x from global memory as before (variant 5 reads it there too). */
-static int g_variant;
+/* The one-row kernels (nvfp4, affine 4-bit g32/g64) take x staged with the weights. */
 static bool one_row_col(const ck_layout *L, int nb) {
   return nb == 1 && (L->fmt == CK_NVFP4 || (L->fmt == CK_AFF4 && L->group_size <= 64));
 }
-static bool xs_for(const ck_layout *L, int nb) { return g_variant != 6 && g_variant != 5 && one_row_col(L, nb); }
+static bool xs_for(const ck_layout *L, int nb) { return one_row_col(L, nb); }
 
 /* Bytes of one stage of the kernels pick() returns; the dynamic shared memory is the stage
  * count times this (≥ 8 KB: it also holds the reduction). */
@@ -619,46 +565,16 @@ static qmv_fn pick_ns(const ck_layout *L, int nb) {
   return nullptr;
 }
 
-/* Stages in flight per block. Fewer leave room for more resident blocks: 3 instead of 4 (28 KB
- * instead of 37 KB of stages per block for 4-bit formats) gained nvfp4 3-4 % on lm_head and in
- * the decoder (session 4); 2 instead of 3 (9 resident one-row blocks per SM instead of 6, whose
- * consumer warps hide each other's latencies) gained nvfp4 lm_head 4.6 % (88.7 % of the read
- * bandwidth against 84.8 % in one run) and tg128 2.4 % (session 15, docs/PERF.md). So the
- * default is 2 for the one-row kernels (nvfp4, affine 4-bit g32/g64), 3 for nvfp4's batch
- * kernel, 4 otherwise; MLXRT_QMV_STAGES overrides it (2, 3 or 4). */
-static int g_stages; /* 0 = per format */
-/* Weight stages a block issues before it waits for x's producer. Those bytes stream while the
- * producer runs, but the producer's own dependent loads queue behind them: in the decoder on
- * the H200 (31B nvfp4, tg128) all 3 stages gave 120.9 / 120.5 t/s, 2 gave 124.3, 1 122.8
- * (docs/PERF.md, session 9). MLXRT_QMV_EARLY overrides it (0..4). */
-static int g_early = 2;
-extern "C" void ck_set_qmv_early(int n) { g_early = n >= 0 && n <= 4 ? n : 2; }
-extern "C" int ck_get_qmv_early(void) { return g_early; }
-extern "C" void ck_set_qmv_stages(int n) { g_stages = n >= 2 && n <= 4 ? n : 0; }
-extern "C" int ck_get_qmv_stages(void) { return g_stages; }
+/* Stages in flight per block (tuning.h): QMV_STAGES_ONE_ROW for the one-row kernels, 3 for
+ * nvfp4's batch kernel, 4 otherwise. */
 static int stages_for(const ck_layout *L, int nb) {
-  if (g_stages) return g_stages;
-  return one_row_col(L, nb) ? 2 : L->fmt == CK_NVFP4 ? 3 : 4;
+  return one_row_col(L, nb) ? QMV_STAGES_ONE_ROW : L->fmt == CK_NVFP4 ? QMV_STAGES_NVFP4_BATCH : QMV_STAGES_OTHER;
 }
 
-/* nb: activation rows; 0 picks the per-unit kernel for one row too (benchmark variant 3) */
+/* nb: activation rows */
 static qmv_fn pick(const ck_layout *L, int nb) {
   const int n = stages_for(L, nb);
   return n == 2 ? pick_ns<2>(L, nb) : n == 3 ? pick_ns<3>(L, nb) : pick_ns<4>(L, nb);
-}
-
-/* Benchmark variant 5: the one-row kernel with two mma chains per pair (2 or 3 stages), for
- * the two target formats; NULL for the others (they run the default kernel). */
-template <int NST>
-static qmv_fn pick_two_chains_ns(const ck_layout *L) {
-  if (L->fmt == CK_NVFP4) return qmv_tc_kernel<CK_NVFP4, 16, false, NST, 2>;
-  if (L->fmt == CK_AFF4 && L->group_size == 64 && L->scales_dtype != CKT_F16) return qmv_tc_kernel<CK_AFF4, 64, false, NST, 2>;
-  return nullptr;
-}
-static qmv_fn pick_two_chains(const ck_layout *L, int nb) {
-  if (nb != 1) return nullptr;
-  const int n = stages_for(L, nb);
-  return n == 2 ? pick_two_chains_ns<2>(L) : n == 3 ? pick_two_chains_ns<3>(L) : nullptr;
 }
 
 extern "C" int ck_unit_k(int fmt, int group_size) { return ck_unit_k_c(fmt, group_size); }
@@ -678,23 +594,15 @@ extern "C" int64_t ck_xp_cols(const ck_layout *L) {
   return (L->cols + uk - 1) / uk * uk;
 }
 
-static int g_warps_override;
-extern "C" void ck_set_tuning(int warps, int variant) {
-  g_warps_override = warps;
-  g_variant = variant;
-}
-extern "C" void ck_set_qmv_variant(int variant) { g_variant = variant; }
-extern "C" void ck_set_qmv_warps(int warps) { g_warps_override = warps; }
-extern "C" int ck_get_qmv_warps(void) { return g_warps_override; }
-extern "C" int ck_get_qmv_variant(void) { return g_variant; }
-
 /* Warps per tile: the block size whose resident blocks cover the tiles in the fullest waves
  * (a partial last wave of long blocks is what costs most on shapes of ~1000 tiles); ties go
  * to 4 warps for many waves and 8 otherwise, the best measured on the H200. Occupancy comes from the runtime, once per
- * kernel and size (the memo is not thread-safe: one thread drives a backend). */
+ * kernel and size, memoised under a lock (decoders in several threads share the memo). */
+static std::mutex memo_lock;
 static int occupancy(qmv_fn fn, int w, int smem) {
   static struct { qmv_fn fn; int w, smem, per_sm; } memo[64];
   static int nmemo;
+  std::lock_guard<std::mutex> hold(memo_lock);
   for (int i = 0; i < nmemo; i++)
     if (memo[i].fn == fn && memo[i].w == w && memo[i].smem == smem) return memo[i].per_sm;
   int per_sm = 0;
@@ -707,10 +615,11 @@ static int occupancy(qmv_fn fn, int w, int smem) {
 }
 
 /* Lets fn take smem bytes of dynamic shared memory (beyond the default 48 KB), once per
- * kernel and size (not thread-safe, as occupancy()). */
+ * kernel and size (under the memo's lock). */
 static cudaError_t allow_smem(qmv_fn fn, int smem) {
   static struct { qmv_fn fn; int smem; } done[32];
   static int ndone;
+  std::lock_guard<std::mutex> hold(memo_lock);
   for (int i = 0; i < ndone; i++)
     if (done[i].fn == fn && done[i].smem >= smem) return cudaSuccess;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -718,12 +627,11 @@ static cudaError_t allow_smem(qmv_fn fn, int smem) {
   return e;
 }
 
-/* Warps per tile of the kernels other than the one-row ones (those take 4: measured on the
- * H200 in session 6, 4 beat 8 on every 31B shape with x staged, +1 % tg128). */
+/* Warps per tile of the kernels other than the one-row ones (those take 4: on the H200, 4 beat
+ * 8 on every 31B shape with x staged, +1 % tg128). */
 static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
-  if (g_warps_override > 0) return g_warps_override;
-  static int sms;
-  if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 132;
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 132;
   /* measured in the decoder on the H200 (31B shapes): 4 warps per tile win from ~2000 tiles
    * up (gate|up 43008×5376: 53 vs 70 us at 8), 8 below (q|k|v 16384 rows: 30 vs 33 us) */
   if (L->tiles * ksplit >= 2048 && occupancy(fn, 4, smem) >= 1) return 4;
@@ -755,9 +663,7 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
 static int qmv_launch(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
                       float *y, int64_t ldy, int ksplit, int64_t kstride, uint16_t *act, float *amax, int apblock,
                       void *stream) {
-  const int pick_nb = g_variant == 3 ? 0 : nb; /* variant 3 (benchmark): the kernel without COL */
-  qmv_fn fn = g_variant == 5 ? pick_two_chains(L, nb) : nullptr;
-  if (!fn) fn = pick(L, pick_nb);
+  qmv_fn fn = pick(L, nb);
   if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
   QmvArgs a = {};
   a.w = (const uint4 *)((const char *)L->w + (size_t)slab * L->w_slab);
@@ -771,30 +677,28 @@ static int qmv_launch(const ck_layout *L, int64_t slab, const uint16_t *xp, cons
   a.nunits = (int)L->nunits;
   a.nslices = L->cols / 32;
   a.nb = nb;
-  a.variant = g_variant;
-  a.early = g_early;
+  a.early = QMV_EARLY_STAGES;
   a.ksplit = ksplit;
   a.kstride = kstride;
   a.act = act;
   a.amax = amax;
   a.acts = L->rows / 2;
   a.apblock = apblock;
-  int smem = stages_for(L, pick_nb) * smem_for(L, pick_nb);
+  int smem = stages_for(L, nb) * smem_for(L, nb);
   if (smem > 48 * 1024) { /* 4 stages of affine 4-bit g32 with x staged: 52 KB */
     cudaError_t e = allow_smem(fn, smem);
     if (e) return (int)e;
   }
-  int warps = one_row_col(L, pick_nb) && g_warps_override <= 0 ? 4 : warps_for(L, fn, smem, ksplit);
+  int warps = one_row_col(L, nb) ? 4 : warps_for(L, fn, smem, ksplit);
   return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps * 32, smem, (cudaStream_t)stream, a);
 }
 
 extern "C" int ck_qmv_occupancy(const ck_layout *L, int nb, int *sms) {
-  const int pick_nb = g_variant == 3 ? 0 : nb;
-  qmv_fn fn = pick(L, pick_nb);
+  qmv_fn fn = pick(L, nb);
   if (!fn || cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) return 0;
-  const int smem = stages_for(L, pick_nb) * smem_for(L, pick_nb);
+  const int smem = stages_for(L, nb) * smem_for(L, nb);
   if (smem > 48 * 1024 && allow_smem(fn, smem) != cudaSuccess) return 0;
-  const int warps = one_row_col(L, pick_nb) && g_warps_override <= 0 ? 4 : warps_for(L, fn, smem, 1);
+  const int warps = one_row_col(L, nb) ? 4 : warps_for(L, fn, smem, 1);
   return occupancy(fn, warps, smem);
 }
 
@@ -806,8 +710,7 @@ extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp
 
 extern "C" int ck_qmv_geglu(const ck_layout *L, const uint16_t *xp, const float *xs, const int *xexp, uint16_t *act,
                             float *amax, int apblock, void *stream) {
-  if (L->fmt == CK_GENERIC || L->rows % 16 || !act || !amax || apblock < 8 || apblock % 8 ||
-      (g_variant && g_variant != 7 && g_variant != 8 && g_variant != 9))
+  if (L->fmt == CK_GENERIC || L->rows % 16 || !act || !amax || apblock < 8 || apblock % 8)
     return (int)cudaErrorInvalidValue;
   return qmv_launch(L, 0, xp, xs, xexp, 1, NULL, L->rows, 1, 0, act, amax, apblock, stream);
 }
@@ -842,4 +745,4 @@ extern "C" int ck_read_bw(const void *buf, size_t nbytes, unsigned *sink, int sm
 }
 #endif
 
-CK_PDL_EARLY_SETTER(ck_pdl_early_qmv)
+CK_TIMELINE_SETTER(ck_tl_qmv)

@@ -6,15 +6,10 @@
  *
  * Thread g of the cluster owns values g, g + RN_CL·RN_BT, … (at most RN_VPT), kept in registers
  * between the passes. The row sums are reduced per block, then every block adds the RN_CL block
- * sums in rank order, so every block holds the same total (deterministic). Two forms of that
- * exchange, the same additions in the same order (the same bits):
- *   - pull: each block writes its own slot, a barrier, then remote reads, and a last barrier
- *     so that no block leaves while another still reads it;
- *   - push (dk_set_norm_push(1); the decoder's default, MLXRT_NORM_PUSH): each block writes its
- *     sum into every block's shared memory, then one cluster barrier, then local reads; no
- *     remote read, and no barrier at the end (nothing remote is touched after the last one).
- *     tg128 128.46 / 128.35 t/s against 127.73 / 127.80 with pull, the same logits hash (H200,
- *     session 12).
+ * sums in rank order, so every block holds the same total (deterministic). Each block pushes
+ * its sum into every block's shared memory, then one cluster barrier, then local reads: no
+ * remote read, and no barrier at the end (nothing remote is touched after the last one) —
+ * tg128 +0.5 % against each block pulling the others' sums, the same bits.
  * All shared state is in dynamic shared memory, so that the host emulation can run a cluster's
  * blocks side by side (tests/gpu/residual_norm_emulate.cpp). One pass of the cluster covers
  * RN_CL·RN_BT values, which is the activation prep's pblock: the pass's max|xb| is pmax of that
@@ -39,55 +34,44 @@ namespace cg = cooperative_groups;
 #define RN_VPT 8
 
 /* the dynamic shared memory: the block reduction's scratch [32], the two sums' inboxes
- * [2][RN_CL] (pull: slot [k][0] only), the pass maxima [RN_VPT], their inbox [RN_CL][RN_VPT]
- * (push), the warp maxima [RN_VPT][RN_BT / 32], the exponent */
+ * [2][RN_CL], the pass maxima [RN_VPT], their inbox [RN_CL][RN_VPT], the warp maxima [RN_VPT][RN_BT / 32], the exponent */
 struct rn_shared {
   float part[32], sums[2][RN_CL], kmax[RN_VPT], kin[RN_CL][RN_VPT], wmax[RN_VPT][RN_BT / 32];
   int xe;
 };
 
-/* the cluster's total of v (this block's share), the same bits in both forms. first: the
- * kernel's first exchange — a block may write into another's shared memory only once that one
- * has started, which the barrier the kernel arrived at on entry ensures (push) */
-template <bool PUSH>
+/* the cluster's total of v (this block's share). first: the kernel's first exchange — a block
+ * may write into another's shared memory only once that one has started, which the barrier the
+ * kernel arrived at on entry ensures */
 __device__ __forceinline__ float cluster_total(cg::cluster_group &cl, rn_shared *sh, int k, float v, bool first) {
   float b[1] = {v};
   block_reduce_n_in<1>(b, ck_op_add(), 0.0f, sh->part);
   const unsigned rank = cl.block_rank();
   float t = 0.0f;
-  if (PUSH) {
-    if (first) cl.barrier_wait();
-    if (threadIdx.x < RN_CL) *cl.map_shared_rank(&sh->sums[k][rank], threadIdx.x) = b[0];
-    cl.sync();
-    for (unsigned r = 0; r < RN_CL; r++) t += sh->sums[k][r];
-  } else {
-    if (threadIdx.x == 0) sh->sums[k][0] = b[0];
-    cl.sync();
-    for (unsigned r = 0; r < RN_CL; r++) t += *cl.map_shared_rank(&sh->sums[k][0], r);
-  }
+  if (first) cl.barrier_wait();
+  if (threadIdx.x < RN_CL) *cl.map_shared_rank(&sh->sums[k][rank], threadIdx.x) = b[0];
+  cl.sync();
+  for (unsigned r = 0; r < RN_CL; r++) t += sh->sums[k][r];
   return t;
 }
 
-template <bool PUSH>
 __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
     residual_norm_kernel(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar,
                          float scalar, const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                          uint16_t *xp, int *xexp, int xmode, int xe_fixed, float *zero, int nzero) {
   cg::cluster_group cl = cg::this_cluster();
-  if (PUSH) cl.barrier_arrive(); /* waited for before the first write into another block */
+  cl.barrier_arrive(); /* waited for before the first write into another block */
   CK_DYNAMIC_SHARED(rn_shared, sh);
   const int g = (int)cl.block_rank() * RN_BT + threadIdx.x, step = RN_CL * RN_BT;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   /* The loads that do not depend on the predecessor are issued before its wait: this kernel
    * runs while the next mat-vec's resident blocks stream their first weight stages, and a
-   * DRAM read queued behind them cost several us per dependent round trip (in-graph
-   * timeline, docs/PERF.md session 7). The norm weights never change. With y, the
-   * predecessor is the mat-vec writing y, and h was written by a kernel that completed
-   * before that mat-vec passed its own wait; without y (the input norm) the predecessor
-   * writes h, and when kernels trigger before they wait (ck_pdl_early_c) nothing earlier is
-   * known complete: then h is read after the wait. */
+   * DRAM read queued behind them costs several us per dependent round trip (in-graph
+   * timeline). The norm weights never change. With y, the predecessor is the mat-vec writing
+   * y, and h was written by a kernel that completed before that mat-vec passed its own wait;
+   * without y (the input norm) the predecessor writes h: then h is read after the wait. */
   float wp[RN_VPT], wn[RN_VPT], hv[RN_VPT];
-  const int early = ck_pdl_early_c || !y;
+  const int early = !y; /* h read after the wait */
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) {
     int i = g + k * step;
@@ -115,7 +99,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
       yv[k] = i < H ? rb(ysum(y + i, ks, kstride)) : 0.0f;
       ss = fmaf(yv[k], yv[k], ss);
     }
-    ss = cluster_total<PUSH>(cl, sh, 0, ss, true);
+    ss = cluster_total(cl, sh, 0, ss, true);
     float r = 1.0f / sqrtf(ss / (float)H + eps);
 #pragma unroll
     for (int k = 0; k < RN_VPT; k++) {
@@ -131,7 +115,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
   float ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < RN_VPT; k++) ss = fmaf(hv[k], hv[k], ss);
-  ss = cluster_total<PUSH>(cl, sh, 1, ss, !y);
+  ss = cluster_total(cl, sh, 1, ss, !y);
   float r = 1.0f / sqrtf(ss / (float)H + eps);
   uint16_t ov[RN_VPT];
   /* the prep with an exponent given by the caller: no maxima, so no third exchange */
@@ -158,25 +142,20 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
       int i = g + k * step;
       if (i < H) prep_store(xp, i, ov[k], xe_fixed, xmode);
     }
-    if (!PUSH) cl.sync(); /* no block leaves while another still reads its sums */
     return;
   }
-  if (!pmax && !xmode) {
-    if (!PUSH) cl.sync(); /* no block leaves while another still reads its sums */
-    return;
-  }
+  if (!pmax && !xmode) return;
   __syncthreads();
   const unsigned rank = cl.block_rank();
   if (threadIdx.x < RN_VPT) {
     float m = 0.0f;
     for (int w = 0; w < RN_BT / 32; w++) m = fmaxf(m, sh->wmax[threadIdx.x][w]);
     sh->kmax[threadIdx.x] = m;
-    if (PUSH) /* into every block's inbox, at this block's row */
-      for (unsigned q = 0; q < RN_CL; q++) cl.map_shared_rank(&sh->kin[rank][0], q)[threadIdx.x] = m;
+    for (unsigned q = 0; q < RN_CL; q++) cl.map_shared_rank(&sh->kin[rank][0], q)[threadIdx.x] = m;
   }
   cl.sync();
-  /* pass k's maximum in block q: the inbox (push) or block q's kmax (pull) */
-  auto kmax_of = [&](unsigned q, int k) -> float { return PUSH ? sh->kin[q][k] : *cl.map_shared_rank(&sh->kmax[k], q); };
+  /* pass k's maximum in block q: its inbox row */
+  auto kmax_of = [&](unsigned q, int k) -> float { return sh->kin[q][k]; };
   int nblk = (H + pblock - 1) / pblock;
   if (pmax && rank == 0 && (int)threadIdx.x < nblk) {
     float m = 0.0f;
@@ -201,11 +180,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
       if (i < H) prep_store(xp, i, ov[k], e, xmode);
     }
   }
-  if (!PUSH) cl.sync(); /* no block leaves while another still reads its shared memory */
 }
-
-static int g_push;
-extern "C" void dk_set_norm_push(int on) { g_push = on != 0; }
 
 extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
                                 const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
@@ -214,9 +189,9 @@ extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const f
       (xmode && (!xp || !xexp || H % 32)) || nzero < 0 || (nzero && !zero) ||
       (xe_fixed != DK_XE_ROWMAX && (pmax || xe_fixed < -126 || xe_fixed > 127)))
     return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(g_push ? residual_norm_kernel<true> : residual_norm_kernel<false>, RN_CL, RN_BT,
+  return (int)ck_launch(residual_norm_kernel, RN_CL, RN_BT,
                         sizeof(rn_shared), (cudaStream_t)stream, y, ks, kstride, w_post, h, use_scalar, scalar, w_next,
                         xb, H, eps, pmax, pblock, xp, xexp, xmode, xe_fixed, zero, nzero);
 }
 
-CK_PDL_EARLY_SETTER(ck_pdl_early_residual_norm)
+CK_TIMELINE_SETTER(ck_tl_residual_norm)

@@ -2,7 +2,7 @@
  * x·2^e per row — max|x·2^e| in [2^14, 2^15), exact for every bf16 value within 2^29 of the
  * row's maximum — in m16n8k16 fragment order, with the affine formats' group sums; dense bf16
  * weights take x unscaled. Two passes: block maxima, then the fill. (The products making this
- * prep themselves measured slower, docs/perf/decoder-sessions-3-15.md: the prep kernel lets
+ * prep themselves measured slower: the prep kernel lets
  * the product's blocks become resident during the attention.) */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -143,4 +143,4 @@ extern "C" int ck_xprep_fixed(const ck_layout *L, const uint16_t *x, uint16_t *x
 }
 
 
-CK_PDL_EARLY_SETTER(ck_pdl_early_xprep)
+CK_TIMELINE_SETTER(ck_tl_xprep)

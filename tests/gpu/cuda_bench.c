@@ -91,8 +91,7 @@ typedef struct brow {
 /* Times one weight format on one shape; returns microseconds per product (median of 5
  * passes, each the mean over a round-robin of `copies` resident copies). */
 typedef struct bcfg {
-  int warps, variant, stages; /* stages: 3, 4 or 0 (per format) */
-  int warm;                   /* 1: one copy, launched again and again (weights L2-resident if they fit) */
+  int warm; /* 1: one copy, launched again and again (weights L2-resident if they fit) */
 } bcfg;
 
 static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint64_t *rng,
@@ -129,28 +128,34 @@ static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint
   void *st = cudab_stream(cu), *e0 = NULL, *e1 = NULL;
   if (rt_event_create(&e0, err) || rt_event_create(&e1, err)) goto done;
   int iters = copies * (wbytes > 256 * MB ? 4 : 12);
-  const int stages0 = ck_get_qmv_stages();
   for (int ci = 0; ci < ncfg; ci++) {
-  ck_set_tuning(cfg[ci].warps, cfg[ci].variant);
-  ck_set_qmv_stages(cfg[ci].stages);
   const int ncopies = cfg[ci].warm ? 1 : copies;
   /* passes: 0 the product alone; 1 with the x prep; 2 the product alone launched as the
-   * decoder launches it (programmatic dependent launch: each launch's weight prologue may
-   * overlap the previous launch's tail) */
+   * decoder launches it, from a captured graph (programmatic dependent launch: each launch's
+   * weight prologue may overlap the previous launch's tail) */
   float t[5], tp[5], tq[5];
   for (int pass = 0; pass < (ncfg > 1 ? 1 : 3); pass++) {
-    ck_set_pdl(pass == 2);
+    void *graph = NULL;
+    if (pass == 2) {
+      int bad_capture = rt_graph_begin(st, err);
+      for (int i = 0; i < iters && !bad_capture; i++) bad_capture = cudab_launch(cu, L[i % ncopies], -1, n, 0, err);
+      if (rt_graph_end(st, &graph, err) || bad_capture) goto done;
+    }
     for (int r = -1; r < 5; r++) {
       if (rt_event_record(e0, st, err)) goto done;
-      for (int i = 0; i < iters; i++)
-        if (cudab_launch(cu, L[i % ncopies], -1, n, pass == 1, err)) goto done;
+      if (graph) {
+        if (rt_graph_launch(graph, st, err)) goto done;
+      } else {
+        for (int i = 0; i < iters; i++)
+          if (cudab_launch(cu, L[i % ncopies], -1, n, pass == 1, err)) goto done;
+      }
       if (rt_event_record(e1, st, err)) goto done;
       float ms;
       if (rt_event_ms(e0, e1, &ms, err)) goto done;
       if (r >= 0) (pass == 0 ? t : pass == 1 ? tp : tq)[r] = ms * 1000.0f / (float)iters;
     }
+    rt_graph_destroy(graph);
   }
-  ck_set_pdl(0);
   qsort(t, 5, sizeof *t, cmp_float);
   if (ncfg == 1) {
     qsort(tp, 5, sizeof *tp, cmp_float);
@@ -166,8 +171,6 @@ static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint
   o->us_pdl = ncfg == 1 ? tq[2] : 0;
   o->gbs = (double)wbytes / (t[2] * 1e-6) / 1e9;
   }
-  ck_set_tuning(0, 0);
-  ck_set_qmv_stages(stages0);
   rt_event_destroy(e0);
   rt_event_destroy(e1);
   rc = 0;
@@ -194,13 +197,7 @@ int cuda_bench_profile(const char *which) {
     sh = dn;
   }
   accel_options o = {"cuda", 0, 0};
-  accel_backend *cu = mlxrt_cuda_backend_create(&o, &err); /* reads MLXRT_QMV_STAGES */
-  if (!cu) {
-    printf("profile: %s\n", err.msg);
-    return 1;
-  }
-  accel_destroy(cu);
-  bcfg c = {0, 0, ck_get_qmv_stages(), 0};
+  bcfg c = {0};
   brow r;
   uint64_t rng = 42;
   if (time_case(&f, &sh, 1, 64u << 20, &rng, &c, 1, &r, &err)) {
@@ -254,7 +251,7 @@ int cuda_bench(const char *table_path, int quick) {
       for (int64_t n = 1; n <= 8; n += 7) {
         if (n == 8 && (quick || si != 5)) continue; /* batch 8 only on the lm_head */
         brow *r = &rows[nr];
-        bcfg auto_cfg = {0, 0, ck_get_qmv_stages(), 0};
+        bcfg auto_cfg = {0};
         if (time_case(&fmts[fi], &shapes[si], n, dev.l2_bytes, &rng, &auto_cfg, 1, r, &err)) {
           printf("bench %s %s: %s\n", fmts[fi].name, shapes[si].name, err.msg);
           rc = 1;
@@ -267,17 +264,15 @@ int cuda_bench(const char *table_path, int quick) {
       }
     }
   }
-  /* what bounds the target kernels: the same loads without the work, other stage counts and
-   * block sizes, and a plain read of the same bytes (rotating over copies past the L2, one
-   * launch per copy): what any single launch of that size reaches */
-  const bcfg cfgs[] = {{0, 1, 0, 0}, {0, 0, 3, 0}, {0, 0, 4, 0}, {4, 0, 0, 0}, {8, 0, 0, 0},
-                       {0, 5, 0, 0}, {0, 6, 0, 0}, {0, 9, 0, 0}, {0, 0, 0, 1}};
-  const char *cfg_names[] = {"loads only", "3 stages", "4 stages", "4 w/tile", "8 w/tile", "2 mma chains",
-                             "x from global", "stage loop", "L2-warm copy"};
+  /* what bounds the target kernels: the product with one L2-warm copy, and a plain read of the
+   * same bytes (rotating over copies past the L2, one launch per copy): what any single launch
+   * of that size reaches */
+  const bcfg cfgs[] = {{1}};
+  const char *cfg_names[] = {"L2-warm copy"};
   const int ncfg = (int)(sizeof cfgs / sizeof *cfgs);
   brow tune[16];
   if (!quick) {
-    printf("\nvariants (n = 1): us and %% of read bandwidth (stage and warp counts: the rest automatic)\n"
+    printf("\nbounds (n = 1): us and %% of read bandwidth\n"
            "%-12s %-22s %16s", "format", "shape", "read, same MB");
     for (int c = 0; c < ncfg; c++) printf(" %16s", cfg_names[c]);
     printf("\n");

@@ -1,0 +1,52 @@
+/* The CUDA decoder's tuning constants, in one place. Each was chosen by measurement on the H200
+ * (sm_90, 132 SMs) on the Gemma 4 31B nvfp4 shapes; docs/DECODE.md gives the figures. They are
+ * compile-time constants: no setting changes them at run time. */
+#ifndef MLXRT_CUDA_TUNING_H
+#define MLXRT_CUDA_TUNING_H
+
+/* ---- mat-vec (qmv_tc.cu) ---------------------------------------------------------------- */
+/* Shared-memory weight stages in flight per block. Fewer stages leave room for more resident
+ * blocks: the one-row kernels (nvfp4, affine 4-bit g32/g64) with 2 stages hold 9 blocks per SM
+ * instead of 6 (nvfp4 lm_head 88.7 % of the read bandwidth against 84.8 % with 3; tg128
+ * +2.4 %); nvfp4's batch kernel 3 (3-4 % ahead of 4); every other kernel 4. */
+#define QMV_STAGES_ONE_ROW 2
+#define QMV_STAGES_NVFP4_BATCH 3
+#define QMV_STAGES_OTHER 4
+/* Weight stages a block issues before it waits for the kernel that writes its x: those bytes
+ * stream during the producer's tail (tg128 124.3 t/s with 2, 122.8 with 1, 120.9 with 3). */
+#define QMV_EARLY_STAGES 2
+/* A k split of a one-wave product gives each block at least this many units (6 stages of 16):
+ * down with 3 splits (7 or 8 blocks per SM instead of 2 or 3) gained tg128 1.3-1.9 %; o with 3
+ * (43 units per block) lost 1.4 %. */
+#define KS_MIN_UNITS 96
+
+/* ---- decode attention (attention*.cu) ----------------------------------------------------- */
+/* The split passes: at least SPLIT_KEYS keys per split and enough splits for
+ * SPLIT_BLOCKS_PER_SM blocks of the scores kernel on every SM (its 119 registers allow 4 blocks
+ * of 128 threads), at most MAX_SPLITS: 16 keys / 4 per SM ran tg128 121.6 / 102.0 t/s at depths
+ * 0 / 32768 against 118.8 / 98.5 with 32 keys / 8 per SM. */
+#define SPLIT_KEYS 16
+#define SPLIT_BLOCKS_PER_SM 4
+#define MAX_SPLITS 256
+/* The one-cluster attention (one launch) while at most CLUSTER_KEYS keys are live: alone it
+ * matches the split passes up to 128 keys and loses 6 us at 512, while the step saves two
+ * launches per layer. */
+#define CLUSTER_KEYS 256
+/* The deep contexts' p.v pass (V streamed by bulk copies) once more than DEEP_KEYS keys are
+ * live: ahead of the register path from depth 32768 on (+0.6-1.2 %, +6.7 % at 131072), behind
+ * at 4096 (-1.0 %). */
+#define DEEP_KEYS 32768
+
+/* ---- the prompt pass (cuda_decoder_prefill.c) --------------------------------------------- */
+/* A prompt runs in chunks of up to PF_CHUNK tokens, each layer once per chunk. */
+#define PF_CHUNK 512
+/* Up to PF_GEMM_MIN rows the mat-vec streams the packed weight ceil(T/8) times (≤ 4 × 0.56 B per
+ * parameter for 4-bit), less than dequantizing it (0.56 B read + 2 B written + 2 B read by the
+ * GEMM); above, the GEMM's one dequantization is amortised over the rows. */
+#define PF_GEMM_MIN 32
+
+/* ---- the step ------------------------------------------------------------------------------ */
+/* Tokens copied to the device's token history per host-to-device copy. */
+#define STAGE_TOKENS 4096
+
+#endif
