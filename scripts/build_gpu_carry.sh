@@ -6,7 +6,7 @@
 #   then, on the GPU machine (carry [".debs", ".gpu-carry"]):
 #   BUILD=$PWD/.gpu-carry/bin STAGES=timeline bash scripts/gpu_profile.sh   (no "build" stage)
 # The binaries load the plug-in from their own folder; the GPU image's CUDA 13 runtime libraries
-# and the carried libcjson (scripts/gpu_cjson.sh) serve them there. Session 23: 21 MB, one call of
+# and the carried libcjson (scripts/gpu_cjson.sh) serve them there. About 11 MB; a call of
 # 29 s where the same stage with its build took ~220 s.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +18,7 @@ cmake -S "$ROOT" -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/nu
 nice -n 5 cmake --build "$BUILD" -j"${JOBS:-2}" --target "${TARGETS[@]}"
 DEST=$ROOT/.gpu-carry/bin
 rm -rf "$DEST" && mkdir -p "$DEST"
-# stripped: with llama-bench.gz the carried tree must stay under a call's 64 MiB (session 24: 63)
+# stripped: with llama-bench.gz the carried tree must stay under a call's 64 MiB
 for t in "${TARGETS[@]}"; do
   case "$t" in
     mlxrt_cuda) strip --strip-unneeded -o "$DEST/libmlxrt-cuda.so" "$BUILD/libmlxrt-cuda.so" ;;

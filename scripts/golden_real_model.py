@@ -7,7 +7,7 @@ stop-on-EOS, so every prompt has N tokens), and at every generated position the 
 top-2 id and the top-1 − top-2 margin of the raw logits mlx-lm computed at that step. Along
 the greedy path the decode steps are teacher-forced by construction: step t sees the prompt
 and greedy tokens 0..t-1. An engine compared with this should agree on top-1 wherever the
-margin is not tiny (issue 3: >= 98 %, divergence only where margin < 0.1).
+margin is not tiny (>= 98 %, divergence only where margin < 0.1).
 
 Also records mlx-lm's `generate` text for "The capital of France is" with max_tokens 16,
 raw and through the chat template (the `mlxrt run ... -n 16 --temp 0` acceptance check).

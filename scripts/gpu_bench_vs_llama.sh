@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# llama.cpp and mlxrt side by side on the Gemma 4 31B shapes (issue 6, item 7), in ONE call on
+# llama.cpp and mlxrt side by side on the Gemma 4 31B shapes, in ONE call on
 # the GPU machine: the same -p/-n/-d/-r for llama-bench (Q4_0 GGUF, every layer on the GPU,
 # flash attention) and `mlxrt bench` (MLXRT_DECODER=1, CUDA) on synthetic nvfp4 and affine4
 # checkpoints; the JSON of each engine and a markdown table (BENCHMARKS.md) go to $OUT.
@@ -16,7 +16,7 @@
 #   seconds (default 540). A failure or timeout of one step is recorded in status.txt and the
 #   other engine's results are kept. Several calls (e.g. --only llama, then --only nvfp4) can
 #   be merged afterwards: python3 scripts/bench_table.py --dir OUT1 --dir OUT2 -o BENCH.md
-#   The flagship depth in one call (one fill each; session 24: 513 s): SKIP_BUILD=1
+#   The flagship depth in one call (one fill each, ~510 s): SKIP_BUILD=1
 #   BUILD=$PWD/.gpu-carry/bin LLAMA_SHARE_PCT=66 MLXRT_BENCH_EXTRA="--warmup-depth 0" BUDGET=585
 #   ... --only llama,nvfp4 --depths 262144 -r 1 -p 0 (the carried mlxrt: scripts/build_gpu_carry.sh).
 set -uo pipefail

@@ -8,7 +8,7 @@ do) cannot round p after normalisation: it accumulates exp(s - m_split) * v unro
 normalises at the end. This study measures, on random bf16 q/K/V with several score spreads
 and context lengths, (1) how often the two give a different bf16 output and by how many
 ulps, and (2) which of the two is closer to the exact (float64) attention over the same
-bf16-rounded scores. Numbers only; it decides nothing by itself (docs/PERF.md).
+bf16-rounded scores. Numbers only; it decides nothing by itself.
 
 Run: $(bash scripts/venv.sh) scripts/study_attention_rounding.py [--seed N]
 """

@@ -196,7 +196,6 @@ int cuda_bench_profile(const char *which) {
     bshape dn = {"21504->5376 (down)", 5376, 21504};
     sh = dn;
   }
-  accel_options o = {"cuda", 0, 0};
   bcfg c = {0};
   brow r;
   uint64_t rng = 42;

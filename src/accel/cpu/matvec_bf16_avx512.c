@@ -6,7 +6,7 @@
  * exact products into float32 lanes: lane i of a 32-code half covers elements 2i, 2i+1, so a
  * half is one group when gs = 32. Each row's 16 group scales are one vector; the bias term
  * is Σ_g b_g·Σx_g. VDPBF16PS counts inputs below 2^-126 as 0 (negligible for activations).
- * Measured (docs/PERF.md): +20 % over the AVX-512 shift-based unpack for 3-bit; for 4-bit a
+ * Measured: +20 % over the AVX-512 shift-based unpack for 3-bit; for 4-bit a
  * VDPBF16PS variant was slower than the AVX-512 float path, so 4/8-bit and the fp formats fall
  * back to the AVX-512 table. */
 #pragma GCC target("avx512bf16,avx512vbmi")

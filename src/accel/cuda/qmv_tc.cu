@@ -637,7 +637,7 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
   if (L->tiles * ksplit >= 2048 && occupancy(fn, 4, smem) >= 1) return 4;
   int best = 8;
   double best_score = -1;
-  /* 16 warps per tile measured slowest on every shape (docs/PERF.md), and its occupancy-based
+  /* 16 warps per tile measured slowest on every shape, and its occupancy-based
    * score can still win when few registers are used (the nvfp4 COL kernel: 40 vs 28 us on
    * 21504×5376): 4 or 8 only */
   for (int w = 4; w <= 8; w *= 2) {

@@ -115,7 +115,7 @@ __device__ __forceinline__ void col_sel_init(int g, uint32_t (&sel)[8]) {
 }
 /* x pair times a selector: x, or zeros (of x's signs, which add nothing to the mma's float
  * sums). A multiply on the FMA pipe rather than an AND on the integer pipe, which the decode
- * keeps busy (16 of its ~64 integer instructions per pair of units; session 14). Exact for
+ * keeps busy (16 of its ~64 integer instructions per pair of units). Exact for
  * every finite x. */
 __device__ __forceinline__ uint32_t col_sel(uint32_t x, uint32_t sel) {
 #ifdef CK_EMULATION

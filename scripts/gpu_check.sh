@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One call on a GPU machine, with carried binaries (no build): every CUDA kernel and the device
+# decoder against the CPU reference or a float64 host computation.
+#   On the CPU machine: BUILD=$PWD/build-gpu bash scripts/build_gpu_carry.sh mlxrt mlxrt_cuda \
+#     mlxrt-cuda-test mlxrt-decode-test mlxrt-sample-test mlxrt-attn-bench mlxrt-pfattn-bench
+#   then copy them to .gpu-carry/tests (with libmlxrt-cuda.so beside them) and, on the GPU
+#   machine (carry [".debs", ".gpu-carry/tests"]): bash scripts/gpu_check.sh
+#   1. mlxrt-cuda-test --no-bench: every kernel against the CPU backend and float64;
+#   2. mlxrt-attn-bench --quick in the split form, the deep form and both cluster forms, and
+#      mlxrt-pfattn-bench: each case against a float64 attention on the host;
+#   3. mlxrt-sample-test --no-bench: token selection on the device, every id exact;
+#   4. mlxrt-decode-test on the tiny fixtures (and a synthetic Gemma 3 270M): the decoder's greedy
+#      tokens and logits against the reference path on the CPU; graphs, eager launches and a
+#      second run bit-identical; the prompt fed whole, in pieces and token by token.
+# Logs go to $OUT; the exit status is 0 when every step passes.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+T=${T:-$ROOT/.gpu-carry/tests}
+OUT=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUT"
+source scripts/gpu_cjson.sh
+rc=0
+step() { # name timeout command...
+  local name=$1 t=$2
+  shift 2
+  local s=$(date +%s)
+  timeout "$t" "$@" >"$OUT/$name.log" 2>&1
+  local r=$?
+  echo "$name: rc=$r ($(( $(date +%s) - s )) s): $(grep -E 'passed|failed|FAIL|PASS' "$OUT/$name.log" | tail -2 | tr '\n' ' ')"
+  [ $r -eq 0 ] || rc=1
+}
+step selftest 300 "$T/mlxrt-cuda-test" --no-bench
+step attn_split 120 "$T/mlxrt-attn-bench" --quick
+step attn_deep 120 "$T/mlxrt-attn-bench" --quick --deep
+step attn_cluster 120 "$T/mlxrt-attn-bench" --quick --cluster
+step attn_cluster_wide 120 "$T/mlxrt-attn-bench" --quick --cluster-wide
+step pfattn 120 "$T/mlxrt-pfattn-bench"
+step sample 120 "$T/mlxrt-sample-test" --no-bench
+FIX=(tests/fixtures/models/gemma*)
+step decode_tiny 200 "$T/mlxrt-decode-test" --ref cpu --gen 24 --pp 64 --tg 64 --reps 1 "${FIX[@]}"
+if "$T/mlxrt" synth --like gemma3-270m --mode affine4 -o /tmp/s270 >"$OUT/synth270.log" 2>&1; then
+  step decode_s270 200 "$T/mlxrt-decode-test" --ref cpu --prompt 16 --gen 32 --pp 512 --tg 128 --reps 3 /tmp/s270
+fi
+grep -hE "FAIL" "$OUT"/*.log | head -20
+echo "gpu_check: rc=$rc"
+exit $rc
