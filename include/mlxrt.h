@@ -15,6 +15,19 @@ typedef struct mlxrt_error {
   char msg[1024];
 } mlxrt_error;
 
+/* Thread safety.
+ *   - A model (mlxrt_model) may be shared by any number of threads: sessions created from it
+ *     in different threads run at the same time and each gives exactly the tokens it gives
+ *     alone (tests/test_threads.c). On the CPU the products of concurrent sessions take turns
+ *     on the model's worker pool; on CUDA each session's decoder has its own stream.
+ *   - A session, a sampler and a chat are used by one thread at a time (no internal locking);
+ *     different ones are independent.
+ *   - Several models may be loaded and used concurrently in one process.
+ *   - Loading a model changes no process-wide state except: the CUDA plug-in is loaded once
+ *     per process, and the tokenizer parse installs cJSON allocation hooks that serve only the
+ *     thread parsing a tokenizer.json (other threads and later calls get malloc/free).
+ *   - Profiling (MLXRT_CUDA_PROFILE, MLXRT_CUDA_TIMELINE) records one decoder per process. */
+
 
 /* ---- models ------------------------------------------------------------------------------- */
 typedef struct mlxrt_model mlxrt_model;

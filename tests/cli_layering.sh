@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# The model layer (src/mlx) must not know which accelerator runs it: no backend names, no
-# backend headers, no include of a backend folder. It may only reach src/accel/accel.h.
+# The model layer (src/mlx) must not know which accelerator runs it: no backend names (in code,
+# strings or comments), no backend headers, no include of a backend folder, no comparison of a
+# backend's name. It may only reach src/accel/accel.h.
+#   cli_layering.sh [MLXRT] [ROOT]   ROOT: the tree to check (default: this checkout)
 set -u
-cd "$(dirname "$0")/.."
+root=${2:-$(cd "$(dirname "$0")/.." && pwd)}
+dir=$root/src/mlx
+[ -d "$dir" ] || { echo "FAIL: no $dir"; echo "0 passed, 1 failed"; exit 1; }
 fail=0
-hits=$(grep -rnIiwE 'cuda|cublas|cudnn|metal|mps|__global__|cudaMalloc|nvcc|hip|rocm|opencl|vulkan|avx2|avx512' src/mlx)
+hits=$(grep -rnIiwE 'cuda|cublas|cudnn|metal|mps|__global__|cudaMalloc|nvcc|hip|rocm|opencl|vulkan|avx2|avx512|neon' "$dir")
 if [ -n "$hits" ]; then
   echo "FAIL: src/mlx names a backend:"; echo "$hits"; fail=$((fail + 1))
 fi
-inc=$(grep -rnE '#include "accel/(cpu|cuda)/' src/mlx)
+inc=$(grep -rnE '#include "accel/(cpu|cuda|[a-z0-9_]+)/' "$dir")
 if [ -n "$inc" ]; then
   echo "FAIL: src/mlx includes a backend's header:"; echo "$inc"; fail=$((fail + 1))
 fi
-echo "$((2 - fail)) passed, $fail failed"
+# a backend told apart by its name: b->name compared, or a backend's name as a string literal
+cmp=$(grep -rnEi 'str(n|case)?cmp\([^;]*\b(b|be|bk|backend|accel)->name|\b(b|be|bk|backend|accel)->name *(\[|==|!=)|"(cpu|gpu|cuda|metal|rocm)"' "$dir")
+if [ -n "$cmp" ]; then
+  echo "FAIL: src/mlx tells backends apart by name:"; echo "$cmp"; fail=$((fail + 1))
+fi
+echo "$((3 - fail)) passed, $fail failed"
 [ $fail -eq 0 ]

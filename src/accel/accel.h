@@ -123,6 +123,10 @@ typedef struct accel_sample_params {
 struct accel_backend {
   const char *name;
   void *impl;
+  /* 1 when the backend's whole-step decoder is its fast path (sessions use it by default); 0
+   * when it is the reference path's own math one step at a time (the CPU's: sessions keep the
+   * reference path, which batches prompts). */
+  int decoder_fast;
   /* 1 when products reproduce MLX's CPU kernels bit for bit (MLXRT_NUMERICS=mlx-cpu); the
    * model layer then computes its own MLX-side math (RoPE, softmax exp, RMSNorm mean) the
    * way MLX's CPU does. */

@@ -194,7 +194,7 @@ mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t
     mx_fail(err, "MLXRT_DECODER=1: this session needs every position's logits, which only the reference path gives");
     goto fail;
   }
-  if (!force && !never && !(flags & MX_SESSION_REFERENCE) && strcmp(b->name, "cpu") != 0) {
+  if (!force && !never && !(flags & MX_SESSION_REFERENCE) && b->decoder_fast) {
     mlxrt_error why = {{0}};
     s->dec = mx_decoder_open(m, b, s->capacity, b->verbose, &why);
     if (!s->dec && why.msg[0]) { /* the decoder runs this model but could not start: no fallback */
@@ -205,7 +205,7 @@ mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t
     fprintf(stderr, "mlxrt: reference path on the %s backend (%s)\n", b->name,
             (flags & MX_SESSION_REFERENCE) ? "every position's logits are needed"
             : never                        ? "MLXRT_DECODER=0"
-                                           : "the CPU backend's decoder is this path's math");
+                                           : "the backend's decoder is this path's math, one step at a time");
   }
   if (force) {
     mlxrt_error why = {{0}};

@@ -1,5 +1,6 @@
 /* The CPU backend: the accel_backend table over cpu_kernels. Weight bytes are the loader's
  * mmap views, fetched once per weight key and checked against the spec's byte counts. */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "accel/cpu/cpu_decoder.h"
@@ -9,17 +10,26 @@
 #include "base/bf16.h"
 #include "base/error.h"
 
+/* A cached weight: heap-allocated, so a pointer to it stays valid while the table grows under
+ * another thread. */
+typedef struct {
+  cpu_qmat m;
+  cpu_compat_pack *compat; /* mlx-cpu numerics: the weight re-laid out, built on first use */
+} cache_entry;
+
 typedef struct {
   uint64_t key;
   int used;
-  cpu_qmat m;
-  cpu_compat_pack *compat; /* mlx-cpu numerics: the weight re-laid out, built on first use */
+  cache_entry *e;
 } cache_slot;
 
+/* Thread safety: the weight table and the mlx-cpu packs are guarded by `lock`; products run
+ * on the shared worker pool, which takes one caller at a time (pool.c). */
 typedef struct {
   cpu_pool *pool;
   cpu_isa isa;
   int mlx_compat; /* MLXRT_NUMERICS=mlx-cpu: MLX's CPU bf16 accumulation, for verification */
+  pthread_mutex_t lock;
   cache_slot *slots; /* open addressing, power-of-two capacity */
   size_t cap, count;
 } cpu_impl;
@@ -60,11 +70,12 @@ static const void *load_part(const accel_weight *w, accel_part part, mlxrt_error
   return p;
 }
 
-/* The weight's cache slot (its decoded description), loading its parts on first use. */
-static cache_slot *get_slot(cpu_impl *c, const accel_weight *w, mlxrt_error *err) {
+/* The weight's cache entry (its decoded description), loading its parts on first use; the
+ * caller holds c->lock. */
+static cache_entry *get_entry_locked(cpu_impl *c, const accel_weight *w, mlxrt_error *err) {
   if (c->cap) {
     for (size_t k = slot_of(w->key, c->cap); c->slots[k].used; k = (k + 1) & (c->cap - 1))
-      if (c->slots[k].key == w->key) return &c->slots[k];
+      if (c->slots[k].key == w->key) return c->slots[k].e;
   }
   const char *name = w->name ? w->name : "weight";
   if (accel_spec_check(&w->spec, name, err)) return NULL;
@@ -79,18 +90,28 @@ static cache_slot *get_slot(cpu_impl *c, const accel_weight *w, mlxrt_error *err
   if (w->spec.mode == ACCEL_MODE_AFFINE && !(m.biases = load_part(w, ACCEL_PART_BIASES, err)))
     return NULL;
   if ((c->count + 1) * 2 > c->cap && cache_grow(c, err)) return NULL;
+  cache_entry *e = mx_calloc(1, sizeof *e, err);
+  if (!e) return NULL;
+  e->m = m;
   size_t k = slot_of(w->key, c->cap);
   while (c->slots[k].used) k = (k + 1) & (c->cap - 1);
   c->slots[k].used = 1;
   c->slots[k].key = w->key;
-  c->slots[k].m = m;
+  c->slots[k].e = e;
   c->count++;
-  return &c->slots[k];
+  return e;
+}
+
+static cache_entry *get_entry(cpu_impl *c, const accel_weight *w, mlxrt_error *err) {
+  pthread_mutex_lock(&c->lock);
+  cache_entry *e = get_entry_locked(c, w, err);
+  pthread_mutex_unlock(&c->lock);
+  return e;
 }
 
 static const cpu_qmat *get_weight(cpu_impl *c, const accel_weight *w, mlxrt_error *err) {
-  cache_slot *s = get_slot(c, w, err);
-  return s ? &s->m : NULL;
+  cache_entry *e = get_entry(c, w, err);
+  return e ? &e->m : NULL;
 }
 
 static int check_expert(const accel_weight *w, int expert, mlxrt_error *err) {
@@ -105,12 +126,18 @@ static int cpu_qmatmul_entry(accel_backend *b, const accel_weight *w, int expert
                              const uint16_t *x, int64_t n, float *y, mlxrt_error *err) {
   cpu_impl *c = b->impl;
   if (check_expert(w, expert, err)) return -1;
-  cache_slot *slot = get_slot(c, w, err);
-  if (!slot) return -1;
-  const cpu_qmat *m = &slot->m;
-  int rc = c->mlx_compat && cpu_mlx_compat_supports(&m->spec)
-               ? cpu_qmatmul_mlx_compat(c->pool, c->isa, m, &slot->compat, expert < 0 ? 0 : expert, x, n, y, err)
-               : cpu_qmatmul(c->pool, c->isa, m, expert < 0 ? 0 : expert, x, n, y, err);
+  cache_entry *e = get_entry(c, w, err);
+  if (!e) return -1;
+  const cpu_qmat *m = &e->m;
+  int rc;
+  if (c->mlx_compat && cpu_mlx_compat_supports(&m->spec)) {
+    /* (the pack is built on first use: the verification mode runs its products one at a time) */
+    pthread_mutex_lock(&c->lock);
+    rc = cpu_qmatmul_mlx_compat(c->pool, c->isa, m, &e->compat, expert < 0 ? 0 : expert, x, n, y, err);
+    pthread_mutex_unlock(&c->lock);
+  } else {
+    rc = cpu_qmatmul(c->pool, c->isa, m, expert < 0 ? 0 : expert, x, n, y, err);
+  }
   if (rc) return mx_prefix(err, "%s", w->name ? w->name : "weight");
   return 0;
 }
@@ -143,8 +170,12 @@ static void cpu_destroy(accel_backend *b) {
   if (c) {
     cpu_pool_destroy(c->pool);
     for (size_t i = 0; i < c->cap; i++)
-      if (c->slots[i].used) cpu_compat_pack_free(c->slots[i].compat);
+      if (c->slots[i].used) {
+        cpu_compat_pack_free(c->slots[i].e->compat);
+        free(c->slots[i].e);
+      }
     free(c->slots);
+    pthread_mutex_destroy(&c->lock);
     free(c);
   }
   free(b);
@@ -161,6 +192,7 @@ accel_backend *accel_cpu_create(int threads, mlxrt_error *err) {
     return NULL;
   }
   b->impl = c;
+  pthread_mutex_init(&c->lock, NULL);
   c->isa = isa;
   c->mlx_compat = compat;
   b->mlx_cpu_numerics = compat;

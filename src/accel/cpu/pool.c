@@ -1,6 +1,7 @@
 /* Persistent worker pool. Workers sleep on a condition variable between jobs (no spinning:
  * the machines this runs on are often shared), claim tasks with an atomic counter, and the
- * last one to finish wakes the caller. */
+ * last one to finish wakes the caller. Callers in several threads take turns: one job at a time
+ * (run_mu, uncontended when one thread drives the pool). */
 #include "accel/cpu/pool.h"
 
 #include <pthread.h>
@@ -20,6 +21,7 @@ struct cpu_pool {
   pthread_t *tids;
   worker_arg *args;
   int started; /* workers actually created */
+  pthread_mutex_t run_mu; /* held by the caller for a whole job */
   pthread_mutex_t mu;
   pthread_cond_t wake, done;
   uint64_t generation; /* bumped per job; workers run each generation once */
@@ -67,6 +69,7 @@ cpu_pool *cpu_pool_create(int threads, mlxrt_error *err) {
   cpu_pool *p = mx_calloc(1, sizeof *p, err);
   if (!p) return NULL;
   p->threads = threads;
+  pthread_mutex_init(&p->run_mu, NULL);
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->done, NULL);
@@ -100,6 +103,7 @@ void cpu_pool_destroy(cpu_pool *p) {
   pthread_mutex_unlock(&p->mu);
   for (int i = 0; i < p->started; i++) pthread_join(p->tids[i], NULL);
   pthread_mutex_destroy(&p->mu);
+  pthread_mutex_destroy(&p->run_mu);
   pthread_cond_destroy(&p->wake);
   pthread_cond_destroy(&p->done);
   free(p->tids);
@@ -115,6 +119,7 @@ void cpu_pool_run(cpu_pool *p, int64_t ntasks, cpu_task_fn fn, void *ctx) {
     for (int64_t t = 0; t < ntasks; t++) fn(ctx, t, 0);
     return;
   }
+  pthread_mutex_lock(&p->run_mu);
   pthread_mutex_lock(&p->mu);
   p->fn = fn;
   p->ctx = ctx;
@@ -128,4 +133,5 @@ void cpu_pool_run(cpu_pool *p, int64_t ntasks, cpu_task_fn fn, void *ctx) {
   pthread_mutex_lock(&p->mu);
   while (p->busy > 0) pthread_cond_wait(&p->done, &p->mu);
   pthread_mutex_unlock(&p->mu);
+  pthread_mutex_unlock(&p->run_mu);
 }
