@@ -186,6 +186,10 @@ mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t
    * never a silent fallback; a model the decoder does not run says so when verbose. */
   const char *want_dec = getenv("MLXRT_DECODER");
   int force = want_dec && !strcmp(want_dec, "1"), never = want_dec && !strcmp(want_dec, "0");
+  if (want_dec && *want_dec && !force && !never) {
+    mx_fail(err, "MLXRT_DECODER=%s: expected 1 (require the backend's decoder) or 0 (never)", want_dec);
+    goto fail;
+  }
   if (force && s->mlx_cpu) {
     mx_fail(err, "MLXRT_DECODER=1: the backend's decoder does not emulate mlx-cpu numerics");
     goto fail;

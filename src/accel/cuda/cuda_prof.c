@@ -6,12 +6,14 @@
 #include <string.h>
 
 #include "cuda_timeline.h"
+#include "base/error.h"
 #include "runtime.h"
 
 int cprof_init(cprof *p, void *stream, mlxrt_error *err) {
   memset(p, 0, sizeof *p);
   const char *e = getenv("MLXRT_CUDA_PROFILE");
-  if (!e || strcmp(e, "1") != 0) return 0;
+  if (!e || !*e || !strcmp(e, "0")) return 0;
+  if (strcmp(e, "1")) return mx_fail(err, "MLXRT_CUDA_PROFILE=%s: expected 0 or 1", e);
   p->stream = stream;
   for (int i = 0; i < CPROF_EVENTS; i++)
     if (rt_event_create(&p->ev[i], err)) {
