@@ -59,7 +59,7 @@ static void run_fixture(accel_backend *b, const char *name) {
   for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 37 + 11) % V);
   CHECKF(mx_session_feed(s, prompt, PROMPT, lr, 0, &err) == 0, "%s: reference prompt: %s", name, err.msg);
   int32_t tok = -1;
-  CHECKF(b->decoder_step(dec, prompt, PROMPT, 0, ld, &tok, &err) == 0, "%s: decoder prompt: %s", name, err.msg);
+  CHECKF(b->decoder_step(dec, prompt, PROMPT, 0, NULL, 0.0, ld, &tok, &err) == 0, "%s: decoder prompt: %s", name, err.msg);
   CHECKF(memcmp(lr, ld, (size_t)V * sizeof(float)) == 0, "%s: prompt logits differ", name);
   CHECKF(tok == argmax(lr, V), "%s: prompt argmax %d vs %d", name, tok, argmax(lr, V));
 
@@ -69,7 +69,7 @@ static void run_fixture(accel_backend *b, const char *name) {
   for (int st = 0; st < STEPS; st++) {
     int64_t pos = PROMPT + st;
     last_fed = tok;
-    if (mx_session_feed(s, &tr, 1, lr, 0, &err) || b->decoder_step(dec, &tok, 1, pos, ld, &tok, &err)) {
+    if (mx_session_feed(s, &tr, 1, lr, 0, &err) || b->decoder_step(dec, &tok, 1, pos, NULL, 0.0, ld, &tok, &err)) {
       CHECKF(0, "%s: step %d: %s", name, st, err.msg);
       break;
     }
@@ -84,8 +84,8 @@ static void run_fixture(accel_backend *b, const char *name) {
    * same logits come back; next_token alone (no logits) agrees with them */
   int32_t t2 = -1;
   int64_t last = PROMPT + STEPS - 1;
-  CHECKF(b->decoder_step(dec, &last_fed, 1, last, NULL, &t2, &err) == 0, "%s: token-only step: %s", name, err.msg);
-  CHECKF(b->decoder_step(dec, &last_fed, 1, last, ld, NULL, &err) == 0, "%s: logits-only step: %s", name, err.msg);
+  CHECKF(b->decoder_step(dec, &last_fed, 1, last, NULL, 0.0, NULL, &t2, &err) == 0, "%s: token-only step: %s", name, err.msg);
+  CHECKF(b->decoder_step(dec, &last_fed, 1, last, NULL, 0.0, ld, NULL, &err) == 0, "%s: logits-only step: %s", name, err.msg);
   CHECKF(memcmp(lr, ld, (size_t)V * sizeof(float)) == 0, "%s: rewound step logits differ", name);
   CHECKF(t2 == argmax(ld, V), "%s: token-only step gives %d, the logits say %d", name, t2, argmax(ld, V));
 
@@ -104,9 +104,9 @@ static void run_fixture(accel_backend *b, const char *name) {
 
   /* bad input: a token outside the vocabulary, positions beyond the capacity */
   int32_t bad = V;
-  CHECKF(b->decoder_step(dec, &bad, 1, 0, ld, NULL, &err) != 0 && strstr(err.msg, "vocabulary"),
+  CHECKF(b->decoder_step(dec, &bad, 1, 0, NULL, 0.0, ld, NULL, &err) != 0 && strstr(err.msg, "vocabulary"),
          "%s: bad token accepted (%s)", name, err.msg);
-  CHECKF(b->decoder_step(dec, &tok, 1, cap, ld, NULL, &err) != 0 && strstr(err.msg, "capacity"),
+  CHECKF(b->decoder_step(dec, &tok, 1, cap, NULL, 0.0, ld, NULL, &err) != 0 && strstr(err.msg, "capacity"),
          "%s: position beyond capacity accepted (%s)", name, err.msg);
 done:
   free(lr);

@@ -1,5 +1,5 @@
 /* Sampled decode steps through the public API (mlxrt_session_step_sample). On the CPU backend a
- * decoder session (MLXRT_DECODER=1) samples inside the decoder (decoder_step_sample with the
+ * decoder session (MLXRT_DECODER=1) samples inside the decoder (decoder_step with the
  * sampler's next uniform number), so its tokens must equal, exactly, the reference path's
  * logits run through accel_sample_ref with the same seed's uniforms; they must also equal a
  * reference session stepping with mx_sampler on the host (the two selections agree away from

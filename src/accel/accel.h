@@ -109,7 +109,7 @@ typedef struct accel_backend accel_backend;
 /* A backend's whole-model decoder: weights resident, a KV cache for `capacity` positions. */
 typedef struct accel_decoder accel_decoder;
 
-/* Sampling on the decoder (decoder_step_sample). The filters act on the untempered
+/* Sampling on the decoder (decoder_step with sp). The filters act on the untempered
  * distribution and keep a most-probable prefix each (mlx-lm's semantics, as src/mlx/sampler.c);
  * the kept tokens are drawn with weights e^((l - max)/temperature). The exact algorithm, which
  * every backend implements bit for bit, is in src/accel/accel_sample.h. */
@@ -152,21 +152,17 @@ struct accel_backend {
    * decoder_step feeds tokens[0..n) at positions pos..pos+n-1 (positions ≥ pos are
    * forgotten first; 0 ≤ pos, pos + n ≤ capacity; a sliding layer only holds the last
    * `sliding_window` positions, so rewinding into evicted history is the caller's to avoid).
-   * logits (may be NULL) receives [vocab] float32 for the last token; next_token (may be NULL)
-   * receives its greedy argmax (lowest id on ties). */
+   * logits (may be NULL) receives [vocab] float32 for the last token. token (may be NULL)
+   * receives the next token: with sp NULL the greedy argmax (lowest id on ties); otherwise
+   * (temperature 0 included: the sanitized argmax) drawn from the last token's logits with sp and the caller's uniform
+   * number u in [0, 1) (one draw of the session sampler's stream, so the choice is a
+   * deterministic function of logits, sp and u, identical on every backend: accel_sample.h); a
+   * step whose logits are all -inf or NaN then fails. One synchronisation per call on a
+   * device: only the token id (and the logits when asked) leaves it. */
   accel_decoder *(*decoder_create)(accel_backend *b, const accel_model_desc *d, int64_t capacity,
                                    mlxrt_error *err);
   int (*decoder_step)(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos,
-                      float *logits, int32_t *next_token, mlxrt_error *err);
-  /* Optional (NULL: read the logits and sample on the host): decoder_step, then the next
-   * token drawn from the last token's logits with `sp` and the caller's uniform number
-   * u in [0, 1) (one draw of the session sampler's stream, so the choice is a deterministic
-   * function of logits, sp and u, identical on every backend: accel_sample.h). Only the token
-   * id leaves the device. *token = the chosen id; a step whose logits are all -inf or NaN
-   * fails. */
-  int (*decoder_step_sample)(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos,
-                             const accel_sample_params *sp, double u, int32_t *token,
-                             mlxrt_error *err);
+                      const accel_sample_params *sp, double u, float *logits, int32_t *token, mlxrt_error *err);
   void (*decoder_free)(accel_decoder *dec);
 
   /* Frees everything cached for this backend. */

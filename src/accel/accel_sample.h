@@ -1,4 +1,4 @@
-/* Token selection for the whole-step decoders (accel.h decoder_step_sample), defined exactly so
+/* Token selection for the whole-step decoders (accel.h decoder_step with sampling parameters), defined exactly so
  * that the CPU (accel_sample_ref, below) and the device (src/accel/cuda/sample.cu) pick the same
  * token from the same float32 logits, parameters and uniform number u.
  *

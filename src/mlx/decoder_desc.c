@@ -137,7 +137,7 @@ mx_decoder *mx_decoder_open(const mx_model *m, accel_backend *b, int64_t capacit
 
 int mx_decoder_feed(mx_decoder *x, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
                     int32_t *next_token, mlxrt_error *err) {
-  return x->b->decoder_step(x->dec, tokens, n, pos, logits, next_token, err);
+  return x->b->decoder_step(x->dec, tokens, n, pos, NULL, 0.0, logits, next_token, err);
 }
 
 void mx_decoder_close(mx_decoder *x) {

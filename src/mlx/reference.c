@@ -615,11 +615,11 @@ int mx_session_uses_decoder(const mx_session *s) { return s->dec != NULL; }
 int mx_session_step_sample(mx_session *s, int32_t token, mx_sampler *smp, int32_t *next, mlxrt_error *err) {
   const mx_sampler_params *sp = mx_sampler_get_params(smp);
   const accel_backend *b = s->dec ? s->dec->b : NULL;
-  if (b && b->decoder_step_sample && sp->repetition_penalty == 1.0f) {
+  if (b && sp->repetition_penalty == 1.0f) {
     if (check_feed(s, &token, 1, err)) return -1;
     accel_sample_params ap = {sp->temperature, sp->top_k, sp->top_p, sp->min_p};
     const double u = sp->temperature > 0.0f ? mx_sampler_uniform(smp) : 0.0;
-    if (b->decoder_step_sample(s->dec->dec, &token, 1, s->pos, &ap, u, next, err)) return -1;
+    if (b->decoder_step(s->dec->dec, &token, 1, s->pos, &ap, u, NULL, next, err)) return -1;
     s->pos++;
     return 0;
   }

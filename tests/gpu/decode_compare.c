@@ -70,7 +70,7 @@ static int run_decoder(accel_backend *b, const accel_model_desc *d, const int32_
   if (!dec) return -1;
   int rc = -1;
   int32_t next = -1;
-  if (b->decoder_step(dec, prompt, np, 0, o->logits, &next, err)) goto done;
+  if (b->decoder_step(dec, prompt, np, 0, NULL, 0.0, o->logits, &next, err)) goto done;
   for (int i = 0; i < gen; i++) {
     o->toks[i] = next;
     if (next != argmax(o->logits + (size_t)i * V, V)) {
@@ -78,7 +78,7 @@ static int run_decoder(accel_backend *b, const accel_model_desc *d, const int32_
                next, argmax(o->logits + (size_t)i * V, V));
       goto done;
     }
-    if (b->decoder_step(dec, &o->toks[i], 1, np + i, o->logits + (size_t)(i + 1) * V, &next, err)) goto done;
+    if (b->decoder_step(dec, &o->toks[i], 1, np + i, NULL, 0.0, o->logits + (size_t)(i + 1) * V, &next, err)) goto done;
   }
   rc = 0;
 done:
@@ -134,11 +134,11 @@ static int run_decoder_feeds(accel_backend *b, const accel_model_desc *d, const 
   int rc = -1;
   int32_t next = -1;
   for (int i = 0; i < nf; i++)
-    if (b->decoder_step(dec, f[i].toks, f[i].n, f[i].pos, i == nf - 1 ? o->logits : NULL, &next, err)) goto done;
+    if (b->decoder_step(dec, f[i].toks, f[i].n, f[i].pos, NULL, 0.0, i == nf - 1 ? o->logits : NULL, &next, err)) goto done;
   int64_t pos = f[nf - 1].pos + f[nf - 1].n;
   for (int i = 0; i < gen; i++) {
     o->toks[i] = next;
-    if (b->decoder_step(dec, &o->toks[i], 1, pos + i, o->logits + (size_t)(i + 1) * V, &next, err)) goto done;
+    if (b->decoder_step(dec, &o->toks[i], 1, pos + i, NULL, 0.0, o->logits + (size_t)(i + 1) * V, &next, err)) goto done;
   }
   rc = 0;
 done:
@@ -248,10 +248,10 @@ static int bench(accel_backend *b, const accel_model_desc *d, const mx_model *m,
   for (int r = 0; r < reps && !rc; r++) {
     int32_t next = 0;
     double t0 = now_s();
-    if (b->decoder_step(dec, toks, ppn, 0, NULL, &next, &err)) rc = -1;
+    if (b->decoder_step(dec, toks, ppn, 0, NULL, 0.0, NULL, &next, &err)) rc = -1;
     double t1 = now_s();
     for (int i = 0; i < tg && !rc; i++)
-      if (b->decoder_step(dec, &next, 1, ppn + i, NULL, &next, &err)) rc = -1;
+      if (b->decoder_step(dec, &next, 1, ppn + i, NULL, 0.0, NULL, &next, &err)) rc = -1;
     double t2 = now_s();
     if (rc) break;
     double tgs = tg / (t2 - t1);

@@ -205,7 +205,6 @@ accel_backend *accel_cpu_create(int threads, mlxrt_error *err) {
   b->embed_rows = cpu_embed_rows;
   b->decoder_create = cpu_decoder_create;
   b->decoder_step = cpu_decoder_step;
-  b->decoder_step_sample = cpu_decoder_step_sample;
   b->decoder_free = cpu_decoder_free;
   b->read_bandwidth = cpu_backend_read_bandwidth;
   b->destroy = cpu_destroy;

@@ -322,8 +322,8 @@ static int chunk(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos
   return 0;
 }
 
-int cpu_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
-                     int32_t *next_token, mlxrt_error *err) {
+static int step_greedy(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
+                       int32_t *next_token, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   if (n <= 0) return mx_fail(err, "decoder: step of %lld tokens", (long long)n);
   if (pos < 0 || pos + n > D->capacity)
@@ -349,10 +349,14 @@ int cpu_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t
   return 0;
 }
 
-int cpu_decoder_step_sample(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos,
-                            const accel_sample_params *sp, double u, int32_t *token, mlxrt_error *err) {
+/* decoder_step: greedy as above, or the step's logits then accel_sample_ref (the algorithm the
+ * devices implement). */
+int cpu_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, const accel_sample_params *sp,
+                     double u, float *logits, int32_t *token, mlxrt_error *err) {
+  if (!sp || !token) return step_greedy(D, tokens, n, pos, logits, token, err);
   accel_sample_plan pl;
   if (accel_sample_plan_make(sp, D->d->vocab, u, &pl, err)) return mx_prefix(err, "CPU decoder");
-  if (cpu_decoder_step(D, tokens, n, pos, D->logits, NULL, err)) return -1;
+  if (step_greedy(D, tokens, n, pos, D->logits, NULL, err)) return -1;
+  if (logits) memcpy(logits, D->logits, (size_t)D->d->vocab * sizeof(float));
   return accel_sample_ref(D->logits, D->d->vocab, sp, u, token, err);
 }

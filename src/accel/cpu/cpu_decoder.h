@@ -8,12 +8,10 @@
 
 accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, int64_t capacity,
                                   mlxrt_error *err);
-int cpu_decoder_step(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos,
-                     float *logits, int32_t *next_token, mlxrt_error *err);
-/* decoder_step_sample: the step's logits, then accel_sample_ref (the algorithm the device
- * decoders reproduce bit for bit). */
-int cpu_decoder_step_sample(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos,
-                            const accel_sample_params *sp, double u, int32_t *token, mlxrt_error *err);
+/* decoder_step; a sampled step is the step's logits, then accel_sample_ref (the algorithm the
+ * device decoders reproduce bit for bit). */
+int cpu_decoder_step(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos, const accel_sample_params *sp,
+                     double u, float *logits, int32_t *token, mlxrt_error *err);
 void cpu_decoder_free(accel_decoder *dec);
 
 #endif

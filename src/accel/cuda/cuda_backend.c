@@ -434,7 +434,6 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   b->embed_rows = cuda_embed_rows;
   b->decoder_create = cuda_decoder_create;
   b->decoder_step = cuda_decoder_step;
-  b->decoder_step_sample = cuda_decoder_step_sample;
   b->decoder_free = cuda_decoder_free;
   b->read_bandwidth = cuda_read_bandwidth;
   b->destroy = cuda_destroy;

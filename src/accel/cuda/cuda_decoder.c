@@ -597,8 +597,12 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
 }
 
 
-int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
-                      int32_t *next_token, mlxrt_error *err) {
+/* decoder_step: the tokens through the prompt pass (n > 1) or the body graph, then the head
+ * graph, then (sp) the selection of accel_sample.h on the device over the head's logits (sample.cu,
+ * launched with its parameters and u by value), then one copy of the id (and the logits when
+ * asked) and one stream synchronisation. */
+int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, const accel_sample_params *sp,
+                      double u, float *logits, int32_t *token, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   if (n <= 0) return mx_fail(err, "decoder: step of %lld tokens", (long long)n);
   if (pos < 0 || pos + n > D->capacity)
@@ -608,58 +612,43 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
     if (tokens[i] < 0 || tokens[i] >= d->vocab)
       return mx_fail(err, "decoder: token id %d at position %lld is outside the vocabulary [0, %d)",
                      tokens[i], (long long)(pos + i), d->vocab);
-  int64_t fed = 0; /* tokens already through the batched prompt pass */
+  sk_params kp = {0};
+  const int sample = sp && token;
+  if (sample) {
+    accel_sample_plan pl;
+    if (!D->sk_state) return mx_fail(err, "CUDA decoder: no device sampling for a vocabulary of %d", d->vocab);
+    if (accel_sample_plan_make(sp, d->vocab, u, &pl, err)) return mx_prefix(err, "CUDA decoder");
+    kp = (sk_params){pl.greedy, pl.inv_t, pl.use_min_p, pl.log_min_p, pl.top_k, pl.use_top_p, pl.top_p, pl.x53};
+  }
+  const int head = logits || token;
   if (n > 1) {
     if (dec_prefill_run(D, tokens, n, pos, err)) return mx_prefix(err, "CUDA decoder prompt of %lld tokens", (long long)n);
-    fed = n;
-  }
-  for (int64_t done = fed; done < n;) {
-    int64_t k = n - done < STAGE_TOKENS ? n - done : STAGE_TOKENS;
-    memcpy(D->h_toks, tokens + done, (size_t)k * sizeof(int32_t));
-    *D->h_pos = (int)(pos + done);
-    if (rt_h2d(D->all_tokens + pos + done, D->h_toks, (size_t)k * sizeof(int32_t), D->stream, err) ||
+  } else {
+    *D->h_toks = tokens[0];
+    *D->h_pos = (int)pos;
+    if (rt_h2d(D->all_tokens + pos, D->h_toks, sizeof(int32_t), D->stream, err) ||
         rt_h2d(D->pos, D->h_pos, sizeof(int), D->stream, err))
       return mx_prefix(err, "CUDA decoder");
-    for (int64_t i = 0; i < k; i++) {
-      /* the one-cluster attention while every layer's live keys (at most position + 1) are few */
-      D->short_ctx = D->any_cluster && pos + done + i + 1 <= CLUSTER_KEYS;
-      /* the deep contexts' p·v pass once the live keys exceed DEEP_KEYS */
-      D->deep_ctx = !D->short_ctx && pos + done + i + 1 > DEEP_KEYS;
-      if (launch(D, 0, err) || cprof_flush(&D->prof, err))
-        return mx_prefix(err, "CUDA decoder at position %lld", (long long)(pos + done + i));
-    }
-    done += k;
-    /* the staging buffers are refilled for the next chunk, or by the next call when no head
-     * follows (the head's own wait covers the last chunk's copies) */
-    if ((done < n || (!logits && !next_token)) && rt_stream_sync(D->stream, err)) return mx_prefix(err, "CUDA decoder");
+    /* the one-cluster attention while every layer's live keys (at most position + 1) are few */
+    D->short_ctx = D->any_cluster && pos + 1 <= CLUSTER_KEYS;
+    /* the deep contexts' p·v pass once the live keys exceed DEEP_KEYS */
+    D->deep_ctx = !D->short_ctx && pos + 1 > DEEP_KEYS;
+    if (launch(D, 0, err) || cprof_flush(&D->prof, err))
+      return mx_prefix(err, "CUDA decoder at position %lld", (long long)pos);
+    /* the staging buffers are refilled by the next call: without a head, wait for the copies */
+    if (!head && rt_stream_sync(D->stream, err)) return mx_prefix(err, "CUDA decoder");
   }
-  if (!logits && !next_token) return 0;
-  if (launch(D, 1, err) || cprof_flush(&D->prof, err) || rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||
+  if (!head) return 0;
+  if (launch(D, 1, err) || cprof_flush(&D->prof, err) ||
+      (sample && (cprof_mark(&D->prof, "sampling", err) ||
+                  rt_status(sk_sample(D->logits, d->vocab, &kp, D->sk_state, D->next, D->stream), "sampling", err) ||
+                  cprof_flush(&D->prof, err))) ||
+      rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||
       (logits && rt_d2h(D->h_logits, D->logits, (size_t)d->vocab * sizeof(float), D->stream, err)) ||
       rt_stream_sync(D->stream, err))
     return mx_prefix(err, "CUDA decoder head");
-  if (next_token) *next_token = *D->h_next;
+  if (sample && *D->h_next < 0) return mx_fail(err, "CUDA decoder: every logit is -inf or NaN, no token can be chosen");
+  if (token) *token = *D->h_next;
   if (logits) memcpy(logits, D->h_logits, (size_t)d->vocab * sizeof(float));
-  return 0;
-}
-
-/* decoder_step_sample: the body and the head as in a greedy step, then the selection of
- * accel_sample.h on the device over the head's logits (sample.cu, launched eagerly with its
- * parameters and u by value: while the step's graphs run these launches cost no GPU time),
- * overwriting the greedy id; only that id is read back. */
-int cuda_decoder_step_sample(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos,
-                             const accel_sample_params *sp, double u, int32_t *token, mlxrt_error *err) {
-  accel_sample_plan pl;
-  if (!D->sk_state) return mx_fail(err, "CUDA decoder: no device sampling for a vocabulary of %d", D->d->vocab);
-  if (accel_sample_plan_make(sp, D->d->vocab, u, &pl, err)) return mx_prefix(err, "CUDA decoder");
-  sk_params kp = {pl.greedy, pl.inv_t, pl.use_min_p, pl.log_min_p, pl.top_k, pl.use_top_p, pl.top_p, pl.x53};
-  if (cuda_decoder_step(D, tokens, n, pos, NULL, NULL, err)) return -1;
-  if (launch(D, 1, err) || cprof_mark(&D->prof, "sampling", err) ||
-      rt_status(sk_sample(D->logits, D->d->vocab, &kp, D->sk_state, D->next, D->stream), "sampling", err) ||
-      cprof_flush(&D->prof, err) || rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||
-      rt_stream_sync(D->stream, err))
-    return mx_prefix(err, "CUDA decoder head");
-  if (*D->h_next < 0) return mx_fail(err, "CUDA decoder: every logit is -inf or NaN, no token can be chosen");
-  *token = *D->h_next;
   return 0;
 }

@@ -6,10 +6,8 @@
 
 accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, int64_t capacity,
                                    mlxrt_error *err);
-int cuda_decoder_step(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
-                      int32_t *next_token, mlxrt_error *err);
-int cuda_decoder_step_sample(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos,
-                             const accel_sample_params *sp, double u, int32_t *token, mlxrt_error *err);
+int cuda_decoder_step(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos, const accel_sample_params *sp,
+                      double u, float *logits, int32_t *token, mlxrt_error *err);
 void cuda_decoder_free(accel_decoder *dec);
 
 #endif
