@@ -2,7 +2,7 @@
 # One call on a GPU machine, with carried binaries (no build): every CUDA kernel and the device
 # decoder against the CPU reference or a float64 host computation.
 #   On the CPU machine: BUILD=$PWD/build-gpu bash scripts/build_gpu_carry.sh mlxrt mlxrt_cuda \
-#     mlxrt-cuda-test mlxrt-decode-test mlxrt-sample-test mlxrt-attn-bench mlxrt-pfattn-bench
+#     mlxrt-cuda-test mlxrt-decode-test mlxrt-sample-test mlxrt-attn-bench mlxrt-pfattn-bench test_threads
 #   then copy them to .gpu-carry/tests (with libmlxrt-cuda.so beside them) and, on the GPU
 #   machine (carry [".debs", ".gpu-carry/tests"]): bash scripts/gpu_check.sh
 #   1. mlxrt-cuda-test --no-bench: every kernel against the CPU backend and float64;
@@ -11,7 +11,8 @@
 #   3. mlxrt-sample-test --no-bench: token selection on the device, every id exact;
 #   4. mlxrt-decode-test on the tiny fixtures (and a synthetic Gemma 3 270M): the decoder's greedy
 #      tokens and logits against the reference path on the CPU; graphs, eager launches and a
-#      second run bit-identical; the prompt fed whole, in pieces and token by token.
+#      second run bit-identical; the prompt fed whole, in pieces and token by token;
+#   5. test_threads cuda: two threads on one model (and two models) give each its tokens alone.
 # Logs go to $OUT; the exit status is 0 when every step passes.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,6 +42,12 @@ FIX=(tests/fixtures/models/gemma*)
 step decode_tiny 200 "$T/mlxrt-decode-test" --ref cpu --gen 24 --pp 64 --tg 64 --reps 1 "${FIX[@]}"
 if "$T/mlxrt" synth --like gemma3-270m --mode affine4 -o /tmp/s270 >"$OUT/synth270.log" 2>&1; then
   step decode_s270 200 "$T/mlxrt-decode-test" --ref cpu --prompt 16 --gen 32 --pp 512 --tg 128 --reps 3 /tmp/s270
+fi
+# two threads on one model and two models at once, each decoder on its own stream
+# (tests/test_threads.c reads $MLXRT_CACHE/models/gemma-3-270m-4bit: a synthetic one here)
+if [ -d /tmp/s270 ]; then
+  mkdir -p /tmp/mlxrt-cache/models && ln -sfn /tmp/s270 /tmp/mlxrt-cache/models/gemma-3-270m-4bit
+  MLXRT_CACHE=/tmp/mlxrt-cache step threads 300 "$T/test_threads" cuda
 fi
 grep -hE "FAIL" "$OUT"/*.log | head -20
 echo "gpu_check: rc=$rc"

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "mlxrt.h"
+#include "tools_write.h"
 #include "test_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)

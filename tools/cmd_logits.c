@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "gen_args.h"
 #include "mlxrt.h"
+#include "tools_write.h"
 
 static void usage(FILE *f) {
   fprintf(f,

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "mlxrt.h"
+#include "tools_write.h"
 
 static volatile int g_cancel;
 static void on_signal(int sig) {

@@ -148,8 +148,17 @@ static int run_case(const Case &c) {
   return bad;
 }
 
+static bool g_quick;
+/* --quick (the default CTest run): every third case (the others report as skipped passes); the
+ * full sweep runs under the CTest label emulator-full */
+static int run_selected(const Case &c) {
+  static int i;
+  return g_quick && i++ % 3 ? 0 : run_case(c);
+}
+
 int main(int argc, char **argv) {
-  if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
+  g_quick = argc > 1 && !strcmp(argv[1], "--quick");
+  if (argc > 1 + g_quick) g_rng = strtoull(argv[1 + g_quick], NULL, 0) | 1;
   emu_pool_start();
   /* the 31B's row (5376), the 270M's (640), the largest (8·256·8), a row shorter than one
    * block, and one that is no multiple of 32 (no prep then); with and without y (the input
@@ -161,5 +170,5 @@ int main(int argc, char **argv) {
       /* without pmax and with a prep: also the fixed exponent */
       {5376, 1, 1, 0, 0, 1}, {5376, 1, 2, 1, 0, 1}, {5376, 0, 1, 0, 0, 1}, {96, 1, 3, 1, 0, 1},
   };
-  return emu_run_cases(cases, run_case);
+  return emu_run_cases(cases, run_selected);
 }

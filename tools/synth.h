@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "mlxrt.h"
+#include "tools_write.h"
 
 /* How one tensor's bytes are produced. */
 typedef enum {

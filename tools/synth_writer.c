@@ -15,7 +15,7 @@
 
 #include "base/bf16.h"
 #include "base/error.h"
-#include "mlx/synth.h"
+#include "synth.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the synthetic writer assembles little-endian words"

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "mlx/synth.h"
+#include "synth.h"
 
 /* ---- presets ----------------------------------------------------------------------------- */
 

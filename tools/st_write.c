@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "mlxrt.h"
+#include "tools_write.h"
 
 int mlxrt_save_safetensors(const char *path, const mlxrt_tensor_out *t, int n,
                            const char *const *meta_kv, int n_meta, mlxrt_error *err) {
