@@ -33,9 +33,11 @@ typedef struct mlxrt_error {
 typedef struct mlxrt_model mlxrt_model;
 
 typedef struct mlxrt_options {
-  const char *backend; /* "auto" (default), "cpu" or "cuda"; NULL = $MLXRT_BACKEND or auto */
-  int threads;         /* CPU threads; <= 0 = all cores */
+  const char *backend;  /* "auto" (default), "cpu" or "cuda"; NULL = $MLXRT_BACKEND or auto */
+  int threads;          /* CPU threads; <= 0 = all cores */
   int verbose;
+  const char *numerics; /* "float32" (default) or "mlx-cpu" (MLX's CPU arithmetic bit for bit, CPU
+                         * backend only); NULL = $MLXRT_NUMERICS or float32 */
 } mlxrt_options;
 
 /* Opens an MLX checkpoint directory (config.json + *.safetensors) and the backend. */

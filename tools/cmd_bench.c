@@ -223,7 +223,7 @@ int cmd_bench(int argc, char **argv) {
   }
   if (gen_args_apply_numerics(numerics, &backend, "bench")) return 2;
   mlxrt_error err = {{0}};
-  mlxrt_options opt = {backend, threads, 0};
+  mlxrt_options opt = {backend, threads, 0, numerics};
   mlxrt_model *m = mlxrt_model_load(model, &opt, &err);
   if (!m) {
     fprintf(stderr, "mlxrt bench: %s\n", err.msg);

@@ -99,7 +99,7 @@ int cmd_logits(int argc, char **argv) {
     return 2;
   }
   mlxrt_error err = {{0}};
-  mlxrt_options opt = {backend, threads, 0};
+  mlxrt_options opt = {backend, threads, 0, numerics};
   mlxrt_model *m = mlxrt_model_load(model, &opt, &err);
   int rc = 1;
   float *logits = NULL, *glogits = NULL;

@@ -119,10 +119,6 @@ int gen_args_apply_numerics(const char *value, const char **backend, const char 
       return 2;
     }
   }
-  if (setenv("MLXRT_NUMERICS", value, 1)) {
-    fprintf(stderr, "mlxrt %s: cannot set MLXRT_NUMERICS\n", cmd);
-    return 2;
-  }
   return 0;
 }
 
@@ -162,7 +158,7 @@ mlxrt_model *gen_args_load_model(const gen_args *a, const char *cmd) {
   }
   int tty = isatty(2);
   if (tty) fprintf(stderr, "loading %s ...", dir);
-  mlxrt_options opt = {a->backend, a->threads, a->verbose};
+  mlxrt_options opt = {a->backend, a->threads, a->verbose, a->numerics};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   if (tty) fprintf(stderr, "\r\033[K");
   if (!m) fprintf(stderr, "mlxrt %s: %s\n", cmd, err.msg);

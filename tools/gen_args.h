@@ -20,8 +20,8 @@ typedef struct gen_args {
 int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd, const char *usage);
 /* --numerics VALUE for every command that loads a model: float32 (the default: bf16 rounding
  * points like MLX, float32 accumulation) or mlx-cpu (MLX's CPU arithmetic bit for bit, see
- * docs/NUMERICS.md). Sets $MLXRT_NUMERICS, which the CPU backend reads when the model loads,
- * and keeps mlx-cpu on the CPU backend (*backend unset or "auto" becomes "cpu"; another
+ * docs/NUMERICS.md). Checks the value (the caller passes it as mlxrt_options.numerics) and keeps
+ * mlx-cpu on the CPU backend (*backend unset or "auto" becomes "cpu"; another
  * backend is an error). value NULL changes nothing. Returns 0, or 2 after printing a
  * one-line error. */
 int gen_args_apply_numerics(const char *value, const char **backend, const char *cmd);

@@ -88,14 +88,23 @@ static accel_backend *create_any(const accel_options *opt, mlxrt_error *err) {
   const char *want = o.backend;
   if (!want || !*want) want = getenv("MLXRT_BACKEND");
   if (!want || !*want) want = "auto";
-  if (!strcmp(want, "cpu")) return accel_cpu_create(o.threads, err);
+  if (o.numerics && *o.numerics && strcmp(o.numerics, "float32") && strcmp(o.numerics, "mlx-cpu")) {
+    mx_fail(err, "numerics '%s': expected float32 or mlx-cpu", o.numerics);
+    return NULL;
+  }
+  const int mlx_cpu = o.numerics && !strcmp(o.numerics, "mlx-cpu");
+  if (!strcmp(want, "cpu")) return accel_cpu_create_numerics(o.threads, o.numerics, err);
+  if (mlx_cpu) {
+    mx_fail(err, "numerics mlx-cpu runs on the CPU backend, not '%s'", want);
+    return NULL;
+  }
   if (!strcmp(want, "cuda")) return create_cuda(&o, err);
   if (!strcmp(want, "auto")) {
     mlxrt_error why = {{0}};
     accel_backend *b = create_cuda(&o, &why);
     if (b) return b;
     if (o.verbose) fprintf(stderr, "mlxrt: using the CPU backend (%s)\n", why.msg);
-    return accel_cpu_create(o.threads, err);
+    return accel_cpu_create_numerics(o.threads, o.numerics, err);
   }
   mx_fail(err, "unknown backend '%s' (expected auto, cpu or cuda)", want);
   return NULL;

@@ -129,9 +129,10 @@ struct accel_backend {
 };
 
 typedef struct accel_options {
-  const char *backend; /* "auto", "cpu", "cuda"; NULL = $MLXRT_BACKEND or "auto" */
-  int threads;         /* CPU worker threads; <= 0 = number of cores */
+  const char *backend;  /* "auto", "cpu", "cuda"; NULL = $MLXRT_BACKEND or "auto" */
+  int threads;          /* CPU worker threads; <= 0 = number of cores */
   int verbose;
+  const char *numerics; /* "float32", "mlx-cpu" (CPU only); NULL = $MLXRT_NUMERICS or float32 */
 } accel_options;
 
 /* Creates the backend the options ask for. "auto" picks CUDA when the plug-in loads and a
@@ -139,7 +140,9 @@ typedef struct accel_options {
 accel_backend *accel_create(const accel_options *opt, mlxrt_error *err);
 void accel_destroy(accel_backend *b);
 
-/* The CPU backend (always linked). */
+/* The CPU backend (always linked): threads workers, numerics as accel_options.numerics. */
+accel_backend *accel_cpu_create_numerics(int threads, const char *numerics, mlxrt_error *err);
+/* accel_cpu_create_numerics with the numerics of $MLXRT_NUMERICS (float32 when unset). */
 accel_backend *accel_cpu_create(int threads, mlxrt_error *err);
 
 #endif

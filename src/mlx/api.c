@@ -33,6 +33,7 @@ mlxrt_model *mlxrt_model_load(const char *dir, const mlxrt_options *opt, mlxrt_e
     ao.backend = opt->backend;
     ao.threads = opt->threads;
     ao.verbose = opt->verbose;
+    ao.numerics = opt->numerics;
   }
   mx_model_stats_compute(M->m, &M->stats);
   mx_model_quant_label(M->m, M->quant, sizeof M->quant);

@@ -181,10 +181,12 @@ static void cpu_destroy(accel_backend *b) {
   free(b);
 }
 
-accel_backend *accel_cpu_create(int threads, mlxrt_error *err) {
+accel_backend *accel_cpu_create(int threads, mlxrt_error *err) { return accel_cpu_create_numerics(threads, NULL, err); }
+
+accel_backend *accel_cpu_create_numerics(int threads, const char *numerics, mlxrt_error *err) {
   cpu_isa isa;
   int compat;
-  if (cpu_isa_from_env(&isa, err) || cpu_mlx_compat_from_env(&compat, err)) return NULL;
+  if (cpu_isa_from_env(&isa, err) || cpu_mlx_compat_choose(numerics, &compat, err)) return NULL;
   accel_backend *b = mx_calloc(1, sizeof *b, err);
   cpu_impl *c = b ? mx_calloc(1, sizeof *c, err) : NULL;
   if (!c) {

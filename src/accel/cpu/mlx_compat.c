@@ -23,15 +23,16 @@ int cpu_mlx_compat_supports(const accel_spec *s) {
          s->mode == ACCEL_MODE_MXFP4 || s->mode == ACCEL_MODE_MXFP8;
 }
 
-int cpu_mlx_compat_from_env(int *on, mlxrt_error *err) {
-  const char *e = getenv("MLXRT_NUMERICS");
+int cpu_mlx_compat_choose(const char *numerics, int *on, mlxrt_error *err) {
+  const int from_env = !numerics || !*numerics;
+  const char *e = from_env ? getenv("MLXRT_NUMERICS") : numerics;
   *on = 0;
   if (!e || !*e || !strcmp(e, "float32")) return 0;
   if (!strcmp(e, "mlx-cpu")) {
     *on = 1;
     return 0;
   }
-  return mx_fail(err, "MLXRT_NUMERICS=%s: expected float32 (default) or mlx-cpu", e);
+  return mx_fail(err, "%s%s: expected float32 (default) or mlx-cpu", from_env ? "MLXRT_NUMERICS=" : "numerics ", e);
 }
 
 /* ---- portable kernels (the definition the SIMD ones reproduce lane for lane) -------------- */

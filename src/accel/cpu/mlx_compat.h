@@ -26,6 +26,6 @@ void cpu_compat_pack_free(cpu_compat_pack *p);
 int cpu_qmatmul_mlx_compat(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, cpu_compat_pack **pack,
                            int64_t expert, const uint16_t *x, int64_t n, float *y, mlxrt_error *err);
 /* Reads MLXRT_NUMERICS: unset/"float32" → 0, "mlx-cpu" → 1, anything else an error (-1). */
-int cpu_mlx_compat_from_env(int *on, mlxrt_error *err);
+int cpu_mlx_compat_choose(const char *numerics, int *on, mlxrt_error *err);
 
 #endif
