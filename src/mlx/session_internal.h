@@ -1,0 +1,38 @@
+/* The reference path's session state, shared by the session's lifecycle and API (session.c)
+ * and the forward pass (reference.c). Not part of the API. */
+#ifndef MLXRT_MLX_SESSION_INTERNAL_H
+#define MLXRT_MLX_SESSION_INTERNAL_H
+
+#include "mlx/decoder_desc.h"
+#include "mlx/session.h"
+
+struct mx_session {
+  const mx_model *m;
+  accel_backend *b;
+  mx_decoder *dec;         /* MLXRT_DECODER=1: the backend's whole-step decoder runs the session */
+  int64_t pos, capacity;
+  int batch;
+  mx_kv_layer *kv;         /* per layer; used by layers that compute K/V */
+  int *feeds_shared;       /* layer is the K/V source of a later KV-shared layer */
+  uint16_t **chunk_k, **chunk_v; /* per layer chunk K/V (bf16), kept until the pass ends */
+  float **inv_freq;        /* per layer: [head_dim/2], 0 for pass-through pairs */
+  float *rope_pos_scale;   /* per layer: positions are multiplied by it (1 but in mlx-cpu linear) */
+  float *rope_c, *rope_s;  /* one position's bf16 cos/sin, [max head_dim / 2] each */
+  int mlx_cpu;             /* the backend emulates MLX's CPU numerics: RoPE, softmax exp and
+                            * the RMSNorm mean follow MLX's CPU too */
+
+  /* scratch, sized for `batch` tokens */
+  float *h, *x, *q, *k, *v, *att, *o, *g, *u, *t1, *t2, *ple, *scores, *moe;
+  int64_t scores_cap;
+  uint16_t *xb, *stage_k, *stage_v;
+  int64_t max_cols;
+};
+
+/* 0, or -1 naming the token outside the vocabulary or the full context. */
+int mx_session_check_feed(const mx_session *s, const int32_t *tokens, int64_t n, mlxrt_error *err);
+/* n ≤ batch tokens through every layer of the reference path at s->pos (then s->pos += n);
+ * logits as mx_session_feed's for this chunk. */
+int mx_forward_chunk(mx_session *s, const int32_t *tokens, int64_t n, float *logits, int all_positions,
+                     mlxrt_error *err);
+
+#endif
