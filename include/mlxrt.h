@@ -23,9 +23,8 @@ typedef struct mlxrt_error {
  *   - A session, a sampler and a chat are used by one thread at a time (no internal locking);
  *     different ones are independent.
  *   - Several models may be loaded and used concurrently in one process.
- *   - Loading a model changes no process-wide state except: the CUDA plug-in is loaded once
- *     per process, and the tokenizer parse installs cJSON allocation hooks that serve only the
- *     thread parsing a tokenizer.json (other threads and later calls get malloc/free).
+ *   - Loading a model changes no process-wide state except that the CUDA plug-in is loaded
+ *     once per process (cJSON's allocator hooks and the locale are left alone).
  *   - Profiling (MLXRT_CUDA_PROFILE, MLXRT_CUDA_TIMELINE) records one decoder per process. */
 
 

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 N=${1:-1000000}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_safetensors fuzz_config)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_safetensors fuzz_config fuzz_tokenizer)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMLXRT_FUZZ=ON -DMLXRT_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -24,6 +24,7 @@ seeds() {
     fuzz_safetensors) find tests/corpus/safetensors -type f -name '*.safetensors' ;;
     fuzz_config) find tests/corpus tests/fixtures -type f -name '*.json' -size -256k \
                    2>/dev/null || true ;;
+    fuzz_tokenizer) find tests/fixtures/tokenizer -type f -name '*.json' ;;
   esac | sort | while read -r f; do
     i=$((i + 1))
     cp "$f" "$dir/seed$i"

@@ -1,13 +1,12 @@
-/* tokenizer.json → mx_tokenizer: parsed once with cJSON, then copied into flat arrays and
- * open-addressing hash maps (token → id, merge pair → rank) so that the cJSON tree can be freed.
+/* tokenizer.json → mx_tokenizer: parsed once into a JSON tree (json_doc.h), then copied into
+ * flat arrays and open-addressing hash maps (token → id, merge pair → rank) so that the tree can
+ * be freed.
  * Every field the encoder/decoder relies on is validated here; unknown pipeline types are
  * refused so that we never silently tokenize differently from HF. */
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "mlx/json_doc.h"
 #include "mlx/tokenizer_internal.h"
 
 /* ---------------------------------------------------------------------------------------- */
@@ -117,24 +117,24 @@ static void merge_insert(mx_tokenizer *t, uint64_t key, uint64_t h, uint32_t ran
 /* ---------------------------------------------------------------------------------------- */
 /* JSON helpers */
 
-static const cJSON *jget(const cJSON *o, const char *k) {
-  return cJSON_GetObjectItemCaseSensitive(o, k);
+static const jd_value *jget(const jd_value *o, const char *k) {
+  return jd_get(o, k);
 }
 
-static int jbool(const cJSON *o, const char *k, int dflt) {
-  const cJSON *v = jget(o, k);
-  if (cJSON_IsBool(v)) return cJSON_IsTrue(v);
+static int jbool(const jd_value *o, const char *k, int dflt) {
+  const jd_value *v = jget(o, k);
+  if (jd_is_bool(v)) return v->type == JD_TRUE;
   return dflt;
 }
 
 /* Optional string field: NULL when absent or null. Error when it has another type. */
-static int jstr_opt(const cJSON *o, const char *k, const char **out, const char *where,
+static int jstr_opt(const jd_value *o, const char *k, const char **out, const char *where,
                     mlxrt_error *err) {
-  const cJSON *v = jget(o, k);
+  const jd_value *v = jget(o, k);
   *out = NULL;
-  if (!v || cJSON_IsNull(v)) return 0;
-  if (!cJSON_IsString(v)) return mx_fail(err, "%s.%s: expected a string", where, k);
-  *out = v->valuestring;
+  if (!v || jd_is(v, JD_NULL)) return 0;
+  if (!jd_is(v, JD_STRING)) return mx_fail(err, "%s.%s: expected a string", where, k);
+  *out = v->str;
   return 0;
 }
 
@@ -146,12 +146,12 @@ static char *dup_or_null(const char *s, mlxrt_error *err, int *failed) {
 }
 
 /* {"String": "x"} patterns only; regex patterns need a regex engine we do not carry. */
-static int string_pattern(const cJSON *o, const char *where, const char **out, mlxrt_error *err) {
-  const cJSON *p = jget(o, "pattern");
-  if (!cJSON_IsObject(p)) return mx_fail(err, "%s.pattern: expected an object", where);
-  const cJSON *s = jget(p, "String");
-  if (cJSON_IsString(s)) {
-    *out = s->valuestring;
+static int string_pattern(const jd_value *o, const char *where, const char **out, mlxrt_error *err) {
+  const jd_value *p = jget(o, "pattern");
+  if (!jd_is(p, JD_OBJECT)) return mx_fail(err, "%s.pattern: expected an object", where);
+  const jd_value *s = jget(p, "String");
+  if (jd_is(s, JD_STRING)) {
+    *out = s->str;
     return 0;
   }
   if (jget(p, "Regex"))
@@ -159,26 +159,28 @@ static int string_pattern(const cJSON *o, const char *where, const char **out, m
   return mx_fail(err, "%s.pattern: expected {\"String\": ...}", where);
 }
 
-static const char *jtype(const cJSON *o) {
-  const cJSON *ty = jget(o, "type");
-  return cJSON_IsString(ty) ? ty->valuestring : NULL;
+static const char *jtype(const jd_value *o) {
+  const jd_value *ty = jget(o, "type");
+  return jd_is(ty, JD_STRING) ? ty->str : NULL;
 }
 
 /* ---------------------------------------------------------------------------------------- */
 /* model (BPE) */
 
-static int parse_vocab(mx_tokenizer *t, const cJSON *vocab, mlxrt_error *err) {
-  if (!cJSON_IsObject(vocab)) return mx_fail(err, "model.vocab: expected an object");
+static int parse_vocab(mx_tokenizer *t, const jd_value *vocab, mlxrt_error *err) {
+  if (!jd_is(vocab, JD_OBJECT)) return mx_fail(err, "model.vocab: expected an object");
   size_t count = 0, bytes = 0;
   int64_t maxid = -1;
-  for (const cJSON *e = vocab->child; e; e = e->next) {
-    if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > INT32_MAX - 1 ||
-        e->valuedouble != (double)(int64_t)e->valuedouble)
+  for (const jd_value *e = vocab->child; e; e = e->next) {
+    if (!jd_is(e, JD_NUMBER) || e->num < 0 || e->num > INT32_MAX - 1 ||
+        e->num != (double)(int64_t)e->num)
       return mx_fail(err, "model.vocab[\"%.60s\"]: expected a non-negative integer id",
-                     e->string ? e->string : "?");
-    if ((int64_t)e->valuedouble > maxid) maxid = (int64_t)e->valuedouble;
+                     e->key ? e->key : "?");
+    if (strlen(e->key) != e->key_len)
+      return mx_fail(err, "model.vocab[\"%.60s\"]: a token with a NUL character", e->key);
+    if ((int64_t)e->num > maxid) maxid = (int64_t)e->num;
     count++;
-    bytes += strlen(e->string) + 1;
+    bytes += e->key_len + 1;
   }
   if (count == 0) return mx_fail(err, "model.vocab: empty");
   if (maxid >= (int64_t)count * 4 + 1024)
@@ -195,18 +197,18 @@ static int parse_vocab(mx_tokenizer *t, const cJSON *vocab, mlxrt_error *err) {
   if (!t->str || !t->slen || !t->arena || !t->str_slots) return -1;
   /* batches: copy and hash 64 entries, prefetching their slots, then insert them */
   size_t off = 0;
-  const cJSON *e = vocab->child;
+  const jd_value *e = vocab->child;
   while (e) {
     size_t offs[64];
     uint64_t hs[64];
     int nb = 0;
     for (; e && nb < 64; e = e->next, nb++) {
-      int32_t id = (int32_t)e->valuedouble;
-      size_t n = strlen(e->string);
+      int32_t id = (int32_t)e->num;
+      size_t n = e->key_len;
       tk_entry *en = (tk_entry *)(t->arena + off);
       en->id = id;
       en->len = (uint32_t)n;
-      memcpy(en + 1, e->string, n + 1);
+      memcpy(en + 1, e->key, n + 1);
       t->str[id] = (char *)(en + 1);
       t->slen[id] = (uint32_t)n;
       offs[nb] = off;
@@ -244,8 +246,8 @@ typedef struct {
 /* The merges are resolved in batches whose hash-table slots are prefetched first: the ~1.5
  * million lookups are random memory accesses, and overlapping their misses is most of the
  * load-time budget. */
-static int parse_merges(mx_tokenizer *t, const cJSON *merges, mlxrt_error *err) {
-  if (!cJSON_IsArray(merges)) return mx_fail(err, "model.merges: expected an array");
+static int parse_merges(mx_tokenizer *t, const jd_value *merges, mlxrt_error *err) {
+  if (!jd_is(merges, JD_ARRAY)) return mx_fail(err, "model.merges: expected an array");
   /* sized without a counting walk over the (cold) list: grown when half full */
   t->mmask = pow2_at_least((size_t)t->n_model * 4) - 1;
   t->merges = mx_calloc(t->mmask + 1, sizeof *t->merges, err);
@@ -255,7 +257,7 @@ static int parse_merges(mx_tokenizer *t, const cJSON *merges, mlxrt_error *err) 
   char *buf = NULL;
   size_t cap = 0;
   uint32_t rank = 0;
-  const cJSON *m = merges->child;
+  const jd_value *m = merges->child;
   while (m) {
     int nb = 0;
     size_t used = 0;
@@ -263,18 +265,18 @@ static int parse_merges(mx_tokenizer *t, const cJSON *merges, mlxrt_error *err) 
     for (; m && nb < MERGE_BATCH; m = m->next, nb++) {
       merge_item *x = &it[nb];
       uint32_t r = rank + (uint32_t)nb;
-      if (cJSON_IsString(m)) { /* legacy "left right" */
-        const char *sp = strchr(m->valuestring, ' ');
+      if (jd_is(m, JD_STRING)) { /* legacy "left right" */
+        const char *sp = strchr(m->str, ' ');
         if (!sp || strchr(sp + 1, ' ')) {
           free(buf);
           return mx_fail(err, "model.merges[%u]: \"%.60s\" is not two tokens separated by one "
-                              "space", r, m->valuestring);
+                              "space", r, m->str);
         }
-        x->l = m->valuestring, x->ln = (size_t)(sp - x->l), x->r = sp + 1, x->rn = strlen(x->r);
-      } else if (cJSON_IsArray(m) && cJSON_IsString(m->child) && m->child->next &&
-                 cJSON_IsString(m->child->next) && !m->child->next->next) {
-        x->l = m->child->valuestring, x->ln = strlen(x->l);
-        x->r = m->child->next->valuestring, x->rn = strlen(x->r);
+        x->l = m->str, x->ln = (size_t)(sp - x->l), x->r = sp + 1, x->rn = strlen(x->r);
+      } else if (jd_is(m, JD_ARRAY) && jd_is(m->child, JD_STRING) && m->child->next &&
+                 jd_is(m->child->next, JD_STRING) && !m->child->next->next) {
+        x->l = m->child->str, x->ln = strlen(x->l);
+        x->r = m->child->next->str, x->rn = strlen(x->r);
       } else {
         free(buf);
         return mx_fail(err, "model.merges[%u]: expected \"a b\" or [\"a\", \"b\"]", r);
@@ -352,17 +354,17 @@ static int parse_merges(mx_tokenizer *t, const cJSON *merges, mlxrt_error *err) 
   return 0;
 }
 
-static int parse_model(mx_tokenizer *t, const cJSON *model, mlxrt_error *err) {
-  if (!cJSON_IsObject(model)) return mx_fail(err, "model: expected an object");
+static int parse_model(mx_tokenizer *t, const jd_value *model, mlxrt_error *err) {
+  if (!jd_is(model, JD_OBJECT)) return mx_fail(err, "model: expected an object");
   const char *ty = jtype(model);
   if (ty && strcmp(ty, "BPE"))
     return mx_fail(err, "model.type \"%s\" is not supported (only BPE)", ty);
   if (!ty && !jget(model, "merges"))
     return mx_fail(err, "model: no type and no merges (only BPE is supported)");
-  const cJSON *dropout = jget(model, "dropout");
-  if (cJSON_IsNumber(dropout) && dropout->valuedouble != 0.0)
+  const jd_value *dropout = jget(model, "dropout");
+  if (jd_is(dropout, JD_NUMBER) && dropout->num != 0.0)
     return mx_fail(err, "model.dropout %g is not supported (BPE dropout is random)",
-                   dropout->valuedouble);
+                   dropout->num);
   const char *unk, *pre, *suf;
   if (jstr_opt(model, "unk_token", &unk, "model", err) ||
       jstr_opt(model, "continuing_subword_prefix", &pre, "model", err) ||
@@ -393,13 +395,13 @@ static int parse_model(mx_tokenizer *t, const cJSON *model, mlxrt_error *err) {
 /* ---------------------------------------------------------------------------------------- */
 /* normalizer, pre-tokenizer, decoder, post-processor */
 
-static int add_norm(mx_tokenizer *t, const cJSON *n, const char *where, mlxrt_error *err) {
+static int add_norm(mx_tokenizer *t, const jd_value *n, const char *where, mlxrt_error *err) {
   const char *ty = jtype(n);
   if (!ty) return mx_fail(err, "%s: missing \"type\"", where);
   if (!strcmp(ty, "Sequence")) {
-    const cJSON *list = jget(n, "normalizers");
-    if (!cJSON_IsArray(list)) return mx_fail(err, "%s.normalizers: expected an array", where);
-    for (const cJSON *c = list->child; c; c = c->next)
+    const jd_value *list = jget(n, "normalizers");
+    if (!jd_is(list, JD_ARRAY)) return mx_fail(err, "%s.normalizers: expected an array", where);
+    for (const jd_value *c = list->child; c; c = c->next)
       if (add_norm(t, c, where, err)) return -1;
     return 0;
   }
@@ -431,13 +433,13 @@ static int add_norm(mx_tokenizer *t, const cJSON *n, const char *where, mlxrt_er
   return failed ? -1 : 0;
 }
 
-static int add_pretok(mx_tokenizer *t, const cJSON *p, const char *where, mlxrt_error *err) {
+static int add_pretok(mx_tokenizer *t, const jd_value *p, const char *where, mlxrt_error *err) {
   const char *ty = jtype(p);
   if (!ty) return mx_fail(err, "%s: missing \"type\"", where);
   if (!strcmp(ty, "Sequence")) {
-    const cJSON *list = jget(p, "pretokenizers");
-    if (!cJSON_IsArray(list)) return mx_fail(err, "%s.pretokenizers: expected an array", where);
-    for (const cJSON *c = list->child; c; c = c->next)
+    const jd_value *list = jget(p, "pretokenizers");
+    if (!jd_is(list, JD_ARRAY)) return mx_fail(err, "%s.pretokenizers: expected an array", where);
+    for (const jd_value *c = list->child; c; c = c->next)
       if (add_pretok(t, c, where, err)) return -1;
     return 0;
   }
@@ -449,10 +451,10 @@ static int add_pretok(mx_tokenizer *t, const cJSON *p, const char *where, mlxrt_
   if (!*pat) return mx_fail(err, "%s.pattern: empty", where);
   static const char *const names[] = {"Removed", "Isolated", "MergedWithPrevious",
                                       "MergedWithNext", "Contiguous"};
-  const cJSON *bh = jget(p, "behavior");
+  const jd_value *bh = jget(p, "behavior");
   int behavior = -1;
-  for (int i = 0; i < 5 && cJSON_IsString(bh); i++)
-    if (!strcmp(bh->valuestring, names[i])) behavior = i;
+  for (int i = 0; i < 5 && jd_is(bh, JD_STRING); i++)
+    if (!strcmp(bh->str, names[i])) behavior = i;
   if (behavior < 0) return mx_fail(err, "%s.behavior: expected one of Removed, Isolated, "
                                         "MergedWithPrevious, MergedWithNext, Contiguous", where);
   tk_pretok *np = realloc(t->pretoks, (size_t)(t->npretoks + 1) * sizeof *np);
@@ -465,13 +467,13 @@ static int add_pretok(mx_tokenizer *t, const cJSON *p, const char *where, mlxrt_
   return failed ? -1 : 0;
 }
 
-static int add_dec(mx_tokenizer *t, const cJSON *d, const char *where, mlxrt_error *err) {
+static int add_dec(mx_tokenizer *t, const jd_value *d, const char *where, mlxrt_error *err) {
   const char *ty = jtype(d);
   if (!ty) return mx_fail(err, "%s: missing \"type\"", where);
   if (!strcmp(ty, "Sequence")) {
-    const cJSON *list = jget(d, "decoders");
-    if (!cJSON_IsArray(list)) return mx_fail(err, "%s.decoders: expected an array", where);
-    for (const cJSON *c = list->child; c; c = c->next)
+    const jd_value *list = jget(d, "decoders");
+    if (!jd_is(list, JD_ARRAY)) return mx_fail(err, "%s.decoders: expected an array", where);
+    for (const jd_value *c = list->child; c; c = c->next)
       if (add_dec(t, c, where, err)) return -1;
     return 0;
   }
@@ -490,13 +492,13 @@ static int add_dec(mx_tokenizer *t, const cJSON *d, const char *where, mlxrt_err
     dc.kind = TK_DEC_FUSE;
   } else if (!strcmp(ty, "Strip")) {
     dc.kind = TK_DEC_STRIP;
-    const cJSON *st = jget(d, "start"), *sp = jget(d, "stop");
+    const jd_value *st = jget(d, "start"), *sp = jget(d, "stop");
     if (jstr_opt(d, "content", &content, where, err)) return -1;
-    if (!content || !cJSON_IsNumber(st) || !cJSON_IsNumber(sp) || st->valuedouble < 0 ||
-        sp->valuedouble < 0)
+    if (!content || !jd_is(st, JD_NUMBER) || !jd_is(sp, JD_NUMBER) || st->num < 0 ||
+        sp->num < 0)
       return mx_fail(err, "%s: Strip needs content, start and stop", where);
-    dc.start = (int)st->valuedouble;
-    dc.stop = (int)sp->valuedouble;
+    dc.start = (int)st->num;
+    dc.stop = (int)sp->num;
   } else {
     return mx_fail(err, "%s: decoder type \"%s\" is not supported "
                         "(Replace, ByteFallback, Fuse, Strip, Sequence)", where, ty);
@@ -522,35 +524,35 @@ static int push_id(int32_t **arr, size_t *n, int32_t id, mlxrt_error *err) {
 }
 
 /* TemplateProcessing "single": the special tokens around sequence A. */
-static int parse_post(mx_tokenizer *t, const cJSON *p, mlxrt_error *err) {
+static int parse_post(mx_tokenizer *t, const jd_value *p, mlxrt_error *err) {
   const char *ty = jtype(p);
   if (!ty || strcmp(ty, "TemplateProcessing"))
     return mx_fail(err, "post_processor: type \"%s\" is not supported (TemplateProcessing)",
                    ty ? ty : "?");
-  const cJSON *single = jget(p, "single"), *specials = jget(p, "special_tokens");
-  if (!cJSON_IsArray(single)) return mx_fail(err, "post_processor.single: expected an array");
+  const jd_value *single = jget(p, "single"), *specials = jget(p, "special_tokens");
+  if (!jd_is(single, JD_ARRAY)) return mx_fail(err, "post_processor.single: expected an array");
   int seen_a = 0;
-  for (const cJSON *piece = single->child; piece; piece = piece->next) {
-    const cJSON *seq = jget(piece, "Sequence"), *sp = jget(piece, "SpecialToken");
+  for (const jd_value *piece = single->child; piece; piece = piece->next) {
+    const jd_value *seq = jget(piece, "Sequence"), *sp = jget(piece, "SpecialToken");
     if (seq) {
-      const cJSON *sid = jget(seq, "id");
-      if (!cJSON_IsString(sid) || strcmp(sid->valuestring, "A") || seen_a)
+      const jd_value *sid = jget(seq, "id");
+      if (!jd_is(sid, JD_STRING) || strcmp(sid->str, "A") || seen_a)
         return mx_fail(err, "post_processor.single: expected one Sequence \"A\"");
       seen_a = 1;
     } else if (sp) {
-      const cJSON *sid = jget(sp, "id");
-      if (!cJSON_IsString(sid)) return mx_fail(err, "post_processor.single: SpecialToken.id");
-      const cJSON *ent = jget(specials, sid->valuestring);
-      const cJSON *ids = jget(ent, "ids");
-      if (!cJSON_IsArray(ids))
+      const jd_value *sid = jget(sp, "id");
+      if (!jd_is(sid, JD_STRING)) return mx_fail(err, "post_processor.single: SpecialToken.id");
+      const jd_value *ent = jget(specials, sid->str);
+      const jd_value *ids = jget(ent, "ids");
+      if (!jd_is(ids, JD_ARRAY))
         return mx_fail(err, "post_processor.special_tokens[\"%.60s\"].ids: expected an array",
-                       sid->valuestring);
-      for (const cJSON *v = ids->child; v; v = v->next) {
-        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= t->n_ids)
+                       sid->str);
+      for (const jd_value *v = ids->child; v; v = v->next) {
+        if (!jd_is(v, JD_NUMBER) || v->num < 0 || v->num >= t->n_ids)
           return mx_fail(err, "post_processor.special_tokens[\"%.60s\"]: bad id",
-                         sid->valuestring);
-        if (seen_a ? push_id(&t->suffix_ids, &t->nsuffix, (int32_t)v->valuedouble, err)
-                   : push_id(&t->prefix_ids, &t->nprefix, (int32_t)v->valuedouble, err))
+                         sid->str);
+        if (seen_a ? push_id(&t->suffix_ids, &t->nsuffix, (int32_t)v->num, err)
+                   : push_id(&t->prefix_ids, &t->nprefix, (int32_t)v->num, err))
           return -1;
       }
     } else {
@@ -584,10 +586,11 @@ static void added_insert(mx_tokenizer *t, int32_t k) {
   t->added_slots[i] = k;
 }
 
-static int parse_added(mx_tokenizer *t, const cJSON *list, mlxrt_error *err) {
-  if (!list || cJSON_IsNull(list)) return 0;
-  if (!cJSON_IsArray(list)) return mx_fail(err, "added_tokens: expected an array");
-  int n = cJSON_GetArraySize(list);
+static int parse_added(mx_tokenizer *t, const jd_value *list, mlxrt_error *err) {
+  if (!list || jd_is(list, JD_NULL)) return 0;
+  if (!jd_is(list, JD_ARRAY)) return mx_fail(err, "added_tokens: expected an array");
+  int n = 0;
+  for (const jd_value *a = list->child; a; a = a->next) n++;
   t->added = mx_calloc((size_t)n, sizeof *t->added, err);
   t->added_mask = pow2_at_least((size_t)n * 2) - 1;
   t->added_slots = mx_malloc((t->added_mask + 1) * sizeof *t->added_slots, err);
@@ -595,14 +598,16 @@ static int parse_added(mx_tokenizer *t, const cJSON *list, mlxrt_error *err) {
   memset(t->added_slots, 0xff, (t->added_mask + 1) * sizeof *t->added_slots);
   int32_t maxid = -1;
   int i = 0;
-  for (const cJSON *a = list->child; a; a = a->next, i++) {
-    const cJSON *id = jget(a, "id"), *content = jget(a, "content");
-    if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > INT32_MAX - 1 ||
-        !cJSON_IsString(content))
+  for (const jd_value *a = list->child; a; a = a->next, i++) {
+    const jd_value *id = jget(a, "id"), *content = jget(a, "content");
+    if (!jd_is(id, JD_NUMBER) || id->num < 0 || id->num > INT32_MAX - 1 ||
+        !jd_is(content, JD_STRING))
       return mx_fail(err, "added_tokens[%d]: expected a non-negative id and a content string",
                      i);
-    const char *c = content->valuestring;
-    size_t clen = strlen(c);
+    const char *c = content->str;
+    size_t clen = content->str_len;
+    if (strlen(c) != clen)
+      return mx_fail(err, "added_tokens[%d]: content with a NUL character", i);
     /* HF ignores empty and repeated contents */
     if (clen == 0 || added_find(t, c, clen) >= 0) continue;
     tk_added *tk = &t->added[t->nadded];
@@ -678,89 +683,21 @@ void mx_tok_free(mx_tokenizer *t) {
   free(t);
 }
 
-static int parse_all(mx_tokenizer *t, const cJSON *root, mlxrt_error *err) {
-  if (!cJSON_IsObject(root)) return mx_fail(err, "expected a JSON object");
-  const cJSON *trunc = jget(root, "truncation");
-  if (trunc && !cJSON_IsNull(trunc)) return mx_fail(err, "truncation is not supported");
+static int parse_all(mx_tokenizer *t, const jd_value *root, mlxrt_error *err) {
+  if (!jd_is(root, JD_OBJECT)) return mx_fail(err, "expected a JSON object");
+  const jd_value *trunc = jget(root, "truncation");
+  if (trunc && !jd_is(trunc, JD_NULL)) return mx_fail(err, "truncation is not supported");
   if (parse_model(t, jget(root, "model"), err)) return -1;
-  const cJSON *norm = jget(root, "normalizer");
-  if (norm && !cJSON_IsNull(norm) && add_norm(t, norm, "normalizer", err)) return -1;
-  const cJSON *pre = jget(root, "pre_tokenizer");
-  if (pre && !cJSON_IsNull(pre) && add_pretok(t, pre, "pre_tokenizer", err)) return -1;
-  const cJSON *dec = jget(root, "decoder");
-  if (dec && !cJSON_IsNull(dec) && add_dec(t, dec, "decoder", err)) return -1;
+  const jd_value *norm = jget(root, "normalizer");
+  if (norm && !jd_is(norm, JD_NULL) && add_norm(t, norm, "normalizer", err)) return -1;
+  const jd_value *pre = jget(root, "pre_tokenizer");
+  if (pre && !jd_is(pre, JD_NULL) && add_pretok(t, pre, "pre_tokenizer", err)) return -1;
+  const jd_value *dec = jget(root, "decoder");
+  if (dec && !jd_is(dec, JD_NULL) && add_dec(t, dec, "decoder", err)) return -1;
   if (parse_added(t, jget(root, "added_tokens"), err) || build_added_index(t, err)) return -1;
-  const cJSON *post = jget(root, "post_processor");
-  if (post && !cJSON_IsNull(post) && parse_post(t, post, err)) return -1;
+  const jd_value *post = jget(root, "post_processor");
+  if (post && !jd_is(post, JD_NULL) && parse_post(t, post, err)) return -1;
   return 0;
-}
-
-/* cJSON allocates every node and string with malloc: ~3.5 million calls for a 262k-entry
- * vocabulary plus 515k merges, most of the load time. While this thread parses a tokenizer.json
- * the hooks below serve those allocations from a bump arena that is dropped in one go (no
- * cJSON_Delete walk). Other threads, and this one outside the parse, get plain malloc/free, so
- * the hooks are safe to leave installed for the life of the process. */
-typedef struct tk_chunk {
-  struct tk_chunk *next;
-  size_t used, cap, pad;    /* pad: the mapping size */
-} tk_chunk;
-#define TK_CHUNK (32u << 20)
-
-static _Thread_local tk_chunk *tl_arena;
-static _Thread_local int tl_active;
-
-/* Chunks are mapped directly and marked for transparent huge pages: the parse touches ~140 MB,
- * and 4 KB page faults were a tenth of the load time. */
-static void *chunk_map(size_t bytes) {
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return NULL;
-#ifdef MADV_HUGEPAGE
-  madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-  ((tk_chunk *)p)->pad = bytes; /* the mapping size, for munmap */
-  return p;
-}
-
-static void *arena_malloc(size_t n) {
-  if (!tl_active) return malloc(n);
-  n = (n + 7) & ~(size_t)7; /* cJSON needs pointer/double alignment only */
-  tk_chunk *c = tl_arena;
-  if (c && c->used + n <= c->cap) {
-    void *p = (char *)(c + 1) + c->used;
-    c->used += n;
-    return p;
-  }
-  size_t cap = n > TK_CHUNK / 4 ? n : TK_CHUNK;
-  tk_chunk *nc = chunk_map(sizeof *nc + cap);
-  if (!nc) return NULL;
-  nc->cap = cap;
-  nc->used = n;
-  if (c && cap != TK_CHUNK) { /* a big block: keep filling the current chunk */
-    nc->next = c->next;
-    c->next = nc;
-  } else {
-    nc->next = c;
-    tl_arena = nc;
-  }
-  return nc + 1;
-}
-
-static void arena_free(void *p) {
-  if (!tl_active) free(p);
-}
-
-static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
-static void install_hooks(void) {
-  cJSON_Hooks h = {arena_malloc, arena_free};
-  cJSON_InitHooks(&h);
-}
-
-static void arena_release(void) {
-  while (tl_arena) {
-    tk_chunk *n = tl_arena->next;
-    munmap(tl_arena, tl_arena->pad);
-    tl_arena = n;
-  }
 }
 
 mx_tokenizer *mx_tok_parse(const char *json, size_t len, const char *name, mlxrt_error *err) {
@@ -771,22 +708,16 @@ mx_tokenizer *mx_tok_parse(const char *json, size_t len, const char *name, mlxrt
     free(t);
     return NULL;
   }
-  pthread_once(&hooks_once, install_hooks);
-  const char *end = NULL;
-  tl_active = 1;
-  cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-  tl_active = 0; /* the tree is read below; its memory goes with arena_release() */
-  if (!root) {
-    arena_release();
-    size_t off = end ? (size_t)(end - json) : 0;
-    mx_fail(err, "%s: invalid JSON near byte %zu", t->name, off);
+  size_t off = 0;
+  const char *what = NULL;
+  jd_doc *doc = jd_parse(json, len, &off, &what);
+  if (!doc) {
+    mx_fail(err, "%s: invalid JSON near byte %zu: %s", t->name, off, what);
     mx_tok_free(t);
     return NULL;
   }
-  int rc = parse_all(t, root, err);
-  /* if someone replaced the cJSON hooks, the tree came from their allocator: delete it */
-  if (!tl_arena) cJSON_Delete(root);
-  arena_release();
+  int rc = parse_all(t, jd_root(doc), err);
+  jd_free(doc);
   if (rc) {
     mx_prefix(err, "%s", t->name);
     mx_tok_free(t);
@@ -808,7 +739,7 @@ mx_tokenizer *mx_tok_load(const char *path, mlxrt_error *err) {
     if (!file) return NULL;
   }
   mx_tokenizer *t = NULL;
-  /* A regular file is mapped (cJSON parses with an explicit length, no NUL needed): no copy of
+  /* A regular file is mapped (the parser takes an explicit length, no NUL needed): no copy of
    * the 33 MB text. Anything else (a pipe, /dev/stdin) is read. */
   int fd = open(file, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

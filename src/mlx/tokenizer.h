@@ -6,9 +6,8 @@
  * refused at load time with a message naming the field.
  *
  * A loaded tokenizer is read-only: encode/decode may run on several threads at once (a
- * streaming state belongs to one thread). Loading installs cJSON allocation hooks once per
- * process (they pass through to malloc/free except inside a tokenizer parse on that thread), so
- * code with its own cJSON hooks must not rely on keeping them.
+ * streaming state belongs to one thread), and loads on several threads at once are
+ * independent: loading touches no process-wide state.
  *
  * Text is UTF-8 bytes. Invalid UTF-8 input is not an error: each bad byte is its own symbol and
  * goes through byte fallback (the decoder, like HF's, turns such bytes into U+FFFD). */
