@@ -12,7 +12,10 @@
 #   4. mlxrt-decode-test on the tiny fixtures (and a synthetic Gemma 3 270M): the decoder's greedy
 #      tokens and logits against the reference path on the CPU; graphs, eager launches and a
 #      second run bit-identical; the prompt fed whole, in pieces and token by token;
-#   5. test_threads cuda: two threads on one model (and two models) give each its tokens alone.
+#   5. test_threads cuda: two threads on one model (and two models) give each its tokens alone;
+#   6. tests/cli_nonfinite.sh cuda: a non-finite logits row fails greedy and sampled steps, the
+#      reference path and the device decoder, with the CPU's message;
+#   7. a context larger than the device's memory is refused when the session is made.
 # Logs go to $OUT; the exit status is 0 when every step passes.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,6 +51,18 @@ fi
 if [ -d /tmp/s270 ]; then
   mkdir -p /tmp/mlxrt-cache/models && ln -sfn /tmp/s270 /tmp/mlxrt-cache/models/gemma-3-270m-4bit
   MLXRT_CACHE=/tmp/mlxrt-cache step threads 300 "$T/test_threads" cuda
+fi
+step nonfinite 300 bash tests/cli_nonfinite.sh "$T/mlxrt" cuda
+# a context the device cannot hold: refused at session creation with the bytes needed and free
+if [ -d /tmp/s270 ]; then
+  timeout 120 "$T/mlxrt" bench -m /tmp/s270 --backend cuda -c 100000000 -p 16 -n 4 -r 1 >"$OUT/ctx_too_big.log" 2>&1
+  r=$?
+  if [ $r -ne 0 ] && grep -q "needs .* GiB of device memory" "$OUT/ctx_too_big.log"; then
+    echo "ctx_too_big: PASS (refused: $(grep -o 'needs .*free' "$OUT/ctx_too_big.log" | head -1))"
+  else
+    echo "ctx_too_big: FAIL rc=$r: $(tail -2 "$OUT/ctx_too_big.log")"
+    rc=1
+  fi
 fi
 grep -hE "FAIL" "$OUT"/*.log | head -20
 echo "gpu_check: rc=$rc"

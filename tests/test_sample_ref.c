@@ -193,23 +193,43 @@ static void test_edges(void) {
   CHECK(pick(l, V, P(1.0f, 0, 1.0f, 1.0f), 0.5) == 9 && pick(l, V, P(1.0f, 0, 1.0f, 1.0f), 0.9) == 14);
   /* min_p 0.5 of p_max: logits >= 1 + ln 0.5 = 0.307 → values 0.5, 0.75, 1.0 */
   CHECK(accel_sample_kept(l, V, &(accel_sample_params){1.0f, 0, 1.0f, 0.5f}, keep, &err) == 9);
-  /* NaN and -inf never win; -0 equals +0; +inf is the largest finite value */
-  float m[6] = {NAN, -INFINITY, -0.0f, 0.0f, -INFINITY, NAN};
-  CHECK(pick(m, 6, P(0.0f, 0, 1.0f, 0.0f), 0.0) == 2);
-  for (int d = 0; d < 20; d++) {
-    int32_t t = pick(m, 6, P(1.0f, 0, 1.0f, 0.0f), d / 20.0);
-    CHECK(t == 2 || t == 3);
+  /* step 0: a row holding NaN or ±inf gives ACCEL_TOKEN_NONFINITE(the lowest such id), greedy
+   * or sampled, whatever u */
+  float m[6] = {0.5f, -0.0f, NAN, 0.0f, -INFINITY, NAN};
+  float inf[4] = {1.0f, FLT_MAX, INFINITY, 2.0f};
+  float neg[3] = {1.0f, 2.0f, -INFINITY};
+  for (int d = 0; d < 4; d++) {
+    CHECK(pick(m, 6, P(0.0f, 0, 1.0f, 0.0f), d / 4.0) == ACCEL_TOKEN_NONFINITE(2));
+    CHECK(pick(m, 6, P(1.0f, 0, 1.0f, 0.0f), d / 4.0) == ACCEL_TOKEN_NONFINITE(2));
+    CHECK(pick(inf, 4, P(0.7f, 3, 0.9f, 0.1f), d / 4.0) == ACCEL_TOKEN_NONFINITE(2));
+    CHECK(pick(neg, 3, P(0.0f, 0, 1.0f, 0.0f), d / 4.0) == ACCEL_TOKEN_NONFINITE(2));
   }
-  CHECK(pick(m, 6, P(1.0f, 0, 1.0f, 0.0f), 0.49) == 2 && pick(m, 6, P(1.0f, 0, 1.0f, 0.0f), 0.51) == 3);
-  float inf[4] = {1.0f, INFINITY, FLT_MAX, INFINITY};
-  CHECK(pick(inf, 4, P(0.0f, 0, 1.0f, 0.0f), 0.0) == 1);
-  CHECK(pick(inf, 4, P(1.0f, 0, 1.0f, 0.0f), 0.0) == 1 && pick(inf, 4, P(1.0f, 0, 1.0f, 0.0f), 0.99) == 3);
-  /* every logit -inf or NaN: no token */
+  CHECK(ACCEL_NONFINITE_ID(ACCEL_TOKEN_NONFINITE(2)) == 2 && ACCEL_TOKEN_NONFINITE(0) == -2);
+  CHECK(accel_logits_first_nonfinite(m, 6) == 2 && accel_logits_first_nonfinite(m, 2) == -1);
+  /* past a block of 64 finite values, and every kind of non-finite bit pattern */
+  float big[200];
+  for (int i = 0; i < 200; i++) big[i] = (float)i - 100.0f;
+  CHECK(accel_logits_first_nonfinite(big, 200) == -1);
+  const uint32_t pats[4] = {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFF800001u};
+  for (int k = 0; k < 4; k++) {
+    float x;
+    memcpy(&x, &pats[k], sizeof x);
+    big[130 + k] = x;
+    CHECK(accel_logits_first_nonfinite(big, 200) == 130 + k);
+    big[130 + k] = 0.0f;
+  }
+  CHECK(accel_fail_nonfinite(&err, 17, 42) == -1);
+  CHECK_MSG(err, "the logits after position 17 are not finite");
+  CHECK_MSG(err, "at id 42");
+  /* -0 equals +0 */
+  float z[2] = {-0.0f, 0.0f};
+  CHECK(pick(z, 2, P(0.0f, 0, 1.0f, 0.0f), 0.0) == 0);
+  CHECK(pick(z, 2, P(1.0f, 0, 1.0f, 0.0f), 0.49) == 0 && pick(z, 2, P(1.0f, 0, 1.0f, 0.0f), 0.51) == 1);
+  /* every logit -inf or NaN: non-finite too */
   float dead[3] = {-INFINITY, NAN, -INFINITY};
   int32_t t = 5;
-  CHECK(accel_sample_ref(dead, 3, &(accel_sample_params){1.0f, 0, 1.0f, 0.0f}, 0.5, &t, &err) == -1);
-  CHECK_MSG(err, "every logit is -inf or NaN");
-  CHECK(accel_sample_ref(dead, 3, &(accel_sample_params){0.0f, 0, 1.0f, 0.0f}, 0.5, &t, &err) == -1);
+  CHECK(accel_sample_ref(dead, 3, &(accel_sample_params){1.0f, 0, 1.0f, 0.0f}, 0.5, &t, &err) == 0 &&
+        t == ACCEL_TOKEN_NONFINITE(0));
   /* all equal: u splits the vocabulary evenly; the ends of u */
   float eq[8] = {3, 3, 3, 3, 3, 3, 3, 3};
   for (int i = 0; i < 8; i++) CHECK(pick(eq, 8, P(1.0f, 0, 1.0f, 0.0f), (i + 0.5) / 8.0) == i);

@@ -115,8 +115,9 @@ struct accel_backend {
    * receives the next token: with sp NULL the greedy argmax (lowest id on ties); otherwise
    * (temperature 0 included: the sanitized argmax) drawn from the last token's logits with sp and the caller's uniform
    * number u in [0, 1) (one draw of the session sampler's stream, so the choice is a
-   * deterministic function of logits, sp and u, identical on every backend: accel_sample.h); a
-   * step whose logits are all -inf or NaN then fails. One synchronisation per call on a
+   * deterministic function of logits, sp and u, identical on every backend: accel_sample.h). A
+   * step whose logits hold NaN or ±inf fails when a token is asked for, greedy or sampled, with
+   * accel_fail_nonfinite's message. One synchronisation per call on a
    * device: only the token id (and the logits when asked) leaves it. */
   accel_decoder *(*decoder_create)(accel_backend *b, const accel_model_desc *d, int64_t capacity,
                                    mlxrt_error *err);

@@ -144,11 +144,35 @@ static int mark_kept(const sel *s, int V, unsigned char *keep) {
   return n;
 }
 
+int accel_logits_first_nonfinite(const float *logits, int V) {
+  /* branch-free blocks of 64 (vectorizes); the exact id only once one is found */
+  for (int b = 0; b < V; b += 64) {
+    const int e = b + 64 < V ? b + 64 : V;
+    uint32_t any = 0;
+    for (int i = b; i < e; i++) any |= (spm_bits(logits[i]) & 0x7F800000u) == 0x7F800000u;
+    if (any)
+      for (int i = b; i < e; i++)
+        if ((spm_bits(logits[i]) & 0x7F800000u) == 0x7F800000u) return i;
+  }
+  return -1;
+}
+
+int accel_fail_nonfinite(mlxrt_error *err, int64_t pos, int id) {
+  return mx_fail(err, "the logits after position %lld are not finite (the first NaN or infinity at id %d): "
+                      "the model's weights or activations overflowed",
+                 (long long)pos, id);
+}
+
 int accel_sample_ref(const float *logits, int V, const accel_sample_params *sp, double u, int32_t *token,
                      mlxrt_error *err) {
   accel_sample_plan pl;
   sel s;
   if (accel_sample_plan_make(sp, V, u, &pl, err)) return -1;
+  const int bad = accel_logits_first_nonfinite(logits, V);
+  if (bad >= 0) {
+    *token = ACCEL_TOKEN_NONFINITE(bad);
+    return 0;
+  }
   const int any = select_kept(logits, V, &pl, &s, err);
   if (any <= 0) {
     sel_free(&s);

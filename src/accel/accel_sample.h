@@ -2,7 +2,11 @@
  * that the CPU (accel_sample_ref, below) and the device (src/accel/cuda/sample.cu) pick the same
  * token from the same float32 logits, parameters and uniform number u.
  *
- *  1. Sanitize: NaN → -inf, -0 → +0, +inf → FLT_MAX. key(x) = the float's order-preserving
+ *  0. A row holding NaN or ±inf fails, greedy or sampled, on every backend: the weights or
+ *     activations overflowed and no choice from it means anything. The selection reports the
+ *     token ACCEL_TOKEN_NONFINITE(lowest such id) (accel_sample_math.h); the decoders turn it
+ *     into accel_fail_nonfinite's error, the one message of every path.
+ *  1. Sanitize (a no-op after step 0; it keeps the keys total): NaN → -inf, -0 → +0, +inf → FLT_MAX. key(x) = the float's order-preserving
  *     32-bit key (accel_sample_math.h). m = max, a = lowest id holding it. m = -inf: no token.
  *     temperature 0 or top_k 1: the token is a (greedy).
  *  2. Filters on the untempered distribution, each keeping a prefix of the order
@@ -35,6 +39,7 @@
 #include <stdint.h>
 
 #include "accel/accel.h"
+#include "accel/accel_sample_math.h" /* ACCEL_TOKEN_NONFINITE */
 
 #define ACCEL_SAMPLE_MAX_VOCAB (1 << 23) /* keeps Σ of 2^40-scaled weights below 2^64 */
 #define ACCEL_SAMPLE_ALL_TIES 0xFFFFFFFFu
@@ -57,9 +62,17 @@ typedef struct accel_sample_plan {
 int accel_sample_plan_make(const accel_sample_params *sp, int vocab, double u,
                            accel_sample_plan *plan, mlxrt_error *err);
 
-/* The selection on the CPU: *token from logits[vocab]. Fails when every logit is -inf or NaN. */
+/* The selection on the CPU: *token from logits[vocab], ACCEL_TOKEN_NONFINITE(id) for a row with
+ * a non-finite logit (step 0; returns 0). */
 int accel_sample_ref(const float *logits, int vocab, const accel_sample_params *sp, double u,
                      int32_t *token, mlxrt_error *err);
+
+/* The lowest id whose logit is NaN or ±inf, or -1 when the row is finite. */
+int accel_logits_first_nonfinite(const float *logits, int vocab);
+
+/* The error for a non-finite logits row, the same from every path (host or device, greedy or
+ * sampled): pos is the position of the token whose logits they are. Returns -1. */
+int accel_fail_nonfinite(mlxrt_error *err, int64_t pos, int id);
 
 /* The kept set of the same selection (keep[vocab] = 0/1; draws nothing): for tests. Returns the
  * number kept, or -1. */

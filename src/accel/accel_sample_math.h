@@ -40,6 +40,11 @@ SPM_FN uint64_t spm_f2u64(float f) { return (uint64_t)f; } /* f in [0, 2^41]: tr
 #define SPM_FIX_BITS 40
 #define SPM_NEG_INF_KEY 0x007FFFFFu /* key of -inf, the smallest key after sanitizing */
 
+/* The token a selection reports for a logits row holding NaN or ±inf (accel_sample.h, step 0):
+ * -2 - the lowest such id, so -1 (no token) and real ids stay distinct. */
+#define ACCEL_TOKEN_NONFINITE(id) (-2 - (int32_t)(id))
+#define ACCEL_NONFINITE_ID(token) (-2 - (int32_t)(token))
+
 /* NaN → -inf, -0 → +0, +inf → the largest finite float (an order-preserving sanitization: every
  * remaining value is finite or -inf, and each has one key). */
 SPM_FN float spm_sanitize(float x) {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "accel/accel_sample.h"
 #include "base/error.h"
 #include "mlx/chat_template.h"
 #include "mlx/gen_config.h"
@@ -181,7 +182,12 @@ static void sink(void *user, int is_thought, const char *text, size_t len) {
   if (k->fn && len) k->fn(k->user, text, len);
 }
 
-static int argmax(const float *x, int n) {
+/* The next token from logits on the host (of the token at position pos): a non-finite row fails
+ * on both paths with the decoders' message (accel_sample.h, step 0). */
+static int choose(mx_sampler *smp, const float *x, int n, int64_t pos, mlxrt_error *err) {
+  const int bad = accel_logits_first_nonfinite(x, n);
+  if (bad >= 0) return accel_fail_nonfinite(err, pos, bad);
+  if (mx_sampler_get_params(smp)->temperature != 0) return mx_sampler_sample(smp, x, err);
   int b = 0;
   for (int i = 1; i < n; i++)
     if (x[i] > x[b]) b = i;
@@ -271,9 +277,7 @@ int mlxrt_chat_turn(mlxrt_chat *c, const char *user_text, mlxrt_text_fn fn, void
       st->stopped_by = 2;
       break;
     }
-    int tok = next >= 0 ? next
-              : mx_sampler_get_params(c->sampler)->temperature == 0 ? argmax(c->logits, cfg->vocab_size)
-                                                                  : mx_sampler_sample(c->sampler, c->logits, err);
+    int tok = next >= 0 ? next : choose(c->sampler, c->logits, cfg->vocab_size, mx_session_pos(c->s) - 1, err);
     if (tok < 0) goto out_stream;
     if (mx_gen_config_is_eos(&c->gen, tok)) {
       st->stopped_by = 0;

@@ -9,6 +9,7 @@
 #include "base/bf16.h"
 #include "base/error.h"
 #include "base/mlx_cpu_math.h"
+#include "accel/accel_sample.h"
 #include "mlx/ops.h"
 #include "mlx/sampler.h"
 #include "mlx/session_internal.h"
@@ -255,12 +256,13 @@ int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_er
   }
   float *logits = feed_one(s, token, err);
   if (!logits) return -1;
+  const int bad = accel_logits_first_nonfinite(logits, s->m->cfg.vocab_size);
   int b = 0;
   for (int i = 1; i < s->m->cfg.vocab_size; i++)
     if (logits[i] > logits[b]) b = i;
   *next = b;
   free(logits);
-  return 0;
+  return bad >= 0 ? accel_fail_nonfinite(err, s->pos - 1, bad) : 0;
 }
 
 int mx_session_uses_decoder(const mx_session *s) { return s->dec != NULL; }
@@ -278,7 +280,8 @@ int mx_session_step_sample(mx_session *s, int32_t token, mx_sampler *smp, int32_
   }
   float *logits = feed_one(s, token, err);
   if (!logits) return -1;
-  const int t = mx_sampler_sample(smp, logits, err);
+  const int bad = accel_logits_first_nonfinite(logits, s->m->cfg.vocab_size);
+  const int t = bad >= 0 ? accel_fail_nonfinite(err, s->pos - 1, bad) : mx_sampler_sample(smp, logits, err);
   free(logits);
   if (t < 0) return -1;
   *next = t;

@@ -341,6 +341,8 @@ static int step_greedy(accel_decoder *D, const int32_t *tokens, int64_t n, int64
     done += k;
   }
   if (next_token) {
+    const int bad = accel_logits_first_nonfinite(out, d->vocab);
+    if (bad >= 0) return accel_fail_nonfinite(err, pos + n - 1, bad);
     int32_t best = 0;
     for (int32_t i = 1; i < d->vocab; i++)
       if (out[i] > out[best]) best = i;
@@ -358,5 +360,7 @@ int cpu_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t
   if (accel_sample_plan_make(sp, D->d->vocab, u, &pl, err)) return mx_prefix(err, "CPU decoder");
   if (step_greedy(D, tokens, n, pos, D->logits, NULL, err)) return -1;
   if (logits) memcpy(logits, D->logits, (size_t)D->d->vocab * sizeof(float));
-  return accel_sample_ref(D->logits, D->d->vocab, sp, u, token, err);
+  if (accel_sample_ref(D->logits, D->d->vocab, sp, u, token, err)) return -1;
+  if (*token <= ACCEL_TOKEN_NONFINITE(0)) return accel_fail_nonfinite(err, pos + n - 1, ACCEL_NONFINITE_ID(*token));
+  return 0;
 }

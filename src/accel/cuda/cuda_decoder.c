@@ -276,6 +276,28 @@ static int upload_floats(accel_decoder *D, float *dst, const float *src, int64_t
   return rt_h2d(dst, src, (size_t)n * sizeof(float), D->stream, err) || rt_stream_sync(D->stream, err);
 }
 
+/* The memory a context takes on the device beyond the weights (every layer's K and V for its
+ * slots, the attention scores, the token history), checked against what is free before any of
+ * it is taken: a context that cannot fit is refused when the session is made, with the numbers,
+ * not partway through a generation. */
+static int check_context_memory(const accel_model_desc *d, int64_t capacity, mlxrt_error *err) {
+  uint64_t need = (uint64_t)capacity * (sizeof(int32_t) + (uint64_t)d->n_heads * sizeof(float));
+  for (int i = 0; i < d->n_layers; i++) {
+    const accel_layer_desc *l = &d->layers[i];
+    const int64_t slots =
+        l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : capacity;
+    need += (uint64_t)slots * (uint64_t)l->n_kv_heads * (uint64_t)l->head_dim * 2 * sizeof(uint16_t);
+  }
+  size_t free_b = 0, total_b = 0;
+  if (rt_mem_info(&free_b, &total_b, err)) return mx_prefix(err, "CUDA decoder");
+  if (need > free_b)
+    return mx_fail(err,
+                   "CUDA decoder: a context of %lld positions needs %.2f GiB of device memory for its KV "
+                   "cache and attention scratch, and %.2f GiB of the device's %.2f GiB are free",
+                   (long long)capacity, (double)need / (1 << 30), (double)free_b / (1 << 30),
+                   (double)total_b / (1 << 30));
+  return 0;
+}
 accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, int64_t capacity,
                                    mlxrt_error *err) {
   if (!d || d->n_layers <= 0 || d->hidden <= 0 || d->n_heads <= 0 || d->vocab <= 0 || !d->layers ||
@@ -298,7 +320,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   int H = d->hidden, L = d->n_layers, sms = cudab_device(b)->sms;
   int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1, max_inter = 0;
   if (accel_check_weight(d->embed, d->vocab, H, "embedding", -1, err) ||
-      accel_check_weight(d->lm_head, d->vocab, H, "lm_head", -1, err))
+      accel_check_weight(d->lm_head, d->vocab, H, "lm_head", -1, err) || check_context_memory(d, capacity, err))
     goto fail;
   if (!(D->ly = mx_calloc((size_t)L, sizeof *D->ly, err))) goto fail;
   for (int i = 0; i < L; i++) {
@@ -414,8 +436,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   DALLOC(D->pacc, (int64_t)d->n_heads * max_splits * max_hd);
   DALLOC(D->part_v, nb);
   DALLOC(D->part_i, nb);
-  DALLOC(D->counts, d->n_heads + 1);
-  if (rt_memset(D->counts, 0, (size_t)(d->n_heads + 1) * sizeof(unsigned), D->stream, err)) goto fail;
+  DALLOC(D->counts, d->n_heads + 2); /* attention's per head, then dk_logits' count and bad_rev */
+  if (rt_memset(D->counts, 0, (size_t)(d->n_heads + 2) * sizeof(unsigned), D->stream, err)) goto fail;
   if (d->vocab <= ACCEL_SAMPLE_MAX_VOCAB &&
       (rt_malloc(&D->sk_state, sk_state_bytes(), err) || rt_memset(D->sk_state, 0, sk_state_bytes(), D->stream, err)))
     goto fail;
@@ -556,7 +578,7 @@ static int enqueue_head(accel_decoder *D, mlxrt_error *err) {
   return cprof_mark(&D->prof, "lm_head mat-vec", err) || run_mv(D, &D->head, D->xb, D->ylog, D->head.xmode ? XP_DONE : XP_PREMAX, err) ||
          cprof_mark(&D->prof, "logits + argmax", err) ||
          rt_status(dk_logits(D->ylog, D->logits, d->vocab, d->final_softcap, D->part_v, D->part_i,
-                             D->counts + d->n_heads, D->next, D->stream),
+                             D->counts + d->n_heads, D->counts + d->n_heads + 1, D->next, D->stream),
                    "logits", err);
 }
 
@@ -647,6 +669,8 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
       (logits && rt_d2h(D->h_logits, D->logits, (size_t)d->vocab * sizeof(float), D->stream, err)) ||
       rt_stream_sync(D->stream, err))
     return mx_prefix(err, "CUDA decoder head");
+  if (token && *D->h_next <= ACCEL_TOKEN_NONFINITE(0))
+    return accel_fail_nonfinite(err, pos + n - 1, ACCEL_NONFINITE_ID(*D->h_next));
   if (sample && *D->h_next < 0) return mx_fail(err, "CUDA decoder: every logit is -inf or NaN, no token can be chosen");
   if (token) *token = *D->h_next;
   if (logits) memcpy(logits, D->h_logits, (size_t)d->vocab * sizeof(float));

@@ -5,7 +5,9 @@
 #include <cuda_fp16.h>
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
+#include <float.h>
 
+#include "accel/accel_sample_math.h" /* ACCEL_TOKEN_NONFINITE */
 #include "ck_block.cuh"
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
@@ -104,15 +106,21 @@ __device__ __forceinline__ void better(float &bv, int &bi, float v, int i) {
 
 __global__ void __launch_bounds__(LG_THREADS) logits_kernel(const float *y, float *logits, int64_t V, float cap,
                                                             float *part_v, int *part_i, unsigned *count,
-                                                            int32_t *next) {
+                                                            unsigned *bad_rev, int32_t *next) {
   ck_pdl_enter();
   float bv = -INFINITY;
-  int bi = 0x7fffffff;
+  int bi = 0x7fffffff, bad = 0x7fffffff;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < V; i += (int64_t)gridDim.x * blockDim.x) {
     float l = rb(y[i]);
     if (cap > 0.0f) l = rb(__fmul_rn(rb(tanhf(rb(__fdiv_rn(l, cap)))), cap));
     logits[i] = l;
     better(bv, bi, l, (int)i);
+    if (!(fabsf(l) <= FLT_MAX) && bad == 0x7fffffff) bad = (int)i; /* NaN or ±inf */
+  }
+  /* a non-finite logit: the lowest such id as V - id, an atomic max (nothing on a finite row) */
+  if (bad != 0x7fffffff) {
+    atomicMax(bad_rev, (unsigned)(V - bad));
+    __threadfence();
   }
   __shared__ float sv[LG_THREADS];
   __shared__ int si[LG_THREADS];
@@ -142,7 +150,9 @@ __global__ void __launch_bounds__(LG_THREADS) logits_kernel(const float *y, floa
   float v = -INFINITY;
   int ii = 0x7fffffff;
   for (unsigned b = 0; b < gridDim.x; b++) better(v, ii, __ldcg(part_v + b), __ldcg(part_i + b));
-  *next = ii == 0x7fffffff ? 0 : ii; /* all NaN: token 0 */
+  const unsigned br = __ldcg(bad_rev);
+  *next = br ? ACCEL_TOKEN_NONFINITE(V - (int64_t)br) : ii;
+  *bad_rev = 0;
   *count = 0;
 }
 
@@ -152,9 +162,9 @@ extern "C" int dk_logits_blocks(int64_t V) {
 }
 
 extern "C" int dk_logits(const float *y, float *logits, int64_t V, float cap, float *part_v, int *part_i,
-                         unsigned *count, int32_t *next, void *stream) {
+                         unsigned *count, unsigned *bad_rev, int32_t *next, void *stream) {
   return (int)ck_launch(logits_kernel, dk_logits_blocks(V), LG_THREADS, 0, (cudaStream_t)stream, y, logits, V, cap,
-                        part_v, part_i, count, next);
+                        part_v, part_i, count, bad_rev, next);
 }
 
 CK_TIMELINE_SETTER(ck_tl_decode)

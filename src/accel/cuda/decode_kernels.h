@@ -43,10 +43,12 @@ int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd
  * il > 0: the rows interleaved by il (u = g + il; value i at (i / il)·2·il + i mod il). */
 int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock,
              int il, void *stream);
-/* logits = softcap(bf16 y) (cap 0 = none); *next = argmax (lowest index on ties). part_v /
- * part_i / count: dk_logits_scratch() entries, count zeroed once. */
+/* logits = softcap(bf16 y) (cap 0 = none); *next = argmax (lowest index on ties), or
+ * ACCEL_TOKEN_NONFINITE(id) when a logit is NaN or ±inf (id the lowest such). part_v / part_i:
+ * dk_logits_blocks() entries; count and bad_rev: one word each, zeroed once (the kernel leaves
+ * them zero). */
 int dk_logits(const float *y, float *logits, int64_t V, float cap, float *part_v, int *part_i,
-              unsigned *count, int32_t *next, void *stream);
+              unsigned *count, unsigned *bad_rev, int32_t *next, void *stream);
 int dk_logits_blocks(int64_t V);
 
 /* Decode attention of one query row per head at position *pos over the cache (split over

@@ -72,8 +72,14 @@ int rt_malloc_at(void **p, size_t n, const char *file, int line, mlxrt_error *er
   *p = NULL;
   cudaError_t st = cudaMalloc(p, n ? n : 16);
   if (st != cudaSuccess) {
-    char what[96];
-    snprintf(what, sizeof what, "cudaMalloc of %.1f MB", (double)n / 1e6);
+    char what[160];
+    size_t fb = 0, tb = 0;
+    cudaGetLastError();
+    if (st == cudaErrorMemoryAllocation && cudaMemGetInfo(&fb, &tb) == cudaSuccess)
+      snprintf(what, sizeof what, "cudaMalloc of %.1f MB (%.1f MB of %.1f MB free)", (double)n / 1e6,
+               (double)fb / 1e6, (double)tb / 1e6);
+    else
+      snprintf(what, sizeof what, "cudaMalloc of %.1f MB", (double)n / 1e6);
     *p = NULL;
     return fail_cuda(st, what, file, line, err);
   }

@@ -10,8 +10,10 @@
  *                   uint64 atomics, so the order of the adds does not matter);
  *   draw            per block: Σ weights of keys above the threshold and the count of ties;
  *                   the last block scans the blocks for the one holding R, then scans it.
- * Passes a selection does not need are not launched (greedy: pass 0 only). Histograms and the
- * counter are zeroed by the block that consumes them, so the state stays clean between calls. */
+ * Passes a selection does not need are not launched (greedy: pass 0 only). Pass 0 also notes the
+ * lowest id holding NaN or ±inf (an atomic max of V - id: nothing to do on a finite row), and
+ * the selection's last block reports it as ACCEL_TOKEN_NONFINITE. Histograms, the counter and
+ * that note are zeroed by the block that consumes them, so the state stays clean between calls. */
 #include <cuda_runtime.h>
 #include <limits.h>
 
@@ -33,6 +35,7 @@ struct sk_state {
   unsigned p_prefix;          /* top-p select: threshold bits so far */
   unsigned long long p_above; /* mass above them */
   unsigned long long tot;     /* Σ mass weights over the vocabulary */
+  unsigned bad_rev;           /* V - the lowest id with a NaN or ±inf logit; 0: none (step 0) */
   unsigned hc[SK_BINS];
   unsigned long long hm[SK_BINS];
   unsigned bkey[SK_MAX_BLOCKS];
@@ -173,11 +176,14 @@ __global__ void __launch_bounds__(SK_THREADS) sk_pass_kernel(sk_args a) {
   unsigned bk = 0;
   int bi = INT_MAX;
   unsigned long long msum = 0;
+  int bad = INT_MAX;
   const int base = (blockIdx.x * SK_THREADS + t) * a.E;
   for (int e = 0; e < a.E; e++) {
     const int i = base + e;
     if (i >= a.V) break;
-    const float x = spm_sanitize(a.logits[i]);
+    const float raw = a.logits[i];
+    if (a.do_max && (spm_bits(raw) & 0x7F800000u) == 0x7F800000u && bad == INT_MAX) bad = i;
+    const float x = spm_sanitize(raw);
     const unsigned k = spm_key(x);
     if (a.do_max) better(bk, bi, k, i);
     if (cl >= 0 && in_prefix(k, cl, cpre)) atomicAdd(&shc[(k >> SK_SHIFT[cl]) & (unsigned)(SK_NB[cl] - 1)], 1u);
@@ -197,6 +203,7 @@ __global__ void __launch_bounds__(SK_THREADS) sk_pass_kernel(sk_args a) {
     block_excl_scan<unsigned long long>(msum, &bt);
     if (t == 0 && bt) atomicAdd(&st->tot, bt);
   }
+  if (bad != INT_MAX) atomicMax(&st->bad_rev, (unsigned)(a.V - bad)); /* before finish_pass */
   if (a.do_max) {
     block_argmax(bk, bi);
     if (t == 0) {
@@ -219,7 +226,11 @@ __global__ void __launch_bounds__(SK_THREADS) sk_pass_kernel(sk_args a) {
       st->mkey = k;
       st->arg = i;
       st->tot = 0;
-      if (a.p.greedy) *a.out = k == SPM_NEG_INF_KEY ? -1 : i;
+      const unsigned br = __ldcg(&st->bad_rev);
+      if (a.p.greedy) {
+        *a.out = br ? ACCEL_TOKEN_NONFINITE(a.V - (int)br) : k == SPM_NEG_INF_KEY ? -1 : i;
+        st->bad_rev = 0;
+      }
     }
   }
   if (cl >= 0) decide<unsigned>(st->hc, cl, false, (unsigned long long)a.p.top_k, 0.0, &st->c_prefix, &st->c_above);
@@ -272,6 +283,18 @@ __global__ void __launch_bounds__(SK_THREADS) sk_draw_kernel(sk_args a) {
   }
   if (!finish_pass(st)) return;
 
+  /* a non-finite row (pass 0's note): no draw */
+  __shared__ unsigned s_bad;
+  if (t == 0) s_bad = __ldcg(&st->bad_rev);
+  __syncthreads();
+  if (s_bad) {
+    if (t == 0) {
+      *a.out = ACCEL_TOKEN_NONFINITE(a.V - (int)s_bad);
+      st->bad_rev = 0;
+      st->count = 0;
+    }
+    return;
+  }
   /* the last block: each block's kept total, the block holding R, then R inside it */
   const int G = (int)gridDim.x;
   unsigned long long tie_b = 0, sa_b = 0;

@@ -1,6 +1,6 @@
 /* Token selection on the device (sample.cu): the algorithm of src/accel/accel_sample.h, bit for
  * bit, over a float32 logits row already on the device; the chosen id is written to a device
- * int32 (-1 when every logit is -inf or NaN). A few multi-block passes of 256 blocks at most,
+ * int32 (ACCEL_TOKEN_NONFINITE(id) when a logit is NaN or ±inf). A few multi-block passes of 256 blocks at most,
  * each finished by its last block (no host sync, no float atomics: every sum is an exact
  * integer). Returns a cudaError_t (0 = ok). */
 #ifndef MLXRT_CUDA_SAMPLE_KERNELS_H
