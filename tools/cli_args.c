@@ -148,6 +148,13 @@ int bench_args_parse(bench_args *o, int argc, char **argv) {
     cli_error("bench", "-m MODEL_DIR is required");
     return 2;
   }
+  int any = 0;
+  for (int k = 0; k < o->p.n; k++) any |= o->p.v[k] != 0;
+  for (int k = 0; k < o->n.n; k++) any |= o->n.v[k] != 0;
+  if (!any) {
+    cli_error("bench", "nothing to measure: -p 0 and -n 0 skip every test");
+    return 2;
+  }
   return gen_args_apply_numerics(o->numerics, &o->backend, "bench");
 }
 
@@ -216,6 +223,10 @@ int perplexity_args_parse(perplexity_args *o, int argc, char **argv) {
   free(rest);
   if (!r && !o->g.prompt_file) {
     cli_error("perplexity", "-f TEXT_FILE is required");
+    r = 2;
+  } else if (!r && (o->g.prompt || o->g.n_predict != -1)) {
+    cli_error("perplexity", "%s has no meaning in perplexity: it scores TEXT_FILE and generates nothing",
+              o->g.prompt ? "-p" : "-n");
     r = 2;
   }
   return r;

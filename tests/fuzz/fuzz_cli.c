@@ -40,9 +40,9 @@ static void check_gen(const gen_args *a) {
   CHECK(!a->numerics || !strcmp(a->numerics, "float32") || (!strcmp(a->numerics, "mlx-cpu") && !strcmp(a->backend, "cpu")));
 }
 
-static void check_list(const bench_list *l, int lo) {
+static void check_list(const bench_list *l) {
   CHECK(in(l->n, 1, BENCH_MAX_VALUES));
-  for (int i = 0; i < l->n; i++) CHECK(in(l->v[i], lo, 1 << 24));
+  for (int i = 0; i < l->n; i++) CHECK(in(l->v[i], 0, 1 << 24));
 }
 
 static int parse(int argc, char **argv) {
@@ -55,15 +55,20 @@ static int parse(int argc, char **argv) {
     perplexity_args o;
     if (!(r = perplexity_args_parse(&o, argc, argv))) {
       check_gen(&o.g);
-      CHECK(o.g.prompt_file && in(o.ctx, 8, 1 << 24) && in(o.max_chunks, 0, 1 << 30));
+      CHECK(o.g.prompt_file && !o.g.prompt && o.g.n_predict == -1 && in(o.ctx, 8, 1 << 24) &&
+            in(o.max_chunks, 0, 1 << 30));
     }
   } else if (!strcmp(cmd, "bench")) {
     bench_args o;
     if (!(r = bench_args_parse(&o, argc, argv))) {
       CHECK(o.model && (!strcmp(o.fmt, "md") || !strcmp(o.fmt, "json")));
-      check_list(&o.p, 0);
-      check_list(&o.n, 0);
-      check_list(&o.d, 0);
+      check_list(&o.p);
+      check_list(&o.n);
+      check_list(&o.d);
+      int any = 0;
+      for (int k = 0; k < o.p.n; k++) any |= o.p.v[k] != 0;
+      for (int k = 0; k < o.n.n; k++) any |= o.n.v[k] != 0;
+      CHECK(any);
       CHECK(in(o.reps, 1, 1000) && in(o.threads, 0, 1024) && in(o.ctx, 0, 1 << 30));
       CHECK(in(o.warmup_depth, -1, 1 << 24));
       if (o.sampler_spec)
