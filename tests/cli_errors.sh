@@ -96,6 +96,13 @@ if [ $rc -eq 3 ] && [ -s "$T/out" ] && [ "$(grep -c . "$T/err")" -eq 2 ] &&
   pass=$((pass + 1))
 else fail=$((fail + 1)); echo "FAIL: run with a full context: rc=$rc, stderr: $(cat "$T/err")"; fi
 
+# chat prints the same notice after an answer that filled the context
+printf 'hello world\n' | timeout 60 "$MLXRT" chat -m "$T/model" -c 66 --temp 0 >"$T/out" 2>"$T/err"
+rc=$?
+if [ $rc -eq 0 ] && grep -qF "mlxrt chat: the answer stopped: the context of 66 tokens (-c 66) is full" "$T/err"; then
+  pass=$((pass + 1))
+else fail=$((fail + 1)); echo "FAIL: chat with a full context: rc=$rc, stderr: $(cat "$T/err")"; fi
+
 # prompt files: read whole by one reader; never block; no NUL byte; a size limit
 mkfifo "$T/fifo"
 printf 'hello\0world' >"$T/nul.txt"
