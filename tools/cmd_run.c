@@ -14,7 +14,8 @@ static const char USAGE[] =
     "                 [--backend auto|cpu|cuda] [--system TEXT] [--no-chat-template]\n"
     "                 [--think] [--show-thinking] [--numerics float32|mlx-cpu] [-v]\n"
     "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
-    "-f FILE reads the prompt from a text file (- is standard input).\n" GEN_ARGS_N_HELP
+    "-f FILE reads the prompt from a regular text file of at most 256 MiB without a NUL byte\n"
+    "(- is standard input).\n" GEN_ARGS_N_HELP
     "-c CTX: tokens the context holds, prompt included (0, the default: the model's maximum).\n"
     "-t THREADS: CPU threads (0, the default: all cores).\n"
     "Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n"
