@@ -55,16 +55,12 @@ static int bench_list_parse(const char *flag, const char *v, bench_list *l) {
   return 0;
 }
 
-/* "temp=0.8,top_k=64,top_p=0.95,min_p=0.05,seed=1": unnamed settings are off (temperature 1). */
+/* "temp=0.8,top_k=64,top_p=0.95,min_p=0.05,seed=1". Unnamed settings stay unset, which the
+ * sampler reads as mlx-lm's defaults: off, temperature 1 (mlxrt_sampler_new). */
 static int parse_sampler(const char *spec, mlxrt_gen_params *p) {
   static const char FORM[] = "--sampler expects KEY=VALUE[,KEY=VALUE...] with KEY temp, top_k, top_p, "
                              "min_p or seed, got '%.64s'";
   mlxrt_gen_params_default(p);
-  p->temperature = 1.0f;
-  p->top_k = 0;
-  p->top_p = 1.0f;
-  p->min_p = 0.0f;
-  p->repetition_penalty = 1.0f;
   p->seed_set = 1;
   const char *s = spec;
   do {

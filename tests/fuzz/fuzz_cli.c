@@ -71,7 +71,7 @@ static int parse(int argc, char **argv) {
       CHECK(any);
       CHECK(in(o.reps, 1, 1000) && in(o.threads, 0, 1024) && in(o.ctx, 0, 1 << 30));
       CHECK(in(o.warmup_depth, -1, 1 << 24));
-      if (o.sampler_spec)
+      if (o.sampler_spec) /* (unset settings hold the stub's zeros) */
         CHECK(in_f(o.sampler.temperature, 0, 100) && in(o.sampler.top_k, 0, 1 << 30) &&
               in_f(o.sampler.top_p, 0, 1) && in_f(o.sampler.min_p, 0, 1));
     }
