@@ -166,13 +166,13 @@ int cmd_bench_kernels(int argc, char **argv) {
 
   /* memory bandwidth, same run */
   bw_job *bj = calloc(1, sizeof *bj);
-  bj->total = bwbytes;
-  bj->chunk = (size_t)4 << 20;
   uint8_t *src = malloc(bwbytes), *dst = malloc(bwbytes);
   if (!bj || !src || !dst) {
     fprintf(stderr, "mlxrt bench-kernels: out of memory for the %zu-byte bandwidth buffers\n", bwbytes);
     return 1;
   }
+  bj->total = bwbytes;
+  bj->chunk = (size_t)4 << 20;
   memset(src, 1, bwbytes);
   memset(dst, 2, bwbytes);
   bj->src = src;
