@@ -27,11 +27,11 @@ S="$MLXRT synth"
 expect_error "--like, --mode and -o are required" $S --mode nvfp4 -o "$T/x"
 expect_error "unknown model 'gemma9'" $S --like gemma9 --mode nvfp4 -o "$T/x"
 expect_error "unknown mode 'fp3'" $S --like gemma4-31b --mode fp3 -o "$T/x"
-expect_error "--layers expects an integer from 1 to 256, got '0'" $S --like gemma4-31b --mode nvfp4 -o "$T/x" --layers 0
-expect_error "--layers expects an integer from 1 to 256, got '2x'" $S --like gemma4-31b --mode nvfp4 -o "$T/x" --layers 2x
-expect_error "--seed expects a non-negative integer" $S --like gemma4-31b --mode nvfp4 -o "$T/x" --seed -4
+expect_error "--layers expects an integer in 1..256, got '0'" $S --like gemma4-31b --mode nvfp4 -o "$T/x" --layers 0
+expect_error "--layers expects an integer in 1..256, got '2x'" $S --like gemma4-31b --mode nvfp4 -o "$T/x" --layers 2x
+expect_error "--seed expects an integer in 0..9223372036854775807, got '-4'" $S --like gemma4-31b --mode nvfp4 -o "$T/x" --seed -4
 expect_error "unknown option '--vocab'" $S --like gemma4-31b --mode nvfp4 -o "$T/x" --vocab 10
-expect_error "--like needs a value" $S --mode nvfp4 -o "$T/x" --like
+expect_error "option '--like' needs a value" $S --mode nvfp4 -o "$T/x" --like
 mkdir -p "$T/full" && touch "$T/full/keep"
 expect_error "already exists and is not empty" $S --like gemma3-270m --mode nvfp4 -o "$T/full" --layers 1
 expect_error "exists and is not a directory" $S --like gemma3-270m --mode nvfp4 -o "$T/full/keep" --layers 1

@@ -11,30 +11,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli_args.h"
+#include "cli_num.h"
 #include "commands.h"
 #include "gen_args.h"
 #include "mlxrt.h"
-
-#define MAX_VALUES 16
-
-typedef struct {
-  int v[MAX_VALUES];
-  int n;
-} int_list;
-
-static int parse_list(const char *s, int_list *l) {
-  l->n = 0;
-  while (*s && l->n < MAX_VALUES) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || v < 0 || v > 1 << 24) return -1;
-    l->v[l->n++] = (int)v;
-    s = end;
-    if (*s == ',') s++;
-    else if (*s) return -1;
-  }
-  return l->n ? 0 : -1;
-}
 
 static double now_s(void) {
   struct timespec t;
@@ -77,7 +58,10 @@ static void usage(FILE *f) {
           "usage: mlxrt bench -m MODEL_DIR [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json]\n"
           "                   [-t THREADS] [--backend auto|cpu|cuda] [--numerics float32|mlx-cpu]\n"
           "                   [--sampler SPEC] [-c CTX] [--warmup-depth N]\n"
-          "  -p, -n, -d take comma-separated lists (e.g. -d 0,4096,32768); -p 0 or -n 0 skips.\n"
+          "  -p, -n, -d take comma-separated lists (e.g. -d 0,4096,32768) of at most 16 values.\n"
+          "  -p N: prompt tokens of a pp test; -n N: tokens a tg test generates; 0 skips the test\n"
+          "  (-n -1, \"until a stop token\" in run and chat, has no meaning here: refused).\n"
+          "  -r: repetitions (1..1000); -t THREADS: CPU threads (0, the default: all cores).\n"
           "  -c CTX: each run's session holds CTX tokens (default: just enough, as llama-bench),\n"
           "  e.g. the model's full context, as mlxrt run and chat make it by default.\n"
           "  --sampler temp=0.8,top_k=64,top_p=0.95[,min_p=P][,seed=S]: each tg also runs with\n"
@@ -86,36 +70,6 @@ static void usage(FILE *f) {
           "  (default: DEPTH, as llama-bench). Every run makes its own session, so its graphs,\n"
           "  and the warm-up serves the first-use uploads only: a long depth's second fill\n"
           "  (minutes at 262144) can be skipped.\n");
-}
-
-/* "temp=0.8,top_k=64,top_p=0.95,min_p=0.05,seed=1" → p; -1 on a bad spec. */
-static int parse_sampler(const char *spec, mlxrt_gen_params *p) {
-  mlxrt_gen_params_default(p);
-  p->temperature = 1.0f;
-  p->top_k = 0;
-  p->top_p = 1.0f;
-  p->min_p = 0.0f;
-  p->repetition_penalty = 1.0f;
-  p->seed_set = 1;
-  while (*spec) {
-    const char *eq = strchr(spec, '=');
-    if (!eq) return -1;
-    size_t klen = (size_t)(eq - spec);
-    char *end;
-    double v = strtod(eq + 1, &end);
-    if (end == eq + 1 || (*end && (*end != ',' || !end[1]))) return -1;
-#define KEY(name) (klen == strlen(name) && !strncmp(spec, name, klen))
-    if (KEY("temp") || KEY("temperature")) p->temperature = (float)v;
-    else if (KEY("top_k")) p->top_k = (int)v;
-    else if (KEY("top_p")) p->top_p = (float)v;
-    else if (KEY("min_p")) p->min_p = (float)v;
-    else if (KEY("seed")) p->seed = (uint64_t)v;
-    else return -1;
-#undef KEY
-    if (v < 0) return -1;
-    spec = *end ? end + 1 : end;
-  }
-  return 0;
 }
 
 /* One timed repetition; returns seconds or < 0 on error. */
@@ -164,66 +118,17 @@ done:
 }
 
 int cmd_bench(int argc, char **argv) {
-  const char *model = NULL, *backend = NULL, *fmt = "md", *numerics = NULL, *sampler_spec = NULL;
-  mlxrt_gen_params sampler;
-  int_list P = {{512}, 1}, N = {{128}, 1}, D = {{0}, 1};
-  int reps = 5, threads = 0, warmup_depth = -1; /* -1: each test's own depth */
-  long long ctx = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int has = i + 1 < argc;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    }
-    if (!has) {
-      fprintf(stderr, "mlxrt bench: option '%s' needs a value\n", a);
-      return 2;
-    }
-    const char *v = argv[++i];
-    int bad = 0;
-    if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
-    else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) bad = parse_list(v, &P);
-    else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) bad = parse_list(v, &N);
-    else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) bad = parse_list(v, &D);
-    else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) bad = (reps = atoi(v)) < 1;
-    else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) threads = atoi(v);
-    else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-      char *end;
-      ctx = strtoll(v, &end, 10);
-      bad = end == v || *end || ctx < 0 || ctx > (1LL << 30);
-    }
-    else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-      fmt = v;
-      bad = strcmp(v, "md") && strcmp(v, "json");
-    } else if (!strcmp(a, "--backend")) backend = v;
-    else if (!strcmp(a, "--sampler")) {
-      sampler_spec = v;
-      bad = parse_sampler(v, &sampler);
-    } else if (!strcmp(a, "--numerics")) numerics = v;
-    else if (!strcmp(a, "--warmup-depth")) {
-      char *end;
-      long w = strtol(v, &end, 10);
-      bad = end == v || *end || w < 0 || w > 1 << 24;
-      warmup_depth = (int)w;
-    }
-    else {
-      fprintf(stderr, "mlxrt bench: unknown option '%s'\n", a);
-      usage(stderr);
-      return 2;
-    }
-    if (bad) {
-      fprintf(stderr, "mlxrt bench: bad value '%s' for %s\n", v, a);
-      return 2;
-    }
-  }
-  if (!model) {
-    fprintf(stderr, "mlxrt bench: -m MODEL_DIR is required\n");
-    return 2;
-  }
-  if (gen_args_apply_numerics(numerics, &backend, "bench")) return 2;
+  bench_args o;
+  int r = bench_args_parse(&o, argc, argv);
+  if (r == 1) usage(stdout);
+  if (r) return r == 1 ? 0 : 2;
+  const char *model = o.model, *fmt = o.fmt, *sampler_spec = o.sampler_spec;
+  const bench_list P = o.p, N = o.n, D = o.d;
+  const int reps = o.reps, threads = o.threads, warmup_depth = o.warmup_depth;
+  const long long ctx = o.ctx;
+  mlxrt_gen_params sampler = o.sampler;
   mlxrt_error err = {{0}};
-  mlxrt_options opt = {backend, threads, 0, numerics};
+  mlxrt_options opt = {o.backend, threads, 0, o.numerics};
   mlxrt_model *m = mlxrt_model_load(model, &opt, &err);
   if (!m) {
     fprintf(stderr, "mlxrt bench: %s\n", err.msg);
@@ -231,13 +136,24 @@ int cmd_bench(int argc, char **argv) {
   }
   mlxrt_model_info info;
   mlxrt_model_get_info(m, &info);
-  int V = info.vocab_size, maxtok = 1;
-  for (int i = 0; i < P.n; i++) maxtok = P.v[i] > maxtok ? P.v[i] : maxtok;
-  for (int i = 0; i < D.n; i++) maxtok = D.v[i] > maxtok ? D.v[i] : maxtok;
+  int V = info.vocab_size, maxtok = 1, maxp = 0, maxn = 0, maxd = 0;
+  for (int i = 0; i < P.n; i++) maxp = P.v[i] > maxp ? P.v[i] : maxp;
+  for (int i = 0; i < N.n; i++) maxn = N.v[i] > maxn ? N.v[i] : maxn;
+  for (int i = 0; i < D.n; i++) maxd = D.v[i] > maxd ? D.v[i] : maxd;
+  maxtok = maxp > maxd ? maxp : maxd > 1 ? maxd : 1;
+  /* the largest session a run makes (run_once): depth + pp + tg + 1, or -c */
+  int64_t most = (int64_t)maxd + (maxp > maxn ? maxp : maxn) + 1;
+  char what[96];
+  if (ctx > most) snprintf(what, sizeof what, "-c %lld", ctx);
+  else snprintf(what, sizeof what, "-d %d with -p/-n %d", maxd, maxp > maxn ? maxp : maxn);
+  if (gen_args_check_kv(m, "bench", what, ctx > most ? ctx : most)) {
+    mlxrt_model_free(m);
+    return 1;
+  }
   float *logits = malloc((size_t)V * sizeof(float));
   int32_t *toks = malloc((size_t)maxtok * sizeof(int32_t));
   double *times = malloc((size_t)reps * sizeof(double));
-  result res[3 * MAX_VALUES * MAX_VALUES + 1];
+  result res[3 * BENCH_MAX_VALUES * BENCH_MAX_VALUES + 1];
   int nres = 0, rc = 0;
   double bw = mlxrt_model_read_bandwidth(m);
   if (!logits || !toks || !times) {
@@ -247,7 +163,7 @@ int cmd_bench(int argc, char **argv) {
   }
   for (int di = 0; di < D.n && !rc; di++)
     for (int kind = 0; kind < 3 && !rc; kind++) { /* pp, tg, tg with the sampler */
-      const int_list *L = kind ? &N : &P;
+      const bench_list *L = kind ? &N : &P;
       const mlxrt_gen_params *smp = kind == 2 ? &sampler : NULL;
       if (kind == 2 && !sampler_spec) break;
       for (int li = 0; li < L->n && !rc; li++) {

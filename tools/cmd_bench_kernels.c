@@ -15,6 +15,8 @@
 #include "accel/cpu/cpu_bandwidth.h"
 #include "accel/cpu/cpu_kernels.h"
 #include "base/bf16.h"
+#include "cli_args.h"
+#include "cli_num.h"
 #include "commands.h"
 
 static double now_s(void) {
@@ -111,48 +113,26 @@ static void free_weight(cpu_qmat *m) {
 }
 
 static void usage(void) {
-  fprintf(stderr,
+  fprintf(stdout,
           "usage: mlxrt bench-kernels [-t N] [--rows R --cols C] [--runs K] [--n N] [--hot]\n"
           "       [--modes affine4-g64,nvfp4,affine8-g64,mxfp4,mxfp8,bf16,affine3-g64]\n"
-          "  -t N      threads (default: all online cores)\n"
-          "  --n N     rows of x (default 1 = mat-vec; N > 1 times the mat-mat path)\n"
+          "  -t N      threads (0, the default: all online cores)\n"
+          "  --rows R  1..16777216 (default 21504); --cols C: a multiple of 128 up to 16777216\n"
+          "            (default 5376); --runs K: 1..1000 (default 9)\n"
+          "  --n N     rows of x, 1..65536 (default 1 = mat-vec; N > 1 times the mat-mat path)\n"
           "  --hot     repeat one matrix instead of cycling copies larger than the LLC\n"
           "  ISA: $MLXRT_CPU_ISA=scalar|avx2|avx512 (default: best available)\n");
 }
 
 int cmd_bench_kernels(int argc, char **argv) {
-  int threads = 0, runs = 9, hot = 0;
-  int64_t rows = 21504, cols = 5376, n = 1;
-  const char *modes = "affine4-g64,nvfp4,affine8-g64,mxfp4,mxfp8,bf16";
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage();
-      return 0;
-    } else if (!strcmp(a, "--hot")) {
-      hot = 1;
-    } else if (v && (!strcmp(a, "-t") || !strcmp(a, "--threads"))) {
-      threads = atoi(v), i++;
-    } else if (v && !strcmp(a, "--rows")) {
-      rows = atoll(v), i++;
-    } else if (v && !strcmp(a, "--cols")) {
-      cols = atoll(v), i++;
-    } else if (v && !strcmp(a, "--runs")) {
-      runs = atoi(v), i++;
-    } else if (v && !strcmp(a, "--n")) {
-      n = atoll(v), i++;
-    } else if (v && !strcmp(a, "--modes")) {
-      modes = v, i++;
-    } else {
-      fprintf(stderr, "mlxrt bench-kernels: unknown or incomplete option '%s'\n", a);
-      usage();
-      return 2;
-    }
-  }
-  if (rows <= 0 || cols <= 0 || cols % 128 || runs < 1 || runs > 1000 || n < 1) {
-    fprintf(stderr, "mlxrt bench-kernels: need rows > 0, cols a multiple of 128, 1..1000 runs, n >= 1\n");
-    return 2;
-  }
+  bench_kernels_args o;
+  int pr = bench_kernels_args_parse(&o, argc, argv);
+  if (pr == 1) usage();
+  if (pr) return pr == 1 ? 0 : 2;
+  int threads = o.threads;
+  const int runs = o.runs, hot = o.hot;
+  const int64_t rows = o.rows, cols = o.cols, n = o.n;
+  const char *modes = o.modes;
   mlxrt_error err;
   cpu_isa isa;
   if (cpu_isa_from_env(&isa, &err)) {
@@ -169,6 +149,16 @@ int cmd_bench_kernels(int argc, char **argv) {
   size_t llc = l3 > 0 ? (size_t)l3 : (size_t)32 << 20;
   size_t bwbytes = llc + llc / 4 < ((size_t)256 << 20) ? (size_t)256 << 20 : llc + llc / 4;
   if (bwbytes > ((size_t)1 << 30)) bwbytes = (size_t)1 << 30;
+  /* one matrix at bf16 (the widest mode), x, y and the two bandwidth buffers; the cold copies
+   * add about 1.5x the LLC */
+  double need = (double)rows * (double)cols * 2 + (double)n * (double)(cols * 2 + rows * 4) +
+                2.0 * (double)bwbytes + 1.5 * (double)llc;
+  char what[96];
+  snprintf(what, sizeof what, "--rows %lld --cols %lld --n %lld", (long long)rows, (long long)cols, (long long)n);
+  if (cli_check_memory("bench-kernels", what, "the matrices", need)) {
+    cpu_pool_destroy(pool);
+    return 1;
+  }
   printf("bench-kernels: %lld x %lld, threads %d, ISA %s, LLC %.0f MiB, %s weights, n %lld, "
          "median of %d runs\n",
          (long long)rows, (long long)cols, threads, cpu_isa_name(isa), (double)llc / (1 << 20),
@@ -176,13 +166,13 @@ int cmd_bench_kernels(int argc, char **argv) {
 
   /* memory bandwidth, same run */
   bw_job *bj = calloc(1, sizeof *bj);
-  bj->total = bwbytes;
-  bj->chunk = (size_t)4 << 20;
   uint8_t *src = malloc(bwbytes), *dst = malloc(bwbytes);
   if (!bj || !src || !dst) {
     fprintf(stderr, "mlxrt bench-kernels: out of memory for the %zu-byte bandwidth buffers\n", bwbytes);
     return 1;
   }
+  bj->total = bwbytes;
+  bj->chunk = (size_t)4 << 20;
   memset(src, 1, bwbytes);
   memset(dst, 2, bwbytes);
   bj->src = src;

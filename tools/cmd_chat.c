@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_num.h"
 #include "commands.h"
 #include "gen_args.h"
 
@@ -17,18 +18,32 @@ static const char USAGE[] =
     "                  [--backend auto|cpu|cuda] [--think] [--show-thinking] [-v]\n"
     "                  [--numerics float32|mlx-cpu]\n"
     "Type a message and press Enter. /reset starts over, /exit or Ctrl-D quits,\n"
-    "Ctrl-C stops the current answer.\n";
+    "Ctrl-C stops the current answer.\n" GEN_ARGS_N_HELP
+    "-c CTX: tokens the conversation holds (0, the default: the model's maximum); an answer\n"
+    "stopped by a full context says so on stderr (/reset starts over).\n"
+    "Exit status: 0, or 1 when a message could not be answered (each error is one line).\n";
 
 int cmd_chat(int argc, char **argv) {
   gen_args a;
-  int r = gen_args_parse(&a, argc, argv, "chat", USAGE);
+  int r = gen_args_parse(&a, argc, argv, "chat");
+  if (r == 1) fputs(USAGE, stdout);
   if (r) return r == 1 ? 0 : 2;
   if (!a.chat.use_template) {
-    fprintf(stderr, "mlxrt chat: --no-chat-template makes no sense in a chat; use mlxrt run\n");
+    cli_error("chat", "--no-chat-template makes no sense in a chat; use mlxrt run");
+    return 2;
+  }
+  if (a.prompt || a.prompt_file) {
+    cli_error("chat", "-p and -f are run's: chat reads its messages from standard input");
     return 2;
   }
   mlxrt_model *m = gen_args_load_model(&a, "chat");
   if (!m) return 1;
+  char what[64];
+  snprintf(what, sizeof what, "-c %lld", (long long)a.chat.capacity);
+  if (gen_args_check_kv(m, "chat", what, a.chat.capacity)) {
+    mlxrt_model_free(m);
+    return 1;
+  }
   mlxrt_error err = {{0}};
   a.chat.interrupt = &gen_args_interrupted;
   struct sigaction sa;
@@ -61,6 +76,12 @@ int cmd_chat(int argc, char **argv) {
       }
       break; /* EOF */
     }
+    const char *nul = memchr(line, 0, (size_t)n);
+    if (nul) { /* the message goes on as a C string: it would silently end there */
+      cli_error("chat", "the message has a NUL byte at offset %zu: a message must be text", (size_t)(nul - line));
+      rc = 1;
+      continue;
+    }
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
     if (n == 0) continue;
     if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
@@ -69,9 +90,14 @@ int cmd_chat(int argc, char **argv) {
       fprintf(stderr, "[conversation reset]\n");
       continue;
     }
+    if (a.n_predict == 0) {
+      fprintf(stderr, "[-n 0: no answer]\n");
+      continue;
+    }
     mlxrt_gen_stats st;
     if (mlxrt_chat_turn(c, line, gen_args_print_text, NULL, &st, &err)) {
-      fprintf(stderr, "mlxrt chat: %s\n", err.msg);
+      cli_error("chat", "%s", err.msg);
+      rc = 1;
       continue;
     }
     printf("\n");
@@ -81,6 +107,7 @@ int cmd_chat(int argc, char **argv) {
             st.prompt_seconds > 0 ? st.prompt_processed / st.prompt_seconds : 0.0, (long long)st.gen_tokens,
             st.gen_seconds > 0 ? st.gen_tokens / st.gen_seconds : 0.0,
             st.stopped_by == 2 ? ", interrupted" : st.stopped_by == 3 ? ", context full" : "");
+    if (st.stopped_by == 3) gen_args_context_full(&a, &st, "chat");
   }
   free(line);
   mlxrt_chat_free(c);

@@ -6,40 +6,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
+#include "cli_file.h"
+#include "cli_num.h"
 #include "commands.h"
 #include "gen_args.h"
 
 static const char USAGE[] =
     "usage: mlxrt perplexity -m MODEL -f TEXT_FILE [-c CTX] [--chunks N] [-t THREADS]\n"
     "                        [--backend auto|cpu|cuda]\n"
-    "Prints the running estimate per chunk and 'Final estimate: PPL = X +/- Y'.\n";
+    "Prints the running estimate per chunk and 'Final estimate: PPL = X +/- Y'.\n"
+    "-c CTX: tokens per chunk (8..16777216, default 512); --chunks N: score at most N chunks\n"
+    "(0, the default: all). TEXT_FILE is read whole (at most 256 MiB, no NUL byte; - is\n"
+    "standard input).\n";
 
 #define SCORE_BATCH 32
 
 int cmd_perplexity(int argc, char **argv) {
-  int ctx = 512, max_chunks = 0;
-  /* pull out the options gen_args does not know */
-  char **rest = malloc((size_t)argc * sizeof *rest);
-  if (!rest) return 1;
-  int nrest = 0;
-  for (int i = 0; i < argc; i++) {
-    if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--ctx-size")) && i + 1 < argc) ctx = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--chunks") && i + 1 < argc) max_chunks = atoi(argv[++i]);
-    else rest[nrest++] = argv[i];
-  }
-  gen_args a;
-  int r = gen_args_parse(&a, nrest, rest, "perplexity", USAGE);
-  free(rest);
+  perplexity_args o;
+  int r = perplexity_args_parse(&o, argc, argv);
+  if (r == 1) fputs(USAGE, stdout);
   if (r) return r == 1 ? 0 : 2;
-  if (ctx < 8) {
-    fprintf(stderr, "mlxrt perplexity: -c must be at least 8\n");
-    return 2;
-  }
-  if (!a.prompt_file) {
-    fprintf(stderr, "mlxrt perplexity: -f TEXT_FILE is required\n");
-    return 2;
-  }
-  char *text = gen_args_read_prompt_file(a.prompt_file, "perplexity");
+  gen_args a = o.g;
+  const int ctx = o.ctx, max_chunks = o.max_chunks;
+  char *text = cli_read_text("perplexity", a.prompt_file, NULL);
   if (!text) return 1;
   mlxrt_model *m = gen_args_load_model(&a, "perplexity");
   if (!m) {
@@ -48,6 +38,13 @@ int cmd_perplexity(int argc, char **argv) {
   }
   mlxrt_error err = {{0}};
   int rc = 1;
+  char what[32];
+  snprintf(what, sizeof what, "-c %d", ctx);
+  if (gen_args_check_kv(m, "perplexity", what, ctx)) {
+    mlxrt_model_free(m);
+    free(text);
+    return 1;
+  }
   int32_t *ids = NULL, *chunk = NULL;
   size_t n = 0;
   float *logits = NULL;
@@ -110,7 +107,7 @@ int cmd_perplexity(int argc, char **argv) {
   printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, unc);
   rc = 0;
 out:
-  if (rc) fprintf(stderr, "mlxrt perplexity: %s\n", err.msg);
+  if (rc) cli_error("perplexity", "%s", err.msg);
   free(ids);
   free(chunk);
   free(logits);

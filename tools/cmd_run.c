@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cli_file.h"
+#include "cli_num.h"
 #include "commands.h"
 #include "gen_args.h"
 
@@ -12,21 +14,28 @@ static const char USAGE[] =
     "                 [--backend auto|cpu|cuda] [--system TEXT] [--no-chat-template]\n"
     "                 [--think] [--show-thinking] [--numerics float32|mlx-cpu] [-v]\n"
     "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
+    "-f FILE reads the prompt from a regular text file of at most 256 MiB without a NUL byte\n"
+    "(- is standard input).\n" GEN_ARGS_N_HELP
+    "-c CTX: tokens the context holds, prompt included (0, the default: the model's maximum).\n"
+    "-t THREADS: CPU threads (0, the default: all cores).\n"
     "Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n"
-    "--numerics mlx-cpu reproduces mlx-lm on a CPU bit for bit (slower; docs/NUMERICS.md).\n";
+    "--numerics mlx-cpu reproduces mlx-lm on a CPU bit for bit (slower; docs/NUMERICS.md).\n"
+    "Exit status: 0 the answer ended (stop token, -n reached or Ctrl-C), 1 an error, 2 a bad\n"
+    "command line, 3 the context filled up before the answer ended.\n";
 
 int cmd_run(int argc, char **argv) {
   gen_args a;
-  int r = gen_args_parse(&a, argc, argv, "run", USAGE);
+  int r = gen_args_parse(&a, argc, argv, "run");
+  if (r == 1) fputs(USAGE, stdout);
   if (r) return r == 1 ? 0 : 2;
   char *file_prompt = NULL;
   const char *prompt = a.prompt;
   if (a.prompt_file) {
-    if (!(file_prompt = gen_args_read_prompt_file(a.prompt_file, "run"))) return 1;
+    if (!(file_prompt = cli_read_text("run", a.prompt_file, NULL))) return 1;
     prompt = file_prompt;
   }
   if (!prompt) {
-    fprintf(stderr, "mlxrt run: give a prompt with -p TEXT or -f FILE\n");
+    cli_error("run", "give a prompt with -p TEXT or -f FILE");
     return 2;
   }
   mlxrt_model *m = gen_args_load_model(&a, "run");
@@ -37,19 +46,32 @@ int cmd_run(int argc, char **argv) {
   mlxrt_error err = {{0}};
   a.chat.interrupt = &gen_args_interrupted;
   signal(SIGINT, gen_args_on_sigint);
-  mlxrt_chat *c = mlxrt_chat_new(m, &a.chat, &err);
+  char what[64];
+  snprintf(what, sizeof what, "-c %lld", (long long)a.chat.capacity);
+  mlxrt_chat *c = NULL;
   mlxrt_gen_stats st;
   int rc = 1;
-  if (c && mlxrt_chat_turn(c, prompt, gen_args_print_text, NULL, &st, &err) == 0) {
+  if (gen_args_check_kv(m, "run", what, a.chat.capacity)) goto out;
+  if (!(c = mlxrt_chat_new(m, &a.chat, &err))) {
+    cli_error("run", "%s", err.msg);
+  } else if (a.n_predict == 0) {
+    rc = 0; /* -n 0: the model and its tokenizer load, nothing is generated */
+  } else if (mlxrt_chat_turn(c, prompt, gen_args_print_text, NULL, &st, &err) == 0) {
     printf("\n");
+    fflush(stdout);
     fprintf(stderr, "prompt: %lld tokens, %.2f tokens/s | decode: %lld tokens, %.2f tokens/s | backend %s\n",
             (long long)st.prompt_processed, st.prompt_seconds > 0 ? st.prompt_processed / st.prompt_seconds : 0.0,
             (long long)st.gen_tokens, st.gen_seconds > 0 ? st.gen_tokens / st.gen_seconds : 0.0,
             mlxrt_model_backend_name(m));
     rc = 0;
+    if (st.stopped_by == 3) {
+      gen_args_context_full(&a, &st, "run");
+      rc = GEN_EXIT_CONTEXT_FULL;
+    }
   } else {
-    fprintf(stderr, "mlxrt run: %s\n", err.msg);
+    cli_error("run", "%s", err.msg);
   }
+out:
   mlxrt_chat_free(c);
   mlxrt_model_free(m);
   free(file_prompt);

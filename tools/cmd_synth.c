@@ -1,12 +1,12 @@
 /* mlxrt synth: a random-weight MLX checkpoint with a released model's real shapes, so
  * benchmarks need no download. */
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
+#include "cli_args.h"
+#include "cli_num.h"
 #include "commands.h"
 #include "mlxrt.h"
 #include "tools_write.h"
@@ -24,17 +24,10 @@ static void usage(FILE *f) {
           "Writes an MLX-format checkpoint (config.json, generation_config.json, safetensors\n"
           "shards of at most 5 GiB) with random weights of the real shapes. No tokenizer: feed\n"
           "token ids. --layers keeps the layer pattern; --dry-run prints the plan only.\n"
+          "--layers and --threads take 1..256, --seed a decimal integer 0..9223372036854775807.\n"
           "  NAME  %s\n"
           "  MODE  nvfp4, mxfp4, mxfp8, affine4 (4-bit g64), affine8 (8-bit g64), bf16\n",
           mlxrt_synth_presets());
-}
-
-static int parse_u64(const char *s, unsigned long long *out) {
-  if (!s || !*s || *s == '-') return -1;
-  char *end;
-  errno = 0;
-  *out = strtoull(s, &end, 0);
-  return errno || *end ? -1 : 0;
 }
 
 static void progress(void *user, uint64_t done, uint64_t total, double seconds) {
@@ -45,49 +38,10 @@ static void progress(void *user, uint64_t done, uint64_t total, double seconds) 
 }
 
 int cmd_synth(int argc, char **argv) {
-  mlxrt_synth_options o = {0};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    }
-    int value_opt = !strcmp(a, "--like") || !strcmp(a, "--mode") || !strcmp(a, "-o") ||
-                    !strcmp(a, "--out") || !strcmp(a, "--layers") || !strcmp(a, "--seed") ||
-                    !strcmp(a, "--threads") || !strcmp(a, "-t");
-    if (value_opt && i + 1 >= argc) {
-      fprintf(stderr, "mlxrt synth: %s needs a value\n", a);
-      return 2;
-    }
-    unsigned long long v;
-    if (!strcmp(a, "--like")) o.like = argv[++i];
-    else if (!strcmp(a, "--mode")) o.mode = argv[++i];
-    else if (!strcmp(a, "-o") || !strcmp(a, "--out")) o.out_dir = argv[++i];
-    else if (!strcmp(a, "--layers") || !strcmp(a, "--threads") || !strcmp(a, "-t")) {
-      const char *s = argv[++i];
-      if (parse_u64(s, &v) || v < 1 || v > 256) {
-        fprintf(stderr, "mlxrt synth: %s expects an integer from 1 to 256, got '%s'\n", a, s);
-        return 2;
-      }
-      if (!strcmp(a, "--layers")) o.layers = (int)v;
-      else o.threads = (int)v;
-    } else if (!strcmp(a, "--seed")) {
-      if (parse_u64(argv[++i], &v)) {
-        fprintf(stderr, "mlxrt synth: --seed expects a non-negative integer, got '%s'\n", argv[i]);
-        return 2;
-      }
-      o.seed = v;
-    } else if (!strcmp(a, "--no-sync")) o.no_sync = 1;
-    else if (!strcmp(a, "--dry-run")) o.dry_run = 1;
-    else {
-      fprintf(stderr, "mlxrt synth: unknown option '%s' (try 'mlxrt synth --help')\n", a);
-      return 2;
-    }
-  }
-  if (!o.like || !o.mode || (!o.out_dir && !o.dry_run)) {
-    fprintf(stderr, "mlxrt synth: --like, --mode and -o are required (try 'mlxrt synth --help')\n");
-    return 2;
-  }
+  mlxrt_synth_options o;
+  int pr = synth_args_parse(&o, argc, argv);
+  if (pr == 1) usage(stdout);
+  if (pr) return pr == 1 ? 0 : 2;
   int tty = isatty(STDERR_FILENO);
   if (tty && !o.dry_run) o.progress = progress;
   o.cancel = &g_cancel;

@@ -1,6 +1,5 @@
 /* mlxrt tokenize: encode text with a model's tokenizer.json and show the tokens, or decode ids.
  * Useful to compare with HF tokenizers by eye and to script checks. */
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +7,9 @@
 #include <time.h>
 
 #include "base/error.h"
+#include "cli_args.h"
+#include "cli_file.h"
+#include "cli_num.h"
 #include "commands.h"
 #include "mlx/tokenizer.h"
 
@@ -18,34 +20,13 @@ static void usage(FILE *f) {
           "\n"
           "  -m, --model PATH   model directory (with tokenizer.json) or a tokenizer.json\n"
           "  -p, --prompt TEXT  text to encode (default: read standard input)\n"
-          "  -f, --file FILE    encode the contents of FILE\n"
+          "  -f, --file FILE    encode the contents of FILE (- is standard input); FILE must be\n"
+          "                     a regular text file of at most 256 MiB without a NUL byte\n"
           "      --ids          print only the ids, comma-separated (feeds --decode)\n"
           "      --no-bos       do not add the post-processor's special tokens (<bos>)\n"
           "      --decode IDS   decode comma- or space-separated ids and print the text\n"
           "      --skip-special with --decode: drop special tokens (<bos>, <end_of_turn>, ...)\n"
           "  -v, --verbose      print the load time and token count to stderr\n");
-}
-
-static char *read_stream(FILE *f, size_t *len) {
-  size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
-  if (!buf) return NULL;
-  for (;;) {
-    if (n + 4096 > cap) {
-      char *nb = realloc(buf, cap *= 2);
-      if (!nb) {
-        free(buf);
-        return NULL;
-      }
-      buf = nb;
-    }
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-    if (got == 0) break;
-  }
-  buf[n] = 0;
-  *len = n;
-  return buf;
 }
 
 /* Token text shown with escapes for control characters and bytes that are not UTF-8. */
@@ -64,74 +45,21 @@ static void print_token(const char *s, size_t n) {
   putchar('\'');
 }
 
-static int parse_id_list(const char *s, int32_t **ids, size_t *n) {
-  size_t cap = 16;
-  *n = 0;
-  *ids = malloc(cap * sizeof **ids);
-  if (!*ids) return -1;
-  while (*s) {
-    while (*s == ',' || *s == ' ' || *s == '\t' || *s == '\n' || *s == '[' || *s == ']') s++;
-    if (!*s) break;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || errno || v < 0 || v > INT32_MAX) {
-      fprintf(stderr, "mlxrt tokenize: --decode: \"%.20s\" is not a token id\n", s);
-      return -1;
-    }
-    if (*n == cap) {
-      int32_t *ni = realloc(*ids, (cap *= 2) * sizeof *ni);
-      if (!ni) return -1;
-      *ids = ni;
-    }
-    (*ids)[(*n)++] = (int32_t)v;
-    s = end;
-  }
-  return 0;
-}
-
 int cmd_tokenize(int argc, char **argv) {
-  const char *model = NULL, *prompt = NULL, *file = NULL, *decode = NULL;
-  int ids_only = 0, add_bos = 1, skip_special = 0, verbose = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int has_val = i + 1 < argc;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has_val) model = argv[++i];
-    else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && has_val) prompt = argv[++i];
-    else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && has_val) file = argv[++i];
-    else if (!strcmp(a, "--decode") && has_val) decode = argv[++i];
-    else if (!strcmp(a, "--ids")) ids_only = 1;
-    else if (!strcmp(a, "--no-bos")) add_bos = 0;
-    else if (!strcmp(a, "--skip-special")) skip_special = 1;
-    else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = 1;
-    else {
-      static const char *const with_value[] = {"-m", "--model", "-p", "--prompt", "-f",
-                                               "--file", "--decode"};
-      const char *why = "unknown option";
-      for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
-        if (!strcmp(a, with_value[k])) why = "missing value after";
-      fprintf(stderr, "mlxrt tokenize: %s '%s' (try 'mlxrt tokenize --help')\n", why, a);
-      return 2;
-    }
-  }
-  if (!model) {
-    fprintf(stderr, "mlxrt tokenize: -m/--model is required (try 'mlxrt tokenize --help')\n");
-    return 2;
-  }
-  if ((prompt != NULL) + (file != NULL) + (decode != NULL) > 1) {
-    fprintf(stderr, "mlxrt tokenize: give only one of -p, -f and --decode\n");
-    return 2;
-  }
+  tokenize_args o;
+  int r = tokenize_args_parse(&o, argc, argv);
+  if (r == 1) usage(stdout);
+  if (r) return r == 1 ? 0 : 2;
+  const char *model = o.model, *prompt = o.prompt;
+  const int verbose = o.verbose;
   mlxrt_error err;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   mx_tokenizer *tok = mx_tok_load(model, &err);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (!tok) {
-    fprintf(stderr, "mlxrt tokenize: %s\n", err.msg);
+    cli_error("tokenize", "%s", err.msg);
+    tokenize_args_free(&o);
     return 1;
   }
   if (verbose)
@@ -142,10 +70,9 @@ int cmd_tokenize(int argc, char **argv) {
   size_t n = 0;
   char *text = NULL;
   size_t len = 0;
-  if (decode) {
-    if (parse_id_list(decode, &ids, &n)) goto done;
-    if (mx_tok_decode(tok, ids, n, skip_special, &text, &len, &err)) {
-      fprintf(stderr, "mlxrt tokenize: %s\n", err.msg);
+  if (o.decode_ids) {
+    if (mx_tok_decode(tok, o.decode_ids, o.n_decode, o.skip_special, &text, &len, &err)) {
+      cli_error("tokenize", "%s", err.msg);
       goto done;
     }
     fwrite(text, 1, len, stdout);
@@ -157,24 +84,17 @@ int cmd_tokenize(int argc, char **argv) {
     len = strlen(prompt);
     text = malloc(len + 1);
     if (text) memcpy(text, prompt, len + 1);
-  } else if (file) {
-    text = mx_read_file(file, &len, &err);
-    if (!text) {
-      fprintf(stderr, "mlxrt tokenize: %s\n", err.msg);
-      goto done;
-    }
+    else cli_error("tokenize", "out of memory");
   } else {
-    text = read_stream(stdin, &len);
+    /* the same reader as run -f: without -p or -f, standard input */
+    text = cli_read_text("tokenize", o.file ? o.file : "-", &len);
   }
-  if (!text) {
-    fprintf(stderr, "mlxrt tokenize: out of memory reading the input\n");
+  if (!text) goto done;
+  if (mx_tok_encode(tok, text, len, o.add_bos, &ids, &n, &err)) {
+    cli_error("tokenize", "%s", err.msg);
     goto done;
   }
-  if (mx_tok_encode(tok, text, len, add_bos, &ids, &n, &err)) {
-    fprintf(stderr, "mlxrt tokenize: %s\n", err.msg);
-    goto done;
-  }
-  if (ids_only) {
+  if (o.ids_only) {
     for (size_t i = 0; i < n; i++) printf(i ? ",%d" : "%d", ids[i]);
     putchar('\n');
   } else {
@@ -192,5 +112,6 @@ done:
   free(ids);
   free(text);
   mx_tok_free(tok);
+  tokenize_args_free(&o);
   return rc;
 }

@@ -2,6 +2,8 @@
 #ifndef MLXRT_TOOLS_GEN_ARGS_H
 #define MLXRT_TOOLS_GEN_ARGS_H
 
+#include <stdint.h>
+
 #include "mlxrt.h"
 
 typedef struct gen_args {
@@ -12,12 +14,22 @@ typedef struct gen_args {
   const char *numerics; /* --numerics float32|mlx-cpu (NULL: $MLXRT_NUMERICS or float32) */
   int threads;
   int verbose;
+  /* -n: tokens to generate; 0 none, -1 (the default) until a stop token or the context is
+   * full. chat.gen.max_tokens holds the library's spelling (<= 0: no limit). */
+  int n_predict;
   mlxrt_chat_options chat;
 } gen_args;
 
-/* Parses argv (after the command name). Returns 0, 1 when --help was printed, or 2 after
- * printing a one-line error. */
-int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd, const char *usage);
+/* The text -n means in every command's --help. */
+#define GEN_ARGS_N_HELP                                                                          \
+  "-n N: tokens to generate; 0 generates none, -1 (the default) until a stop token or the\n"  \
+  "context is full.\n"
+
+/* Parses argv (after the command name) without touching a model. Returns 0, 1 when --help was
+ * asked for (the caller prints its usage), or 2 after printing a one-line error. */
+int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd);
+/* 1 when gen_args_parse reads a value after flag. */
+int gen_args_takes_value(const char *flag);
 /* --numerics VALUE for every command that loads a model: float32 (the default: bf16 rounding
  * points like MLX, float32 accumulation) or mlx-cpu (MLX's CPU arithmetic bit for bit, see
  * docs/NUMERICS.md). Checks the value (the caller passes it as mlxrt_options.numerics) and keeps
@@ -25,10 +37,17 @@ int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd, const ch
  * backend is an error). value NULL changes nothing. Returns 0, or 2 after printing a
  * one-line error. */
 int gen_args_apply_numerics(const char *value, const char **backend, const char *cmd);
-/* Reads -f FILE into a malloc'd string (NULL with a message printed on failure). */
-char *gen_args_read_prompt_file(const char *path, const char *cmd);
+
+/* ---- at run time (gen_run.c) ---- */
 /* Loads the model, printing a progress line on a terminal; NULL after printing the error. */
 mlxrt_model *gen_args_load_model(const gen_args *a, const char *cmd);
+/* On the CPU backend the KV cache of `tokens` positions lives in this machine's memory:
+ * refuses (-1 after one error line naming `what`) a context that cannot fit. */
+int gen_args_check_kv(mlxrt_model *m, const char *cmd, const char *what, int64_t tokens);
+/* The line run and chat print when an answer stopped because the context is full. */
+void gen_args_context_full(const gen_args *a, const mlxrt_gen_stats *st, const char *cmd);
+/* run's exit status when the context filled before the answer ended. */
+#define GEN_EXIT_CONTEXT_FULL 3
 
 /* Ctrl-C: the handler only raises the flag the generation loop polls (the answer stops, the
  * program goes on). */

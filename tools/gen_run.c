@@ -1,0 +1,53 @@
+/* The run-time half of the shared generation options: loading the model, the memory the
+ * context needs, the context-full notice, Ctrl-C and streaming. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_num.h"
+#include "gen_args.h"
+
+mlxrt_model *gen_args_load_model(const gen_args *a, const char *cmd) {
+  mlxrt_error err = {{0}};
+  char dir[4096];
+  if (mlxrt_resolve_model(a->model, dir, sizeof dir, &err)) {
+    cli_error(cmd, "%s", err.msg);
+    return NULL;
+  }
+  int tty = isatty(2);
+  if (tty) fprintf(stderr, "loading %s ...", dir);
+  mlxrt_options opt = {a->backend, a->threads, a->verbose, a->numerics};
+  mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
+  if (tty) fprintf(stderr, "\r\033[K");
+  if (!m) cli_error(cmd, "%s", err.msg);
+  else if (a->verbose) fprintf(stderr, "mlxrt: %s on the %s backend\n", dir, mlxrt_model_backend_name(m));
+  return m;
+}
+
+int gen_args_check_kv(mlxrt_model *m, const char *cmd, const char *what, int64_t tokens) {
+  /* a device backend keeps the cache in its own memory, which it checks itself */
+  if (tokens <= 0 || strcmp(mlxrt_model_backend_name(m), "cpu")) return 0;
+  return cli_check_memory(cmd, what, "the KV cache", (double)mlxrt_model_kv_bytes_per_token(m, tokens - 1));
+}
+
+void gen_args_context_full(const gen_args *a, const mlxrt_gen_stats *st, const char *cmd) {
+  /* the answer stops when prompt and answer fill the session exactly */
+  long long ctx = (long long)(st->prompt_tokens + st->gen_tokens);
+  if (a->chat.capacity > 0)
+    cli_error(cmd, "the answer stopped: the context of %lld tokens (-c %lld) is full; raise it with -c N "
+              "(0 = the model's maximum)", ctx, (long long)a->chat.capacity);
+  else cli_error(cmd, "the answer stopped: the context is full at the model's maximum of %lld tokens", ctx);
+}
+
+volatile int gen_args_interrupted;
+
+void gen_args_on_sigint(int sig) {
+  (void)sig;
+  gen_args_interrupted = 1;
+}
+
+void gen_args_print_text(void *user, const char *text, size_t len) {
+  (void)user;
+  fwrite(text, 1, len, stdout);
+  fflush(stdout);
+}
