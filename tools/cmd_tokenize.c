@@ -158,7 +158,7 @@ int cmd_tokenize(int argc, char **argv) {
     text = malloc(len + 1);
     if (text) memcpy(text, prompt, len + 1);
   } else if (file) {
-    text = mx_read_file(file, &len, &err);
+    text = mx_read_any_file(file, &len, &err);
     if (!text) {
       fprintf(stderr, "mlxrt tokenize: %s\n", err.msg);
       goto done;
