@@ -308,6 +308,30 @@ with open(os.path.join(d, "generation_config.json"), "w") as f:
     f.write('{"eos_token_id": 1} trailing')
 case("config_trailing_garbage", "generation_config.json")
 
+# huge (sparse) files: refused by size, not read
+d = folder("huge_config", G3Q)
+with open(os.path.join(d, "config.json"), "r+b") as f:
+    f.truncate(1 << 40)
+case("huge_config", "config.json: is 1099511627776 bytes, more than the 67108864")
+d = folder("huge_tokenizer", G3Q)
+with open(os.path.join(d, "tokenizer.json"), "r+b") as f:
+    f.truncate(1 << 40)
+case("huge_tokenizer", "tokenizer.json: is 1099511627776 bytes, more than the 1073741824")
+d = folder("tiny_shard", G3Q)
+os.remove(os.path.join(d, "model.safetensors"))
+with open(os.path.join(d, "model.safetensors"), "wb") as f:
+    f.write(b"\x00" * 4)
+case("tiny_shard", "model.safetensors: file is 4 bytes, too short")
+
+# a Hugging Face cache whose refs/main is a FIFO: resolution must not block on it (it falls
+# back to the only snapshot); run as `-m org/model` with HF_HUB_CACHE=OUT/hub
+repo = os.path.join(OUT, "hub", "models--org--model")
+os.makedirs(os.path.join(repo, "refs"))
+os.mkfifo(os.path.join(repo, "refs", "main"))
+os.makedirs(os.path.join(repo, "snapshots"))
+shutil.move(folder("hub_snapshot", G3Q), os.path.join(repo, "snapshots", "abc123"))
+case("org/model", "", "run-hub-ok")
+
 with open(os.path.join(OUT, "cases.tsv"), "w") as f:
     for c in cases:
         f.write("\t".join(c) + "\n")

@@ -15,9 +15,11 @@ while IFS=$'\t' read -r name cmd frag; do
     inspect) timeout 20 "$MLXRT" inspect "$dir" >"$T/out" 2>"$T/err" ;;
     run) timeout 20 "$MLXRT" run -m "$dir" -p hi -n 2 >"$T/out" 2>"$T/err" ;;
     run-ok) timeout 20 "$MLXRT" run -m "$dir" -p hi -n 2 --no-chat-template >"$T/out" 2>"$T/err" ;;
+    run-hub-ok) HF_HUB_CACHE=$T/m/hub timeout 20 "$MLXRT" run -m "$name" -p hi -n 2 \
+                  --no-chat-template >"$T/out" 2>"$T/err" ;;
   esac
   rc=$? lines=$(wc -l <"$T/err")
-  if [ "$cmd" = run-ok ]; then
+  if [ "$cmd" = run-ok ] || [ "$cmd" = run-hub-ok ]; then
     if [ $rc -eq 0 ]; then pass=$((pass + 1)); else
       fail=$((fail + 1)); echo "FAIL: $name: $cmd (rc=$rc), expected success:"; head -c 600 "$T/err"; echo
     fi

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,14 @@ char *mx_read_file(const char *path, size_t *len, mlxrt_error *err) {
   struct stat st;
   int fd = mx_open_regular(path, NULL, &st, err);
   if (fd < 0) return NULL;
+  /* the small JSON files of a folder (a 31B's index is ~200 KB): a huge or sparse file would
+   * only make the load crawl through memory */
+  if ((uint64_t)st.st_size > MX_MAX_SMALL_FILE) {
+    close(fd);
+    mx_fail(err, "%s: is %llu bytes, more than the %llu a JSON file of a model folder may have",
+            path, (unsigned long long)st.st_size, (unsigned long long)MX_MAX_SMALL_FILE);
+    return NULL;
+  }
   char *buf = read_fd(fd, path, len, err);
   close(fd);
   return buf;

@@ -13,8 +13,9 @@
  * `what` ("a .safetensors file") completes "expected ..." (NULL: "a regular file"). */
 int mx_open_regular(const char *path, const char *what, struct stat *st, mlxrt_error *err);
 
-/* Reads a whole regular file (mx_open_regular) into a NUL-terminated buffer; *len excludes
- * the NUL. */
+/* Reads a whole regular file (mx_open_regular) of at most MX_MAX_SMALL_FILE bytes into a
+ * NUL-terminated buffer; *len excludes the NUL. */
+#define MX_MAX_SMALL_FILE (64ull << 20)
 char *mx_read_file(const char *path, size_t *len, mlxrt_error *err);
 
 /* Reads a whole file of any kind that can be read (a pipe, /dev/stdin): for user input on the

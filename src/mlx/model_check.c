@@ -80,9 +80,19 @@ int mx_check_finite(const mx_model *m, const st_tensor *t, accel_mode mode, mlxr
   } else if (t->dtype == ST_U8 && mode != ACCEL_MODE_DENSE) {
     /* fp scales: E4M3 (nvfp4) has NaN at S.1111.111 and no Inf; E8M0 (mx) has NaN at 0xff */
     const uint8_t mask = mode == ACCEL_MODE_NVFP4 ? 0x7f : 0xff;
-    unsigned any = 0;
-    for (int64_t i = 0; i < n; i++) any |= (p[i] & mask) == mask;
-    for (int64_t i = 0; any && i < n; i++)
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t any = 0;
+    int64_t i = 0;
+    /* eight at a time: nvfp4, x = w & 0x7f.. has a 0x7f byte iff x + 0x01.. sets its high
+     * bit (no carries: every byte is <= 0x7f); mx, w has a 0xff byte iff ~w has a zero byte */
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      memcpy(&w, p + i, 8);
+      if (mask == 0x7f) any |= ((w & ~highs) + ones) & highs;
+      else any |= ((~w) - ones) & w & highs;
+    }
+    for (; i < n; i++) any |= (p[i] & mask) == mask;
+    for (i = 0; any && i < n; i++)
       if ((p[i] & mask) == mask) return bad_at(m, t, i, "a NaN scale", err);
   }
   return 0;

@@ -39,11 +39,12 @@ static char *pick_snapshot(const char *arg, const char *repo, mlxrt_error *err) 
   char *ref = fmt_alloc(err, "%s/refs/main%s%s", repo, "", "");
   if (!ref) return NULL;
   char rev[256] = "";
-  FILE *f = fopen(ref, "r");
+  size_t len;
+  char *text = mx_read_file(ref, &len, err); /* a regular file: a FIFO would block */
   free(ref);
-  if (f) {
-    if (fgets(rev, sizeof rev, f)) rev[strcspn(rev, "\r\n")] = 0;
-    fclose(f);
+  if (text) {
+    snprintf(rev, sizeof rev, "%.*s", (int)strcspn(text, "\r\n"), text);
+    free(text);
   }
   if (rev[0] && !strchr(rev, '/')) {
     char *snap = fmt_alloc(err, "%s/snapshots/%s%s", repo, rev, "");

@@ -736,7 +736,12 @@ mx_tokenizer *mx_tok_load(const char *path, mlxrt_error *err) {
   /* A regular file only (a FIFO would block, a directory is no tokenizer); it is mapped, the
    * parser takes an explicit length: no copy of the 33 MB text. */
   int fd = mx_open_regular(file, "a tokenizer.json file", &st, err);
-  if (fd >= 0 && st.st_size == 0) {
+  /* the real Gemma tokenizers are ~33 MB; a huge (sparse) file would only crawl */
+  const uint64_t max = 1ull << 30;
+  if (fd >= 0 && (uint64_t)st.st_size > max) {
+    mx_fail(err, "%s: is %llu bytes, more than the %llu a tokenizer.json may have", file,
+            (unsigned long long)st.st_size, (unsigned long long)max);
+  } else if (fd >= 0 && st.st_size == 0) {
     t = mx_tok_parse("", 0, file, err);
   } else if (fd >= 0) {
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
