@@ -72,6 +72,11 @@ def folder(name, fixture, tokenizer=True):
     return d
 
 
+def write_text(d, fname, text):
+    with open(os.path.join(d, fname), "w") as f:
+        f.write(text)
+
+
 def case(name, fragment, command="inspect"):
     cases.append((name, command, fragment))
 
@@ -198,12 +203,10 @@ with open(TOK) as f:
 for i in range(50):
     tok["added_tokens"].append({"id": 345 + i, "content": "<extra_%d>" % i, "single_word": False,
                                 "lstrip": False, "rstrip": False, "normalized": False, "special": True})
-with open(os.path.join(d, "tokenizer.json"), "w") as f:
-    json.dump(tok, f)
+write_text(d, "tokenizer.json", json.dumps(tok))
 case("tokenizer_id_too_large", "token '<extra_39>' has id 384, but the model's embedding has 384 rows")
 d = folder("gen_eos_too_large", G3Q)
-with open(os.path.join(d, "generation_config.json"), "w") as f:
-    json.dump({"eos_token_id": [1, 9999]}, f)
+write_text(d, "generation_config.json", json.dumps({"eos_token_id": [1, 9999]}))
 case("gen_eos_too_large", "eos_token_id' must be a token id in [0, 384), got 9999")
 
 # ---- 5. non-finite weights --------------------------------------------------------------------
@@ -233,8 +236,7 @@ case("wrong_hidden_size_dense", "(hidden_size = 96)")
 d = folder("rms_norm_eps_overflow", G3Q)
 with open(os.path.join(d, "config.json")) as f:
     text = f.read()
-with open(os.path.join(d, "config.json"), "w") as f:
-    f.write(text.replace('"rms_norm_eps": 1e-06', '"rms_norm_eps": 1e999'))
+write_text(d, "config.json", text.replace('"rms_norm_eps": 1e-06', '"rms_norm_eps": 1e999'))
 case("rms_norm_eps_overflow", "rms_norm_eps' must be a positive finite number, got a number that is not finite")
 d = folder("control_chars_tensor_name", G3B)
 edit_tensors(d, lambda ts: ts + [("model.evil\x1b[31m\nname", "BF16", [1], b"\x00\x00")])
@@ -245,15 +247,13 @@ case("invalid_utf8_tensor_name", "model.bad\\xffname")
 
 # ---- shards and the index ---------------------------------------------------------------------
 d = folder("bad_index_json", G3Q)
-with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
-    f.write('{"weight_map": {"model.norm.weight": "model.safetensors",}')
+write_text(d, "model.safetensors.index.json", '{"weight_map": {"model.norm.weight": "model.safetensors",}')
 case("bad_index_json", "index.json: not valid JSON")
 d = folder("index_missing_shard", G3Q)
 with open(os.path.join(d, "model.safetensors.index.json")) as f:
     idx = json.load(f)
 idx["weight_map"]["model.norm.weight"] = "model-00002-of-00002.safetensors"
-with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
-    json.dump(idx, f)
+write_text(d, "model.safetensors.index.json", json.dumps(idx))
 case("index_missing_shard", "'model-00002-of-00002.safetensors', which cannot be opened")
 d = folder("shard_not_in_index", G3Q)
 write_st(os.path.join(d, "model-extra.safetensors"), [("x", "BF16", [1], b"\x00\x00")])
@@ -262,9 +262,14 @@ d = folder("tensor_not_in_index", G3Q)
 with open(os.path.join(d, "model.safetensors.index.json")) as f:
     idx = json.load(f)
 del idx["weight_map"]["model.norm.weight"]
-with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
-    json.dump(idx, f)
+write_text(d, "model.safetensors.index.json", json.dumps(idx))
 case("tensor_not_in_index", "tensor 'model.norm.weight' of")
+d = folder("index_names_tensor_twice", G3Q)
+with open(os.path.join(d, "model.safetensors.index.json")) as f:
+    text = f.read()
+write_text(d, "model.safetensors.index.json", text.replace(
+    '"weight_map": {', '"weight_map": {\n    "model.norm.weight": "model.safetensors",', 1))
+case("index_names_tensor_twice", "weight_map names tensor 'model.norm.weight' twice")
 d = folder("index_escapes_folder", G3Q)
 index_json(os.path.join(d, "model.safetensors.index.json"), {"model.norm.weight": "../model.safetensors"})
 case("index_escapes_folder", "expected a file name in the same directory")
@@ -304,18 +309,15 @@ d = folder("config_missing", G3Q)
 os.remove(os.path.join(d, "config.json"))
 case("config_missing", "config.json: cannot open: No such file or directory")
 d = folder("config_trailing_garbage", G3Q)
-with open(os.path.join(d, "generation_config.json"), "w") as f:
-    f.write('{"eos_token_id": 1} trailing')
+write_text(d, "generation_config.json", '{"eos_token_id": 1} trailing')
 case("config_trailing_garbage", "generation_config.json")
 
 # huge (sparse) files: refused by size, not read
 d = folder("huge_config", G3Q)
-with open(os.path.join(d, "config.json"), "r+b") as f:
-    f.truncate(1 << 40)
+os.truncate(os.path.join(d, "config.json"), 1 << 40)
 case("huge_config", "config.json: is 1099511627776 bytes, more than the 67108864")
 d = folder("huge_tokenizer", G3Q)
-with open(os.path.join(d, "tokenizer.json"), "r+b") as f:
-    f.truncate(1 << 40)
+os.truncate(os.path.join(d, "tokenizer.json"), 1 << 40)
 case("huge_tokenizer", "tokenizer.json: is 1099511627776 bytes, more than the 1073741824")
 d = folder("tiny_shard", G3Q)
 os.remove(os.path.join(d, "model.safetensors"))

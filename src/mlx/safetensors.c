@@ -520,8 +520,9 @@ static int mapped_names(const cJSON *wm, const char *ipath, const char ***out, i
   qsort(keys, (size_t)k, sizeof *keys, cmp_str);
   for (int i = 1; i < k; i++)
     if (strcmp(keys[i - 1], keys[i]) == 0) {
+      mx_fail(err, "%s: weight_map names tensor '" NM "' twice", ipath, keys[i]);
       free(keys);
-      return mx_fail(err, "%s: weight_map names tensor '" NM "' twice", ipath, keys[i]);
+      return -1;
     }
   *out = keys;
   *nout = k;

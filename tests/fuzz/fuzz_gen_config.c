@@ -14,12 +14,13 @@ static void require(int cond) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  char *text = malloc(size + 1);
+  /* a NUL-terminated copy: the first NUL (if any) ends config.json, the rest is
+   * generation_config.json */
+  char *text = calloc(1, size + 1);
   if (!text) return 0;
+  const uint8_t *nul = memchr(data, 0, size);
   memcpy(text, data, size);
-  text[size] = 0;
-  size_t cl = strlen(text);
-  const char *gen = cl < size ? text + cl + 1 : NULL;
+  const char *gen = nul ? text + (nul - data) + 1 : NULL;
   mlxrt_error err;
   mx_gen_config g;
   if (mx_gen_config_parse(text, gen, &g, &err) == 0) {
