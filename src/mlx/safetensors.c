@@ -471,7 +471,7 @@ static int list_shards(const char *dir, char ***out, int *nout, mlxrt_error *err
     else n++;
   }
   closedir(d);
-  if (!rc) qsort(names, (size_t)n, sizeof *names, cmp_str);
+  if (!rc && n) qsort(names, (size_t)n, sizeof *names, cmp_str); /* names is NULL when n = 0 */
   *out = names;
   *nout = n;
   return rc;
@@ -502,7 +502,7 @@ static int check_stray_shards(const char *dir, const char *ipath, char **named, 
   int n;
   int rc = list_shards(dir, &names, &n, err);
   for (int i = 0; i < n && !rc; i++)
-    if (!bsearch(&names[i], named, (size_t)nnamed, sizeof *named, cmp_str))
+    if (!nnamed || !bsearch(&names[i], named, (size_t)nnamed, sizeof *named, cmp_str))
       rc = mx_fail(err, "%s: '" NM "' is a model*.safetensors file the weight_map does not name "
                    "(mlx-lm would load it; remove it or add its tensors to the index)", ipath,
                    names[i]);
