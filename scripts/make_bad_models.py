@@ -264,6 +264,10 @@ with open(os.path.join(d, "model.safetensors.index.json")) as f:
 del idx["weight_map"]["model.norm.weight"]
 write_text(d, "model.safetensors.index.json", json.dumps(idx))
 case("tensor_not_in_index", "tensor 'model.norm.weight' of")
+d = folder("index_trailing_bytes", G3Q)
+with open(os.path.join(d, "model.safetensors.index.json"), "a") as f:
+    f.write('{"weight_map": {}}')
+case("index_trailing_bytes", "index.json: extra bytes after the JSON value")
 d = folder("index_names_tensor_twice", G3Q)
 with open(os.path.join(d, "model.safetensors.index.json")) as f:
     text = f.read()

@@ -544,9 +544,12 @@ static int open_indexed(const char *dir, const char *ipath, st_archive *a, mlxrt
   char **names = NULL;
   int n = 0, rc = 0;
   const cJSON *wm = NULL;
+  size_t after = root ? strspn(end, " \t\r\n") + (size_t)(end - text) : 0;
   if (!root)
     rc = mx_fail(err, "%s: not valid JSON (parse error at byte %zu)", ipath,
                  end && end >= text ? (size_t)(end - text) : 0);
+  else if (after != len) /* bytes after the object (a NUL included) would be ignored */
+    rc = mx_fail(err, "%s: extra bytes after the JSON value at byte %zu", ipath, after);
   else if (!cJSON_IsObject(root))
     rc = mx_fail(err, "%s: is %s, expected an object with \"weight_map\"", ipath,
                  json_type(root));
