@@ -80,6 +80,7 @@ static void test_fixtures_load(void) {
 }
 
 int main(void) {
+  alarm(60); /* a FIFO that blocks must fail the test, not hang it */
   test_escaping();
   test_regular_files();
   test_config_overflow();
