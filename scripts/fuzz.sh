@@ -12,23 +12,64 @@ cd "$(dirname "$0")/.."
 N=${1:-1000000}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_safetensors fuzz_config fuzz_tokenizer fuzz_cli)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_safetensors fuzz_config fuzz_tokenizer fuzz_gen_config
+                                     fuzz_shard_index fuzz_model_folder fuzz_chat_template fuzz_cli)
+MARK=$'\n@@FILE@@\n'  # part separator of the folder targets (tests/fuzz/fuzz_folder.h)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMLXRT_FUZZ=ON -DMLXRT_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j2 --target "${targets[@]}"
 
-# Seeds: copies, so libFuzzer never writes into the source tree.
+# Files joined with $MARK: one input of a folder target.
+join_parts() {
+  local first=1 f
+  for f in "$@"; do
+    [ $first -eq 1 ] || printf '%s' "$MARK"
+    first=0
+    [ -f "$f" ] && cat "$f"
+  done
+}
+
+# Seeds for the folder targets, built from the fixtures (written to stdout as file names).
+composed_seeds() {
+  local t=$1 dir=$2 i=0 m
+  case $t in
+    fuzz_gen_config)
+      for c in tests/corpus/config/good/*.json; do
+        for g in tests/corpus/gen_config/*.json; do
+          i=$((i + 1)); { cat "$c"; printf '\0'; cat "$g"; } >"$dir/composed$i"
+        done
+      done ;;
+    fuzz_shard_index)
+      local s=tests/corpus/safetensors
+      join_parts $s/good_sharded_index/model.safetensors.index.json \
+        $s/good_sharded_index/model-00001-of-00002.safetensors \
+        $s/good_sharded_index/model-00002-of-00002.safetensors >"$dir/composed1"
+      join_parts /dev/null /dev/null /dev/null $s/good.safetensors >"$dir/composed2" ;;
+    fuzz_model_folder)
+      for m in gemma3-text-nvfp4 gemma4-dense-mxfp4 gemma4-e2b-mxfp4 gemma3-nested-nvfp4; do
+        i=$((i + 1))
+        join_parts tests/fixtures/models/$m/config.json tests/fixtures/models/$m/model.safetensors \
+          tests/fixtures/tokenizer/small-c.json tests/corpus/gen_config/gemma3.json >"$dir/composed$i"
+      done ;;
+  esac
+}
+
+# Seeds: copies, so libFuzzer never writes into the source tree. tests/corpus/<target>/ holds
+# each target's regression inputs (crashes found and fixed).
 seeds() {
   local t=$1 dir=build-fuzz/seeds/$1 i=0
   rm -rf "$dir" && mkdir -p "$dir"
-  case $t in
+  composed_seeds "$t" "$dir"
+  { case $t in
     fuzz_safetensors) find tests/corpus/safetensors -type f -name '*.safetensors' ;;
     fuzz_config) find tests/corpus tests/fixtures -type f -name '*.json' -size -256k \
                    2>/dev/null || true ;;
     fuzz_tokenizer) find tests/fixtures/tokenizer -type f -name '*.json' ;;
+    fuzz_chat_template) find tests/corpus/chat_template -type f 2>/dev/null || true ;;
     fuzz_cli) find tests/corpus/cli -type f ! -name '*.txt' ;;
-  esac | sort | while read -r f; do
+  esac
+  [ -d tests/corpus/$t ] && find tests/corpus/$t -type f; } | sort | while read -r f; do
     i=$((i + 1))
     cp "$f" "$dir/seed$i"
   done
@@ -43,6 +84,7 @@ seeds() {
 }
 
 status=0
+total_runs=0
 for t in "${targets[@]}"; do
   seed_dir=$(seeds "$t")
   work=build-fuzz/corpus/$t
@@ -61,5 +103,8 @@ for t in "${targets[@]}"; do
     echo "== $t: FAILED (log build-fuzz/$t.log, crashing input build-fuzz/$t-*)"
     status=1
   fi
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' build-fuzz/"$t".log | tail -n 1)
+  total_runs=$((total_runs + ${runs:-0}))
 done
+echo "== fuzz: ${#targets[@]} targets, $total_runs executions in all, $([ $status -eq 0 ] && echo ok || echo FAILED)"
 exit $status

@@ -305,9 +305,13 @@ def main():
         write(d + "/" + n1, s1)
         write(d + "/" + n2, s2)
     write("good_sharded_index/model.safetensors.index.json", index({"a": n1, "b": n2}))
-    # A stray shard that the index does not name is ignored when the index is present...
-    write("good_sharded_index/model-extra.safetensors", b"not a safetensors file")
-    # ...and files not named model*.safetensors are ignored without it.
+    # A model*.safetensors the index does not name is refused: mlx-lm ignores the index and
+    # would load it. Files not named model*.safetensors are ignored.
+    for rel, content in ((n1, s1), (n2, s2),
+                         ("model.safetensors.index.json", index({"a": n1, "b": n2}))):
+        write("stray_shard/" + rel, content)
+    bad("stray_shard/model-extra.safetensors", b"not a safetensors file",
+        "'model-extra.safetensors' is a model*.safetensors file the weight_map does not name")
     write("good_sharded_glob/other.safetensors", b"not a safetensors file")
     write("good_single_dir/model.safetensors", BASE)
 

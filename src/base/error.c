@@ -1,31 +1,111 @@
 #include "base/error.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int mx_fail(mlxrt_error *err, const char *fmt, ...) {
-  if (err) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
+/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 when invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  size_t k;
+  unsigned min;
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf) k = 2, min = 0x80;
+  else if (c >= 0xe0 && c <= 0xef) k = 3, min = 0x800;
+  else if (c >= 0xf0 && c <= 0xf4) k = 4, min = 0x10000;
+  else return 0;
+  if (k > n) return 0;
+  unsigned cp = c & (0x3fu >> (k - 1));
+  for (size_t i = 1; i < k; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3fu);
   }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return k;
+}
+
+/* Messages carry untrusted text (tensor names, JSON strings, paths): every message is one
+ * line without terminal escapes. Control bytes and invalid UTF-8 become \n, \t, \xNN; a
+ * message too long for the buffer loses its middle, so the cause at its end survives. */
+static void finish(char *dst, size_t cap, const char *src, size_t n) {
+  char *esc = malloc(4 * n + 1);
+  if (!esc) {
+    snprintf(dst, cap, "out of memory formatting an error message");
+    return;
+  }
+  size_t o = 0;
+  for (size_t i = 0; i < n;) {
+    unsigned char c = (unsigned char)src[i];
+    size_t k = utf8_len((const unsigned char *)src + i, n - i);
+    if (c == '\n' || c == '\t' || c == '\r') {
+      esc[o++] = '\\';
+      esc[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+      i++;
+    } else if (k == 0 || c < 0x20 || c == 0x7f) {
+      o += (size_t)sprintf(esc + o, "\\x%02x", c);
+      i++;
+    } else {
+      memcpy(esc + o, src + i, k);
+      o += k;
+      i += k;
+    }
+  }
+  esc[o] = 0;
+  if (o < cap) {
+    memcpy(dst, esc, o + 1);
+  } else {
+    static const char dots[] = " ... ";
+    size_t head = (cap - sizeof dots) / 3, tail = cap - sizeof dots - head;
+    /* cut on character boundaries (escapes are ASCII, so only UTF-8 continuations matter) */
+    while (head > 0 && (esc[head] & 0xc0) == 0x80) head--;
+    size_t from = o - tail;
+    while (from < o && (esc[from] & 0xc0) == 0x80) from++;
+    memcpy(dst, esc, head);
+    memcpy(dst + head, dots, sizeof dots - 1);
+    memcpy(dst + head + sizeof dots - 1, esc + from, o - from + 1);
+  }
+  free(esc);
+}
+
+int mx_fail(mlxrt_error *err, const char *fmt, ...) {
+  if (!err) return -1;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *raw = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (!raw) {
+    snprintf(err->msg, sizeof err->msg, "out of memory formatting an error message");
+    return -1;
+  }
+  va_start(ap, fmt);
+  vsnprintf(raw, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  finish(err->msg, sizeof err->msg, raw, (size_t)n);
+  free(raw);
   return -1;
 }
 
 int mx_prefix(mlxrt_error *err, const char *fmt, ...) {
   if (!err) return -1;
-  char head[sizeof err->msg], old[sizeof err->msg];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(head, sizeof head, fmt, ap);
-  va_end(ap);
+  char old[sizeof err->msg];
   memcpy(old, err->msg, sizeof old);
   old[sizeof old - 1] = 0;
-  snprintf(err->msg, sizeof err->msg, "%s: %s", head, old);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  size_t ol = strlen(old);
+  char *both = n >= 0 ? malloc((size_t)n + 2 + ol + 1) : NULL;
+  if (!both) return mx_fail(err, "out of memory formatting an error message");
+  va_start(ap, fmt);
+  vsnprintf(both, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  /* the old message is escaped already, and escaping is idempotent (no backslash doubling) */
+  sprintf(both + n, ": %s", old);
+  finish(err->msg, sizeof err->msg, both, (size_t)n + 2 + ol);
+  free(both);
   return -1;
 }
 
@@ -46,41 +126,4 @@ char *mx_strdup(const char *s, mlxrt_error *err) {
   char *p = mx_malloc(n, err);
   if (p) memcpy(p, s, n);
   return p;
-}
-
-char *mx_read_file(const char *path, size_t *len, mlxrt_error *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    mx_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
-  char *buf = NULL;
-  size_t cap = 0, n = 0;
-  for (;;) {
-    if (n + 4096 + 1 > cap) {
-      size_t ncap = cap ? cap * 2 : 65536;
-      char *nb = realloc(buf, ncap);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        mx_fail(err, "%s: out of memory reading file", path);
-        return NULL;
-      }
-      buf = nb;
-      cap = ncap;
-    }
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-    if (got == 0) break;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    free(buf);
-    mx_fail(err, "%s: read error", path);
-    return NULL;
-  }
-  buf[n] = 0;
-  if (len) *len = n;
-  return buf;
 }

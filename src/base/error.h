@@ -1,9 +1,11 @@
 /* Error reporting shared by every layer: a fixed buffer filled with one clear message.
- * Functions return 0 on success and -1 on failure after filling the buffer. */
+ * Functions return 0 on success and -1 on failure after filling the buffer. Messages are
+ * escaped as they are formatted (control bytes, invalid UTF-8) and never span lines. */
 #ifndef MLXRT_BASE_ERROR_H
 #define MLXRT_BASE_ERROR_H
 
 #include "mlxrt.h"
+#include "base/file.h"
 
 #if defined(__GNUC__)
 #define MX_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -20,8 +22,5 @@ int mx_prefix(mlxrt_error *err, const char *fmt, ...) MX_PRINTF(2, 3);
 void *mx_malloc(size_t n, mlxrt_error *err);
 void *mx_calloc(size_t count, size_t size, mlxrt_error *err);
 char *mx_strdup(const char *s, mlxrt_error *err);
-
-/* Reads a whole (small) file into a NUL-terminated buffer; *len excludes the NUL. */
-char *mx_read_file(const char *path, size_t *len, mlxrt_error *err);
 
 #endif

@@ -4,11 +4,13 @@
 #include "mlx/config.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/bf16.h"
 #include "base/error.h"
@@ -50,6 +52,11 @@ static void show(const cJSON *v, char *buf, size_t n) {
   }
   if (cJSON_IsObject(v)) {
     snprintf(buf, n, "an object");
+    return;
+  }
+  if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) {
+    /* cJSON prints an overflowed number (1e999) as null: say what it is */
+    snprintf(buf, n, "a number that is not finite (it overflows a double)");
     return;
   }
   char *s = cJSON_PrintUnformatted(v);
@@ -851,12 +858,11 @@ int mx_config_load(const char *dir, mx_config *cfg, mlxrt_error *err) {
 
   /* generation_config.json: its eos ids join the list (mlx-lm prefers them). */
   snprintf(path, n, "%s/generation_config.json", dir);
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+  struct stat st;
+  if (lstat(path, &st) != 0 && errno == ENOENT) {
     rc = 0;
     goto out;
   }
-  fclose(f);
   text = mx_read_file(path, &len, err);
   if (!text) goto fail;
   cJSON *g = strlen(text) == len ? cJSON_ParseWithOpts(text, NULL, 1) : NULL;

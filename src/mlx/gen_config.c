@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/error.h"
 
@@ -105,13 +106,14 @@ int mx_gen_config_parse(const char *config_json, const char *gen_json, mx_gen_co
   memset(out, 0, sizeof *out);
   out->bos_id = out->pad_id = -1;
   int found_gen_eos = 0, rc = -1;
-  cJSON *cfg = cJSON_Parse(config_json), *gen = NULL;
+  /* trailing bytes after the value are corruption, as everywhere else */
+  cJSON *cfg = cJSON_ParseWithOpts(config_json, NULL, 1), *gen = NULL;
   if (!cfg || !cJSON_IsObject(cfg)) {
     mx_fail(err, "%s: not a valid JSON object", CONFIG_NAME);
     goto done;
   }
   if (gen_json) {
-    gen = cJSON_Parse(gen_json);
+    gen = cJSON_ParseWithOpts(gen_json, NULL, 1);
     if (!gen) {
       mx_fail(err, "%s: not valid JSON", GEN_NAME);
       goto done;
@@ -138,25 +140,32 @@ done:
   return rc;
 }
 
+/* Reads dir/name; a NUL byte inside would hide the rest of the text from the JSON parser. */
+static char *read_json(const char *dir, const char *name, int optional, int *absent,
+                       mlxrt_error *err) {
+  char *path = mx_path_join(dir, name, err);
+  if (!path) return NULL;
+  struct stat st;
+  char *text = NULL;
+  size_t len = 0;
+  *absent = optional && lstat(path, &st) != 0 && errno == ENOENT;
+  if (!*absent && (text = mx_read_file(path, &len, err)) && strlen(text) != len) {
+    mx_fail(err, "%s: contains a NUL byte at offset %zu", path, strlen(text));
+    free(text);
+    text = NULL;
+  }
+  free(path);
+  return text;
+}
+
 int mx_gen_config_load(const char *dir, mx_gen_config *out, mlxrt_error *err) {
-  char path[4096];
-  size_t len;
-  snprintf(path, sizeof path, "%s/%s", dir, CONFIG_NAME);
-  char *cfg = mx_read_file(path, &len, err);
+  int absent;
+  char *cfg = read_json(dir, CONFIG_NAME, 0, &absent, err);
   if (!cfg) return -1;
-  snprintf(path, sizeof path, "%s/%s", dir, GEN_NAME);
-  char *gen = NULL;
-  FILE *probe = fopen(path, "rb");
-  if (probe) {
-    fclose(probe);
-    gen = mx_read_file(path, &len, err);
-    if (!gen) {
-      free(cfg);
-      return -1;
-    }
-  } else if (errno != ENOENT) {
+  char *gen = read_json(dir, GEN_NAME, 1, &absent, err);
+  if (!gen && !absent) {
     free(cfg);
-    return mx_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    return -1;
   }
   int rc = mx_gen_config_parse(cfg, gen, out, err);
   if (rc) mx_prefix(err, "%s", dir);

@@ -46,9 +46,10 @@ typedef struct mx_layer {
 } mx_layer;
 
 typedef struct mx_model {
-  char path[1024];
+  char *path; /* the folder as given (any length) */
   mx_config cfg;
   st_archive st;
+  uint8_t *used; /* per tensor of st.index: read by the model (the rest must be known extras) */
   char prefix[64]; /* "model." or "language_model.model." */
 
   mx_linear embed;   /* [vocab, hidden], also the tied output projection */
@@ -72,6 +73,17 @@ typedef struct mx_model {
  * against the config. Nothing is read from the data area except the small float vectors. */
 mx_model *mx_model_open(const char *dir, mlxrt_error *err);
 void mx_model_close(mx_model *m);
+
+/* Checks at load (model_check.c): every tensor of the checkpoint is used by the model or
+ * belongs to a known non-text part (vision/audio towers); a float tensor (norm, scalar,
+ * quantization scales/biases) holds only finite values; "hidden_size = 640"-style names for
+ * a dimension, for messages. */
+int mx_model_check_unused(const mx_model *m, mlxrt_error *err);
+/* Token ids of the folder (config.json and generation_config.json eos/bos/pad, every id of
+ * tokenizer.json when present) below the embedding's rows. */
+int mx_model_check_ids(const mx_model *m, mlxrt_error *err);
+int mx_check_finite(const mx_model *m, const st_tensor *t, accel_mode mode, mlxrt_error *err);
+void mx_dim_field(const mx_config *c, int64_t v, char *buf, size_t n);
 
 /* Accounting for inspect/bench. */
 typedef struct mx_model_stats {

@@ -24,6 +24,14 @@ static const void *linear_load(void *ctx, accel_part part, size_t *nbytes, mlxrt
   return t->data;
 }
 
+/* Finds a tensor and records that the model uses it (every other tensor is checked later). */
+static const st_tensor *use(mx_model *m, const char *name) {
+  int i = st_find_pos(&m->st, name);
+  if (i < 0) return NULL;
+  m->used[i] = 1;
+  return m->st.index[i];
+}
+
 static uint64_t fnv1a(uint64_t h, const char *s) {
   for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
   return h;
@@ -47,8 +55,14 @@ static int check_shape(const mx_model *m, const st_tensor *t, int ndim, const in
   for (int i = 0; i < ndim; i++)
     o += (size_t)snprintf(exp + o, sizeof exp - o, "%s%lld", i ? ", " : "", (long long)want[i]);
   snprintf(exp + o, sizeof exp - o, "]");
-  return mx_fail(err, "%s: tensor '%s' has shape %s, expected %s from config.json", m->path,
-                 t->name, got, exp);
+  char why[96] = "";
+  for (int i = 0; t->ndim == ndim && i < ndim; i++)
+    if (t->shape[i] != want[i]) {
+      mx_dim_field(&m->cfg, want[i], why, sizeof why);
+      break;
+    }
+  return mx_fail(err, "%s: tensor '%s' has shape %s, expected %s from config.json%s%s%s", m->path,
+                 t->name, got, exp, why[0] ? " (" : "", why, why[0] ? ")" : "");
 }
 
 static accel_dtype float_dtype(st_dtype d, int *ok) {
@@ -60,6 +74,24 @@ static accel_dtype float_dtype(st_dtype d, int *ok) {
   return ACCEL_BF16;
 }
 
+/* At the config's quantization the stored widths hold `in` input columns; when that is not
+ * the configured width, the config's dimension is what is wrong (a wrong hidden_size can even
+ * fit another bit width, so this comes before the shapes pick the quantization). */
+static int quant_width_mismatch(const mx_model *m, const char *name, const st_tensor *w,
+                                const st_tensor *sc, int64_t cols, mlxrt_error *err) {
+  mx_qspec q = mx_config_qspec(&m->cfg, name);
+  int64_t pc = w->shape[w->ndim - 1], scc = sc->shape[sc->ndim - 1];
+  if (!q.quantized || q.bits <= 0 || q.group_size <= 0 || (pc * 32) % q.bits) return 0;
+  int64_t in = pc * 32 / q.bits;
+  if (in != scc * q.group_size || in == cols) return 0;
+  char why[96], ws[128];
+  mx_dim_field(&m->cfg, cols, why, sizeof why);
+  shape_str(w, ws, sizeof ws);
+  return mx_fail(err, "%s: tensor '%s.weight' %s holds %lld input columns at config.json's %s "
+                 "%d-bit group %d: its shape disagrees with config.json %s", m->path, name, ws,
+                 (long long)in, accel_mode_name(q.mode), q.bits, q.group_size, why);
+}
+
 /* Finds <name>.weight (+ .scales/.biases) and validates it as [experts?, rows, cols]. */
 static int load_linear(mx_model *m, const char *name, int64_t experts, int64_t rows, int64_t cols,
                        int required, mx_linear *l, mlxrt_error *err) {
@@ -67,16 +99,16 @@ static int load_linear(mx_model *m, const char *name, int64_t experts, int64_t r
   memset(l, 0, sizeof *l);
   snprintf(l->name, sizeof l->name, "%s", name);
   snprintf(key, sizeof key, "%s.weight", name);
-  l->weight = st_find(&m->st, key);
+  l->weight = use(m, key);
   if (!l->weight) {
     if (!required) return 0;
     return mx_fail(err, "%s: tensor '%s' is missing (expected a %s[%lld, %lld] matrix for this config)",
                    m->path, key, experts ? "stacked " : "", (long long)rows, (long long)cols);
   }
   snprintf(key, sizeof key, "%s.scales", name);
-  l->scales = st_find(&m->st, key);
+  l->scales = use(m, key);
   snprintf(key, sizeof key, "%s.biases", name);
-  l->biases = st_find(&m->st, key);
+  l->biases = use(m, key);
   l->present = 1;
 
   int ndim = experts ? 3 : 2;
@@ -114,9 +146,22 @@ static int load_linear(mx_model *m, const char *name, int64_t experts, int64_t r
      * config.json must agree with them. */
     mx_qspec shapes;
     const st_tensor *w = l->weight, *sc = l->scales;
+    if (quant_width_mismatch(m, name, w, sc, cols, err)) return -1;
     if (mx_qspec_from_shapes(sc->dtype == ST_U8, cols, w->shape[w->ndim - 1], sc->shape[sc->ndim - 1],
-                             name, &shapes, err))
-      return mx_prefix(err, "%s", m->path);
+                             name, &shapes, err)) {
+      /* The stored widths fit no quantization of the configured input width: most likely the
+       * config is wrong, so name the field rather than blame the quantization. */
+      char why[96], ws[128], ss[128];
+      mx_dim_field(&m->cfg, cols, why, sizeof why);
+      shape_str(w, ws, sizeof ws);
+      shape_str(sc, ss, sizeof ss);
+      return mx_fail(err, "%s: tensor '%s.weight' %s with scales %s does not hold %lld input "
+                     "columns at any quantization: its shape disagrees with config.json %s",
+                     m->path, name, ws, ss, (long long)cols, why);
+    }
+    if (mx_check_finite(m, sc, shapes.mode, err) ||
+        (l->biases && mx_check_finite(m, l->biases, shapes.mode, err)))
+      return -1;
     if (shapes.mode == ACCEL_MODE_AFFINE && !l->biases)
       return mx_fail(err, "%s: tensor '%s.biases' is missing (affine mode needs biases)", m->path, name);
     if (shapes.mode != ACCEL_MODE_AFFINE && l->biases)
@@ -173,7 +218,7 @@ static int load_linear(mx_model *m, const char *name, int64_t experts, int64_t r
 static int load_vec(mx_model *m, const char *name, int64_t n, int required, int plus_one,
                     mx_vec *v, mlxrt_error *err) {
   memset(v, 0, sizeof *v);
-  const st_tensor *t = st_find(&m->st, name);
+  const st_tensor *t = use(m, name);
   if (!t) {
     if (!required) return 0;
     return mx_fail(err, "%s: tensor '%s' is missing (expected a vector of %lld)", m->path, name, (long long)n);
@@ -186,6 +231,7 @@ static int load_vec(mx_model *m, const char *name, int64_t n, int required, int 
     shape_str(t, got, sizeof got);
     return mx_fail(err, "%s: tensor '%s' has shape %s, expected [%lld]", m->path, name, got, (long long)n);
   }
+  if (mx_check_finite(m, t, ACCEL_MODE_DENSE, err)) return -1;
   v->v = mx_malloc((size_t)n * sizeof(float), err);
   if (!v->v) return -1;
   v->n = (int)n;
@@ -301,17 +347,23 @@ static void free_layer(mx_layer *L) {
 mx_model *mx_model_open(const char *dir, mlxrt_error *err) {
   mx_model *m = mx_calloc(1, sizeof *m, err);
   if (!m) return NULL;
-  snprintf(m->path, sizeof m->path, "%s", dir);
+  if (!(m->path = mx_strdup(dir, err))) {
+    free(m);
+    return NULL;
+  }
   if (mx_config_load(dir, &m->cfg, err)) {
+    free(m->path);
     free(m);
     return NULL;
   }
   if (st_open(dir, &m->st, err)) {
     mx_config_free(&m->cfg);
+    free(m->path);
     free(m);
     return NULL;
   }
   const mx_config *c = &m->cfg;
+  if (!(m->used = mx_calloc((size_t)m->st.ntensors, 1, err))) goto fail;
   if (st_find(&m->st, "language_model.model.embed_tokens.weight"))
     snprintf(m->prefix, sizeof m->prefix, "language_model.model.");
   else if (st_find(&m->st, "model.embed_tokens.weight"))
@@ -352,6 +404,7 @@ mx_model *mx_model_open(const char *dir, mlxrt_error *err) {
   }
   for (int i = 0; i < m->n_layers; i++)
     if (load_layer(m, i, err)) goto fail;
+  if (mx_model_check_unused(m, err) || mx_model_check_ids(m, err)) goto fail;
   return m;
 fail:
   mx_model_close(m);
@@ -367,6 +420,8 @@ void mx_model_close(mx_model *m) {
   free_vec(&m->per_layer_proj_norm);
   st_close(&m->st);
   mx_config_free(&m->cfg);
+  free(m->used);
+  free(m->path);
   free(m);
 }
 

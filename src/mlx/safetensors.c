@@ -375,19 +375,9 @@ int st_parse(const uint8_t *buf, size_t len, const char *path, st_file *out, mlx
 
 int st_open_file(const char *path, st_file *out, mlxrt_error *err) {
   memset(out, 0, sizeof *out);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return mx_fail(err, "%s: cannot open: %s", path, strerror(errno));
   struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    int e = errno;
-    close(fd);
-    return mx_fail(err, "%s: cannot stat: %s", path, strerror(e));
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(fd);
-    return mx_fail(err, "%s: is %s, expected a .safetensors file", path,
-                   S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
-  }
+  int fd = mx_open_regular(path, "a .safetensors file", &sb, err);
+  if (fd < 0) return -1;
   size_t size = (size_t)sb.st_size;
   if (size == 0) {  /* mmap refuses length 0; let the parser give its message */
     close(fd);
@@ -430,14 +420,6 @@ const char *st_file_metadata(const st_file *f, const char *key) {
 /* ------------------------------------------------------------------------------------------ */
 /* Checkpoints: one file, or a directory of shards */
 
-static char *join_path(const char *dir, const char *name, mlxrt_error *err) {
-  size_t n = strlen(dir);
-  int slash = n > 0 && dir[n - 1] == '/';
-  char *p = mx_malloc(n + strlen(name) + 2, err);
-  if (p) sprintf(p, "%s%s%s", dir, slash ? "" : "/", name);
-  return p;
-}
-
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -451,7 +433,7 @@ static int open_shards(const char *dir, char **names, int n, st_archive *a, mlxr
   a->files = mx_calloc((size_t)n, sizeof *a->files, err);
   if (!a->files) return -1;
   for (int i = 0; i < n; i++) {
-    char *p = join_path(dir, names[i], err);
+    char *p = mx_path_join(dir, names[i], err);
     if (!p) return -1;
     int rc = st_open_file(p, &a->files[i], err);
     free(p);
@@ -467,8 +449,8 @@ static int is_shard_name(const char *s) {
   return strncmp(s, "model", 5) == 0 && n >= 5 + ns && strcmp(s + n - ns, suffix) == 0;
 }
 
-/* Without an index: every model*.safetensors, sorted (what mlx-lm loads). */
-static int open_glob(const char *dir, st_archive *a, mlxrt_error *err) {
+/* Every model*.safetensors of dir, sorted (what mlx-lm loads, index or not). */
+static int list_shards(const char *dir, char ***out, int *nout, mlxrt_error *err) {
   DIR *d = opendir(dir);
   if (!d) return mx_fail(err, "%s: cannot open directory: %s", dir, strerror(errno));
   char **names = NULL;
@@ -489,15 +471,62 @@ static int open_glob(const char *dir, st_archive *a, mlxrt_error *err) {
     else n++;
   }
   closedir(d);
-  if (!rc && n == 0)
-    rc = mx_fail(err, "%s: no model.safetensors.index.json and no model*.safetensors files", dir);
-  if (!rc) {
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
-    rc = open_shards(dir, names, n, a, err);
-  }
+  if (!rc && n) qsort(names, (size_t)n, sizeof *names, cmp_str); /* names is NULL when n = 0 */
+  *out = names;
+  *nout = n;
+  return rc;
+}
+
+static void free_names(char **names, int n) {
   for (int i = 0; i < n; i++) free(names[i]);
   free(names);
+}
+
+/* Without an index: every model*.safetensors, sorted. */
+static int open_glob(const char *dir, st_archive *a, mlxrt_error *err) {
+  char **names;
+  int n;
+  int rc = list_shards(dir, &names, &n, err);
+  if (!rc && n == 0)
+    rc = mx_fail(err, "%s: no model.safetensors.index.json and no model*.safetensors files", dir);
+  if (!rc) rc = open_shards(dir, names, n, a, err);
+  free_names(names, n);
   return rc;
+}
+
+/* mlx-lm ignores the index and loads every model*.safetensors: a shard the index does not
+ * name would be part of the model there and not here, so it is refused. */
+static int check_stray_shards(const char *dir, const char *ipath, char **named, int nnamed,
+                              mlxrt_error *err) {
+  char **names;
+  int n;
+  int rc = list_shards(dir, &names, &n, err);
+  for (int i = 0; i < n && !rc; i++)
+    if (!nnamed || !bsearch(&names[i], named, (size_t)nnamed, sizeof *named, cmp_str))
+      rc = mx_fail(err, "%s: '" NM "' is a model*.safetensors file the weight_map does not name "
+                   "(mlx-lm would load it; remove it or add its tensors to the index)", ipath,
+                   names[i]);
+  free_names(names, n);
+  return rc;
+}
+
+/* The weight_map's tensor names, sorted; a name mapped twice is an error. */
+static int mapped_names(const cJSON *wm, const char *ipath, const char ***out, int *nout,
+                        mlxrt_error *err) {
+  int n = cJSON_GetArraySize(wm), k = 0;
+  const char **keys = mx_calloc((size_t)n, sizeof *keys, err);
+  if (!keys) return -1;
+  for (const cJSON *e = wm->child; e; e = e->next) keys[k++] = e->string;
+  qsort(keys, (size_t)k, sizeof *keys, cmp_str);
+  for (int i = 1; i < k; i++)
+    if (strcmp(keys[i - 1], keys[i]) == 0) {
+      mx_fail(err, "%s: weight_map names tensor '" NM "' twice", ipath, keys[i]);
+      free(keys);
+      return -1;
+    }
+  *out = keys;
+  *nout = k;
+  return 0;
 }
 
 static int bad_shard_name(const char *s) {
@@ -515,9 +544,12 @@ static int open_indexed(const char *dir, const char *ipath, st_archive *a, mlxrt
   char **names = NULL;
   int n = 0, rc = 0;
   const cJSON *wm = NULL;
+  size_t after = root ? strspn(end, " \t\r\n") + (size_t)(end - text) : 0;
   if (!root)
     rc = mx_fail(err, "%s: not valid JSON (parse error at byte %zu)", ipath,
                  end && end >= text ? (size_t)(end - text) : 0);
+  else if (after != len) /* bytes after the object (a NUL included) would be ignored */
+    rc = mx_fail(err, "%s: extra bytes after the JSON value at byte %zu", ipath, after);
   else if (!cJSON_IsObject(root))
     rc = mx_fail(err, "%s: is %s, expected an object with \"weight_map\"", ipath,
                  json_type(root));
@@ -547,7 +579,7 @@ static int open_indexed(const char *dir, const char *ipath, st_archive *a, mlxrt
       if (u == 0 || strcmp(names[u - 1], names[i]) != 0) names[u++] = names[i];
     n = u;
     for (int i = 0; i < n && !rc; i++) {
-      char *p = join_path(dir, names[i], err);
+      char *p = mx_path_join(dir, names[i], err);
       if (!p) {
         rc = -1;
         break;
@@ -566,8 +598,10 @@ static int open_indexed(const char *dir, const char *ipath, st_archive *a, mlxrt
       free(p);
     }
   }
+  if (!rc) rc = check_stray_shards(dir, ipath, names, n, err);
   if (!rc) rc = open_shards(dir, names, n, a, err);
-  /* Every mapped tensor must be in the file the map names. */
+  /* Every mapped tensor must be in the file the map names, and every tensor of a shard in the
+   * map (the index and the shards describe one checkpoint). */
   for (const cJSON *e = rc ? NULL : wm->child; e && !rc; e = e->next) {
     const char **hit = bsearch(&e->valuestring, names, (size_t)n, sizeof *names, cmp_str);
     int fi = (int)(hit - (const char **)names);
@@ -575,6 +609,17 @@ static int open_indexed(const char *dir, const char *ipath, st_archive *a, mlxrt
       rc = mx_fail(err, "%s: weight_map puts tensor '" NM "' in '" NM "', but %s has no such "
                    "tensor", ipath, e->string, e->valuestring, a->files[fi].path);
   }
+  const char **keys = NULL;
+  int nkeys = 0;
+  if (!rc) rc = mapped_names(wm, ipath, &keys, &nkeys, err);
+  for (int i = 0; i < a->nfiles && !rc; i++)
+    for (int j = 0; j < a->files[i].ntensors && !rc; j++) {
+      const char *tn = a->files[i].tensors[j].name;
+      if (!bsearch(&tn, keys, (size_t)nkeys, sizeof *keys, cmp_str))
+        rc = mx_fail(err, "%s: tensor '" NM "' of %s is not in the weight_map", ipath, tn,
+                     a->files[i].path);
+    }
+  free(keys);
   free(names);
   cJSON_Delete(root);
   free(text);
@@ -609,11 +654,12 @@ int st_open(const char *path, st_archive *out, mlxrt_error *err) {
   if (stat(path, &sb) != 0) return mx_fail(err, "%s: cannot open: %s", path, strerror(errno));
   int rc;
   if (S_ISDIR(sb.st_mode)) {
-    char *ipath = join_path(path, "model.safetensors.index.json", err);
+    char *ipath = mx_path_join(path, "model.safetensors.index.json", err);
     if (!ipath) return -1;
     struct stat ib;
     if (stat(ipath, &ib) == 0) rc = open_indexed(path, ipath, out, err);
-    else rc = open_glob(path, out, err);
+    else if (errno == ENOENT) rc = open_glob(path, out, err);
+    else rc = mx_fail(err, "%s: cannot stat: %s", ipath, strerror(errno));
     free(ipath);
   } else {
     out->files = mx_calloc(1, sizeof *out->files, err);
@@ -633,11 +679,16 @@ void st_close(st_archive *a) {
   memset(a, 0, sizeof *a);
 }
 
-const st_tensor *st_find(const st_archive *a, const char *name) {
-  if (!a->ntensors) return NULL;
+int st_find_pos(const st_archive *a, const char *name) {
+  if (!a->ntensors) return -1;
   st_tensor key = {.name = name};
   const st_tensor *kp = &key;
   const st_tensor *const *hit =
       bsearch(&kp, a->index, (size_t)a->ntensors, sizeof *a->index, cmp_tensor_ptr);
-  return hit ? *hit : NULL;
+  return hit ? (int)(hit - a->index) : -1;
+}
+
+const st_tensor *st_find(const st_archive *a, const char *name) {
+  int i = st_find_pos(a, name);
+  return i < 0 ? NULL : a->index[i];
 }

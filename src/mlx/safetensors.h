@@ -73,6 +73,8 @@ void st_close(st_archive *a);
 
 /* Binary search by name; NULL when absent. */
 const st_tensor *st_find(const st_archive *a, const char *name);
+/* The position of a tensor in a->index (-1 when absent). */
+int st_find_pos(const st_archive *a, const char *name);
 const st_tensor *st_file_find(const st_file *f, const char *name);
 const char *st_file_metadata(const st_file *f, const char *key);
 int64_t st_numel(const st_tensor *t);

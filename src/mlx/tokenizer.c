@@ -729,33 +729,27 @@ mx_tokenizer *mx_tok_parse(const char *json, size_t len, const char *name, mlxrt
 mx_tokenizer *mx_tok_load(const char *path, mlxrt_error *err) {
   struct stat st;
   char *file = NULL;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    size_t n = strlen(path) + sizeof "/tokenizer.json";
-    file = mx_malloc(n, err);
-    if (!file) return NULL;
-    snprintf(file, n, "%s/tokenizer.json", path);
-  } else {
-    file = mx_strdup(path, err);
-    if (!file) return NULL;
-  }
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) file = mx_path_join(path, "tokenizer.json", err);
+  else file = mx_strdup(path, err);
+  if (!file) return NULL;
   mx_tokenizer *t = NULL;
-  /* A regular file is mapped (the parser takes an explicit length, no NUL needed): no copy of
-   * the 33 MB text. Anything else (a pipe, /dev/stdin) is read. */
-  int fd = open(file, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    mx_fail(err, "%s: cannot open: %s", file, strerror(errno));
-  } else if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+  /* A regular file only (a FIFO would block, a directory is no tokenizer); it is mapped, the
+   * parser takes an explicit length: no copy of the 33 MB text. */
+  int fd = mx_open_regular(file, "a tokenizer.json file", &st, err);
+  /* the real Gemma tokenizers are ~33 MB; a huge (sparse) file would only crawl */
+  const uint64_t max = 1ull << 30;
+  if (fd >= 0 && (uint64_t)st.st_size > max) {
+    mx_fail(err, "%s: is %llu bytes, more than the %llu a tokenizer.json may have", file,
+            (unsigned long long)st.st_size, (unsigned long long)max);
+  } else if (fd >= 0 && st.st_size == 0) {
+    t = mx_tok_parse("", 0, file, err);
+  } else if (fd >= 0) {
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (map == MAP_FAILED) mx_fail(err, "%s: cannot map: %s", file, strerror(errno));
     else {
       t = mx_tok_parse(map, (size_t)st.st_size, file, err);
       munmap(map, (size_t)st.st_size);
     }
-  } else {
-    size_t len;
-    char *json = mx_read_file(file, &len, err);
-    if (json) t = mx_tok_parse(json, len, file, err);
-    free(json);
   }
   if (fd >= 0) close(fd);
   free(file);
