@@ -5,6 +5,8 @@
 #     mlxrt-cuda-test mlxrt-decode-test mlxrt-sample-test mlxrt-attn-bench mlxrt-pfattn-bench test_threads
 #   then copy them to .gpu-carry/tests (with libmlxrt-cuda.so beside them) and, on the GPU
 #   machine (carry [".debs", ".gpu-carry/tests"]): bash scripts/gpu_check.sh
+#   (the eight binaries are ~50 MB: with the tracked tree they exceed a call's 64 MiB, so carry
+#   them as `tar czf .gpu-carry/tests.tgz -C .gpu-carry tests` and unpack it first)
 #   1. mlxrt-cuda-test --no-bench: every kernel against the CPU backend and float64;
 #   2. mlxrt-attn-bench --quick in the split form, the deep form and both cluster forms, and
 #      mlxrt-pfattn-bench: each case against a float64 attention on the host;
