@@ -107,7 +107,6 @@ void mlxrt_chat_free(mlxrt_chat *c) {
   free(c->logits);
   free(c->system);
   mx_sampler_free(c->sampler);
-  mx_tok_free(c->tok);
   mx_session_free(c->s);
   free(c);
 }
@@ -124,11 +123,12 @@ mlxrt_chat *mlxrt_chat_new(mlxrt_model *M, const mlxrt_chat_options *opt, mlxrt_
     mlxrt_gen_params_default(&c->opt.gen);
   }
   const char *dir = c->m->path;
-  if (!(c->tok = mx_tok_load(dir, err))) goto fail;
+  /* the model's tokenizer, checked against its vocabulary when the model was loaded */
+  if (!(c->tok = c->m->tok)) {
+    mx_fail(err, "%s: no tokenizer.json: a chat needs the model's tokenizer", dir);
+    goto fail;
+  }
   if (mx_gen_config_load(dir, &c->gen, err)) goto fail;
-  if (mx_tok_vocab_size(c->tok) > c->m->cfg.vocab_size)
-    mx_fail(err, "%s: tokenizer has %d tokens but the model's vocabulary is %d", dir,
-            mx_tok_vocab_size(c->tok), c->m->cfg.vocab_size);
   /* stop tokens: the model's eos ids, plus the turn terminator in chat mode */
   const char *eot = c->m->cfg.family == MX_GEMMA4 ? "<turn|>" : "<end_of_turn>";
   c->end_of_turn_id = mx_tok_token_to_id(c->tok, eot, strlen(eot));

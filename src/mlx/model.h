@@ -50,6 +50,7 @@ typedef struct mx_model {
   mx_config cfg;
   st_archive st;
   uint8_t *used; /* per tensor of st.index: read by the model (the rest must be known extras) */
+  struct mx_tokenizer *tok; /* the folder's tokenizer.json, checked at load; NULL without one */
   char prefix[64]; /* "model." or "language_model.model." */
 
   mx_linear embed;   /* [vocab, hidden], also the tied output projection */
@@ -80,8 +81,8 @@ void mx_model_close(mx_model *m);
  * a dimension, for messages. */
 int mx_model_check_unused(const mx_model *m, mlxrt_error *err);
 /* Token ids of the folder (config.json and generation_config.json eos/bos/pad, every id of
- * tokenizer.json when present) below the embedding's rows. */
-int mx_model_check_ids(const mx_model *m, mlxrt_error *err);
+ * tokenizer.json when present) below the embedding's rows; the tokenizer is kept in m->tok. */
+int mx_model_check_ids(mx_model *m, mlxrt_error *err);
 int mx_check_finite(const mx_model *m, const st_tensor *t, accel_mode mode, mlxrt_error *err);
 void mx_dim_field(const mx_config *c, int64_t v, char *buf, size_t n);
 

@@ -186,7 +186,7 @@ static int check_id(const mx_model *m, const char *file, const char *field, int 
                  "vocab_size = %d)", m->path, file, field, id, rows, rows);
 }
 
-int mx_model_check_ids(const mx_model *m, mlxrt_error *err) {
+int mx_model_check_ids(mx_model *m, mlxrt_error *err) {
   const mx_config *c = &m->cfg;
   int rows = c->vocab_size; /* the embedding's rows: load_linear checked them against it */
   for (int i = 0; i < c->n_eos; i++)
@@ -222,6 +222,7 @@ int mx_model_check_ids(const mx_model *m, mlxrt_error *err) {
                  "%d rows (config.json vocab_size = %d); the tokenizer has %d ids", m->path,
                  s ? (int)(len > 200 ? 200 : len) : 0, s ? s : "", (int)id, rows, rows, n);
   }
-  mx_tok_free(t);
+  if (rc) mx_tok_free(t);
+  else m->tok = t; /* kept: sessions of this model encode with it (read-only, shared) */
   return rc;
 }

@@ -8,6 +8,7 @@
 #include "base/bf16.h"
 #include "base/error.h"
 #include "mlx/model.h"
+#include "mlx/tokenizer.h"
 
 /* ---- the lazy loader: hands out views of the mapping ------------------------------------- */
 static const void *linear_load(void *ctx, accel_part part, size_t *nbytes, mlxrt_error *err) {
@@ -421,6 +422,7 @@ void mx_model_close(mx_model *m) {
   st_close(&m->st);
   mx_config_free(&m->cfg);
   free(m->used);
+  mx_tok_free(m->tok);
   free(m->path);
   free(m);
 }
