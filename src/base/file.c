@@ -81,17 +81,6 @@ char *mx_read_file(const char *path, size_t *len, mlxrt_error *err) {
   return buf;
 }
 
-char *mx_read_any_file(const char *path, size_t *len, mlxrt_error *err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    mx_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
-  char *buf = read_fd(fd, path, len, err);
-  close(fd);
-  return buf;
-}
-
 char *mx_path_join(const char *dir, const char *name, mlxrt_error *err) {
   size_t n = strlen(dir);
   int slash = n > 0 && dir[n - 1] == '/';

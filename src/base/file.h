@@ -18,10 +18,6 @@ int mx_open_regular(const char *path, const char *what, struct stat *st, mlxrt_e
 #define MX_MAX_SMALL_FILE (64ull << 20)
 char *mx_read_file(const char *path, size_t *len, mlxrt_error *err);
 
-/* Reads a whole file of any kind that can be read (a pipe, /dev/stdin): for user input on the
- * command line, never for the model folder. */
-char *mx_read_any_file(const char *path, size_t *len, mlxrt_error *err);
-
 /* "dir/name" (one slash), allocated; NULL with a message when out of memory. */
 char *mx_path_join(const char *dir, const char *name, mlxrt_error *err);
 
