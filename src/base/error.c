@@ -5,25 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 when invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  size_t k;
-  unsigned min;
-  if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf) k = 2, min = 0x80;
-  else if (c >= 0xe0 && c <= 0xef) k = 3, min = 0x800;
-  else if (c >= 0xf0 && c <= 0xf4) k = 4, min = 0x10000;
-  else return 0;
-  if (k > n) return 0;
-  unsigned cp = c & (0x3fu >> (k - 1));
-  for (size_t i = 1; i < k; i++) {
-    if ((s[i] & 0xc0) != 0x80) return 0;
-    cp = cp << 6 | (s[i] & 0x3fu);
-  }
-  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return k;
-}
+#include "base/utf8.h"
+
 
 /* Messages carry untrusted text (tensor names, JSON strings, paths): every message is one
  * line without terminal escapes. Control bytes and invalid UTF-8 become \n, \t, \xNN; a
@@ -37,7 +20,7 @@ static void finish(char *dst, size_t cap, const char *src, size_t n) {
   size_t o = 0;
   for (size_t i = 0; i < n;) {
     unsigned char c = (unsigned char)src[i];
-    size_t k = utf8_len((const unsigned char *)src + i, n - i);
+    size_t k = mx_utf8_len((const unsigned char *)src + i, n - i);
     if (c == '\n' || c == '\t' || c == '\r') {
       esc[o++] = '\\';
       esc[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';

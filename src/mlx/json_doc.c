@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/utf8.h"
+
 /* ---- arena -------------------------------------------------------------------------------- */
 /* Chunks are mapped directly and marked for transparent huge pages: Gemma's tokenizer.json
  * becomes ~100 MB of tree, and 4 KB page faults are a tenth of its load time otherwise. */
@@ -133,30 +135,6 @@ static size_t put_utf8(unsigned char *o, unsigned cp) {
   return 4;
 }
 
-/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates,
- * nothing above U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end) {
-  unsigned c = p[0];
-  size_t n;
-  unsigned lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if ((size_t)(end - p) < n) return 0;
-  if (p[1] < lo || p[1] > hi) return 0;
-  for (size_t i = 2; i < n; i++)
-    if ((p[i] & 0xC0) != 0x80) return 0;
-  return n;
-}
 
 /* Parses the string whose opening quote is at ps->p into the arena. */
 static int parse_string(parser *ps, const char **out, unsigned *out_len) {
@@ -218,7 +196,7 @@ static int parse_string(parser *ps, const char **out, unsigned *out_len) {
       o[n++] = (unsigned char)c;
       ps->p++;
     } else {
-      size_t k = utf8_len(ps->p, ps->end);
+      size_t k = mx_utf8_len(ps->p, (size_t)(ps->end - ps->p));
       if (!k) return fail(ps, "invalid UTF-8 in string");
       memcpy(o + n, ps->p, k);
       n += k;

@@ -6,30 +6,15 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/utf8.h"
 #include "mlx/tokenizer_internal.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* UTF-8 and the Unicode properties added-token flags need */
 
 size_t tk_utf8_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  size_t len;
-  unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) len = 2;
-  else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;       /* overlong */
-    else if (c == 0xED) hi = 0x9F;  /* surrogates */
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;
-    else if (c == 0xF4) hi = 0x8F;
-  } else return 1;
-  if (n < len || s[1] < lo || s[1] > hi) return 1;
-  for (size_t i = 2; i < len; i++)
-    if ((s[i] & 0xC0) != 0x80) return 1;
-  return len;
+  const size_t len = mx_utf8_len(s, n);
+  return len ? len : 1;
 }
 
 static uint32_t utf8_cp(const unsigned char *s, size_t len) {
