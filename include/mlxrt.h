@@ -11,6 +11,17 @@
 extern "C" {
 #endif
 
+/* ---- version ------------------------------------------------------------------------------ */
+/* The version this header belongs to (the one definition of the project's version: CMake reads
+ * it from here). A new MAJOR changes the shared library's SONAME (libmlxrt.so.MAJOR). */
+#define MLXRT_VERSION_MAJOR 0
+#define MLXRT_VERSION_MINOR 1
+#define MLXRT_VERSION_PATCH 0
+#define MLXRT_VERSION "0.1.0"
+/* The version of the library linked at run time ("MAJOR.MINOR.PATCH"; may differ from the
+ * header's MLXRT_VERSION when the program was built against another one). Static string. */
+const char *mlxrt_version(void);
+
 typedef struct mlxrt_error {
   char msg[1024];
 } mlxrt_error;

@@ -3,6 +3,12 @@
 #include <string.h>
 
 #include "commands.h"
+#include "mlxrt.h"
+
+/* The commit built, when CMake could read it (cmake/version.cmake); empty otherwise. */
+#ifndef MLXRT_GIT_COMMIT
+#define MLXRT_GIT_COMMIT ""
+#endif
 
 typedef struct {
   const char *name;
@@ -26,13 +32,19 @@ static void usage(FILE *f) {
   fprintf(f, "usage: mlxrt COMMAND [options]\n\ncommands:\n");
   for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
     fprintf(f, "  %-14s %s\n", COMMANDS[i].name, COMMANDS[i].help);
-  fprintf(f, "\n'mlxrt COMMAND --help' describes each command's options.\n");
+  fprintf(f, "\n'mlxrt COMMAND --help' describes each command's options; 'mlxrt --version' prints the\n"
+             "version.\n");
 }
 
 int main(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("mlxrt %s%s%s%s\n", mlxrt_version(), *MLXRT_GIT_COMMIT ? " (commit " : "", MLXRT_GIT_COMMIT,
+           *MLXRT_GIT_COMMIT ? ")" : "");
+    return 0;
   }
   for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
     if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);

@@ -2,6 +2,8 @@
  * plug-in (libmlxrt-cuda.so) opened with dlopen, so one binary runs with or without a GPU. */
 #include <dlfcn.h>
 #include <limits.h>
+#include <link.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +12,9 @@
 #include "accel/accel.h"
 #include "base/error.h"
 
-#ifndef MLXRT_PLUGIN_DIR
-#define MLXRT_PLUGIN_DIR "."
-#endif
-#ifndef MLXRT_INSTALL_PLUGIN_DIR
-#define MLXRT_INSTALL_PLUGIN_DIR "/usr/local/lib"
+/* Where an installed bin/ finds its lib/ (from GNUInstallDirs; "../lib" by default). */
+#ifndef MLXRT_BIN_TO_LIBDIR
+#define MLXRT_BIN_TO_LIBDIR "../lib"
 #endif
 
 #define CUDA_PLUGIN_NAME "libmlxrt-cuda.so"
@@ -22,28 +22,41 @@
 
 typedef accel_backend *(*plugin_create_fn)(const accel_options *opt, mlxrt_error *err);
 
-/* Candidate locations, most specific first: $MLXRT_PLUGIN_DIR, the executable's folder, the
- * build folder, the install folder, then the loader's own search path. */
+/* The folder of the file that holds this code: libmlxrt.so's for a program linked with the
+ * shared library, the executable's for one linked with the static library. Symbolic links are
+ * resolved, so a linked-to binary or library finds the plug-in beside its real file. */
+static int code_dir(char *out, size_t len) {
+  Dl_info info;
+  struct link_map *map = NULL;
+  const char *file = "/proc/self/exe"; /* the main program's link map has no name */
+  if (dladdr1((const void *)(uintptr_t)&code_dir, &info, (void **)&map, RTLD_DL_LINKMAP) && map &&
+      map->l_name && map->l_name[0])
+    file = map->l_name;
+  char real[PATH_MAX];
+  if (!realpath(file, real)) return -1;
+  char *slash = strrchr(real, '/');
+  if (!slash) return -1;
+  *slash = 0;
+  snprintf(out, len, "%s", slash == real ? "/" : real);
+  return 0;
+}
+
+/* Candidate locations, most specific first: $MLXRT_PLUGIN_DIR, the folder of the code that
+ * runs (the build tree keeps the plug-in beside the binaries and libmlxrt.so; an install puts
+ * it beside libmlxrt.so), that folder's MLXRT_BIN_TO_LIBDIR (an installed bin/mlxrt finds lib/),
+ * then the loader's own search path. No path of the build is compiled in. */
 static void *open_cuda_plugin(char *tried, size_t tried_len) {
-  char dirs[5][PATH_MAX];
+  char dirs[3][PATH_MAX + 64], here[PATH_MAX] = "?";
   int n = 0;
   const char *env = getenv("MLXRT_PLUGIN_DIR");
-  if (env && *env) snprintf(dirs[n++], PATH_MAX, "%s", env);
-  char exe[PATH_MAX];
-  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (len > 0) {
-    exe[len] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash) {
-      *slash = 0;
-      snprintf(dirs[n++], PATH_MAX, "%s", exe);
-    }
+  if (env && *env) snprintf(dirs[n++], sizeof dirs[0], "%s", env);
+  if (code_dir(here, sizeof here) == 0) {
+    snprintf(dirs[n++], sizeof dirs[0], "%s", here);
+    snprintf(dirs[n++], sizeof dirs[0], "%s/%s", here, MLXRT_BIN_TO_LIBDIR);
   }
-  snprintf(dirs[n++], PATH_MAX, "%s", MLXRT_PLUGIN_DIR);
-  snprintf(dirs[n++], PATH_MAX, "%s", MLXRT_INSTALL_PLUGIN_DIR);
   tried[0] = 0;
   for (int i = 0; i < n; i++) {
-    char path[PATH_MAX + 32];
+    char path[sizeof dirs[0] + 32];
     snprintf(path, sizeof path, "%s/%s", dirs[i], CUDA_PLUGIN_NAME);
     if (access(path, R_OK) != 0) continue;
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -51,7 +64,9 @@ static void *open_cuda_plugin(char *tried, size_t tried_len) {
     snprintf(tried, tried_len, "%s", dlerror());
   }
   void *h = dlopen(CUDA_PLUGIN_NAME, RTLD_NOW | RTLD_LOCAL);
-  if (!h && !tried[0]) snprintf(tried, tried_len, "%s not found next to the binary, in $MLXRT_PLUGIN_DIR or on the library path", CUDA_PLUGIN_NAME);
+  if (!h && !tried[0])
+    snprintf(tried, tried_len, "%s not found in $MLXRT_PLUGIN_DIR, in %.200s (beside the running code) or its %s, "
+             "or on the library path", CUDA_PLUGIN_NAME, here, MLXRT_BIN_TO_LIBDIR);
   return h;
 }
 

@@ -152,6 +152,6 @@ double mlxrt_model_read_bandwidth(mlxrt_model *M) {
 }
 
 /* For the generation layer (generate.c): the model's internals. */
-const mx_model *mlxrt_model_internal(const mlxrt_model *M) { return M->m; }
-mx_session *mlxrt_session_internal(mlxrt_session *S) { return S->s; }
-accel_backend *mlxrt_model_backend_internal(const mlxrt_model *M) { return M->b; }
+const mx_model *mx_api_model(const mlxrt_model *M) { return M->m; }
+mx_session *mx_api_session(mlxrt_session *S) { return S->s; }
+accel_backend *mx_api_backend(const mlxrt_model *M) { return M->b; }

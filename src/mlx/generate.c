@@ -16,7 +16,7 @@
 #include "mlx/tokenizer.h"
 #include "mlxrt.h"
 
-const mx_model *mlxrt_model_internal(const mlxrt_model *M);
+const mx_model *mx_api_model(const mlxrt_model *M);
 
 struct mlxrt_chat {
   mlxrt_model *M;
@@ -36,7 +36,7 @@ struct mlxrt_chat {
   int end_of_turn_id; /* the template's turn terminator, a stop token in chat mode */
 };
 
-accel_backend *mlxrt_model_backend_internal(const mlxrt_model *M);
+accel_backend *mx_api_backend(const mlxrt_model *M);
 
 void mlxrt_gen_params_default(mlxrt_gen_params *p) {
   memset(p, 0, sizeof *p);
@@ -115,8 +115,8 @@ mlxrt_chat *mlxrt_chat_new(mlxrt_model *M, const mlxrt_chat_options *opt, mlxrt_
   mlxrt_chat *c = mx_calloc(1, sizeof *c, err);
   if (!c) return NULL;
   c->M = M;
-  c->m = mlxrt_model_internal(M);
-  c->b = mlxrt_model_backend_internal(M);
+  c->m = mx_api_model(M);
+  c->b = mx_api_backend(M);
   if (opt) c->opt = *opt;
   else {
     c->opt.use_template = 1;
