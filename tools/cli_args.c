@@ -11,16 +11,39 @@
 static int is(const char *a, const char *x, const char *y) { return !strcmp(a, x) || (y && !strcmp(a, y)); }
 static int is_help(const char *a) { return is(a, "-h", "--help"); }
 
-/* argv[*i] must be one of `valued` (NULL-terminated) and have a value: then *v is the value,
- * *i moves past it and 0 is returned; else 2 after one error line. */
-static int value_of(const char *cmd, const char *const *valued, int argc, char **argv, int *i, const char **v) {
-  const char *a = argv[*i];
-  int known = 0;
-  for (const char *const *k = valued; *k; k++) known |= !strcmp(a, *k);
-  if (!known) {
+static int listed(const char *const *list, const char *a) {
+  for (const char *const *k = list; *k; k++)
+    if (!strcmp(a, *k)) return 1;
+  return 0;
+}
+
+/* The option name of argv[i]: "--name=value" gives "--name" (in buf) and *inl = "value"; any
+ * other argument is its own name and *inl = NULL. NULL after one error line when a value is
+ * written to an option that takes none (or to no option). */
+static const char *flag_of(const char *cmd, const char *const *valued, const char *arg, char *buf,
+                           size_t size, const char **inl) {
+  *inl = cli_long_value(arg, buf, size);
+  if (!*inl) return arg;
+  if (!listed(valued, buf)) {
+    cli_error(cmd, "'%.64s': %s is not an option that takes a value (see 'mlxrt %s --help')", arg, buf, cmd);
+    return NULL;
+  }
+  return buf;
+}
+
+/* The option a must be one of `valued` (NULL-terminated) and have a value: inl (written as
+ * "--name=value"), else the next argument. Then *v is the value, *i has moved past it and 0 is
+ * returned; else 2 after one error line. */
+static int value_of(const char *cmd, const char *const *valued, const char *a, const char *inl, int argc,
+                    char **argv, int *i, const char **v) {
+  if (!listed(valued, a)) {
     cli_error(cmd, "%s '%.64s' (see 'mlxrt %s --help')", a[0] == '-' ? "unknown option" : "unexpected argument",
               a, cmd);
     return 2;
+  }
+  if (inl) {
+    *v = inl;
+    return 0;
   }
   if (*i + 1 >= argc) {
     cli_error(cmd, "option '%s' needs a value (see 'mlxrt %s --help')", a, cmd);
@@ -113,9 +136,11 @@ int bench_args_parse(bench_args *o, int argc, char **argv) {
   o->reps = 5;
   o->warmup_depth = -1;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v;
+    char buf[CLI_FLAG_MAX];
+    const char *inl, *v, *a = flag_of("bench", VALUED, argv[i], buf, sizeof buf, &inl);
+    if (!a) return 2;
     if (is_help(a)) return 1;
-    if (value_of("bench", VALUED, argc, argv, &i, &v)) return 2;
+    if (value_of("bench", VALUED, a, inl, argc, argv, &i, &v)) return 2;
     int bad = 0;
     if (is(a, "-m", "--model")) o->model = v;
     else if (is(a, "-p", "--n-prompt")) bad = bench_list_parse(a, v, &o->p);
@@ -141,7 +166,7 @@ int bench_args_parse(bench_args *o, int argc, char **argv) {
     if (bad) return 2;
   }
   if (!o->model) {
-    cli_error("bench", "-m MODEL_DIR is required");
+    cli_error("bench", "-m MODEL is required");
     return 2;
   }
   int any = 0;
@@ -161,9 +186,11 @@ int logits_args_parse(logits_args *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
   const char *tokens = NULL;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v;
+    char buf[CLI_FLAG_MAX];
+    const char *inl, *v, *a = flag_of("logits", VALUED, argv[i], buf, sizeof buf, &inl);
+    if (!a) return 2;
     if (is_help(a)) return 1;
-    if (value_of("logits", VALUED, argc, argv, &i, &v)) return 2;
+    if (value_of("logits", VALUED, a, inl, argc, argv, &i, &v)) return 2;
     int bad = 0;
     if (is(a, "-m", "--model")) o->model = v;
     else if (is(a, "--tokens", NULL)) tokens = v;
@@ -177,7 +204,7 @@ int logits_args_parse(logits_args *o, int argc, char **argv) {
     if (bad) return 2;
   }
   if (!o->model || !tokens) {
-    cli_error("logits", "-m MODEL_DIR and --tokens are required");
+    cli_error("logits", "-m MODEL and --tokens are required");
     return 2;
   }
   if (gen_args_apply_numerics(o->numerics, &o->backend, "logits")) return 2;
@@ -203,16 +230,19 @@ int perplexity_args_parse(perplexity_args *o, int argc, char **argv) {
   }
   int nrest = 0, r = 0;
   for (int i = 0; i < argc && !r; i++) {
-    const char *a = argv[i];
+    char buf[CLI_FLAG_MAX];
+    const char *a = argv[i], *inl = i > 0 ? cli_long_value(a, buf, sizeof buf) : NULL;
+    if (inl) a = buf; /* "--ctx-size=512" */
     int own = i > 0 && (is(a, "-c", "--ctx-size") || is(a, "--chunks", NULL));
-    if (own && i + 1 >= argc) {
+    const char *v = !own ? NULL : inl ? inl : i + 1 < argc ? argv[++i] : NULL;
+    if (own && !v) {
       cli_error("perplexity", "option '%s' needs a value (see 'mlxrt perplexity --help')", a);
       r = 2;
-    } else if (own && is(a, "--chunks", NULL)) r = cli_int("perplexity", a, argv[++i], 0, 1 << 30, &o->max_chunks) ? 2 : 0;
-    else if (own) r = cli_int("perplexity", a, argv[++i], 8, 1 << 24, &o->ctx) ? 2 : 0;
+    } else if (own && is(a, "--chunks", NULL)) r = cli_int("perplexity", a, v, 0, 1 << 30, &o->max_chunks) ? 2 : 0;
+    else if (own) r = cli_int("perplexity", a, v, 8, 1 << 24, &o->ctx) ? 2 : 0;
     else {
       rest[nrest++] = argv[i];
-      if (i > 0 && gen_args_takes_value(a) && i + 1 < argc) rest[nrest++] = argv[++i];
+      if (i > 0 && !inl && gen_args_takes_value(a) && i + 1 < argc) rest[nrest++] = argv[++i];
     }
   }
   if (!r) r = gen_args_parse(&o->g, nrest, rest, "perplexity");
@@ -235,13 +265,15 @@ int tokenize_args_parse(tokenize_args *o, int argc, char **argv) {
   o->add_bos = 1;
   const char *decode = NULL;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v;
+    char buf[CLI_FLAG_MAX];
+    const char *inl, *v, *a = flag_of("tokenize", VALUED, argv[i], buf, sizeof buf, &inl);
+    if (!a) return 2;
     if (is_help(a)) return 1;
     if (is(a, "--ids", NULL)) o->ids_only = 1;
     else if (is(a, "--no-bos", NULL)) o->add_bos = 0;
     else if (is(a, "--skip-special", NULL)) o->skip_special = 1;
     else if (is(a, "-v", "--verbose")) o->verbose = 1;
-    else if (value_of("tokenize", VALUED, argc, argv, &i, &v)) return 2;
+    else if (value_of("tokenize", VALUED, a, inl, argc, argv, &i, &v)) return 2;
     else if (is(a, "-m", "--model")) o->model = v;
     else if (is(a, "-p", "--prompt")) o->prompt = v;
     else if (is(a, "-f", "--file")) o->file = v;
@@ -269,13 +301,19 @@ void tokenize_args_free(tokenize_args *o) {
 int inspect_args_parse(inspect_args *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *path = a;
+    char buf[CLI_FLAG_MAX];
+    const char *a = argv[i], *path = a, *inl = cli_long_value(a, buf, sizeof buf);
+    if (inl && !is(buf, "-m", "--model")) {
+      cli_error("inspect", "'%.64s': %s is not an option that takes a value", a, buf);
+      return 2;
+    }
     if (is(a, "--json", NULL)) {
       o->json = 1;
       continue;
     }
     if (is_help(a)) return 1;
-    if (is(a, "-m", "--model")) {
+    if (inl) path = inl; /* "--model=DIR" */
+    else if (is(a, "-m", "--model")) {
       if (i + 1 >= argc) {
         cli_error("inspect", "option '%s' needs a value", a);
         return 2;
@@ -292,7 +330,7 @@ int inspect_args_parse(inspect_args *o, int argc, char **argv) {
     o->path = path;
   }
   if (!o->path) {
-    cli_error("inspect", "missing model directory (usage: mlxrt inspect MODEL_DIR [--json])");
+    cli_error("inspect", "missing model (usage: mlxrt inspect MODEL [--json])");
     return 2;
   }
   return 0;
@@ -304,12 +342,14 @@ int synth_args_parse(mlxrt_synth_options *o, int argc, char **argv) {
                                        "-t", NULL};
   memset(o, 0, sizeof *o);
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v;
+    char buf[CLI_FLAG_MAX];
+    const char *inl, *v, *a = flag_of("synth", VALUED, argv[i], buf, sizeof buf, &inl);
+    if (!a) return 2;
     if (is_help(a)) return 1;
     int bad = 0;
     if (is(a, "--no-sync", NULL)) o->no_sync = 1;
     else if (is(a, "--dry-run", NULL)) o->dry_run = 1;
-    else if (value_of("synth", VALUED, argc, argv, &i, &v)) return 2;
+    else if (value_of("synth", VALUED, a, inl, argc, argv, &i, &v)) return 2;
     else if (is(a, "--like", NULL)) o->like = v;
     else if (is(a, "--mode", NULL)) o->mode = v;
     else if (is(a, "-o", "--out")) o->out_dir = v;
@@ -340,11 +380,13 @@ int bench_kernels_args_parse(bench_kernels_args *o, int argc, char **argv) {
   o->n = 1;
   o->modes = "affine4-g64,nvfp4,affine8-g64,mxfp4,mxfp8,bf16";
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v;
+    char buf[CLI_FLAG_MAX];
+    const char *inl, *v, *a = flag_of(cmd, VALUED, argv[i], buf, sizeof buf, &inl);
+    if (!a) return 2;
     if (is_help(a)) return 1;
     int bad = 0;
     if (is(a, "--hot", NULL)) o->hot = 1;
-    else if (value_of(cmd, VALUED, argc, argv, &i, &v)) return 2;
+    else if (value_of(cmd, VALUED, a, inl, argc, argv, &i, &v)) return 2;
     else if (is(a, "-t", "--threads")) bad = cli_int(cmd, a, v, 0, 1024, &o->threads);
     else if (is(a, "--rows", NULL)) bad = cli_int64(cmd, a, v, 1, 1 << 24, &o->rows);
     else if (is(a, "--cols", NULL)) bad = cli_int64(cmd, a, v, 128, 1 << 24, &o->cols);

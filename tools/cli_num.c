@@ -9,6 +9,17 @@
 
 FILE *cli_err_stream;
 
+const char *cli_long_value(const char *arg, char *name, size_t size) {
+  if (strncmp(arg, "--", 2) || size == 0) return NULL;
+  const char *eq = strchr(arg, '=');
+  if (!eq) return NULL;
+  size_t n = (size_t)(eq - arg);
+  if (n >= size) n = size - 1;
+  memcpy(name, arg, n);
+  name[n] = 0;
+  return eq + 1;
+}
+
 void cli_error(const char *cmd, const char *fmt, ...) {
   char msg[1024];
   va_list ap;

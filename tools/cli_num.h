@@ -1,7 +1,7 @@
 /* Strict parsing of command-line numbers, shared by every command: a value is a whole decimal
  * number (or a finite decimal for doubles) in the stated range, or a one-line error naming the
- * flag, what it expects and what it got. Also the one error printer of option parsing and the
- * check of a memory request against the machine. */
+ * flag, what it expects and what it got. Also the one error printer of option parsing, the
+ * split of "--name=value" and the check of a memory request against the machine. */
 #ifndef MLXRT_TOOLS_CLI_NUM_H
 #define MLXRT_TOOLS_CLI_NUM_H
 
@@ -16,6 +16,12 @@ extern FILE *cli_err_stream;
 /* Prints "mlxrt CMD: MESSAGE\n" as exactly one line: control characters in the message
  * (from user input such as a flag or a path) are escaped. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A long option written with its value, "--name=value" (every long option that takes a value
+ * may be written so): copies "--name" into name (size bytes; a longer name is cut, which no
+ * option matches) and returns the value. NULL (name untouched) for any other argument. */
+#define CLI_FLAG_MAX 48
+const char *cli_long_value(const char *arg, char *name, size_t size);
 
 /* Each returns 0 with *out set, or -1 after cli_error (then *out is unchanged). */
 int cli_int(const char *cmd, const char *flag, const char *v, long long lo, long long hi, int *out);

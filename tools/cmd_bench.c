@@ -55,9 +55,10 @@ typedef struct {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: mlxrt bench -m MODEL_DIR [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json]\n"
+          "usage: mlxrt bench -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json]\n"
           "                   [-t THREADS] [--backend auto|cpu|cuda] [--numerics float32|mlx-cpu]\n"
           "                   [--sampler SPEC] [-c CTX] [--warmup-depth N]\n"
+          "  MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
           "  -p, -n, -d take comma-separated lists (e.g. -d 0,4096,32768) of at most 16 values.\n"
           "  -p N: prompt tokens of a pp test; -n N: tokens a tg test generates; 0 skips the test\n"
           "  (-n -1, \"until a stop token\" in run and chat, has no meaning here: refused).\n"
@@ -129,7 +130,9 @@ int cmd_bench(int argc, char **argv) {
   mlxrt_gen_params sampler = o.sampler;
   mlxrt_error err = {{0}};
   mlxrt_options opt = {o.backend, threads, 0, o.numerics};
-  mlxrt_model *m = mlxrt_model_load(model, &opt, &err);
+  char dir[4096];
+  if (gen_args_model_dir("bench", model, dir, sizeof dir)) return 1;
+  mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   if (!m) {
     fprintf(stderr, "mlxrt bench: %s\n", err.msg);
     return 1;

@@ -13,8 +13,9 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: mlxrt logits -m MODEL_DIR --tokens 2,5,17,... [-o OUT.safetensors] [-n|--decode N]\n"
+          "usage: mlxrt logits -m MODEL --tokens 2,5,17,... [-o OUT.safetensors] [-n|--decode N]\n"
           "                    [--backend auto|cpu|cuda] [-t THREADS] [--numerics float32|mlx-cpu]\n"
+          "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
           "Writes 'logits' [positions, vocab] (float32) and, with --decode N, 'greedy' [N] (int32)\n"
           "and 'greedy_logits' [N, vocab]. Without -o, prints the argmax of each position.\n"
           "-n N, --decode N: greedy tokens to generate after the prompt (0, the default: none; -1,\n"
@@ -40,7 +41,8 @@ int cmd_logits(int argc, char **argv) {
   const int64_t n = (int64_t)o.n_tokens;
   mlxrt_error err = {{0}};
   mlxrt_options opt = {o.backend, o.threads, 0, o.numerics};
-  mlxrt_model *m = mlxrt_model_load(o.model, &opt, &err);
+  char dir[4096];
+  mlxrt_model *m = gen_args_model_dir("logits", o.model, dir, sizeof dir) ? NULL : mlxrt_model_load(dir, &opt, &err);
   int rc = 1;
   float *logits = NULL, *glogits = NULL;
   int32_t *greedy = NULL;

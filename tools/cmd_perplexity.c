@@ -15,6 +15,7 @@
 static const char USAGE[] =
     "usage: mlxrt perplexity -m MODEL -f TEXT_FILE [-c CTX] [--chunks N] [-t THREADS]\n"
     "                        [--backend auto|cpu|cuda]\n"
+    "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
     "Prints the running estimate per chunk and 'Final estimate: PPL = X +/- Y'.\n"
     "-c CTX: tokens per chunk (8..16777216, default 512); --chunks N: score at most N chunks\n"
     "(0, the default: all). TEXT_FILE is read whole (at most 256 MiB, no NUL byte; - is\n"

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli_file.h"
 #include "cli_num.h"
@@ -14,6 +15,7 @@ static const char USAGE[] =
     "                 [--backend auto|cpu|cuda] [--system TEXT] [--no-chat-template]\n"
     "                 [--think] [--show-thinking] [--numerics float32|mlx-cpu] [-v]\n"
     "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
+    "-p - reads the prompt from standard input, like -f -.\n"
     "-f FILE reads the prompt from a regular text file of at most 256 MiB without a NUL byte\n"
     "(- is standard input).\n" GEN_ARGS_N_HELP
     "-c CTX: tokens the context holds, prompt included (0, the default: the model's maximum).\n"
@@ -30,8 +32,10 @@ int cmd_run(int argc, char **argv) {
   if (r) return r == 1 ? 0 : 2;
   char *file_prompt = NULL;
   const char *prompt = a.prompt;
-  if (a.prompt_file) {
-    if (!(file_prompt = cli_read_text("run", a.prompt_file, NULL))) return 1;
+  /* -p - reads the prompt from standard input, with the same reader as -f - */
+  const char *file = a.prompt_file ? a.prompt_file : prompt && !strcmp(prompt, "-") ? "-" : NULL;
+  if (file) {
+    if (!(file_prompt = cli_read_text("run", file, NULL))) return 1;
     prompt = file_prompt;
   }
   if (!prompt) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/error.h"
@@ -15,11 +16,12 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: mlxrt tokenize -m DIR|tokenizer.json [-p TEXT | -f FILE] [--ids] [--no-bos]\n"
-          "       mlxrt tokenize -m DIR|tokenizer.json --decode 1,2,3 [--skip-special]\n"
+          "usage: mlxrt tokenize -m MODEL|tokenizer.json [-p TEXT | -f FILE] [--ids] [--no-bos]\n"
+          "       mlxrt tokenize -m MODEL|tokenizer.json --decode 1,2,3 [--skip-special]\n"
           "\n"
-          "  -m, --model PATH   model directory (with tokenizer.json) or a tokenizer.json\n"
-          "  -p, --prompt TEXT  text to encode (default: read standard input)\n"
+          "  -m, --model PATH   model directory (with tokenizer.json), a Hugging Face repo id\n"
+          "                     (org/name) in the local HF cache, or a tokenizer.json\n"
+          "  -p, --prompt TEXT  text to encode (- or no -p and no -f: read standard input)\n"
           "  -f, --file FILE    encode the contents of FILE (- is standard input); FILE must be\n"
           "                     a regular text file of at most 256 MiB without a NUL byte\n"
           "      --ids          print only the ids, comma-separated (feeds --decode)\n"
@@ -53,6 +55,16 @@ int cmd_tokenize(int argc, char **argv) {
   const char *model = o.model, *prompt = o.prompt;
   const int verbose = o.verbose;
   mlxrt_error err;
+  /* a tokenizer.json is taken as it is; a folder or a repo id as every command takes MODEL */
+  struct stat st;
+  char dir[4096];
+  if (stat(model, &st) || S_ISDIR(st.st_mode)) {
+    if (gen_args_model_dir("tokenize", model, dir, sizeof dir)) {
+      tokenize_args_free(&o);
+      return 1;
+    }
+    model = dir;
+  }
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   mx_tokenizer *tok = mx_tok_load(model, &err);
@@ -80,13 +92,13 @@ int cmd_tokenize(int argc, char **argv) {
     rc = 0;
     goto done;
   }
-  if (prompt) {
+  if (prompt && strcmp(prompt, "-")) {
     len = strlen(prompt);
     text = malloc(len + 1);
     if (text) memcpy(text, prompt, len + 1);
     else cli_error("tokenize", "out of memory");
   } else {
-    /* the same reader as run -f: without -p or -f, standard input */
+    /* the same reader as run -f: standard input without -p or -f and for -p - */
     text = cli_read_text("tokenize", o.file ? o.file : "-", &len);
   }
   if (!text) goto done;

@@ -25,7 +25,15 @@ int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd) {
   mlxrt_gen_params_default(&a->chat.gen);
   mlxrt_gen_params *g = &a->chat.gen;
   for (int i = 1; i < argc; i++) {
-    const char *f = argv[i];
+    char name[CLI_FLAG_MAX];
+    const char *f = argv[i], *v = cli_long_value(f, name, sizeof name); /* "--temp=0.7" */
+    if (v) {
+      f = name;
+      if (!gen_args_takes_value(f)) {
+        cli_error(cmd, "'%.64s': %s is not an option that takes a value (see --help)", argv[i], f);
+        return 2;
+      }
+    }
     if (!strcmp(f, "-h") || !strcmp(f, "--help")) return 1;
     /* flags without a value */
     if (!strcmp(f, "--no-chat-template")) { a->chat.use_template = 0; continue; }
@@ -40,11 +48,11 @@ int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd) {
       cli_error(cmd, "unknown option '%.64s' (see --help)", f);
       return 2;
     }
-    if (i + 1 >= argc) {
+    if (!v && i + 1 >= argc) {
       cli_error(cmd, "option '%s' needs a value (see --help)", f);
       return 2;
     }
-    const char *v = argv[++i];
+    if (!v) v = argv[++i];
     int bad = 0;
     if (!strcmp(f, "-m") || !strcmp(f, "--model")) a->model = v;
     else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) a->prompt = v;

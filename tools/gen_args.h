@@ -39,6 +39,10 @@ int gen_args_takes_value(const char *flag);
 int gen_args_apply_numerics(const char *value, const char **backend, const char *cmd);
 
 /* ---- at run time (gen_run.c) ---- */
+/* MODEL as every command takes it — a folder, or a Hugging Face repo id (org/name) found in the
+ * local cache (mlxrt_resolve_model) — to the folder to open: 0 with dir filled, or -1 after one
+ * error line. */
+int gen_args_model_dir(const char *cmd, const char *model, char *dir, size_t len);
 /* Loads the model, printing a progress line on a terminal; NULL after printing the error. */
 mlxrt_model *gen_args_load_model(const gen_args *a, const char *cmd);
 /* On the CPU backend the KV cache of `tokens` positions lives in this machine's memory:

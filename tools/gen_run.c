@@ -7,13 +7,17 @@
 #include "cli_num.h"
 #include "gen_args.h"
 
+int gen_args_model_dir(const char *cmd, const char *model, char *dir, size_t len) {
+  mlxrt_error err = {{0}};
+  if (mlxrt_resolve_model(model, dir, len, &err) == 0) return 0;
+  cli_error(cmd, "%s", err.msg);
+  return -1;
+}
+
 mlxrt_model *gen_args_load_model(const gen_args *a, const char *cmd) {
   mlxrt_error err = {{0}};
   char dir[4096];
-  if (mlxrt_resolve_model(a->model, dir, sizeof dir, &err)) {
-    cli_error(cmd, "%s", err.msg);
-    return NULL;
-  }
+  if (gen_args_model_dir(cmd, a->model, dir, sizeof dir)) return NULL;
   int tty = isatty(2);
   if (tty) fprintf(stderr, "loading %s ...", dir);
   mlxrt_options opt = {a->backend, a->threads, a->verbose, a->numerics};
