@@ -10,8 +10,7 @@ install(TARGETS mlxrt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS mlxrt_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${CMAKE_SOURCE_DIR}/include/mlxrt.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TARGET mlxrt_cuda)
-  # The run path keeps the CUDA toolkit's library folder (cuBLAS is linked dynamically).
-  set_target_properties(mlxrt_cuda PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+  # (cuBLAS, linked dynamically, comes from the loader's search path, as in the build tree)
   install(TARGETS mlxrt_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
 
