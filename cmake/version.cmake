@@ -24,10 +24,17 @@ function(mlxrt_git_commit out)
   if(NOT GIT_FOUND)
     return()
   endif()
-  execute_process(COMMAND "${GIT_EXECUTABLE}" rev-parse --short=12 HEAD
-                  WORKING_DIRECTORY "${CMAKE_SOURCE_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE commit
+  execute_process(COMMAND "${GIT_EXECUTABLE}" rev-parse --show-toplevel --short=12 HEAD
+                  WORKING_DIRECTORY "${CMAKE_SOURCE_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE git_out
                   ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(NOT rc EQUAL 0 OR NOT commit MATCHES "^[0-9a-f]+$")
+  # (a source tree copied into another repository's work tree is not that repository's commit)
+  if(NOT rc EQUAL 0 OR NOT git_out MATCHES "^([^\n]*)\n([0-9a-f]+)$")
+    return()
+  endif()
+  set(commit "${CMAKE_MATCH_2}")
+  get_filename_component(top "${CMAKE_MATCH_1}" REALPATH)
+  get_filename_component(src "${CMAKE_SOURCE_DIR}" REALPATH)
+  if(NOT top STREQUAL src)
     return()
   endif()
   foreach(f HEAD logs/HEAD)
