@@ -8,6 +8,7 @@
 
 #include "accel/accel_sample.h"
 #include "base/error.h"
+#include "mlx/api_internal.h"
 #include "mlx/chat_template.h"
 #include "mlx/gen_config.h"
 #include "mlx/model.h"
@@ -15,8 +16,6 @@
 #include "mlx/session.h"
 #include "mlx/tokenizer.h"
 #include "mlxrt.h"
-
-const mx_model *mlxrt_model_internal(const mlxrt_model *M);
 
 struct mlxrt_chat {
   mlxrt_model *M;
@@ -35,8 +34,6 @@ struct mlxrt_chat {
   float *logits;
   int end_of_turn_id; /* the template's turn terminator, a stop token in chat mode */
 };
-
-accel_backend *mlxrt_model_backend_internal(const mlxrt_model *M);
 
 void mlxrt_gen_params_default(mlxrt_gen_params *p) {
   memset(p, 0, sizeof *p);
@@ -115,8 +112,8 @@ mlxrt_chat *mlxrt_chat_new(mlxrt_model *M, const mlxrt_chat_options *opt, mlxrt_
   mlxrt_chat *c = mx_calloc(1, sizeof *c, err);
   if (!c) return NULL;
   c->M = M;
-  c->m = mlxrt_model_internal(M);
-  c->b = mlxrt_model_backend_internal(M);
+  c->m = M->m;
+  c->b = M->b;
   if (opt) c->opt = *opt;
   else {
     c->opt.use_template = 1;
