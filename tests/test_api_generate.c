@@ -110,6 +110,7 @@ typedef struct run {
   int cancel_after;
   int bad_order;           /* a token after a stop token */
   int drop_special;        /* text: leave out the special tokens' */
+  int specials_seen, specials_written; /* special tokens, and those whose text ends with their name */
 } run;
 
 static int on_token(void *user, const mlxrt_token_info *t) {
@@ -131,6 +132,12 @@ static int on_token(void *user, const mlxrt_token_info *t) {
   }
   r->n++;
   const int special = t->id == 0 || (t->id >= 2 && t->id <= 4);
+  static const char *const names[] = {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"};
+  if (t->id >= 0 && t->id <= 5 && !t->is_stop) { /* stop ids too when ignore_stop */
+    const size_t nl = strlen(names[t->id]);
+    r->specials_seen++;
+    r->specials_written += t->len >= nl && !memcmp(t->text + t->len - nl, names[t->id], nl);
+  }
   if (!(r->drop_special && special) && r->len + t->len < sizeof r->text) {
     memcpy(r->text + r->len, t->text, t->len);
     r->len += t->len;
@@ -156,6 +163,7 @@ static int gen(mlxrt_session *s, const int32_t *p, size_t n, const mlxrt_generat
   mlxrt_error err = {{0}};
   int rc = mlxrt_session_generate(s, p, n, o, on_token, r, st, &err);
   CHECKF(rc == 0, "generate: %s", err.msg);
+  CHECK(r->specials_seen == r->specials_written && !r->bad_order);
   return rc;
 }
 
@@ -450,9 +458,9 @@ static void test_tokens(mlxrt_model *m) {
   CHECK(mlxrt_token_is_stop(m, 1) && mlxrt_token_is_stop(m, 5));
   CHECK(!mlxrt_token_is_stop(m, 2) && !mlxrt_token_is_stop(m, 100) && !mlxrt_token_is_stop(m, -1));
 
-  /* stop tokens end the answer, come last, with no text */
+  /* stop tokens end the answer, come last, with no text; special tokens are written out */
   mlxrt_session *s = mlxrt_session_new(m, CAP, &err);
-  int stopped = 0;
+  int stopped = 0, specials = 0;
   for (unsigned seed = 0; s && seed < 40; seed++) {
     int32_t p[12];
     random_ids(p, 12, seed);
@@ -462,12 +470,14 @@ static void test_tokens(mlxrt_model *m) {
     mlxrt_gen_stats st;
     gen(s, p, 12, &o, &r, &st);
     CHECK(!r.bad_order);
+    CHECK(r.specials_seen == r.specials_written);
+    specials += r.specials_seen;
     if (r.n_stop) {
       stopped++;
       CHECK(st.stopped_by == 0 && mlxrt_token_is_stop(m, r.ids[r.n - 1]) && st.gen_tokens == r.n - 1);
     }
   }
-  CHECK(stopped > 0);
+  CHECK(stopped > 0 && specials > 0);
   /* errors */
   mlxrt_gen_stats st;
   CHECK(s && mlxrt_session_generate(s, NULL, 0, NULL, NULL, NULL, &st, &err) == -1);
