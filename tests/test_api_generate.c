@@ -13,30 +13,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "mlxrt.h"
 #include "test_util.h"
+#include "api_checks.h"
 
 #define MODEL_DIR MLXRT_SOURCE_DIR "/tests/fixtures/models/gemma3-text-bf16"
 #define TOKENIZER MLXRT_SOURCE_DIR "/tests/fixtures/tokenizer/small-a.json"
 #define TOOL_CASES MLXRT_SOURCE_DIR "/tests/fixtures/tool_calls/gemma4.json"
 #define CAP 4096
-
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-    free(s);
-    s = NULL;
-  }
-  if (s) s[n] = 0;
-  if (len) *len = (size_t)n;
-  fclose(f);
-  return s;
-}
 
 /* The fixture checkpoint's files linked into dir, with a tokenizer covering all 384 ids. */
 static int make_model_dir(char *dir) {
@@ -52,7 +37,7 @@ static int make_model_dir(char *dir) {
       if (symlink(a, b)) return -1;
     }
   closedir(d);
-  char *text = slurp(TOKENIZER, NULL);
+  char *text = mx_read_file(TOKENIZER, NULL, NULL);
   cJSON *j = text ? cJSON_Parse(text) : NULL;
   free(text);
   cJSON *added = j ? cJSON_GetObjectItem(j, "added_tokens") : NULL;
@@ -435,16 +420,7 @@ static void test_tokens(mlxrt_model *m) {
   mlxrt_error err = {{0}};
   static const char *samples[] = {"hello world", "", "  two  spaces\n\nand lines\t", "héllo wörld 世界 😀",
                                   "<start_of_turn>user\nhi<end_of_turn>\n", "a<bos>b"};
-  for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
-    int32_t *ids = NULL;
-    size_t n = 0, len = 0;
-    CHECKF(mlxrt_tokenize(m, samples[i], strlen(samples[i]), 0, &ids, &n, &err) == 0, "%s", err.msg);
-    char *back = mlxrt_detokenize(m, ids, n, 0, &len, &err);
-    CHECKF(back && len == strlen(samples[i]) && !strcmp(back, samples[i]), "'%s' came back as '%s'", samples[i],
-           back ? back : err.msg);
-    mlxrt_free(back);
-    mlxrt_free(ids);
-  }
+  check_roundtrip(m, samples, sizeof samples / sizeof samples[0]);
   int32_t *ids = NULL;
   size_t n = 0;
   CHECK(mlxrt_tokenize(m, "hi", 2, 1, &ids, &n, &err) == 0 && n >= 2 && ids[0] == 2);
@@ -556,7 +532,7 @@ static void test_messages(mlxrt_model *m) {
 
 /* ---- tool calls ------------------------------------------------------------------------------- */
 static void test_tool_calls(mlxrt_model *m) {
-  char *text = slurp(TOOL_CASES, NULL);
+  char *text = mx_read_file(TOOL_CASES, NULL, NULL);
   cJSON *doc = text ? cJSON_Parse(text) : NULL;
   free(text);
   cJSON *cases = doc ? cJSON_GetObjectItem(doc, "cases") : NULL;

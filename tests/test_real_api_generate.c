@@ -9,6 +9,7 @@
 
 #include "mlxrt.h"
 #include "test_util.h"
+#include "api_checks.h"
 
 typedef struct acc {
   char text[8192];
@@ -53,16 +54,7 @@ static void roundtrip(mlxrt_model *m) {
       "",
   };
   mlxrt_error err = {{0}};
-  for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
-    int32_t *ids = NULL;
-    size_t n = 0, len = 0;
-    CHECKF(mlxrt_tokenize(m, samples[i], strlen(samples[i]), 0, &ids, &n, &err) == 0, "%s", err.msg);
-    char *back = mlxrt_detokenize(m, ids, n, 0, &len, &err);
-    CHECKF(back && len == strlen(samples[i]) && !strcmp(back, samples[i]), "'%s' came back as '%s'", samples[i],
-           back ? back : err.msg);
-    mlxrt_free(back);
-    mlxrt_free(ids);
-  }
+  check_roundtrip(m, samples, sizeof samples / sizeof samples[0]);
   int32_t *ids = NULL;
   size_t n = 0;
   CHECK(mlxrt_tokenize(m, "<start_of_turn>", 15, 1, &ids, &n, &err) == 0 && n == 2 && ids[0] == 2 && ids[1] == 105);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/strbuf.h"
 #include "base/utf8.h"
 #include "mlxrt.h"
 
@@ -18,48 +19,23 @@
 #define STR_DELIM "<|\"|>"
 #define MAX_DEPTH 64
 
-typedef struct buf {
-  char *p;
-  size_t n, cap;
-  int oom;
-} buf;
-
-static void put(buf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = (b->n + n + 1) * 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = 1;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = 0;
-}
-
-static void puts_(buf *b, const char *s) { put(b, s, strlen(s)); }
-
 /* s as the body of a JSON string (well-formed UTF-8 checked by the caller) */
-static void put_escaped(buf *b, const char *s, size_t n) {
+static void put_escaped(mx_strbuf *b, const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) {
     const unsigned char c = (unsigned char)s[i];
     char e[8];
     if (c == '"' || c == '\\') {
       e[0] = '\\', e[1] = (char)c;
-      put(b, e, 2);
-    } else if (c == '\n') put(b, "\\n", 2);
-    else if (c == '\r') put(b, "\\r", 2);
-    else if (c == '\t') put(b, "\\t", 2);
+      mx_strbuf_put(b, e, 2);
+    } else if (c == '\n') mx_strbuf_put(b, "\\n", 2);
+    else if (c == '\r') mx_strbuf_put(b, "\\r", 2);
+    else if (c == '\t') mx_strbuf_put(b, "\\t", 2);
     else if (c < 0x20) {
       static const char hex[] = "0123456789abcdef";
       memcpy(e, "\\u00", 4);
       e[4] = hex[c >> 4], e[5] = hex[c & 15];
-      put(b, e, 6);
-    } else put(b, (const char *)&c, 1);
+      mx_strbuf_put(b, e, 6);
+    } else mx_strbuf_put(b, (const char *)&c, 1);
   }
 }
 
@@ -87,7 +63,7 @@ static int is_word(unsigned char c) {
 }
 
 /* A <|"|>…<|"|> string: its raw text, escaped into out as a JSON string. */
-static int parse_delim_string(parser *p, buf *out) {
+static int parse_delim_string(parser *p, mx_strbuf *out) {
   const size_t at = p->i;
   p->i += strlen(STR_DELIM);
   const char *end = NULL;
@@ -97,15 +73,15 @@ static int parse_delim_string(parser *p, buf *out) {
       break;
     }
   if (!end) return fail_at(p, at, "unterminated <|\"|> string");
-  put(out, "\"", 1);
+  mx_strbuf_put(out, "\"", 1);
   put_escaped(out, p->s + p->i, (size_t)(end - (p->s + p->i)));
-  put(out, "\"", 1);
+  mx_strbuf_put(out, "\"", 1);
   p->i = (size_t)(end - p->s) + strlen(STR_DELIM);
   return 0;
 }
 
 /* A standard JSON string "...": validated and copied as it is. */
-static int parse_json_string(parser *p, buf *out) {
+static int parse_json_string(parser *p, mx_strbuf *out) {
   const size_t at = p->i++;
   while (p->i < p->n && p->s[p->i] != '"') {
     const unsigned char c = (unsigned char)p->s[p->i];
@@ -126,12 +102,12 @@ static int parse_json_string(parser *p, buf *out) {
   }
   if (p->i >= p->n) return fail_at(p, at, "unterminated string");
   p->i++;
-  put(out, p->s + at, p->i - at);
+  mx_strbuf_put(out, p->s + at, p->i - at);
   return 0;
 }
 
 /* A JSON number, copied as it is. */
-static int parse_number(parser *p, buf *out) {
+static int parse_number(parser *p, mx_strbuf *out) {
   const size_t at = p->i;
   const char *s = p->s;
   size_t i = p->i;
@@ -152,86 +128,76 @@ static int parse_number(parser *p, buf *out) {
     while (i < p->n && s[i] >= '0' && s[i] <= '9') i++;
   }
   if (i < p->n && is_word((unsigned char)s[i])) return fail_at(p, at, "expected a value");
-  put(out, s + at, i - at);
+  mx_strbuf_put(out, s + at, i - at);
   p->i = i;
   return 0;
 }
 
-static int parse_value(parser *p, buf *out, int depth);
+static int parse_value(parser *p, mx_strbuf *out, int depth);
+
+/* After an opening bracket at p->i: 1 when the list is empty (closed too), 0 when an item
+ * follows, -1 on error. */
+static int list_open(parser *p, mx_strbuf *out, char close, int depth) {
+  if (depth > MAX_DEPTH) return fail_at(p, p->i, "arguments nested too deeply");
+  mx_strbuf_put(out, p->s + p->i++, 1);
+  skip_space(p);
+  if (p->i < p->n && p->s[p->i] == close) {
+    mx_strbuf_put(out, p->s + p->i++, 1);
+    return 1;
+  }
+  return 0;
+}
+
+/* After an item: 1 when another follows (','), 0 when the list closed, -1 on error. */
+static int list_next(parser *p, mx_strbuf *out, char close) {
+  skip_space(p);
+  if (p->i < p->n && (p->s[p->i] == ',' || p->s[p->i] == close)) {
+    const int more = p->s[p->i] == ',';
+    mx_strbuf_put(out, p->s + p->i++, 1);
+    return more;
+  }
+  return fail_at(p, p->i, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+}
+
+/* A key: a bare word, a <|"|> string or a JSON string, written as a JSON string. */
+static int parse_key(parser *p, mx_strbuf *out) {
+  skip_space(p);
+  if (starts(p, STR_DELIM)) return parse_delim_string(p, out);
+  if (p->i < p->n && p->s[p->i] == '"') return parse_json_string(p, out);
+  const size_t k0 = p->i;
+  while (p->i < p->n && (is_word((unsigned char)p->s[p->i]) || p->s[p->i] == '-')) p->i++;
+  if (p->i == k0) return fail_at(p, p->i, "expected a key");
+  mx_strbuf_put(out, "\"", 1);
+  put_escaped(out, p->s + k0, p->i - k0);
+  mx_strbuf_put(out, "\"", 1);
+  return 0;
+}
 
 /* {key:value,...} (the opening brace at p->i) */
-static int parse_object(parser *p, buf *out, int depth) {
-  if (depth > MAX_DEPTH) return fail_at(p, p->i, "arguments nested too deeply");
-  p->i++;
-  put(out, "{", 1);
-  skip_space(p);
-  if (p->i < p->n && p->s[p->i] == '}') {
-    p->i++;
-    put(out, "}", 1);
-    return 0;
-  }
-  for (;;) {
-    skip_space(p);
-    if (starts(p, STR_DELIM)) {
-      if (parse_delim_string(p, out)) return -1;
-    } else if (p->i < p->n && p->s[p->i] == '"') {
-      if (parse_json_string(p, out)) return -1;
-    } else {
-      const size_t k0 = p->i;
-      while (p->i < p->n && (is_word((unsigned char)p->s[p->i]) || p->s[p->i] == '-')) p->i++;
-      if (p->i == k0) return fail_at(p, p->i, "expected a key");
-      put(out, "\"", 1);
-      put_escaped(out, p->s + k0, p->i - k0);
-      put(out, "\"", 1);
-    }
+static int parse_object(parser *p, mx_strbuf *out, int depth) {
+  int r = list_open(p, out, '}', depth);
+  if (r) return r < 0 ? -1 : 0;
+  do {
+    if (parse_key(p, out)) return -1;
     skip_space(p);
     if (p->i >= p->n || p->s[p->i] != ':') return fail_at(p, p->i, "expected ':' after a key");
-    p->i++;
-    put(out, ":", 1);
+    mx_strbuf_put(out, p->s + p->i++, 1);
     if (parse_value(p, out, depth + 1)) return -1;
-    skip_space(p);
-    if (p->i < p->n && p->s[p->i] == ',') {
-      p->i++;
-      put(out, ",", 1);
-      continue;
-    }
-    if (p->i < p->n && p->s[p->i] == '}') {
-      p->i++;
-      put(out, "}", 1);
-      return 0;
-    }
-    return fail_at(p, p->i, "expected ',' or '}'");
-  }
+  } while ((r = list_next(p, out, '}')) == 1);
+  return r;
 }
 
-static int parse_array(parser *p, buf *out, int depth) {
-  if (depth > MAX_DEPTH) return fail_at(p, p->i, "arguments nested too deeply");
-  p->i++;
-  put(out, "[", 1);
-  skip_space(p);
-  if (p->i < p->n && p->s[p->i] == ']') {
-    p->i++;
-    put(out, "]", 1);
-    return 0;
-  }
-  for (;;) {
+/* [value,...] (the opening bracket at p->i) */
+static int parse_array(parser *p, mx_strbuf *out, int depth) {
+  int r = list_open(p, out, ']', depth);
+  if (r) return r < 0 ? -1 : 0;
+  do {
     if (parse_value(p, out, depth + 1)) return -1;
-    skip_space(p);
-    if (p->i < p->n && p->s[p->i] == ',') {
-      p->i++;
-      put(out, ",", 1);
-      continue;
-    }
-    if (p->i < p->n && p->s[p->i] == ']') {
-      p->i++;
-      put(out, "]", 1);
-      return 0;
-    }
-    return fail_at(p, p->i, "expected ',' or ']'");
-  }
+  } while ((r = list_next(p, out, ']')) == 1);
+  return r;
 }
 
-static int parse_value(parser *p, buf *out, int depth) {
+static int parse_value(parser *p, mx_strbuf *out, int depth) {
   skip_space(p);
   if (p->i >= p->n) return fail_at(p, p->i, "expected a value");
   const char c = p->s[p->i];
@@ -242,7 +208,7 @@ static int parse_value(parser *p, buf *out, int depth) {
   static const char *const words[] = {"true", "false", "null"};
   for (int k = 0; k < 3; k++)
     if (starts(p, words[k]) && !(p->i + strlen(words[k]) < p->n && is_word((unsigned char)p->s[p->i + strlen(words[k])]))) {
-      puts_(out, words[k]);
+      mx_strbuf_puts(out, words[k]);
       p->i += strlen(words[k]);
       return 0;
     }
@@ -250,7 +216,7 @@ static int parse_value(parser *p, buf *out, int depth) {
 }
 
 /* call:NAME{...} at p->i, appended to calls as one element of the result array. */
-static int parse_call(parser *p, buf *calls, buf *args) {
+static int parse_call(parser *p, mx_strbuf *calls, mx_strbuf *args) {
   if (!starts(p, "call:")) return fail_at(p, p->i, "expected call:NAME{...}");
   p->i += 5;
   const size_t n0 = p->i;
@@ -260,12 +226,12 @@ static int parse_call(parser *p, buf *calls, buf *args) {
   if (p->i >= p->n || p->s[p->i] != '{') return fail_at(p, p->i, "expected '{' after the function's name");
   args->n = 0;
   if (parse_object(p, args, 0)) return -1;
-  if (calls->n > 1) put(calls, ",", 1);
-  puts_(calls, "{\"type\":\"function\",\"function\":{\"name\":\"");
+  if (calls->n > 1) mx_strbuf_put(calls, ",", 1);
+  mx_strbuf_puts(calls, "{\"type\":\"function\",\"function\":{\"name\":\"");
   put_escaped(calls, p->s + n0, n1 - n0);
-  puts_(calls, "\",\"arguments\":\"");
+  mx_strbuf_puts(calls, "\",\"arguments\":\"");
   put_escaped(calls, args->p ? args->p : "", args->n);
-  puts_(calls, "\"}}");
+  mx_strbuf_puts(calls, "\"}}");
   return 0;
 }
 
@@ -291,11 +257,11 @@ char *mlxrt_parse_tool_calls(const mlxrt_model *m, const char *text, size_t len,
     }
     i += l;
   }
-  buf calls = {0}, args = {0}, rest = {0};
+  mx_strbuf calls = {0}, args = {0}, rest = {0};
   parser p = {text, len, 0, err};
   int rc = -1;
-  put(&calls, "[", 1);
-  put(&rest, "", 0);
+  mx_strbuf_put(&calls, "[", 1);
+  mx_strbuf_put(&rest, "", 0);
   for (;;) {
     const char *open = find(text, len, p.i, CALL_OPEN), *stray = find(text, len, p.i, CALL_CLOSE);
     if (stray && (!open || stray < open)) {
@@ -303,10 +269,10 @@ char *mlxrt_parse_tool_calls(const mlxrt_model *m, const char *text, size_t len,
       goto out;
     }
     if (!open) {
-      put(&rest, text + p.i, len - p.i);
+      mx_strbuf_put(&rest, text + p.i, len - p.i);
       break;
     }
-    put(&rest, text + p.i, (size_t)(open - text) - p.i);
+    mx_strbuf_put(&rest, text + p.i, (size_t)(open - text) - p.i);
     const size_t block = (size_t)(open - text);
     p.i = block + strlen(CALL_OPEN);
     for (;;) {
@@ -322,7 +288,7 @@ char *mlxrt_parse_tool_calls(const mlxrt_model *m, const char *text, size_t len,
     }
     p.i += strlen(CALL_CLOSE);
   }
-  put(&calls, "]", 1);
+  mx_strbuf_put(&calls, "]", 1);
   if (calls.oom || args.oom || rest.oom) {
     mx_fail(err, "tool call: out of memory");
     goto out;
