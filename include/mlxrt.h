@@ -143,7 +143,8 @@ typedef struct mlxrt_gen_stats {
   int64_t prompt_processed; /* of which had to be processed (the rest was in the cache) */
   int64_t gen_tokens;
   double prompt_seconds, gen_seconds;
-  int stopped_by;           /* 0 stop token, 1 max tokens, 2 interrupted, 3 context full */
+  int stopped_by;           /* 0 stop token, 1 max tokens, 2 interrupted, 3 context full,
+                               4 the token callback asked (mlxrt_session_generate) */
 } mlxrt_gen_stats;
 
 /* Receives answer text as it is generated (never half a UTF-8 character). */
@@ -160,9 +161,125 @@ int mlxrt_chat_turn(mlxrt_chat *c, const char *user_text, mlxrt_text_fn fn, void
 /* Forgets the conversation and the cache. */
 void mlxrt_chat_reset(mlxrt_chat *c);
 
-/* Encodes text with the model's tokenizer (add_special: the tokenizer's own BOS etc.). */
+/* Encodes text with the model's tokenizer (add_special: the tokenizer's own BOS etc.).
+ * *ids is malloc'd: free it with mlxrt_free. */
 int mlxrt_chat_tokenize(mlxrt_chat *c, const char *text, int add_special, int32_t **ids,
                         size_t *n, mlxrt_error *err);
+
+/* ---- memory --------------------------------------------------------------------------------- */
+/* Frees every buffer the API returns (ids, text); NULL is ignored. */
+void mlxrt_free(void *p);
+
+/* ---- tokens ----------------------------------------------------------------------------------
+ * Thread-safe on a shared model (the tokenizer is read-only). A model without tokenizer.json
+ * fails these calls with a message saying so (mlxrt_token_is_stop then knows only the
+ * generation_config.json / config.json eos ids). */
+/* Encodes len bytes of UTF-8 text; add_special = 1 applies the tokenizer's post-processor (for
+ * Gemma: a leading <bos>). Special tokens written in the text (e.g. "<start_of_turn>") encode as
+ * themselves. *ids: malloc'd (mlxrt_free; may be NULL when *n = 0). Returns 0 or -1. */
+int mlxrt_tokenize(const mlxrt_model *m, const char *text, size_t len, int add_special,
+                   int32_t **ids, size_t *n, mlxrt_error *err);
+/* Decodes ids to NUL-terminated text (mlxrt_free; *len without the NUL, len may be NULL);
+ * skip_special = 1 drops special tokens (<bos>, <end_of_turn>, ...). An id outside the
+ * vocabulary is an error (NULL). */
+char *mlxrt_detokenize(const mlxrt_model *m, const int32_t *ids, size_t n, int skip_special,
+                       size_t *len, mlxrt_error *err);
+/* 1 when id ends an answer: the eos ids of generation_config.json (else config.json), plus the
+ * chat turn terminator (<end_of_turn> for Gemma 3, <turn|> for Gemma 4); else 0. */
+int mlxrt_token_is_stop(const mlxrt_model *m, int32_t id);
+
+/* ---- generation on a session -----------------------------------------------------------------
+ * A session remembers the ids it holds (mlxrt_session_feed, the step calls and
+ * mlxrt_session_generate append; mlxrt_session_rewind / mlxrt_session_reset truncate). Like every
+ * session call these are for one thread at a time per session; sessions of one shared model run
+ * concurrently (see "Thread safety"). mlxrt_session_generate needs the model's tokenizer. */
+typedef struct mlxrt_token_info {
+  int32_t id;
+  int64_t position;        /* where this token will sit in the cache */
+  float logprob;           /* log-softmax of the raw logits (temperature 1, no penalty) at id;
+                              NAN unless requested */
+  int n_top;               /* alternatives below (0 unless top_logprobs > 0) */
+  const int32_t *top_ids;  /* most probable first (ties: lower id first); valid during the
+                              callback only */
+  const float *top_logprobs;
+  const char *text;        /* the text this token completes: whole UTF-8 characters, may be empty
+                              (a character split over tokens comes with its last token); special
+                              tokens written out; valid during the callback only */
+  size_t len;
+  int is_stop;             /* 1: a stop token that ends the answer (text is empty) */
+} mlxrt_token_info;
+/* Called once per generated token, stop tokens included (is_stop = 1); return non-zero to end
+ * the answer after this token (stats->stopped_by = 4). */
+typedef int (*mlxrt_token_fn)(void *user, const mlxrt_token_info *t);
+
+typedef struct mlxrt_generate_options {
+  mlxrt_gen_params gen;     /* sampling + max_tokens (<= 0: until a stop token or a full context);
+                               negatives = generation_config.json defaults as in mlxrt_chat.
+                               seed_set = 0 samples with seed 0: every call is reproducible; pass
+                               a seed of your own for answers that vary */
+  int logprobs;             /* 1: fill logprob (the logits come to the host each step) */
+  int top_logprobs;         /* 0..20 alternatives per token (implies logprobs) */
+  volatile int *cancel;     /* non-NULL: when it becomes non-zero the call returns within one
+                               prompt batch or one token (stats->stopped_by = 2); a session run
+                               by a backend's decoder gets its prompt in one call, so there the
+                               flag is seen before and after the prompt */
+  int ignore_stop;          /* 1: stop tokens do not end the answer (they arrive as ordinary
+                               tokens: is_stop 0, their text written out) */
+} mlxrt_generate_options;
+/* Every field "default": gen = mlxrt_gen_params_default, no logprobs, no cancel flag. */
+void mlxrt_generate_options_default(mlxrt_generate_options *o);
+
+/* Makes the session hold `prompt` (keeping the longest prefix of it the session already holds —
+ * a session remembers the ids it was fed — and processing the rest in batches, checking cancel
+ * between them; at least the last prompt token is always processed), then generates. Same seed
+ * and prompt -> same tokens whatever was cached. stats->prompt_processed = the tokens that had to
+ * be processed; prompt_tokens - prompt_processed = reused. The prompt must be shorter than the
+ * session's capacity. Generated tokens join the session's ids except the last one (it was
+ * sampled, never fed), so a follow-up prompt that extends prompt + answer reuses all of it but
+ * that token. Returns 0 (stats->stopped_by: 0 stop token, 1 max_tokens, 2 cancelled, 3 context
+ * full, 4 the callback asked) or -1 with err (then the session's content is unspecified but
+ * valid: a later call rewinds as needed). fn may be NULL; stats may be NULL; o NULL = defaults.
+ * A prefix is reused only where the cache can rewind to it (mlxrt_session_rewind): once a
+ * sliding-window model holds more than its window, only a prompt that extends what is held
+ * (prompt + answer + more) keeps it; any other prompt is processed whole. */
+int mlxrt_session_generate(mlxrt_session *s, const int32_t *prompt, size_t n,
+                           const mlxrt_generate_options *o, mlxrt_token_fn fn, void *user,
+                           mlxrt_gen_stats *stats, mlxrt_error *err);
+/* Forgets positions >= pos; returns the position it could rewind to (a sliding-window cache can
+ * only rewind within what it still holds; otherwise 0), or -1 if pos is out of range
+ * (pos < 0 or pos > mlxrt_session_position). */
+int64_t mlxrt_session_rewind(mlxrt_session *s, int64_t pos);
+/* The ids the session holds, in order (*n of them, = mlxrt_session_position); a read-only view
+ * owned by the session, valid until the next call on s. */
+const int32_t *mlxrt_session_tokens(const mlxrt_session *s, size_t *n);
+
+/* ---- chat with message lists -------------------------------------------------------------------
+ * Same threading rule as every chat call: one thread at a time per chat. */
+typedef struct mlxrt_message { const char *role; const char *content; } mlxrt_message;
+/* Replaces the chat's conversation (roles "system", "user", "assistant", "tool"); a final
+ * assistant message is a prefill that the next answer continues: the conversation before it is
+ * rendered with the generation prompt (the opening of the model's turn) and the prefill text is
+ * appended verbatim, so the answer continues it; respond keeps prefill + answer as that
+ * message. Copies the strings (the caller keeps ownership of msgs). The system prompt of the
+ * chat's options is not added: a list that wants one includes it. Roles the chat's renderer
+ * does not know (today "tool") fail at mlxrt_chat_respond. Needs use_template = 1. */
+int mlxrt_chat_set_messages(mlxrt_chat *c, const mlxrt_message *msgs, size_t n, mlxrt_error *err);
+/* Answers the conversation as it stands (mlxrt_chat_turn = append a user message + respond);
+ * the answer is appended to the conversation (or extends the prefill). On failure the
+ * conversation is as it was. With use_template = 0 it continues the raw text so far. */
+int mlxrt_chat_respond(mlxrt_chat *c, mlxrt_text_fn fn, void *user, mlxrt_gen_stats *stats,
+                       mlxrt_error *err);
+/* Gemma 4 tool calls in generated text: `<|tool_call>call:NAME{key:<|"|>str<|"|>,n:1}<tool_call|>`
+ * (gemma-architecture.md §13-14). Returns a malloc'd JSON array (mlxrt_free) of
+ * {"type":"function","function":{"name":NAME,"arguments":"<JSON object text>"}} ("[]" when none)
+ * and, when content is non-NULL, *content = the text with the calls removed (mlxrt_free).
+ * Argument values: <|"|>…<|"|> strings (verbatim), numbers, true/false/null, nested {…} and
+ * […]; keys bare words; standard JSON is accepted too. Several calls (in one block or several)
+ * come in order. Malformed call syntax, an unterminated block, a stray <tool_call|> or invalid
+ * UTF-8 is an error naming the offset (NULL; *content untouched). m may be NULL (the format is
+ * Gemma 4's for every model). Thread-safe. */
+char *mlxrt_parse_tool_calls(const mlxrt_model *m, const char *text, size_t len, char **content,
+                             mlxrt_error *err);
 
 /* Resolves a --model argument: a directory, or a Hugging Face repo id ("org/name") found in
  * the local cache ($HF_HOME/hub or ~/.cache/huggingface/hub). */

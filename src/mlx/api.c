@@ -1,24 +1,12 @@
 /* The public API (include/mlxrt.h) over the model layer. */
 #include <stdlib.h>
 
+#include <string.h>
+
 #include "base/error.h"
-#include "mlx/gen_config.h"
-#include "mlx/model.h"
+#include "mlx/api_internal.h"
 #include "mlx/sampler.h"
-#include "mlx/session.h"
-#include "mlxrt.h"
-
-struct mlxrt_model {
-  mx_model *m;
-  accel_backend *b;
-  mx_model_stats stats;
-  char quant[48];
-};
-
-struct mlxrt_session {
-  mlxrt_model *model;
-  mx_session *s;
-};
+#include "mlx/tokenizer.h"
 
 mlxrt_model *mlxrt_model_load(const char *dir, const mlxrt_options *opt, mlxrt_error *err) {
   mlxrt_model *M = mx_calloc(1, sizeof *M, err);
@@ -34,6 +22,22 @@ mlxrt_model *mlxrt_model_load(const char *dir, const mlxrt_options *opt, mlxrt_e
     ao.threads = opt->threads;
     ao.verbose = opt->verbose;
     ao.numerics = opt->numerics;
+  }
+  /* stop ids: the model's eos ids and the chat turn terminator (what mlxrt_chat stops at) */
+  if (mx_gen_config_load(M->m->path, &M->stops, err)) {
+    mx_model_close(M->m);
+    free(M);
+    return NULL;
+  }
+  M->end_of_turn_id = -1;
+  if (M->m->tok) {
+    const char *eot = M->m->cfg.family == MX_GEMMA4 ? "<turn|>" : "<end_of_turn>";
+    M->end_of_turn_id = mx_tok_token_to_id(M->m->tok, eot, strlen(eot));
+    if (mx_gen_config_add_eos(&M->stops, M->end_of_turn_id, err)) {
+      mx_model_close(M->m);
+      free(M);
+      return NULL;
+    }
   }
   mx_model_stats_compute(M->m, &M->stats);
   mx_model_quant_label(M->m, M->quant, sizeof M->quant);
@@ -66,26 +70,39 @@ mlxrt_session *mlxrt_session_new_ex(mlxrt_model *M, int64_t capacity, unsigned f
   S->model = M;
   S->s = mx_session_create_flags(M->m, M->b, capacity, 0,
                                  (flags & MLXRT_SESSION_ALL_POSITIONS) ? MX_SESSION_REFERENCE : 0u, err);
-  if (!S->s) {
+  if (!S->s || !(S->ids = mx_malloc((size_t)mx_session_capacity(S->s) * sizeof *S->ids, err))) {
+    mx_session_free(S->s);
     free(S);
     return NULL;
   }
   return S;
 }
 
+void mx_api_session_track(mlxrt_session *S, const int32_t *tokens, int64_t pos0) {
+  const int64_t pos = mx_session_pos(S->s);
+  if (pos > pos0) memcpy(S->ids + pos0, tokens, (size_t)(pos - pos0) * sizeof *tokens);
+}
+
 void mlxrt_session_free(mlxrt_session *S) {
   if (!S) return;
   mx_session_free(S->s);
+  free(S->ids);
   free(S);
 }
 
 int mlxrt_session_feed(mlxrt_session *S, const int32_t *tokens, int64_t n, float *logits,
                        int all_positions, mlxrt_error *err) {
-  return mx_session_feed(S->s, tokens, n, logits, all_positions, err);
+  const int64_t pos0 = mx_session_pos(S->s);
+  const int rc = mx_session_feed(S->s, tokens, n, logits, all_positions, err);
+  mx_api_session_track(S, tokens, pos0);
+  return rc;
 }
 
 int mlxrt_session_step_greedy(mlxrt_session *S, int32_t token, int32_t *next, mlxrt_error *err) {
-  return mx_session_step_greedy(S->s, token, next, err);
+  const int64_t pos0 = mx_session_pos(S->s);
+  const int rc = mx_session_step_greedy(S->s, token, next, err);
+  mx_api_session_track(S, &token, pos0);
+  return rc;
 }
 
 struct mlxrt_sampler {
@@ -114,11 +131,24 @@ void mlxrt_sampler_free(mlxrt_sampler *S) {
 int mlxrt_session_step_sample(mlxrt_session *S, int32_t token, mlxrt_sampler *smp, int32_t *next,
                               mlxrt_error *err) {
   mx_sampler_accept(smp->s, token);
-  return mx_session_step_sample(S->s, token, smp->s, next, err);
+  const int64_t pos0 = mx_session_pos(S->s);
+  const int rc = mx_session_step_sample(S->s, token, smp->s, next, err);
+  mx_api_session_track(S, &token, pos0);
+  return rc;
 }
 
 int64_t mlxrt_session_position(const mlxrt_session *S) { return mx_session_pos(S->s); }
 void mlxrt_session_reset(mlxrt_session *S) { mx_session_rewind(S->s, 0); }
+
+int64_t mlxrt_session_rewind(mlxrt_session *S, int64_t pos) {
+  if (pos < 0 || pos > mx_session_pos(S->s)) return -1;
+  return mx_session_rewind(S->s, pos);
+}
+
+const int32_t *mlxrt_session_tokens(const mlxrt_session *S, size_t *n) {
+  if (n) *n = (size_t)mx_session_pos(S->s);
+  return S->ids;
+}
 
 void mlxrt_model_get_info(const mlxrt_model *M, mlxrt_model_info *info) {
   const mx_config *c = &M->m->cfg;
@@ -150,8 +180,3 @@ uint64_t mlxrt_model_kv_bytes_per_token(const mlxrt_model *M, int64_t depth) {
 double mlxrt_model_read_bandwidth(mlxrt_model *M) {
   return M->b->read_bandwidth ? M->b->read_bandwidth(M->b) : 0.0;
 }
-
-/* For the generation layer (generate.c): the model's internals. */
-const mx_model *mx_api_model(const mlxrt_model *M) { return M->m; }
-mx_session *mx_api_session(mlxrt_session *S) { return S->s; }
-accel_backend *mx_api_backend(const mlxrt_model *M) { return M->b; }
