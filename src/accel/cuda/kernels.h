@@ -71,6 +71,11 @@ int ck_xprep_premax(const ck_layout *L, const uint16_t *x, uint16_t *xp, float *
 #define CK_XE_ROWMAX (-1000)
 int ck_xprep_fixed(const ck_layout *L, const uint16_t *x, uint16_t *xp, float *xs, int *xexp, int e, void *stream);
 int ck_xprep_block(void);
+/* ck_xprep of nbatch batches of nb ≤ 8 rows: batch b's rows x + b·nb·cols into the layout
+ * ck_qmv_experts reads for its batch b (xp + b·nb·cols, xs + b·(cols/32)·8, xexp + b·8);
+ * pmax: 8·nbatch·ceil(cols / ck_xprep_block()) floats of scratch. Fast formats, cols % 32 == 0. */
+int ck_xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs, int *xexp,
+                     float *pmax, void *stream);
 /* y[n*ldy + r] for n < nb ≤ 8, rows of slab `slab`; fast formats read xp/xs/xexp, the generic
  * kernel reads x directly. */
 int ck_qmv(const ck_layout *L, int64_t slab, const uint16_t *x, const uint16_t *xp,
@@ -93,6 +98,16 @@ int ck_qmv_geglu(const ck_layout *L, const uint16_t *xp, const float *xs, const 
                  float *amax, int apblock, void *stream);
 int ck_qmv_generic(const ck_layout *L, int64_t slab, const uint16_t *x, int nb, float *y,
                    int64_t ldy, void *stream);
+/* Products of a stacked weight with experts chosen on the device: for z < nz, slab zslab[z]
+ * (none when < 0; the ids are read after the wait for their producer, so no weight stream
+ * starts early) times the nb ≤ 8 rows of activation batch z (xper; else of batch 0 for every
+ * z; ck_xprep_batched's layout) into y + z·zy (row n at + n·ldy). Fast formats; one launch
+ * of tiles × nz blocks. */
+int ck_qmv_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs, const int *xexp,
+                   int nb, int xper, float *y, int64_t ldy, int64_t zy, void *stream);
+/* The same for the generic layout: batch z is the nb bf16 rows at x + z·xz. */
+int ck_qmv_generic_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *x, int64_t xz, int nb,
+                           float *y, int64_t ldy, int64_t zy, void *stream);
 /* out[i, cols] bf16 = row ids[i] dequantized as mx.dequantize does (ids already checked). */
 int ck_embed(const ck_layout *L, const int32_t *ids, int64_t n, uint16_t *out, void *stream);
 
