@@ -244,7 +244,8 @@ static int run_expert_case(const Case &c, int xper) {
            &xexp[(size_t)b * 8]);
   const int64_t zy = (int64_t)nb * c.rows + 3;
   std::vector<float> y((size_t)nz * zy, NAN);
-  int rc = ck_qmv_experts(&L, zslab, nz, xp.data(), xs.data(), xexp.data(), nb, xper, y.data(), c.rows, zy, NULL);
+  /* (the ids read before or after the kernel's wait: both ways, alternating) */
+  int rc = ck_qmv_experts(&L, zslab, nz, xp.data(), xs.data(), xexp.data(), nb, xper, y.data(), c.rows, zy, xper, NULL);
   if (rc) {
     printf("FAIL %-34s expert launch rc=%d\n", c.what, rc);
     return 1;

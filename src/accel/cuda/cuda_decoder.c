@@ -225,7 +225,7 @@ static int o_fixed_exp(int hd) {
  * so |x_i| ≤ √H · max|w| up to two bf16 roundings; with the bound 2√H · max|w| < 2^k, x·2^(15−k)
  * stays below 2^15 (fp16 keeps every bf16 value ≥ 2^(k−40) exactly; the row maximum's exponent
  * would keep a few binades lower). DK_XE_ROWMAX where w has no finite positive maximum. */
-static int norm_fixed_exp(const float *w, int H) {
+int dec_norm_fixed_exp(const float *w, int H) {
   float m = 0.0f;
   for (int i = 0; i < H; i++) m = fmaxf(m, fabsf(w[i]));
   if (!(m > 0.0f) || !isfinite(m)) return DK_XE_ROWMAX;
@@ -402,8 +402,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     DALLOC(y->kc, slots * kvd);
     DALLOC(y->vc, slots * kvd);
     const float *vs[4] = {l->input_norm, l->post_attn_norm, l->pre_ffw_norm, l->post_ffw_norm};
-    y->xe_in = norm_fixed_exp(l->input_norm, H);
-    y->xe_ffw = norm_fixed_exp(l->pre_ffw_norm, H);
+    y->xe_in = dec_norm_fixed_exp(l->input_norm, H);
+    y->xe_ffw = dec_norm_fixed_exp(l->pre_ffw_norm, H);
     for (int k = 0; k < 4; k++)
       if (dec_upload_floats(D, y->norms + (int64_t)k * H, vs[k], H, err)) goto fail;
     if (dec_upload_floats(D, y->norms + 4 * (int64_t)H, l->q_norm, l->head_dim, err) ||
@@ -413,7 +413,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   }
   if (!(D->embed = cudab_resident(b, d->embed, err)) || dec_make_mv(D, &d->lm_head, 1, "lm_head", -1, &D->head, err))
     goto fail;
-  D->xe_final = norm_fixed_exp(d->final_norm, H);
+  D->xe_final = dec_norm_fixed_exp(d->final_norm, H);
   DALLOC(D->final_norm, H);
   if (dec_upload_floats(D, D->final_norm, d->final_norm, H, err)) goto fail;
 
@@ -570,13 +570,15 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
                                    norm_pmax(D, xe_gu), pb, D->xp, D->xexp, y->gu.xmode, xe_gu,
                                    y->gu_epi ? D->gmax : NULL, y->gu_epi ? gu_nblk(y) : 0, st),
                   "attention residual", err) ||
-        cprof_mark(P, lb[5], err) || enqueue_ffn_act(D, y, lb, err))
+        (y->moe && dec_moe_route(D, i, D->mb, D->h, 1, err)) || cprof_mark(P, lb[5], err) ||
+        enqueue_ffn_act(D, y, lb, err))
       return mx_prefix(err, "layer %d", i);
-    /* the FFN's output: the down product, or with an MoE block the block's sum (cuda_decoder_moe.c) */
+    /* the FFN's output: the down product, or with an MoE block the block's sum (cuda_decoder_moe.c:
+     * its router runs before the shared MLP, its experts after) */
     const float *fy = D->y;
     int fks = y->down.ks;
     if (y->moe) {
-      if (dec_moe_enqueue(D, i, D->mb, D->y, 0, y->down.ks, y->down.rows, D->h, 1, &fy, err))
+      if (dec_moe_experts(D, i, D->mb, D->y, 0, y->down.ks, y->down.rows, 1, &fy, err))
         return mx_prefix(err, "layer %d", i);
       fks = 1;
     }

@@ -111,16 +111,22 @@ int dec_prefill_init(accel_decoder *D, mlxrt_error *err);
 void dec_prefill_free(accel_decoder *D);
 int dec_prefill_run(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, mlxrt_error *err);
 
+/* The activation-prep exponent fixed by the bound of a norm's output (cuda_decoder.c:
+ * |x| ≤ √H·max|w|), or DK_XE_ROWMAX where w has no finite positive maximum. */
+int dec_norm_fixed_exp(const float *w, int H);
+
 /* The MoE blocks (cuda_decoder_moe.c). dec_moe_layer: layer i's router, experts and vectors
  * made resident (D->ly[i].moe), at creation. dec_moe_buffers: the work buffers for chunks of
- * up to T tokens (T = 1: the step's), after every layer. dec_moe_enqueue: after the shared
- * MLP's down product y (row t at y + t·ldy, ks partial sums kstride apart) of T tokens whose
- * residuals after the attention are h, the block's output into *out ([T, H]: what the FFN
- * residual norm takes as its product). */
+ * up to T tokens (T = 1: the step's), after every layer. For T tokens whose residuals after
+ * the attention are h: dec_moe_route before the shared MLP (norms, router, top-k, the experts'
+ * input prep: none of it touches what the shared MLP uses), dec_moe_experts after it, with its
+ * down product ys (row t at ys + t·lds, ks partial sums kstride apart): the chosen experts and
+ * the block's output into *out ([T, H]: what the FFN residual norm takes as its product). */
 int dec_moe_layer(accel_decoder *D, int i, mlxrt_error *err);
 int dec_moe_buffers(accel_decoder *D, int T, struct dec_moe_buf **mb, mlxrt_error *err);
-int dec_moe_enqueue(accel_decoder *D, int i, struct dec_moe_buf *mb, const float *y, int64_t ldy, int ks,
-                    int64_t kstride, const float *h, int T, const float **out, mlxrt_error *err);
+int dec_moe_route(accel_decoder *D, int i, struct dec_moe_buf *mb, const float *h, int T, mlxrt_error *err);
+int dec_moe_experts(accel_decoder *D, int i, struct dec_moe_buf *mb, const float *ys, int64_t lds, int ks,
+                    int64_t kstride, int T, const float **out, mlxrt_error *err);
 void dec_moe_free(accel_decoder *D);
 
 #endif

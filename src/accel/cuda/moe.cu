@@ -15,37 +15,33 @@
 
 #define MOE_THREADS 256
 
-/* One block per row: the shared MLP's post-norm, and the router's and the experts' input norms
- * of the residual (one sum of squares for both). */
+/* One block per row: the router's and the experts' input norms of the residual (one sum of
+ * squares for both); block 0 also zeroes zero[0 … nzero) (the maxima a later product's GeGLU
+ * epilogue raises). */
 __global__ void __launch_bounds__(MOE_THREADS)
-    moe_norms_kernel(const float *y, int64_t ldy, int ks, int64_t kstride, const float *w_post1, const float *h,
-                     const float *w_router, const float *w_pre2, int H, float eps, float *h1, uint16_t *xr,
-                     uint16_t *xe) {
+    moe_norms_kernel(const float *h, const float *w_router, const float *w_pre2, int H, float eps, uint16_t *xr,
+                     uint16_t *xe, float *zero, int nzero) {
   ck_pdl_enter();
   const int64_t t = blockIdx.x;
-  const float *yr = y + t * ldy, *hr = h + t * H;
-  float ss[2] = {0.0f, 0.0f};
+  const float *hr = h + t * H;
+  if (t == 0)
+    for (int i = threadIdx.x; i < nzero; i += blockDim.x) zero[i] = 0.0f;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < H; i += blockDim.x) ss = fmaf(hr[i], hr[i], ss);
+  ss = block_sum(ss);
+  const float r = 1.0f / sqrtf(ss / (float)H + eps);
   for (int i = threadIdx.x; i < H; i += blockDim.x) {
-    const float a = rb(ysum(yr + i, ks, kstride)), b = hr[i];
-    ss[0] = fmaf(a, a, ss[0]);
-    ss[1] = fmaf(b, b, ss[1]);
-  }
-  block_reduce_n<2>(ss, ck_op_add(), 0.0f);
-  const float r1 = 1.0f / sqrtf(ss[0] / (float)H + eps), r2 = 1.0f / sqrtf(ss[1] / (float)H + eps);
-  for (int i = threadIdx.x; i < H; i += blockDim.x) {
-    const float a = rb(ysum(yr + i, ks, kstride)), hn = rb(__fmul_rn(hr[i], r2));
-    h1[t * H + i] = rb(__fmul_rn(rb(__fmul_rn(a, r1)), w_post1[i]));
+    const float hn = rb(__fmul_rn(hr[i], r));
     xr[t * H + i] = ck_f32_to_bf16(__fmul_rn(hn, w_router[i]));
     xe[t * H + i] = ck_f32_to_bf16(__fmul_rn(hn, w_pre2[i]));
   }
 }
 
-extern "C" int dk_moe_norms(const float *y, int64_t ldy, int ks, int64_t kstride, const float *w_post1, const float *h,
-                            const float *w_router, const float *w_pre2, int T, int H, float eps, float *h1,
-                            uint16_t *xr, uint16_t *xe, void *stream) {
-  if (T < 1 || H < 1 || ks < 1) return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(moe_norms_kernel, (unsigned)T, MOE_THREADS, 0, (cudaStream_t)stream, y, ldy, ks, kstride,
-                        w_post1, h, w_router, w_pre2, H, eps, h1, xr, xe);
+extern "C" int dk_moe_norms(const float *h, const float *w_router, const float *w_pre2, int T, int H, float eps,
+                            uint16_t *xr, uint16_t *xe, float *zero, int nzero, void *stream) {
+  if (T < 1 || H < 1 || nzero < 0 || (nzero && !zero)) return (int)cudaErrorInvalidValue;
+  return (int)ck_launch(moe_norms_kernel, (unsigned)T, MOE_THREADS, 0, (cudaStream_t)stream, h, w_router, w_pre2, H,
+                        eps, xr, xe, zero, nzero);
 }
 
 /* One warp per row. Each round takes what the reference's scan over the unused experts takes:
@@ -105,15 +101,20 @@ extern "C" int dk_moe_route(const float *s, int64_t lds, int ks, int64_t kstride
                         top_k, pes, ids, wts);
 }
 
-/* One block per row: the weighted sum (kept in out between the passes), its norm, the add. */
+/* One block per row: the shared MLP's post-norm and the experts' weighted sum with its norm
+ * (both sums of squares in one reduction; the weighted sum kept in out between the passes),
+ * then their add. */
 __global__ void __launch_bounds__(MOE_THREADS)
-    moe_combine_kernel(const float *y, int64_t ldy, const int *map, const float *wts, const float *h1,
-                       const float *w_post2, int K, int H, float eps, float *out) {
+    moe_combine_kernel(const float *ys, int64_t lds, int ks, int64_t kstride, const float *w_post1, const float *y,
+                       int64_t ldy, const int *map, const float *wts, const float *w_post2, int K, int H, float eps,
+                       float *out) {
   ck_pdl_enter();
   const int64_t t = blockIdx.x;
+  const float *yr = ys + t * lds;
   float *o = out + t * H;
-  float ss = 0.0f;
+  float ss[2] = {0.0f, 0.0f};
   for (int i = threadIdx.x; i < H; i += blockDim.x) {
+    const float a = rb(ysum(yr + i, ks, kstride));
     float acc = 0.0f;
     for (int k = 0; k < K; k++) {
       const int64_t r = map ? map[t * K + k] : t * K + k;
@@ -121,19 +122,23 @@ __global__ void __launch_bounds__(MOE_THREADS)
     }
     const float v = rb(acc);
     o[i] = v;
-    ss = fmaf(v, v, ss);
+    ss[0] = fmaf(a, a, ss[0]);
+    ss[1] = fmaf(v, v, ss[1]);
   }
-  ss = block_sum(ss);
-  const float r = 1.0f / sqrtf(ss / (float)H + eps);
-  for (int i = threadIdx.x; i < H; i += blockDim.x)
-    o[i] = rb(__fadd_rn(h1[t * H + i], rb(__fmul_rn(rb(__fmul_rn(o[i], r)), w_post2[i]))));
+  block_reduce_n<2>(ss, ck_op_add(), 0.0f);
+  const float r1 = 1.0f / sqrtf(ss[0] / (float)H + eps), r2 = 1.0f / sqrtf(ss[1] / (float)H + eps);
+  for (int i = threadIdx.x; i < H; i += blockDim.x) {
+    const float h1 = rb(__fmul_rn(rb(__fmul_rn(rb(ysum(yr + i, ks, kstride)), r1)), w_post1[i]));
+    o[i] = rb(__fadd_rn(h1, rb(__fmul_rn(rb(__fmul_rn(o[i], r2)), w_post2[i]))));
+  }
 }
 
-extern "C" int dk_moe_combine(const float *y, int64_t ldy, const int *map, const float *wts, const float *h1,
-                              const float *w_post2, int T, int top_k, int H, float eps, float *out, void *stream) {
-  if (T < 1 || top_k < 1 || H < 1) return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(moe_combine_kernel, (unsigned)T, MOE_THREADS, 0, (cudaStream_t)stream, y, ldy, map, wts, h1,
-                        w_post2, top_k, H, eps, out);
+extern "C" int dk_moe_combine(const float *ys, int64_t lds, int ks, int64_t kstride, const float *w_post1,
+                              const float *y, int64_t ldy, const int *map, const float *wts, const float *w_post2, int T,
+                              int top_k, int H, float eps, float *out, void *stream) {
+  if (T < 1 || top_k < 1 || H < 1 || ks < 1) return (int)cudaErrorInvalidValue;
+  return (int)ck_launch(moe_combine_kernel, (unsigned)T, MOE_THREADS, 0, (cudaStream_t)stream, ys, lds, ks, kstride,
+                        w_post1, y, ldy, map, wts, w_post2, top_k, H, eps, out);
 }
 
 /* ---- the prompt pass: choices grouped by expert --------------------------------------------- */

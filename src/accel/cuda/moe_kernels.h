@@ -12,13 +12,10 @@
 extern "C" {
 #endif
 
-/* Per row t < T, after the shared (dense) MLP's down product y (row t at y + t·ldy, ks partial
- * sums kstride apart) and with h the residual after the attention:
- *   h1[t] = rmsnorm(bf16 y[t], w_post1)                       (float32 holding bf16)
- *   xr[t] = bf16 rmsnorm(h[t], w_router), xe[t] = bf16 rmsnorm(h[t], w_pre2). */
-int dk_moe_norms(const float *y, int64_t ldy, int ks, int64_t kstride, const float *w_post1, const float *h,
-                 const float *w_router, const float *w_pre2, int T, int H, float eps, float *h1, uint16_t *xr,
-                 uint16_t *xe, void *stream);
+/* Per row t < T of the residual h after the attention: xr[t] = bf16 rmsnorm(h[t], w_router),
+ * xe[t] = bf16 rmsnorm(h[t], w_pre2); zero[0 … nzero) set to zero (NULL, 0: none). */
+int dk_moe_norms(const float *h, const float *w_router, const float *w_pre2, int T, int H, float eps, uint16_t *xr,
+                 uint16_t *xe, float *zero, int nzero, void *stream);
 
 /* Per row t < T of router scores s (row t at s + t·lds, ks partial sums kstride apart, float32;
  * rounded to bf16 here): the
@@ -27,11 +24,13 @@ int dk_moe_norms(const float *y, int64_t ldy, int ks, int64_t kstride, const flo
 int dk_moe_route(const float *s, int64_t lds, int ks, int64_t kstride, int T, int E, int top_k, const float *pes,
                  int *ids, float *wts, void *stream);
 
-/* Per row t < T: out[t] = bf16(h1[t] + rmsnorm(bf16(Σ_k bf16(wts[t,k] · bf16 y_k)), w_post2)), the
- * sum float32 in k order, where y_k is row map[t·top_k + k] of y (row r at y + r·ldy), or row
- * t·top_k + k when map is NULL. */
-int dk_moe_combine(const float *y, int64_t ldy, const int *map, const float *wts, const float *h1,
-                   const float *w_post2, int T, int top_k, int H, float eps, float *out, void *stream);
+/* Per row t < T: out[t] = bf16(rmsnorm(bf16 ys[t], w_post1) + rmsnorm(bf16(Σ_k bf16(wts[t,k] ·
+ * bf16 y_k)), w_post2)), the sum float32 in k order, where ys[t] is the shared MLP's output (row
+ * t at ys + t·lds, ks partial sums kstride apart) and y_k row map[t·top_k + k] of the experts'
+ * outputs y (row r at y + r·ldy), or row t·top_k + k when map is NULL. */
+int dk_moe_combine(const float *ys, int64_t lds, int ks, int64_t kstride, const float *w_post1, const float *y,
+                   int64_t ldy, const int *map, const float *wts, const float *w_post2, int T, int top_k, int H,
+                   float eps, float *out, void *stream);
 
 /* The prompt pass's grouping of T·top_k choices ids [T, top_k] by expert, in token order
  * within each expert, each expert's rows padded to a multiple of 8: work item w < nitems

@@ -52,6 +52,7 @@ struct QmvArgs {
   size_t w_slab, s_slab;
   int64_t zy;
   int xper;
+  int64_t amax_z; /* with the GeGLU epilogue: batch z's activations at act + z·acts, maxima at amax + z·amax_z */
 };
 
 #define CK_MAX_WARPS 16
@@ -206,6 +207,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
     p.xs += zx * p.nslices * 8;
     p.xexp += zx * 8;
     p.y += z * p.zy;
+    if (p.act) p.act += z * p.acts, p.amax += z * p.amax_z;
   }
   /* (without a k split no division: two 64-bit divisions are ~70 of a tile's ~1900 warp
    * instructions on lm_head, by ncu's source counters) */
@@ -243,17 +245,22 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       if (xsb) bulk_copy(dst + XSOFF, reinterpret_cast<const uint8_t *>(p.xs) + ug * S::GPU * 32, xsb, &mbar[slot]);
     }
   };
+  /* expert mode: the slab of this batch; before the wait when its producer completed before
+   * this kernel's predecessor passed its own wait (p.early > 0: the caller's promise), else after */
+  auto select_slab = [&]() -> bool {
+    const int e = p.zslab[blockIdx.z];
+    if (e < 0) return false;
+    wsrc += (size_t)e * p.w_slab;
+    ssrc += (size_t)e * p.s_slab;
+    return true;
+  };
+  if (EXP && p.early && !select_slab()) return;
   /* the weights depend on no earlier kernel: their first p.early stages are in flight before
    * the wait for the kernel that wrote x (programmatic dependent launch, ck_launch.cuh) */
   if (threadIdx.x == 0)
     for (int st = 0; st < NST && st < p.early && st < nstages; st++) issue(st, true, false);
   ck_pdl_enter();
-  if (EXP) { /* (p.early is 0: nothing was issued before the wait) */
-    const int e = p.zslab[blockIdx.z];
-    if (e < 0) return;
-    wsrc += (size_t)e * p.w_slab;
-    ssrc += (size_t)e * p.s_slab;
-  }
+  if (EXP && !p.early && !select_slab()) return;
   if (threadIdx.x == 0)
     for (int st = 0; st < NST && st < nstages; st++) {
       if (st >= p.early) issue(st, true, true);
@@ -745,8 +752,9 @@ static qmv_fn pick_exp(const ck_layout *L, int nb) {
   return nullptr;
 }
 
-extern "C" int ck_qmv_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
-                              const int *xexp, int nb, int xper, float *y, int64_t ldy, int64_t zy, void *stream) {
+static int exp_launch(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
+                      const int *xexp, int nb, int xper, float *y, int64_t ldy, int64_t zy, int ids_ready, uint16_t *act,
+                      float *amax, int apblock, int64_t amax_z, void *stream) {
   qmv_fn fn = L->fmt == CK_GENERIC ? nullptr : pick_exp(L, nb);
   if (!fn || nz < 1 || nb < 1 || nb > 8 || L->cols % 32) return (int)cudaErrorInvalidValue;
   QmvArgs a = {};
@@ -761,19 +769,37 @@ extern "C" int ck_qmv_experts(const ck_layout *L, const int *zslab, int nz, cons
   a.nunits = (int)L->nunits;
   a.nslices = L->cols / 32;
   a.nb = nb;
-  a.early = 0; /* the slab comes from a predecessor */
+  a.early = ids_ready ? QMV_EARLY_STAGES : 0;
   a.ksplit = 1;
   a.zslab = zslab;
   a.w_slab = L->w_slab;
   a.s_slab = L->s_slab;
   a.zy = zy;
   a.xper = xper;
+  a.act = act;
+  a.amax = amax;
+  a.acts = L->rows / 2;
+  a.apblock = apblock;
+  a.amax_z = amax_z;
   const int smem = stages_for(L, nb) * smem_for(L, nb);
   if (smem > 48 * 1024) {
     cudaError_t e = allow_smem(fn, smem);
     if (e) return (int)e;
   }
   return (int)ck_launch(fn, dim3((unsigned)L->tiles, 1, (unsigned)nz), 4 * 32, smem, (cudaStream_t)stream, a);
+}
+
+extern "C" int ck_qmv_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
+                              const int *xexp, int nb, int xper, float *y, int64_t ldy, int64_t zy, int ids_ready,
+                              void *stream) {
+  return exp_launch(L, zslab, nz, xp, xs, xexp, nb, xper, y, ldy, zy, ids_ready, NULL, NULL, 0, 0, stream);
+}
+
+extern "C" int ck_qmv_experts_geglu(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
+                                    const int *xexp, uint16_t *act, float *amax, int apblock, int64_t amax_z,
+                                    int ids_ready, void *stream) {
+  if (L->rows % 16 || !act || !amax || apblock < 8 || apblock % 8) return (int)cudaErrorInvalidValue;
+  return exp_launch(L, zslab, nz, xp, xs, xexp, 1, 0, NULL, L->rows, 0, ids_ready, act, amax, apblock, amax_z, stream);
 }
 
 extern "C" int ck_qmv_occupancy(const ck_layout *L, int nb, int *sms) {

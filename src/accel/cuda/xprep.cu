@@ -139,19 +139,29 @@ extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t 
                         pmax, nblk, xp, xs, xexp, (int)CK_XE_ROWMAX);
 }
 
-extern "C" int ck_xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs,
-                                int *xexp, float *pmax, void *stream) {
+static int xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs,
+                         int *xexp, float *pmax, bool premax, void *stream) {
   if (nb < 1 || nb > 8 || nbatch < 1 || L->cols % 32) return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
   const int gs = (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) ? L->group_size : 0, bf16 = L->fmt == CK_DBF16;
   const int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK);
-  if (!bf16) {
+  if (!bf16 && !premax) {
     cudaError_t e = ck_launch(xmax_batched_kernel, dim3(nblk, nb, nbatch), 256, 0, st, x, L->cols, nb, pmax, nblk);
     if (e) return (int)e;
   }
   const int64_t nsl = L->cols / 32;
   return (int)ck_launch(xfill_batched_kernel, dim3((unsigned)((nsl + 127) / 128), 8, nbatch), 128, 0, st, x, L->cols,
-                        nb, bf16, gs, pmax, nblk, xp, xs, xexp);
+                        nb, bf16, gs, (const float *)pmax, nblk, xp, xs, xexp);
+}
+
+extern "C" int ck_xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs,
+                                int *xexp, float *pmax, void *stream) {
+  return xprep_batched(L, x, nb, nbatch, xp, xs, xexp, pmax, false, stream);
+}
+
+extern "C" int ck_xprep_batched_premax(const ck_layout *L, const uint16_t *x, int nbatch, uint16_t *xp, float *xs,
+                                       int *xexp, const float *pmax, void *stream) {
+  return xprep_batched(L, x, 1, nbatch, xp, xs, xexp, (float *)pmax, true, stream);
 }
 
 extern "C" size_t ck_xprep_pmax_floats(int64_t cols) { return 8 * (size_t)((cols + XP_BLOCK - 1) / XP_BLOCK); }
