@@ -1,6 +1,6 @@
-/* The CPU whole-step decoder (dense and MoE layers). Same operations, order and bf16 rounding points as the
- * reference path (docs/NUMERICS.md): activations are floats holding bf16 values, every op
- * rounds its output once, reductions run in float32. Prompts run in chunks of up to
+/* The CPU whole-step decoder (dense and MoE layers). Same operations, order and bf16 rounding
+ * points as the reference path (docs/NUMERICS.md): activations are floats holding bf16 values,
+ * every op rounds its output once, reductions run in float32. Prompts run in chunks of up to
  * CPU_DEC_CHUNK tokens (the reference session's default batch), so the matrix products see
  * the same row counts and the results are bit-identical. */
 #include "accel/cpu/cpu_decoder.h"

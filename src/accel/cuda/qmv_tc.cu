@@ -687,12 +687,9 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
   return best;
 }
 
-/* The launch of ck_qmv_split and ck_qmv_geglu (act: the GeGLU epilogue's outputs, or NULL). */
-static int qmv_launch(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
-                      float *y, int64_t ldy, int ksplit, int64_t kstride, uint16_t *act, float *amax, int apblock,
-                      void *stream) {
-  qmv_fn fn = pick(L, nb);
-  if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
+/* The arguments every launch sets: slab `slab`'s weights, x's prep, the outputs. */
+static QmvArgs base_args(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
+                         float *y, int64_t ldy) {
   QmvArgs a = {};
   a.w = (const uint4 *)((const char *)L->w + (size_t)slab * L->w_slab);
   a.s = (const char *)L->s + (size_t)slab * L->s_slab;
@@ -705,6 +702,16 @@ static int qmv_launch(const ck_layout *L, int64_t slab, const uint16_t *xp, cons
   a.nunits = (int)L->nunits;
   a.nslices = L->cols / 32;
   a.nb = nb;
+  return a;
+}
+
+/* The launch of ck_qmv_split and ck_qmv_geglu (act: the GeGLU epilogue's outputs, or NULL). */
+static int qmv_launch(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
+                      float *y, int64_t ldy, int ksplit, int64_t kstride, uint16_t *act, float *amax, int apblock,
+                      void *stream) {
+  qmv_fn fn = pick(L, nb);
+  if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
+  QmvArgs a = base_args(L, slab, xp, xs, xexp, nb, y, ldy);
   a.early = QMV_EARLY_STAGES;
   a.ksplit = ksplit;
   a.kstride = kstride;
@@ -757,18 +764,7 @@ static int exp_launch(const ck_layout *L, const int *zslab, int nz, const uint16
                       float *amax, int apblock, int64_t amax_z, void *stream) {
   qmv_fn fn = L->fmt == CK_GENERIC ? nullptr : pick_exp(L, nb);
   if (!fn || nz < 1 || nb < 1 || nb > 8 || L->cols % 32) return (int)cudaErrorInvalidValue;
-  QmvArgs a = {};
-  a.w = (const uint4 *)L->w;
-  a.s = L->s;
-  a.xp = (const uint4 *)xp;
-  a.xs = xs;
-  a.xexp = xexp;
-  a.y = y;
-  a.rows = L->rows;
-  a.ldy = ldy;
-  a.nunits = (int)L->nunits;
-  a.nslices = L->cols / 32;
-  a.nb = nb;
+  QmvArgs a = base_args(L, 0, xp, xs, xexp, nb, y, ldy);
   a.early = ids_ready ? QMV_EARLY_STAGES : 0;
   a.ksplit = 1;
   a.zslab = zslab;
