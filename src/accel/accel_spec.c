@@ -47,6 +47,30 @@ int accel_check_weight(const accel_weight *w, int64_t rows, int64_t cols, const 
   return 0;
 }
 
+int accel_check_stacked(const accel_weight *w, int64_t experts, int64_t rows, int64_t cols, const char *what, int layer,
+                        mlxrt_error *err) {
+  if (!w) return mx_fail(err, "decoder: layer %d has no %s weight", layer, what);
+  if (w->spec.experts != experts || w->spec.rows != rows || w->spec.cols != cols)
+    return mx_fail(err, "decoder: layer %d %s is %lldx%lldx%lld, expected %lldx%lldx%lld", layer, what,
+                   (long long)w->spec.experts, (long long)w->spec.rows, (long long)w->spec.cols, (long long)experts,
+                   (long long)rows, (long long)cols);
+  return 0;
+}
+
+static int check_moe(const accel_model_desc *d, int i, mlxrt_error *err) {
+  const accel_moe_desc *m = &d->layers[i].moe;
+  const int64_t H = d->hidden, E = m->experts, I = m->intermediate;
+  if (E < 0 || m->top_k < 1 || m->top_k > E || I <= 0)
+    return mx_fail(err, "decoder: layer %d: MoE of %d experts, top-k %d, intermediate %d", i, m->experts, m->top_k,
+                   m->intermediate);
+  if (!m->router_norm || !m->per_expert_scale || !m->post_ffw_norm_1 || !m->pre_ffw_norm_2 || !m->post_ffw_norm_2)
+    return mx_fail(err, "decoder: layer %d: MoE block without its norms or per-expert scales", i);
+  return accel_check_weight(m->router, E, H, "router", i, err) ||
+         accel_check_stacked(m->gate, E, I, H, "experts' gate_proj", i, err) ||
+         accel_check_stacked(m->up, E, I, H, "experts' up_proj", i, err) ||
+         accel_check_stacked(m->down, E, H, I, "experts' down_proj", i, err);
+}
+
 int accel_check_layer_weights(const accel_model_desc *d, int i, mlxrt_error *err) {
   const accel_layer_desc *l = &d->layers[i];
   const int64_t H = d->hidden;
@@ -56,7 +80,8 @@ int accel_check_layer_weights(const accel_model_desc *d, int i, mlxrt_error *err
       accel_check_weight(l->o, H, qd, "o_proj", i, err) ||
       accel_check_weight(l->gate, l->intermediate, H, "gate_proj", i, err) ||
       accel_check_weight(l->up, l->intermediate, H, "up_proj", i, err) ||
-      accel_check_weight(l->down, H, l->intermediate, "down_proj", i, err))
+      accel_check_weight(l->down, H, l->intermediate, "down_proj", i, err) ||
+      (l->moe.experts && check_moe(d, i, err)))
     return -1;
   return 0;
 }

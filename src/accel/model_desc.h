@@ -9,8 +9,22 @@
 
 typedef struct accel_weight accel_weight;
 
-/* What a backend needs to run a dense Gemma 3 / Gemma 4 decoder step by itself (no PLE, no
- * MoE, no KV sharing). Backend-neutral: hyper-parameters, the weights as accel_weights, and
+/* Gemma 4 26B-A4B's MoE block beside the dense (shared) FFN of a layer (gemma-architecture.md
+ * §7, reference.c moe_block): out = post_ffw_norm(post_ffw_norm_1(dense FFN of pre_ffw_norm(h))
+ * + post_ffw_norm_2(Σ_k w_k · expert_k(pre_ffw_norm_2(h)))), where the router scores
+ * router · rmsnorm(h, router_norm), takes the top_k (ties: the lower index), and
+ * w_k = bf16(bf16(softmax over the top_k in float32) · per_expert_scale[id_k]). */
+typedef struct accel_moe_desc {
+  int experts, top_k, intermediate;     /* experts == 0: no MoE block */
+  const accel_weight *router;           /* [experts, hidden] */
+  const accel_weight *gate, *up, *down; /* stacked: [experts, intermediate, hidden] (gate, up), [experts, hidden, intermediate] */
+  const float *router_norm;             /* [hidden]: bf16(router.scale · float32(hidden^-½)), the router input's norm weight */
+  const float *per_expert_scale;        /* [experts] */
+  const float *post_ffw_norm_1, *pre_ffw_norm_2, *post_ffw_norm_2; /* [hidden] */
+} accel_moe_desc;
+
+/* What a backend needs to run a Gemma 3 / Gemma 4 decoder step by itself (no PLE, no KV
+ * sharing; dense FFN, or dense + MoE). Backend-neutral: hyper-parameters, the weights as accel_weights, and
  * small float vectors already in their final form (Gemma 3's 1+w folded in as the reference
  * path folds it). Everything pointed to must outlive the decoder created from it. The math is
  * the reference path's (docs/NUMERICS.md): bf16 activations between ops, float32 reductions. */
@@ -25,6 +39,7 @@ typedef struct accel_layer_desc {
   const float *input_norm, *post_attn_norm, *pre_ffw_norm, *post_ffw_norm, *q_norm, *k_norm;
   float layer_scalar; /* h *= layer_scalar at the end of the layer when has_layer_scalar */
   const float *inv_freq; /* [head_dim/2] RoPE inverse frequencies; 0 = pass-through pair */
+  accel_moe_desc moe;    /* experts == 0 on dense layers */
 } accel_layer_desc;
 
 typedef struct accel_model_desc {
@@ -45,11 +60,15 @@ typedef struct accel_model_desc {
 } accel_model_desc;
 
 /* Checks the projection weights of layer i of d: present (v unless k_eq_v), not stacked, and
- * of the shapes its heads, head_dim, hidden size and intermediate size imply. 0, or -1 with a
- * message naming the layer and the weight (both decoders run it). */
+ * of the shapes its heads, head_dim, hidden size and intermediate size imply; with an MoE
+ * block also the router, the stacked experts (top_k in 1..experts) and the MoE vectors. 0, or
+ * -1 with a message naming the layer and the weight (both decoders run it). */
 int accel_check_layer_weights(const accel_model_desc *d, int i, mlxrt_error *err);
 /* One weight of rows × cols, not stacked ("layer -1" in the message for model-level ones). */
 int accel_check_weight(const accel_weight *w, int64_t rows, int64_t cols, const char *what, int layer,
                        mlxrt_error *err);
+/* One stacked weight of experts × rows × cols. */
+int accel_check_stacked(const accel_weight *w, int64_t experts, int64_t rows, int64_t cols, const char *what, int layer,
+                        mlxrt_error *err);
 
 #endif

@@ -7,13 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/bf16.h"
 #include "base/error.h"
 
 const char *mx_decoder_unsupported_reason(const mx_model *m) {
   const mx_config *c = &m->cfg;
   if (c->family != MX_GEMMA3 && c->family != MX_GEMMA4) return "unknown model family";
   if (c->hidden_size_per_layer_input > 0) return "per-layer embeddings (PLE)";
-  if (c->enable_moe) return "MoE layers";
   if (c->num_heads <= 0) return "no attention heads";
   for (int i = 0; i < m->n_layers; i++) {
     const mx_layer *ly = &m->layers[i];
@@ -26,6 +26,10 @@ const char *mx_decoder_unsupported_reason(const mx_model *m) {
     if (!ly->input_norm.v || !ly->post_attn_norm.v || !ly->pre_ffw_norm.v || !ly->post_ffw_norm.v ||
         !ly->q_norm.v || !ly->k_norm.v)
       return "a layer without the expected norms";
+    if (c->enable_moe && (!ly->router_proj.present || !ly->exp_gate.present || !ly->exp_up.present ||
+                          !ly->exp_down.present || !ly->router_scale.v || !ly->per_expert_scale.v ||
+                          !ly->post_ffw_norm_1.v || !ly->pre_ffw_norm_2.v || !ly->post_ffw_norm_2.v))
+      return "an MoE layer without its router, experts or norms";
   }
   if (!m->final_norm.v) return "no final norm";
   return NULL;
@@ -35,9 +39,12 @@ int mx_decoder_supported(const mx_model *m) { return mx_decoder_unsupported_reas
 
 void mx_decoder_desc_free(mx_decoder_desc *dd) {
   if (!dd) return;
-  if (dd->inv_freq)
-    for (int i = 0; i < dd->n_layers; i++) free(dd->inv_freq[i]);
+  for (int i = 0; i < dd->n_layers; i++) {
+    if (dd->inv_freq) free(dd->inv_freq[i]);
+    if (dd->router_norm) free(dd->router_norm[i]);
+  }
   free(dd->inv_freq);
+  free(dd->router_norm);
   free(dd->layers);
   free(dd);
 }
@@ -55,7 +62,8 @@ mx_decoder_desc *mx_decoder_desc_create(const mx_model *m, mlxrt_error *err) {
   dd->n_layers = L;
   dd->layers = mx_calloc((size_t)L, sizeof *dd->layers, err);
   dd->inv_freq = mx_calloc((size_t)L, sizeof *dd->inv_freq, err);
-  if (!dd->layers || !dd->inv_freq) goto fail;
+  dd->router_norm = mx_calloc((size_t)L, sizeof *dd->router_norm, err);
+  if (!dd->layers || !dd->inv_freq || !dd->router_norm) goto fail;
   for (int i = 0; i < L; i++) {
     const mx_layer *ly = &m->layers[i];
     accel_layer_desc *ld = &dd->layers[i];
@@ -87,6 +95,26 @@ mx_decoder_desc *mx_decoder_desc_create(const mx_model *m, mlxrt_error *err) {
     ld->k_norm = ly->k_norm.v;
     ld->layer_scalar = ly->layer_scalar;
     ld->inv_freq = dd->inv_freq[i];
+    if (c->enable_moe) {
+      accel_moe_desc *mo = &ld->moe;
+      const int H = c->hidden_size;
+      /* the reference path's router weight (moe_block): bf16(scale · float32(H^-½)) */
+      const float root = (float)(1.0 / sqrt((double)H));
+      if (!(dd->router_norm[i] = mx_calloc((size_t)H, sizeof(float), err))) goto fail;
+      for (int j = 0; j < H; j++) dd->router_norm[i][j] = mx_round_bf16(ly->router_scale.v[j] * root);
+      mo->experts = c->num_experts;
+      mo->top_k = c->top_k_experts;
+      mo->intermediate = (int)ly->exp_gate.aw.spec.rows;
+      mo->router = &ly->router_proj.aw;
+      mo->gate = &ly->exp_gate.aw;
+      mo->up = &ly->exp_up.aw;
+      mo->down = &ly->exp_down.aw;
+      mo->router_norm = dd->router_norm[i];
+      mo->per_expert_scale = ly->per_expert_scale.v;
+      mo->post_ffw_norm_1 = ly->post_ffw_norm_1.v;
+      mo->pre_ffw_norm_2 = ly->pre_ffw_norm_2.v;
+      mo->post_ffw_norm_2 = ly->post_ffw_norm_2.v;
+    }
   }
   accel_model_desc *d = &dd->d;
   d->family = c->family == MX_GEMMA4 ? 4 : 3;

@@ -6,18 +6,19 @@
 #include "accel/accel.h"
 #include "mlx/model.h"
 
-/* NULL when a backend decoder can run m (dense Gemma 3 / Gemma 4: no per-layer embeddings, no
- * MoE, no KV sharing), else a short reason for --verbose ("MoE layers", ...). */
+/* NULL when a backend decoder can run m (Gemma 3 / Gemma 4, dense or MoE: no per-layer
+ * embeddings, no KV sharing), else a short reason for --verbose ("KV-shared layers", ...). */
 const char *mx_decoder_unsupported_reason(const mx_model *m);
 int mx_decoder_supported(const mx_model *m);
 
-/* The description of m, owning its layer array and RoPE tables; it points into m, so m must
+/* The description of m, owning its layer array, RoPE tables and router norm weights; it points into m, so m must
  * outlive it, and it must outlive any decoder created from it. NULL with err set when m is
  * not supported. */
 typedef struct mx_decoder_desc {
   accel_model_desc d;
   accel_layer_desc *layers;
   float **inv_freq;
+  float **router_norm; /* MoE layers: [hidden] */
   int n_layers;
 } mx_decoder_desc;
 

@@ -108,8 +108,8 @@ static const char *fmt_name(int fmt) {
          : fmt == CK_MXFP8 ? "mxfp8  " : fmt == CK_DBF16 ? "bf16   " : "f16    ";
 }
 
-static int run_case(const Case &c) {
-  const Weights W = make_weights(c);
+/* The layout of a c-shaped weight of `slabs` slabs (buffers set by the caller). */
+static ck_layout layout_of(const Case &c, int slabs) {
   ck_layout L = {};
   L.fmt = c.fmt;
   L.mode = c.fmt == CK_NVFP4 ? CKM_NVFP4 : c.fmt == CK_MXFP4 ? CKM_MXFP4 : c.fmt == CK_MXFP8 ? CKM_MXFP8
@@ -118,27 +118,20 @@ static int run_case(const Case &c) {
   L.dense_dtype = c.fmt == CK_DF16 ? CKT_F16 : CKT_BF16;
   L.group_size = c.gs;
   L.scales_dtype = c.sdt;
-  L.slabs = 1;
+  L.slabs = slabs;
   L.rows = c.rows;
   L.cols = c.cols;
   L.tiles = (c.rows + 15) / 16;
   L.nunits = c.cols / ck_unit_k(c.fmt, c.gs);
-  std::vector<uint8_t> rw(ck_rep_w_bytes(&L), 0x5a), rs(ck_rep_s_bytes(&L), 0x5a);
-  L.w = rw.data();
-  L.s = rs.data();
-  L.w_slab = rw.size();
-  L.s_slab = rs.size();
+  return L;
+}
+
+/* Random x rows (bf16 over a few binades, signs mixed, a few zeros) and their prep as the
+ * decoder's kernels write it (prep_store.cuh) for nb rows, with the affine group sums of those
+ * fp16 values: into xp / xs / xexp (one nb-row layout). */
+static void make_x(const Case &c, int nb, uint16_t *x, uint16_t *xp, float *xs, int *xexp) {
   const bool aff = c.fmt == CK_AFF4 || c.fmt == CK_AFF8;
-  int rc = dense(c.fmt) ? ck_repack(&L, W.d16.data(), NULL, NULL, NULL)
-           : aff        ? ck_repack(&L, W.w.data(), W.s16.data(), W.b16.data(), NULL)
-                        : ck_repack(&L, W.w.data(), W.s8.data(), NULL, NULL);
-  /* x: bf16 over a few binades, signs mixed, a few zeros; the prep as the decoder's kernels
-   * write it (prep_store.cuh) for nb rows, the affine group sums of those fp16 values */
-  const int64_t xcols = ck_xp_cols(&L);
-  std::vector<uint16_t> x((size_t)c.nb * c.cols), xp((size_t)xcols * 8, 0);
-  std::vector<float> xs((size_t)(xcols / 32 + 1) * 8, 0.0f);
-  std::vector<int> xexp(8, 0);
-  for (int b = 0; b < c.nb; b++) {
+  for (int b = 0; b < nb; b++) {
     float m = 0;
     for (int i = 0; i < c.cols; i++) {
       const float v = (unit() * 2 - 1) * ldexpf(1.0f, -(int)(unit() * 6));
@@ -147,8 +140,7 @@ static int run_case(const Case &c) {
     }
     const int xmode = c.fmt == CK_DBF16 ? 2 : 1; /* dense bf16 takes x as it is */
     xexp[b] = prep_exp(m, xmode);
-    for (int i = 0; i < c.cols; i++)
-      prep_store(xp.data() + (size_t)b * xcols, i, x[(size_t)b * c.cols + i], xexp[b], xmode);
+    for (int i = 0; i < c.cols; i++) prep_store(xp + (size_t)b * c.cols, i, x[(size_t)b * c.cols + i], xexp[b], xmode);
     if (aff)
       for (int g = 0; g < c.cols / c.gs; g++) {
         float s = 0;
@@ -157,6 +149,38 @@ static int run_case(const Case &c) {
         xs[(size_t)g * 8 + b] = s;
       }
   }
+}
+
+static int repack(ck_layout *L, const Weights &W) {
+  if (dense(W.fmt)) return ck_repack(L, W.d16.data(), NULL, NULL, NULL);
+  if (W.fmt == CK_AFF4 || W.fmt == CK_AFF8) return ck_repack(L, W.w.data(), W.s16.data(), W.b16.data(), NULL);
+  return ck_repack(L, W.w.data(), W.s8.data(), NULL, NULL);
+}
+
+/* Σ_k W(r, k)·x[k] in float64 and Σ|·| */
+static void ref_dot(const Weights &W, int r, const uint16_t *x, double *ref, double *mag) {
+  *ref = *mag = 0;
+  for (int k = 0; k < W.cols; k++) {
+    const double p = W.at(r, k) * (double)ck_bf16_to_f32(x[k]);
+    *ref += p;
+    *mag += fabs(p);
+  }
+}
+
+static int run_case(const Case &c) {
+  const Weights W = make_weights(c);
+  ck_layout L = layout_of(c, 1);
+  std::vector<uint8_t> rw(ck_rep_w_bytes(&L), 0x5a), rs(ck_rep_s_bytes(&L), 0x5a);
+  L.w = rw.data();
+  L.s = rs.data();
+  L.w_slab = rw.size();
+  L.s_slab = rs.size();
+  int rc = repack(&L, W);
+  const int64_t xcols = ck_xp_cols(&L);
+  std::vector<uint16_t> x((size_t)c.nb * c.cols), xp((size_t)xcols * 8, 0);
+  std::vector<float> xs((size_t)(xcols / 32 + 1) * 8, 0.0f);
+  std::vector<int> xexp(8, 0);
+  make_x(c, c.nb, x.data(), xp.data(), xs.data(), xexp.data());
   const int64_t kstride = (int64_t)c.nb * c.rows;
   std::vector<float> y((size_t)c.ksplit * kstride, NAN);
   if (!rc)
@@ -172,12 +196,8 @@ static int run_case(const Case &c) {
   int bad = 0;
   for (int b = 0; b < c.nb; b++)
     for (int r = 0; r < c.rows; r++) {
-      double ref = 0, mag = 0;
-      for (int k = 0; k < c.cols; k++) {
-        const double p = W.at(r, k) * (double)ck_bf16_to_f32(x[(size_t)b * c.cols + k]);
-        ref += p;
-        mag += fabs(p);
-      }
+      double ref, mag;
+      ref_dot(W, r, &x[(size_t)b * c.cols], &ref, &mag);
       double got = 0;
       for (int s = 0; s < c.ksplit; s++) {
         const size_t i = (size_t)s * kstride + (size_t)b * c.rows + r;
@@ -191,6 +211,63 @@ static int run_case(const Case &c) {
   printf("%s %-38s %s g%-3d %3d x %5d nb %d stages %d ksplit %d: worst %.2e of sum|w.x|\n",
          bad ? "FAIL" : "ok  ", c.what, fmt_name(c.fmt), c.gs, c.rows, c.cols, c.nb, stages_for(&L, c.nb), c.ksplit,
          worst);
+  return bad != 0;
+}
+
+/* The expert mode (ck_qmv_experts): a weight of 3 slabs, batches z on slabs zslab[z] (−1: no
+ * product, its outputs left as they were), x per batch (xper) or batch 0 for all. */
+static int run_expert_case(const Case &c, int xper) {
+  const int S = 3, nz = 5, zslab[nz] = {2, -1, 0, 2, 1};
+  std::vector<Weights> W;
+  std::vector<uint8_t> rw, rs;
+  ck_layout L = layout_of(c, S);
+  for (int e = 0; e < S; e++) {
+    W.push_back(make_weights(c));
+    ck_layout L1 = layout_of(c, 1);
+    std::vector<uint8_t> w1(ck_rep_w_bytes(&L1), 0x5a), s1(ck_rep_s_bytes(&L1), 0x5a);
+    L1.w = w1.data();
+    L1.s = s1.data();
+    if (repack(&L1, W.back())) return 1;
+    rw.insert(rw.end(), w1.begin(), w1.end());
+    rs.insert(rs.end(), s1.begin(), s1.end());
+    L.w_slab = w1.size();
+    L.s_slab = s1.size();
+  }
+  L.w = rw.data();
+  L.s = rs.data();
+  const int nb = c.nb, nbx = xper ? nz : 1; /* x batches made */
+  std::vector<uint16_t> x((size_t)nbx * nb * c.cols), xp((size_t)nbx * nb * c.cols, 0);
+  std::vector<float> xs((size_t)nbx * (c.cols / 32) * 8, 0.0f);
+  std::vector<int> xexp((size_t)nbx * 8, 0);
+  for (int b = 0; b < nbx; b++)
+    make_x(c, nb, &x[(size_t)b * nb * c.cols], &xp[(size_t)b * nb * c.cols], &xs[(size_t)b * (c.cols / 32) * 8],
+           &xexp[(size_t)b * 8]);
+  const int64_t zy = (int64_t)nb * c.rows + 3;
+  std::vector<float> y((size_t)nz * zy, NAN);
+  /* (the ids read before or after the kernel's wait: both ways, alternating) */
+  int rc = ck_qmv_experts(&L, zslab, nz, xp.data(), xs.data(), xexp.data(), nb, xper, y.data(), c.rows, zy, xper, NULL);
+  if (rc) {
+    printf("FAIL %-34s expert launch rc=%d\n", c.what, rc);
+    return 1;
+  }
+  int bad = 0;
+  double worst = 0;
+  for (int z = 0; z < nz; z++)
+    for (int b = 0; b < nb; b++)
+      for (int r = 0; r < c.rows; r++) {
+        const float got = y[(size_t)z * zy + (size_t)b * c.rows + r];
+        if (zslab[z] < 0) {
+          bad += !isnan(got);
+          continue;
+        }
+        double ref, mag;
+        ref_dot(W[zslab[z]], r, &x[((size_t)(xper ? z : 0) * nb + b) * c.cols], &ref, &mag);
+        const double err = fabs((double)got - ref) / (mag > 0 ? mag : 1.0);
+        if (!(err <= 2e-5)) bad++;
+        if (!(err <= worst)) worst = err;
+      }
+  printf("%s experts: %-29s %s g%-3d %3d x %5d nb %d, x %s: worst %.2e of sum|w.x|\n", bad ? "FAIL" : "ok  ", c.what,
+         fmt_name(c.fmt), c.gs, c.rows, c.cols, nb, xper ? "per batch" : "shared", worst);
   return bad != 0;
 }
 
@@ -221,5 +298,15 @@ int main(int argc, char **argv) {
       {"dense bf16 one row", CK_DBF16, 0, BF, 40, 32 * 45, 1, 1, false},
       {"dense f16 two rows", CK_DF16, 0, BF, 24, 32 * 45, 2, 1, false},
   };
-  return emu_run_cases(cases, run_case);
+  int bad = emu_run_cases(cases, run_case);
+  const Case experts[] = {
+      {"one row (x staged)", NV, 16, BF, 40, 64 * 37, 1, 1, false},
+      {"affine g64 one row (x staged)", AF, 64, BF, 24, 64 * 20, 1, 1, false},
+      {"batches of 8", NV, 16, BF, 24, 64 * 20, 8, 1, false},
+      {"affine 8-bit g32, f16", CK_AFF8, 32, F16, 24, 32 * 45, 8, 1, false},
+      {"mxfp4 one row", CK_MXFP4, 32, BF, 40, 64 * 9, 1, 1, false},
+  };
+  for (const Case &c : experts)
+    for (int xper = 0; xper < 2; xper++) bad |= run_expert_case(c, xper);
+  return bad;
 }

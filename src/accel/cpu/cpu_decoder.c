@@ -1,6 +1,6 @@
-/* The CPU whole-step decoder. Same operations, order and bf16 rounding points as the
- * reference path (docs/NUMERICS.md): activations are floats holding bf16 values, every op
- * rounds its output once, reductions run in float32. Prompts run in chunks of up to
+/* The CPU whole-step decoder (dense and MoE layers). Same operations, order and bf16 rounding
+ * points as the reference path (docs/NUMERICS.md): activations are floats holding bf16 values,
+ * every op rounds its output once, reductions run in float32. Prompts run in chunks of up to
  * CPU_DEC_CHUNK tokens (the reference session's default batch), so the matrix products see
  * the same row counts and the results are bit-identical. */
 #include "accel/cpu/cpu_decoder.h"
@@ -33,6 +33,11 @@ struct accel_decoder {
   float *h, *x, *q, *k, *v, *att, *o, *g, *u, *t1, *scores, *logits;
   uint16_t *xb, *ck, *cv;
   int64_t max_q, max_kv, max_inter, max_cols, scores_cap;
+  /* MoE layers: the block's output rows [chunk, H], and one token's scratch: router scores
+   * [max_experts], router input, expert input, expert output, sum [H each], ids and weights [max_top_k] */
+  float *mo, *me;
+  int *mid;
+  int max_experts, max_top_k;
 };
 
 /* ---- elementwise math (the reference path's rounding points) ------------------------------ */
@@ -85,13 +90,17 @@ static void to_bf16(uint16_t *dst, const float *src, int64_t n) {
   for (int64_t i = 0; i < n; i++) dst[i] = mx_f32_to_bf16(src[i]);
 }
 
-/* y[n, rows] = bf16(x · Wᵀ) through the backend's own product */
-static int linear(accel_decoder *D, const accel_weight *w, const float *x, int64_t n, float *y,
-                  mlxrt_error *err) {
+/* y[n, rows] = bf16(x · Wᵀ) through the backend's own product (of slab `expert` of a stacked W) */
+static int linear_e(accel_decoder *D, const accel_weight *w, int expert, const float *x, int64_t n, float *y,
+                    mlxrt_error *err) {
   to_bf16(D->xb, x, n * w->spec.cols);
-  if (D->b->qmatmul(D->b, w, -1, D->xb, n, y, err)) return -1;
+  if (D->b->qmatmul(D->b, w, expert, D->xb, n, y, err)) return -1;
   for (int64_t i = 0; i < n * w->spec.rows; i++) y[i] = R(y[i]);
   return 0;
+}
+
+static int linear(accel_decoder *D, const accel_weight *w, const float *x, int64_t n, float *y, mlxrt_error *err) {
+  return linear_e(D, w, -1, x, n, y, err);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
@@ -108,6 +117,9 @@ void cpu_decoder_free(accel_decoder *D) {
   free(D->xb);
   free(D->ck);
   free(D->cv);
+  free(D->mo);
+  free(D->me);
+  free(D->mid);
   free(D);
 }
 
@@ -143,6 +155,9 @@ accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, i
     if (qd > D->max_q) D->max_q = qd;
     if (kvd > D->max_kv) D->max_kv = kvd;
     if (l->intermediate > D->max_inter) D->max_inter = l->intermediate;
+    if (l->moe.intermediate > D->max_inter) D->max_inter = l->moe.intermediate;
+    if (l->moe.experts > D->max_experts) D->max_experts = l->moe.experts;
+    if (l->moe.experts && l->moe.top_k > D->max_top_k) D->max_top_k = l->moe.top_k;
     dec_kv *kv = &D->kv[i];
     kv->dim = (int)kvd;
     kv->window = l->sliding && d->sliding_window > 0 ? d->sliding_window : 0;
@@ -151,6 +166,10 @@ accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, i
   if (D->max_q > D->max_cols) D->max_cols = D->max_q;
   if (D->max_inter > D->max_cols) D->max_cols = D->max_inter;
   if (!(D->logits = mx_malloc((size_t)d->vocab * sizeof(float), err))) goto fail;
+  if (D->max_experts &&
+      (!(D->me = mx_malloc((size_t)(D->max_experts + 4 * H + D->max_top_k) * sizeof(float), err)) ||
+       !(D->mid = mx_malloc((size_t)D->max_top_k * sizeof(int), err))))
+    goto fail;
   return D;
 fail:
   cpu_decoder_free(D);
@@ -161,8 +180,9 @@ fail:
 static int ensure_chunk(accel_decoder *D, int64_t n, mlxrt_error *err) {
   if (n <= D->chunk) return 0;
   int64_t H = D->d->hidden;
-  float **fs[] = {&D->h, &D->x, &D->o, &D->q, &D->att, &D->k, &D->v, &D->g, &D->u, &D->t1};
-  int64_t widths[] = {H, H, H, D->max_q, D->max_q, D->max_kv, D->max_kv, D->max_inter, D->max_inter, D->max_inter};
+  float **fs[] = {&D->h, &D->x, &D->o, &D->q, &D->att, &D->k, &D->v, &D->g, &D->u, &D->t1, &D->mo};
+  int64_t widths[] = {H, H, H, D->max_q, D->max_q, D->max_kv, D->max_kv, D->max_inter, D->max_inter, D->max_inter,
+                      D->max_experts ? H : 1};
   for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
     free(*fs[i]);
     if (!(*fs[i] = mx_malloc((size_t)(n * widths[i]) * sizeof(float), err))) return -1;
@@ -254,6 +274,48 @@ static int attention(accel_decoder *D, const accel_layer_desc *l, const dec_kv *
   return 0;
 }
 
+/* ---- the MoE block (reference.c moe_block) --------------------------------------------------- */
+/* out[n, H] = post_ffw_norm_2(Σ_k w_k · expert_k(pre_ffw_norm_2(h))), token by token. */
+static int moe_block(accel_decoder *D, const accel_layer_desc *l, int64_t n, float *out, mlxrt_error *err) {
+  const accel_moe_desc *m = &l->moe;
+  const int H = D->d->hidden, E = m->experts, K = m->top_k;
+  const float eps = D->d->eps;
+  float *scores = D->me, *rw = scores + E, *xin = rw + H, *y = xin + H, *acc = y + H, *wts = acc + H;
+  int *idx = D->mid;
+  for (int64_t t = 0; t < n; t++) {
+    const float *hrow = D->h + t * H;
+    rmsnorm(rw, hrow, m->router_norm, H, eps);
+    if (linear(D, m->router, rw, 1, scores, err)) return -1;
+    /* top-k by score (ties: the lower index) */
+    for (int k = 0; k < K; k++) {
+      int best = -1;
+      for (int e = 0; e < E; e++) {
+        int used = 0;
+        for (int j = 0; j < k; j++) used |= idx[j] == e;
+        if (!used && (best < 0 || scores[e] > scores[best])) best = e;
+      }
+      idx[k] = best;
+    }
+    float mxs = -INFINITY, sum = 0.0f;
+    for (int k = 0; k < K; k++) mxs = fmaxf(mxs, scores[idx[k]]);
+    for (int k = 0; k < K; k++) sum += wts[k] = expf(scores[idx[k]] - mxs);
+    for (int k = 0; k < K; k++) wts[k] = R(R(wts[k] / sum) * m->per_expert_scale[idx[k]]);
+    rmsnorm(xin, hrow, m->pre_ffw_norm_2, H, eps);
+    memset(acc, 0, (size_t)H * sizeof(float));
+    const int64_t I = m->intermediate;
+    for (int k = 0; k < K; k++) {
+      if (linear_e(D, m->gate, idx[k], xin, 1, D->g, err) || linear_e(D, m->up, idx[k], xin, 1, D->u, err)) return -1;
+      for (int64_t i = 0; i < I; i++) D->t1[i] = R(gelu_approx(D->g[i]) * D->u[i]);
+      if (linear_e(D, m->down, idx[k], D->t1, 1, y, err)) return -1;
+      for (int i = 0; i < H; i++) acc[i] += R(wts[k] * y[i]);
+    }
+    float *o = out + t * H;
+    for (int i = 0; i < H; i++) o[i] = R(acc[i]);
+    rmsnorm(o, o, m->post_ffw_norm_2, H, eps);
+  }
+  return 0;
+}
+
 /* ---- one layer ------------------------------------------------------------------------------ */
 static int layer(accel_decoder *D, int li, int64_t pos0, int64_t n, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
@@ -296,6 +358,11 @@ static int layer(accel_decoder *D, int li, int64_t pos0, int64_t n, mlxrt_error 
   if (linear(D, l->gate, D->x, n, D->g, err) || linear(D, l->up, D->x, n, D->u, err)) return -1;
   for (int64_t i = 0; i < n * I; i++) D->t1[i] = R(gelu_approx(D->g[i]) * D->u[i]);
   if (linear(D, l->down, D->t1, n, D->o, err)) return -1;
+  if (l->moe.experts) { /* the dense MLP is the shared expert: its own post-norm, plus the experts' */
+    rmsnorm_rows(D->o, D->o, l->moe.post_ffw_norm_1, n, H, eps);
+    if (moe_block(D, l, n, D->mo, err)) return -1;
+    add_rows(D->o, D->o, D->mo, n * H);
+  }
   rmsnorm_rows(D->o, D->o, l->post_ffw_norm, n, H, eps);
   add_rows(D->h, D->h, D->o, n * H);
   if (d->has_layer_scalar) scale_rows(D->h, D->h, l->layer_scalar, n * H);

@@ -43,32 +43,38 @@ static const void *cat_load(void *ctx, accel_part part, size_t *nbytes, mlxrt_er
   free(c->buf[part]);
   char *out = c->buf[part] = mx_malloc(total ? total : 1, err);
   if (!out) return NULL;
+  /* stacked parts: slab by slab (each slab holds every part's rows of that expert) */
+  const int64_t slabs = c->w[0]->spec.experts > 0 ? c->w[0]->spec.experts : 1;
   size_t at = 0;
   for (int i = 0; i < c->n; i++) {
     size_t want = accel_part_bytes(&c->w[i]->spec, part), got = 0;
     if (!want) continue;
-    const void *p = c->w[i]->load(c->w[i]->load_ctx, part, &got, err);
+    const char *p = c->w[i]->load(c->w[i]->load_ctx, part, &got, err);
     if (!p) return NULL;
     if (got != want) {
       mx_fail(err, "%s: part has %zu bytes, expected %zu", c->w[i]->name ? c->w[i]->name : "weight", got, want);
       return NULL;
     }
-    if (c->il) { /* each part's rows are row-major in every part (codes, scales, biases) */
-      const int64_t rows = c->w[i]->spec.rows;
-      const size_t row = want / (size_t)rows, chunk = row * (size_t)c->il;
-      for (int64_t r = 0; r < rows; r += c->il)
-        memcpy(out + (size_t)(r * c->n + (int64_t)i * c->il) * row, (const char *)p + (size_t)r * row, chunk);
-    } else {
-      memcpy(out + at, p, want);
+    const size_t slab_in = want / (size_t)slabs, slab_out = total / (size_t)slabs;
+    for (int64_t x = 0; x < slabs; x++, p += slab_in) {
+      char *o = out + (size_t)x * slab_out;
+      if (c->il) { /* each part's rows are row-major in every part (codes, scales, biases) */
+        const int64_t rows = c->w[i]->spec.rows;
+        const size_t row = slab_in / (size_t)rows, chunk = row * (size_t)c->il;
+        for (int64_t r = 0; r < rows; r += c->il)
+          memcpy(o + (size_t)(r * c->n + (int64_t)i * c->il) * row, p + (size_t)r * row, chunk);
+      } else {
+        memcpy(o + at, p, slab_in);
+      }
     }
-    at += want;
+    at += want / (size_t)slabs;
   }
   *nbytes = total;
   return out;
 }
 
-static int same_format(const accel_spec *a, const accel_spec *b) {
-  if (a->mode != b->mode || a->cols != b->cols || a->experts || b->experts) return 0;
+int dec_same_format(const accel_spec *a, const accel_spec *b) {
+  if (a->mode != b->mode || a->cols != b->cols || a->experts != b->experts) return 0;
   if (a->mode == ACCEL_MODE_DENSE) return a->dense_dtype == b->dense_dtype;
   if (a->bits != b->bits || a->group_size != b->group_size) return 0;
   return a->mode != ACCEL_MODE_AFFINE || a->scales_dtype == b->scales_dtype;
@@ -133,7 +139,7 @@ static int mv_xmode(const dec_mv *mv) {
 static int make_mv_il(accel_decoder *D, const accel_weight *const *ws, int n, const char *what, int layer, int il,
                       dec_mv *mv, mlxrt_error *err) {
   int same = 1;
-  for (int i = 1; i < n; i++) same &= same_format(&ws[0]->spec, &ws[i]->spec);
+  for (int i = 1; i < n; i++) same &= dec_same_format(&ws[0]->spec, &ws[i]->spec);
   for (int i = 0; i < n; i++)
     if (!ws[i]->load) return mx_fail(err, "decoder: layer %d %s part %d has no loader", layer, what, i);
   mv->n = 0;
@@ -152,6 +158,16 @@ static int make_mv_il(accel_decoder *D, const accel_weight *const *ws, int n, co
     mv->xmode = mv_xmode(mv);
     return 0;
   }
+  if (!(mv->L[0] = dec_upload_cat(D, ws, n, il, what, layer, err))) return -1;
+  mv->off[0] = 0;
+  mv->n = 1;
+  choose_split(D, mv, what);
+  mv->xmode = mv_xmode(mv);
+  return 0;
+}
+
+const ck_layout *dec_upload_cat(accel_decoder *D, const accel_weight *const *ws, int n, int il, const char *what,
+                                int layer, mlxrt_error *err) {
   cat_ctx c = {.n = n, .il = il};
   accel_weight cw = *ws[0];
   char name[200];
@@ -168,26 +184,17 @@ static int make_mv_il(accel_decoder *D, const accel_weight *const *ws, int n, co
     key ^= key >> 29;
   }
   cw.key = (key ^ 0xc0ca7c0ca7ULL) + (uint64_t)il * 0x9e3779b97f4a7c15ULL; /* another layout, another key */
-  mv->L[0] = cudab_resident(D->b, &cw, err);
+  const ck_layout *L = cudab_resident(D->b, &cw, err);
   for (int i = 0; i < 3; i++) free(c.buf[i]);
-  if (!mv->L[0]) return -1;
-  mv->off[0] = 0;
-  mv->n = 1;
-  choose_split(D, mv, what);
-  mv->xmode = mv_xmode(mv);
-  return 0;
+  return L;
 }
 
-static int make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const char *what, int layer, dec_mv *mv,
-                   mlxrt_error *err) {
+int dec_make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const char *what, int layer, dec_mv *mv,
+                mlxrt_error *err) {
   return make_mv_il(D, ws, n, what, layer, 0, mv, err);
 }
 
-/* y = x · Wᵀ for every part (device x bf16, y float32). premax: x's producer already wrote
- * the block maxima the activation prep needs into D->pmax; XP_DONE: it wrote the prep itself
- * (mv->xmode). */
-enum { XP_FULL = 0, XP_PREMAX = 1, XP_DONE = 2, XP_FIXED = 3 /* the prep kernel with mv->fix_e, no maxima */ };
-static int run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
+int dec_run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err) {
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
     int st = 0;
@@ -218,7 +225,7 @@ static int o_fixed_exp(int hd) {
  * so |x_i| ≤ √H · max|w| up to two bf16 roundings; with the bound 2√H · max|w| < 2^k, x·2^(15−k)
  * stays below 2^15 (fp16 keeps every bf16 value ≥ 2^(k−40) exactly; the row maximum's exponent
  * would keep a few binades lower). DK_XE_ROWMAX where w has no finite positive maximum. */
-static int norm_fixed_exp(const float *w, int H) {
+int dec_norm_fixed_exp(const float *w, int H) {
   float m = 0.0f;
   for (int i = 0; i < H; i++) m = fmaxf(m, fabsf(w[i]));
   if (!(m > 0.0f) || !isfinite(m)) return DK_XE_ROWMAX;
@@ -253,6 +260,7 @@ void cuda_decoder_free(accel_decoder *D) {
   cprof_report_free(&D->prof, "CUDA decoder profile (MLXRT_CUDA_PROFILE=1)");
   if (D->timeline) ctl_report_free("CUDA decoder timeline of the graph replays (MLXRT_CUDA_TIMELINE=1)");
   dec_prefill_free(D);
+  dec_moe_free(D);
   if (D->ly)
     for (int i = 0; i < D->d->n_layers; i++) {
       rt_free(D->ly[i].norms);
@@ -272,7 +280,7 @@ void cuda_decoder_free(accel_decoder *D) {
   free(D);
 }
 
-static int upload_floats(accel_decoder *D, float *dst, const float *src, int64_t n, mlxrt_error *err) {
+int dec_upload_floats(accel_decoder *D, float *dst, const float *src, int64_t n, mlxrt_error *err) {
   return rt_h2d(dst, src, (size_t)n * sizeof(float), D->stream, err) || rt_stream_sync(D->stream, err);
 }
 
@@ -367,13 +375,13 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     const accel_weight *qkv[3] = {l->q, l->k, l->v};
     const accel_weight *gu[2] = {l->gate, l->up};
     /* GeGLU in gate|up's epilogue: one fast-format weight of interleaved rows, no k split */
-    const int gu_il = same_format(&l->gate->spec, &l->up->spec) &&
+    const int gu_il = dec_same_format(&l->gate->spec, &l->up->spec) &&
                               l->gate->spec.rows == l->up->spec.rows && l->gate->spec.rows % 8 == 0
                           ? 8
                           : 0;
-    if (make_mv(D, qkv, l->k_eq_v ? 2 : 3, "q|k|v", i, &y->qkv, err) ||
-        make_mv_il(D, gu, 2, "gate|up", i, gu_il, &y->gu, err) || make_mv(D, &l->o, 1, "o_proj", i, &y->o, err) ||
-        make_mv(D, &l->down, 1, "down_proj", i, &y->down, err))
+    if (dec_make_mv(D, qkv, l->k_eq_v ? 2 : 3, "q|k|v", i, &y->qkv, err) ||
+        make_mv_il(D, gu, 2, "gate|up", i, gu_il, &y->gu, err) || dec_make_mv(D, &l->o, 1, "o_proj", i, &y->o, err) ||
+        dec_make_mv(D, &l->down, 1, "down_proj", i, &y->down, err) || dec_moe_layer(D, i, err))
       goto fail;
     /* o's prep exponent fixed by the attention's bound (o_fixed_exp): the attention writes no
      * maxima (tg128 +1.2 % at depth 0, the same logits bits) */
@@ -394,20 +402,20 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     DALLOC(y->kc, slots * kvd);
     DALLOC(y->vc, slots * kvd);
     const float *vs[4] = {l->input_norm, l->post_attn_norm, l->pre_ffw_norm, l->post_ffw_norm};
-    y->xe_in = norm_fixed_exp(l->input_norm, H);
-    y->xe_ffw = norm_fixed_exp(l->pre_ffw_norm, H);
+    y->xe_in = dec_norm_fixed_exp(l->input_norm, H);
+    y->xe_ffw = dec_norm_fixed_exp(l->pre_ffw_norm, H);
     for (int k = 0; k < 4; k++)
-      if (upload_floats(D, y->norms + (int64_t)k * H, vs[k], H, err)) goto fail;
-    if (upload_floats(D, y->norms + 4 * (int64_t)H, l->q_norm, l->head_dim, err) ||
-        upload_floats(D, y->norms + 4 * (int64_t)H + l->head_dim, l->k_norm, l->head_dim, err) ||
-        upload_floats(D, y->inv_freq, l->inv_freq, l->head_dim / 2, err))
+      if (dec_upload_floats(D, y->norms + (int64_t)k * H, vs[k], H, err)) goto fail;
+    if (dec_upload_floats(D, y->norms + 4 * (int64_t)H, l->q_norm, l->head_dim, err) ||
+        dec_upload_floats(D, y->norms + 4 * (int64_t)H + l->head_dim, l->k_norm, l->head_dim, err) ||
+        dec_upload_floats(D, y->inv_freq, l->inv_freq, l->head_dim / 2, err))
       goto fail;
   }
-  if (!(D->embed = cudab_resident(b, d->embed, err)) || make_mv(D, &d->lm_head, 1, "lm_head", -1, &D->head, err))
+  if (!(D->embed = cudab_resident(b, d->embed, err)) || dec_make_mv(D, &d->lm_head, 1, "lm_head", -1, &D->head, err))
     goto fail;
-  D->xe_final = norm_fixed_exp(d->final_norm, H);
+  D->xe_final = dec_norm_fixed_exp(d->final_norm, H);
   DALLOC(D->final_norm, H);
-  if (upload_floats(D, D->final_norm, d->final_norm, H, err)) goto fail;
+  if (dec_upload_floats(D, D->final_norm, d->final_norm, H, err)) goto fail;
 
   /* x prep scratch for the widest input of any weight used */
   int64_t kp = max_cols + 128;
@@ -447,8 +455,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       rt_host_alloc((void **)&D->h_logits, (size_t)d->vocab * sizeof(float), err) ||
       rt_stream_sync(D->stream, err))
     goto fail;
-  /* the prompt pass's buffers and cuBLAS handle now, so no prompt pays for them */
-  if (dec_prefill_init(D, err)) goto fail;
+  /* the MoE blocks' step buffers; the prompt pass's buffers and cuBLAS handle now, so no prompt
+   * pays for them */
+  if (dec_moe_buffers(D, 1, &D->mb, err) || dec_prefill_init(D, err)) goto fail;
   return D;
 fail:
   mx_prefix(err, "CUDA decoder");
@@ -510,16 +519,16 @@ static int enqueue_ffn_act(accel_decoder *D, dec_layer *y, const char *const *lb
     /* down's prep from those maxima (the graph keeps the pointer run_mv reads) */
     float *pmax = D->pmax;
     D->pmax = D->gmax;
-    const int r = run_mv(D, &y->down, D->gub, D->y, XP_PREMAX, err);
+    const int r = dec_run_mv(D, &y->down, D->gub, D->y, XP_PREMAX, err);
     D->pmax = pmax;
     return r;
   }
-  if (run_mv(D, &y->gu, D->xb, D->y, y->gu.xmode ? XP_DONE : XP_PREMAX, err) || cprof_mark(&D->prof, lb[6], err))
+  if (dec_run_mv(D, &y->gu, D->xb, D->y, y->gu.xmode ? XP_DONE : XP_PREMAX, err) || cprof_mark(&D->prof, lb[6], err))
     return -1;
   return rt_status(dk_geglu(D->y, D->y + (y->gu_il ? y->gu_il : y->inter), y->gu.ks, y->gu.rows, D->gub, y->inter, D->pmax,
                            ck_xprep_block(), y->gu_il, st),
                    "geglu", err) ||
-         cprof_mark(&D->prof, lb[7], err) || run_mv(D, &y->down, D->gub, D->y, XP_PREMAX, err);
+         cprof_mark(&D->prof, lb[7], err) || dec_run_mv(D, &y->down, D->gub, D->y, XP_PREMAX, err);
 }
 
 static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
@@ -548,10 +557,10 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     float *amax = y->o.fix_e == CK_XE_ROWMAX ? D->pmax : NULL;
     const int namax = (int)(((int64_t)nq * y->hd + pb - 1) / pb);
     const int xe_gu = norm_xe(&y->gu, y->xe_ffw), xe_next = norm_xe(next_mv, last ? D->xe_final : D->ly[i + 1].xe_in);
-    if (cprof_mark(P, lb[0], err) || run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
+    if (cprof_mark(P, lb[0], err) || dec_run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
         enqueue_attention(D, l, y, lb, amax, namax, err) ||
         cprof_mark(P, lb[3], err) ||
-        run_mv(D, &y->o, D->attb, D->y,
+        dec_run_mv(D, &y->o, D->attb, D->y,
                y->o.fix_e != CK_XE_ROWMAX ? XP_FIXED
                : amax                     ? XP_PREMAX
                                           : XP_FULL,
@@ -561,9 +570,20 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
                                    norm_pmax(D, xe_gu), pb, D->xp, D->xexp, y->gu.xmode, xe_gu,
                                    y->gu_epi ? D->gmax : NULL, y->gu_epi ? gu_nblk(y) : 0, st),
                   "attention residual", err) ||
-        cprof_mark(P, lb[5], err) || enqueue_ffn_act(D, y, lb, err) ||
-        cprof_mark(P, lb[8], err) ||
-        rt_status(dk_residual_norm(D->y, y->down.ks, y->down.rows, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
+        (y->moe && dec_moe_route(D, i, D->mb, D->h, 1, err)) || cprof_mark(P, lb[5], err) ||
+        enqueue_ffn_act(D, y, lb, err))
+      return mx_prefix(err, "layer %d", i);
+    /* the FFN's output: the down product, or with an MoE block the block's sum (cuda_decoder_moe.c:
+     * its router runs before the shared MLP, its experts after) */
+    const float *fy = D->y;
+    int fks = y->down.ks;
+    if (y->moe) {
+      if (dec_moe_experts(D, i, D->mb, D->y, 0, y->down.ks, y->down.rows, 1, &fy, err))
+        return mx_prefix(err, "layer %d", i);
+      fks = 1;
+    }
+    if (cprof_mark(P, lb[8], err) ||
+        rt_status(dk_residual_norm(fy, fks, y->down.rows, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
                                    next_norm, D->xb, H, d->eps, norm_pmax(D, xe_next), pb, D->xp, D->xexp, next_mv->xmode,
                                    xe_next, NULL, 0, st),
                   "FFN residual", err))
@@ -575,7 +595,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
 /* After the body: xb holds bf16 final_norm(h) of the last token. */
 static int enqueue_head(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  return cprof_mark(&D->prof, "lm_head mat-vec", err) || run_mv(D, &D->head, D->xb, D->ylog, D->head.xmode ? XP_DONE : XP_PREMAX, err) ||
+  return cprof_mark(&D->prof, "lm_head mat-vec", err) || dec_run_mv(D, &D->head, D->xb, D->ylog, D->head.xmode ? XP_DONE : XP_PREMAX, err) ||
          cprof_mark(&D->prof, "logits + argmax", err) ||
          rt_status(dk_logits(D->ylog, D->logits, d->vocab, d->final_softcap, D->part_v, D->part_i,
                              D->counts + d->n_heads, D->counts + d->n_heads + 1, D->next, D->stream),

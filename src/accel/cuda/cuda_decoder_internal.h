@@ -37,6 +37,7 @@ typedef struct dec_layer {
   int64_t lkeys; /* > 0: the layer's whole key range (a sliding ring), which the wide one-launch
                   * attention takes in the long-context graphs too */
   int xe_in, xe_ffw; /* fixed prep exponents for x after the input and pre-FFW norms (norm_fixed_exp) */
+  struct dec_moe *moe; /* the MoE block beside the FFN (cuda_decoder_moe.c), or NULL */
 } dec_layer;
 
 struct accel_decoder {
@@ -78,7 +79,26 @@ struct accel_decoder {
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
   struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
+  struct dec_moe_buf *mb, *mb_pf; /* the MoE blocks' work buffers: the step's (one token) and the prompt pass's */
 };
+
+/* a and b can be one concatenated weight: the same format and columns, stacked alike */
+int dec_same_format(const accel_spec *a, const accel_spec *b);
+/* The product of ws[0..n) (one concatenated weight where the formats agree), made resident;
+ * its k split and activation prep chosen (cuda_decoder.c). */
+int dec_make_mv(accel_decoder *D, const accel_weight *const *ws, int n, const char *what, int layer, dec_mv *mv,
+                mlxrt_error *err);
+/* The parts ws[0..n) of one format (stacked alike, or not) uploaded as one weight of their rows
+ * concatenated, within each expert's slab for stacked parts (rows interleaved by il when il > 0). */
+const ck_layout *dec_upload_cat(accel_decoder *D, const accel_weight *const *ws, int n, int il, const char *what,
+                                int layer, mlxrt_error *err);
+/* y = x · Wᵀ for every part of mv (device x bf16, y float32). premax: XP_PREMAX: x's producer
+ * already wrote the block maxima the activation prep needs into D->pmax; XP_DONE: it wrote the
+ * prep itself (mv->xmode); XP_FIXED: the prep kernel with mv->fix_e, no maxima. */
+enum { XP_FULL = 0, XP_PREMAX = 1, XP_DONE = 2, XP_FIXED = 3 };
+int dec_run_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, float *y, int premax, mlxrt_error *err);
+/* n floats to the device (synchronised) */
+int dec_upload_floats(accel_decoder *D, float *dst, const float *src, int64_t n, mlxrt_error *err);
 
 /* allocates count elements of p on the device, or jumps to fail (err set) */
 #define DALLOC(p, count)                                                          \
@@ -90,5 +110,23 @@ struct accel_decoder {
 int dec_prefill_init(accel_decoder *D, mlxrt_error *err);
 void dec_prefill_free(accel_decoder *D);
 int dec_prefill_run(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, mlxrt_error *err);
+
+/* The activation-prep exponent fixed by the bound of a norm's output (cuda_decoder.c:
+ * |x| ≤ √H·max|w|), or DK_XE_ROWMAX where w has no finite positive maximum. */
+int dec_norm_fixed_exp(const float *w, int H);
+
+/* The MoE blocks (cuda_decoder_moe.c). dec_moe_layer: layer i's router, experts and vectors
+ * made resident (D->ly[i].moe), at creation. dec_moe_buffers: the work buffers for chunks of
+ * up to T tokens (T = 1: the step's), after every layer. For T tokens whose residuals after
+ * the attention are h: dec_moe_route before the shared MLP (norms, router, top-k, the experts'
+ * input prep: none of it touches what the shared MLP uses), dec_moe_experts after it, with its
+ * down product ys (row t at ys + t·lds, ks partial sums kstride apart): the chosen experts and
+ * the block's output into *out ([T, H]: what the FFN residual norm takes as its product). */
+int dec_moe_layer(accel_decoder *D, int i, mlxrt_error *err);
+int dec_moe_buffers(accel_decoder *D, int T, struct dec_moe_buf **mb, mlxrt_error *err);
+int dec_moe_route(accel_decoder *D, int i, struct dec_moe_buf *mb, const float *h, int T, mlxrt_error *err);
+int dec_moe_experts(accel_decoder *D, int i, struct dec_moe_buf *mb, const float *ys, int64_t lds, int ks,
+                    int64_t kstride, int T, const float **out, mlxrt_error *err);
+void dec_moe_free(accel_decoder *D);
 
 #endif

@@ -81,6 +81,7 @@ int dec_prefill_init(accel_decoder *D, mlxrt_error *err) {
   DALLOC(P->ks, T * P->max_kvd);
   DALLOC(P->vs, T * P->max_kvd);
   if (P->tmax > P->gemm_min && prefill_gemm_ready(D, err)) goto fail;
+  if (dec_moe_buffers(D, P->tmax, &D->mb_pf, err)) goto fail;
   return 0;
 fail:
   dec_prefill_free(D);
@@ -176,12 +177,17 @@ static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
         cprof_mark(C, "prefill: norms + residual", err) ||
         rt_status(pf_norm_rows(P->y, H, nrm + H, P->h, 0, 0.0f, nrm + 2 * (int64_t)H, P->xb, T, H, d->eps, st),
                   "attention residual", err) ||
+        (y->moe && dec_moe_route(D, i, D->mb_pf, P->h, T, err)) ||
         cprof_mark(C, "prefill: gate|up product", err) || pf_mv(D, &y->gu, P->xb, T, P->y, 2 * inter, err) ||
         cprof_mark(C, "prefill: geglu", err) ||
         rt_status(pf_geglu(P->y, inter, T, P->gub, y->gu_il, st), "geglu", err) ||
-        cprof_mark(C, "prefill: down product", err) || pf_mv(D, &y->down, P->gub, T, P->y, H, err) ||
+        cprof_mark(C, "prefill: down product", err) || pf_mv(D, &y->down, P->gub, T, P->y, H, err))
+      return mx_prefix(err, "layer %d", i);
+    /* the FFN's output: the down product, or with an MoE block the block's sum */
+    const float *fy = P->y;
+    if ((y->moe && dec_moe_experts(D, i, D->mb_pf, P->y, H, 1, 0, T, &fy, err)) ||
         cprof_mark(C, "prefill: norms + residual", err) ||
-        rt_status(pf_norm_rows(P->y, H, nrm + 3 * (int64_t)H, P->h, d->has_layer_scalar, l->layer_scalar, next_norm,
+        rt_status(pf_norm_rows(fy, H, nrm + 3 * (int64_t)H, P->h, d->has_layer_scalar, l->layer_scalar, next_norm,
                                P->xb, T, H, d->eps, st),
                   "FFN residual", err))
       return mx_prefix(err, "layer %d", i);

@@ -71,6 +71,15 @@ int ck_xprep_premax(const ck_layout *L, const uint16_t *x, uint16_t *xp, float *
 #define CK_XE_ROWMAX (-1000)
 int ck_xprep_fixed(const ck_layout *L, const uint16_t *x, uint16_t *xp, float *xs, int *xexp, int e, void *stream);
 int ck_xprep_block(void);
+/* ck_xprep of nbatch batches of nb ≤ 8 rows: batch b's rows x + b·nb·cols into the layout
+ * ck_qmv_experts reads for its batch b (xp + b·nb·cols, xs + b·(cols/32)·8, xexp + b·8);
+ * pmax: 8·nbatch·ceil(cols / ck_xprep_block()) floats of scratch. Fast formats, cols % 32 == 0. */
+int ck_xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs, int *xexp,
+                     float *pmax, void *stream);
+/* ck_xprep_batched of one row per batch whose block maxima are given (pmax + b·8·nblk: what
+ * ck_qmv_experts_geglu's amax holds with amax_z = 8·nblk): no max pass. */
+int ck_xprep_batched_premax(const ck_layout *L, const uint16_t *x, int nbatch, uint16_t *xp, float *xs, int *xexp,
+                            const float *pmax, void *stream);
 /* y[n*ldy + r] for n < nb ≤ 8, rows of slab `slab`; fast formats read xp/xs/xexp, the generic
  * kernel reads x directly. */
 int ck_qmv(const ck_layout *L, int64_t slab, const uint16_t *x, const uint16_t *xp,
@@ -93,6 +102,23 @@ int ck_qmv_geglu(const ck_layout *L, const uint16_t *xp, const float *xs, const 
                  float *amax, int apblock, void *stream);
 int ck_qmv_generic(const ck_layout *L, int64_t slab, const uint16_t *x, int nb, float *y,
                    int64_t ldy, void *stream);
+/* Products of a stacked weight with experts chosen on the device: for z < nz, slab zslab[z]
+ * (none when < 0) times the nb ≤ 8 rows of activation batch z (xper; else of batch 0 for
+ * every z; ck_xprep_batched's layout) into y + z·zy (row n at + n·ldy). ids_ready: zslab was
+ * written by a kernel that completes before this launch's predecessor passes its wait (two
+ * launches back or more), so the slab is read and its first weight stages issued before this
+ * kernel's own wait; else after it. Fast formats; one launch of tiles × nz blocks. */
+int ck_qmv_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs, const int *xexp,
+                   int nb, int xper, float *y, int64_t ldy, int64_t zy, int ids_ready, void *stream);
+/* ck_qmv_geglu in the expert mode: one row of x (batch 0) for every z, the slabs' rows
+ * interleaved by 8, batch z's activations into act + z·rows/2 and their maxima into
+ * amax + z·amax_z (zeroed before). */
+int ck_qmv_experts_geglu(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
+                         const int *xexp, uint16_t *act, float *amax, int apblock, int64_t amax_z, int ids_ready,
+                         void *stream);
+/* The same for the generic layout: batch z is the nb bf16 rows at x + z·xz. */
+int ck_qmv_generic_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *x, int64_t xz, int nb,
+                           float *y, int64_t ldy, int64_t zy, void *stream);
 /* out[i, cols] bf16 = row ids[i] dequantized as mx.dequantize does (ids already checked). */
 int ck_embed(const ck_layout *L, const int32_t *ids, int64_t n, uint16_t *out, void *stream);
 

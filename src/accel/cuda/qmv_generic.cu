@@ -34,7 +34,7 @@ __device__ float gen_weight(const GenArgs &a, int64_t row, int64_t k) {
 }
 
 /* One warp per row; nb ≤ 8 activation rows. */
-__global__ void qmv_generic_kernel(GenArgs a, const uint16_t *x, int nb, float *y, int64_t ldy) {
+__device__ __forceinline__ void gen_rows(const GenArgs &a, const uint16_t *x, int nb, float *y, int64_t ldy) {
   int lane = threadIdx.x & 31;
   int64_t row = blockIdx.x * (int64_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= a.rows) return;
@@ -51,6 +51,21 @@ __global__ void qmv_generic_kernel(GenArgs a, const uint16_t *x, int nb, float *
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     if (lane == 0 && n < nb) y[n * ldy + row] = v;
   }
+}
+__global__ void qmv_generic_kernel(GenArgs a, const uint16_t *x, int nb, float *y, int64_t ldy) {
+  gen_rows(a, x, nb, y, ldy);
+}
+
+/* ck_qmv_generic_experts: block (·, z) on slab zslab[z] (a = slab 0's arguments). */
+__global__ void qmv_generic_experts_kernel(GenArgs a, const int *zslab, size_t w_slab, size_t s_slab, size_t b_slab,
+                                           const uint16_t *x, int64_t xz, int nb, float *y, int64_t ldy, int64_t zy) {
+  const int e = zslab[blockIdx.y];
+  if (e < 0) return;
+  a.w = (const char *)a.w + (size_t)e * w_slab;
+  if (a.s) a.s = (const char *)a.s + (size_t)e * s_slab;
+  if (a.b) a.b = (const char *)a.b + (size_t)e * b_slab;
+  const int64_t z = blockIdx.y;
+  gen_rows(a, x + z * xz, nb, y + z * zy, ldy);
 }
 
 __host__ __device__ static GenArgs gen_args(const ck_layout *L, int64_t slab) {
@@ -73,6 +88,15 @@ extern "C" int ck_qmv_generic(const ck_layout *L, int64_t slab, const uint16_t *
   GenArgs a = gen_args(L, slab);
   unsigned blocks = (unsigned)((L->rows + 7) / 8);
   qmv_generic_kernel<<<blocks, 256, 0, (cudaStream_t)stream>>>(a, x, nb, y, ldy);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int ck_qmv_generic_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *x, int64_t xz,
+                                      int nb, float *y, int64_t ldy, int64_t zy, void *stream) {
+  if (nz < 1 || nb < 1 || nb > 8) return (int)cudaErrorInvalidValue;
+  GenArgs a = gen_args(L, 0);
+  qmv_generic_experts_kernel<<<dim3((unsigned)((L->rows + 7) / 8), (unsigned)nz), 256, 0, (cudaStream_t)stream>>>(
+      a, zslab, L->w_slab, L->s_slab, L->b_slab, x, xz, nb, y, ldy, zy);
   return (int)cudaGetLastError();
 }
 

@@ -44,6 +44,15 @@ struct QmvArgs {
   float *amax;
   int64_t acts;
   int apblock;
+  /* expert mode (ck_qmv_experts; the EXP kernels): block (·, ·, z) multiplies slab zslab[z] of
+   * the stacked weight (slabs of w_slab / s_slab bytes; nothing when zslab[z] < 0) with x batch
+   * z (xper; else batch 0) — the nb-row prep at xp + z·nb·nslices·4, xs + z·nslices·8,
+   * xexp + z·8 — into y + z·zy */
+  const int *zslab;
+  size_t w_slab, s_slab;
+  int64_t zy;
+  int xper;
+  int64_t amax_z; /* with the GeGLU epilogue: batch z's activations at act + z·acts, maxima at amax + z·amax_z */
 };
 
 #define CK_MAX_WARPS 16
@@ -174,7 +183,7 @@ __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (
  * pair instead of once per unit, and the bias term b·Σx once per group (with groups of 64 two
  * lanes share a group: the odd one adds none). Lane (g, t) loads only the 8 bytes of x its
  * column needs. */
-template <int FMT, int GS, bool SB_F16, int NST, int COL = 0, bool XS = false>
+template <int FMT, int GS, bool SB_F16, int NST, int COL = 0, bool XS = false, bool EXP = false>
 __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   typedef Shape<FMT, GS> S;
   /* XS (one-row kernels): x (and the affine group sums) come with each stage's weights through
@@ -192,6 +201,14 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   const int g = lane >> 2, t = lane & 3;
   const int64_t tile = blockIdx.x;
   const int ks = blockIdx.y;
+  if (EXP) { /* batch z's activations and outputs (the slab is read after the wait: the router wrote it) */
+    const int64_t z = blockIdx.z, zx = p.xper ? z : 0;
+    p.xp += zx * p.nb * p.nslices * 4;
+    p.xs += zx * p.nslices * 8;
+    p.xexp += zx * 8;
+    p.y += z * p.zy;
+    if (p.act) p.act += z * p.acts, p.amax += z * p.amax_z;
+  }
   /* (without a k split no division: two 64-bit divisions are ~70 of a tile's ~1900 warp
    * instructions on lm_head, by ncu's source counters) */
   const int ubeg = p.ksplit == 1 ? 0 : (int)((int64_t)p.nunits * ks / p.ksplit);
@@ -228,11 +245,22 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
       if (xsb) bulk_copy(dst + XSOFF, reinterpret_cast<const uint8_t *>(p.xs) + ug * S::GPU * 32, xsb, &mbar[slot]);
     }
   };
+  /* expert mode: the slab of this batch; before the wait when its producer completed before
+   * this kernel's predecessor passed its own wait (p.early > 0: the caller's promise), else after */
+  auto select_slab = [&]() -> bool {
+    const int e = p.zslab[blockIdx.z];
+    if (e < 0) return false;
+    wsrc += (size_t)e * p.w_slab;
+    ssrc += (size_t)e * p.s_slab;
+    return true;
+  };
+  if (EXP && p.early && !select_slab()) return;
   /* the weights depend on no earlier kernel: their first p.early stages are in flight before
    * the wait for the kernel that wrote x (programmatic dependent launch, ck_launch.cuh) */
   if (threadIdx.x == 0)
     for (int st = 0; st < NST && st < p.early && st < nstages; st++) issue(st, true, false);
   ck_pdl_enter();
+  if (EXP && !p.early && !select_slab()) return;
   if (threadIdx.x == 0)
     for (int st = 0; st < NST && st < nstages; st++) {
       if (st >= p.early) issue(st, true, true);
@@ -659,12 +687,9 @@ static int warps_for(const ck_layout *L, qmv_fn fn, int smem, int ksplit) {
   return best;
 }
 
-/* The launch of ck_qmv_split and ck_qmv_geglu (act: the GeGLU epilogue's outputs, or NULL). */
-static int qmv_launch(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
-                      float *y, int64_t ldy, int ksplit, int64_t kstride, uint16_t *act, float *amax, int apblock,
-                      void *stream) {
-  qmv_fn fn = pick(L, nb);
-  if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
+/* The arguments every launch sets: slab `slab`'s weights, x's prep, the outputs. */
+static QmvArgs base_args(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
+                         float *y, int64_t ldy) {
   QmvArgs a = {};
   a.w = (const uint4 *)((const char *)L->w + (size_t)slab * L->w_slab);
   a.s = (const char *)L->s + (size_t)slab * L->s_slab;
@@ -677,6 +702,16 @@ static int qmv_launch(const ck_layout *L, int64_t slab, const uint16_t *xp, cons
   a.nunits = (int)L->nunits;
   a.nslices = L->cols / 32;
   a.nb = nb;
+  return a;
+}
+
+/* The launch of ck_qmv_split and ck_qmv_geglu (act: the GeGLU epilogue's outputs, or NULL). */
+static int qmv_launch(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
+                      float *y, int64_t ldy, int ksplit, int64_t kstride, uint16_t *act, float *amax, int apblock,
+                      void *stream) {
+  qmv_fn fn = pick(L, nb);
+  if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
+  QmvArgs a = base_args(L, slab, xp, xs, xexp, nb, y, ldy);
   a.early = QMV_EARLY_STAGES;
   a.ksplit = ksplit;
   a.kstride = kstride;
@@ -691,6 +726,76 @@ static int qmv_launch(const ck_layout *L, int64_t slab, const uint16_t *xp, cons
   }
   int warps = one_row_col(L, nb) ? 4 : warps_for(L, fn, smem, ksplit);
   return (int)ck_launch(fn, dim3((unsigned)L->tiles, (unsigned)ksplit), warps * 32, smem, (cudaStream_t)stream, a);
+}
+
+/* The expert-mode kernels (EXP): the kernels pick() returns for nb rows, at the stage counts
+ * stages_for gives. */
+template <int FMT, int GS, int NST, int COL = 0, bool XS = false>
+static qmv_fn exp_k(bool f16) {
+  return f16 ? qmv_tc_kernel<FMT, GS, true, NST, COL, XS, true> : qmv_tc_kernel<FMT, GS, false, NST, COL, XS, true>;
+}
+template <int FMT>
+static qmv_fn exp_affine(int gs, bool f16) {
+  return gs == 32 ? exp_k<FMT, 32, QMV_STAGES_OTHER>(f16)
+         : gs == 64 ? exp_k<FMT, 64, QMV_STAGES_OTHER>(f16)
+                    : exp_k<FMT, 128, QMV_STAGES_OTHER>(f16);
+}
+static qmv_fn pick_exp(const ck_layout *L, int nb) {
+  const bool f16 = L->scales_dtype == CKT_F16;
+  constexpr int N1 = QMV_STAGES_ONE_ROW;
+  if (one_row_col(L, nb))
+    return L->fmt == CK_NVFP4       ? qmv_tc_kernel<CK_NVFP4, 16, false, N1, 1, true, true>
+           : L->group_size == 32 ? exp_k<CK_AFF4, 32, N1, 1, true>(f16)
+                                 : exp_k<CK_AFF4, 64, N1, 1, true>(f16);
+  switch (L->fmt) {
+  case CK_NVFP4: return qmv_tc_kernel<CK_NVFP4, 16, false, QMV_STAGES_NVFP4_BATCH, 0, false, true>;
+  case CK_AFF4: return exp_affine<CK_AFF4>(L->group_size, f16);
+  case CK_AFF8: return exp_affine<CK_AFF8>(L->group_size, f16);
+  case CK_MXFP4: return qmv_tc_kernel<CK_MXFP4, 32, false, QMV_STAGES_OTHER, 0, false, true>;
+  case CK_MXFP8: return qmv_tc_kernel<CK_MXFP8, 32, false, QMV_STAGES_OTHER, 0, false, true>;
+  case CK_DBF16: return qmv_tc_kernel<CK_DBF16, 0, false, QMV_STAGES_OTHER, 0, false, true>;
+  case CK_DF16: return qmv_tc_kernel<CK_DF16, 0, false, QMV_STAGES_OTHER, 0, false, true>;
+  }
+  return nullptr;
+}
+
+static int exp_launch(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
+                      const int *xexp, int nb, int xper, float *y, int64_t ldy, int64_t zy, int ids_ready, uint16_t *act,
+                      float *amax, int apblock, int64_t amax_z, void *stream) {
+  qmv_fn fn = L->fmt == CK_GENERIC ? nullptr : pick_exp(L, nb);
+  if (!fn || nz < 1 || nb < 1 || nb > 8 || L->cols % 32) return (int)cudaErrorInvalidValue;
+  QmvArgs a = base_args(L, 0, xp, xs, xexp, nb, y, ldy);
+  a.early = ids_ready ? QMV_EARLY_STAGES : 0;
+  a.ksplit = 1;
+  a.zslab = zslab;
+  a.w_slab = L->w_slab;
+  a.s_slab = L->s_slab;
+  a.zy = zy;
+  a.xper = xper;
+  a.act = act;
+  a.amax = amax;
+  a.acts = L->rows / 2;
+  a.apblock = apblock;
+  a.amax_z = amax_z;
+  const int smem = stages_for(L, nb) * smem_for(L, nb);
+  if (smem > 48 * 1024) {
+    cudaError_t e = allow_smem(fn, smem);
+    if (e) return (int)e;
+  }
+  return (int)ck_launch(fn, dim3((unsigned)L->tiles, 1, (unsigned)nz), 4 * 32, smem, (cudaStream_t)stream, a);
+}
+
+extern "C" int ck_qmv_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
+                              const int *xexp, int nb, int xper, float *y, int64_t ldy, int64_t zy, int ids_ready,
+                              void *stream) {
+  return exp_launch(L, zslab, nz, xp, xs, xexp, nb, xper, y, ldy, zy, ids_ready, NULL, NULL, 0, 0, stream);
+}
+
+extern "C" int ck_qmv_experts_geglu(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
+                                    const int *xexp, uint16_t *act, float *amax, int apblock, int64_t amax_z,
+                                    int ids_ready, void *stream) {
+  if (L->rows % 16 || !act || !amax || apblock < 8 || apblock % 8) return (int)cudaErrorInvalidValue;
+  return exp_launch(L, zslab, nz, xp, xs, xexp, 1, 0, NULL, L->rows, 0, ids_ready, act, amax, apblock, amax_z, stream);
 }
 
 extern "C" int ck_qmv_occupancy(const ck_layout *L, int nb, int *sms) {

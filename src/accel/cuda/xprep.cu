@@ -14,8 +14,7 @@
 /* ---- activation prep ------------------------------------------------------------------- */
 /* Pass 1: per (2048-value block, row) max|x| into pmax[n][blk]. */
 #define XP_BLOCK 2048
-__global__ void xmax_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk) {
-  ck_pdl_enter();
+__device__ __forceinline__ void xmax_body(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk) {
   const int n = blockIdx.y, blk = blockIdx.x;
   if (n >= nb) return;
   const uint16_t *xr = x + (int64_t)n * cols;
@@ -39,14 +38,17 @@ __global__ void xmax_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax
     pmax[n * nblk + blk] = m;
   }
 }
+__global__ void xmax_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk) {
+  ck_pdl_enter();
+  xmax_body(x, cols, nb, pmax, nblk);
+}
 
 /* Pass 2: one thread per (32-k slice, row): the slice's fp16 (x · 2^e) values in fragment
  * order (64 contiguous bytes), and the group sums by a shuffle over adjacent slices. Rows
  * ≥ nb write zero sums. cols is a multiple of 32 here (the fast path's unit). efix: e given by
  * the caller (ck_xprep_fixed; no maxima read), or CK_XE_ROWMAX. */
-__global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, int gs,
-                             const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp, int efix) {
-  ck_pdl_enter();
+__device__ __forceinline__ void xfill_body(const uint16_t *x, int64_t cols, int nb, int bf16, int gs,
+                                           const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp, int efix) {
   const int n = blockIdx.y;
   const int64_t S = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nsl = cols / 32;
   int e = 0;
@@ -102,6 +104,25 @@ __global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, 
     if (S < nsl && S % per == 0) xs[(S / per) * 8 + n] = sum;
   }
 }
+__global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, int gs,
+                             const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp, int efix) {
+  ck_pdl_enter();
+  xfill_body(x, cols, nb, bf16, gs, pmax, nblk, xp, xs, xexp, efix);
+}
+
+/* ck_xprep_batched: batch blockIdx.z's rows and layout (the strides ck_qmv_experts reads) */
+__global__ void xmax_batched_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk) {
+  ck_pdl_enter();
+  const int64_t b = blockIdx.z;
+  xmax_body(x + b * nb * cols, cols, nb, pmax + b * 8 * nblk, nblk);
+}
+__global__ void xfill_batched_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, int gs, const float *pmax,
+                                     int nblk, uint16_t *xp, float *xs, int *xexp) {
+  ck_pdl_enter();
+  const int64_t b = blockIdx.z, nsl = cols / 32;
+  xfill_body(x + b * nb * cols, cols, nb, bf16, gs, pmax + b * 8 * nblk, nblk, xp + b * nb * cols, xs + b * nsl * 8,
+             xexp + b * 8, (int)CK_XE_ROWMAX);
+}
 
 extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t *xp, float *xs,
                         int *xexp, float *pmax, void *stream) {
@@ -116,6 +137,31 @@ extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t 
   int64_t nsl = L->cols / 32;
   return (int)ck_launch(xfill_kernel, dim3((unsigned)((nsl + 127) / 128), 8), 128, 0, st, x, L->cols, nb, bf16, gs,
                         pmax, nblk, xp, xs, xexp, (int)CK_XE_ROWMAX);
+}
+
+static int xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs,
+                         int *xexp, float *pmax, bool premax, void *stream) {
+  if (nb < 1 || nb > 8 || nbatch < 1 || L->cols % 32) return (int)cudaErrorInvalidValue;
+  cudaStream_t st = (cudaStream_t)stream;
+  const int gs = (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) ? L->group_size : 0, bf16 = L->fmt == CK_DBF16;
+  const int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK);
+  if (!bf16 && !premax) {
+    cudaError_t e = ck_launch(xmax_batched_kernel, dim3(nblk, nb, nbatch), 256, 0, st, x, L->cols, nb, pmax, nblk);
+    if (e) return (int)e;
+  }
+  const int64_t nsl = L->cols / 32;
+  return (int)ck_launch(xfill_batched_kernel, dim3((unsigned)((nsl + 127) / 128), 8, nbatch), 128, 0, st, x, L->cols,
+                        nb, bf16, gs, (const float *)pmax, nblk, xp, xs, xexp);
+}
+
+extern "C" int ck_xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs,
+                                int *xexp, float *pmax, void *stream) {
+  return xprep_batched(L, x, nb, nbatch, xp, xs, xexp, pmax, false, stream);
+}
+
+extern "C" int ck_xprep_batched_premax(const ck_layout *L, const uint16_t *x, int nbatch, uint16_t *xp, float *xs,
+                                       int *xexp, const float *pmax, void *stream) {
+  return xprep_batched(L, x, 1, nbatch, xp, xs, xexp, (float *)pmax, true, stream);
 }
 
 extern "C" size_t ck_xprep_pmax_floats(int64_t cols) { return 8 * (size_t)((cols + XP_BLOCK - 1) / XP_BLOCK); }

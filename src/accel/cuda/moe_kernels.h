@@ -1,0 +1,49 @@
+/* Launchers of the MoE block's kernels (moe.cu) for the decoder's step (T = 1) and its prompt
+ * pass (T rows), with the reference path's rounding points (reference.c moe_block,
+ * docs/NUMERICS.md): activations are float32 arrays holding bf16 values, or bf16 where a
+ * product reads them. Return a cudaError_t (0 = ok). */
+#ifndef MLXRT_CUDA_MOE_KERNELS_H
+#define MLXRT_CUDA_MOE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Per row t < T of the residual h after the attention: xr[t] = bf16 rmsnorm(h[t], w_router),
+ * xe[t] = bf16 rmsnorm(h[t], w_pre2); zero[0 … nzero) set to zero (NULL, 0: none). */
+int dk_moe_norms(const float *h, const float *w_router, const float *w_pre2, int T, int H, float eps, uint16_t *xr,
+                 uint16_t *xe, float *zero, int nzero, void *stream);
+
+/* Per row t < T of router scores s (row t at s + t·lds, ks partial sums kstride apart, float32;
+ * rounded to bf16 here): the
+ * top_k ids by score (ties and NaN as the reference's scan: the lower index first), then
+ * w = bf16(bf16(softmax over the top_k in float32) · pes[id]) → ids / wts [T, top_k]. top_k ≤ 32. */
+int dk_moe_route(const float *s, int64_t lds, int ks, int64_t kstride, int T, int E, int top_k, const float *pes,
+                 int *ids, float *wts, void *stream);
+
+/* Per row t < T: out[t] = bf16(rmsnorm(bf16 ys[t], w_post1) + rmsnorm(bf16(Σ_k bf16(wts[t,k] ·
+ * bf16 y_k)), w_post2)), the sum float32 in k order, where ys[t] is the shared MLP's output (row
+ * t at ys + t·lds, ks partial sums kstride apart) and y_k row map[t·top_k + k] of the experts'
+ * outputs y (row r at y + r·ldy), or row t·top_k + k when map is NULL. */
+int dk_moe_combine(const float *ys, int64_t lds, int ks, int64_t kstride, const float *w_post1, const float *y,
+                   int64_t ldy, const int *map, const float *wts, const float *w_post2, int T, int top_k, int H,
+                   float eps, float *out, void *stream);
+
+/* The prompt pass's grouping of T·top_k choices ids [T, top_k] by expert, in token order
+ * within each expert, each expert's rows padded to a multiple of 8: work item w < nitems
+ * (dk_moe_items) holds rows 8w … 8w+7 of expert item_e[w] (−1: none); src[r] is the token of
+ * grouped row r (−1: padding); pos[t·top_k + k] the grouped row of choice (t, k). One block. */
+int dk_moe_items(int T, int top_k, int E);
+int dk_moe_group(const int *ids, int T, int top_k, int E, int *item_e, int *src, int *pos, void *stream);
+
+/* xg[r] = x[src[r]] (bf16 rows of H), zeros where src[r] < 0, for r < rows. */
+int dk_moe_gather(const uint16_t *x, const int *src, int64_t rows, int H, uint16_t *xg, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
