@@ -1,38 +1,31 @@
-/* Generation and chat: chat template → tokens → the longest cached prefix is kept, the rest is
- * processed as one batched prompt → sample, stream, stop. The conversation keeps the exact
- * token ids in the cache, so a new turn processes only its own tokens. */
-#include <math.h>
+/* Chat: the conversation → chat template → tokens → the generation loop of generate_core.c
+ * (the longest cached prefix is kept, the rest processed in batches; sample, stream, stop). The
+ * session keeps the exact token ids it holds, so a new turn processes only its own tokens. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "accel/accel_sample.h"
 #include "base/error.h"
 #include "mlx/api_internal.h"
 #include "mlx/chat_template.h"
 #include "mlx/gen_config.h"
-#include "mlx/model.h"
+#include "mlx/generate_core.h"
 #include "mlx/sampler.h"
-#include "mlx/session.h"
 #include "mlx/tokenizer.h"
 #include "mlxrt.h"
 
 struct mlxrt_chat {
   mlxrt_model *M;
   const mx_model *m;
-  accel_backend *b;
-  mx_session *s;
-  mx_tokenizer *tok;
-  mx_sampler *sampler;
-  mx_gen_config gen;
+  mlxrt_session *S;
+  const mx_tokenizer *tok;
+  mx_sampler *sampler;  /* one random stream for the chat's life */
+  mx_gen_config gen;    /* stop ids: the model's eos ids, + the turn terminator in chat mode */
   mlxrt_chat_options opt;
   char *system;
-  mx_chat_msg *msgs;  /* conversation so far (owned strings) */
+  mx_chat_msg *msgs;    /* conversation so far (owned contents, static role names) */
   size_t nmsgs, cap_msgs;
-  int32_t *cached;    /* token ids in the session's cache, in order */
-  size_t ncached, cap_cached;
-  float *logits;
-  int end_of_turn_id; /* the template's turn terminator, a stop token in chat mode */
+  int32_t *hist;        /* raw completion (no template): the ids of the text so far */
+  size_t nhist, cap_hist;
 };
 
 void mlxrt_gen_params_default(mlxrt_gen_params *p) {
@@ -45,25 +38,29 @@ void mlxrt_gen_params_default(mlxrt_gen_params *p) {
   p->repetition_window = -1;
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int push_cached(mlxrt_chat *c, const int32_t *ids, size_t n, mlxrt_error *err) {
-  if (c->ncached + n > c->cap_cached) {
-    size_t cap = c->cap_cached ? c->cap_cached * 2 : 1024;
-    while (cap < c->ncached + n) cap *= 2;
-    int32_t *p = realloc(c->cached, cap * sizeof *p);
+static int push_ids(int32_t **v, size_t *len, size_t *cap, const int32_t *ids, size_t n, mlxrt_error *err) {
+  if (*len + n > *cap) {
+    size_t c = *cap ? *cap * 2 : 1024;
+    while (c < *len + n) c *= 2;
+    int32_t *p = realloc(*v, c * sizeof *p);
     if (!p) return mx_fail(err, "out of memory for the token history");
-    c->cached = p;
-    c->cap_cached = cap;
+    *v = p;
+    *cap = c;
   }
-  if (n) memcpy(c->cached + c->ncached, ids, n * sizeof *ids);
-  c->ncached += n;
+  if (n) memcpy(*v + *len, ids, n * sizeof *ids);
+  *len += n;
   return 0;
 }
+
+/* The role names the conversation stores (static, so messages own only their contents). */
+static const char *known_role(const char *role) {
+  static const char *const roles[] = {"system", "user", "assistant", "tool", "model", "developer"};
+  for (size_t i = 0; role && i < sizeof roles / sizeof roles[0]; i++)
+    if (!strcmp(role, roles[i])) return roles[i];
+  return NULL;
+}
+
+static int is_assistant(const char *role) { return !strcmp(role, "assistant") || !strcmp(role, "model"); }
 
 static int push_msg(mlxrt_chat *c, const char *role, const char *content, size_t len, mlxrt_error *err) {
   if (c->nmsgs == c->cap_msgs) {
@@ -83,28 +80,27 @@ static int push_msg(mlxrt_chat *c, const char *role, const char *content, size_t
   return 0;
 }
 
-static void clear_msgs(mlxrt_chat *c) {
-  for (size_t i = 0; i < c->nmsgs; i++) free((char *)c->msgs[i].content);
-  c->nmsgs = 0;
+static void drop_msgs_from(mlxrt_chat *c, size_t from) {
+  for (size_t i = from; i < c->nmsgs; i++) free((char *)c->msgs[i].content);
+  c->nmsgs = from;
 }
 
 void mlxrt_chat_reset(mlxrt_chat *c) {
-  clear_msgs(c);
-  c->ncached = 0;
-  mx_session_rewind(c->s, 0);
+  drop_msgs_from(c, 0);
+  c->nhist = 0;
+  mlxrt_session_reset(c->S);
   mx_sampler_reset(c->sampler);
   if (c->system) push_msg(c, "system", c->system, strlen(c->system), NULL);
 }
 
 void mlxrt_chat_free(mlxrt_chat *c) {
   if (!c) return;
-  clear_msgs(c);
+  drop_msgs_from(c, 0);
   free(c->msgs);
-  free(c->cached);
-  free(c->logits);
+  free(c->hist);
   free(c->system);
   mx_sampler_free(c->sampler);
-  mx_session_free(c->s);
+  mlxrt_session_free(c->S);
   free(c);
 }
 
@@ -113,7 +109,6 @@ mlxrt_chat *mlxrt_chat_new(mlxrt_model *M, const mlxrt_chat_options *opt, mlxrt_
   if (!c) return NULL;
   c->M = M;
   c->m = M->m;
-  c->b = M->b;
   if (opt) c->opt = *opt;
   else {
     c->opt.use_template = 1;
@@ -127,9 +122,7 @@ mlxrt_chat *mlxrt_chat_new(mlxrt_model *M, const mlxrt_chat_options *opt, mlxrt_
   }
   if (mx_gen_config_load(dir, &c->gen, err)) goto fail;
   /* stop tokens: the model's eos ids, plus the turn terminator in chat mode */
-  const char *eot = c->m->cfg.family == MX_GEMMA4 ? "<turn|>" : "<end_of_turn>";
-  c->end_of_turn_id = mx_tok_token_to_id(c->tok, eot, strlen(eot));
-  if (c->opt.use_template && c->end_of_turn_id >= 0 && mx_gen_config_add_eos(&c->gen, c->end_of_turn_id, err))
+  if (c->opt.use_template && M->end_of_turn_id >= 0 && mx_gen_config_add_eos(&c->gen, M->end_of_turn_id, err))
     goto fail;
 
   mx_sampler_params sp;
@@ -137,8 +130,7 @@ mlxrt_chat *mlxrt_chat_new(mlxrt_model *M, const mlxrt_chat_options *opt, mlxrt_
   mx_gen_config_apply_sampling(&c->gen, &sp);
   mx_gen_params_apply_sampling(&c->opt.gen, &sp);
   if (!(c->sampler = mx_sampler_create(&sp, c->m->cfg.vocab_size, err))) goto fail;
-  if (!(c->s = mx_session_create(c->m, c->b, c->opt.capacity, 0, err))) goto fail;
-  if (!(c->logits = mx_malloc((size_t)c->m->cfg.vocab_size * sizeof(float), err))) goto fail;
+  if (!(c->S = mlxrt_session_new(M, c->opt.capacity, err))) goto fail;
   if (c->opt.system && !(c->system = mx_strdup(c->opt.system, err))) goto fail;
   mlxrt_chat_reset(c);
   return c;
@@ -152,19 +144,59 @@ int mlxrt_chat_tokenize(mlxrt_chat *c, const char *text, int add_special, int32_
   return mx_tok_encode(c->tok, text, strlen(text), add_special, ids, n, err);
 }
 
-/* ---- streaming the answer ------------------------------------------------------------------ */
-typedef struct {
+int mlxrt_chat_set_messages(mlxrt_chat *c, const mlxrt_message *msgs, size_t n, mlxrt_error *err) {
+  if (!c->opt.use_template)
+    return mx_fail(err, "chat: set_messages needs the chat template (the chat was made with use_template = 0)");
+  if (!msgs && n) return mx_fail(err, "chat: messages is NULL but n is %zu", n);
+  for (size_t i = 0; i < n; i++) {
+    if (!known_role(msgs[i].role))
+      return mx_fail(err, "chat: message %zu has role \"%.64s\" (expected system, user, assistant or tool)", i,
+                     msgs[i].role ? msgs[i].role : "(null)");
+    if (!msgs[i].content) return mx_fail(err, "chat: message %zu (%s) has no content", i, msgs[i].role);
+  }
+  const size_t before = c->nmsgs;
+  for (size_t i = 0; i < n; i++)
+    if (push_msg(c, known_role(msgs[i].role), msgs[i].content, strlen(msgs[i].content), err)) {
+      drop_msgs_from(c, before);
+      return -1;
+    }
+  /* the new list replaces the old one */
+  for (size_t i = 0; i < before; i++) free((char *)c->msgs[i].content);
+  memmove(c->msgs, c->msgs + before, n * sizeof *c->msgs);
+  c->nmsgs = n;
+  return 0;
+}
+
+/* ---- the answer --------------------------------------------------------------------------- */
+/* The conversation's text for the model (the one place that renders it). */
+static char *render(const mlxrt_chat *c, const mx_chat_msg *msgs, size_t n, mlxrt_error *err) {
+  const mx_config *cfg = &c->m->cfg;
+  mx_chat_options co = {cfg->family == MX_GEMMA4 ? MX_CHAT_GEMMA4 : MX_CHAT_GEMMA3, 1, c->opt.enable_thinking,
+                        cfg->family == MX_GEMMA4 && cfg->hidden_size_per_layer_input == 0};
+  return mx_chat_render(msgs, n, &co, err);
+}
+
+typedef struct answer_ctx {
+  mlxrt_chat *c;
   mlxrt_text_fn fn;
   void *user;
+  mx_thought_stream th;
+  int gemma4;
   char *answer; /* what goes into the history */
   size_t len, cap;
-} sink_ctx;
+  int32_t *ids; /* the generated ids (the stop token excluded) */
+  size_t nids, cap_ids;
+  int oom;
+} answer_ctx;
 
-static void keep(sink_ctx *k, const char *t, size_t n) {
+static void keep(answer_ctx *k, const char *t, size_t n) {
   if (k->len + n + 1 > k->cap) {
     size_t cap = (k->cap + n + 1) * 2;
     char *p = realloc(k->answer, cap);
-    if (!p) return;
+    if (!p) {
+      k->oom = 1;
+      return;
+    }
     k->answer = p;
     k->cap = cap;
   }
@@ -174,152 +206,118 @@ static void keep(sink_ctx *k, const char *t, size_t n) {
 }
 
 static void sink(void *user, int is_thought, const char *text, size_t len) {
-  sink_ctx *k = user;
+  answer_ctx *k = user;
   if (!is_thought) keep(k, text, len);
   if (k->fn && len) k->fn(k->user, text, len);
 }
 
-/* The next token from logits on the host (of the token at position pos): a non-finite row fails
- * on both paths with the decoders' message (accel_sample.h, step 0). */
-static int choose(mx_sampler *smp, const float *x, int n, int64_t pos, mlxrt_error *err) {
-  const int bad = accel_logits_first_nonfinite(x, n);
-  if (bad >= 0) return accel_fail_nonfinite(err, pos, bad);
-  if (mx_sampler_get_params(smp)->temperature != 0) return mx_sampler_sample(smp, x, err);
-  int b = 0;
-  for (int i = 1; i < n; i++)
-    if (x[i] > x[b]) b = i;
-  return b;
+static void on_text(void *user, const char *text, size_t len) {
+  answer_ctx *k = user;
+  if (!len) return;
+  if (k->gemma4) mx_thought_stream_feed(&k->th, text, len, sink, k);
+  else sink(k, 0, text, len);
+}
+
+static int on_token(void *user, const mlxrt_token_info *t) {
+  answer_ctx *k = user;
+  if (t->is_stop) return 0;
+  if (push_ids(&k->ids, &k->nids, &k->cap_ids, &t->id, 1, NULL)) k->oom = 1;
+  on_text(k, t->text, t->len);
+  return 0;
+}
+
+/* Generates the answer to the prompt ids, streaming it to fn; the answer's text (thought
+ * removed) and ids are left in k. */
+static int answer(mlxrt_chat *c, const int32_t *ids, size_t n, answer_ctx *k, mlxrt_gen_stats *st,
+                  mlxrt_error *err) {
+  k->gemma4 = c->m->cfg.family == MX_GEMMA4;
+  mx_thought_stream_init(&k->th, c->opt.show_thinking);
+  mx_gen_request r = {ids, n, c->sampler, &c->gen, c->opt.gen.max_tokens, 0, 0, c->opt.interrupt, 0,
+                      !k->gemma4, on_token, on_text, k};
+  if (mx_generate(c->S, &r, st, err)) return -1;
+  if (k->gemma4) mx_thought_stream_finish(&k->th, sink, k);
+  if (k->oom) return mx_fail(err, "out of memory for the answer");
+  return 0;
+}
+
+/* Chat mode: renders the conversation (a final assistant message is a prefill: the conversation
+ * before it with the generation prompt, then its text verbatim) and answers it. */
+static int respond_template(mlxrt_chat *c, mlxrt_text_fn fn, void *user, mlxrt_gen_stats *st, mlxrt_error *err) {
+  const int prefill = c->nmsgs > 0 && is_assistant(c->msgs[c->nmsgs - 1].role);
+  char *text = render(c, c->msgs, c->nmsgs - (size_t)prefill, err);
+  if (!text) return -1;
+  if (prefill) {
+    const char *p = c->msgs[c->nmsgs - 1].content;
+    size_t tl = strlen(text), pl = strlen(p);
+    char *t2 = realloc(text, tl + pl + 1);
+    if (!t2) {
+      free(text);
+      return mx_fail(err, "out of memory for the prompt");
+    }
+    memcpy(t2 + tl, p, pl + 1);
+    text = t2;
+  }
+  int32_t *ids = NULL;
+  size_t n = 0;
+  int e = mx_tok_encode(c->tok, text, strlen(text), 0, &ids, &n, err);
+  free(text);
+  if (e) return -1;
+  answer_ctx k = {.c = c, .fn = fn, .user = user};
+  int rc = answer(c, ids, n, &k, st, err);
+  if (rc == 0 && prefill) {
+    /* the prefill and its continuation are one message */
+    mx_chat_msg *last = &c->msgs[c->nmsgs - 1];
+    size_t pl = strlen(last->content);
+    char *joined = mx_malloc(pl + k.len + 1, err);
+    if (!joined) rc = -1;
+    else {
+      memcpy(joined, last->content, pl);
+      if (k.len) memcpy(joined + pl, k.answer, k.len);
+      joined[pl + k.len] = 0;
+      free((char *)last->content);
+      last->content = joined;
+    }
+  } else if (rc == 0) {
+    rc = push_msg(c, "model", k.answer ? k.answer : "", k.len, err);
+  }
+  free(ids);
+  free(k.answer);
+  free(k.ids);
+  return rc;
+}
+
+/* Raw completion: the text continues the ids so far. */
+static int respond_raw(mlxrt_chat *c, const char *more_text, mlxrt_text_fn fn, void *user, mlxrt_gen_stats *st,
+                       mlxrt_error *err) {
+  int32_t *more = NULL, *ids = NULL;
+  size_t nm = 0, n = 0, cap = 0;
+  answer_ctx k = {.c = c, .fn = fn, .user = user};
+  int rc = -1;
+  if (mx_tok_encode(c->tok, more_text, strlen(more_text), c->nhist == 0, &more, &nm, err) == 0 &&
+      push_ids(&ids, &n, &cap, c->hist, c->nhist, err) == 0 && push_ids(&ids, &n, &cap, more, nm, err) == 0 &&
+      answer(c, ids, n, &k, st, err) == 0 &&
+      push_ids(&ids, &n, &cap, k.ids, k.nids, err) == 0) { /* the history: prompt + answer */
+    c->nhist = 0;
+    rc = push_ids(&c->hist, &c->nhist, &c->cap_hist, ids, n, err);
+  }
+  free(k.answer);
+  free(k.ids);
+  free(more);
+  free(ids);
+  return rc;
+}
+
+int mlxrt_chat_respond(mlxrt_chat *c, mlxrt_text_fn fn, void *user, mlxrt_gen_stats *st, mlxrt_error *err) {
+  if (!c->opt.use_template) return respond_raw(c, "", fn, user, st, err);
+  return respond_template(c, fn, user, st, err);
 }
 
 int mlxrt_chat_turn(mlxrt_chat *c, const char *user_text, mlxrt_text_fn fn, void *user,
                     mlxrt_gen_stats *st, mlxrt_error *err) {
-  mlxrt_gen_stats local;
-  if (!st) st = &local;
-  memset(st, 0, sizeof *st);
-  const mx_config *cfg = &c->m->cfg;
-  int32_t *ids = NULL;
-  size_t n = 0;
-  int rc = -1;
-  size_t nmsgs_before = c->nmsgs;
-  sink_ctx k = {fn, user, NULL, 0, 0};
-
-  /* 1. the tokens the whole conversation should have in the cache */
-  if (c->opt.use_template) {
-    if (push_msg(c, "user", user_text, strlen(user_text), err)) return -1;
-    mx_chat_options co = {cfg->family == MX_GEMMA4 ? MX_CHAT_GEMMA4 : MX_CHAT_GEMMA3, 1,
-                          c->opt.enable_thinking, cfg->family == MX_GEMMA4 && cfg->hidden_size_per_layer_input == 0};
-    char *text = mx_chat_render(c->msgs, c->nmsgs, &co, err);
-    if (!text) goto out;
-    int e = mx_tok_encode(c->tok, text, strlen(text), 0, &ids, &n, err);
-    free(text);
-    if (e) goto out;
-  } else {
-    /* raw completion: the text continues what is cached */
-    int32_t *more = NULL;
-    size_t nm = 0;
-    if (mx_tok_encode(c->tok, user_text, strlen(user_text), c->ncached == 0, &more, &nm, err)) goto out;
-    ids = malloc((c->ncached + nm + 1) * sizeof *ids);
-    if (!ids) {
-      free(more);
-      mx_fail(err, "out of memory");
-      goto out;
-    }
-    if (c->ncached) memcpy(ids, c->cached, c->ncached * sizeof *ids);
-    if (nm) memcpy(ids + c->ncached, more, nm * sizeof *ids);
-    n = c->ncached + nm;
-    free(more);
-  }
-  if (n == 0) {
-    mx_fail(err, "the prompt is empty");
-    goto out;
-  }
-  if ((int64_t)n >= mx_session_capacity(c->s)) {
-    mx_fail(err, "the prompt has %zu tokens, more than the context of %lld", n,
-            (long long)mx_session_capacity(c->s));
-    goto out;
-  }
-
-  /* 2. keep the longest common prefix that is still in the cache, process the rest */
-  size_t common = 0;
-  while (common < n && common < c->ncached && ids[common] == c->cached[common]) common++;
-  if (common == n) common = n - 1; /* the last token must be fed to get logits */
-  if ((size_t)mx_session_pos(c->s) != common) {
-    int64_t at = mx_session_rewind(c->s, (int64_t)common);
-    common = (size_t)at;
-  }
-  c->ncached = common;
-  for (size_t i = 0; i < common; i++) mx_sampler_accept(c->sampler, ids[i]);
-  st->prompt_tokens = (int64_t)n;
-  st->prompt_processed = (int64_t)(n - common);
-  double t0 = now_s();
-  if (mx_session_feed(c->s, ids + common, (int64_t)(n - common), c->logits, 0, err)) goto out;
-  if (push_cached(c, ids + common, n - common, err)) goto out;
-  for (size_t i = common; i < n; i++) mx_sampler_accept(c->sampler, ids[i]);
-  st->prompt_seconds = now_s() - t0;
-
-  /* 3. sample, stream, stop */
-  mx_tok_stream ts;
-  mx_thought_stream th;
-  int gemma4 = cfg->family == MX_GEMMA4;
-  mx_tok_stream_init(&ts, c->tok, !gemma4);
-  mx_thought_stream_init(&th, c->opt.show_thinking);
-  int max = c->opt.gen.max_tokens;
-  /* on a decoder session each step samples inside the decoder (only the id comes back) */
-  const int on_device = mx_session_uses_decoder(c->s);
-  int32_t next = -1;
-  double t1 = now_s();
-  st->stopped_by = 1;
-  for (int i = 0; max <= 0 || i < max; i++) {
-    if (c->opt.interrupt && *c->opt.interrupt) {
-      st->stopped_by = 2;
-      break;
-    }
-    int tok = next >= 0 ? next : choose(c->sampler, c->logits, cfg->vocab_size, mx_session_pos(c->s) - 1, err);
-    if (tok < 0) goto out_stream;
-    if (mx_gen_config_is_eos(&c->gen, tok)) {
-      st->stopped_by = 0;
-      break;
-    }
-    mx_sampler_accept(c->sampler, tok);
-    st->gen_tokens++;
-    const char *piece;
-    size_t plen;
-    if (mx_tok_stream_put(&ts, tok, &piece, &plen, err)) goto out_stream;
-    if (plen) {
-      if (gemma4) mx_thought_stream_feed(&th, piece, plen, sink, &k);
-      else sink(&k, 0, piece, plen);
-    }
-    if (mx_session_pos(c->s) + 1 >= mx_session_capacity(c->s)) {
-      st->stopped_by = 3;
-      break;
-    }
-    int32_t t32 = tok;
-    if (on_device ? mx_session_step_sample(c->s, t32, c->sampler, &next, err)
-                  : mx_session_feed(c->s, &t32, 1, c->logits, 0, err))
-      goto out_stream;
-    if (push_cached(c, &t32, 1, err)) goto out_stream;
-  }
-  {
-    const char *piece;
-    size_t plen;
-    if (mx_tok_stream_flush(&ts, &piece, &plen, err) == 0 && plen) {
-      if (gemma4) mx_thought_stream_feed(&th, piece, plen, sink, &k);
-      else sink(&k, 0, piece, plen);
-    }
-    if (gemma4) mx_thought_stream_finish(&th, sink, &k);
-  }
-  st->gen_seconds = now_s() - t1;
-  if (c->opt.use_template && push_msg(c, "model", k.answer ? k.answer : "", k.len, err)) goto out_stream;
-  rc = 0;
-out_stream:
-  mx_tok_stream_free(&ts);
-out:
-  if (rc && c->nmsgs > nmsgs_before) {
-    /* a failed turn leaves the conversation as it was */
-    for (size_t i = nmsgs_before; i < c->nmsgs; i++) free((char *)c->msgs[i].content);
-    c->nmsgs = nmsgs_before;
-  }
-  free(ids);
-  free(k.answer);
+  if (!c->opt.use_template) return respond_raw(c, user_text, fn, user, st, err);
+  const size_t before = c->nmsgs;
+  if (push_msg(c, "user", user_text, strlen(user_text), err)) return -1;
+  int rc = respond_template(c, fn, user, st, err);
+  if (rc) drop_msgs_from(c, before); /* a failed turn leaves the conversation as it was */
   return rc;
 }

@@ -223,9 +223,16 @@ static int decoder_feed(mx_session *s, const int32_t *tokens, int64_t n, float *
 
 int mx_session_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
                     int all_positions, mlxrt_error *err) {
+  return mx_session_feed_cancel(s, tokens, n, logits, all_positions, NULL, err);
+}
+
+int mx_session_feed_cancel(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
+                           int all_positions, const volatile int *cancel, mlxrt_error *err) {
+  if (cancel && *cancel) return 1;
   if (s->dec) return decoder_feed(s, tokens, n, logits, all_positions, err);
   int64_t V = s->m->cfg.vocab_size;
   for (int64_t done = 0; done < n;) {
+    if (done && cancel && *cancel) return 1;
     int64_t k = n - done < s->batch ? n - done : s->batch;
     int last = done + k == n;
     float *out = NULL;

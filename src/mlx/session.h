@@ -30,6 +30,12 @@ void mx_session_free(mx_session *s);
  * all_positions, else [vocab] for the last token only. */
 int mx_session_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
                     int all_positions, mlxrt_error *err);
+/* mx_session_feed that stops between batches once *cancel (may be NULL) is non-zero: returns 1
+ * then (the batches before it stay fed: mx_session_pos says how far it got), 0 when every token
+ * was fed, -1 on error. The batches are those of mx_session_feed; a decoder takes the tokens in
+ * one call, so there the flag is looked at before it only. */
+int mx_session_feed_cancel(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
+                           int all_positions, const volatile int *cancel, mlxrt_error *err);
 /* One token in, the greedy next token out (on the device when a decoder runs the session). */
 int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_error *err);
 /* One token in, the next token out, drawn by smp (temperature 0: greedy). When a decoder runs
