@@ -24,7 +24,19 @@ def tiny_model(dst, fixture="gemma3-text-bf16", tokenizer="small-a.json"):
     src = os.path.join(ROOT, "tests/fixtures/models", fixture)
     for f in ("config.json", "model.safetensors"):
         shutil.copy(os.path.join(src, f), dst)
-    shutil.copy(os.path.join(ROOT, "tests/fixtures/tokenizer", tokenizer), os.path.join(dst, "tokenizer.json"))
+    # the checkpoint has more rows than the small tokenizer has ids: named fillers cover the rest,
+    # so every id the model can produce decodes
+    with open(os.path.join(ROOT, "tests/fixtures/tokenizer", tokenizer)) as f:
+        tok = json.load(f)
+    with open(os.path.join(src, "config.json")) as f:
+        rows = json.load(f)["vocab_size"]
+    vocab = tok["model"]["vocab"]
+    used = set(vocab.values()) | {a["id"] for a in tok.get("added_tokens", [])}
+    for i in range(rows):
+        if i not in used:
+            vocab["<filler%d>" % i] = i
+    with open(os.path.join(dst, "tokenizer.json"), "w") as f:
+        json.dump(tok, f)
     return dst
 
 
