@@ -11,6 +11,7 @@ Usage: serve_load.py MLXRT_BINARY
 import json
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -117,6 +118,11 @@ def client(port, i, barrier):
         barrier.wait()
 
 
+def sanitized(binary):
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    return "libasan" in out
+
+
 def idle(srv, timeout=10):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -167,8 +173,14 @@ def main():
         C.check(status == 200 and json.loads(data)["choices"][0]["message"]["role"] == "assistant",
                 "serves after the load")
         growth = (rss[-1] - rss[0]) / rss[0] * 100
-        C.check(growth <= 5, "RSS after round 1: %d kB, after round %d: %d kB (%+.1f %%)" %
-                (rss[0], ROUNDS, rss[-1], growth))
+        if sanitized(sys.argv[1]):
+            # ASan's quarantine and per-thread bookkeeping (a thread per connection) move the
+            # resident size by tens of percent either way: the bound is the Release build's, and
+            # leaks are LeakSanitizer's to find at exit.
+            print("RSS bound not checked in a sanitizer build")
+        else:
+            C.check(growth <= 5, "RSS after round 1: %d kB, after round %d: %d kB (%+.1f %%)" %
+                    (rss[0], ROUNDS, rss[-1], growth))
         print("RSS by round (kB): %s" % rss)
         print("load: %d clients x %d requests on --parallel %d in %.1f s; %d disconnects; %d tokens generated; "
               "RSS %d -> %d kB (%+.1f %%)" % (CLIENTS, ROUNDS, PARALLEL, elapsed, n_disc, gen, rss[0], rss[-1],
