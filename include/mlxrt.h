@@ -179,7 +179,9 @@ int mlxrt_token_is_stop(const mlxrt_model *m, int32_t id);
 
 /* ---- generation on a session -----------------------------------------------------------------
  * A session remembers the ids it holds (mlxrt_session_feed, the step calls and
- * mlxrt_session_generate append; mlxrt_session_rewind / mlxrt_session_reset truncate). */
+ * mlxrt_session_generate append; mlxrt_session_rewind / mlxrt_session_reset truncate). Like every
+ * session call these are for one thread at a time per session; sessions of one shared model run
+ * concurrently (see "Thread safety"). mlxrt_session_generate needs the model's tokenizer. */
 typedef struct mlxrt_token_info {
   int32_t id;
   int64_t position;        /* where this token will sit in the cache */
@@ -225,8 +227,10 @@ void mlxrt_generate_options_default(mlxrt_generate_options *o);
  * sampled, never fed), so a follow-up prompt that extends prompt + answer reuses all of it but
  * that token. Returns 0 (stats->stopped_by: 0 stop token, 1 max_tokens, 2 cancelled, 3 context
  * full, 4 the callback asked) or -1 with err (then the session's content is unspecified but
- * valid: a later call rewinds as needed). fn may be NULL; stats may be NULL.
- * One thread at a time per session (the model may be shared: see "Thread safety"). */
+ * valid: a later call rewinds as needed). fn may be NULL; stats may be NULL; o NULL = defaults.
+ * A prefix is reused only where the cache can rewind to it (mlxrt_session_rewind): once a
+ * sliding-window model holds more than its window, only a prompt that extends what is held
+ * (prompt + answer + more) keeps it; any other prompt is processed whole. */
 int mlxrt_session_generate(mlxrt_session *s, const int32_t *prompt, size_t n,
                            const mlxrt_generate_options *o, mlxrt_token_fn fn, void *user,
                            mlxrt_gen_stats *stats, mlxrt_error *err);
@@ -247,19 +251,22 @@ typedef struct mlxrt_message { const char *role; const char *content; } mlxrt_me
  * appended verbatim, so the answer continues it; respond keeps prefill + answer as that
  * message. Copies the strings (the caller keeps ownership of msgs). The system prompt of the
  * chat's options is not added: a list that wants one includes it. Roles the chat's renderer
- * does not know fail at mlxrt_chat_respond. */
+ * does not know (today "tool") fail at mlxrt_chat_respond. Needs use_template = 1. */
 int mlxrt_chat_set_messages(mlxrt_chat *c, const mlxrt_message *msgs, size_t n, mlxrt_error *err);
 /* Answers the conversation as it stands (mlxrt_chat_turn = append a user message + respond);
  * the answer is appended to the conversation (or extends the prefill). On failure the
- * conversation is as it was. */
+ * conversation is as it was. With use_template = 0 it continues the raw text so far. */
 int mlxrt_chat_respond(mlxrt_chat *c, mlxrt_text_fn fn, void *user, mlxrt_gen_stats *stats,
                        mlxrt_error *err);
 /* Gemma 4 tool calls in generated text: `<|tool_call>call:NAME{key:<|"|>str<|"|>,n:1}<tool_call|>`
  * (gemma-architecture.md §13-14). Returns a malloc'd JSON array (mlxrt_free) of
  * {"type":"function","function":{"name":NAME,"arguments":"<JSON object text>"}} ("[]" when none)
  * and, when content is non-NULL, *content = the text with the calls removed (mlxrt_free).
- * Malformed call syntax is an error naming the offset (NULL; *content untouched).
- * Thread-safe on a shared model. */
+ * Argument values: <|"|>…<|"|> strings (verbatim), numbers, true/false/null, nested {…} and
+ * […]; keys bare words; standard JSON is accepted too. Several calls (in one block or several)
+ * come in order. Malformed call syntax, an unterminated block, a stray <tool_call|> or invalid
+ * UTF-8 is an error naming the offset (NULL; *content untouched). m may be NULL (the format is
+ * Gemma 4's for every model). Thread-safe. */
 char *mlxrt_parse_tool_calls(const mlxrt_model *m, const char *text, size_t len, char **content,
                              mlxrt_error *err);
 

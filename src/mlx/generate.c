@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/strbuf.h"
 #include "mlx/api_internal.h"
 #include "mlx/chat_template.h"
 #include "mlx/gen_config.h"
@@ -182,32 +183,15 @@ typedef struct answer_ctx {
   void *user;
   mx_thought_stream th;
   int gemma4;
-  char *answer; /* what goes into the history */
-  size_t len, cap;
+  mx_strbuf answer; /* what goes into the history */
   int32_t *ids; /* the generated ids (the stop token excluded) */
   size_t nids, cap_ids;
   int oom;
 } answer_ctx;
 
-static void keep(answer_ctx *k, const char *t, size_t n) {
-  if (k->len + n + 1 > k->cap) {
-    size_t cap = (k->cap + n + 1) * 2;
-    char *p = realloc(k->answer, cap);
-    if (!p) {
-      k->oom = 1;
-      return;
-    }
-    k->answer = p;
-    k->cap = cap;
-  }
-  memcpy(k->answer + k->len, t, n);
-  k->len += n;
-  k->answer[k->len] = 0;
-}
-
 static void sink(void *user, int is_thought, const char *text, size_t len) {
   answer_ctx *k = user;
-  if (!is_thought) keep(k, text, len);
+  if (!is_thought) mx_strbuf_put(&k->answer, text, len);
   if (k->fn && len) k->fn(k->user, text, len);
 }
 
@@ -236,7 +220,7 @@ static int answer(mlxrt_chat *c, const int32_t *ids, size_t n, answer_ctx *k, ml
                       !k->gemma4, on_token, on_text, k};
   if (mx_generate(c->S, &r, st, err)) return -1;
   if (k->gemma4) mx_thought_stream_finish(&k->th, sink, k);
-  if (k->oom) return mx_fail(err, "out of memory for the answer");
+  if (k->oom || k->answer.oom) return mx_fail(err, "out of memory for the answer");
   return 0;
 }
 
@@ -268,20 +252,20 @@ static int respond_template(mlxrt_chat *c, mlxrt_text_fn fn, void *user, mlxrt_g
     /* the prefill and its continuation are one message */
     mx_chat_msg *last = &c->msgs[c->nmsgs - 1];
     size_t pl = strlen(last->content);
-    char *joined = mx_malloc(pl + k.len + 1, err);
+    char *joined = mx_malloc(pl + k.answer.n + 1, err);
     if (!joined) rc = -1;
     else {
       memcpy(joined, last->content, pl);
-      if (k.len) memcpy(joined + pl, k.answer, k.len);
-      joined[pl + k.len] = 0;
+      if (k.answer.n) memcpy(joined + pl, k.answer.p, k.answer.n);
+      joined[pl + k.answer.n] = 0;
       free((char *)last->content);
       last->content = joined;
     }
   } else if (rc == 0) {
-    rc = push_msg(c, "model", k.answer ? k.answer : "", k.len, err);
+    rc = push_msg(c, "model", k.answer.p ? k.answer.p : "", k.answer.n, err);
   }
   free(ids);
-  free(k.answer);
+  free(k.answer.p);
   free(k.ids);
   return rc;
 }
@@ -300,7 +284,7 @@ static int respond_raw(mlxrt_chat *c, const char *more_text, mlxrt_text_fn fn, v
     c->nhist = 0;
     rc = push_ids(&c->hist, &c->nhist, &c->cap_hist, ids, n, err);
   }
-  free(k.answer);
+  free(k.answer.p);
   free(k.ids);
   free(more);
   free(ids);

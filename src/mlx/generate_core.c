@@ -10,6 +10,7 @@
 
 #include "accel/accel_sample.h"
 #include "base/error.h"
+#include "base/strbuf.h"
 #include "mlx/api_internal.h"
 #include "mlx/generate_core.h"
 #include "mlx/tokenizer.h"
@@ -62,22 +63,6 @@ static float log_softmax_at(const float *x, int n, int id, int k, int32_t *top_i
   return (float)((double)x[id] - lse);
 }
 
-/* Appends n bytes to the NUL-terminated text in *buf (the streaming decoder's pieces live in
- * its own buffer, which its next call reuses). */
-static int append(char **buf, size_t *cap, size_t *len, const char *t, size_t n, mlxrt_error *err) {
-  if (*len + n + 1 > *cap) {
-    size_t c = (*len + n + 1) * 2;
-    char *p = realloc(*buf, c);
-    if (!p) return mx_fail(err, "out of memory for the token text");
-    *buf = p;
-    *cap = c;
-  }
-  if (n) memcpy(*buf + *len, t, n);
-  *len += n;
-  (*buf)[*len] = 0;
-  return 0;
-}
-
 int mx_generate(mlxrt_session *S, const mx_gen_request *r, mlxrt_gen_stats *st, mlxrt_error *err) {
   mlxrt_gen_stats local;
   if (!st) st = &local;
@@ -124,8 +109,7 @@ int mx_generate(mlxrt_session *S, const mx_gen_request *r, mlxrt_gen_stats *st, 
   mx_tok_stream_init(&ts, m->tok, r->skip_special);
   int32_t top_ids[MAX_TOP_LOGPROBS];
   float top_lp[MAX_TOP_LOGPROBS];
-  char *text = NULL;
-  size_t text_cap = 0;
+  mx_strbuf text = {0}; /* a last token's text and the held bytes after it */
   /* on a decoder session each step samples inside the decoder (only the id comes back) */
   const int on_device = mx_session_uses_decoder(s) && !want_logprobs;
   const int max = r->max_tokens;
@@ -158,12 +142,16 @@ int mx_generate(mlxrt_session *S, const mx_gen_request *r, mlxrt_gen_stats *st, 
     if (mx_tok_stream_put(&ts, tok, &piece, &plen, err)) goto out_stream;
     const int full = pos + 1 >= mx_session_capacity(s);
     if (full || i + 1 == max) { /* the last token: it takes any bytes still held */
-      size_t tl = 0;
-      if (append(&text, &text_cap, &tl, piece, plen, err) || mx_tok_stream_flush(&ts, &piece, &plen, err) ||
-          append(&text, &text_cap, &tl, piece, plen, err))
+      text.n = 0;
+      mx_strbuf_put(&text, piece, plen);
+      if (mx_tok_stream_flush(&ts, &piece, &plen, err)) goto out_stream;
+      mx_strbuf_put(&text, piece, plen);
+      if (text.oom) {
+        mx_fail(err, "out of memory for the token text");
         goto out_stream;
-      piece = text;
-      plen = tl;
+      }
+      piece = text.p;
+      plen = text.n;
     }
     info.text = piece;
     info.len = plen;
@@ -191,7 +179,7 @@ int mx_generate(mlxrt_session *S, const mx_gen_request *r, mlxrt_gen_stats *st, 
   rc = 0;
 out_stream:
   mx_tok_stream_free(&ts);
-  free(text);
+  free(text.p);
 out:
   free(logits);
   return rc;
