@@ -8,6 +8,7 @@
 
 #include "accel/accel_sample.h"
 #include "base/error.h"
+#include "mlx/chat_render.h"
 #include "mlx/chat_template.h"
 #include "mlx/gen_config.h"
 #include "mlx/model.h"
@@ -28,6 +29,7 @@ struct mlxrt_chat {
   mx_gen_config gen;
   mlxrt_chat_options opt;
   char *system;
+  char *chat_template; /* the caller's template override, copied */
   mx_chat_msg *msgs;  /* conversation so far (owned strings) */
   size_t nmsgs, cap_msgs;
   int32_t *cached;    /* token ids in the session's cache, in order */
@@ -106,6 +108,7 @@ void mlxrt_chat_free(mlxrt_chat *c) {
   free(c->cached);
   free(c->logits);
   free(c->system);
+  free(c->chat_template);
   mx_sampler_free(c->sampler);
   mx_session_free(c->s);
   free(c);
@@ -143,6 +146,7 @@ mlxrt_chat *mlxrt_chat_new(mlxrt_model *M, const mlxrt_chat_options *opt, mlxrt_
   if (!(c->s = mx_session_create(c->m, c->b, c->opt.capacity, 0, err))) goto fail;
   if (!(c->logits = mx_malloc((size_t)c->m->cfg.vocab_size * sizeof(float), err))) goto fail;
   if (c->opt.system && !(c->system = mx_strdup(c->opt.system, err))) goto fail;
+  if (c->opt.chat_template && !(c->chat_template = mx_strdup(c->opt.chat_template, err))) goto fail;
   mlxrt_chat_reset(c);
   return c;
 fail:
@@ -209,9 +213,8 @@ int mlxrt_chat_turn(mlxrt_chat *c, const char *user_text, mlxrt_text_fn fn, void
   /* 1. the tokens the whole conversation should have in the cache */
   if (c->opt.use_template) {
     if (push_msg(c, "user", user_text, strlen(user_text), err)) return -1;
-    mx_chat_options co = {cfg->family == MX_GEMMA4 ? MX_CHAT_GEMMA4 : MX_CHAT_GEMMA3, 1,
-                          c->opt.enable_thinking, cfg->family == MX_GEMMA4 && cfg->hidden_size_per_layer_input == 0};
-    char *text = mx_chat_render(c->msgs, c->nmsgs, &co, err);
+    char *text = mx_render_chat_msgs(c->m, c->msgs, c->nmsgs, 1, c->opt.enable_thinking,
+                                     c->chat_template, err);
     if (!text) goto out;
     int e = mx_tok_encode(c->tok, text, strlen(text), 0, &ids, &n, err);
     free(text);
