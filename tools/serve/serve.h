@@ -16,7 +16,6 @@
 #include "serve_metrics.h"
 #include "serve_request.h"
 #include "serve_text.h"
-#include "serve_template_shim.h"
 
 typedef struct serve_config {
   const char *model_arg;   /* -m as given */
