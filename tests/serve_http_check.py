@@ -92,6 +92,34 @@ def check_sse(path, chat):
     return chunks
 
 
+def stop_mid_stream(mlxrt, model):
+    """SIGTERM while an answer streams: the server stops promptly and cleanly, the stream ends."""
+    srv = Server(mlxrt, model, "-c", "4096")
+    body = json.dumps({"prompt": "go on and on", "max_tokens": 4000, "stream": True}).encode()
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    data = b""
+    while data.count(b"data: ") < 2:
+        data += s.recv(65536)
+    import time
+    t0 = time.time()
+    problems = srv.stop(timeout=20)
+    took = time.time() - t0
+    C.check(not problems, "stop during a stream: " + ", ".join(problems))
+    C.check(took < 5, "stopped within 5 s of SIGTERM (%.2f s)" % took)
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    except OSError:
+        pass
+    s.close()
+    C.check(data.endswith(b"0\r\n\r\n") and (b"data: [DONE]" in data or b'data: {"error"' in data),
+            "the stream ended with [DONE] or an error event: %r" % data[-200:])
+
+
 def main():
     mlxrt = sys.argv[1]
     tmp = tempfile.mkdtemp()
@@ -177,6 +205,20 @@ def main():
             C.check("content-type: text/event-stream" in headers, "Content-Type: text/event-stream")
             check_sse(out, chat)
 
+        s, _, d = srv.request("POST", "/v1/chat/completions", headers=AUTH, body={
+            "messages": [{"role": "user", "content": "a JSON object please"}], "max_tokens": 3,
+            "response_format": {"type": "json_object"}})
+        C.check(s == 200, "response_format json_object is taken (%d %s)" % (s, d[:200]))
+        hdr, out = os.path.join(tmp, "h.txt"), os.path.join(tmp, "sse.txt")
+        rc = subprocess.call(["curl", "-sS", "-N", "-o", out, "-H", "Authorization: Bearer " + KEY, "--data-binary",
+                              json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+                                          "stream": True, "logprobs": True, "top_logprobs": 2}),
+                              srv.url() + "/v1/chat/completions"])
+        events = [json.loads(e[6:]) for e in open(out, "rb").read().split(b"\n\n")[:-2]]
+        lps = [x for e in events for x in ((e["choices"][0].get("logprobs") or {}).get("content") or [])]
+        C.check(rc == 0 and len(lps) == 5 and all(len(x["top_logprobs"]) == 2 for x in lps),
+                "streamed logprobs: one entry per token (%d)" % len(lps))
+
         # ---- bad input
         msgs = [{"role": "user", "content": "hi"}]
         expect_error(srv, "malformed JSON", b'{"messages": [', 400)
@@ -219,6 +261,7 @@ def main():
     finally:
         problems = srv.stop()
         C.check(not problems, "orderly stop: " + ", ".join(problems))
+    stop_mid_stream(mlxrt, model)
     return C.end()
 
 

@@ -18,11 +18,15 @@
 #include "serve_response.h"
 
 #define SERVE_POLL_MS 50
+#define SERVE_DRAIN_S 3
 
 struct serve_http {
   serve_server *srv;
   struct MHD_Daemon *daemon;
   long long started;
+  pthread_mutex_t mu;
+  pthread_cond_t idle;
+  int answering;      /* generation requests not yet completed (their last byte not sent) */
 };
 
 typedef enum { R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_NONE } route;
@@ -264,6 +268,9 @@ static enum MHD_Result handle_generation(serve_http *h, struct MHD_Connection *c
   serve_job *j = serve_job_new();
   if (!j) return fail(h, c, st->rt, 500, "server_error", NULL, "out of memory");
   st->job = j;
+  pthread_mutex_lock(&h->mu);
+  h->answering++;
+  pthread_mutex_unlock(&h->mu);
   j->ep = endpoint_of(st->rt);
   if (serve_request_parse(kind, st->body.p ? st->body.p : "", st->body.len, &srv->cfg.limits, &j->req, &e))
     return send_error(h, c, st->rt, &e);
@@ -362,6 +369,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     pthread_mutex_unlock(&st->job->mu);
     if (!finished) serve_sched_withdraw(h->srv->sched, st->job);
     serve_job_release(st->job);
+    pthread_mutex_lock(&h->mu);
+    if (--h->answering == 0) pthread_cond_broadcast(&h->idle);
+    pthread_mutex_unlock(&h->mu);
   }
   serve_buf_free(&st->body);
   free(st);
@@ -376,6 +386,8 @@ serve_http *serve_http_start(serve_server *srv, char *why, size_t why_len) {
   }
   h->srv = srv;
   h->started = (long long)time(NULL);
+  pthread_mutex_init(&h->mu, NULL);
+  pthread_cond_init(&h->idle, NULL);
   char port[16];
   snprintf(port, sizeof port, "%d", srv->cfg.port);
   struct addrinfo hints, *ai = NULL;
@@ -386,6 +398,8 @@ serve_http *serve_http_start(serve_server *srv, char *why, size_t why_len) {
   int gai = getaddrinfo(srv->cfg.host, port, &hints, &ai);
   if (gai) {
     snprintf(why, why_len, "--host %s: %s", srv->cfg.host, gai_strerror(gai));
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->idle);
     free(h);
     return NULL;
   }
@@ -402,6 +416,8 @@ serve_http *serve_http_start(serve_server *srv, char *why, size_t why_len) {
   if (!h->daemon) {
     snprintf(why, why_len, "cannot listen on %s:%d (%s)", srv->cfg.host, srv->cfg.port,
              errno ? strerror(errno) : "libmicrohttpd refused to start");
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->idle);
     free(h);
     return NULL;
   }
@@ -417,6 +433,15 @@ void serve_http_quiesce(serve_http *h) {
 
 void serve_http_stop(serve_http *h) {
   if (!h) return;
+  /* answers end (finished or cancelled) before the daemon closes the sockets, so every stream
+   * gets its last event; a client that stopped reading gets SERVE_DRAIN_S */
+  struct timespec until;
+  deadline_in(&until, SERVE_DRAIN_S * 1000);
+  pthread_mutex_lock(&h->mu);
+  while (h->answering > 0 && pthread_cond_timedwait(&h->idle, &h->mu, &until) == 0) {}
+  pthread_mutex_unlock(&h->mu);
   MHD_stop_daemon(h->daemon);
+  pthread_mutex_destroy(&h->mu);
+  pthread_cond_destroy(&h->idle);
   free(h);
 }

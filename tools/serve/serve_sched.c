@@ -234,7 +234,9 @@ void serve_sched_stop(serve_sched *s) {
   serve_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
   char *body = serve_error_json(&e);
   for (size_t i = 0; i < n; i++) {
+    if (body && waiting[i]->req.stream) serve_job_write(waiting[i], "data: ", 6); /* an SSE event */
     if (body) serve_job_write(waiting[i], body, strlen(body));
+    if (body && waiting[i]->req.stream) serve_job_write(waiting[i], "\n\n", 2);
     serve_job_finish(waiting[i], 503);
     serve_job_release(waiting[i]);
   }
