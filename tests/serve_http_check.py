@@ -92,6 +92,20 @@ def check_sse(path, chat):
     return chunks
 
 
+def dechunk(raw):
+    """The body of a chunked transfer, or None when its terminating chunk is missing."""
+    out, pos = b"", 0
+    while True:
+        eol = raw.find(b"\r\n", pos)
+        if eol < 0:
+            return None
+        n = int(raw[pos:eol], 16)
+        if n == 0:
+            return out
+        out += raw[eol + 2:eol + 2 + n]
+        pos = eol + 2 + n + 2
+
+
 def stop_mid_stream(mlxrt, model):
     """SIGTERM while an answer streams: the server stops promptly and cleanly, the stream ends."""
     srv = Server(mlxrt, model, "-c", "4096")
@@ -116,7 +130,8 @@ def stop_mid_stream(mlxrt, model):
     except OSError:
         pass
     s.close()
-    C.check(data.endswith(b"0\r\n\r\n") and (b"data: [DONE]" in data or b'data: {"error"' in data),
+    body = dechunk(data.partition(b"\r\n\r\n")[2])
+    C.check(body is not None and (body.endswith(b"data: [DONE]\n\n") or b'data: {"error"' in body),
             "the stream ended with [DONE] or an error event: %r" % data[-200:])
 
 
