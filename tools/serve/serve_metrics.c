@@ -53,43 +53,36 @@ void serve_metrics_busy(serve_metrics *m, int *busy, int *queued) {
   pthread_mutex_unlock(&m->mu);
 }
 
-#define ADD(...) rc |= serve_buf_printf(out, __VA_ARGS__)
+/* One metric without labels: its HELP and TYPE lines and its value. */
+static int put(serve_buf *out, const char *name, const char *type, const char *help, double value) {
+  return serve_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %.15g\n", name, help, name, type, name, value);
+}
 
 int serve_metrics_render(serve_metrics *m, serve_buf *out) {
   int rc = 0;
   pthread_mutex_lock(&m->mu);
-  ADD("# HELP mlxrt_requests_total HTTP requests answered, by endpoint and status.\n"
-      "# TYPE mlxrt_requests_total counter\n");
+  rc |= serve_buf_printf(out, "# HELP mlxrt_requests_total HTTP requests answered, by endpoint and status.\n"
+                              "# TYPE mlxrt_requests_total counter\n");
   for (int i = 0; i < SERVE_METRICS_STATUSES && m->by_status[i].status; i++)
     for (int ep = 0; ep < SERVE_EP_COUNT; ep++)
       if (m->by_status[i].count[ep])
-        ADD("mlxrt_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n", EP_NAMES[ep], m->by_status[i].status,
-            (unsigned long long)m->by_status[i].count[ep]);
-  ADD("# HELP mlxrt_prompt_tokens_total Prompt tokens of answered requests.\n"
-      "# TYPE mlxrt_prompt_tokens_total counter\nmlxrt_prompt_tokens_total %llu\n"
-      "# HELP mlxrt_prompt_tokens_cached_total Prompt tokens reused from a slot's cache.\n"
-      "# TYPE mlxrt_prompt_tokens_cached_total counter\nmlxrt_prompt_tokens_cached_total %llu\n"
-      "# HELP mlxrt_generated_tokens_total Tokens generated.\n"
-      "# TYPE mlxrt_generated_tokens_total counter\nmlxrt_generated_tokens_total %llu\n",
-      (unsigned long long)m->prompt_tokens, (unsigned long long)m->prompt_cached,
-      (unsigned long long)m->gen_tokens);
-  ADD("# HELP mlxrt_prompt_seconds_total Time spent processing prompts.\n"
-      "# TYPE mlxrt_prompt_seconds_total counter\nmlxrt_prompt_seconds_total %.6f\n"
-      "# HELP mlxrt_generation_seconds_total Time spent generating.\n"
-      "# TYPE mlxrt_generation_seconds_total counter\nmlxrt_generation_seconds_total %.6f\n",
-      m->prompt_seconds, m->gen_seconds);
-  ADD("# HELP mlxrt_requests_cancelled_total Answers stopped because the client went away or the server stopped.\n"
-      "# TYPE mlxrt_requests_cancelled_total counter\nmlxrt_requests_cancelled_total %llu\n",
-      (unsigned long long)m->cancelled);
-  ADD("# HELP mlxrt_generation_tokens_per_second Generation speed of the last answer.\n"
-      "# TYPE mlxrt_generation_tokens_per_second gauge\nmlxrt_generation_tokens_per_second %.3f\n"
-      "# HELP mlxrt_prompt_tokens_per_second Prompt processing speed of the last answer.\n"
-      "# TYPE mlxrt_prompt_tokens_per_second gauge\nmlxrt_prompt_tokens_per_second %.3f\n",
-      m->last_gen_tps, m->last_prompt_tps);
-  ADD("# HELP mlxrt_slots Generation slots (--parallel).\n# TYPE mlxrt_slots gauge\nmlxrt_slots %d\n"
-      "# HELP mlxrt_slots_busy Slots answering a request now.\n# TYPE mlxrt_slots_busy gauge\nmlxrt_slots_busy %d\n"
-      "# HELP mlxrt_queue_depth Requests waiting for a slot.\n# TYPE mlxrt_queue_depth gauge\nmlxrt_queue_depth %d\n",
-      m->slots_total, m->slots_busy, m->queued);
+        rc |= serve_buf_printf(out, "mlxrt_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n", EP_NAMES[ep],
+                               m->by_status[i].status, (unsigned long long)m->by_status[i].count[ep]);
+  const char *C = "counter", *G = "gauge";
+  rc |= put(out, "mlxrt_prompt_tokens_total", C, "Prompt tokens of answered requests.", (double)m->prompt_tokens);
+  rc |= put(out, "mlxrt_prompt_tokens_cached_total", C, "Prompt tokens reused from a slot's cache.",
+            (double)m->prompt_cached);
+  rc |= put(out, "mlxrt_generated_tokens_total", C, "Tokens generated.", (double)m->gen_tokens);
+  rc |= put(out, "mlxrt_prompt_seconds_total", C, "Time spent processing prompts.", m->prompt_seconds);
+  rc |= put(out, "mlxrt_generation_seconds_total", C, "Time spent generating.", m->gen_seconds);
+  rc |= put(out, "mlxrt_requests_cancelled_total", C,
+            "Answers stopped because the client went away or the server stopped.", (double)m->cancelled);
+  rc |= put(out, "mlxrt_generation_tokens_per_second", G, "Generation speed of the last answer.", m->last_gen_tps);
+  rc |= put(out, "mlxrt_prompt_tokens_per_second", G, "Prompt processing speed of the last answer.",
+            m->last_prompt_tps);
+  rc |= put(out, "mlxrt_slots", G, "Generation slots (--parallel).", m->slots_total);
+  rc |= put(out, "mlxrt_slots_busy", G, "Slots answering a request now.", m->slots_busy);
+  rc |= put(out, "mlxrt_queue_depth", G, "Requests waiting for a slot.", m->queued);
   pthread_mutex_unlock(&m->mu);
   return rc ? -1 : 0;
 }
