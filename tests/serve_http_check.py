@@ -106,21 +106,38 @@ def dechunk(raw):
         pos = eol + 2 + n + 2
 
 
-def stop_mid_stream(mlxrt, model):
-    """SIGTERM while an answer streams: the server stops promptly and cleanly, the stream ends."""
-    srv = Server(mlxrt, model, "-c", "4096")
+def full_queue_and_stop(mlxrt, model):
+    """One slot and a queue of one: a long stream holds the slot, the next request waits, the
+    third gets 503; then SIGTERM mid-stream: the server stops promptly and cleanly, the waiting
+    request gets 503 and the stream ends with an error event."""
+    import threading
+    import time
+    srv = Server(mlxrt, model, "-c", "4096", "--parallel", "1", "--queue", "1")
     body = json.dumps({"prompt": "go on and on", "max_tokens": 4000, "stream": True}).encode()
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     data = b""
     while data.count(b"data: ") < 2:
         data += s.recv(65536)
-    import time
+    waiting = {}
+
+    def wait_in_queue():
+        waiting["r"] = srv.request("POST", "/v1/completions", body={"prompt": "me next", "max_tokens": 2})
+    t = threading.Thread(target=wait_in_queue)
+    t.start()
+    deadline = time.time() + 10
+    while srv.metrics().get("mlxrt_queue_depth") != 1 and time.time() < deadline:
+        time.sleep(0.01)
+    st, _, d = srv.request("POST", "/v1/completions", body={"prompt": "and me", "max_tokens": 2})
+    C.check(is_openai_error(st, d, 503, "queue_full"), "a full queue: 503 queue_full (%d %s)" % (st, d[:200]))
     t0 = time.time()
     problems = srv.stop(timeout=20)
     took = time.time() - t0
     C.check(not problems, "stop during a stream: " + ", ".join(problems))
     C.check(took < 5, "stopped within 5 s of SIGTERM (%.2f s)" % took)
+    t.join()
+    st, _, d = waiting.get("r", (0, {}, b""))
+    C.check(is_openai_error(st, d, 503, "shutting_down"), "the waiting request: 503 (%d %s)" % (st, d[:200]))
     try:
         while True:
             b = s.recv(65536)
@@ -131,8 +148,8 @@ def stop_mid_stream(mlxrt, model):
         pass
     s.close()
     body = dechunk(data.partition(b"\r\n\r\n")[2])
-    C.check(body is not None and (body.endswith(b"data: [DONE]\n\n") or b'data: {"error"' in body),
-            "the stream ended with [DONE] or an error event: %r" % data[-200:])
+    C.check(body is not None and b'data: {"error"' in body and not body.endswith(b"[DONE]\n\n"),
+            "the stream ended with an error event: %r" % data[-200:])
 
 
 def main():
@@ -276,7 +293,7 @@ def main():
     finally:
         problems = srv.stop()
         C.check(not problems, "orderly stop: " + ", ".join(problems))
-    stop_mid_stream(mlxrt, model)
+    full_queue_and_stop(mlxrt, model)
     return C.end()
 
 

@@ -79,7 +79,7 @@ static int parse_args(serve_config *c, int argc, char **argv, int *ctx_given) {
     int64_t x = 0;
     if (!strcmp(f, "-m") || !strcmp(f, "--model")) c->model_arg = v;
     else if (!strcmp(f, "--host")) c->host = v;
-    else if (!strcmp(f, "--port")) bad = cli_int(NULL, f, v, 0, 65535, &c->port);
+    else if (!strcmp(f, "--port")) bad = cli_int("serve", f, v, 0, 65535, &c->port);
     else if (!strcmp(f, "--api-key")) c->api_key = v;
     else if (!strcmp(f, "--api-key-file")) key_file = v;
     else if (!strcmp(f, "--parallel") || !strcmp(f, "-np")) bad = cli_int("serve", f, v, 1, 256, &c->parallel);

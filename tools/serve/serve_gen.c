@@ -247,7 +247,7 @@ void serve_gen_run(serve_server *srv, mlxrt_session *sess, serve_job *j) {
             st.stopped_by, cancelled ? ", cancelled" : "");
   if (rc) fail_answer(&a, 500, "generation failed: %s", err.msg);
   else if (a.failed) fail_answer(&a, 500, "%s", "out of memory while answering");
-  else if (cancelled) fail_answer(&a, 503, "%s", "the answer was cancelled (the server is stopping)");
+  else if (cancelled) fail_answer(&a, 503, "%s", "the answer was cancelled (the client left or the server is stopping)");
   else {
     serve_stop_finish(&a.stop, on_stop_text, &a);
     serve_tool_finish(&a.tools, on_segment, &a);
