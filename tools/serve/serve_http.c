@@ -410,7 +410,6 @@ serve_http *serve_http_start(serve_server *srv, char *why, size_t why_len) {
                                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv->cfg.timeout_s,
                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(srv->cfg.parallel + srv->cfg.queue_max + 64),
-                               MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
                                MHD_OPTION_END);
   freeaddrinfo(ai);
   if (!h->daemon) {
