@@ -53,7 +53,6 @@ typedef struct serve_job {
   pthread_cond_t cv;
   int refs;
   serve_request req;
-  serve_endpoint ep;
   int32_t *ids;
   size_t n_ids;
   int max_tokens;          /* resolved against the context */

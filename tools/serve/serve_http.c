@@ -271,7 +271,6 @@ static enum MHD_Result handle_generation(serve_http *h, struct MHD_Connection *c
   pthread_mutex_lock(&h->mu);
   h->answering++;
   pthread_mutex_unlock(&h->mu);
-  j->ep = endpoint_of(st->rt);
   if (serve_request_parse(kind, st->body.p ? st->body.p : "", st->body.len, &srv->cfg.limits, &j->req, &e))
     return send_error(h, c, st->rt, &e);
   serve_buf_free(&st->body);
