@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_util import Checker, Server, tiny_model  # noqa: E402
 
 CLIENTS, ROUNDS, PARALLEL = 32, int(os.environ.get("ROUNDS", 8)), 4
-LONG = 3000  # tokens an abandoned answer asks for
+CTX = 1024
+LONG = CTX - 200  # tokens an abandoned answer asks for (its prompt fits in the rest)
 C = Checker()
 lock = threading.Lock()
 problems = []
@@ -123,6 +124,25 @@ def sanitized(binary):
     return "libasan" in out
 
 
+def threads(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(next(line for line in f if line.startswith("Threads:")).split()[1])
+
+
+def settled(srv, base, timeout=10):
+    """Waits until the connection threads of finished requests have exited (their stacks count in
+    the resident size): back to `base` threads, or (base None) the count at rest, returned."""
+    deadline = time.time() + timeout
+    last = threads(srv.proc.pid)
+    while time.time() < deadline:
+        time.sleep(0.05)
+        n = threads(srv.proc.pid)
+        if (base is not None and n <= base) or (base is None and n == last):
+            return n
+        last = n
+    return last
+
+
 def idle(srv, timeout=10):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -136,13 +156,24 @@ def idle(srv, timeout=10):
 def main():
     tmp = tempfile.mkdtemp()
     model = tiny_model(os.path.join(tmp, "tiny"))
-    srv = Server(sys.argv[1], model, "--parallel", str(PARALLEL), "--queue", "64")
+    srv = Server(sys.argv[1], model, "--parallel", str(PARALLEL), "--queue", "64", "-c", str(CTX))
     try:
+        # Every slot fills its context once first: the KV caches' pages are touched as positions
+        # are reached, which is the slots' capacity, not growth.
+        warm = [threading.Thread(target=http, args=(srv.port, "/v1/completions", {
+            "prompt": "warm up %d" % i, "max_tokens": CTX - 16, "temperature": 0})) for i in range(PARALLEL)]
+        for t in warm:
+            t.start()
+        for t in warm:
+            t.join()
+        warm_tokens = idle(srv).get("mlxrt_generated_tokens_total", 0)
+        base_threads = settled(srv, None)
         rss = []
         t0 = time.time()
 
         def after_round():
             m = idle(srv)
+            settled(srv, base_threads)
             rss.append(srv.rss_kb())
             if m.get("mlxrt_slots_busy") != 0:
                 note("slots still busy after a round: %s" % m.get("mlxrt_slots_busy"))
@@ -161,12 +192,14 @@ def main():
         C.check(m.get("mlxrt_slots_busy") == 0 and m.get("mlxrt_queue_depth") == 0, "every slot free at the end")
         n_disc = CLIENTS // 4 * ROUNDS
         cancelled = m.get("mlxrt_requests_cancelled_total", 0)
-        C.check(cancelled == n_disc, "every disconnect cancelled its answer (%d of %d)" % (cancelled, n_disc))
-        gen = m.get("mlxrt_generated_tokens_total", 0)
+        # (a sampled stop token may end an abandoned answer before its hang-up is seen)
+        C.check(n_disc * 0.9 <= cancelled <= n_disc, "disconnects cancelled their answers (%d of %d)" %
+                (cancelled, n_disc))
+        gen = m.get("mlxrt_generated_tokens_total", 0) - warm_tokens
         C.check(gen < n_disc * LONG / 10, "abandoned answers stopped early (%d tokens generated in all)" % gen)
         ok = m.get('mlxrt_requests_total{endpoint="chat_completions",status="200"}', 0) + \
             m.get('mlxrt_requests_total{endpoint="completions",status="200"}', 0)
-        C.check(ok == CLIENTS * ROUNDS, "requests answered 200: %d" % ok)
+        C.check(ok == CLIENTS * ROUNDS + PARALLEL, "requests answered 200: %d" % ok)
         status, _, data = srv.request("POST", "/v1/chat/completions",
                                       body={"messages": [{"role": "user", "content": "still there?"}],
                                             "max_tokens": 4})

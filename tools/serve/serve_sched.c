@@ -2,6 +2,7 @@
  * request waits in one FIFO queue (bounded: 503 beyond it) until a slot is idle; among idle slots
  * it goes to the one whose cached tokens share the longest prefix with its prompt, so a
  * conversation that comes back finds its cache. */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,13 @@ static void dispatch(serve_sched *s) {
   publish_load(s);
 }
 
+/* No slot answering, nothing waiting (mu held). */
+static int all_idle(const serve_sched *s) {
+  for (int i = 0; i < s->n_slots; i++)
+    if (s->slots[i].job) return 0;
+  return s->q_len == 0;
+}
+
 static void *slot_main(void *arg) {
   serve_slot *sl = arg;
   serve_sched *s = sl->owner;
@@ -124,6 +132,11 @@ static void *slot_main(void *arg) {
     sl->job = NULL;
     serve_job_release(j);
     dispatch(s);
+    if (all_idle(s)) { /* the last answer of a busy spell: freed memory goes back to the system */
+      pthread_mutex_unlock(&s->mu);
+      malloc_trim(0);
+      pthread_mutex_lock(&s->mu);
+    }
   }
   pthread_mutex_unlock(&s->mu);
   return NULL;
