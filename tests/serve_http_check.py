@@ -113,7 +113,7 @@ def full_queue_and_stop(mlxrt, model):
     import threading
     import time
     srv = Server(mlxrt, model, "-c", "4096", "--parallel", "1", "--queue", "1")
-    body = json.dumps({"prompt": "go on and on", "max_tokens": 4000, "stream": True}).encode()
+    body = json.dumps({"prompt": "go on and on", "max_tokens": 4000, "stream": True, "ignore_eos": True}).encode()
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     data = b""

@@ -44,14 +44,14 @@ static void test_chat_ok(void) {
       "\"stop\":[\"a\",\"bb\"],\"stream\":true,\"stream_options\":{\"include_usage\":true},"
       "\"logprobs\":true,\"top_logprobs\":3,\"n\":1,\"presence_penalty\":0,\"user\":\"u\","
       "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}}],"
-      "\"tool_choice\":\"auto\",\"response_format\":{\"type\":\"json_object\"}}";
+      "\"tool_choice\":\"auto\",\"response_format\":{\"type\":\"json_object\"},\"ignore_eos\":true}";
   CHECK(parse(SERVE_CHAT, body, &r, &e) == 0);
   CHECK(r.model && !strcmp(r.model, "m"));
   CHECK(r.n_messages == 4 && r.max_tokens == 7);
   CHECK(fabs(r.temperature - 0.5) < 1e-9 && fabs(r.top_p - 0.9) < 1e-9 && r.top_k == 0);
   CHECK(r.seed_set && r.seed == (uint64_t)-3);
   CHECK(r.n_stop == 2 && !strcmp(r.stop[1], "bb"));
-  CHECK(r.stream && r.include_usage && r.logprobs && r.top_logprobs == 3 && r.json_object);
+  CHECK(r.stream && r.include_usage && r.logprobs && r.top_logprobs == 3 && r.json_object && r.ignore_eos);
   CHECK(r.tools_json && strstr(r.tools_json, "\"name\":\"f\""));
   cJSON *m = cJSON_Parse(r.messages_json);
   CHECK(cJSON_GetArraySize(m) == 4);

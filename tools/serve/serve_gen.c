@@ -153,6 +153,7 @@ static void set_options(const serve_server *srv, const serve_job *j, mlxrt_gener
   o->gen.max_tokens = j->max_tokens;
   o->logprobs = r->logprobs;
   o->top_logprobs = r->top_logprobs;
+  o->ignore_stop = r->ignore_eos;
   o->cancel = (volatile int *)&j->cancel;
 }
 

@@ -414,7 +414,7 @@ static int parse_fields(const cJSON *root, const serve_limits *lim, serve_reques
   if (parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_logprobs(root, r, e) ||
       parse_unsupported(root, r->kind, e))
     return -1;
-  if (want_bool(root, "stream", &r->stream, e)) return -1;
+  if (want_bool(root, "stream", &r->stream, e) || want_bool(root, "ignore_eos", &r->ignore_eos, e)) return -1;
   const cJSON *so = field(root, "stream_options");
   if (so && !cJSON_IsObject(so)) return BAD(e, "stream_options", "'stream_options' must be an object");
   if (so && want_bool(so, "include_usage", &r->include_usage, e)) return -1;

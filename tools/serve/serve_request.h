@@ -55,6 +55,7 @@ typedef struct serve_request {
   int top_logprobs;      /* 0..20 alternatives per token */
   int json_object;       /* response_format {"type":"json_object"} */
   int enable_thinking;   /* chat_template_kwargs.enable_thinking */
+  int ignore_eos;        /* llama.cpp's extension: stop tokens do not end the answer */
 } serve_request;
 
 /* Parses a request body for kind. Returns 0 (free r with serve_request_free) or -1 with e set
