@@ -220,6 +220,16 @@ static void test_tool_splitter(void) {
   serve_tool_free(&t);
 }
 
+static void test_error_text(void) {
+  serve_error e;
+  /* a quote cut in the middle of a character: the message stays UTF-8 */
+  serve_fail(&e, 400, "invalid_request_error", NULL, "model", "model '%.3s'", "ab\xc3\xa9\xc3\xa9");
+  CHECK(!strcmp(e.message, "model 'ab?'"));
+  CHECK(serve_utf8_valid(e.message, strlen(e.message)));
+  serve_fail(&e, 400, "invalid_request_error", NULL, NULL, "a\nb");
+  CHECK(!strcmp(e.message, "a b") && e.param[0] == 0);
+}
+
 static void test_utf8(void) {
   CHECK(serve_utf8_valid("a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 10));
   CHECK(!serve_utf8_valid("\xed\xa0\x80", 3));     /* a surrogate */
@@ -235,5 +245,6 @@ int main(void) {
   test_stop_filter();
   test_tool_splitter();
   test_utf8();
+  test_error_text();
   TEST_END();
 }

@@ -1,6 +1,6 @@
 /* libFuzzer target: mlxrt serve's request parser (tools/serve/serve_request.c) on arbitrary
  * bytes, as a chat and as a completions body. Checks, beyond ASan/UBSan/LSan: a refused body
- * gets a 4xx/5xx OpenAI error with a one-line message; an accepted one satisfies every
+ * gets a 4xx/5xx OpenAI error with a one-line UTF-8 message; an accepted one satisfies every
  * documented range, and its messages and tools are JSON arrays again. */
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -59,6 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
       CHECK(e.status >= 400 && e.status < 600 && e.type && e.message[0]);
       CHECK(strchr(e.message, '\n') == NULL && strlen(e.message) < sizeof e.message);
+      CHECK(serve_utf8_valid(e.message, strlen(e.message)));
     }
   }
   return 0;

@@ -3,6 +3,7 @@
  * handler, a stream in the content reader) without stalling any other connection. While it
  * waits it looks at the socket every SERVE_POLL_MS: a client that went away cancels its answer
  * (the slot's generation returns within one token or prompt batch). */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -139,14 +140,23 @@ static int authorized(const serve_server *srv, struct MHD_Connection *c, const c
 }
 
 static enum MHD_Result send_models(serve_http *h, struct MHD_Connection *c, route rt) {
-  char body[1024];
-  const char *id = h->srv->cfg.model_id;
-  char model[600];
-  snprintf(model, sizeof model, "{\"id\":\"%s\",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"mlxrt\"}", id,
-           h->started);
-  if (rt == R_MODEL) return send_json(h, c, rt, 200, model);
-  snprintf(body, sizeof body, "{\"object\":\"list\",\"data\":[%s]}", model);
-  return send_json(h, c, rt, 200, body);
+  cJSON *model = cJSON_CreateObject();
+  cJSON_AddStringToObject(model, "id", h->srv->cfg.model_id); /* a folder name: any characters */
+  cJSON_AddStringToObject(model, "object", "model");
+  cJSON_AddNumberToObject(model, "created", (double)h->started);
+  cJSON_AddStringToObject(model, "owned_by", "mlxrt");
+  cJSON *root = model;
+  if (rt != R_MODEL) {
+    root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "data"), model);
+  }
+  char *body = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  if (!body) return MHD_NO;
+  enum MHD_Result ok = send_json(h, c, rt, 200, body);
+  free(body);
+  return ok;
 }
 
 static enum MHD_Result send_metrics(serve_http *h, struct MHD_Connection *c) {

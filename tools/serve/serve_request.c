@@ -18,9 +18,17 @@ int serve_fail(serve_error *e, int status, const char *type, const char *code, c
   va_start(ap, fmt);
   vsnprintf(e->message, sizeof e->message, fmt, ap);
   va_end(ap);
-  /* one line: a field name or value quoted from the request must not break it */
-  for (char *p = e->message; *p; p++)
-    if ((unsigned char)*p < 0x20) *p = ' ';
+  /* one line: a field name or value quoted from the request must not break it; a quote cut
+   * short by the buffer or a %.Ns must not leave half a UTF-8 character */
+  size_t n = strlen(e->message);
+  for (size_t i = 0; i < n;) {
+    unsigned char c = (unsigned char)e->message[i];
+    size_t k = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (k && i + k <= n && serve_utf8_valid(e->message + i, k)) {
+      if (c < 0x20) e->message[i] = ' ';
+      i += k;
+    } else e->message[i++] = '?';
+  }
   return -1;
 }
 
