@@ -380,7 +380,7 @@ static int str_method(jr *r, const jnode *at, jv_func *f, jv *args, size_t nargs
   case JF_S_ENDSWITH: {
     if (jj_bind(r, at, "startswith", p_with, 3, args, nargs, kw, nkw, a, have)) return -1;
     if (have[1] || have[2]) return jj_fail(r, at, "unsupported: startswith/endswith with start or end");
-    jv_list one = {{-1, JV_LIST}, 1, 1, 1, &a[0]};
+    jv_list one = {{-1, JV_LIST}, 1, 0, 0, 1, 1, &a[0]};
     jv_list *cands = a[0].t == JV_LIST && JV_LIST_OF(a[0])->tuple ? JV_LIST_OF(a[0]) : &one;
     int res = 0;
     for (size_t i = 0; i < cands->n; i++) {

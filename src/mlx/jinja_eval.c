@@ -136,7 +136,9 @@ static int repeat(jr *r, const jnode *at, jv seq, int64_t k, jv *out) {
       return jj_fail(r, at, "a string would exceed %u bytes", (unsigned)JJ_MAX_OUTPUT);
     jsb b = {0};
     for (int64_t i = 0; i < k; i++) jsb_add(&b, s->s, s->len);
-    return jv_sb_str(r, at, &b, out);
+    if (jv_sb_str(r, at, &b, out)) return -1;
+    JV_STR_OF(*out)->markup = s->markup;
+    return 0;
   }
   jv_list *l = JV_LIST_OF(seq);
   if (l->n && (uint64_t)k > JJ_MAX_ITEMS / l->n)
@@ -238,14 +240,30 @@ static int binop(jr *r, const jnode *at, int op, jv a, jv b, jv *out) {
     return 0;
   }
   if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR) {
+    int markup = JV_STR_OF(a)->markup || JV_STR_OF(b)->markup;
+    jv ea, eb;
+    if (markup) { /* Markup + str escapes the plain side */
+      if (jv_html_escape(r, at, a, &ea)) return -1;
+      if (jv_html_escape(r, at, b, &eb)) {
+        jv_decref(ea);
+        return -1;
+      }
+    } else {
+      ea = jv_ref(a);
+      eb = jv_ref(b);
+    }
     jsb s = {0};
-    jsb_add(&s, JV_STR_OF(a)->s, JV_STR_OF(a)->len);
-    jsb_add(&s, JV_STR_OF(b)->s, JV_STR_OF(b)->len);
+    jsb_add(&s, JV_STR_OF(ea)->s, JV_STR_OF(ea)->len);
+    jsb_add(&s, JV_STR_OF(eb)->s, JV_STR_OF(eb)->len);
+    jv_decref(ea);
+    jv_decref(eb);
     if (s.n > JJ_MAX_OUTPUT) {
       free(s.p);
       return jj_fail(r, at, "a string would exceed %u bytes", (unsigned)JJ_MAX_OUTPUT);
     }
-    return jv_sb_str(r, at, &s, out);
+    if (jv_sb_str(r, at, &s, out)) return -1;
+    JV_STR_OF(*out)->markup = markup;
+    return 0;
   }
   if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST && JV_LIST_OF(a)->tuple == JV_LIST_OF(b)->tuple) {
     jv_list *o = jv_list_new(r, at, JV_LIST_OF(a)->tuple, 0);
@@ -452,6 +470,8 @@ static int ev(ectx *c, const jnode *e, jv *out) {
     jkw *kw = NULL;
     if ((rc = ev(c, e->a, &x))) break;
     rc = ev_args(c, e, &args, &kw);
+    if (!rc && e->id < 0)
+      rc = jj_fail(r, e, "unsupported filter: '%.*s'", (int)e->name_len, e->name);
     if (!rc) rc = jj_filter(r, e, e->id, x, args, e->nv, kw, e->nw, out);
     free_args(e, args, kw);
     jv_decref(x);
@@ -464,6 +484,7 @@ static int ev(ectx *c, const jnode *e, jv *out) {
     if ((rc = ev(c, e->a, &x))) break;
     rc = ev_args(c, e, &args, &kw);
     if (!rc && e->nw) rc = jj_fail(r, e, "unsupported: keyword arguments to a test");
+    if (!rc && e->id < 0) rc = jj_fail(r, e, "unsupported test: '%.*s'", (int)e->name_len, e->name);
     if (!rc) rc = jj_test(r, e, e->id, x, args, e->nv, &res);
     free_args(e, args, kw);
     jv_decref(x);

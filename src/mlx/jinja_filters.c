@@ -267,8 +267,17 @@ static int item_test(jr *r, const jnode *at, jv item, jv *args, size_t nargs, in
   return jj_test(r, at, tid, item, args + 1, nargs - 1, keep);
 }
 
+static int empty_gen(jr *r, const jnode *at, jv *out) {
+  jv_list *o = jv_list_new(r, at, 0, 0);
+  if (!o) return -1;
+  o->gen = 1;
+  *out = jv_obj_val(JV_LIST, o);
+  return 0;
+}
+
 static int f_select(jr *r, const jnode *at, int id, jv x, jv *args, size_t nargs, jv *out) {
   jv items;
+  if (!jv_truthy(x)) return empty_gen(r, at, out); /* jinja2: `if value:` before iterating */
   if (jv_iter_list(r, at, x, &items)) return -1;
   jv_list *l = JV_LIST_OF(items), *o = jv_list_new(r, at, 0, 0);
   int rc = o ? 0 : -1, attr = id == F_SELECTATTR || id == F_REJECTATTR;
@@ -289,7 +298,10 @@ static int f_select(jr *r, const jnode *at, int id, jv x, jv *args, size_t nargs
     jv_decref(v);
   }
   jv_decref(items);
-  if (o) *out = jv_obj_val(JV_LIST, o);
+  if (o) {
+    o->gen = 1;
+    *out = jv_obj_val(JV_LIST, o);
+  }
   return rc;
 }
 
@@ -307,9 +319,11 @@ static int f_map(jr *r, const jnode *at, jv x, jv *args, size_t nargs, jkw *kw, 
     fid = jj_filter_id(JV_STR_OF(args[0])->s, JV_STR_OF(args[0])->len);
     if (fid < 0) return jj_fail(r, at, "unsupported filter: '%s'", JV_STR_OF(args[0])->s);
   }
+  if (!jv_truthy(x)) return empty_gen(r, at, out);
   if (jv_iter_list(r, at, x, &items)) return -1;
   jv_list *l = JV_LIST_OF(items), *o = jv_list_new(r, at, 0, l->n);
   int rc = o ? 0 : -1;
+  if (o) o->gen = 1;
   for (size_t i = 0; !rc && i < l->n; i++) {
     jv v;
     if (fid >= 0) {
@@ -543,20 +557,6 @@ static int f_title(jr *r, const jnode *at, jv_str *s, jv *out) {
   return jv_sb_str(r, at, &b, out);
 }
 
-static int html_escape(jr *r, const jnode *at, jv_str *s, jv *out) {
-  jsb b = {0};
-  for (size_t i = 0; i < s->len; i++) {
-    char c = s->s[i];
-    if (c == '&') jsb_addz(&b, "&amp;");
-    else if (c == '<') jsb_addz(&b, "&lt;");
-    else if (c == '>') jsb_addz(&b, "&gt;");
-    else if (c == '"') jsb_addz(&b, "&#34;");
-    else if (c == '\'') jsb_addz(&b, "&#39;");
-    else jsb_addc(&b, c);
-  }
-  return jv_sb_str(r, at, &b, out);
-}
-
 static int list_out(jr *r, const jnode *at, jv_list **o, jv *out) {
   *o = jv_list_new(r, at, 0, 0);
   if (!*o) return -1;
@@ -598,6 +598,7 @@ int jj_filter(jr *r, const jnode *at, int id, jv x, jv *args, size_t nargs, jkw 
     if (jv_iter_list(r, at, x, &items)) return -1;
     jv_list *l = JV_LIST_OF(items), *cur = NULL;
     rc = list_out(r, at, &o, out);
+    if (!rc) o->gen = 1;
     for (size_t i = 0; !rc && i < l->n; i++) {
       if (!cur) {
         cur = jv_list_new(r, at, 0, 0);
@@ -656,14 +657,12 @@ int jj_filter(jr *r, const jnode *at, int id, jv x, jv *args, size_t nargs, jkw 
     jv_decref(items);
     return rc;
   }
-  case F_ESCAPE:
-    if (as_str(r, at, x, &s)) return -1;
-    rc = html_escape(r, at, JV_STR_OF(s), out);
-    jv_decref(s);
-    return rc;
+  case F_ESCAPE: return jv_html_escape(r, at, x, out);
   case F_FIRST:
   case F_LAST:
     if (x.t == JV_UNDEF) return 0;
+    if (id == F_LAST && x.t == JV_LIST && JV_LIST_OF(x)->gen)
+      return jj_fail(r, at, "last: a generator cannot be reversed");
     if (jv_iter_list(r, at, x, &items)) return -1;
     if (JV_LIST_OF(items)->n)
       *out = jv_ref(JV_LIST_OF(items)->v[id == F_FIRST ? 0 : JV_LIST_OF(items)->n - 1]);
@@ -695,9 +694,11 @@ int jj_filter(jr *r, const jnode *at, int id, jv x, jv *args, size_t nargs, jkw 
   }
   case F_INDENT: return f_indent(r, at, x, args, nargs, kw, nkw, out);
   case F_ITEMS:
-    if (x.t == JV_UNDEF) return list_out(r, at, &o, out);
+    if (x.t == JV_UNDEF) return empty_gen(r, at, out);
     if (x.t != JV_DICT) return jj_fail(r, at, "items: can only get item pairs from a mapping");
-    return jj_dict_items(r, at, x, out);
+    if (jj_dict_items(r, at, x, out)) return -1;
+    JV_LIST_OF(*out)->gen = 1;
+    return 0;
   case F_JOIN: {
     static const char *const p[] = {"d", "attribute"};
     if (jj_bind(r, at, "join", p, 2, args, nargs, kw, nkw, a, have)) return -1;
@@ -746,6 +747,7 @@ int jj_filter(jr *r, const jnode *at, int id, jv x, jv *args, size_t nargs, jkw 
     jv_list *l = JV_LIST_OF(items);
     if (id == F_UNIQUE) {
       rc = list_out(r, at, &o, out);
+      if (!rc) o->gen = 1;
       jv seen_keys;
       jv_list *seen = jv_list_new(r, at, 0, 0);
       if (!seen) rc = -1;
@@ -843,11 +845,21 @@ int jj_filter(jr *r, const jnode *at, int id, jv x, jv *args, size_t nargs, jkw 
     }
     if (jv_iter_list(r, at, x, &items)) return -1;
     rc = list_out(r, at, &o, out);
+    if (!rc) o->gen = 1; /* a reverse iterator */
     for (size_t i = JV_LIST_OF(items)->n; !rc && i > 0; i--) rc = jv_list_push(r, at, o, jv_ref(JV_LIST_OF(items)->v[i - 1]));
     jv_decref(items);
     return rc;
   case F_ROUND: return f_round(r, at, x, args, nargs, kw, nkw, out);
   case F_SAFE:
+    if (x.t == JV_STR && JV_STR_OF(x)->markup) {
+      *out = jv_ref(x);
+      return 0;
+    }
+    if (as_str(r, at, x, &s)) return -1;
+    rc = jv_mkstr(r, at, JV_STR_OF(s)->s, JV_STR_OF(s)->len, out);
+    jv_decref(s);
+    if (!rc) JV_STR_OF(*out)->markup = 1;
+    return rc;
   case F_STRING: return as_str(r, at, x, out);
   case F_SUM: {
     static const char *const p[] = {"attribute", "start"};

@@ -38,12 +38,15 @@ typedef struct jv {
 typedef struct jv_str {
   jv_obj h;
   size_t len;
+  int markup; /* markupsafe.Markup: `+` with a plain str escapes the other side */
   char s[]; /* NUL-terminated */
 } jv_str;
 
 typedef struct jv_list {
   jv_obj h;
   int tuple;
+  int gen;      /* a generator (map, select, ...): always true, no len(), iterated once */
+  int consumed; /* a generator already iterated */
   size_t n, cap;
   jv *v;
 } jv_list;
@@ -200,6 +203,7 @@ void jv_float_repr(double f, char *buf, size_t cap);
 size_t jv_len_chars(const char *s, size_t n); /* code points */
 int jv_len(jv x, int64_t *n);                  /* -1: no len() */
 int jv_iter_list(jr *r, const jnode *at, jv x, jv *out); /* a list of what `for` visits */
+int jv_html_escape(jr *r, const jnode *at, jv x, jv *out); /* markupsafe.escape */
 
 /* JSON */
 int jj_json_parse(jr *r, const char *text, size_t len, jv *out);

@@ -351,6 +351,7 @@ int jj_json_dump(jr *r, const jnode *at, jv x, const jj_json_opt *o, jsb *b, int
   case JV_STR: dump_str(JV_STR_OF(x)->s, JV_STR_OF(x)->len, o->ensure_ascii, b); return 0;
   case JV_LIST: {
     jv_list *l = JV_LIST_OF(x);
+    if (l->gen) return jj_fail(r, at, "tojson: Object of type generator is not JSON serializable");
     if (!l->n) {
       jsb_addz(b, "[]");
       return 0;

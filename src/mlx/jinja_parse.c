@@ -16,6 +16,7 @@ typedef struct ps {
   const char *name;
   mlxrt_error *err;
   int depth;
+  int soft; /* inside an if's branches: jinja2 checks unknown filters and tests only when run */
 } ps;
 
 typedef struct nvec {
@@ -272,7 +273,7 @@ static jnode *p_filter(ps *P, jnode *e) {
     return NULL;
   }
   int id = jj_filter_id(t->s, t->n);
-  if (id < 0) {
+  if (id < 0 && !P->soft) {
     pfail(P, t, "unsupported filter: '%.*s'", (int)(t->n > 40 ? 40 : t->n), t->s);
     return NULL;
   }
@@ -305,7 +306,7 @@ static jnode *p_test(ps *P, jnode *e) {
     return NULL;
   }
   int id = jj_test_id(t->s, t->n);
-  if (id < 0) {
+  if (id < 0 && !P->soft) {
     pfail(P, t, "unsupported test: '%.*s'", (int)(t->n > 40 ? 40 : t->n), t->s);
     return NULL;
   }
@@ -624,6 +625,8 @@ static jnode *p_tuple(ps *P, int with_cond, int explicit_parens) {
 
 /* ---- statements ------------------------------------------------------------------------- */
 static int p_body(ps *P, const char *const *ends, jnode ***out, size_t *n, const jtok **end_tag);
+static int p_body_soft(ps *P, int soft, const char *const *ends, jnode ***out, size_t *n,
+                       const jtok **end_tag);
 
 /* An assignment target: a name, ns.attr (set only), or a tuple of names. */
 static jnode *p_target(ps *P, int allow_attr) {
@@ -686,7 +689,7 @@ static jnode *st_if(ps *P, const jtok *at) {
   jnode *s = nn(P, S_IF, at);
   const jtok *end;
   if (!s || !(s->a = p_tuple(P, 1, 0)) || expect_end(P, T_BLOCK_END)) return NULL;
-  if (p_body(P, ends, &s->v, &s->nv, &end)) return NULL;
+  if (p_body_soft(P, 1, ends, &s->v, &s->nv, &end)) return NULL;
   if (is_name(end, "elif")) {
     jnode *e = st_if(P, end);
     if (!e) return NULL;
@@ -698,7 +701,7 @@ static jnode *st_if(ps *P, const jtok *at) {
   }
   if (is_name(end, "else")) {
     static const char *const ends2[] = {"endif", NULL};
-    if (expect_end(P, T_BLOCK_END) || p_body(P, ends2, &s->w, &s->nw, &end)) return NULL;
+    if (expect_end(P, T_BLOCK_END) || p_body_soft(P, 1, ends2, &s->w, &s->nw, &end)) return NULL;
   }
   return expect_end(P, T_BLOCK_END) ? NULL : s;
 }
@@ -876,7 +879,23 @@ static jnode *p_stmt(ps *P, const char *const *ends, int *is_end) {
 
 /* Statements up to a block tag named in ends (the tag's name token is left in *end_tag and
  * consumed; its %} is not), or to the end of the template when ends is NULL. */
+static int p_body_in(ps *P, const char *const *ends, jnode ***out, size_t *n, const jtok **end_tag);
+
+/* A body in a new frame (soft = 0) or in an if's branch (soft = 1). */
+static int p_body_soft(ps *P, int soft, const char *const *ends, jnode ***out, size_t *n,
+                       const jtok **end_tag) {
+  int saved = P->soft;
+  P->soft = soft;
+  int rc = p_body_in(P, ends, out, n, end_tag);
+  P->soft = saved;
+  return rc;
+}
+
 static int p_body(ps *P, const char *const *ends, jnode ***out, size_t *n, const jtok **end_tag) {
+  return p_body_soft(P, 0, ends, out, n, end_tag);
+}
+
+static int p_body_in(ps *P, const char *const *ends, jnode ***out, size_t *n, const jtok **end_tag) {
   nvec v = {0};
   for (;;) {
     const jtok *t = cur(P);
@@ -929,7 +948,7 @@ mx_jinja *mx_jinja_parse(const char *src, size_t len, const char *name, mlxrt_er
   }
   jlex lx = {0};
   if (jj_lex(src, len, name, &t->arena, &lx, err)) goto fail;
-  ps P = {lx.tok, 0, lx.n, &t->arena, name, err, 0};
+  ps P = {lx.tok, 0, lx.n, &t->arena, name, err, 0, 0};
   jnode *root = nn(&P, S_SCOPE, &lx.tok[0]);
   const jtok *end = NULL;
   if (!root || p_body(&P, NULL, &root->v, &root->nv, &end)) goto fail;

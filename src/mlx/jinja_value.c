@@ -227,7 +227,7 @@ int jv_truthy(jv x) {
   case JV_INT: return x.u.i != 0;
   case JV_FLOAT: return x.u.f != 0;
   case JV_STR: return JV_STR_OF(x)->len != 0;
-  case JV_LIST: return JV_LIST_OF(x)->n != 0;
+  case JV_LIST: return JV_LIST_OF(x)->gen || JV_LIST_OF(x)->n != 0;
   case JV_DICT: return JV_DICT_OF(x)->n != 0;
   default: return 1;
   }
@@ -250,6 +250,7 @@ int jv_eq(jv a, jv b) {
            !memcmp(JV_STR_OF(a)->s, JV_STR_OF(b)->s, JV_STR_OF(a)->len);
   case JV_LIST: {
     jv_list *x = JV_LIST_OF(a), *y = JV_LIST_OF(b);
+    if (x->gen || y->gen) return x == y;
     if (x->tuple != y->tuple || x->n != y->n) return 0;
     for (size_t i = 0; i < x->n; i++)
       if (!jv_eq(x->v[i], y->v[i])) return 0;
@@ -272,6 +273,7 @@ const char *jv_type_name(jv x) {
   static const char *const names[] = {"Undefined", "NoneType", "bool", "int", "float", "str",
                                       "list", "dict", "Namespace", "function", "LoopContext"};
   if (x.t == JV_LIST && JV_LIST_OF(x)->tuple) return "tuple";
+  if (x.t == JV_LIST && JV_LIST_OF(x)->gen) return "generator";
   return names[x.t];
 }
 
@@ -484,6 +486,10 @@ static int str_or_repr(jr *r, const jnode *at, jv x, jsb *b, int repr, int depth
     break;
   case JV_LIST: {
     jv_list *l = JV_LIST_OF(x);
+    if (l->gen) {
+      jsb_addz(b, "<generator object>");
+      break;
+    }
     jsb_addc(b, l->tuple ? '(' : '[');
     for (size_t i = 0; i < l->n; i++) {
       if (i) jsb_add(b, ", ", 2);
@@ -537,14 +543,20 @@ int jv_len(jv x, int64_t *n) {
   switch (x.t) {
   case JV_UNDEF: *n = 0; return 0;
   case JV_STR: *n = (int64_t)jv_len_chars(JV_STR_OF(x)->s, JV_STR_OF(x)->len); return 0;
-  case JV_LIST: *n = (int64_t)JV_LIST_OF(x)->n; return 0;
+  case JV_LIST:
+    if (JV_LIST_OF(x)->gen) return -1;
+    *n = (int64_t)JV_LIST_OF(x)->n;
+    return 0;
   case JV_DICT: *n = (int64_t)JV_DICT_OF(x)->n; return 0;
   default: return -1;
   }
 }
 
 int jv_iter_list(jr *r, const jnode *at, jv x, jv *out) {
-  if (x.t == JV_LIST) {
+  if (x.t == JV_LIST && JV_LIST_OF(x)->gen && JV_LIST_OF(x)->consumed) {
+    x = jv_undef(); /* a generator yields its items once */
+  } else if (x.t == JV_LIST) {
+    JV_LIST_OF(x)->consumed = JV_LIST_OF(x)->gen;
     *out = jv_ref(x);
     return 0;
   }
@@ -641,4 +653,29 @@ int jj_isalpha(uint32_t c) {
   if (c < 0x80) return (c | 32) >= 'a' && (c | 32) <= 'z';
   return jj_upper(c) != c || jj_lower(c) != c || (c >= 0x4E00 && c <= 0x9FFF) ||
          c == 0xAA || c == 0xBA || c == 0xDF;
+}
+
+int jv_html_escape(jr *r, const jnode *at, jv x, jv *out) {
+  if (x.t == JV_STR && JV_STR_OF(x)->markup) {
+    *out = jv_ref(x);
+    return 0;
+  }
+  jsb t = {0}, b = {0};
+  if (jv_str_of(r, at, x, &t)) {
+    free(t.p);
+    return -1;
+  }
+  for (size_t i = 0; i < t.n; i++) {
+    char c = t.p[i];
+    if (c == '&') jsb_addz(&b, "&amp;");
+    else if (c == '<') jsb_addz(&b, "&lt;");
+    else if (c == '>') jsb_addz(&b, "&gt;");
+    else if (c == '"') jsb_addz(&b, "&#34;");
+    else if (c == '\'') jsb_addz(&b, "&#39;");
+    else jsb_addc(&b, c);
+  }
+  free(t.p);
+  if (jv_sb_str(r, at, &b, out)) return -1;
+  JV_STR_OF(*out)->markup = 1;
+  return 0;
 }
