@@ -85,8 +85,9 @@ void serve_sched_withdraw(serve_sched *s, serve_job *j);
 void serve_sched_stop(serve_sched *s);
 void serve_sched_free(serve_sched *s);
 
-/* serve_gen.c: answers j on a session and finishes it. */
-void serve_gen_run(serve_server *srv, mlxrt_session *sess, serve_job *j);
+/* serve_gen.c: answers j on a session and finishes it; release(arg) is called once, when the
+ * session is no longer used and before the answer's last bytes are written. */
+void serve_gen_run(serve_server *srv, mlxrt_session *sess, serve_job *j, void (*release)(void *), void *arg);
 
 /* serve_response.c: an OpenAI error body {"error":{...}} (malloc'd; NULL when out of memory). */
 char *serve_error_json(const serve_error *e);

@@ -207,7 +207,7 @@ static cJSON *whole_response(answer *a, const mlxrt_gen_stats *st, const char *f
   return resp;
 }
 
-void serve_gen_run(serve_server *srv, mlxrt_session *sess, serve_job *j) {
+void serve_gen_run(serve_server *srv, mlxrt_session *sess, serve_job *j, void (*release)(void *), void *arg) {
   answer a;
   memset(&a, 0, sizeof a);
   a.srv = srv;
@@ -239,6 +239,7 @@ void serve_gen_run(serve_server *srv, mlxrt_session *sess, serve_job *j) {
   memset(&st, 0, sizeof st);
   mlxrt_error err = {{0}};
   int rc = j->cancel ? 0 : mlxrt_session_generate(sess, j->ids, j->n_ids, &o, on_token, &a, &st, &err);
+  release(arg);
   int cancelled = j->cancel || (rc == 0 && st.stopped_by == 2);
   serve_metrics_answer(&srv->metrics, st.prompt_tokens, st.prompt_tokens - st.prompt_processed, a.n_gen,
                        st.prompt_seconds, st.gen_seconds, cancelled);

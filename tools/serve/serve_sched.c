@@ -111,6 +111,25 @@ static int all_idle(const serve_sched *s) {
   return s->q_len == 0;
 }
 
+/* The slot's generation is over: its session is what the next request may reuse. Called by
+ * serve_gen_run before the answer's last bytes go out, so a client that sends its next request
+ * as soon as it has the answer finds this slot idle, holding its prompt. */
+static void slot_release(void *arg) {
+  serve_slot *sl = arg;
+  serve_sched *s = sl->owner;
+  size_t n = 0;
+  const int32_t *ids = mlxrt_session_tokens(sl->session, &n);
+  int32_t *copy = n ? malloc(n * sizeof *copy) : NULL;
+  if (copy) memcpy(copy, ids, n * sizeof *copy);
+  pthread_mutex_lock(&s->mu);
+  free(sl->cached);
+  sl->cached = copy;
+  sl->n_cached = copy ? n : 0;
+  sl->job = NULL;
+  dispatch(s); /* (may hand this slot its next job: it starts when this thread comes back) */
+  pthread_mutex_unlock(&s->mu);
+}
+
 static void *slot_main(void *arg) {
   serve_slot *sl = arg;
   serve_sched *s = sl->owner;
@@ -120,18 +139,9 @@ static void *slot_main(void *arg) {
     if (!sl->job) break;
     serve_job *j = sl->job;
     pthread_mutex_unlock(&s->mu);
-    serve_gen_run(s->srv, sl->session, j);
-    size_t n = 0;
-    const int32_t *ids = mlxrt_session_tokens(sl->session, &n);
-    int32_t *copy = n ? malloc(n * sizeof *copy) : NULL;
-    if (copy) memcpy(copy, ids, n * sizeof *copy);
-    pthread_mutex_lock(&s->mu);
-    free(sl->cached);
-    sl->cached = copy;
-    sl->n_cached = copy ? n : 0;
-    sl->job = NULL;
+    serve_gen_run(s->srv, sl->session, j, slot_release, sl);
     serve_job_release(j);
-    dispatch(s);
+    pthread_mutex_lock(&s->mu);
     if (all_idle(s)) { /* the last answer of a busy spell: freed memory goes back to the system */
       pthread_mutex_unlock(&s->mu);
       malloc_trim(0);
