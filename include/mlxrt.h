@@ -136,6 +136,8 @@ typedef struct mlxrt_chat_options {
   mlxrt_gen_params gen;
   int64_t capacity;         /* context tokens; 0 = the model's maximum */
   volatile int *interrupt;  /* when set non-zero, the current answer stops (Ctrl-C) */
+  const char *chat_template; /* Jinja text overriding the model's chat template; NULL = the
+                              * model's (see "chat templates" below) */
 } mlxrt_chat_options;
 
 typedef struct mlxrt_gen_stats {
@@ -280,6 +282,32 @@ int mlxrt_chat_respond(mlxrt_chat *c, mlxrt_text_fn fn, void *user, mlxrt_gen_st
  * Gemma 4's for every model). Thread-safe. */
 char *mlxrt_parse_tool_calls(const mlxrt_model *m, const char *text, size_t len, char **content,
                              mlxrt_error *err);
+
+/* ---- chat templates ------------------------------------------------------------------------ */
+/* A model's chat template is its own Jinja template (the folder's chat_template.jinja, else
+ * tokenizer_config.json "chat_template"), parsed when the model loads (a broken one fails the
+ * load); without one, the built-in Gemma 3 / Gemma 4 renderer (plain role/content messages only).
+ * The template sees messages, tools, documents (null), add_generation_prompt, enable_thinking,
+ * tokenizer_config.json's *_token strings (bos_token, eos_token, ...) and strftime_now(format)
+ * at the current time, as transformers' apply_chat_template gives them. */
+typedef struct mlxrt_template_options {
+  int add_generation_prompt;   /* end with the opening of the assistant's turn */
+  int enable_thinking;         /* Gemma 4 thinking (passed to the template as enable_thinking) */
+  const char *template_text;   /* a Jinja template that overrides the model's; NULL = the model's */
+} mlxrt_template_options;
+/* Renders an OpenAI-style messages array (JSON text: [{"role":..,"content": string or
+ * [{"type":"text","text":..}], "tool_calls":[..], "tool_call_id":..,"name":..}]) and an optional
+ * tools array (JSON text or NULL) with the model's chat template (or template_text; o NULL:
+ * add_generation_prompt 1, the rest 0). The built-in renderer refuses tools, tool calls, tool
+ * messages and several content parts. Returns malloc'd text (free with mlxrt_free (= free()));
+ * tokenize it with add_special = 0 (the template writes the BOS). NULL with err: invalid JSON, the
+ * template's raise_exception message, or where the template failed ("NAME:LINE:COL: ...").
+ * Thread-safe on a shared model. */
+char *mlxrt_chat_template_apply(const mlxrt_model *m, const char *messages_json,
+                                const char *tools_json, const mlxrt_template_options *o,
+                                mlxrt_error *err);
+/* "model" (the checkpoint's own template), or "built-in" */
+const char *mlxrt_chat_template_source(const mlxrt_model *m);
 
 /* Resolves a --model argument: a directory, or a Hugging Face repo id ("org/name") found in
  * the local cache ($HF_HOME/hub or ~/.cache/huggingface/hub). */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mlxrt needs to build and test (only those missing).
 set -euo pipefail
-PKGS="build-essential cmake pkg-config libcjson-dev python3 python3-venv python3-pip git"
+PKGS="build-essential cmake pkg-config libcjson-dev libmicrohttpd-dev curl python3 python3-venv python3-pip git"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -338,6 +338,35 @@ os.makedirs(os.path.join(repo, "snapshots"))
 shutil.move(folder("hub_snapshot", G3Q), os.path.join(repo, "snapshots", "abc123"))
 case("org/model", "", "run-hub-ok")
 
+# ---- chat templates: parsed at load, so a broken one fails the load naming its file ----------
+d = folder("template_jinja_broken", G3Q)
+write_text(d, "chat_template.jinja", "{{ bos_token }}\n{% for m in messages %}{{ m.content }}")
+case("template_jinja_broken", "chat_template.jinja:", "run")
+for kind, frag in [("fifo", "chat_template.jinja: is not a regular file"),
+                   ("dir", "chat_template.jinja: is a directory")]:
+    d = folder("template_jinja_" + kind, G3Q)
+    replace_with(d, "chat_template.jinja", kind)
+    case("template_jinja_" + kind, frag)
+for name, value, frag in [
+        ("template_config_broken", "{{ bos_token ", "tokenizer_config.json (chat_template):"),
+        ("template_config_list_broken", [{"name": "default", "template": "{{ bos_token }}"},
+                                         {"name": "tool_use", "template": "{% if tools %}"}],
+         'tokenizer_config.json (chat_template "tool_use"):'),
+        ("template_config_number", 5, '"chat_template" must be a string or a list'),
+        ("template_config_list_entry", [{"name": "default"}], "chat_template[0] must be an object")]:
+    d = folder(name, G3Q)
+    write_text(d, "tokenizer_config.json", json.dumps({"bos_token": "<bos>", "chat_template": value}))
+    case(name, frag)
+d = folder("tokenizer_config_invalid_json", G3Q)
+write_text(d, "tokenizer_config.json", '{"chat_template": ')
+case("tokenizer_config_invalid_json", "tokenizer_config.json: invalid JSON at byte")
+d = folder("template_config_list_ok", G3Q)
+write_text(d, "tokenizer_config.json", json.dumps({
+    "bos_token": {"content": "<bos>", "special": True}, "eos_token": "<eos>", "pad_token": None,
+    "chat_template": [{"name": "default", "template": "{{ bos_token }}{{ messages[0].content }}"},
+                      {"name": "tool_use", "template": "{{ tools | length }}"}]}))
+case("template_config_list_ok", "", "run-ok")
+
 with open(os.path.join(OUT, "cases.tsv"), "w") as f:
     for c in cases:
         f.write("\t".join(c) + "\n")

@@ -16,9 +16,9 @@ static const char USAGE[] =
     "usage: mlxrt chat -m MODEL [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
     "                  [--min-p P] [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX]\n"
     "                  [--backend auto|cpu|cuda] [--think] [--show-thinking] [-v]\n"
-    "                  [--numerics float32|mlx-cpu]\n"
+    "                  [--numerics float32|mlx-cpu] [--chat-template FILE]\n"
     "Type a message and press Enter. /reset starts over, /exit or Ctrl-D quits,\n"
-    "Ctrl-C stops the current answer.\n" GEN_ARGS_N_HELP
+    "Ctrl-C stops the current answer.\n" GEN_ARGS_N_HELP GEN_ARGS_TEMPLATE_HELP
     "-c CTX: tokens the conversation holds (0, the default: the model's maximum); an answer\n"
     "stopped by a full context says so on stderr (/reset starts over).\n"
     "Exit status: 0, or 1 when a message could not be answered (each error is one line).\n";
@@ -36,12 +36,14 @@ int cmd_chat(int argc, char **argv) {
     cli_error("chat", "-p and -f are run's: chat reads its messages from standard input");
     return 2;
   }
-  mlxrt_model *m = gen_args_load_model(&a, "chat");
-  if (!m) return 1;
+  int failed;
+  char *tpl = gen_args_read_template(&a, "chat", &failed);
+  mlxrt_model *m = failed ? NULL : gen_args_load_model(&a, "chat");
   char what[64];
   snprintf(what, sizeof what, "-c %lld", (long long)a.chat.capacity);
-  if (gen_args_check_kv(m, "chat", what, a.chat.capacity)) {
+  if (!m || gen_args_check_kv(m, "chat", what, a.chat.capacity)) {
     mlxrt_model_free(m);
+    free(tpl);
     return 1;
   }
   mlxrt_error err = {{0}};
@@ -54,6 +56,7 @@ int cmd_chat(int argc, char **argv) {
   if (!c) {
     fprintf(stderr, "mlxrt chat: %s\n", err.msg);
     mlxrt_model_free(m);
+    free(tpl);
     return 1;
   }
   int tty = isatty(0);
@@ -96,7 +99,7 @@ int cmd_chat(int argc, char **argv) {
     }
     mlxrt_gen_stats st;
     if (mlxrt_chat_turn(c, line, gen_args_print_text, NULL, &st, &err)) {
-      cli_error("chat", "%s", err.msg);
+      gen_args_chat_error(&a, "chat", err.msg);
       rc = 1;
       continue;
     }
@@ -112,5 +115,6 @@ int cmd_chat(int argc, char **argv) {
   free(line);
   mlxrt_chat_free(c);
   mlxrt_model_free(m);
+  free(tpl);
   return rc;
 }

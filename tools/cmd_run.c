@@ -13,11 +13,12 @@ static const char USAGE[] =
     "usage: mlxrt run -m MODEL [-p PROMPT | -f FILE] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
     "                 [--min-p P] [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX]\n"
     "                 [--backend auto|cpu|cuda] [--system TEXT] [--no-chat-template]\n"
-    "                 [--think] [--show-thinking] [--numerics float32|mlx-cpu] [-v]\n"
+    "                 [--chat-template FILE] [--think] [--show-thinking]\n"
+    "                 [--numerics float32|mlx-cpu] [-v]\n"
     "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
     "-p - reads the prompt from standard input, like -f -.\n"
     "-f FILE reads the prompt from a regular text file of at most 256 MiB without a NUL byte\n"
-    "(- is standard input).\n" GEN_ARGS_N_HELP
+    "(- is standard input).\n" GEN_ARGS_N_HELP GEN_ARGS_TEMPLATE_HELP
     "-c CTX: tokens the context holds, prompt included (0, the default: the model's maximum).\n"
     "-t THREADS: CPU threads (0, the default: all cores).\n"
     "Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n"
@@ -34,16 +35,19 @@ int cmd_run(int argc, char **argv) {
   const char *prompt = a.prompt;
   /* -p - reads the prompt from standard input, with the same reader as -f - */
   const char *file = a.prompt_file ? a.prompt_file : prompt && !strcmp(prompt, "-") ? "-" : NULL;
+  if (!prompt && !file) {
+    cli_error("run", "give a prompt with -p TEXT or -f FILE");
+    return 2;
+  }
   if (file) {
     if (!(file_prompt = cli_read_text("run", file, NULL))) return 1;
     prompt = file_prompt;
   }
-  if (!prompt) {
-    cli_error("run", "give a prompt with -p TEXT or -f FILE");
-    return 2;
-  }
-  mlxrt_model *m = gen_args_load_model(&a, "run");
+  int failed;
+  char *tpl = gen_args_read_template(&a, "run", &failed);
+  mlxrt_model *m = failed ? NULL : gen_args_load_model(&a, "run");
   if (!m) {
+    free(tpl);
     free(file_prompt);
     return 1;
   }
@@ -73,11 +77,12 @@ int cmd_run(int argc, char **argv) {
       rc = GEN_EXIT_CONTEXT_FULL;
     }
   } else {
-    cli_error("run", "%s", err.msg);
+    gen_args_chat_error(&a, "run", err.msg);
   }
 out:
   mlxrt_chat_free(c);
   mlxrt_model_free(m);
+  free(tpl);
   free(file_prompt);
   return rc;
 }

@@ -10,7 +10,8 @@ static const char *const VALUED[] = {"-m", "--model", "-p", "--prompt", "-f", "-
                                      "--system-prompt", "--backend", "-n", "--max-tokens", "--n-predict",
                                      "-t", "--threads", "-c", "--ctx-size", "--temp", "--temperature",
                                      "--top-k", "--top-p", "--min-p", "--repeat-penalty",
-                                     "--repetition-penalty", "--repeat-last-n", "-s", "--seed", "--numerics"};
+                                     "--repetition-penalty", "--repeat-last-n", "-s", "--seed", "--numerics",
+                                     "--chat-template"};
 
 int gen_args_takes_value(const char *flag) {
   for (size_t k = 0; k < sizeof VALUED / sizeof VALUED[0]; k++)
@@ -60,6 +61,7 @@ int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd) {
     else if (!strcmp(f, "--system") || !strcmp(f, "--system-prompt")) a->chat.system = v;
     else if (!strcmp(f, "--backend")) a->backend = v;
     else if (!strcmp(f, "--numerics")) a->numerics = v;
+    else if (!strcmp(f, "--chat-template")) a->chat_template_file = v;
     else if (!strcmp(f, "-n") || !strcmp(f, "--max-tokens") || !strcmp(f, "--n-predict"))
       bad = cli_int(cmd, f, v, -1, 1 << 30, &a->n_predict);
     else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) bad = cli_int(cmd, f, v, 0, 1024, &a->threads);
@@ -83,6 +85,10 @@ int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd) {
   g->max_tokens = a->n_predict > 0 ? a->n_predict : 0;
   if (!a->model) {
     cli_error(cmd, "-m/--model is required (a model directory or an org/name in the HF cache)");
+    return 2;
+  }
+  if (a->chat_template_file && !a->chat.use_template) {
+    cli_error(cmd, "--chat-template and --no-chat-template exclude each other");
     return 2;
   }
   if (a->prompt && a->prompt_file) {

@@ -12,6 +12,7 @@ typedef struct gen_args {
   const char *prompt_file;
   const char *backend;
   const char *numerics; /* --numerics float32|mlx-cpu (NULL: $MLXRT_NUMERICS or float32) */
+  const char *chat_template_file; /* --chat-template FILE: Jinja overriding the model's template */
   int threads;
   int verbose;
   /* -n: tokens to generate; 0 none, -1 (the default) until a stop token or the context is
@@ -38,11 +39,21 @@ int gen_args_takes_value(const char *flag);
  * one-line error. */
 int gen_args_apply_numerics(const char *value, const char **backend, const char *cmd);
 
+/* The text --chat-template means in run's and chat's --help. */
+#define GEN_ARGS_TEMPLATE_HELP                                                                    \
+  "--chat-template FILE: a Jinja chat template to use instead of the model's (its own\n"          \
+  "chat_template.jinja or tokenizer_config.json chat_template, else the built-in Gemma one).\n"
+
 /* ---- at run time (gen_run.c) ---- */
 /* MODEL as every command takes it — a folder, or a Hugging Face repo id (org/name) found in the
  * local cache (mlxrt_resolve_model) — to the folder to open: 0 with dir filled, or -1 after one
  * error line. */
 int gen_args_model_dir(const char *cmd, const char *model, char *dir, size_t len);
+/* Reads --chat-template's file into a->chat.chat_template; returns the text to free (NULL when
+ * no file was given), or sets *failed after one error line. */
+char *gen_args_read_template(gen_args *a, const char *cmd, int *failed);
+/* Prints a chat error; an error inside the --chat-template text names the file. */
+void gen_args_chat_error(const gen_args *a, const char *cmd, const char *msg);
 /* Loads the model, printing a progress line on a terminal; NULL after printing the error. */
 mlxrt_model *gen_args_load_model(const gen_args *a, const char *cmd);
 /* On the CPU backend the KV cache of `tokens` positions lives in this machine's memory:

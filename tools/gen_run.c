@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_file.h"
 #include "cli_num.h"
 #include "gen_args.h"
 
@@ -25,7 +26,29 @@ mlxrt_model *gen_args_load_model(const gen_args *a, const char *cmd) {
   if (tty) fprintf(stderr, "\r\033[K");
   if (!m) cli_error(cmd, "%s", err.msg);
   else if (a->verbose) fprintf(stderr, "mlxrt: %s on the %s backend\n", dir, mlxrt_model_backend_name(m));
+  if (m && a->verbose && a->chat.use_template) {
+    if (a->chat_template_file) fprintf(stderr, "mlxrt: chat template: %s (--chat-template)\n", a->chat_template_file);
+    else if (!strcmp(mlxrt_chat_template_source(m), "model")) fprintf(stderr, "mlxrt: chat template: the model's own\n");
+    else fprintf(stderr, "mlxrt: chat template: built-in (the model has none)\n");
+  }
   return m;
+}
+
+char *gen_args_read_template(gen_args *a, const char *cmd, int *failed) {
+  *failed = 0;
+  if (!a->chat_template_file) return NULL;
+  char *text = cli_read_text(cmd, a->chat_template_file, NULL);
+  if (!text) *failed = 1;
+  a->chat.chat_template = text;
+  return text;
+}
+
+void gen_args_chat_error(const gen_args *a, const char *cmd, const char *msg) {
+  /* the library names the override text "chat_template" (its option's name) */
+  static const char NAME[] = "chat_template:";
+  if (a->chat_template_file && !strncmp(msg, NAME, sizeof NAME - 1))
+    cli_error(cmd, "%s:%s", a->chat_template_file, msg + sizeof NAME - 1);
+  else cli_error(cmd, "%s", msg);
 }
 
 int gen_args_check_kv(mlxrt_model *m, const char *cmd, const char *what, int64_t tokens) {

@@ -25,6 +25,7 @@ static const command COMMANDS[] = {
     {"bench", cmd_bench, "llama-bench-style pp/tg throughput, GB/s and % of roofline"},
     {"logits", cmd_logits, "float32 logits of a prompt (and greedy steps) to .safetensors"},
     {"synth", cmd_synth, "random-weight checkpoint with a real model's shapes (no download)"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server: chat and completions, streaming"},
     {"tokenize", cmd_tokenize, "encode text to token ids with tokenizer.json, or --decode ids"},
 };
 

@@ -1,5 +1,12 @@
-/* Chat templates of Gemma 3 and Gemma 4, written in C (no Jinja engine), and the splitter that
+/* The built-in chat templates of Gemma 3 and Gemma 4, written in C, and the splitter that
  * separates Gemma 4's thought channel from the answer.
+ *
+ * These are the fallback: a model's own Jinja template (chat_template.jinja or
+ * tokenizer_config.json, chat_template_load.h) renders its prompts when it has one, and an
+ * override given by the caller beats both (chat_render.h). The built-in renderers take plain
+ * role/content conversations only, and render those exactly as the real templates do
+ * (tests/test_jinja_corpus.c compares them with transformers' renderings of the published
+ * Gemma 3 and Gemma 4 templates).
  *
  * Gemma 3 reproduces the published IT template byte for byte (tests/fixtures/chat/gemma3.json):
  *   <bos><start_of_turn>user\n{system}\n\n{user}<end_of_turn>\n<start_of_turn>model\n

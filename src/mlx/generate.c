@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/strbuf.h"
 #include "mlx/api_internal.h"
+#include "mlx/chat_render.h"
 #include "mlx/chat_template.h"
 #include "mlx/gen_config.h"
 #include "mlx/generate_core.h"
@@ -23,6 +24,7 @@ struct mlxrt_chat {
   mx_gen_config gen;    /* stop ids: the model's eos ids, + the turn terminator in chat mode */
   mlxrt_chat_options opt;
   char *system;
+  char *chat_template;  /* the caller's template override, copied */
   mx_chat_msg *msgs;    /* conversation so far (owned contents, static role names) */
   size_t nmsgs, cap_msgs;
   int32_t *hist;        /* raw completion (no template): the ids of the text so far */
@@ -100,6 +102,7 @@ void mlxrt_chat_free(mlxrt_chat *c) {
   free(c->msgs);
   free(c->hist);
   free(c->system);
+  free(c->chat_template);
   mx_sampler_free(c->sampler);
   mlxrt_session_free(c->S);
   free(c);
@@ -133,6 +136,7 @@ mlxrt_chat *mlxrt_chat_new(mlxrt_model *M, const mlxrt_chat_options *opt, mlxrt_
   if (!(c->sampler = mx_sampler_create(&sp, c->m->cfg.vocab_size, err))) goto fail;
   if (!(c->S = mlxrt_session_new(M, c->opt.capacity, err))) goto fail;
   if (c->opt.system && !(c->system = mx_strdup(c->opt.system, err))) goto fail;
+  if (c->opt.chat_template && !(c->chat_template = mx_strdup(c->opt.chat_template, err))) goto fail;
   mlxrt_chat_reset(c);
   return c;
 fail:
@@ -171,10 +175,7 @@ int mlxrt_chat_set_messages(mlxrt_chat *c, const mlxrt_message *msgs, size_t n, 
 /* ---- the answer --------------------------------------------------------------------------- */
 /* The conversation's text for the model (the one place that renders it). */
 static char *render(const mlxrt_chat *c, const mx_chat_msg *msgs, size_t n, mlxrt_error *err) {
-  const mx_config *cfg = &c->m->cfg;
-  mx_chat_options co = {cfg->family == MX_GEMMA4 ? MX_CHAT_GEMMA4 : MX_CHAT_GEMMA3, 1, c->opt.enable_thinking,
-                        cfg->family == MX_GEMMA4 && cfg->hidden_size_per_layer_input == 0};
-  return mx_chat_render(msgs, n, &co, err);
+  return mx_render_chat_msgs(c->m, msgs, n, 1, c->opt.enable_thinking, c->chat_template, err);
 }
 
 typedef struct answer_ctx {

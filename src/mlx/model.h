@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "accel/accel.h"
+#include "mlx/chat_template_load.h"
 #include "mlx/config.h"
 #include "mlx/safetensors.h"
 
@@ -51,6 +52,7 @@ typedef struct mx_model {
   st_archive st;
   uint8_t *used; /* per tensor of st.index: read by the model (the rest must be known extras) */
   struct mx_tokenizer *tok; /* the folder's tokenizer.json, checked at load; NULL without one */
+  mx_chat_templates tmpl;   /* the folder's chat template (parsed at load) and token strings */
   char prefix[64]; /* "model." or "language_model.model." */
 
   mx_linear embed;   /* [vocab, hidden], also the tied output projection */

@@ -405,7 +405,9 @@ mx_model *mx_model_open(const char *dir, mlxrt_error *err) {
   }
   for (int i = 0; i < m->n_layers; i++)
     if (load_layer(m, i, err)) goto fail;
-  if (mx_model_check_unused(m, err) || mx_model_check_ids(m, err)) goto fail;
+  if (mx_model_check_unused(m, err) || mx_model_check_ids(m, err) ||
+      mx_chat_templates_load(dir, &m->tmpl, err))
+    goto fail;
   return m;
 fail:
   mx_model_close(m);
@@ -423,6 +425,7 @@ void mx_model_close(mx_model *m) {
   mx_config_free(&m->cfg);
   free(m->used);
   mx_tok_free(m->tok);
+  mx_chat_templates_free(&m->tmpl);
   free(m->path);
   free(m);
 }

@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# mlxrt serve under load on a tiny fixture model: 32 clients x 8 requests on --parallel 4, a
+# quarter disconnecting mid-stream (tests/serve_load.py).
+set -u
+exec python3 "$(dirname "$0")/serve_load.py" "$1"
