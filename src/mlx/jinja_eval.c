@@ -661,7 +661,7 @@ static int exec_for(jr *r, const jnode *st, jscope *s, jsb *out) {
   for (size_t i = 0; i < l->n; i++) {
     jscope it = {s, 0, 0, NULL, NULL, NULL};
     lp->i = i;
-    rc = jj_work(r, st, 1);
+    rc = jj_work(r, st, JJ_ITER_WORK);
     if (!rc) rc = bind(r, &it, st->a, jv_ref(l->v[i]));
     if (!rc) rc = scope_set(r, st, &it, "loop", 4, jv_ref(loopv));
     if (!rc) rc = exec_body(r, st->v, st->nv, &it, out);
