@@ -601,8 +601,9 @@ static int bind(jr *r, jscope *s, const jnode *t, jv v) {
   if (rc) return -1;
   jv_list *l = JV_LIST_OF(items);
   if (l->n != t->nv) {
+    jj_fail(r, t, "cannot unpack %zu values into %zu names", l->n, t->nv);
     jv_decref(items);
-    return jj_fail(r, t, "cannot unpack %zu values into %zu names", l->n, t->nv);
+    return -1;
   }
   for (size_t i = 0; !rc && i < t->nv; i++) rc = bind(r, s, t->v[i], jv_ref(l->v[i]));
   jv_decref(items);
