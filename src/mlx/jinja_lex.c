@@ -75,12 +75,9 @@ static jtok *lx_push(lx *L, int type, size_t at) {
     L->out->tok = t;
     L->out->cap = cap;
   }
-  while (L->i < at) L->i++; /* positions only move forward */
-  int line = 1;
-  size_t ls = 0;
-  /* line of `at`: count from the last known line start */
-  line = L->line;
-  ls = L->line_start;
+  /* the line of `at`, counted on from the last token's (positions only move forward) */
+  int line = L->line;
+  size_t ls = L->line_start;
   for (size_t k = ls; k < at; k++)
     if (L->s[k] == '\n') line++, ls = k + 1;
   L->line = line;
