@@ -11,7 +11,8 @@
 
 /* Limits that keep hostile templates finite. */
 #define JJ_MAX_OUTPUT (64u << 20)       /* bytes of output and of any one string */
-#define JJ_MAX_WORK ((size_t)1 << 30)   /* bytes built plus iterations run, per render */
+#define JJ_MAX_WORK ((size_t)1 << 28)   /* bytes built plus 16 per iteration, per render */
+#define JJ_ITER_WORK 16
 #define JJ_MAX_DEPTH 400                /* nested evaluation frames (statements, calls) */
 #define JJ_MAX_MACRO_DEPTH 100          /* nested macro calls */
 #define JJ_MAX_PARSE_DEPTH 200          /* nested constructs in the source */
@@ -107,7 +108,7 @@ enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_CONCAT, O
 
 typedef struct jnode {
   int kind, op, line, col;
-  int flag;             /* N_TEST: negated; S_FOR: has a loop variable reference (unused) */
+  int flag;             /* N_TEST: negated */
   int id;               /* N_FILTER: filter id; N_TEST: test id */
   const char *name;     /* N_NAME, N_ATTR, N_KW, filters, tests, macros */
   size_t name_len;
@@ -189,7 +190,6 @@ const jv *jv_dict_get(const jv_dict *d, jv k);                 /* borrowed or NU
 const jv *jv_dict_gets(const jv_dict *d, const char *k, size_t n);
 static inline jv jv_obj_val(int t, void *o) { jv x; x.t = (uint8_t)t; x.u.o = o; return x; }
 jv_func *jv_func_new(jr *r, const jnode *at, int id, jv self); /* takes self */
-void jv_free_immortal(jv x); /* for the template's literals */
 
 /* Python semantics */
 int jv_truthy(jv x);

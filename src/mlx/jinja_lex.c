@@ -75,12 +75,9 @@ static jtok *lx_push(lx *L, int type, size_t at) {
     L->out->tok = t;
     L->out->cap = cap;
   }
-  while (L->i < at) L->i++; /* positions only move forward */
-  int line = 1;
-  size_t ls = 0;
-  /* line of `at`: count from the last known line start */
-  line = L->line;
-  ls = L->line_start;
+  /* the line of `at`, counted on from the last token's (positions only move forward) */
+  int line = L->line;
+  size_t ls = L->line_start;
   for (size_t k = ls; k < at; k++)
     if (L->s[k] == '\n') line++, ls = k + 1;
   L->line = line;
@@ -295,7 +292,8 @@ static int lex_number(lx *L, size_t *pi) {
     snprintf(m + mn, sizeof m - mn, "e%ld", exp10 - frac);
     t->fval = strtod(m, NULL);
   } else {
-    if (bn > 18) return lx_fail(L, st, "unsupported integer literal: too large");
+    if (bn > 19 || (bn == 19 && strcmp(buf, "9223372036854775807") > 0))
+      return lx_fail(L, st, "unsupported integer literal: beyond 64 bits");
     t->ival = strtoll(buf, NULL, 10);
   }
   *pi = i;

@@ -265,25 +265,35 @@ static jnode *p_postfix(ps *P, jnode *e) {
   return e;
 }
 
-/* `| name(args)` applied to e (e may be the hole of a filter block). */
-static jnode *p_filter(ps *P, jnode *e) {
+/* The filter or test named at the current token (kind N_FILTER or N_TEST) applied to e; jinja2
+ * rejects unknown names when compiling, except inside an if's branches where it waits for the
+ * call. */
+static jnode *p_named(ps *P, int kind, jnode *e, const jtok *at) {
+  const char *what = kind == N_FILTER ? "filter" : "test";
   const jtok *t = cur(P);
   if (t->type != T_NAME) {
-    pfail(P, t, "expected a filter name");
+    pfail(P, t, "expected a %s name", what);
     return NULL;
   }
-  int id = jj_filter_id(t->s, t->n);
+  int id = kind == N_FILTER ? jj_filter_id(t->s, t->n) : jj_test_id(t->s, t->n);
   if (id < 0 && !P->soft) {
-    pfail(P, t, "unsupported filter: '%.*s'", (int)(t->n > 40 ? 40 : t->n), t->s);
+    pfail(P, t, "unsupported %s: '%.*s'", what, (int)(t->n > 40 ? 40 : t->n), t->s);
     return NULL;
   }
-  jnode *f = nn(P, N_FILTER, t);
-  if (!f) return NULL;
-  f->id = id;
-  f->name = t->s;
-  f->name_len = t->n;
-  f->a = e;
+  jnode *x = nn(P, kind, at ? at : t);
+  if (!x) return NULL;
+  x->id = id;
+  x->name = t->s;
+  x->name_len = t->n;
+  x->a = e;
   adv(P);
+  return x;
+}
+
+/* `| name(args)` applied to e (e may be the hole of a filter block). */
+static jnode *p_filter(ps *P, jnode *e) {
+  jnode *f = p_named(P, N_FILTER, e, NULL);
+  if (!f) return NULL;
   if (is_op(cur(P), ".")) {
     pfail(P, cur(P), "unsupported filter name with '.'");
     return NULL;
@@ -300,24 +310,9 @@ static jnode *p_test(ps *P, jnode *e) {
     neg = 1;
     adv(P);
   }
-  const jtok *t = cur(P);
-  if (t->type != T_NAME) {
-    pfail(P, t, "expected a test name after 'is'");
-    return NULL;
-  }
-  int id = jj_test_id(t->s, t->n);
-  if (id < 0 && !P->soft) {
-    pfail(P, t, "unsupported test: '%.*s'", (int)(t->n > 40 ? 40 : t->n), t->s);
-    return NULL;
-  }
-  jnode *x = nn(P, N_TEST, at);
+  jnode *x = p_named(P, N_TEST, e, at);
   if (!x) return NULL;
-  x->id = id;
   x->flag = neg;
-  x->name = t->s;
-  x->name_len = t->n;
-  x->a = e;
-  adv(P);
   const jtok *c = cur(P);
   if (is_op(c, "(")) {
     if (p_call_args(P, x)) return NULL;

@@ -90,10 +90,6 @@ void jv_decref(jv x) {
   if (--x.u.o->rc == 0) obj_free(x);
 }
 
-void jv_free_immortal(jv x) {
-  if (jv_is_obj(x)) free(x.u.o); /* literals are strings only */
-}
-
 static void *obj_alloc(jr *r, const jnode *at, size_t size, int kind) {
   jv_obj *o = calloc(1, size);
   if (!o) {
