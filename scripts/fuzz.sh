@@ -13,8 +13,8 @@ N=${1:-1000000}
 [ $# -gt 0 ] && shift
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(fuzz_safetensors fuzz_config fuzz_tokenizer fuzz_gen_config
-                                     fuzz_shard_index fuzz_model_folder fuzz_chat_template fuzz_chat_render
-                                     fuzz_cli)
+                                     fuzz_shard_index fuzz_model_folder fuzz_chat_template fuzz_jinja
+                                     fuzz_chat_render fuzz_cli)
 MARK=$'\n@@FILE@@\n'  # part separator of the folder targets (tests/fuzz/fuzz_folder.h)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMLXRT_FUZZ=ON -DMLXRT_CUDA=OFF \
@@ -80,6 +80,7 @@ seeds() {
                    2>/dev/null || true ;;
     fuzz_tokenizer) find tests/fixtures/tokenizer -type f -name '*.json' ;;
     fuzz_chat_template) find tests/corpus/chat_template -type f 2>/dev/null || true ;;
+    fuzz_jinja) find tests/fixtures -type f -name '*.jinja' 2>/dev/null || true ;;
     fuzz_cli) find tests/corpus/cli -type f ! -name '*.txt' ;;
   esac
   [ -d tests/corpus/$t ] && find tests/corpus/$t -type f; } | sort | while read -r f; do

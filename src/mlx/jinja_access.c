@@ -221,10 +221,7 @@ static int split(jr *r, const jnode *at, jv_str *s, jv sep, int64_t maxsplit, in
       size_t i = jj_lspace(p, n);
       while (i < n) {
         size_t st = i, k;
-        if (maxsplit == 0) {
-          size_t e = st + jj_rspace(p + st, n - st);
-          return push_str(r, at, l, p + st, e - st);
-        }
+        if (maxsplit == 0) return push_str(r, at, l, p + st, n - st); /* the rest as is */
         while (i < n && !jj_isspace_at(p + i, n - i, &k)) i += k;
         if (push_str(r, at, l, p + st, i - st)) return -1;
         maxsplit--;
@@ -234,9 +231,8 @@ static int split(jr *r, const jnode *at, jv_str *s, jv sep, int64_t maxsplit, in
     }
     size_t e = jj_rspace(p, n);
     while (e > 0) {
-      if (maxsplit == 0) {
-        size_t st = jj_lspace(p, e);
-        if (push_str(r, at, l, p + st, e - st)) return -1;
+      if (maxsplit == 0) { /* the rest as is */
+        if (push_str(r, at, l, p, e)) return -1;
         break;
       }
       size_t b = e;

@@ -601,8 +601,9 @@ static int bind(jr *r, jscope *s, const jnode *t, jv v) {
   if (rc) return -1;
   jv_list *l = JV_LIST_OF(items);
   if (l->n != t->nv) {
+    jj_fail(r, t, "cannot unpack %zu values into %zu names", l->n, t->nv);
     jv_decref(items);
-    return jj_fail(r, t, "cannot unpack %zu values into %zu names", l->n, t->nv);
+    return -1;
   }
   for (size_t i = 0; !rc && i < t->nv; i++) rc = bind(r, s, t->v[i], jv_ref(l->v[i]));
   jv_decref(items);
@@ -661,7 +662,7 @@ static int exec_for(jr *r, const jnode *st, jscope *s, jsb *out) {
   for (size_t i = 0; i < l->n; i++) {
     jscope it = {s, 0, 0, NULL, NULL, NULL};
     lp->i = i;
-    rc = jj_work(r, st, 1);
+    rc = jj_work(r, st, JJ_ITER_WORK);
     if (!rc) rc = bind(r, &it, st->a, jv_ref(l->v[i]));
     if (!rc) rc = scope_set(r, st, &it, "loop", 4, jv_ref(loopv));
     if (!rc) rc = exec_body(r, st->v, st->nv, &it, out);

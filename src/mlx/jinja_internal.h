@@ -11,7 +11,8 @@
 
 /* Limits that keep hostile templates finite. */
 #define JJ_MAX_OUTPUT (64u << 20)       /* bytes of output and of any one string */
-#define JJ_MAX_WORK ((size_t)1 << 30)   /* bytes built plus iterations run, per render */
+#define JJ_MAX_WORK ((size_t)1 << 28)   /* bytes built plus 16 per iteration, per render */
+#define JJ_ITER_WORK 16
 #define JJ_MAX_DEPTH 400                /* nested evaluation frames (statements, calls) */
 #define JJ_MAX_MACRO_DEPTH 100          /* nested macro calls */
 #define JJ_MAX_PARSE_DEPTH 200          /* nested constructs in the source */

@@ -240,10 +240,15 @@ static int jp_value(jp *p, jv *out) {
 
 int jj_json_parse(jr *r, const char *text, size_t len, jv *out) {
   jp p = {r, text, len, 0, 0};
-  if (jp_value(&p, out)) return -1;
+  *out = jv_undef();
+  if (jp_value(&p, out)) {
+    *out = jv_undef();
+    return -1;
+  }
   jp_ws(&p);
   if (p.i != p.n) {
     jv_decref(*out);
+    *out = jv_undef();
     return jp_fail(&p, "trailing characters");
   }
   return 0;

@@ -295,7 +295,8 @@ static int lex_number(lx *L, size_t *pi) {
     snprintf(m + mn, sizeof m - mn, "e%ld", exp10 - frac);
     t->fval = strtod(m, NULL);
   } else {
-    if (bn > 18) return lx_fail(L, st, "unsupported integer literal: too large");
+    if (bn > 19 || (bn == 19 && strcmp(buf, "9223372036854775807") > 0))
+      return lx_fail(L, st, "unsupported integer literal: beyond 64 bits");
     t->ival = strtoll(buf, NULL, 10);
   }
   *pi = i;
