@@ -14,7 +14,7 @@ N=${1:-1000000}
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(fuzz_safetensors fuzz_config fuzz_tokenizer fuzz_gen_config
                                      fuzz_shard_index fuzz_model_folder fuzz_chat_template fuzz_jinja
-                                     fuzz_cli fuzz_serve_request)
+                                     fuzz_chat_render fuzz_cli fuzz_serve_request)
 MARK=$'\n@@FILE@@\n'  # part separator of the folder targets (tests/fuzz/fuzz_folder.h)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMLXRT_FUZZ=ON -DMLXRT_CUDA=OFF \
@@ -53,6 +53,18 @@ composed_seeds() {
         join_parts tests/fixtures/models/$m/config.json tests/fixtures/models/$m/model.safetensors \
           tests/fixtures/tokenizer/small-c.json tests/corpus/gen_config/gemma3.json >"$dir/composed$i"
       done ;;
+    fuzz_chat_render) # the template corpus (scripts/jinja_corpus.py), when it has been made
+      local corpus=${MLXRT_CACHE:-$HOME/.cache/mlxrt}/jinja_corpus/corpus.json
+      [ -f "$corpus" ] && python3 - "$corpus" "$dir" "$MARK" <<'EOF'
+import json, sys
+doc, out, mark = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+for i, t in enumerate(doc["templates"]):
+    c = doc["conversations"][i % len(doc["conversations"])]
+    parts = [t["template"], json.dumps({"bos_token": doc["bos_token"], "eos_token": doc["eos_token"]}),
+             c["messages_json"], c["tools_json"] or ""]
+    open(f"{out}/composed{i}", "w").write(mark.join(parts))
+EOF
+      ;;
   esac
 }
 
