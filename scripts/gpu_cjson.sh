@@ -1,5 +1,6 @@
-# Sourced by the GPU scripts: the GPU image may lack libcjson-dev, so unpack the .deb files
-# carried in .debs/ (see the device notes) and point CMake and the loader at them.
+# Sourced by the GPU scripts: the GPU image may lack libcjson-dev and libmicrohttpd (the `mlxrt`
+# binary links it for `serve`), so unpack the .deb files carried in .debs/ (libcjson1,
+# libcjson-dev, libmicrohttpd12; see the device notes) and point CMake and the loader at them.
 # Sets CJSON_CMAKE (an array of CMake arguments, empty when the system has cJSON) and extends
 # LD_LIBRARY_PATH. Run from the repository root.
 CJSON_CMAKE=()
