@@ -13,8 +13,9 @@
 #   3. mlxrt-sample-test --no-bench: token selection on the device, every id exact;
 #   4. mlxrt-decode-test on the tiny fixtures (and a synthetic Gemma 3 270M): the decoder's greedy
 #      tokens and logits against the reference path on the CPU; graphs, eager launches and a
-#      second run bit-identical; the prompt fed whole, in pieces and token by token; the MoE
-#      fixtures again with a prompt of 80 tokens, 64 greedy steps and every prefill form (--prefill 1);
+#      second run bit-identical; the prompt fed whole, in pieces and token by token; the MoE and
+#      the E2B-shaped fixtures (per-layer embeddings, KV sharing, double-wide MLP) again with a
+#      prompt of 80 tokens, 64 greedy steps and every prefill form (--prefill 1);
 #   5. test_threads cuda: two threads on one model (and two models) give each its tokens alone;
 #   6. tests/cli_nonfinite.sh cuda: a non-finite logits row fails greedy and sampled steps, the
 #      reference path and the device decoder, with the CPU's message;
@@ -46,8 +47,8 @@ step pfattn 120 "$T/mlxrt-pfattn-bench"
 step sample 120 "$T/mlxrt-sample-test" --no-bench
 FIX=(tests/fixtures/models/gemma*)
 step decode_tiny 200 "$T/mlxrt-decode-test" --ref cpu --gen 24 --pp 64 --tg 64 --reps 1 "${FIX[@]}"
-step decode_moe 200 "$T/mlxrt-decode-test" --ref cpu --prompt 80 --gen 64 --prefill 1 --pp 64 --tg 64 --reps 1 \
-  tests/fixtures/models/gemma4-moe-*
+step decode_variants 200 "$T/mlxrt-decode-test" --ref cpu --prompt 80 --gen 64 --prefill 1 --pp 64 --tg 64 --reps 1 \
+  tests/fixtures/models/gemma4-moe-* tests/fixtures/models/gemma4-e2b-*
 if "$T/mlxrt" synth --like gemma3-270m --mode affine4 -o /tmp/s270 >"$OUT/synth270.log" 2>&1; then
   step decode_s270 200 "$T/mlxrt-decode-test" --ref cpu --prompt 16 --gen 32 --pp 512 --tg 128 --reps 3 /tmp/s270
 fi

@@ -75,14 +75,40 @@ int accel_check_layer_weights(const accel_model_desc *d, int i, mlxrt_error *err
   const accel_layer_desc *l = &d->layers[i];
   const int64_t H = d->hidden;
   const int64_t qd = (int64_t)d->n_heads * l->head_dim, kvd = (int64_t)l->n_kv_heads * l->head_dim;
-  if (accel_check_weight(l->q, qd, H, "q_proj", i, err) || accel_check_weight(l->k, kvd, H, "k_proj", i, err) ||
-      (!l->k_eq_v && accel_check_weight(l->v, kvd, H, "v_proj", i, err)) ||
+  const int own = l->kv_source == i;
+  if (l->kv_source < 0 || l->kv_source > i)
+    return mx_fail(err, "decoder: layer %d: KV source layer %d is not an earlier layer", i, l->kv_source);
+  if (!own) {
+    const accel_layer_desc *s = &d->layers[l->kv_source];
+    if (s->kv_source != l->kv_source || s->sliding != l->sliding || s->head_dim != l->head_dim ||
+        s->n_kv_heads != l->n_kv_heads)
+      return mx_fail(err, "decoder: layer %d: KV source layer %d is shared itself or of another type or shape", i,
+                     l->kv_source);
+  }
+  if (accel_check_weight(l->q, qd, H, "q_proj", i, err) ||
+      (own && accel_check_weight(l->k, kvd, H, "k_proj", i, err)) ||
+      (own && !l->k_eq_v && accel_check_weight(l->v, kvd, H, "v_proj", i, err)) ||
       accel_check_weight(l->o, H, qd, "o_proj", i, err) ||
       accel_check_weight(l->gate, l->intermediate, H, "gate_proj", i, err) ||
       accel_check_weight(l->up, l->intermediate, H, "up_proj", i, err) ||
       accel_check_weight(l->down, H, l->intermediate, "down_proj", i, err) ||
       (l->moe.experts && check_moe(d, i, err)))
     return -1;
+  if (own && !l->k_norm) return mx_fail(err, "decoder: layer %d: no k_norm", i);
+  if (d->ple_dim > 0 && (accel_check_weight(l->ple_gate, d->ple_dim, H, "per_layer_input_gate", i, err) ||
+                         accel_check_weight(l->ple_proj, H, d->ple_dim, "per_layer_projection", i, err)))
+    return -1;
+  if (d->ple_dim > 0 && !l->post_ple_norm) return mx_fail(err, "decoder: layer %d: no post_per_layer_input_norm", i);
+  return 0;
+}
+
+int accel_check_ple(const accel_model_desc *d, mlxrt_error *err) {
+  if (d->ple_dim <= 0) return 0;
+  const int64_t LP = (int64_t)d->n_layers * d->ple_dim;
+  if (accel_check_weight(d->ple_embed, d->vocab, LP, "embed_tokens_per_layer", -1, err) ||
+      accel_check_weight(d->ple_model_proj, LP, d->hidden, "per_layer_model_projection", -1, err))
+    return -1;
+  if (!d->ple_proj_norm) return mx_fail(err, "decoder: no per_layer_projection_norm");
   return 0;
 }
 

@@ -23,8 +23,8 @@ typedef struct accel_moe_desc {
   const float *post_ffw_norm_1, *pre_ffw_norm_2, *post_ffw_norm_2; /* [hidden] */
 } accel_moe_desc;
 
-/* What a backend needs to run a Gemma 3 / Gemma 4 decoder step by itself (no PLE, no KV
- * sharing; dense FFN, or dense + MoE). Backend-neutral: hyper-parameters, the weights as accel_weights, and
+/* What a backend needs to run a Gemma 3 / Gemma 4 decoder step by itself (dense FFN, or dense
+ * + MoE; Gemma 4 E2B/E4B's per-layer embeddings and KV sharing). Backend-neutral: hyper-parameters, the weights as accel_weights, and
  * small float vectors already in their final form (Gemma 3's 1+w folded in as the reference
  * path folds it). Everything pointed to must outlive the decoder created from it. The math is
  * the reference path's (docs/NUMERICS.md): bf16 activations between ops, float32 reductions. */
@@ -40,6 +40,14 @@ typedef struct accel_layer_desc {
   float layer_scalar; /* h *= layer_scalar at the end of the layer when has_layer_scalar */
   const float *inv_freq; /* [head_dim/2] RoPE inverse frequencies; 0 = pass-through pair */
   accel_moe_desc moe;    /* experts == 0 on dense layers */
+  /* KV sharing (gemma-architecture.md §8): the layer whose K/V cache this one attends over —
+   * itself, or an earlier layer of the same type, whose cache then holds the positions this
+   * layer needs (k, v and k_norm are NULL here: only q is projected) */
+  int kv_source;
+  /* per-layer embeddings (ple_dim > 0): after the FFN residual, before layer_scalar,
+   * h += rmsnorm(ple_proj(bf16(gelu_approx(ple_gate(h)) · ple_l)), post_ple_norm) */
+  const accel_weight *ple_gate, *ple_proj; /* [ple_dim, hidden], [hidden, ple_dim] */
+  const float *post_ple_norm;              /* [hidden] */
 } accel_layer_desc;
 
 typedef struct accel_model_desc {
@@ -57,13 +65,25 @@ typedef struct accel_model_desc {
   const accel_weight *lm_head; /* output projection (== embed when tied) */
   const float *final_norm;     /* [hidden] */
   const accel_layer_desc *layers;
+  /* per-layer embeddings (Gemma 4 E2B/E4B): ple_dim = P > 0. Per token, with h0 the scaled
+   * embedding, ple[L, P] = bf16(bf16(rmsnorm(bf16(bf16(ple_model_proj · h0) · ple_model_scale)
+   * per P slice, ple_proj_norm) + bf16(ple_embed[token] · ple_embed_scale)) · ple_mix_scale);
+   * layer l takes row l (reference.c per_layer_inputs). */
+  int ple_dim;
+  const accel_weight *ple_embed;      /* [vocab, n_layers · P] */
+  const accel_weight *ple_model_proj; /* [n_layers · P, hidden] */
+  const float *ple_proj_norm;         /* [P] */
+  float ple_model_scale, ple_embed_scale, ple_mix_scale; /* bf16(hidden^-½), bf16(√P), bf16(2^-½) */
 } accel_model_desc;
 
-/* Checks the projection weights of layer i of d: present (v unless k_eq_v), not stacked, and
+/* Checks the projection weights of layer i of d: present (k and v unless KV-shared, v unless
+ * k_eq_v; the PLE pair when ple_dim > 0), not stacked, and
  * of the shapes its heads, head_dim, hidden size and intermediate size imply; with an MoE
  * block also the router, the stacked experts (top_k in 1..experts) and the MoE vectors. 0, or
  * -1 with a message naming the layer and the weight (both decoders run it). */
 int accel_check_layer_weights(const accel_model_desc *d, int i, mlxrt_error *err);
+/* The per-layer embedding table and projection of d when ple_dim > 0 (0 otherwise). */
+int accel_check_ple(const accel_model_desc *d, mlxrt_error *err);
 /* One weight of rows × cols, not stacked ("layer -1" in the message for model-level ones). */
 int accel_check_weight(const accel_weight *w, int64_t rows, int64_t cols, const char *what, int layer,
                        mlxrt_error *err);

@@ -13,19 +13,29 @@
 const char *mx_decoder_unsupported_reason(const mx_model *m) {
   const mx_config *c = &m->cfg;
   if (c->family != MX_GEMMA3 && c->family != MX_GEMMA4) return "unknown model family";
-  if (c->hidden_size_per_layer_input > 0) return "per-layer embeddings (PLE)";
+  const int ple = c->hidden_size_per_layer_input > 0;
+  if (ple && (c->vocab_size_per_layer_input != c->vocab_size || !m->embed_per_layer.present ||
+              !m->per_layer_model_proj.present || !m->per_layer_proj_norm.v))
+    return "per-layer embeddings of another vocabulary, or without their table, projection or norm";
   if (c->num_heads <= 0) return "no attention heads";
   for (int i = 0; i < m->n_layers; i++) {
     const mx_layer *ly = &m->layers[i];
-    if (!ly->has_kv || ly->kv_source != i) return "KV-shared layers";
+    const int src = ly->kv_source;
+    if (src < 0 || src > i || (src != i && (m->layers[src].kv_source != src || m->layers[src].type != ly->type ||
+                                            m->layers[src].head_dim != ly->head_dim ||
+                                            m->layers[src].n_kv_heads != ly->n_kv_heads)))
+      return "a KV-shared layer whose source is not an earlier layer of its type and shape";
     if (ly->n_kv_heads <= 0 || c->num_heads % ly->n_kv_heads) return "heads not a multiple of KV heads";
     if (ly->head_dim <= 0 || ly->head_dim > 1024 || ly->head_dim % 2) return "head_dim outside [2, 1024] or odd";
-    if (!ly->q_proj.present || !ly->k_proj.present || !ly->o_proj.present || !ly->gate_proj.present ||
-        !ly->up_proj.present || !ly->down_proj.present || (!ly->k_eq_v && !ly->v_proj.present))
+    const int own = src == i;
+    if (!ly->q_proj.present || (own && !ly->k_proj.present) || !ly->o_proj.present || !ly->gate_proj.present ||
+        !ly->up_proj.present || !ly->down_proj.present || (own && !ly->k_eq_v && !ly->v_proj.present))
       return "a layer without the dense projections";
     if (!ly->input_norm.v || !ly->post_attn_norm.v || !ly->pre_ffw_norm.v || !ly->post_ffw_norm.v ||
-        !ly->q_norm.v || !ly->k_norm.v)
+        !ly->q_norm.v || (own && !ly->k_norm.v))
       return "a layer without the expected norms";
+    if (ple && (!ly->ple_gate.present || !ly->ple_proj.present || !ly->post_ple_norm.v))
+      return "a layer without its per-layer input gate, projection or norm";
     if (c->enable_moe && (!ly->router_proj.present || !ly->exp_gate.present || !ly->exp_up.present ||
                           !ly->exp_down.present || !ly->router_scale.v || !ly->per_expert_scale.v ||
                           !ly->post_ffw_norm_1.v || !ly->pre_ffw_norm_2.v || !ly->post_ffw_norm_2.v))
@@ -80,9 +90,11 @@ mx_decoder_desc *mx_decoder_desc_create(const mx_model *m, mlxrt_error *err) {
     ld->n_kv_heads = ly->n_kv_heads;
     ld->k_eq_v = ly->k_eq_v;
     ld->intermediate = (int)ly->gate_proj.aw.spec.rows;
+    ld->kv_source = ly->kv_source;
+    const int own = ly->kv_source == i;
     ld->q = &ly->q_proj.aw;
-    ld->k = &ly->k_proj.aw;
-    ld->v = ly->k_eq_v ? NULL : &ly->v_proj.aw;
+    ld->k = own ? &ly->k_proj.aw : NULL;
+    ld->v = own && !ly->k_eq_v ? &ly->v_proj.aw : NULL;
     ld->o = &ly->o_proj.aw;
     ld->gate = &ly->gate_proj.aw;
     ld->up = &ly->up_proj.aw;
@@ -92,7 +104,12 @@ mx_decoder_desc *mx_decoder_desc_create(const mx_model *m, mlxrt_error *err) {
     ld->pre_ffw_norm = ly->pre_ffw_norm.v;
     ld->post_ffw_norm = ly->post_ffw_norm.v;
     ld->q_norm = ly->q_norm.v;
-    ld->k_norm = ly->k_norm.v;
+    ld->k_norm = own ? ly->k_norm.v : NULL;
+    if (c->hidden_size_per_layer_input > 0) {
+      ld->ple_gate = &ly->ple_gate.aw;
+      ld->ple_proj = &ly->ple_proj.aw;
+      ld->post_ple_norm = ly->post_ple_norm.v;
+    }
     ld->layer_scalar = ly->layer_scalar;
     ld->inv_freq = dd->inv_freq[i];
     if (c->enable_moe) {
@@ -134,6 +151,16 @@ mx_decoder_desc *mx_decoder_desc_create(const mx_model *m, mlxrt_error *err) {
   d->lm_head = m->lm_head.present ? &m->lm_head.aw : &m->embed.aw;
   d->final_norm = m->final_norm.v;
   d->layers = dd->layers;
+  if (c->hidden_size_per_layer_input > 0) { /* the reference path's constants (per_layer_inputs) */
+    const int P = c->hidden_size_per_layer_input;
+    d->ple_dim = P;
+    d->ple_embed = &m->embed_per_layer.aw;
+    d->ple_model_proj = &m->per_layer_model_proj.aw;
+    d->ple_proj_norm = m->per_layer_proj_norm.v;
+    d->ple_model_scale = mx_round_bf16((float)(1.0 / sqrt((double)c->hidden_size)));
+    d->ple_embed_scale = mx_round_bf16(sqrtf((float)P));
+    d->ple_mix_scale = mx_round_bf16((float)(1.0 / sqrt(2.0)));
+  }
   return dd;
 fail:
   mx_decoder_desc_free(dd);

@@ -6,8 +6,8 @@
 #include "accel/accel.h"
 #include "mlx/model.h"
 
-/* NULL when a backend decoder can run m (Gemma 3 / Gemma 4, dense or MoE: no per-layer
- * embeddings, no KV sharing), else a short reason for --verbose ("KV-shared layers", ...). */
+/* NULL when a backend decoder can run m (every Gemma 3 / Gemma 4 text model: dense, MoE,
+ * per-layer embeddings, KV sharing), else a short reason for --verbose. */
 const char *mx_decoder_unsupported_reason(const mx_model *m);
 int mx_decoder_supported(const mx_model *m);
 

@@ -1,4 +1,4 @@
-/* The CPU whole-step decoder (dense and MoE layers). Same operations, order and bf16 rounding
+/* The CPU whole-step decoder (dense and MoE layers, per-layer embeddings, KV sharing). Same operations, order and bf16 rounding
  * points as the reference path (docs/NUMERICS.md): activations are floats holding bf16 values,
  * every op rounds its output once, reductions run in float32. Prompts run in chunks of up to
  * CPU_DEC_CHUNK tokens (the reference session's default batch), so the matrix products see
@@ -38,6 +38,14 @@ struct accel_decoder {
   float *mo, *me;
   int *mid;
   int max_experts, max_top_k;
+  /* KV sharing: a layer whose cache later layers read keeps its chunk's K/V in fk/fv until the
+   * chunk has passed every layer (a ring committed earlier would have lost positions those
+   * layers' first queries still see), as the reference path does */
+  int *feeds;
+  uint16_t **fk, **fv;
+  /* per-layer embeddings: the chunk's inputs [chunk, n_layers · ple_dim], one table row (bf16) */
+  float *ple;
+  uint16_t *pe;
 };
 
 /* ---- elementwise math (the reference path's rounding points) ------------------------------ */
@@ -112,6 +120,16 @@ void cpu_decoder_free(accel_decoder *D) {
       free(D->kv[i].v);
     }
   free(D->kv);
+  if (D->fk)
+    for (int i = 0; i < D->d->n_layers; i++) {
+      free(D->fk[i]);
+      free(D->fv[i]);
+    }
+  free(D->fk);
+  free(D->fv);
+  free(D->feeds);
+  free(D->ple);
+  free(D->pe);
   float *fs[] = {D->h, D->x, D->q, D->k, D->v, D->att, D->o, D->g, D->u, D->t1, D->scores, D->logits};
   for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
   free(D->xb);
@@ -135,17 +153,25 @@ accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, i
   D->b = b;
   D->d = d;
   D->capacity = capacity;
-  if (!(D->kv = mx_calloc((size_t)d->n_layers, sizeof *D->kv, err))) goto fail;
+  if (!(D->kv = mx_calloc((size_t)d->n_layers, sizeof *D->kv, err)) ||
+      !(D->feeds = mx_calloc((size_t)d->n_layers, sizeof *D->feeds, err)) ||
+      !(D->fk = mx_calloc((size_t)d->n_layers, sizeof *D->fk, err)) ||
+      !(D->fv = mx_calloc((size_t)d->n_layers, sizeof *D->fv, err)))
+    goto fail;
   int64_t H = d->hidden;
   D->max_cols = H;
   if (accel_check_weight(d->embed, d->vocab, H, "embedding", -1, err) ||
-      accel_check_weight(d->lm_head, d->vocab, H, "lm_head", -1, err))
+      accel_check_weight(d->lm_head, d->vocab, H, "lm_head", -1, err) || accel_check_ple(d, err))
     goto fail;
+  if (d->ple_dim > 0) {
+    if (d->ple_dim > D->max_inter) D->max_inter = d->ple_dim;
+    if (!(D->pe = mx_malloc((size_t)d->n_layers * (size_t)d->ple_dim * sizeof(uint16_t), err))) goto fail;
+  }
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];
     if (l->n_kv_heads <= 0 || d->n_heads % l->n_kv_heads || l->head_dim <= 0 || l->head_dim > 1024 ||
         l->head_dim % 2 || !l->inv_freq || !l->input_norm || !l->post_attn_norm || !l->pre_ffw_norm ||
-        !l->post_ffw_norm || !l->q_norm || !l->k_norm) {
+        !l->post_ffw_norm || !l->q_norm) {
       mx_fail(err, "decoder: layer %d: unsupported heads (%d q, %d kv, head_dim %d) or missing vectors", i,
               d->n_heads, l->n_kv_heads, l->head_dim);
       goto fail;
@@ -158,6 +184,7 @@ accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, i
     if (l->moe.intermediate > D->max_inter) D->max_inter = l->moe.intermediate;
     if (l->moe.experts > D->max_experts) D->max_experts = l->moe.experts;
     if (l->moe.experts && l->moe.top_k > D->max_top_k) D->max_top_k = l->moe.top_k;
+    if (l->kv_source != i) D->feeds[l->kv_source] = 1;
     dec_kv *kv = &D->kv[i];
     kv->dim = (int)kvd;
     kv->window = l->sliding && d->sliding_window > 0 ? d->sliding_window : 0;
@@ -193,6 +220,20 @@ static int ensure_chunk(accel_decoder *D, int64_t n, mlxrt_error *err) {
     free(*bs[i]);
     if (!(*bs[i] = mx_malloc((size_t)(n * bw[i]) * sizeof(uint16_t), err))) return -1;
   }
+  for (int i = 0; i < D->d->n_layers; i++) {
+    if (!D->feeds[i]) continue;
+    const int64_t kvd = D->kv[i].dim;
+    free(D->fk[i]);
+    free(D->fv[i]);
+    D->fv[i] = NULL;
+    if (!(D->fk[i] = mx_malloc((size_t)(n * kvd) * sizeof(uint16_t), err)) ||
+        !(D->fv[i] = mx_malloc((size_t)(n * kvd) * sizeof(uint16_t), err)))
+      return -1;
+  }
+  if (D->d->ple_dim > 0) {
+    free(D->ple);
+    if (!(D->ple = mx_malloc((size_t)(n * D->d->n_layers * D->d->ple_dim) * sizeof(float), err))) return -1;
+  }
   D->chunk = n;
   return 0;
 }
@@ -218,15 +259,15 @@ static int64_t kv_slot(const dec_kv *kv, int64_t pos) { return kv->window > 0 ? 
 
 /* ---- attention ------------------------------------------------------------------------------ */
 /* Keys/values of positions < pos0 come from the cache, the chunk's own from ck/cv. */
-static const uint16_t *key_at(const accel_decoder *D, const dec_kv *kv, int64_t pos0, int64_t p) {
-  return p < pos0 ? kv->k + kv_slot(kv, p) * kv->dim : D->ck + (p - pos0) * kv->dim;
+static const uint16_t *key_at(const dec_kv *kv, const uint16_t *ck, int64_t pos0, int64_t p) {
+  return p < pos0 ? kv->k + kv_slot(kv, p) * kv->dim : ck + (p - pos0) * kv->dim;
 }
-static const uint16_t *value_at(const accel_decoder *D, const dec_kv *kv, int64_t pos0, int64_t p) {
-  return p < pos0 ? kv->v + kv_slot(kv, p) * kv->dim : D->cv + (p - pos0) * kv->dim;
+static const uint16_t *value_at(const dec_kv *kv, const uint16_t *cv, int64_t pos0, int64_t p) {
+  return p < pos0 ? kv->v + kv_slot(kv, p) * kv->dim : cv + (p - pos0) * kv->dim;
 }
 
-static int attention(accel_decoder *D, const accel_layer_desc *l, const dec_kv *kv, int64_t pos0,
-                     int64_t n, mlxrt_error *err) {
+static int attention(accel_decoder *D, const accel_layer_desc *l, const dec_kv *kv, const uint16_t *ck,
+                     const uint16_t *cv, int64_t pos0, int64_t n, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   int hd = l->head_dim, nq = d->n_heads, rep = nq / l->n_kv_heads;
   int64_t need = pos0 + n;
@@ -247,7 +288,7 @@ static int attention(accel_decoder *D, const accel_layer_desc *l, const dec_kv *
       for (int e = 0; e < hd; e++) qs[e] = scale == 1.0f ? qv[e] : R(qv[e] * bscale);
       float mx = -INFINITY;
       for (int64_t j = lo; j <= p; j++) {
-        const uint16_t *kk = key_at(D, kv, pos0, j) + g * hd;
+        const uint16_t *kk = key_at(kv, ck, pos0, j) + g * hd;
         float dot = 0.0f;
         for (int e = 0; e < hd; e++) dot += qs[e] * mx_bf16_to_f32(kk[e]);
         float sc = R(dot);
@@ -264,7 +305,7 @@ static int attention(accel_decoder *D, const accel_layer_desc *l, const dec_kv *
       memset(acc, 0, (size_t)hd * sizeof(float));
       for (int64_t j = lo; j <= p; j++) {
         float pr = R(D->scores[j] * inv);
-        const uint16_t *vv = value_at(D, kv, pos0, j) + g * hd;
+        const uint16_t *vv = value_at(kv, cv, pos0, j) + g * hd;
         for (int e = 0; e < hd; e++) acc[e] += pr * mx_bf16_to_f32(vv[e]);
       }
       float *out = D->att + (i * nq + h) * hd;
@@ -317,10 +358,45 @@ static int moe_block(accel_decoder *D, const accel_layer_desc *l, int64_t n, flo
 }
 
 /* ---- one layer ------------------------------------------------------------------------------ */
+/* The chunk's K/V rows into the cache (a ring keeps only the chunk's last `window` positions). */
+static int commit_kv(dec_kv *kv, const uint16_t *ck, const uint16_t *cv, int64_t pos0, int64_t n, mlxrt_error *err) {
+  const int64_t kvd = kv->dim;
+  int64_t first = kv->window > 0 && n > kv->window ? n - kv->window : 0;
+  for (int64_t i = first; i < n; i++) {
+    if (kv_reserve(kv, pos0 + i, err)) return -1;
+    int64_t s = kv_slot(kv, pos0 + i);
+    memcpy(kv->k + s * kvd, ck + i * kvd, (size_t)kvd * sizeof(uint16_t));
+    memcpy(kv->v + s * kvd, cv + i * kvd, (size_t)kvd * sizeof(uint16_t));
+  }
+  return 0;
+}
+
+/* Per-layer embeddings of the chunk (reference.c per_layer_inputs), from D->h = the scaled
+ * embeddings: D->ple[t, l·P + j]. */
+static int ple_inputs(accel_decoder *D, const int32_t *tokens, int64_t n, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  const int P = d->ple_dim;
+  const int64_t LP = (int64_t)d->n_layers * P;
+  if (linear(D, d->ple_model_proj, D->h, n, D->ple, err)) return -1;
+  scale_rows(D->ple, D->ple, d->ple_model_scale, n * LP);
+  rmsnorm_rows(D->ple, D->ple, d->ple_proj_norm, n * d->n_layers, P, d->eps);
+  for (int64_t t = 0; t < n; t++) {
+    if (D->b->embed_rows(D->b, d->ple_embed, &tokens[t], 1, D->pe, err)) return -1;
+    float *row = D->ple + t * LP;
+    for (int64_t j = 0; j < LP; j++) {
+      float e = R(mx_bf16_to_f32(D->pe[j]) * d->ple_embed_scale);
+      row[j] = R(R(row[j] + e) * d->ple_mix_scale);
+    }
+  }
+  return 0;
+}
+
 static int layer(accel_decoder *D, int li, int64_t pos0, int64_t n, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   const accel_layer_desc *l = &d->layers[li];
-  dec_kv *kv = &D->kv[li];
+  const int src = l->kv_source, own = src == li;
+  dec_kv *kv = &D->kv[src];
+  uint16_t *ck = D->fk[src] ? D->fk[src] : D->ck, *cv = D->fv[src] ? D->fv[src] : D->cv;
   int H = d->hidden, hd = l->head_dim, nq = d->n_heads, nkv = l->n_kv_heads, kvd = nkv * hd;
   float eps = d->eps;
   int trad = d->rope_traditional;
@@ -330,24 +406,19 @@ static int layer(accel_decoder *D, int li, int64_t pos0, int64_t n, mlxrt_error 
   rmsnorm_rows(D->q, D->q, l->q_norm, n * nq, hd, eps);
   for (int64_t i = 0; i < n; i++)
     for (int h = 0; h < nq; h++) rope(D->q + (i * nq + h) * hd, hd, l->inv_freq, (float)(pos0 + i), trad);
-  if (linear(D, l->k, D->x, n, D->k, err)) return -1;
-  if (l->k_eq_v) memcpy(D->v, D->k, (size_t)(n * kvd) * sizeof(float));
-  else if (linear(D, l->v, D->x, n, D->v, err)) return -1;
-  rmsnorm_rows(D->k, D->k, l->k_norm, n * nkv, hd, eps);
-  for (int64_t i = 0; i < n; i++)
-    for (int h = 0; h < nkv; h++) rope(D->k + (i * nkv + h) * hd, hd, l->inv_freq, (float)(pos0 + i), trad);
-  if (d->v_norm) rmsnorm_rows(D->v, D->v, NULL, n * nkv, hd, eps);
-  to_bf16(D->ck, D->k, n * kvd);
-  to_bf16(D->cv, D->v, n * kvd);
-  if (attention(D, l, kv, pos0, n, err)) return -1;
-  /* commit (a ring keeps only the chunk's last `window` positions) */
-  int64_t first = kv->window > 0 && n > kv->window ? n - kv->window : 0;
-  for (int64_t i = first; i < n; i++) {
-    if (kv_reserve(kv, pos0 + i, err)) return -1;
-    int64_t s = kv_slot(kv, pos0 + i);
-    memcpy(kv->k + s * kvd, D->ck + i * kvd, (size_t)kvd * sizeof(uint16_t));
-    memcpy(kv->v + s * kvd, D->cv + i * kvd, (size_t)kvd * sizeof(uint16_t));
+  if (own) {
+    if (linear(D, l->k, D->x, n, D->k, err)) return -1;
+    if (l->k_eq_v) memcpy(D->v, D->k, (size_t)(n * kvd) * sizeof(float));
+    else if (linear(D, l->v, D->x, n, D->v, err)) return -1;
+    rmsnorm_rows(D->k, D->k, l->k_norm, n * nkv, hd, eps);
+    for (int64_t i = 0; i < n; i++)
+      for (int h = 0; h < nkv; h++) rope(D->k + (i * nkv + h) * hd, hd, l->inv_freq, (float)(pos0 + i), trad);
+    if (d->v_norm) rmsnorm_rows(D->v, D->v, NULL, n * nkv, hd, eps);
+    to_bf16(ck, D->k, n * kvd);
+    to_bf16(cv, D->v, n * kvd);
   }
+  if (attention(D, l, kv, ck, cv, pos0, n, err)) return -1;
+  if (own && !D->feeds[li] && commit_kv(kv, ck, cv, pos0, n, err)) return -1;
   if (linear(D, l->o, D->att, n, D->o, err)) return -1;
   rmsnorm_rows(D->o, D->o, l->post_attn_norm, n, H, eps);
   add_rows(D->h, D->h, D->o, n * H);
@@ -365,6 +436,16 @@ static int layer(accel_decoder *D, int li, int64_t pos0, int64_t n, mlxrt_error 
   }
   rmsnorm_rows(D->o, D->o, l->post_ffw_norm, n, H, eps);
   add_rows(D->h, D->h, D->o, n * H);
+  if (d->ple_dim > 0) { /* the layer's per-layer input, gated by its residual */
+    const int P = d->ple_dim, L = d->n_layers;
+    if (linear(D, l->ple_gate, D->h, n, D->g, err)) return -1;
+    for (int64_t t = 0; t < n; t++)
+      for (int j = 0; j < P; j++)
+        D->t1[t * P + j] = R(gelu_approx(D->g[t * P + j]) * D->ple[(t * L + li) * P + j]);
+    if (linear(D, l->ple_proj, D->t1, n, D->o, err)) return -1;
+    rmsnorm_rows(D->o, D->o, l->post_ple_norm, n, H, eps);
+    add_rows(D->h, D->h, D->o, n * H);
+  }
   if (d->has_layer_scalar) scale_rows(D->h, D->h, l->layer_scalar, n * H);
   return 0;
 }
@@ -377,8 +458,11 @@ static int chunk(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos
   if (D->b->embed_rows(D->b, d->embed, tokens, n, D->xb, err)) return -1;
   for (int64_t i = 0; i < n * H; i++) D->h[i] = mx_bf16_to_f32(D->xb[i]);
   scale_rows(D->h, D->h, d->embed_scale, n * H);
+  if (d->ple_dim > 0 && ple_inputs(D, tokens, n, err)) return -1;
   for (int li = 0; li < d->n_layers; li++)
     if (layer(D, li, pos0, n, err)) return mx_prefix(err, "layer %d", li);
+  for (int li = 0; li < d->n_layers; li++)
+    if (D->feeds[li] && commit_kv(&D->kv[li], D->fk[li], D->fv[li], pos0, n, err)) return mx_prefix(err, "layer %d", li);
   if (!logits) return 0;
   rmsnorm(D->x, D->h + (n - 1) * H, d->final_norm, H, d->eps);
   if (linear(D, d->lm_head, D->x, 1, logits, err)) return -1;

@@ -265,11 +265,13 @@ void cuda_decoder_free(accel_decoder *D) {
     for (int i = 0; i < D->d->n_layers; i++) {
       rt_free(D->ly[i].norms);
       rt_free(D->ly[i].inv_freq);
+      rt_free(D->ly[i].ple_norm);
+      if (!D->ly[i].own) continue; /* a KV-shared layer's cache is its source's */
       rt_free(D->ly[i].kc);
       rt_free(D->ly[i].vc);
     }
   free(D->ly);
-  void *dev[] = {D->final_norm, D->all_tokens, D->tok, D->next, D->pos, D->emb, D->xb, D->attb, D->gub,
+  void *dev[] = {D->ple_pnorm, D->ple, D->ple_row, D->final_norm, D->all_tokens, D->tok, D->next, D->pos, D->emb, D->xb, D->attb, D->gub,
                  D->h, D->y, D->q, D->ylog, D->logits, D->xp, D->xs, D->pmax, D->gmax, D->xexp, D->scores,
                  D->smax, D->ssum, D->pacc, D->part_v, D->part_i, D->counts, D->sk_state};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
@@ -292,6 +294,7 @@ static int check_context_memory(const accel_model_desc *d, int64_t capacity, mlx
   uint64_t need = (uint64_t)capacity * (sizeof(int32_t) + (uint64_t)d->n_heads * sizeof(float));
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];
+    if (l->kv_source != i) continue; /* KV sharing: the source's cache */
     const int64_t slots =
         l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : capacity;
     need += (uint64_t)slots * (uint64_t)l->n_kv_heads * (uint64_t)l->head_dim * 2 * sizeof(uint16_t);
@@ -328,9 +331,16 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   int H = d->hidden, L = d->n_layers, sms = cudab_device(b)->sms;
   int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1, max_inter = 0;
   if (accel_check_weight(d->embed, d->vocab, H, "embedding", -1, err) ||
-      accel_check_weight(d->lm_head, d->vocab, H, "lm_head", -1, err) || check_context_memory(d, capacity, err))
+      accel_check_weight(d->lm_head, d->vocab, H, "lm_head", -1, err) || accel_check_ple(d, err) ||
+      check_context_memory(d, capacity, err))
     goto fail;
   if (!(D->ly = mx_calloc((size_t)L, sizeof *D->ly, err))) goto fail;
+  const int P = d->ple_dim;
+  const int64_t LP = (int64_t)L * P;
+  if (LP > max_rows) max_rows = LP;
+  if (P > max_cols) max_cols = P;
+  for (int i = 0; i < L; i++)
+    if (d->layers[i].kv_source >= 0 && d->layers[i].kv_source < i) D->ly[d->layers[i].kv_source].feeds = 1;
   for (int i = 0; i < L; i++) {
     const accel_layer_desc *l = &d->layers[i];
     dec_layer *y = &D->ly[i];
@@ -343,6 +353,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     }
     int64_t qd = (int64_t)d->n_heads * l->head_dim, kvd = (int64_t)l->n_kv_heads * l->head_dim;
     if (accel_check_layer_weights(d, i, err)) goto fail;
+    y->own = l->kv_source == i;
     y->hd = l->head_dim;
     y->nkv = l->n_kv_heads;
     y->inter = l->intermediate;
@@ -379,7 +390,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
                               l->gate->spec.rows == l->up->spec.rows && l->gate->spec.rows % 8 == 0
                           ? 8
                           : 0;
-    if (dec_make_mv(D, qkv, l->k_eq_v ? 2 : 3, "q|k|v", i, &y->qkv, err) ||
+    if (dec_make_mv(D, qkv, !y->own ? 1 : l->k_eq_v ? 2 : 3, y->own ? "q|k|v" : "q", i, &y->qkv, err) ||
         make_mv_il(D, gu, 2, "gate|up", i, gu_il, &y->gu, err) || dec_make_mv(D, &l->o, 1, "o_proj", i, &y->o, err) ||
         dec_make_mv(D, &l->down, 1, "down_proj", i, &y->down, err) || dec_moe_layer(D, i, err))
       goto fail;
@@ -399,20 +410,41 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     if (l->head_dim > max_hd) max_hd = l->head_dim;
     DALLOC(y->norms, 4 * (int64_t)H + 2 * l->head_dim);
     DALLOC(y->inv_freq, l->head_dim / 2);
-    DALLOC(y->kc, slots * kvd);
-    DALLOC(y->vc, slots * kvd);
+    if (y->own) {
+      DALLOC(y->kc, slots * kvd);
+      DALLOC(y->vc, slots * kvd);
+    } else {
+      y->kc = D->ly[l->kv_source].kc;
+      y->vc = D->ly[l->kv_source].vc;
+    }
+    if (P > 0) {
+      if (dec_make_mv(D, &l->ple_gate, 1, "per_layer_input_gate", i, &y->pg, err) ||
+          dec_make_mv(D, &l->ple_proj, 1, "per_layer_projection", i, &y->pp, err))
+        goto fail;
+      DALLOC(y->ple_norm, H);
+      if (dec_upload_floats(D, y->ple_norm, l->post_ple_norm, H, err)) goto fail;
+    }
     const float *vs[4] = {l->input_norm, l->post_attn_norm, l->pre_ffw_norm, l->post_ffw_norm};
     y->xe_in = dec_norm_fixed_exp(l->input_norm, H);
     y->xe_ffw = dec_norm_fixed_exp(l->pre_ffw_norm, H);
     for (int k = 0; k < 4; k++)
       if (dec_upload_floats(D, y->norms + (int64_t)k * H, vs[k], H, err)) goto fail;
     if (dec_upload_floats(D, y->norms + 4 * (int64_t)H, l->q_norm, l->head_dim, err) ||
-        dec_upload_floats(D, y->norms + 4 * (int64_t)H + l->head_dim, l->k_norm, l->head_dim, err) ||
+        (y->own && dec_upload_floats(D, y->norms + 4 * (int64_t)H + l->head_dim, l->k_norm, l->head_dim, err)) ||
         dec_upload_floats(D, y->inv_freq, l->inv_freq, l->head_dim / 2, err))
       goto fail;
   }
   if (!(D->embed = cudab_resident(b, d->embed, err)) || dec_make_mv(D, &d->lm_head, 1, "lm_head", -1, &D->head, err))
     goto fail;
+  if (P > 0) {
+    if (dec_make_mv(D, &d->ple_model_proj, 1, "per_layer_model_projection", -1, &D->ple_mp, err) ||
+        !(D->ple_emb = cudab_resident(b, d->ple_embed, err)))
+      goto fail;
+    DALLOC(D->ple_pnorm, P);
+    DALLOC(D->ple, LP);
+    DALLOC(D->ple_row, LP);
+    if (dec_upload_floats(D, D->ple_pnorm, d->ple_proj_norm, P, err)) goto fail;
+  }
   D->xe_final = dec_norm_fixed_exp(d->final_norm, H);
   DALLOC(D->final_norm, H);
   if (dec_upload_floats(D, D->final_norm, d->final_norm, H, err)) goto fail;
@@ -486,7 +518,7 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
   if (cprof_mark(P, lb[1], err) ||
       rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
                             nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos,
-                            y->window, D->q, y->kc, y->vc, st),
+                            y->window, D->q, y->own ? y->kc : NULL, y->own ? y->vc : NULL, st),
                 "q/k/v norm+rope", err) ||
       cprof_mark(P, lb[2], err))
     return -1;
@@ -500,6 +532,40 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                                 SPLIT_KEYS, D->deep_ctx, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                 D->attb, amax, namax, st),
                    "attention", err);
+}
+
+/* The step's per-layer embeddings from h (the scaled embedding): xb = bf16 h, the model
+ * projection, the token's table row, then D->ple [L·P]. */
+static int enqueue_ple_inputs(accel_decoder *D, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  void *st = D->stream;
+  return cprof_mark(&D->prof, "per-layer inputs", err) ||
+         rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, NULL, D->xb, d->hidden, d->eps, D->pmax,
+                                    ck_xprep_block(), D->xp, D->xexp, 0, DK_XE_ROWMAX, NULL, 0, st),
+                   "per-layer input", err) ||
+         dec_run_mv(D, &D->ple_mp, D->xb, D->y, XP_PREMAX, err) ||
+         rt_status(ck_embed(D->ple_emb, D->tok, 1, D->ple_row, st), "per-layer embedding gather", err) ||
+         rt_status(dk_ple_inputs(D->y, D->ple_mp.ks, D->ple_mp.rows, 0, D->ple_row, D->ple_pnorm, d->n_layers,
+                                 d->ple_dim, d->ple_model_scale, d->ple_embed_scale, d->ple_mix_scale, d->eps, D->ple,
+                                 1, st),
+                   "per-layer inputs", err);
+}
+
+/* Layer i's FFN residual from its product fy (fks partial sums frows apart), then its
+ * per-layer input: gate on bf16 h, GeGLU with D->ple's row i, projection into D->y. */
+static int enqueue_ple_layer(accel_decoder *D, int i, const float *fy, int fks, int64_t frows, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  const dec_layer *y = &D->ly[i];
+  const int P = d->ple_dim;
+  void *st = D->stream;
+  return rt_status(dk_residual_norm(fy, fks, frows, y->norms + 3 * (int64_t)d->hidden, D->h, 0, 0.0f, NULL, D->xb,
+                                    d->hidden, d->eps, D->pmax, ck_xprep_block(), D->xp, D->xexp, 0, DK_XE_ROWMAX,
+                                    NULL, 0, st),
+                   "FFN residual", err) ||
+         cprof_mark(&D->prof, "per-layer input gate", err) || dec_run_mv(D, &y->pg, D->xb, D->y, XP_PREMAX, err) ||
+         rt_status(dk_ple_gate(D->y, y->pg.ks, y->pg.rows, 0, D->ple + (int64_t)i * P, 0, P, D->gub, 1, st),
+                   "per-layer input gelu", err) ||
+         cprof_mark(&D->prof, "per-layer projection", err) || dec_run_mv(D, &y->pp, D->gub, D->y, XP_FULL, err);
 }
 
 /* The blocks of down's activation prep (ck_qmv_geglu's maxima, D->gmax). */
@@ -541,6 +607,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
       rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
       rt_status(ck_embed(D->embed, D->tok, 1, D->emb, st), "embedding gather", err) ||
       rt_status(dk_embed_scale(D->emb, D->h, H, d->embed_scale, st), "embedding scale", err) ||
+      (d->ple_dim > 0 && enqueue_ple_inputs(D, err)) ||
       rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps,
                                  norm_pmax(D, xe0), pb, D->xp, D->xexp, D->ly[0].qkv.xmode, xe0, NULL, 0, st),
                 "input norm", err))
@@ -575,15 +642,25 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
       return mx_prefix(err, "layer %d", i);
     /* the FFN's output: the down product, or with an MoE block the block's sum (cuda_decoder_moe.c:
      * its router runs before the shared MLP, its experts after) */
-    const float *fy = D->y;
+    const float *fy = D->y, *fpost = nrm + 3 * (int64_t)H;
     int fks = y->down.ks;
+    int64_t frows = y->down.rows;
     if (y->moe) {
       if (dec_moe_experts(D, i, D->mb, D->y, 0, y->down.ks, y->down.rows, 1, &fy, err))
         return mx_prefix(err, "layer %d", i);
       fks = 1;
     }
+    /* per-layer embeddings: the FFN residual alone (xb = its bf16 for the gate), then the
+     * layer's input through gate and projection, whose post-norm is the layer's last residual */
+    if (d->ple_dim > 0) {
+      if (enqueue_ple_layer(D, i, fy, fks, frows, err)) return mx_prefix(err, "layer %d", i);
+      fy = D->y;
+      fks = y->pp.ks;
+      frows = y->pp.rows;
+      fpost = y->ple_norm;
+    }
     if (cprof_mark(P, lb[8], err) ||
-        rt_status(dk_residual_norm(fy, fks, y->down.rows, nrm + 3 * (int64_t)H, D->h, d->has_layer_scalar, l->layer_scalar,
+        rt_status(dk_residual_norm(fy, fks, frows, fpost, D->h, d->has_layer_scalar, l->layer_scalar,
                                    next_norm, D->xb, H, d->eps, norm_pmax(D, xe_next), pb, D->xp, D->xexp, next_mv->xmode,
                                    xe_next, NULL, 0, st),
                   "FFN residual", err))

@@ -38,6 +38,10 @@ typedef struct dec_layer {
                   * attention takes in the long-context graphs too */
   int xe_in, xe_ffw; /* fixed prep exponents for x after the input and pre-FFW norms (norm_fixed_exp) */
   struct dec_moe *moe; /* the MoE block beside the FFN (cuda_decoder_moe.c), or NULL */
+  int own;   /* computes its K/V; else (KV sharing) kc/vc are its source layer's, q|k|v is q alone */
+  int feeds; /* later layers read its cache (the prompt pass commits a ring's chunk after them) */
+  dec_mv pg, pp;   /* per-layer embeddings: per_layer_input_gate, per_layer_projection */
+  float *ple_norm; /* device: post_per_layer_input_norm [H] */
 } dec_layer;
 
 struct accel_decoder {
@@ -80,6 +84,12 @@ struct accel_decoder {
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
   struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
   struct dec_moe_buf *mb, *mb_pf; /* the MoE blocks' work buffers: the step's (one token) and the prompt pass's */
+  /* per-layer embeddings (d->ple_dim > 0): per_layer_model_projection, the table, the
+   * projection's norm [P], the step's inputs [L·P] and its token's table row [L·P] bf16 */
+  dec_mv ple_mp;
+  const ck_layout *ple_emb;
+  float *ple_pnorm, *ple;
+  uint16_t *ple_row;
 };
 
 /* a and b can be one concatenated weight: the same format and columns, stacked alike */

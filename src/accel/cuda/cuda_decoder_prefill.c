@@ -24,13 +24,26 @@ typedef struct dec_prefill {
   float *h, *y, *q;
   uint16_t *emb, *xb, *attb, *gub, *ks, *vs, *wbuf;
   int32_t *iota;
+  /* KV sharing: a sliding layer that later layers read stages its chunk's K/V in its own
+   * buffers [T, kvd], committed to its ring once the chunk has passed every layer */
+  uint16_t **fks, **fvs;
+  /* per-layer embeddings: the chunk's inputs [T, L·P] and table rows [T, L·P] bf16 */
+  float *ple;
+  uint16_t *ple_rows;
 } dec_prefill;
 
 void dec_prefill_free(accel_decoder *D) {
   dec_prefill *P = D->pf;
   if (!P) return;
-  void *dev[] = {P->h, P->y, P->q, P->emb, P->xb, P->attb, P->gub, P->ks, P->vs, P->wbuf, P->iota};
+  void *dev[] = {P->h, P->y, P->q, P->emb, P->xb, P->attb, P->gub, P->ks, P->vs, P->wbuf, P->iota, P->ple, P->ple_rows};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
+  if (P->fks)
+    for (int i = 0; i < D->d->n_layers; i++) {
+      rt_free(P->fks[i]);
+      rt_free(P->fvs[i]);
+    }
+  free(P->fks);
+  free(P->fvs);
   cg_destroy(P->cublas);
   free(P);
   D->pf = NULL;
@@ -70,6 +83,16 @@ int dec_prefill_init(accel_decoder *D, mlxrt_error *err) {
     track_mv(P, &y->o);
     track_mv(P, &y->gu);
     track_mv(P, &y->down);
+    if (d->ple_dim > 0) {
+      track_mv(P, &y->pg);
+      track_mv(P, &y->pp);
+    }
+  }
+  const int64_t LP = (int64_t)d->n_layers * d->ple_dim;
+  if (LP > 0) {
+    track_mv(P, &D->ple_mp);
+    if (LP > P->max_rows) P->max_rows = LP;
+    if (d->ple_dim > P->max_inter) P->max_inter = d->ple_dim;
   }
   DALLOC(P->h, T * H);
   DALLOC(P->y, T * P->max_rows);
@@ -80,6 +103,19 @@ int dec_prefill_init(accel_decoder *D, mlxrt_error *err) {
   DALLOC(P->gub, T * P->max_inter);
   DALLOC(P->ks, T * P->max_kvd);
   DALLOC(P->vs, T * P->max_kvd);
+  if (!(P->fks = mx_calloc((size_t)d->n_layers, sizeof *P->fks, err)) ||
+      !(P->fvs = mx_calloc((size_t)d->n_layers, sizeof *P->fvs, err)))
+    goto fail;
+  for (int i = 0; i < d->n_layers; i++)
+    if (D->ly[i].feeds && D->ly[i].window > 0) {
+      const int64_t kvd = (int64_t)D->ly[i].nkv * D->ly[i].hd;
+      DALLOC(P->fks[i], T * kvd);
+      DALLOC(P->fvs[i], T * kvd);
+    }
+  if (LP > 0) {
+    DALLOC(P->ple, T * LP);
+    DALLOC(P->ple_rows, T * LP);
+  }
   if (P->tmax > P->gemm_min && prefill_gemm_ready(D, err)) goto fail;
   if (dec_moe_buffers(D, P->tmax, &D->mb_pf, err)) goto fail;
   return 0;
@@ -140,6 +176,38 @@ static int pf_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, f
   return 0;
 }
 
+/* The chunk's per-layer embeddings from h (the scaled embeddings) into P->ple [T, L·P]. */
+static int pf_ple_inputs(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  dec_prefill *P = D->pf;
+  const int64_t LP = (int64_t)d->n_layers * d->ple_dim;
+  void *st = D->stream;
+  return cprof_mark(&D->prof, "prefill: per-layer inputs", err) ||
+         rt_status(pf_norm_rows(NULL, 0, NULL, P->h, 0, 0.0f, NULL, P->xb, T, d->hidden, d->eps, st), "per-layer input",
+                   err) ||
+         pf_mv(D, &D->ple_mp, P->xb, T, P->y, LP, err) ||
+         rt_status(ck_embed(D->ple_emb, D->all_tokens + p0, T, P->ple_rows, st), "per-layer embedding gather", err) ||
+         rt_status(dk_ple_inputs(P->y, 1, 0, LP, P->ple_rows, D->ple_pnorm, d->n_layers, d->ple_dim, d->ple_model_scale,
+                                 d->ple_embed_scale, d->ple_mix_scale, d->eps, P->ple, T, st),
+                   "per-layer inputs", err);
+}
+
+/* Layer i's FFN residual from fy [T, H] (xb = bf16 h, no norm), then its per-layer input
+ * through gate, GeGLU and projection into P->y [T, H]. */
+static int pf_ple_layer(accel_decoder *D, int i, const float *fy, int T, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  dec_prefill *P = D->pf;
+  const dec_layer *y = &D->ly[i];
+  const int H = d->hidden, Pd = d->ple_dim;
+  void *st = D->stream;
+  return rt_status(pf_norm_rows(fy, H, y->norms + 3 * (int64_t)H, P->h, 0, 0.0f, NULL, P->xb, T, H, d->eps, st),
+                   "FFN residual", err) ||
+         cprof_mark(&D->prof, "prefill: per-layer input", err) || pf_mv(D, &y->pg, P->xb, T, P->y, Pd, err) ||
+         rt_status(dk_ple_gate(P->y, 1, 0, Pd, P->ple + (int64_t)i * Pd, (int64_t)d->n_layers * Pd, Pd, P->gub, T, st),
+                   "per-layer input gelu", err) ||
+         pf_mv(D, &y->pp, P->gub, T, P->y, H, err);
+}
+
 /* One chunk: tokens all_tokens[p0 .. p0+T) through every layer; h holds the residuals after. */
 static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
@@ -150,6 +218,7 @@ static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
   if (cprof_mark(C, "prefill: embed + norm", err) ||
       rt_status(ck_embed(D->embed, D->all_tokens + p0, T, P->emb, st), "embedding gather", err) ||
       rt_status(dk_embed_scale(P->emb, P->h, T * H, d->embed_scale, st), "embedding scale", err) ||
+      (d->ple_dim > 0 && pf_ple_inputs(D, p0, T, err)) ||
       rt_status(pf_norm_rows(NULL, 0, NULL, P->h, 0, 0.0f, D->ly[0].norms, P->xb, T, H, d->eps, st), "input norm", err))
     return -1;
   for (int i = 0; i < d->n_layers; i++) {
@@ -157,21 +226,25 @@ static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
     dec_layer *y = &D->ly[i];
     const float *nrm = y->norms;
     const float *next_norm = i == d->n_layers - 1 ? D->final_norm : D->ly[i + 1].norms;
-    int64_t qd = (int64_t)nq * y->hd, kvd = (int64_t)y->nkv * y->hd;
-    int64_t ldq = qd + (l->k_eq_v ? 1 : 2) * kvd, inter = y->inter;
-    /* full layers: the chunk's K/V straight into their cache slots; sliding: staged */
-    uint16_t *kdst = y->window > 0 ? P->ks : y->kc + p0 * kvd, *vdst = y->window > 0 ? P->vs : y->vc + p0 * kvd;
+    int64_t kvd = (int64_t)y->nkv * y->hd;
+    int64_t ldq = y->qkv.rows, inter = y->inter;
+    /* the chunk's K/V of the layer whose cache this one reads (itself, or its KV source):
+     * full layers straight into their cache slots; sliding layers staged */
+    const int src = l->kv_source;
+    const dec_layer *sy = &D->ly[src];
+    uint16_t *kdst = sy->window > 0 ? (P->fks[src] ? P->fks[src] : P->ks) : sy->kc + p0 * kvd;
+    uint16_t *vdst = sy->window > 0 ? (P->fvs[src] ? P->fvs[src] : P->vs) : sy->vc + p0 * kvd;
     if (cprof_mark(C, "prefill: q|k|v product", err) || pf_mv(D, &y->qkv, P->xb, T, P->y, ldq, err) ||
         cprof_mark(C, "prefill: q/k/v norm+rope", err) ||
         rt_status(pf_qkv_post(P->y, ldq, T, p0, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
                               nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
-                              P->q, kdst, vdst, st),
+                              P->q, y->own ? kdst : NULL, y->own ? vdst : NULL, st),
                   "q/k/v norm+rope", err) ||
         cprof_mark(C, "prefill: attention", err) ||
         rt_status(pf_attention(P->q, y->kc, y->vc, kdst, vdst, T, p0, nq, y->nkv, y->hd, d->attn_scale, y->window,
                                P->attb, st),
                   "attention", err) ||
-        (y->window > 0 &&
+        (y->own && !y->feeds && y->window > 0 &&
          rt_status(pf_kv_commit(P->ks, P->vs, y->kc, y->vc, T, p0, kvd, y->window, st), "K/V commit", err)) ||
         cprof_mark(C, "prefill: o product", err) || pf_mv(D, &y->o, P->attb, T, P->y, H, err) ||
         cprof_mark(C, "prefill: norms + residual", err) ||
@@ -184,12 +257,25 @@ static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
         cprof_mark(C, "prefill: down product", err) || pf_mv(D, &y->down, P->gub, T, P->y, H, err))
       return mx_prefix(err, "layer %d", i);
     /* the FFN's output: the down product, or with an MoE block the block's sum */
-    const float *fy = P->y;
+    const float *fy = P->y, *fpost = nrm + 3 * (int64_t)H;
     if ((y->moe && dec_moe_experts(D, i, D->mb_pf, P->y, H, 1, 0, T, &fy, err)) ||
-        cprof_mark(C, "prefill: norms + residual", err) ||
-        rt_status(pf_norm_rows(fy, H, nrm + 3 * (int64_t)H, P->h, d->has_layer_scalar, l->layer_scalar, next_norm,
-                               P->xb, T, H, d->eps, st),
+        cprof_mark(C, "prefill: norms + residual", err) || (d->ple_dim > 0 && pf_ple_layer(D, i, fy, T, err)))
+      return mx_prefix(err, "layer %d", i);
+    if (d->ple_dim > 0) { /* the layer's last residual: its per-layer input's projection */
+      fy = P->y;
+      fpost = y->ple_norm;
+    }
+    if (rt_status(pf_norm_rows(fy, H, fpost, P->h, d->has_layer_scalar, l->layer_scalar, next_norm, P->xb, T, H,
+                               d->eps, st),
                   "FFN residual", err))
+      return mx_prefix(err, "layer %d", i);
+  }
+  /* the rings later layers read: committed once every layer has seen the chunk */
+  for (int i = 0; i < d->n_layers; i++) {
+    const dec_layer *y = &D->ly[i];
+    if (P->fks[i] && rt_status(pf_kv_commit(P->fks[i], P->fvs[i], y->kc, y->vc, T, p0, (int64_t)y->nkv * y->hd,
+                                            y->window, st),
+                               "K/V commit", err))
       return mx_prefix(err, "layer %d", i);
   }
   return 0;

@@ -95,6 +95,57 @@ extern "C" int dk_geglu(const float *g, const float *u, int ks, int64_t kstride,
                         pblock, il);
 }
 
+/* ---- per-layer embeddings (Gemma 4 E2B/E4B) ------------------------------------------------ */
+#define PLE_T 256
+
+/* grid (L, T): slice l of token t. v = bf16(bf16(y) · ms), n = rmsnorm(v, w) over the P values,
+ * e = bf16(bf16 erow · es); out = bf16(bf16(n + e) · mix). */
+__global__ void __launch_bounds__(PLE_T) ple_inputs_kernel(const float *y, int ks, int64_t kstride, int64_t ldy,
+                                                           const uint16_t *erow, const float *w, int P, float ms,
+                                                           float es, float mix, float eps, float *out) {
+  ck_pdl_enter();
+  const int64_t t = blockIdx.y, LP = (int64_t)gridDim.x * P, off = (int64_t)blockIdx.x * P;
+  const float *yr = y + t * ldy + off;
+  float ss = 0.0f;
+  for (int j = threadIdx.x; j < P; j += blockDim.x) {
+    float v = rb(__fmul_rn(rb(ysum(yr + j, ks, kstride)), ms));
+    ss = fmaf(v, v, ss);
+  }
+  ss = block_sum(ss);
+  const float r = 1.0f / sqrtf(ss / (float)P + eps);
+  const uint16_t *er = erow + t * LP + off;
+  float *o = out + t * LP + off;
+  for (int j = threadIdx.x; j < P; j += blockDim.x) {
+    float v = rb(__fmul_rn(rb(ysum(yr + j, ks, kstride)), ms));
+    float n = rb(__fmul_rn(rb(__fmul_rn(v, r)), w[j]));
+    float e = rb(__fmul_rn(ck_bf16_to_f32(er[j]), es));
+    o[j] = rb(__fmul_rn(rb(__fadd_rn(n, e)), mix));
+  }
+}
+
+extern "C" int dk_ple_inputs(const float *y, int ks, int64_t kstride, int64_t ldy, const uint16_t *erow, const float *w,
+                             int L, int P, float ms, float es, float mix, float eps, float *out, int T, void *stream) {
+  if (L <= 0 || P <= 0 || T <= 0 || ks < 1) return (int)cudaErrorInvalidValue;
+  return (int)ck_launch(ple_inputs_kernel, dim3((unsigned)L, (unsigned)T), PLE_T, 0, (cudaStream_t)stream, y, ks, kstride,
+                        ldy, erow, w, P, ms, es, mix, eps, out);
+}
+
+/* grid T: out[t·P + j] = bf16(gelu_approx(bf16 g) · ple[t·ldp + j]) */
+__global__ void __launch_bounds__(PLE_T) ple_gate_kernel(const float *g, int ks, int64_t kstride, int64_t ldg,
+                                                         const float *ple, int64_t ldp, int P, uint16_t *out) {
+  ck_pdl_enter();
+  const int64_t t = blockIdx.x;
+  for (int j = threadIdx.x; j < P; j += blockDim.x)
+    out[t * P + j] = ck_geglu(ysum(g + t * ldg + j, ks, kstride), ple[t * ldp + j]);
+}
+
+extern "C" int dk_ple_gate(const float *g, int ks, int64_t kstride, int64_t ldg, const float *ple, int64_t ldp, int P,
+                           uint16_t *out, int T, void *stream) {
+  if (P <= 0 || T <= 0 || ks < 1) return (int)cudaErrorInvalidValue;
+  return (int)ck_launch(ple_gate_kernel, (unsigned)T, PLE_T, 0, (cudaStream_t)stream, g, ks, kstride, ldg, ple, ldp, P,
+                        out);
+}
+
 /* ---- logits: softcap, then argmax (lowest index on ties) by the last block to finish ---- */
 #define LG_BLOCKS 264
 #define LG_THREADS 256

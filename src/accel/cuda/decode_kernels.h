@@ -22,7 +22,7 @@ int dk_step_end(int *pos, void *stream);
 int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, void *stream);
 /* The residual join and the next norm, one row of H:
  *   when y: o = rmsnorm(bf16(y), w_post); h = bf16(h + o); when use_scalar: h = bf16(h·scalar)
- *   then xb = bf16 rmsnorm(h, w_next), and when pmax: pmax[b] = max|xb| over each pblock values
+ *   then xb = bf16 rmsnorm(h, w_next) (w_next NULL: xb = bf16 h, no norm), and when pmax: pmax[b] = max|xb| over each pblock values
  *   (what ck_xprep_premax reads). xmode also writes the next mat-vec's activation prep for one
  *   row, bit-identical to ck_xprep: 1 = fp16 scaled by 2^xexp[0] (formats without group sums),
  *   2 = bf16 as is (dense bf16), both in fragment order at xp; 0 = none. xe_fixed: DK_XE_ROWMAX,
@@ -35,7 +35,8 @@ int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_pos
                      uint16_t *xp, int *xexp, int xmode, int xe_fixed, float *zero, int nzero, void *stream);
 /* Per head after the q|k|v product y = [q nq·hd | k nkv·hd | v nkv·hd] (v = k's rows when
  * k_eq_v): q = rope(rmsnorm(q, qn)) → q_out; k = rope(rmsnorm(k, kn)) and v (weightless
- * rmsnorm when v_norm) → the cache slot of *pos (pos % window when window > 0). */
+ * rmsnorm when v_norm) → the cache slot of *pos (pos % window when window > 0). kc NULL (a
+ * KV-shared layer, y = q only): the query heads alone. */
 int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn, const float *kn,
                 const float *inv_freq, int traditional, int v_norm, float eps, const int *pos, int window,
                 float *q_out, uint16_t *kc, uint16_t *vc, void *stream);
@@ -43,6 +44,16 @@ int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd
  * il > 0: the rows interleaved by il (u = g + il; value i at (i / il)·2·il + i mod il). */
 int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock,
              int il, void *stream);
+/* Per-layer embeddings (Gemma 4 E2B/E4B; accel_model_desc ple_*), for T tokens: y the
+ * per_layer_model_projection product [T, ldy] (ks partial sums kstride apart when T = 1), erow
+ * the tokens' table rows [T, L·P] bf16, w the P norm weights: per slice l of token t,
+ * out[t, l·P + j] = bf16(bf16(rmsnorm(bf16(bf16 y · ms), w) + bf16(erow · es)) · mix). */
+int dk_ple_inputs(const float *y, int ks, int64_t kstride, int64_t ldy, const uint16_t *erow, const float *w,
+                  int L, int P, float ms, float es, float mix, float eps, float *out, int T, void *stream);
+/* A layer's gate on its per-layer input: out[t·P + j] = bf16(gelu_approx(bf16 g[t·ldg + j]) · ple[t·ldp + j])
+ * (g: the per_layer_input_gate product, ks partial sums kstride apart). */
+int dk_ple_gate(const float *g, int ks, int64_t kstride, int64_t ldg, const float *ple, int64_t ldp, int P,
+                uint16_t *out, int T, void *stream);
 /* logits = softcap(bf16 y) (cap 0 = none); *next = argmax (lowest index on ties), or
  * ACCEL_TOKEN_NONFINITE(id) when a logit is NaN or ±inf (id the lowest such). part_v / part_i:
  * dk_logits_blocks() entries; count and bad_rev: one word each, zeroed once (the kernel leaves

@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(NR_THREADS) pf_norm_kernel(const float *y, int
   ss = block_sum(ss);
   float r = 1.0f / sqrtf(ss / (float)H + eps);
   for (int i = threadIdx.x; i < H; i += blockDim.x)
-    xr[i] = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hr[i], r)), w_next[i]));
+    xr[i] = w_next ? ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hr[i], r)), w_next[i])) : ck_f32_to_bf16(hr[i]);
 }
 
 extern "C" int pf_norm_rows(const float *y, int64_t ldy, const float *w_post, float *h, int use_scalar, float scalar,
@@ -230,7 +230,8 @@ extern "C" int pf_qkv_post(const float *y, int64_t ldy, int T, int64_t p0, int n
                            const float *qn, const float *kn, const float *inv_freq, int traditional, int v_norm,
                            float eps, float *q_out, uint16_t *kdst, uint16_t *vdst, void *stream) {
   if (T <= 0) return 0;
-  pf_qkv_post_kernel<<<dim3(nq + nkv, T), 128, (size_t)hd * sizeof(float), (cudaStream_t)stream>>>(
+  /* without kdst (a KV-shared layer): the query heads only */
+  pf_qkv_post_kernel<<<dim3(kdst ? nq + nkv : nq, T), 128, (size_t)hd * sizeof(float), (cudaStream_t)stream>>>(
       y, ldy, p0, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, q_out, kdst, vdst);
   return (int)cudaGetLastError();
 }

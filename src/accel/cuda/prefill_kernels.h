@@ -19,13 +19,15 @@ extern "C" {
 int pf_dequant(const ck_layout *L, const int32_t *iota, uint16_t *out, void *stream);
 
 /* Per row t < T: when y: o = rmsnorm(bf16 y[t·ldy ..], w_post); h = bf16(h + o); when
- * use_scalar h = bf16(h·scalar); then xb[t] = bf16 rmsnorm(h[t], w_next). h, xb: [T, H]. */
+ * use_scalar h = bf16(h·scalar); then xb[t] = bf16 rmsnorm(h[t], w_next) (w_next NULL:
+ * bf16 h[t], no norm). h, xb: [T, H]. */
 int pf_norm_rows(const float *y, int64_t ldy, const float *w_post, float *h, int use_scalar, float scalar,
                  const float *w_next, uint16_t *xb, int T, int H, float eps, void *stream);
 
 /* Per token t and head, after the q|k|v product y [T, ldy] = [q nq·hd | k nkv·hd | v nkv·hd]
  * (v = k's rows when k_eq_v): q = rope(rmsnorm(q)) at position p0 + t → q_out [T, nq·hd];
- * k = rope(rmsnorm(k)), v (weightless rmsnorm when v_norm) → kdst / vdst [T, nkv·hd] bf16. */
+ * k = rope(rmsnorm(k)), v (weightless rmsnorm when v_norm) → kdst / vdst [T, nkv·hd] bf16;
+ * kdst NULL (a KV-shared layer, y = q only): the query heads alone. */
 int pf_qkv_post(const float *y, int64_t ldy, int T, int64_t p0, int nq, int nkv, int hd, int k_eq_v,
                 const float *qn, const float *kn, const float *inv_freq, int traditional, int v_norm,
                 float eps, float *q_out, uint16_t *kdst, uint16_t *vdst, void *stream);

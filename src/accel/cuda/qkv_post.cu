@@ -35,7 +35,8 @@ extern "C" int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int 
                            const int *pos, int window, float *q_out, uint16_t *kc, uint16_t *vc,
                            void *stream) {
   if (hd > QP_T * QP_V || hd % 2) return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(qkv_post_kernel, nq + nkv, QP_T, (size_t)hd * sizeof(float), (cudaStream_t)stream, y, ks,
+  /* without kc (a KV-shared layer): the query heads only */
+  return (int)ck_launch(qkv_post_kernel, kc ? nq + nkv : nq, QP_T, (size_t)hd * sizeof(float), (cudaStream_t)stream, y, ks,
                         kstride, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
 }
 

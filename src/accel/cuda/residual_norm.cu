@@ -76,7 +76,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
   for (int k = 0; k < RN_VPT; k++) {
     int i = g + k * step;
     wp[k] = y && i < H ? w_post[i] : 0.0f;
-    wn[k] = i < H ? w_next[i] : 0.0f;
+    wn[k] = i < H && w_next ? w_next[i] : 0.0f;
     hv[k] = !early && i < H ? h[i] : 0.0f;
   }
   ck_pdl_enter();
@@ -126,7 +126,8 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
     float m = 0.0f;
     ov[k] = 0;
     if (i < H) {
-      uint16_t o = ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hv[k], r)), wn[k]));
+      /* without w_next: h itself (the input of a product that takes the residual unnormed) */
+      uint16_t o = w_next ? ck_f32_to_bf16(__fmul_rn(rb(__fmul_rn(hv[k], r)), wn[k])) : ck_f32_to_bf16(hv[k]);
       xb[i] = o;
       ov[k] = o;
       m = fabsf(ck_bf16_to_f32(o));
