@@ -552,20 +552,25 @@ static int enqueue_ple_inputs(accel_decoder *D, mlxrt_error *err) {
 }
 
 /* Layer i's FFN residual from its product fy (fks partial sums frows apart), then its
- * per-layer input: gate on bf16 h, GeGLU with D->ple's row i, projection into D->y. */
+ * per-layer input: gate on bf16 h, GeGLU with D->ple's row i, projection into D->y. The
+ * residual and the GeGLU write the products' activation preps where their formats allow
+ * (xmode: two prep launches fewer per layer). */
 static int enqueue_ple_layer(accel_decoder *D, int i, const float *fy, int fks, int64_t frows, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   const dec_layer *y = &D->ly[i];
-  const int P = d->ple_dim;
+  const int P = d->ple_dim, gx = y->pg.xmode, px = y->pp.xmode && P % 32 == 0 ? y->pp.xmode : 0;
   void *st = D->stream;
   return rt_status(dk_residual_norm(fy, fks, frows, y->norms + 3 * (int64_t)d->hidden, D->h, 0, 0.0f, NULL, D->xb,
-                                    d->hidden, d->eps, D->pmax, ck_xprep_block(), D->xp, D->xexp, 0, DK_XE_ROWMAX,
-                                    NULL, 0, st),
+                                    d->hidden, d->eps, gx ? NULL : D->pmax, ck_xprep_block(), D->xp, D->xexp, gx,
+                                    DK_XE_ROWMAX, NULL, 0, st),
                    "FFN residual", err) ||
-         cprof_mark(&D->prof, "per-layer input gate", err) || dec_run_mv(D, &y->pg, D->xb, D->y, XP_PREMAX, err) ||
-         rt_status(dk_ple_gate(D->y, y->pg.ks, y->pg.rows, 0, D->ple + (int64_t)i * P, 0, P, D->gub, 1, st),
+         cprof_mark(&D->prof, "per-layer input gate", err) ||
+         dec_run_mv(D, &y->pg, D->xb, D->y, gx ? XP_DONE : XP_PREMAX, err) ||
+         rt_status(dk_ple_gate(D->y, y->pg.ks, y->pg.rows, 0, D->ple + (int64_t)i * P, 0, P, D->gub, 1, D->xp, D->xexp,
+                               px, st),
                    "per-layer input gelu", err) ||
-         cprof_mark(&D->prof, "per-layer projection", err) || dec_run_mv(D, &y->pp, D->gub, D->y, XP_FULL, err);
+         cprof_mark(&D->prof, "per-layer projection", err) ||
+         dec_run_mv(D, &y->pp, D->gub, D->y, px ? XP_DONE : XP_FULL, err);
 }
 
 /* The blocks of down's activation prep (ck_qmv_geglu's maxima, D->gmax). */

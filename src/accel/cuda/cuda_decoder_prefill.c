@@ -203,7 +203,8 @@ static int pf_ple_layer(accel_decoder *D, int i, const float *fy, int T, mlxrt_e
   return rt_status(pf_norm_rows(fy, H, y->norms + 3 * (int64_t)H, P->h, 0, 0.0f, NULL, P->xb, T, H, d->eps, st),
                    "FFN residual", err) ||
          cprof_mark(&D->prof, "prefill: per-layer input", err) || pf_mv(D, &y->pg, P->xb, T, P->y, Pd, err) ||
-         rt_status(dk_ple_gate(P->y, 1, 0, Pd, P->ple + (int64_t)i * Pd, (int64_t)d->n_layers * Pd, Pd, P->gub, T, st),
+         rt_status(dk_ple_gate(P->y, 1, 0, Pd, P->ple + (int64_t)i * Pd, (int64_t)d->n_layers * Pd, Pd, P->gub, T, NULL, NULL,
+                                     0, st),
                    "per-layer input gelu", err) ||
          pf_mv(D, &y->pp, P->gub, T, P->y, H, err);
 }

@@ -130,20 +130,43 @@ extern "C" int dk_ple_inputs(const float *y, int ks, int64_t kstride, int64_t ld
                         ldy, erow, w, P, ms, es, mix, eps, out);
 }
 
-/* grid T: out[t·P + j] = bf16(gelu_approx(bf16 g) · ple[t·ldp + j]) */
+/* grid T: out[t·P + j] = bf16(gelu_approx(bf16 g) · ple[t·ldp + j]); with xmode (T = 1) also
+ * the next product's activation prep of the row (prep_store.cuh) */
+#define PLE_VPT 8
 __global__ void __launch_bounds__(PLE_T) ple_gate_kernel(const float *g, int ks, int64_t kstride, int64_t ldg,
-                                                         const float *ple, int64_t ldp, int P, uint16_t *out) {
+                                                         const float *ple, int64_t ldp, int P, uint16_t *out,
+                                                         uint16_t *xp, int *xexp, int xmode) {
   ck_pdl_enter();
   const int64_t t = blockIdx.x;
-  for (int j = threadIdx.x; j < P; j += blockDim.x)
-    out[t * P + j] = ck_geglu(ysum(g + t * ldg + j, ks, kstride), ple[t * ldp + j]);
+  uint16_t ov[PLE_VPT];
+  float m = 0.0f;
+#pragma unroll
+  for (int k = 0; k < PLE_VPT; k++) {
+    const int j = threadIdx.x + k * PLE_T;
+    ov[k] = 0;
+    if (j < P) {
+      ov[k] = ck_geglu(ysum(g + t * ldg + j, ks, kstride), ple[t * ldp + j]);
+      out[t * P + j] = ov[k];
+      m = fmaxf(m, fabsf(ck_bf16_to_f32(ov[k])));
+    }
+  }
+  if (!xmode) return;
+  const int e = prep_exp(block_max(m), xmode);
+  if (threadIdx.x == 0) *xexp = e;
+#pragma unroll
+  for (int k = 0; k < PLE_VPT; k++) {
+    const int j = threadIdx.x + k * PLE_T;
+    if (j < P) prep_store(xp, j, ov[k], e, xmode);
+  }
 }
 
 extern "C" int dk_ple_gate(const float *g, int ks, int64_t kstride, int64_t ldg, const float *ple, int64_t ldp, int P,
-                           uint16_t *out, int T, void *stream) {
-  if (P <= 0 || T <= 0 || ks < 1) return (int)cudaErrorInvalidValue;
+                           uint16_t *out, int T, uint16_t *xp, int *xexp, int xmode, void *stream) {
+  if (P <= 0 || P > PLE_T * PLE_VPT || T <= 0 || ks < 1 || xmode < 0 || xmode > 2 ||
+      (xmode && (T != 1 || !xp || !xexp || P % 32)))
+    return (int)cudaErrorInvalidValue;
   return (int)ck_launch(ple_gate_kernel, (unsigned)T, PLE_T, 0, (cudaStream_t)stream, g, ks, kstride, ldg, ple, ldp, P,
-                        out);
+                        out, xp, xexp, xmode);
 }
 
 /* ---- logits: softcap, then argmax (lowest index on ties) by the last block to finish ---- */

@@ -51,9 +51,11 @@ int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *
 int dk_ple_inputs(const float *y, int ks, int64_t kstride, int64_t ldy, const uint16_t *erow, const float *w,
                   int L, int P, float ms, float es, float mix, float eps, float *out, int T, void *stream);
 /* A layer's gate on its per-layer input: out[t·P + j] = bf16(gelu_approx(bf16 g[t·ldg + j]) · ple[t·ldp + j])
- * (g: the per_layer_input_gate product, ks partial sums kstride apart). */
+ * (g: the per_layer_input_gate product, ks partial sums kstride apart; P ≤ 2048). xmode (T = 1,
+ * P a multiple of 32): also the next mat-vec's activation prep of out, as dk_residual_norm
+ * writes it (no maxima: the row is one block's); 0: none. */
 int dk_ple_gate(const float *g, int ks, int64_t kstride, int64_t ldg, const float *ple, int64_t ldp, int P,
-                uint16_t *out, int T, void *stream);
+                uint16_t *out, int T, uint16_t *xp, int *xexp, int xmode, void *stream);
 /* logits = softcap(bf16 y) (cap 0 = none); *next = argmax (lowest index on ties), or
  * ACCEL_TOKEN_NONFINITE(id) when a logit is NaN or ±inf (id the lowest such). part_v / part_i:
  * dk_logits_blocks() entries; count and bad_rev: one word each, zeroed once (the kernel leaves
