@@ -3,8 +3,11 @@
 
 Inputs are the engines' JSON outputs: llama-bench `-o json` or `-o jsonl`, `mlxrt bench -o json`
 (a list). Files may be partial (a run killed by its timeout): every complete JSON object found is
-used, anything else is skipped. Rows are keyed by (n_prompt, n_gen, n_depth); a missing value
-shows as "—". Only the standard library is needed.
+used, anything else is skipped. Rows are keyed by (model, n_prompt, n_gen, n_depth); a missing
+value shows as "—". The model is the `mlxrt synth --like` preset: the "preset" field that
+scripts/gpu_bench_vs_llama.sh adds to each result, else the GGUF's file name (llama-bench's
+model_filename, PRESET-q4_0.gguf), else --preset-default (gemma4-31b: the only shapes the script
+ran before it had --like). Only the standard library is needed.
 
   bench_table.py --llama L.jsonl --mlxrt nvfp4=A.json,B.json --mlxrt affine4=C.json \\
                  [--status status.txt] [--env env.txt] [--title T] [-o OUT.md]
@@ -52,17 +55,29 @@ def json_objects(path):
     return out
 
 
+DEFAULT_PRESET = "gemma4-31b"
+
+
+def preset(o):
+    if o.get("preset"):
+        return str(o["preset"])
+    m = re.search(r"([A-Za-z0-9_.-]+)-q4_0\.gguf$", str(o.get("model_filename", "")))
+    return m.group(1) if m else DEFAULT_PRESET
+
+
 def key(o):
-    return (int(o.get("n_prompt", 0)), int(o.get("n_gen", 0)), int(o.get("n_depth", 0)))
+    return (preset(o), int(o.get("n_prompt", 0)), int(o.get("n_gen", 0)),
+            int(o.get("n_depth", 0)))
 
 
 def test_name(k):
-    p, n, d = k
+    _, p, n, d = k
     s = f"pp{p}" if p and not n else f"tg{n}" if n and not p else f"pp{p}+tg{n}"
     return s + (f" @ d{d}" if d else "")
 
 
 def collect(paths):
+    """{key: result}, {preset: its first result}"""
     res = {}
     meta = {}
     for p in paths:
@@ -70,7 +85,7 @@ def collect(paths):
             if "avg_ts" not in o:
                 continue
             res[key(o)] = o
-            meta = meta or o
+            meta.setdefault(preset(o), o)
     return res, meta
 
 
@@ -110,15 +125,20 @@ def render(llama_paths, mlx_paths, status_paths, env_paths, title):
     for lab in labels:
         M[lab], mmeta[lab] = collect(mlx_paths[lab])
     keys = sorted(set(L) | {k for lab in labels for k in M[lab]},
-                  key=lambda k: (k[2], 0 if k[0] and not k[1] else 1, k[0], k[1]))
+                  key=lambda k: (k[0], k[3], 0 if k[1] and not k[2] else 1, k[1], k[2]))
+    presets = sorted({k[0] for k in keys})
+    if title is None:
+        title = ("Gemma 4 31B shapes" if presets in ([], [DEFAULT_PRESET]) else
+                 f"Gemma 4 shapes of {', '.join(presets)}") + \
+            " (synthetic weights), llama.cpp vs mlxrt"
     out = [f"## {title}", ""]
-    head = ["test", "llama.cpp Q4_0 t/s"] + [f"mlxrt {lab} t/s" for lab in labels]
+    head = ["model", "test", "llama.cpp Q4_0 t/s"] + [f"mlxrt {lab} t/s" for lab in labels]
     head += [f"{lab} / llama.cpp" for lab in labels]
     head += [f"mlxrt {lab} % roofline" for lab in labels]
     out.append("| " + " | ".join(head) + " |")
-    out.append("| " + " | ".join(["---"] + ["---:"] * (len(head) - 1)) + " |")
+    out.append("| " + " | ".join(["---", "---"] + ["---:"] * (len(head) - 2)) + " |")
     for k in keys:
-        row = [test_name(k), fmt_ts(L.get(k))]
+        row = [k[0], test_name(k), fmt_ts(L.get(k))]
         row += [fmt_ts(M[lab].get(k)) for lab in labels]
         row += [ratio(M[lab].get(k), L.get(k)) for lab in labels]
         for lab in labels:
@@ -128,17 +148,16 @@ def render(llama_paths, mlx_paths, status_paths, env_paths, title):
         out.append("| " + " | ".join(row) + " |")
     out.append("")
     notes = []
-    if lmeta:
-        notes.append(f"llama.cpp: build {lmeta.get('build_commit', '?')}, {lmeta.get('model_type', '?')}, "
-                     f"{lmeta.get('model_size', 0) / 1e9:.2f} GB, {lmeta.get('model_n_params', 0) / 1e9:.3f} B "
-                     f"params, backends {lmeta.get('backends', '?')}, GPU {lmeta.get('gpu_info', '?')}, "
-                     f"n_gpu_layers {lmeta.get('n_gpu_layers', '?')}, flash_attn {lmeta.get('flash_attn', '?')}, "
-                     f"type_k/v {lmeta.get('type_k', '?')}/{lmeta.get('type_v', '?')}, "
-                     f"n_ubatch {lmeta.get('n_ubatch', '?')}")
+    for pr, lm in sorted(lmeta.items()):
+        notes.append(f"llama.cpp ({pr}): build {lm.get('build_commit', '?')}, {lm.get('model_type', '?')}, "
+                     f"{lm.get('model_size', 0) / 1e9:.2f} GB, {lm.get('model_n_params', 0) / 1e9:.3f} B "
+                     f"params, backends {lm.get('backends', '?')}, GPU {lm.get('gpu_info', '?')}, "
+                     f"n_gpu_layers {lm.get('n_gpu_layers', '?')}, flash_attn {lm.get('flash_attn', '?')}, "
+                     f"type_k/v {lm.get('type_k', '?')}/{lm.get('type_v', '?')}, "
+                     f"n_ubatch {lm.get('n_ubatch', '?')}")
     for lab in labels:
-        o = mmeta.get(lab)
-        if o:
-            notes.append(f"mlxrt {lab}: {o.get('model', '?')} {o.get('quant', '?')}, "
+        for pr, o in sorted(mmeta[lab].items()):
+            notes.append(f"mlxrt {lab} ({pr}): {o.get('model', '?')} {o.get('quant', '?')}, "
                          f"{o.get('model_size', 0) / 1e9:.2f} GB, {o.get('model_n_params', 0) / 1e9:.3f} B params, "
                          f"backend {o.get('backend', '?')}, measured read bandwidth "
                          f"{o.get('bandwidth_gbs', 0):.0f} GB/s")
@@ -159,6 +178,7 @@ def render(llama_paths, mlx_paths, status_paths, env_paths, title):
 
 
 def main():
+    global DEFAULT_PRESET
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--llama", nargs="*", default=[], help="llama-bench json/jsonl files")
     ap.add_argument("--mlxrt", action="append", default=[], metavar="LABEL=F1,F2",
@@ -166,9 +186,12 @@ def main():
     ap.add_argument("--dir", action="append", default=[], help="folder(s) the GPU script wrote")
     ap.add_argument("--status", nargs="*", default=[])
     ap.add_argument("--env", nargs="*", default=[])
-    ap.add_argument("--title", default="Gemma 4 31B shapes (synthetic weights), llama.cpp vs mlxrt")
+    ap.add_argument("--title", help="default: the presets' names")
+    ap.add_argument("--preset-default", default=DEFAULT_PRESET,
+                    help="the model of results that do not name theirs")
     ap.add_argument("-o", "--output", help="write here (default stdout)")
     a = ap.parse_args()
+    DEFAULT_PRESET = a.preset_default
     llama, mlx, status, env = from_dirs(a.dir)
     llama += a.llama
     for spec in a.mlxrt:

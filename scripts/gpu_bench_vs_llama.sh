@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# llama.cpp and mlxrt side by side on the Gemma 4 31B shapes, in ONE call on
-# the GPU machine: the same -p/-n/-d/-r for llama-bench (Q4_0 GGUF, every layer on the GPU,
-# flash attention) and `mlxrt bench` (MLXRT_DECODER=1, CUDA) on synthetic nvfp4 and affine4
-# checkpoints; the JSON of each engine and a markdown table (BENCHMARKS.md) go to $OUT.
+# llama.cpp and mlxrt side by side on the Gemma 4 31B shapes (or those of other `mlxrt synth`
+# presets: --like), in ONE call on the GPU machine: the same -p/-n/-d/-r for llama-bench (Q4_0
+# GGUF, every layer on the GPU, flash attention) and `mlxrt bench` (MLXRT_DECODER=1, CUDA) on
+# synthetic nvfp4 and affine4 checkpoints; the JSON of each engine and a markdown table
+# (BENCHMARKS.md) go to $OUT.
 #
 # On the CPU machine, once (fills the ignored folder .gpu-carry/ that the device call carries):
 #   bash scripts/build_llama_bench_cuda.sh        # llama-bench, CUDA sm_90a (slow: ~1 h 50 min)
@@ -11,7 +12,12 @@
 # On the GPU machine (device call with carry [".debs", ".gpu-carry"]):
 #   bash scripts/gpu_bench_vs_llama.sh [--quick] [--only llama,nvfp4,affine4]
 #        [--depths 0,4096,32768] [--reps 3] [-p 512] [-n 128] [--layers N]
+#        [--like gemma4-31b,gemma4-26b-a4b,gemma4-e2b,gemma4-e4b,gemma4-12b]
 #   --quick = 6 layers, -r 1, depths 0,4096 (a smoke test of the whole chain).
+#   --like (default gemma4-31b): the presets of `mlxrt synth --like` and
+#   make_gguf_synth.py --like, run one after the other, each in an equal share of the time
+#   left (files $MODELS/PRESET-q4_0.gguf, $MODELS/PRESET-MODE/); every result line in the
+#   .jsonl files gets a "preset" field and the table a model column.
 #   Phases run in that order, each bounded by `timeout`; the whole call stays under $BUDGET
 #   seconds (default 540). A failure or timeout of one step is recorded in status.txt and the
 #   other engine's results are kept. Several calls (e.g. --only llama, then --only nvfp4) can
@@ -78,7 +84,7 @@ MLXRT_BENCH_EXTRA=${MLXRT_BENCH_EXTRA:-}        # e.g. "--warmup-depth 0": one f
 WORK=${WORK:-/tmp/mlxrt-bench-work}             # per-step logs before they are gathered
 ONLY=llama,nvfp4,affine4
 DEPTHS=0,4096,32768
-REPS=3; NP=512; NG=128; LAYERS=
+REPS=3; NP=512; NG=128; LAYERS=; LIKE=gemma4-31b
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) LAYERS=${LAYERS:-6}; REPS=1; DEPTHS=0,4096 ;;
@@ -88,15 +94,26 @@ while [ $# -gt 0 ]; do
     -p) NP=$2; shift ;;
     -n) NG=$2; shift ;;
     --layers) LAYERS=$2; shift ;;
+    --like) LIKE=$2; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 LAYER_ARGS=(); [ -n "$LAYERS" ] && LAYER_ARGS=(--layers "$LAYERS")
+read -ra PRESETS <<<"${LIKE//,/ }"
+for P in "${PRESETS[@]}"; do
+  case $P in
+    gemma4-31b|gemma4-26b-a4b|gemma4-e2b|gemma4-e4b|gemma4-12b) ;;
+    *) echo "unknown preset $P (--like takes gemma4-31b, gemma4-26b-a4b, gemma4-e2b," \
+            "gemma4-e4b, gemma4-12b)" >&2; exit 2 ;;
+  esac
+done
+[ "${#PRESETS[@]}" -gt 0 ] || { echo "--like: no preset" >&2; exit 2; }
 
-# $OUT gets at most 6 files (a device call returns 8): BENCHMARKS.md, status.txt (environment
-# and each step's outcome), llama-q4_0.jsonl, mlxrt-nvfp4.jsonl, mlxrt-affine4.jsonl, logs.txt.
+# $OUT gets at most 6 files (a device call returns 8), whatever the number of presets:
+# BENCHMARKS.md, status.txt (environment and each step's outcome), llama-q4_0.jsonl,
+# mlxrt-nvfp4.jsonl, mlxrt-affine4.jsonl (result lines tagged with their preset), logs.txt.
 mkdir -p "$OUT"
 rm -rf "$WORK"; mkdir -p "$WORK"
 exec 3>&1  # progress lines go here even while a step's stdout is redirected
@@ -106,6 +123,8 @@ LOGS=$OUT/logs.txt
 : >"$STATUS"; : >"$LOGS"
 elapsed() { echo $(( $(date +%s) - T0 )); }
 left() { echo $(( BUDGET - $(date +%s) + T0 )); }
+PEND=$(( T0 + BUDGET ))                  # end of the current preset's share of the budget
+pleft() { echo $(( PEND - $(date +%s) )); }
 say() { echo "[$(elapsed) s] $*" >&3; }
 note() { echo "[$(elapsed) s] $*" >>"$STATUS"; say "$*"; }
 gather() { { echo "==== $1"; cat "$2"; echo; } >>"$LOGS" 2>/dev/null; }  # gather TITLE FILE
@@ -142,6 +161,8 @@ step() {
 }
 # the JSON objects of an `mlxrt bench -o json` list, one per line
 json_lines() { grep -E '^ *\{.*\},?$' "$1" | sed -E 's/^ *//; s/,$//'; }
+# tag PRESET: adds "preset": PRESET to each JSON line (bench_table.py's model column)
+tag() { sed -E "s/^\{/{\"preset\": \"$1\", /"; }
 show() { sed -E 's/.*"n_prompt": ([0-9]+), "n_gen": ([0-9]+), "n_depth": ([0-9]+).*"avg_ts": ([0-9.]+).*/  pp\1 tg\2 d\3: \4 t\/s/' >&3; }
 
 # ---- environment ---------------------------------------------------------------------------
@@ -157,7 +178,7 @@ show() { sed -E 's/.*"n_prompt": ([0-9]+), "n_gen": ([0-9]+), "n_depth": ([0-9]+
   echo "mlxrt source hash $(bash scripts/source_hash.sh)"
   [ -x "$LLAMA_BENCH" ] && echo "llama.cpp: llama-cpp-python 0.3.36 sdist, $("$LLAMA_BENCH" --version 2>&1 | head -1)"
   echo "$(nproc) CPUs, $(free -g | awk '/Mem:/{print $2}') GB RAM, models in $MODELS"
-  echo "params: -p $NP -n $NG -d $DEPTHS -r $REPS${LAYERS:+ --layers $LAYERS}, budget $BUDGET s"
+  echo "params: --like $LIKE -p $NP -n $NG -d $DEPTHS -r $REPS${LAYERS:+ --layers $LAYERS}, budget $BUDGET s"
   echo "== steps"
 } >>"$STATUS" 2>&1
 cat "$STATUS"
@@ -170,23 +191,28 @@ CMAKE_EXTRA=("${CJSON_CMAKE[@]}")
 # shared objects llama-bench needs that the image may lack (see build_llama_bench_cuda.sh)
 [ -d "$CARRY/lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$CARRY/lib"
 
-GGUF=$MODELS/gemma4-31b-q4_0.gguf
-# The GGUF is written (I/O bound, one Python thread) while llama-bench / mlxrt build.
-GGUF_PID=
-if want llama; then
+# TAG names the preset in status lines when several are run
+TAG=; [ "${#PRESETS[@]}" -gt 1 ] && TAG=" [${PRESETS[0]}]"
+# start_gguf PRESET: writes $MODELS/PRESET-q4_0.gguf in the background (GGUF, GGUF_PID).
+# The first preset's is written (I/O bound, one Python thread) while llama-bench / mlxrt build.
+GGUF=; GGUF_PID=
+start_gguf() {
+  GGUF=$MODELS/$1-q4_0.gguf; GGUF_PID=
+  want llama || return 0
   if [ -f "$CARRY/tok-gemma3.gguf.gz" ] && [ -d "$CARRY/pylib/gguf" ]; then
-    say "writing the GGUF in the background"
+    say "writing the $1 GGUF in the background"
     ( s=$(date +%s)
       timeout -k 5 300 env PYTHONPATH="$CARRY/pylib${PYTHONPATH:+:$PYTHONPATH}" python3 \
-        scripts/make_gguf_synth.py --tokenizer "$CARRY/tok-gemma3.gguf.gz" -o "$GGUF" \
+        scripts/make_gguf_synth.py --like "$1" --tokenizer "$CARRY/tok-gemma3.gguf.gz" -o "$GGUF" \
         "${LAYER_ARGS[@]}" >"$WORK/gguf.log" 2>&1
       rc=$?
-      echo "[$(elapsed) s] gguf: $([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc") ($(( $(date +%s) - s )) s)" >>"$STATUS" ) &
+      echo "[$(elapsed) s] gguf$TAG: $([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc") ($(( $(date +%s) - s )) s)" >>"$STATUS" ) &
     GGUF_PID=$!
   else
     note "llama: skipped (.gpu-carry/tok-gemma3.gguf.gz or pylib missing: run --prepare)"
   fi
-fi
+}
+start_gguf "${PRESETS[0]}"
 
 # llama-bench: the carried binary, or gzip-compressed (the carried tree is limited to 64 MiB),
 # or built here from the carried source (build dirs persist while the machine stays warm, so a
@@ -239,65 +265,76 @@ fi
 
 # ---- llama.cpp -----------------------------------------------------------------------------
 LJ=$OUT/llama-q4_0.jsonl
-if [ -n "$GGUF_PID" ]; then
+llama_phase() {  # llama_phase PRESET: the GGUF start_gguf writes, then llama-bench on it
+  [ -n "$GGUF_PID" ] || return 0
   wait "$GGUF_PID"
-  cat "$WORK/gguf.log" >&3; gather gguf "$WORK/gguf.log"
+  cat "$WORK/gguf.log" >&3; gather "gguf$TAG" "$WORK/gguf.log"
+  local lj=$WORK/llama.jsonl; : >"$lj"
   if [ ! -x "$LLAMA_BENCH" ]; then
     note "llama-bench: none (carry .gpu-carry/llama-bench[.gz] or llama-src.tar.gz)"
   elif [ -f "$GGUF" ]; then
-    share=$(left)
+    local share fa; share=$(pleft)
     if want nvfp4 || want affine4; then share=$(( share * LLAMA_SHARE_PCT / 100 )); fi
     for fa in on auto; do
-      say "llama-bench -fa $fa (limit ${share} s)"
+      say "llama-bench -fa $fa$TAG (limit ${share} s)"
       # shellcheck disable=SC2086
-      step "llama-bench -fa $fa" "$share" "$LLAMA_BENCH" -m "$GGUF" -p "$NP" -n "$NG" -d "$DEPTHS" \
-        -r "$REPS" -ngl 99 -fa $fa $LLAMA_EXTRA -o jsonl >>"$LJ" 2>"$WORK/llama-bench.log"
-      gather "llama-bench -fa $fa" "$WORK/llama-bench.log"
-      grep avg_ts "$LJ" | show
+      step "llama-bench -fa $fa$TAG" "$share" "$LLAMA_BENCH" -m "$GGUF" -p "$NP" -n "$NG" -d "$DEPTHS" \
+        -r "$REPS" -ngl 99 -fa $fa $LLAMA_EXTRA -o jsonl >"$lj" 2>"$WORK/llama-bench.log"
+      tag "$1" <"$lj" >>"$LJ"
+      gather "llama-bench -fa $fa$TAG" "$WORK/llama-bench.log"
+      grep avg_ts "$lj" | show
       [ "$LAST_RC" = 0 ] && break
       tail -15 "$WORK/llama-bench.log" >&3
       # again with flash attention on auto only after a failure before any result (no timeout)
-      { [ "$LAST_RC" = 124 ] || [ "$LAST_RC" = 137 ] || grep -q avg_ts "$LJ"; } && break
+      { [ "$LAST_RC" = 124 ] || [ "$LAST_RC" = 137 ] || grep -q avg_ts "$lj"; } && break
     done
   fi
   rm -f "$GGUF"
-fi
+}
 
 # ---- mlxrt -----------------------------------------------------------------------------------
-mlxrt_phase() {
-  local mode=$1 budget=$2 dir=$MODELS/gemma4-31b-$1 mj=$OUT/mlxrt-$1.jsonl
+mlxrt_phase() {  # mlxrt_phase PRESET MODE BUDGET
+  local like=$1 mode=$2 budget=$3 dir=$MODELS/$1-$2 mj=$OUT/mlxrt-$2.jsonl
   local end=$(( $(date +%s) + budget ))
-  say "mlxrt $mode (limit ${budget} s)"
-  if [ "$budget" -lt 30 ]; then note "mlxrt $mode: skipped (${budget} s left for it)"; return; fi
-  step "synth $mode" 240 "$MLXRT" synth --like gemma4-31b --mode "$mode" -o "$dir" --no-sync \
+  say "mlxrt $mode$TAG (limit ${budget} s)"
+  if [ "$budget" -lt 30 ]; then note "mlxrt $mode$TAG: skipped (${budget} s left for it)"; return; fi
+  step "synth $mode$TAG" 240 "$MLXRT" synth --like "$like" --mode "$mode" -o "$dir" --no-sync \
     "${LAYER_ARGS[@]}" >"$WORK/synth.log" 2>&1
-  gather "synth $mode" "$WORK/synth.log"
+  gather "synth $mode$TAG" "$WORK/synth.log"
   if [ "$LAST_RC" != 0 ]; then tail -5 "$WORK/synth.log" >&3; rm -rf "$dir"; return; fi
   local d
   for d in ${DEPTHS//,/ }; do
     local t=$(( end - $(date +%s) ))
-    if [ "$t" -lt 10 ]; then note "mlxrt $mode d$d: skipped (phase time used up)"; continue; fi
+    if [ "$t" -lt 10 ]; then note "mlxrt $mode d$d$TAG: skipped (phase time used up)"; continue; fi
     # one process per depth: a timeout loses only that depth (MLXRT_BENCH_EXTRA split into words)
     # shellcheck disable=SC2086
-    step "mlxrt $mode d$d" "$t" env MLXRT_DECODER=1 "$MLXRT" bench -m "$dir" --backend "$BACKEND" \
+    step "mlxrt $mode d$d$TAG" "$t" env MLXRT_DECODER=1 "$MLXRT" bench -m "$dir" --backend "$BACKEND" \
       -p "$NP" -n "$NG" -d "$d" -r "$REPS" $MLXRT_BENCH_EXTRA -o json >"$WORK/bench.json" 2>"$WORK/bench.log"
-    json_lines "$WORK/bench.json" >>"$mj"
+    json_lines "$WORK/bench.json" | tag "$like" >>"$mj"
     json_lines "$WORK/bench.json" | show
-    gather "mlxrt $mode d$d (stdout)" "$WORK/bench.json"
-    gather "mlxrt $mode d$d (stderr)" "$WORK/bench.log"
+    gather "mlxrt $mode d$d$TAG (stdout)" "$WORK/bench.json"
+    gather "mlxrt $mode d$d$TAG (stderr)" "$WORK/bench.log"
     if [ "$LAST_RC" != 0 ]; then
       tail -5 "$WORK/bench.log" >&3
       # a deeper cache would take longer still
-      if [ "$LAST_RC" = 124 ] || [ "$LAST_RC" = 137 ]; then note "mlxrt $mode: deeper depths skipped"; break; fi
+      if [ "$LAST_RC" = 124 ] || [ "$LAST_RC" = 137 ]; then note "mlxrt $mode$TAG: deeper depths skipped"; break; fi
     fi
   done
   rm -rf "$dir"
 }
-if [ "$BUILD_OK" = 0 ]; then
-  if want nvfp4; then
-    b=$(( $(left) - 25 )); want affine4 && b=$(( b / 2 ))
-    mlxrt_phase nvfp4 "$b"
+
+# ---- the presets, one after the other, each in an equal share of the time left --------------
+for ((pi = 0; pi < ${#PRESETS[@]}; pi++)); do
+  P=${PRESETS[$pi]}
+  PEND=$(( $(date +%s) + $(left) / (${#PRESETS[@]} - pi) ))
+  if [ "$pi" -gt 0 ]; then TAG=" [$P]"; say "== $P (until $(( PEND - T0 )) s)"; start_gguf "$P"; fi
+  llama_phase "$P"
+  if [ "$BUILD_OK" = 0 ]; then
+    if want nvfp4; then
+      b=$(( $(pleft) - 25 )); want affine4 && b=$(( b / 2 ))
+      mlxrt_phase "$P" nvfp4 "$b"
+    fi
+    if want affine4; then mlxrt_phase "$P" affine4 $(( $(pleft) - 25 )); fi
   fi
-  if want affine4; then mlxrt_phase affine4 $(( $(left) - 25 )); fi
-fi
+done
 exit 0
