@@ -9,12 +9,25 @@
  *   - dk_moe_norms and dk_moe_combine: the rounding points of the reference (rmsnorm's
  *     bf16(bf16(x·r)·w), the shared MLP's k-split partial sums, the weighted sum of bf16
  *     products in k order, rounded once), within a bf16 step or two where the float32 sums of
- *     squares are grouped differently; the maxima dk_moe_norms zeroes.
+ *     squares are grouped differently; the maxima dk_moe_norms zeroes (the one-block kernels:
+ *     the step's cluster forms are moe_cluster_emulate.cpp's).
  * A CTest. Build and run from the repository root:
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
  *       -Iinclude tests/gpu/moe_emulate.cpp -o /tmp/moe_emulate -lm && /tmp/moe_emulate
  */
 #include "../../src/accel/cuda/moe.cu"
+
+/* the step's cluster forms (moe_cluster.cu) run in their own harness
+ * (moe_cluster_emulate.cpp); here every row takes the one-block kernels */
+extern "C" int dk_moe_fits_cluster(int) { return 0; }
+extern "C" int dk_moe_norms_cluster(const float *, const float *, const float *, int, float, uint16_t *, uint16_t *,
+                                    float *, int, const dk_moe_preps *, void *) {
+  return (int)cudaErrorInvalidValue;
+}
+extern "C" int dk_moe_combine_cluster(const float *, int, int64_t, const float *, const float *, int64_t, const float *,
+                                      const float *, int, int, float, float *, void *) {
+  return (int)cudaErrorInvalidValue;
+}
 
 #include <math.h>
 #include <stdio.h>
@@ -160,7 +173,7 @@ static void check_norms_combine(int T, int H, int K) {
   for (size_t i = 0; i < ys.size(); i++) ys[i] = (unit() * 2 - 1) * 3;
   for (size_t i = 0; i < h.size(); i++) h[i] = bf((unit() * 2 - 1) * 20);
   for (int i = 0; i < H; i++) w1[i] = bf(unit() + 0.5f), wr[i] = bf(unit() * 0.1f), w2[i] = bf(unit() * 2), w3[i] = bf(unit());
-  int rc = dk_moe_norms(h.data(), wr.data(), w2.data(), T, H, eps, xr.data(), xe.data(), zero.data(), 37, NULL);
+  int rc = dk_moe_norms(h.data(), wr.data(), w2.data(), T, H, eps, xr.data(), xe.data(), zero.data(), 37, NULL, NULL);
   /* experts' outputs: rows r of yd, choice (t, k) at row map[t·K + k] */
   const int R = T * K + 5;
   std::vector<float> yd((size_t)R * H), wts((size_t)T * K), out((size_t)T * H);

@@ -257,6 +257,9 @@ void cuda_decoder_free(accel_decoder *D) {
   rt_graph_destroy(D->g_body[2]);
   rt_graph_destroy(D->g_head);
   rt_stream_destroy(D->stream);
+  rt_stream_destroy(D->side);
+  rt_event_destroy(D->ev_fork);
+  rt_event_destroy(D->ev_join);
   cprof_report_free(&D->prof, "CUDA decoder profile (MLXRT_CUDA_PROFILE=1)");
   if (D->timeline) ctl_report_free("CUDA decoder timeline of the graph replays (MLXRT_CUDA_TIMELINE=1)");
   dec_prefill_free(D);
@@ -490,6 +493,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   /* the MoE blocks' step buffers; the prompt pass's buffers and cuBLAS handle now, so no prompt
    * pays for them */
   if (dec_moe_buffers(D, 1, &D->mb, err) || dec_prefill_init(D, err)) goto fail;
+  if (D->mb && !D->prof.on &&
+      (rt_stream_create(&D->side, err) || rt_event_create(&D->ev_fork, err) || rt_event_create(&D->ev_join, err)))
+    goto fail;
   return D;
 fail:
   mx_prefix(err, "CUDA decoder");
@@ -515,6 +521,17 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
   const float *nrm = y->norms;
   void *st = D->stream;
   cprof *P = &D->prof;
+  const int short_cl = y->cluster && D->short_ctx;
+  if (short_cl || y->lkeys) { /* the post step inside the one launch */
+    const dk_att_post post = {D->y, y->qkv.ks, y->qkv.rows, l->k_eq_v, d->rope_traditional, d->v_norm, d->eps,
+                              nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd, y->inv_freq,
+                              y->own ? y->kc : NULL, y->own ? y->vc : NULL};
+    return cprof_mark(P, lb[2], err) ||
+           rt_status(dk_attention_cluster(NULL, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+                                          short_cl ? y->ckeys : y->lkeys, !short_cl, D->attb, amax, namax, D->smax,
+                                          D->counts, NULL, &post, st),
+                     "attention (one cluster)", err);
+  }
   if (cprof_mark(P, lb[1], err) ||
       rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
                             nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos,
@@ -522,12 +539,6 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                 "q/k/v norm+rope", err) ||
       cprof_mark(P, lb[2], err))
     return -1;
-  const int short_cl = y->cluster && D->short_ctx;
-  if (short_cl || y->lkeys)
-    return rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                          short_cl ? y->ckeys : y->lkeys, !short_cl, D->attb, amax, namax, D->smax,
-                                          D->counts, NULL, st),
-                     "attention (one cluster)", err);
   return rt_status(dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window, y->splits,
                                 SPLIT_KEYS, D->deep_ctx, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                 D->attb, amax, namax, st),
@@ -602,6 +613,21 @@ static int enqueue_ffn_act(accel_decoder *D, dec_layer *y, const char *const *lb
          cprof_mark(&D->prof, lb[7], err) || dec_run_mv(D, &y->down, D->gub, D->y, XP_PREMAX, err);
 }
 
+/* An MoE layer's router and its shared MLP: the shared MLP on the side stream (forked here,
+ * joined by the experts' combine), the router's chain on the main one — two branches of the
+ * step's graph that run side by side (26B-A4B: the shared MLP's three launches off the chain of
+ * the router and the experts); in order on one stream without a side stream. */
+static int enqueue_moe_shared(accel_decoder *D, int i, const char *const *lb, mlxrt_error *err) {
+  dec_layer *y = &D->ly[i];
+  if (!D->side) return dec_moe_route(D, i, D->mb, D->h, 1, err) || enqueue_ffn_act(D, y, lb, err);
+  void *main_stream = D->stream;
+  if (rt_event_record(D->ev_fork, main_stream, err) || rt_stream_wait_event(D->side, D->ev_fork, err)) return -1;
+  D->stream = D->side;
+  const int rc = enqueue_ffn_act(D, y, lb, err);
+  D->stream = main_stream;
+  return rc || rt_event_record(D->ev_join, D->side, err) || dec_moe_route(D, i, D->mb, D->h, 1, err);
+}
+
 static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   int H = d->hidden, nq = d->n_heads, pb = ck_xprep_block();
@@ -642,8 +668,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
                                    norm_pmax(D, xe_gu), pb, D->xp, D->xexp, y->gu.xmode, xe_gu,
                                    y->gu_epi ? D->gmax : NULL, y->gu_epi ? gu_nblk(y) : 0, st),
                   "attention residual", err) ||
-        (y->moe && dec_moe_route(D, i, D->mb, D->h, 1, err)) || cprof_mark(P, lb[5], err) ||
-        enqueue_ffn_act(D, y, lb, err))
+        cprof_mark(P, lb[5], err) || (y->moe ? enqueue_moe_shared(D, i, lb, err) : enqueue_ffn_act(D, y, lb, err)))
       return mx_prefix(err, "layer %d", i);
     /* the FFN's output: the down product, or with an MoE block the block's sum (cuda_decoder_moe.c:
      * its router runs before the shared MLP, its experts after) */
@@ -651,7 +676,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     int fks = y->down.ks;
     int64_t frows = y->down.rows;
     if (y->moe) {
-      if (dec_moe_experts(D, i, D->mb, D->y, 0, y->down.ks, y->down.rows, 1, &fy, err))
+      if (dec_moe_experts(D, i, D->mb, D->y, 0, y->down.ks, y->down.rows, 1, D->side ? D->ev_join : NULL, &fy, err))
         return mx_prefix(err, "layer %d", i);
       fks = 1;
     }

@@ -48,6 +48,10 @@ struct accel_decoder {
   accel_backend *b;
   const accel_model_desc *d;
   void *stream;
+  /* MoE models: a second stream for the shared MLP, forked after the attention residual and
+   * joined before the experts' combine (events fork / join), so that its products run beside
+   * the router's and the experts' chain; NULL while profiling (one stream, in order) */
+  void *side, *ev_fork, *ev_join;
   int64_t capacity;
   dec_layer *ly;
   dec_mv head;
@@ -131,12 +135,13 @@ int dec_norm_fixed_exp(const float *w, int H);
  * the attention are h: dec_moe_route before the shared MLP (norms, router, top-k, the experts'
  * input prep: none of it touches what the shared MLP uses), dec_moe_experts after it, with its
  * down product ys (row t at ys + t·lds, ks partial sums kstride apart): the chosen experts and
- * the block's output into *out ([T, H]: what the FFN residual norm takes as its product). */
+ * the block's output into *out ([T, H]: what the FFN residual norm takes as its product); join
+ * (an event, or NULL) is waited for before the combine reads ys. */
 int dec_moe_layer(accel_decoder *D, int i, mlxrt_error *err);
 int dec_moe_buffers(accel_decoder *D, int T, struct dec_moe_buf **mb, mlxrt_error *err);
 int dec_moe_route(accel_decoder *D, int i, struct dec_moe_buf *mb, const float *h, int T, mlxrt_error *err);
 int dec_moe_experts(accel_decoder *D, int i, struct dec_moe_buf *mb, const float *ys, int64_t lds, int ks,
-                    int64_t kstride, int T, const float **out, mlxrt_error *err);
+                    int64_t kstride, int T, void *join, const float **out, mlxrt_error *err);
 void dec_moe_free(accel_decoder *D);
 
 #endif

@@ -193,6 +193,19 @@ static int prep_row(accel_decoder *D, dec_moe_buf *B, const moe_prep *p, const c
                    "MoE x prep launch", err);
 }
 
+/* The preps dk_moe_norms can write for one row of x into p for L (ck_xprep_fixed's: a fast
+ * format with the exponent e fixed by its norm's bound, or dense bf16); 0 where not. */
+static int norm_prep1(const moe_prep *p, const ck_layout *L, int e, int64_t H, dk_moe_prep1 *o) {
+  if (L->fmt == CK_GENERIC || L->cols != H || H % 32) return 0;
+  const int bf16 = L->fmt == CK_DBF16, gs = L->fmt == CK_AFF4 || L->fmt == CK_AFF8 ? L->group_size : 0;
+  if (!bf16 && e == DK_XE_ROWMAX) return 0;
+  *o = (dk_moe_prep1){p->xp, p->xs, p->xexp, bf16 ? 2 : 1, gs, bf16 ? 0 : e};
+  return 1;
+}
+static int norm_preps(const dec_moe_buf *B, const dec_moe *M, const ck_layout *R, int64_t H, dk_moe_preps *pp) {
+  return norm_prep1(&B->pr, R, M->xe_router, H, &pp->router) && norm_prep1(&B->pg, M->gu, M->xe_pre2, H, &pp->experts);
+}
+
 int dec_moe_route(accel_decoder *D, int i, dec_moe_buf *B, const float *h, int T, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   const dec_moe *M = D->ly[i].moe;
@@ -202,15 +215,18 @@ int dec_moe_route(accel_decoder *D, int i, dec_moe_buf *B, const float *h, int T
   void *st = D->stream;
   cprof *P = &D->prof;
   if (!B || T > B->T) return mx_fail(err, "MoE block: %d rows, buffers for %d", T, B ? B->T : 0);
+  /* the step: the norms kernel writes both products' preps where their formats allow */
+  dk_moe_preps pp;
+  const int fused = T == 1 && norm_preps(B, M, R, H, &pp);
   if (cprof_mark(P, "moe: norms", err) ||
       rt_status(dk_moe_norms(h, vec, vec + 2 * (int64_t)H, T, H, d->eps, B->xr, B->xe, M->gu_epi ? B->amax : NULL,
-                             M->gu_epi ? B->namax : 0, st),
+                             M->gu_epi ? B->namax : 0, fused ? &pp : NULL, st),
                 "MoE norms", err) ||
       cprof_mark(P, "moe: router", err))
     return -1;
   /* the router: one row as a plain product; a prompt's rows in batches of 8 through the expert
    * mode, the one weight as slab 0 */
-  if (T == 1 ? prep_row(D, B, &B->pr, R, B->xr, M->xe_router, err) ||
+  if (T == 1 ? (!fused && prep_row(D, B, &B->pr, R, B->xr, M->xe_router, err)) ||
                    rt_status(ck_qmv(R, 0, B->xr, B->pr.xp, B->pr.xs, B->pr.xexp, 1, B->scores, E, st), "router launch",
                              err)
              : experts_mv(D, B, &B->pr, 0, R, B->zeros, (T + 7) / 8, B->xr, 8, 1, B->scores, 8 * (int64_t)E, err))
@@ -218,7 +234,7 @@ int dec_moe_route(accel_decoder *D, int i, dec_moe_buf *B, const float *h, int T
   if (rt_status(dk_moe_route(B->scores, E, 1, 0, T, E, K, vec + 4 * (int64_t)H, B->ids, B->wts, st), "MoE route", err))
     return -1;
   /* the experts' input: one prep (the step), or the choices grouped by expert and prepped */
-  if (T == 1) return prep_row(D, B, &B->pg, M->gu, B->xe, M->xe_pre2, err);
+  if (T == 1) return fused ? 0 : prep_row(D, B, &B->pg, M->gu, B->xe, M->xe_pre2, err);
   const int nz = dk_moe_items(T, K, E);
   return rt_status(dk_moe_group(B->ids, T, K, E, B->item_e, B->src, B->pos, st), "MoE grouping", err) ||
          rt_status(dk_moe_gather(B->xe, B->src, (int64_t)nz * 8, H, B->xg, st), "MoE gather", err) ||
@@ -228,7 +244,7 @@ int dec_moe_route(accel_decoder *D, int i, dec_moe_buf *B, const float *h, int T
 }
 
 int dec_moe_experts(accel_decoder *D, int i, dec_moe_buf *B, const float *ys, int64_t lds, int ks, int64_t kstride,
-                    int T, const float **out, mlxrt_error *err) {
+                    int T, void *join, const float **out, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   const dec_moe *M = D->ly[i].moe;
   const int H = d->hidden, E = M->E, K = M->K, I = M->I, pb = ck_xprep_block();
@@ -255,7 +271,7 @@ int dec_moe_experts(accel_decoder *D, int i, dec_moe_buf *B, const float *ys, in
              experts_mv(D, B, &B->pd, 0, M->down, zslab, nz, B->act, nb, 1, B->yd, (int64_t)nb * H, err)) {
     return -1;
   }
-  if (cprof_mark(&D->prof, "moe: combine", err) ||
+  if ((join && rt_stream_wait_event(st, join, err)) || cprof_mark(&D->prof, "moe: combine", err) ||
       rt_status(dk_moe_combine(ys, lds, ks, kstride, vec + H, B->yd, H, T > 1 ? B->pos : NULL, B->wts,
                                vec + 3 * (int64_t)H, T, K, H, d->eps, B->out, st),
                 "MoE combine", err))

@@ -259,7 +259,7 @@ static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
       return mx_prefix(err, "layer %d", i);
     /* the FFN's output: the down product, or with an MoE block the block's sum */
     const float *fy = P->y, *fpost = nrm + 3 * (int64_t)H;
-    if ((y->moe && dec_moe_experts(D, i, D->mb_pf, P->y, H, 1, 0, T, &fy, err)) ||
+    if ((y->moe && dec_moe_experts(D, i, D->mb_pf, P->y, H, 1, 0, T, NULL, &fy, err)) ||
         cprof_mark(C, "prefill: norms + residual", err) || (d->ple_dim > 0 && pf_ple_layer(D, i, fy, T, err)))
       return mx_prefix(err, "layer %d", i);
     if (d->ple_dim > 0) { /* the layer's last residual: its per-layer input's projection */

@@ -27,6 +27,7 @@ extern "C" int ck_tl_xprep_timeline(unsigned long long *t, unsigned *n, unsigned
 extern "C" int ck_tl_qkv_post_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_residual_norm_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_moe_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_moe_cluster_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st) {
   int e = ck_tl_attention_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_attention_cluster_timeline(t, n, cap, last, st);
@@ -36,6 +37,7 @@ extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap,
   if (!e) e = ck_tl_qkv_post_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_residual_norm_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_moe_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_moe_cluster_timeline(t, n, cap, last, st);
   return e;
 }
 

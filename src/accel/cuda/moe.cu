@@ -17,7 +17,7 @@
 
 /* One block per row: the router's and the experts' input norms of the residual (one sum of
  * squares for both); block 0 also zeroes zero[0 … nzero) (the maxima a later product's GeGLU
- * epilogue raises). */
+ * epilogue raises). The step's one row runs over a cluster (moe_cluster.cu). */
 __global__ void __launch_bounds__(MOE_THREADS)
     moe_norms_kernel(const float *h, const float *w_router, const float *w_pre2, int H, float eps, uint16_t *xr,
                      uint16_t *xe, float *zero, int nzero) {
@@ -37,9 +37,21 @@ __global__ void __launch_bounds__(MOE_THREADS)
   }
 }
 
+static bool prep1_ok(const dk_moe_prep1 &p) {
+  return p.xp && p.xexp && (p.xmode == 1 || (p.xmode == 2 && p.e == 0 && p.gs == 0)) && p.e >= -126 && p.e <= 127 &&
+         (p.gs == 0 || (p.xs && p.gs % 32 == 0 && p.gs <= 1024 && (p.gs & (p.gs - 1)) == 0));
+}
+
 extern "C" int dk_moe_norms(const float *h, const float *w_router, const float *w_pre2, int T, int H, float eps,
-                            uint16_t *xr, uint16_t *xe, float *zero, int nzero, void *stream) {
+                            uint16_t *xr, uint16_t *xe, float *zero, int nzero, const dk_moe_preps *preps,
+                            void *stream) {
   if (T < 1 || H < 1 || nzero < 0 || (nzero && !zero)) return (int)cudaErrorInvalidValue;
+  if (preps && (T != 1 || H % 32 || !dk_moe_fits_cluster(H) || !prep1_ok(preps->router) ||
+                !prep1_ok(preps->experts) || (preps->router.gs && H % preps->router.gs) ||
+                (preps->experts.gs && H % preps->experts.gs)))
+    return (int)cudaErrorInvalidValue;
+  if (T == 1 && dk_moe_fits_cluster(H))
+    return dk_moe_norms_cluster(h, w_router, w_pre2, H, eps, xr, xe, zero, nzero, preps, stream);
   return (int)ck_launch(moe_norms_kernel, (unsigned)T, MOE_THREADS, 0, (cudaStream_t)stream, h, w_router, w_pre2, H,
                         eps, xr, xe, zero, nzero);
 }
@@ -103,7 +115,7 @@ extern "C" int dk_moe_route(const float *s, int64_t lds, int ks, int64_t kstride
 
 /* One block per row: the shared MLP's post-norm and the experts' weighted sum with its norm
  * (both sums of squares in one reduction; the weighted sum kept in out between the passes),
- * then their add. */
+ * then their add. The step's one row runs over a cluster (moe_cluster.cu). */
 __global__ void __launch_bounds__(MOE_THREADS)
     moe_combine_kernel(const float *ys, int64_t lds, int ks, int64_t kstride, const float *w_post1, const float *y,
                        int64_t ldy, const int *map, const float *wts, const float *w_post2, int K, int H, float eps,
@@ -137,6 +149,8 @@ extern "C" int dk_moe_combine(const float *ys, int64_t lds, int ks, int64_t kstr
                               const float *y, int64_t ldy, const int *map, const float *wts, const float *w_post2, int T,
                               int top_k, int H, float eps, float *out, void *stream) {
   if (T < 1 || top_k < 1 || H < 1 || ks < 1) return (int)cudaErrorInvalidValue;
+  if (T == 1 && !map && dk_moe_fits_cluster(H))
+    return dk_moe_combine_cluster(ys, ks, kstride, w_post1, y, ldy, wts, w_post2, top_k, H, eps, out, stream);
   return (int)ck_launch(moe_combine_kernel, (unsigned)T, MOE_THREADS, 0, (cudaStream_t)stream, ys, lds, ks, kstride,
                         w_post1, y, ldy, map, wts, w_post2, top_k, H, eps, out);
 }

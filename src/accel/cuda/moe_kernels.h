@@ -12,10 +12,34 @@
 extern "C" {
 #endif
 
+/* With preps (T = 1, H a multiple of 32; NULL: none), the step's kernel also writes the activation
+ * preps of xr (the router's product) and xe (the experts' gate|up), bit for bit what
+ * ck_xprep_fixed makes of them: fragment-ordered fp16 x·2^e (xmode 1; with the affine formats'
+ * group sums when gs > 0) or bf16 as is (xmode 2, e 0), the exponents of the 8 rows (the one
+ * row's e, then zeros) and the other rows' sums zero. Two launches fewer per MoE layer. */
+typedef struct dk_moe_prep1 {
+  uint16_t *xp;
+  float *xs; /* group sums [H / gs][8] (gs > 0) */
+  int *xexp; /* [8] */
+  int xmode, gs, e;
+} dk_moe_prep1;
+typedef struct dk_moe_preps {
+  dk_moe_prep1 router, experts;
+} dk_moe_preps;
+
 /* Per row t < T of the residual h after the attention: xr[t] = bf16 rmsnorm(h[t], w_router),
  * xe[t] = bf16 rmsnorm(h[t], w_pre2); zero[0 … nzero) set to zero (NULL, 0: none). */
 int dk_moe_norms(const float *h, const float *w_router, const float *w_pre2, int T, int H, float eps, uint16_t *xr,
-                 uint16_t *xe, float *zero, int nzero, void *stream);
+                 uint16_t *xe, float *zero, int nzero, const dk_moe_preps *preps, void *stream);
+
+/* The step's one-row forms (moe_cluster.cu), which dk_moe_norms and dk_moe_combine take for
+ * T = 1 (combine: map NULL) where dk_moe_fits_cluster(H). */
+int dk_moe_fits_cluster(int H);
+int dk_moe_norms_cluster(const float *h, const float *w_router, const float *w_pre2, int H, float eps, uint16_t *xr,
+                         uint16_t *xe, float *zero, int nzero, const dk_moe_preps *preps, void *stream);
+int dk_moe_combine_cluster(const float *ys, int ks, int64_t kstride, const float *w_post1, const float *y, int64_t ldy,
+                           const float *wts, const float *w_post2, int top_k, int H, float eps, float *out,
+                           void *stream);
 
 /* Per row t < T of router scores s (row t at s + t·lds, ks partial sums kstride apart, float32;
  * rounded to bf16 here): the

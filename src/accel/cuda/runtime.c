@@ -153,6 +153,11 @@ int rt_event_record_at(void *e, void *s, const char *file, int line, mlxrt_error
   return 0;
 }
 
+int rt_stream_wait_event_at(void *s, void *e, const char *file, int line, mlxrt_error *err) {
+  CHECK(cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)e, 0), "cudaStreamWaitEvent");
+  return 0;
+}
+
 int rt_event_ms_at(void *a, void *b, float *ms, const char *file, int line, mlxrt_error *err) {
   CHECK(cudaEventSynchronize((cudaEvent_t)b), "cudaEventSynchronize");
   CHECK(cudaEventElapsedTime(ms, (cudaEvent_t)a, (cudaEvent_t)b), "cudaEventElapsedTime");

@@ -55,6 +55,10 @@ int rt_event_create_at(void **e, const char *file, int line, mlxrt_error *err);
 void rt_event_destroy(void *e);
 int rt_event_record_at(void *e, void *s, const char *file, int line, mlxrt_error *err);
 #define rt_event_record(e, s, err) rt_event_record_at((e), (s), __FILE__, __LINE__, (err))
+/* Work enqueued on s after this waits for e's last record (a fork or join of two streams; in a
+ * captured graph, an edge). */
+int rt_stream_wait_event_at(void *s, void *e, const char *file, int line, mlxrt_error *err);
+#define rt_stream_wait_event(s, e, err) rt_stream_wait_event_at((s), (e), __FILE__, __LINE__, (err))
 /* Milliseconds between two recorded events (waits for the second). */
 int rt_event_ms_at(void *a, void *b, float *ms, const char *file, int line, mlxrt_error *err);
 #define rt_event_ms(a, b, ms, err) rt_event_ms_at((a), (b), (ms), __FILE__, __LINE__, (err))
