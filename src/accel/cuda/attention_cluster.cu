@@ -11,22 +11,16 @@
  * with p = bf16(exp(s − M) / total), Σ p·v float32 → bf16. The denominator is summed over the
  * cluster's blocks (each block's Σ exp(s − m_b) scaled by exp(m_b − M)), and the p·v partials
  * in rank order: another grouping than the split path's, so a result may differ from it in a
- * last bit (the CPU-reference checks decide, as for the split shapes).
- *
- * With the q/k/v post step folded in (dk_att_post), the cluster also makes its query rows and
- * the new position's K and V from the q|k|v product: the chain one kernel shorter. */
+ * last bit (the CPU-reference checks decide, as for the split shapes). */
 #include <cooperative_groups.h>
 
 #include <atomic>
 
 #include "attention_common.cuh"
 #include "prep_store.cuh"
-#include "qkv_post.cuh"
 #include "qmv_tc.cuh" /* the mbarrier and bulk-copy primitives */
 
 namespace cg = cooperative_groups;
-
-static_assert(AT_THREADS == QP_T, "the post step's per-head work runs on blocks of QP_T threads");
 
 /* blocks per cluster (the host emulation, tests/gpu/attention_cluster_emulate.cpp, runs the
  * kernel as it is with any count) */
@@ -91,7 +85,7 @@ template <int REP, int DPT, int CL>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
-                             float *bmax, unsigned *count, dk_att_prep prep, dk_att_post post) {
+                             float *bmax, unsigned *count, dk_att_prep prep) {
   cg::cluster_group cl = cg::this_cluster();
   CK_DYNAMIC_SHARED(float4, sm4);
   float *qs = reinterpret_cast<float *>(sm4), *ps = qs + REP * hd, *red = ps + REP * kpb;
@@ -105,20 +99,12 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   int lo, hi;
   /* the position is written by the step's first copy or the last step's end, long complete
    * (kernels wait before they trigger). The rows of earlier positions are complete too: this
-   * kernel starts only once its predecessor (the q/k/v post step, which writes the newest row,
-   * or with `post` the q|k|v product) has passed its own wait. So the copies are issued before
-   * the wait. */
-  /* with the post step: the norm weights and frequencies, which never change (the key's only
-   * in the block that makes the new row) */
-  qp_consts cq, ck;
+   * kernel starts only once its predecessor (the q/k/v post step, which writes the newest row)
+   * has passed its own wait. So the copies are issued before the wait. */
   {
     const int pos0 = *pos_p;
     ac_range(pos0, window, rank, CL, &lo, &hi);
     ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos0, kst, vst, bar);
-    if (post.y) {
-      qp_load(cq, post.qn, post.inv_freq, hd);
-      if (post.kc_w && pos0 >= lo && pos0 < hi) qp_load(ck, post.kn, post.inv_freq, hd);
-    }
   }
   ck_pdl_enter();
   const int pos = *pos_p;
@@ -127,35 +113,6 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5, nch = (hd + 255) / 256;
   auto slot = [&](int j) -> int64_t { return window > 0 ? j % window : j; };
   const float bscale = rb(scale);
-  if (post.y) {
-    const int nq = REP * nkv;
-    const qp_sum_in bsum = {red};
-    /* the new position's K and V: made by the block whose keys hold it (qs is its scratch),
-     * read back into its stage below like a row the predecessor wrote */
-    if (post.kc_w && pos >= lo && pos < hi) {
-      qp_head(post.y + (int64_t)nq * hd + (int64_t)g * hd, post.ks, post.kstride, hd, ck, post.eps, (float)pos,
-              post.trad, qs, bsum);
-      qp_write_kv(post.y, post.ks, post.kstride, nq, nkv, hd, g, post.k_eq_v, post.v_norm, post.eps, slot(pos), qs,
-                  post.kc_w, post.vc_w, bsum);
-      __syncthreads();
-    }
-    /* query head r by block r mod CL, scaled and rounded as at_stage_q does, then each block
-     * takes the others' from their shared memory */
-    for (int r = rank; r < REP; r += CL) {
-      float *qr = qs + r * hd;
-      qp_head(post.y + (int64_t)(g * REP + r) * hd, post.ks, post.kstride, hd, cq, post.eps, (float)pos, post.trad,
-              qr, bsum);
-      if (scale != 1.0f)
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) qr[i] = rb(__fmul_rn(qr[i], bscale));
-    }
-    cl.sync();
-    for (int i = threadIdx.x; i < REP * hd; i += blockDim.x) {
-      const int r = i / hd;
-      if (r % CL != rank) qs[i] = *cl.map_shared_rank(qs + i, r % CL);
-    }
-    /* (no block overwrites its q rows before the statistics' cluster barrier, which every
-     * block reaches only after this copy) */
-  }
   /* the newest row, which the predecessor wrote: plain loads (no proxy fence needed) */
   if (pos >= lo && pos < hi && warp < 2) {
     const uint4 *src = reinterpret_cast<const uint4 *>((warp ? vc : kc) + slot(pos) * kvd + (int64_t)g * hd);
@@ -165,7 +122,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   mbar_wait(bar, 0);
   auto krow = [&](int j) -> const uint16_t * { return kst + (int64_t)(j - lo) * hd; };
 
-  if (!post.y) at_stage_q(q, g, REP, hd, scale, bscale, sm4); /* scaled and rounded as the scores kernel does */
+  at_stage_q(q, g, REP, hd, scale, bscale, sm4); /* scaled and rounded as the scores kernel does */
   __syncthreads();
   /* scores: KPI keys per warp and step, completed by one transposed warp reduction (the
    * scores kernel's register path, its sums in its order) */
@@ -317,23 +274,21 @@ static cudaError_t ac_allow(F fn, int cl, size_t smem, std::atomic<size_t> *allo
 template <int REP, int DPT, int CL>
 static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
-                                    float *bmax, unsigned *count, const dk_att_prep &prep, const dk_att_post &post,
-                                    cudaStream_t st) {
+                                    float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
   const size_t smem = ac_smem_bytes(REP, hd, kpb);
   auto fn = cluster_attention_kernel<REP, DPT, CL>;
   static std::atomic<size_t> allowed{48 * 1024};
   static std::atomic<bool> cl_done{false};
   if (cudaError_t e = ac_allow(fn, CL, smem, &allowed, &cl_done)) return e;
   return ck_launch(fn, dim3(CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos, window, kpb,
-                   att, amax, namax, bmax, count, prep, post);
+                   att, amax, namax, bmax, count, prep);
 }
 
 template <int REP>
 static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
                                   const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
-                                  float *bmax, unsigned *count, const dk_att_prep &prep, const dk_att_post &post,
-                                  int wide, cudaStream_t st) {
-#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, post, st
+                                  float *bmax, unsigned *count, const dk_att_prep &prep, int wide, cudaStream_t st) {
+#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
 #define AC_BY_DPT(DPT) \
   return wide ? launch_cluster_s<REP, DPT, 2 * AC_CL>(AC_ARGS) : launch_cluster_s<REP, DPT, AC_CL>(AC_ARGS)
   if (hd <= AT_THREADS) AC_BY_DPT(1);
@@ -389,17 +344,14 @@ extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, 
 extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
                                     float scale, const int *pos, int window, int64_t keys, int wide, uint16_t *att,
                                     float *amax, int namax, float *bmax, unsigned *count, const dk_att_prep *prep,
-                                    const dk_att_post *post, void *stream) {
+                                    void *stream) {
   const dk_att_prep none = {NULL, NULL, 0, 0}, p = prep && prep->xp ? *prep : none;
-  const dk_att_post no_post = {}, ps = post && post->y ? *post : no_post;
-  if ((!q && !ps.y) || !dk_attention_cluster_fits(nq, nkv, hd, keys, wide) || (amax && (!bmax || !count || namax < 1)) ||
-      (p.xp && (!p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)) ||
-      (ps.y && (hd > QP_T * QP_V || hd % 2 || !ps.qn || !ps.inv_freq || ps.ks < 1 ||
-                (ps.kc_w && (!ps.vc_w || !ps.kn)))))
+  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys, wide) || (amax && (!bmax || !count || namax < 1)) ||
+      (p.xp && (!p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)))
     return (int)cudaErrorInvalidValue;
   const int cl = dk_attention_cluster_size(wide), kpb = (int)((keys + cl - 1) / cl), rep = nq / nkv;
   cudaStream_t st = (cudaStream_t)stream;
-#define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, p, ps, wide, st)
+#define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, p, wide, st)
   switch (rep) {
   case 1: return (int)AC_CALL(1);
   case 2: return (int)AC_CALL(2);

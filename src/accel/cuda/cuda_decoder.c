@@ -521,17 +521,6 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
   const float *nrm = y->norms;
   void *st = D->stream;
   cprof *P = &D->prof;
-  const int short_cl = y->cluster && D->short_ctx;
-  if (short_cl || y->lkeys) { /* the post step inside the one launch */
-    const dk_att_post post = {D->y, y->qkv.ks, y->qkv.rows, l->k_eq_v, d->rope_traditional, d->v_norm, d->eps,
-                              nrm + 4 * (int64_t)H, nrm + 4 * (int64_t)H + y->hd, y->inv_freq,
-                              y->own ? y->kc : NULL, y->own ? y->vc : NULL};
-    return cprof_mark(P, lb[2], err) ||
-           rt_status(dk_attention_cluster(NULL, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
-                                          short_cl ? y->ckeys : y->lkeys, !short_cl, D->attb, amax, namax, D->smax,
-                                          D->counts, NULL, &post, st),
-                     "attention (one cluster)", err);
-  }
   if (cprof_mark(P, lb[1], err) ||
       rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
                             nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos,
@@ -539,6 +528,12 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                 "q/k/v norm+rope", err) ||
       cprof_mark(P, lb[2], err))
     return -1;
+  const int short_cl = y->cluster && D->short_ctx;
+  if (short_cl || y->lkeys)
+    return rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+                                          short_cl ? y->ckeys : y->lkeys, !short_cl, D->attb, amax, namax, D->smax,
+                                          D->counts, NULL, st),
+                     "attention (one cluster)", err);
   return rt_status(dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window, y->splits,
                                 SPLIT_KEYS, D->deep_ctx, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                 D->attb, amax, namax, st),

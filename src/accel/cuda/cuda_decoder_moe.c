@@ -47,6 +47,8 @@ typedef struct dec_moe_buf {
   uint16_t *xr, *xe, *xg, *act;
   int *ids, *item_e, *src, *pos, *zeros;
   int namax; /* floats of amax: the epilogue's maxima, 8·ceil(I / ck_xprep_block()) per batch */
+  int ids_next; /* the step's route kernel is the experts' gate|up's predecessor: the ids are read
+                   after its wait (no launch between them to have completed the route first) */
 } dec_moe_buf;
 
 static void free_buf(dec_moe_buf *B) {
@@ -169,7 +171,7 @@ fail:
  * batch z at x + z·nb·cols when xper, else batch 0 for every z), through the expert mode; the
  * prep (fast formats) into p first unless prepped. */
 static int experts_mv(accel_decoder *D, dec_moe_buf *B, const moe_prep *p, int prepped, const ck_layout *L,
-                      const int *zslab, int nz, const uint16_t *x, int nb, int xper, float *y, int64_t zy,
+                      const int *zslab, int nz, const uint16_t *x, int nb, int xper, float *y, int64_t zy, int ready,
                       mlxrt_error *err) {
   void *st = D->stream;
   if (L->fmt == CK_GENERIC)
@@ -179,8 +181,8 @@ static int experts_mv(accel_decoder *D, dec_moe_buf *B, const moe_prep *p, int p
                                  : ck_xprep(L, x, nb, p->xp, p->xs, p->xexp, B->pmax, st),
                             "expert x prep launch", err))
     return -1;
-  /* the slabs' ids come from the route kernel, several launches back */
-  return rt_status(ck_qmv_experts(L, zslab, nz, p->xp, p->xs, p->xexp, nb, xper, y, L->rows, zy, 1, st),
+  /* ready: the slabs' ids come from a kernel that completed before this one's predecessor passed its wait */
+  return rt_status(ck_qmv_experts(L, zslab, nz, p->xp, p->xs, p->xexp, nb, xper, y, L->rows, zy, ready, st),
                    "expert mat-vec launch", err);
 }
 
@@ -218,6 +220,7 @@ int dec_moe_route(accel_decoder *D, int i, dec_moe_buf *B, const float *h, int T
   /* the step: the norms kernel writes both products' preps where their formats allow */
   dk_moe_preps pp;
   const int fused = T == 1 && norm_preps(B, M, R, H, &pp);
+  B->ids_next = fused && D->side;
   if (cprof_mark(P, "moe: norms", err) ||
       rt_status(dk_moe_norms(h, vec, vec + 2 * (int64_t)H, T, H, d->eps, B->xr, B->xe, M->gu_epi ? B->amax : NULL,
                              M->gu_epi ? B->namax : 0, fused ? &pp : NULL, st),
@@ -229,7 +232,7 @@ int dec_moe_route(accel_decoder *D, int i, dec_moe_buf *B, const float *h, int T
   if (T == 1 ? (!fused && prep_row(D, B, &B->pr, R, B->xr, M->xe_router, err)) ||
                    rt_status(ck_qmv(R, 0, B->xr, B->pr.xp, B->pr.xs, B->pr.xexp, 1, B->scores, E, st), "router launch",
                              err)
-             : experts_mv(D, B, &B->pr, 0, R, B->zeros, (T + 7) / 8, B->xr, 8, 1, B->scores, 8 * (int64_t)E, err))
+             : experts_mv(D, B, &B->pr, 0, R, B->zeros, (T + 7) / 8, B->xr, 8, 1, B->scores, 8 * (int64_t)E, 1, err))
     return -1;
   if (rt_status(dk_moe_route(B->scores, E, 1, 0, T, E, K, vec + 4 * (int64_t)H, B->ids, B->wts, st), "MoE route", err))
     return -1;
@@ -256,19 +259,19 @@ int dec_moe_experts(accel_decoder *D, int i, dec_moe_buf *B, const float *ys, in
   if (T == 1 && M->gu_epi) {
     /* gate|up with GeGLU in its epilogue, its maxima for down's prep */
     const int64_t amax_z = 8 * (int64_t)((I + pb - 1) / pb);
-    if (rt_status(ck_qmv_experts_geglu(M->gu, zslab, nz, B->pg.xp, B->pg.xs, B->pg.xexp, B->act, B->amax, pb, amax_z, 1,
-                                       st),
+    if (rt_status(ck_qmv_experts_geglu(M->gu, zslab, nz, B->pg.xp, B->pg.xs, B->pg.xexp, B->act, B->amax, pb, amax_z,
+                                       !B->ids_next, st),
                   "expert gate|up + geglu launch", err) ||
         rt_status(ck_xprep_batched_premax(M->down, B->act, nz, B->pd.xp, B->pd.xs, B->pd.xexp, B->amax, st),
                   "expert x prep launch", err) ||
-        experts_mv(D, B, &B->pd, 1, M->down, zslab, nz, B->act, 1, 1, B->yd, H, err))
+        experts_mv(D, B, &B->pd, 1, M->down, zslab, nz, B->act, 1, 1, B->yd, H, 1, err))
       return -1;
   } else if (experts_mv(D, B, &B->pg, 1, M->gu, zslab, nz, T == 1 ? B->xe : B->xg, nb, T > 1, B->y,
-                        (int64_t)nb * 2 * I, err) ||
+                        (int64_t)nb * 2 * I, !B->ids_next, err) ||
              rt_status(dk_geglu(B->y, B->y + (M->gu_il ? M->gu_il : I), 1, 0, B->act, (int64_t)nz * nb * I, NULL, pb,
                                 M->gu_il ? M->gu_il : I, st),
                        "MoE geglu", err) ||
-             experts_mv(D, B, &B->pd, 0, M->down, zslab, nz, B->act, nb, 1, B->yd, (int64_t)nb * H, err)) {
+             experts_mv(D, B, &B->pd, 0, M->down, zslab, nz, B->act, nb, 1, B->yd, (int64_t)nb * H, 1, err)) {
     return -1;
   }
   if ((join && rt_stream_wait_event(st, join, err)) || cprof_mark(&D->prof, "moe: combine", err) ||

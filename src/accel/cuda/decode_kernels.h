@@ -95,21 +95,6 @@ typedef struct dk_att_prep {
   int *xexp;
   int e, xmode;
 } dk_att_prep;
-/* The q/k/v post step inside the one-launch attention (NULL or y NULL: q holds the query rows,
- * the new position's K and V are in the cache). y is the q|k|v product as dk_qkv_post reads
- * it; the query heads are made by the cluster's blocks in turn and exchanged through
- * distributed shared memory, the new position's K and V row by the block whose keys hold it,
- * into kc_w / vc_w (NULL: a KV-shared layer, whose source wrote them): dk_qkv_post's operations
- * in its order, so the same bits as that kernel before the attention, one launch fewer. */
-typedef struct dk_att_post {
-  const float *y;
-  int ks;
-  int64_t kstride;
-  int k_eq_v, trad, v_norm;
-  float eps;
-  const float *qn, *kn, *inv_freq;
-  uint16_t *kc_w, *vc_w;
-} dk_att_post;
 int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, int wide);
 /* blocks per cluster: 8, or 16 when wide */
 int dk_attention_cluster_size(int wide);
@@ -117,8 +102,7 @@ int dk_attention_cluster_size(int wide);
 int dk_attention_cluster_max_clusters(int nq, int nkv, int hd, int64_t keys, int wide);
 int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, float scale,
                          const int *pos, int window, int64_t keys, int wide, uint16_t *att, float *amax, int namax,
-                         float *bmax, unsigned *count, const dk_att_prep *prep, const dk_att_post *post,
-                         void *stream);
+                         float *bmax, unsigned *count, const dk_att_prep *prep, void *stream);
 
 #ifdef __cplusplus
 }
