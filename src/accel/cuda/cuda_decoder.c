@@ -260,6 +260,8 @@ void cuda_decoder_free(accel_decoder *D) {
   rt_stream_destroy(D->side);
   rt_event_destroy(D->ev_fork);
   rt_event_destroy(D->ev_join);
+  rt_event_destroy(D->ev_ple_fork);
+  rt_event_destroy(D->ev_ple_join);
   cprof_report_free(&D->prof, "CUDA decoder profile (MLXRT_CUDA_PROFILE=1)");
   if (D->timeline) ctl_report_free("CUDA decoder timeline of the graph replays (MLXRT_CUDA_TIMELINE=1)");
   dec_prefill_free(D);
@@ -274,7 +276,7 @@ void cuda_decoder_free(accel_decoder *D) {
       rt_free(D->ly[i].vc);
     }
   free(D->ly);
-  void *dev[] = {D->ple_pnorm, D->ple, D->ple_row, D->final_norm, D->all_tokens, D->tok, D->next, D->pos, D->emb, D->xb, D->attb, D->gub,
+  void *dev[] = {D->ple_xb, D->ple_xp, D->ple_xs, D->ple_pmax, D->ple_y, D->ple_xexp, D->ple_pnorm, D->ple, D->ple_row, D->final_norm, D->all_tokens, D->tok, D->next, D->pos, D->emb, D->xb, D->attb, D->gub,
                  D->h, D->y, D->q, D->ylog, D->logits, D->xp, D->xs, D->pmax, D->gmax, D->xexp, D->scores,
                  D->smax, D->ssum, D->pacc, D->part_v, D->part_i, D->counts, D->sk_state};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
@@ -446,6 +448,12 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     DALLOC(D->ple_pnorm, P);
     DALLOC(D->ple, LP);
     DALLOC(D->ple_row, LP);
+    DALLOC(D->ple_xb, H);
+    DALLOC(D->ple_xp, (H + 128) * 8);
+    DALLOC(D->ple_xs, ((H + 128) / 32 + 1) * 8);
+    DALLOC(D->ple_pmax, ck_xprep_pmax_floats(H + 128));
+    DALLOC(D->ple_xexp, 8);
+    DALLOC(D->ple_y, LP * D->ple_mp.ks);
     if (dec_upload_floats(D, D->ple_pnorm, d->ple_proj_norm, P, err)) goto fail;
   }
   D->xe_final = dec_norm_fixed_exp(d->final_norm, H);
@@ -493,8 +501,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   /* the MoE blocks' step buffers; the prompt pass's buffers and cuBLAS handle now, so no prompt
    * pays for them */
   if (dec_moe_buffers(D, 1, &D->mb, err) || dec_prefill_init(D, err)) goto fail;
-  if (D->mb && !D->prof.on &&
-      (rt_stream_create(&D->side, err) || rt_event_create(&D->ev_fork, err) || rt_event_create(&D->ev_join, err)))
+  if ((D->mb || P > 0) && !D->prof.on &&
+      (rt_stream_create(&D->side, err) || rt_event_create(&D->ev_fork, err) || rt_event_create(&D->ev_join, err) ||
+       rt_event_create(&D->ev_ple_fork, err) || rt_event_create(&D->ev_ple_join, err)))
     goto fail;
   return D;
 fail:
@@ -540,21 +549,47 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                    "attention", err);
 }
 
+/* The decoder's work buffers a chain of launches uses (dec_run_mv, the norms), swapped as a
+ * whole for a chain on the side stream. */
+typedef struct dec_work {
+  void *stream;
+  uint16_t *xb, *xp;
+  float *xs, *pmax, *y;
+  int *xexp;
+} dec_work;
+static dec_work work_swap(accel_decoder *D, dec_work w) {
+  const dec_work old = {D->stream, D->xb, D->xp, D->xs, D->pmax, D->y, D->xexp};
+  D->stream = w.stream, D->xb = w.xb, D->xp = w.xp, D->xs = w.xs, D->pmax = w.pmax, D->y = w.y, D->xexp = w.xexp;
+  return old;
+}
+
 /* The step's per-layer embeddings from h (the scaled embedding): xb = bf16 h, the model
- * projection, the token's table row, then D->ple [L·P]. */
+ * projection, the token's table row, then D->ple [L·P]. With a side stream all but the first
+ * launch run there, in their own buffers, beside layer 0's attention (joined before layer 0's
+ * per-layer input: enqueue_body); the first reads h before layer 0 changes it. */
 static int enqueue_ple_inputs(accel_decoder *D, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  void *st = D->stream;
-  return cprof_mark(&D->prof, "per-layer inputs", err) ||
-         rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, NULL, D->xb, d->hidden, d->eps, D->pmax,
-                                    ck_xprep_block(), D->xp, D->xexp, 0, DK_XE_ROWMAX, NULL, 0, st),
-                   "per-layer input", err) ||
-         dec_run_mv(D, &D->ple_mp, D->xb, D->y, XP_PREMAX, err) ||
-         rt_status(ck_embed(D->ple_emb, D->tok, 1, D->ple_row, st), "per-layer embedding gather", err) ||
-         rt_status(dk_ple_inputs(D->y, D->ple_mp.ks, D->ple_mp.rows, 0, D->ple_row, D->ple_pnorm, d->n_layers,
-                                 d->ple_dim, d->ple_model_scale, d->ple_embed_scale, d->ple_mix_scale, d->eps, D->ple,
-                                 1, st),
-                   "per-layer inputs", err);
+  dec_work saved = {0};
+  if (D->side) saved = work_swap(D, (dec_work){D->stream, D->ple_xb, D->ple_xp, D->ple_xs, D->ple_pmax, D->ple_y,
+                                               D->ple_xexp});
+  int rc = cprof_mark(&D->prof, "per-layer inputs", err) ||
+           rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, NULL, D->xb, d->hidden, d->eps, D->pmax,
+                                      ck_xprep_block(), D->xp, D->xexp, 0, DK_XE_ROWMAX, NULL, 0, D->stream),
+                     "per-layer input", err);
+  if (!rc && D->side) {
+    rc = rt_event_record(D->ev_ple_fork, D->stream, err) || rt_stream_wait_event(D->side, D->ev_ple_fork, err);
+    D->stream = D->side;
+  }
+  rc = rc || dec_run_mv(D, &D->ple_mp, D->xb, D->y, XP_PREMAX, err) ||
+       rt_status(ck_embed(D->ple_emb, D->tok, 1, D->ple_row, D->stream), "per-layer embedding gather", err) ||
+       rt_status(dk_ple_inputs(D->y, D->ple_mp.ks, D->ple_mp.rows, 0, D->ple_row, D->ple_pnorm, d->n_layers, d->ple_dim,
+                               d->ple_model_scale, d->ple_embed_scale, d->ple_mix_scale, d->eps, D->ple, 1, D->stream),
+                 "per-layer inputs", err);
+  if (D->side) {
+    rc = rc || rt_event_record(D->ev_ple_join, D->side, err);
+    work_swap(D, saved);
+  }
+  return rc;
 }
 
 /* Layer i's FFN residual from its product fy (fks partial sums frows apart), then its
@@ -678,7 +713,9 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     /* per-layer embeddings: the FFN residual alone (xb = its bf16 for the gate), then the
      * layer's input through gate and projection, whose post-norm is the layer's last residual */
     if (d->ple_dim > 0) {
-      if (enqueue_ple_layer(D, i, fy, fks, frows, err)) return mx_prefix(err, "layer %d", i);
+      if ((i == 0 && D->side && rt_stream_wait_event(D->stream, D->ev_ple_join, err)) ||
+          enqueue_ple_layer(D, i, fy, fks, frows, err))
+        return mx_prefix(err, "layer %d", i);
       fy = D->y;
       fks = y->pp.ks;
       frows = y->pp.rows;

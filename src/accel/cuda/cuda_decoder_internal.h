@@ -52,6 +52,7 @@ struct accel_decoder {
    * joined before the experts' combine (events fork / join), so that its products run beside
    * the router's and the experts' chain; NULL while profiling (one stream, in order) */
   void *side, *ev_fork, *ev_join;
+  void *ev_ple_fork, *ev_ple_join; /* the per-layer inputs on the side stream (E2B/E4B) */
   int64_t capacity;
   dec_layer *ly;
   dec_mv head;
@@ -94,6 +95,11 @@ struct accel_decoder {
   const ck_layout *ple_emb;
   float *ple_pnorm, *ple;
   uint16_t *ple_row;
+  /* the per-layer inputs' own work buffers, for their run on the side stream beside layer 0:
+   * bf16 h, its prep, the model projection's partial sums */
+  uint16_t *ple_xb, *ple_xp;
+  float *ple_xs, *ple_pmax, *ple_y;
+  int *ple_xexp;
 };
 
 /* a and b can be one concatenated weight: the same format and columns, stacked alike */
