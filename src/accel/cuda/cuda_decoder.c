@@ -276,7 +276,7 @@ void cuda_decoder_free(accel_decoder *D) {
       rt_free(D->ly[i].vc);
     }
   free(D->ly);
-  void *dev[] = {D->ple_xb, D->ple_xp, D->ple_xs, D->ple_pmax, D->ple_y, D->ple_xexp, D->ple_pnorm, D->ple, D->ple_row, D->final_norm, D->all_tokens, D->tok, D->next, D->pos, D->emb, D->xb, D->attb, D->gub,
+  void *dev[] = {D->ple_xb, D->ple_xp, D->ple_xs, D->ple_pmax, D->ple_y, D->ple_xexp, D->ple_pnorm, D->ple, D->ple_row, D->final_norm, D->all_tokens, D->tok, D->next, D->pos, D->xb, D->attb, D->gub,
                  D->h, D->y, D->q, D->ylog, D->logits, D->xp, D->xs, D->pmax, D->gmax, D->xexp, D->scores,
                  D->smax, D->ssum, D->pacc, D->part_v, D->part_i, D->counts, D->sk_state};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
@@ -467,7 +467,6 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   DALLOC(D->tok, 1);
   DALLOC(D->next, 1);
   DALLOC(D->pos, 1);
-  DALLOC(D->emb, H);
   DALLOC(D->xb, max_cols);
   DALLOC(D->attb, max_q);
   DALLOC(D->gub, max_cols);
@@ -665,9 +664,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
   cprof *P = &D->prof;
   const int xe0 = norm_xe(&D->ly[0].qkv, D->ly[0].xe_in);
   if (cprof_mark(P, "embed + input norm", err) ||
-      rt_status(dk_step_begin(D->all_tokens, D->pos, D->tok, st), "step begin", err) ||
-      rt_status(ck_embed(D->embed, D->tok, 1, D->emb, st), "embedding gather", err) ||
-      rt_status(dk_embed_scale(D->emb, D->h, H, d->embed_scale, st), "embedding scale", err) ||
+      rt_status(ck_embed_step(D->embed, D->all_tokens, D->pos, D->tok, d->embed_scale, D->h, st), "embedding", err) ||
       (d->ple_dim > 0 && enqueue_ple_inputs(D, err)) ||
       rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps,
                                  norm_pmax(D, xe0), pb, D->xp, D->xexp, D->ly[0].qkv.xmode, xe0, NULL, 0, st),

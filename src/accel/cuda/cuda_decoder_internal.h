@@ -61,7 +61,7 @@ struct accel_decoder {
   /* work buffers (device) */
   int32_t *all_tokens, *tok, *next;
   int *pos;
-  uint16_t *emb, *xb, *attb, *gub;
+  uint16_t *xb, *attb, *gub;
   float *h, *y, *q, *ylog, *logits;
   uint16_t *xp;
   float *xs, *pmax;

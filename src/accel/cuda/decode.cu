@@ -28,6 +28,7 @@ extern "C" int ck_tl_qkv_post_timeline(unsigned long long *t, unsigned *n, unsig
 extern "C" int ck_tl_residual_norm_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_moe_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_moe_cluster_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_qmv_generic_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st) {
   int e = ck_tl_attention_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_attention_cluster_timeline(t, n, cap, last, st);
@@ -38,20 +39,13 @@ extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap,
   if (!e) e = ck_tl_residual_norm_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_moe_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_moe_cluster_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_qmv_generic_timeline(t, n, cap, last, st);
   return e;
 }
 
-__global__ void step_begin_kernel(const int32_t *all, const int *pos, int32_t *tok) {
-  ck_pdl_enter();
-  tok[0] = all[*pos];
-}
 __global__ void step_end_kernel(int *pos) {
   ck_pdl_enter();
   *pos += 1;
-}
-
-extern "C" int dk_step_begin(const int32_t *all_tokens, const int *pos, int32_t *tok, void *stream) {
-  return (int)ck_launch(step_begin_kernel, 1, 1, 0, (cudaStream_t)stream, all_tokens, pos, tok);
 }
 
 extern "C" int dk_step_end(int *pos, void *stream) {

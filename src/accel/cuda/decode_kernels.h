@@ -12,8 +12,6 @@
 extern "C" {
 #endif
 
-/* tok[0] = all_tokens[*pos] (the token of this step). */
-int dk_step_begin(const int32_t *all_tokens, const int *pos, int32_t *tok, void *stream);
 /* y arguments below may hold the partial sums of a mat-vec split over ks k ranges (ck_qmv_split):
  * y[i] + y[i + kstride] + … in order; ks = 1 for a plain output. */
 /* (*pos)++ (the end of one step's layers). */

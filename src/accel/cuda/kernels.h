@@ -121,6 +121,10 @@ int ck_qmv_generic_experts(const ck_layout *L, const int *zslab, int nz, const u
                            float *y, int64_t ldy, int64_t zy, void *stream);
 /* out[i, cols] bf16 = row ids[i] dequantized as mx.dequantize does (ids already checked). */
 int ck_embed(const ck_layout *L, const int32_t *ids, int64_t n, uint16_t *out, void *stream);
+/* The decode step's start: tok[0] = all_tokens[*pos] and h[k] = bf16(bf16 E[tok, k] · scale)
+ * (float32 holding bf16), in one launch. */
+int ck_embed_step(const ck_layout *L, const int32_t *all_tokens, const int *pos, int32_t *tok, float scale, float *h,
+                  void *stream);
 
 /* The in-graph timeline (cuda_timeline.h): every kernel launched through ck_launch is noted
  * here (a no-op unless a timeline is recording a capture), and ck_set_timeline points every

@@ -4,7 +4,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "ck_block.cuh"
 #include "ck_device.cuh"
+#include "ck_launch.cuh"
 
 struct GenArgs {
   int mode, bits, gs, ddt, sdt;
@@ -158,60 +160,80 @@ __device__ void rep_element(const ck_layout &L, int64_t row, int64_t k, uint32_t
 
 /* Rounding as mx.dequantize: affine bf16(bf16(q·s) + b) in the scales dtype (f32: one
  * rounding at the end), fp modes bf16(s·v), dense converted to bf16. No FMA contraction. */
-__global__ void embed_kernel(ck_layout L, const int32_t *ids, int64_t n, uint16_t *out) {
-  int64_t total = n * L.cols;
-  for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < total;
-       idx += (int64_t)gridDim.x * blockDim.x) {
-    int64_t i = idx / L.cols, k = idx % L.cols, row = ids[i];
-    uint16_t o;
-    if (L.mode == CKM_DENSE) {
-      float v;
-      if (L.fmt == CK_GENERIC) {
-        GenArgs a = gen_args(&L, 0);
-        v = gen_weight(a, row, k);
-      } else {
-        uint32_t c;
-        float s, b;
-        rep_element(L, row, k, &c, &s, &b);
-        v = L.dense_dtype == CKT_BF16 ? ck_bf16_to_f32((uint16_t)c) : ck_f16_to_f32((uint16_t)c);
-      }
-      o = ck_f32_to_bf16(v);
+/* Element (row, k) of the embedding as bf16. */
+__device__ __forceinline__ uint16_t embed_value(const ck_layout &L, int64_t row, int64_t k) {
+  uint16_t o;
+  if (L.mode == CKM_DENSE) {
+    float v;
+    if (L.fmt == CK_GENERIC) {
+      GenArgs a = gen_args(&L, 0);
+      v = gen_weight(a, row, k);
     } else {
       uint32_t c;
       float s, b;
-      if (L.fmt == CK_GENERIC) {
-        const uint32_t *wr = (const uint32_t *)L.w + row * (L.cols * L.bits / 32);
-        c = ck_raw_code(wr, L.bits, k);
-        int64_t G = row * (L.cols / L.group_size) + k / L.group_size;
-        if (L.mode == CKM_AFFINE) {
-          s = ck_load_param(L.s, G, L.scales_dtype);
-          b = ck_load_param(L.b, G, L.scales_dtype);
-        } else {
-          uint8_t sb = ((const uint8_t *)L.s)[G];
-          s = L.mode == CKM_NVFP4 ? ck_e4m3_to_f32(sb) : ck_e8m0_to_f32(sb);
-          b = 0.f;
-        }
-      } else {
-        rep_element(L, row, k, &c, &s, &b);
-      }
-      if (L.mode == CKM_AFFINE) {
-        float q = (float)c;
-        if (L.scales_dtype == CKT_BF16) {
-          float p = ck_bf16_to_f32(ck_f32_to_bf16(__fmul_rn(s, q)));
-          o = ck_f32_to_bf16(__fadd_rn(p, b));
-        } else if (L.scales_dtype == CKT_F16) {
-          float p = ck_f16_to_f32(ck_f32_to_f16(__fmul_rn(s, q)));
-          o = ck_f32_to_bf16(ck_f16_to_f32(ck_f32_to_f16(__fadd_rn(p, b))));
-        } else {
-          o = ck_f32_to_bf16(__fadd_rn(__fmul_rn(s, q), b));
-        }
-      } else {
-        float v = L.mode == CKM_MXFP8 ? ck_e4m3_to_f32(c) : ck_fp4_to_f32(c);
-        o = ck_f32_to_bf16(__fmul_rn(s, v));
-      }
+      rep_element(L, row, k, &c, &s, &b);
+      v = L.dense_dtype == CKT_BF16 ? ck_bf16_to_f32((uint16_t)c) : ck_f16_to_f32((uint16_t)c);
     }
-    out[idx] = o;
+    o = ck_f32_to_bf16(v);
+  } else {
+    uint32_t c;
+    float s, b;
+    if (L.fmt == CK_GENERIC) {
+      const uint32_t *wr = (const uint32_t *)L.w + row * (L.cols * L.bits / 32);
+      c = ck_raw_code(wr, L.bits, k);
+      int64_t G = row * (L.cols / L.group_size) + k / L.group_size;
+      if (L.mode == CKM_AFFINE) {
+        s = ck_load_param(L.s, G, L.scales_dtype);
+        b = ck_load_param(L.b, G, L.scales_dtype);
+      } else {
+        uint8_t sb = ((const uint8_t *)L.s)[G];
+        s = L.mode == CKM_NVFP4 ? ck_e4m3_to_f32(sb) : ck_e8m0_to_f32(sb);
+        b = 0.f;
+      }
+    } else {
+      rep_element(L, row, k, &c, &s, &b);
+    }
+    if (L.mode == CKM_AFFINE) {
+      float q = (float)c;
+      if (L.scales_dtype == CKT_BF16) {
+        float p = ck_bf16_to_f32(ck_f32_to_bf16(__fmul_rn(s, q)));
+        o = ck_f32_to_bf16(__fadd_rn(p, b));
+      } else if (L.scales_dtype == CKT_F16) {
+        float p = ck_f16_to_f32(ck_f32_to_f16(__fmul_rn(s, q)));
+        o = ck_f32_to_bf16(ck_f16_to_f32(ck_f32_to_f16(__fadd_rn(p, b))));
+      } else {
+        o = ck_f32_to_bf16(__fadd_rn(__fmul_rn(s, q), b));
+      }
+    } else {
+      float v = L.mode == CKM_MXFP8 ? ck_e4m3_to_f32(c) : ck_fp4_to_f32(c);
+      o = ck_f32_to_bf16(__fmul_rn(s, v));
+    }
   }
+  return o;
+}
+
+__global__ void embed_kernel(ck_layout L, const int32_t *ids, int64_t n, uint16_t *out) {
+  int64_t total = n * L.cols;
+  for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < total;
+       idx += (int64_t)gridDim.x * blockDim.x)
+    out[idx] = embed_value(L, ids[idx / L.cols], idx % L.cols);
+}
+
+/* The decode step's first kernel: tok[0] = all[*pos], then h = bf16(bf16 row · scale) of that
+ * token's embedding row (the prompt pass's gather and scale, one launch instead of three). */
+__global__ void embed_step_kernel(ck_layout L, const int32_t *all, const int *pos, int32_t *tok, float scale,
+                                  float *h) {
+  ck_pdl_enter();
+  const int64_t row = all[*pos];
+  if (blockIdx.x == 0 && threadIdx.x == 0) tok[0] = (int32_t)row;
+  for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < L.cols; k += (int64_t)gridDim.x * blockDim.x)
+    h[k] = rb(__fmul_rn(ck_bf16_to_f32(embed_value(L, row, k)), scale));
+}
+
+extern "C" int ck_embed_step(const ck_layout *L, const int32_t *all_tokens, const int *pos, int32_t *tok, float scale,
+                             float *h, void *stream) {
+  return (int)ck_launch(embed_step_kernel, (unsigned)((L->cols + 255) / 256), 256, 0, (cudaStream_t)stream, *L,
+                        all_tokens, pos, tok, scale, h);
 }
 
 extern "C" int ck_embed(const ck_layout *L, const int32_t *ids, int64_t n, uint16_t *out,
@@ -223,3 +245,5 @@ extern "C" int ck_embed(const ck_layout *L, const int32_t *ids, int64_t n, uint1
   embed_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(*L, ids, n, out);
   return (int)cudaGetLastError();
 }
+
+CK_TIMELINE_SETTER(ck_tl_qmv_generic)
