@@ -4,7 +4,9 @@
 Templates: every vendor/llama.cpp/models/templates/*.jinja of the pinned sdist
 llama-cpp-python==0.3.36 (downloaded once into ${MLXRT_CACHE:-~/.cache/mlxrt}/src, as
 scripts/build_llama_bench.sh does), plus Gemma 3's published instruction-tuned template (the
-corpus has none; the text lives in scripts/make_demo_model.py).
+corpus has none; the text lives in scripts/make_demo_model.py). The sdist's templates are also
+written as files to ${MLXRT_CACHE:-~/.cache/mlxrt}/src/templates/ (the real-template tests read
+them).
 
 Expected outputs: transformers' own renderer, `render_jinja_template` (the function behind
 `apply_chat_template`: its sandboxed environment, tojson, raise_exception, strftime_now,
@@ -108,6 +110,19 @@ def sdist_templates():
     return dict(sorted(out.items()))
 
 
+def write_templates(templates):
+    """The sdist's templates as files, $MLXRT_CACHE/src/templates/NAME.jinja (the real-template
+    tests read them: tests/cli_real_serve_tools.sh); a file is rewritten only when it differs."""
+    tdir = SRC / "templates"
+    tdir.mkdir(parents=True, exist_ok=True)
+    for name, text in templates.items():
+        f = tdir / f"{name}.jinja"
+        if not f.exists() or f.read_text(encoding="utf-8") != text:
+            tmp = tdir / f"{name}.jinja.tmp"
+            tmp.write_text(text, encoding="utf-8")
+            tmp.rename(f)
+
+
 def freeze_strftime_now():
     """transformers' strftime_now calls datetime.now(): make it the fixed instant (UTC)."""
     import transformers.utils.chat_template_utils as ctu
@@ -141,10 +156,11 @@ def main():
     script_hash = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
     stamp_text = json.dumps({"script": script_hash, "versions": versions}, sort_keys=True)
     stamp = OUT / "stamp.json"
+    templates = sdist_templates()
+    write_templates(templates)
     if (OUT / "corpus.json").exists() and stamp.exists() and stamp.read_text() == stamp_text:
         log(f"{OUT / 'corpus.json'} is up to date")
         return
-    templates = sdist_templates()
     templates["google-gemma-3-it"] = GEMMA3_CHAT_TEMPLATE
     freeze_strftime_now()
     convs = [{"name": n, "messages_json": json.dumps(m, ensure_ascii=False),
