@@ -122,11 +122,11 @@ static void check_group(int T, int E, int K) {
       } while (again);
       ids[(size_t)t * K + k] = e;
     }
-  const int ni = dk_moe_items(T, K, E), H = 40;
-  std::vector<int> item(ni, -7), src((size_t)ni * 8, -7), pos((size_t)T * K, -7);
+  const int ni = dk_moe_items(T, K, E), H = 40, mb = 1 + rnd(4), nr = dk_moe_runs(T, K, E, mb);
+  std::vector<int> item(ni, -7), src((size_t)ni * 8, -7), pos((size_t)T * K, -7), runs((size_t)2 * nr, -7);
   std::vector<uint16_t> x((size_t)T * H), xg((size_t)ni * 8 * H, 0x7777);
   for (size_t i = 0; i < x.size(); i++) x[i] = ck_f32_to_bf16(unit());
-  int rc = dk_moe_group(ids.data(), T, K, E, item.data(), src.data(), pos.data(), NULL);
+  int rc = dk_moe_group(ids.data(), T, K, E, item.data(), src.data(), pos.data(), mb, runs.data(), NULL);
   if (!rc) rc = dk_moe_gather(x.data(), src.data(), (int64_t)ni * 8, H, xg.data(), NULL);
   EXPECT(rc == 0, "group launch rc %d", rc);
   int bad = 0;
@@ -149,8 +149,21 @@ static void check_group(int T, int E, int K) {
     if (r > 0 && src[r] >= 0 && item[r / 8] == item[(r - 1) / 8] && (r % 8 ? src[r - 1] >= src[r] : 0)) bad++;
     if (r % 8 == 0 && src[r] < 0 && item[r / 8] >= 0) bad++; /* an item of an expert starts with a row */
   }
+  /* runs: every item of an expert in exactly one run of at most mb items of that expert, the
+   * runs of an expert consecutive, the rest empty */
+  std::vector<int> covered(ni, 0);
+  for (int j = 0; j < nr; j++) {
+    const int i0 = runs[2 * (size_t)j], n = runs[2 * (size_t)j + 1];
+    if (n == 0) continue;
+    if (n < 0 || n > mb || i0 < 0 || i0 + n > ni) {
+      bad++;
+      continue;
+    }
+    for (int k = 0; k < n; k++) bad += item[i0 + k] != item[i0] || item[i0] < 0 || covered[i0 + k]++;
+  }
+  for (int w = 0; w < ni; w++) bad += item[w] >= 0 && !covered[w];
   EXPECT(!bad, "group T %d E %d K %d: %d mismatches", T, E, K, bad);
-  printf("%s group   T %3d E %3d top-k %2d: %d items\n", bad ? "FAIL" : "ok  ", T, E, K, ni);
+  printf("%s group   T %3d E %3d top-k %2d: %d items, runs of %d\n", bad ? "FAIL" : "ok  ", T, E, K, ni, mb);
 }
 
 /* rmsnorm of n values with the reference's rounding points; float64 sum of squares */
@@ -220,6 +233,7 @@ int main(void) {
   check_group(1, 8, 2);
   check_group(37, 16, 4);
   check_group(64, 128, 8);
+  check_group(512, 128, 8);
   check_norms_combine(1, 704, 8);
   check_norms_combine(3, 300, 2);
   printf("%s\n", fails ? "FAIL" : "PASS");

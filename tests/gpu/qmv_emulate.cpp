@@ -15,6 +15,7 @@
  */
 #include "../../src/accel/cuda/qmv_tc.cu"
 #include "../../src/accel/cuda/repack.cu"
+#include "../../src/accel/cuda/qmm_grouped.cu"
 
 #include <math.h>
 #include <stdio.h>
@@ -214,13 +215,9 @@ static int run_case(const Case &c) {
   return bad != 0;
 }
 
-/* The expert mode (ck_qmv_experts): a weight of 3 slabs, batches z on slabs zslab[z] (−1: no
- * product, its outputs left as they were), x per batch (xper) or batch 0 for all. */
-static int run_expert_case(const Case &c, int xper) {
-  const int S = 3, nz = 5, zslab[nz] = {2, -1, 0, 2, 1};
-  std::vector<Weights> W;
-  std::vector<uint8_t> rw, rs;
-  ck_layout L = layout_of(c, S);
+/* S slabs of random weights W, repacked one by one and stacked into rw / rs, which L points at */
+static int make_slabs(const Case &c, int S, ck_layout *L, std::vector<Weights> &W, std::vector<uint8_t> &rw,
+                      std::vector<uint8_t> &rs) {
   for (int e = 0; e < S; e++) {
     W.push_back(make_weights(c));
     ck_layout L1 = layout_of(c, 1);
@@ -230,11 +227,45 @@ static int run_expert_case(const Case &c, int xper) {
     if (repack(&L1, W.back())) return 1;
     rw.insert(rw.end(), w1.begin(), w1.end());
     rs.insert(rs.end(), s1.begin(), s1.end());
-    L.w_slab = w1.size();
-    L.s_slab = s1.size();
+    L->w_slab = w1.size();
+    L->s_slab = s1.size();
   }
-  L.w = rw.data();
-  L.s = rs.data();
+  L->w = rw.data();
+  L->s = rs.data();
+  return 0;
+}
+
+/* y's batches z < nz (nb rows each, zy apart) against float64 products with slab on[z] (< 0:
+ * none, the outputs left NaN) of x batch z (xper; else batch 0); *worst: the largest error */
+static int check_batches(const Case &c, const std::vector<Weights> &W, const int *on, int nz, int nb,
+                         const std::vector<uint16_t> &x, int xper, const std::vector<float> &y, int64_t zy,
+                         double *worst) {
+  int bad = 0;
+  for (int z = 0; z < nz; z++)
+    for (int b = 0; b < nb; b++)
+      for (int r = 0; r < c.rows; r++) {
+        const float got = y[(size_t)z * zy + (size_t)b * c.rows + r];
+        if (on[z] < 0) {
+          bad += !isnan(got);
+          continue;
+        }
+        double ref, mag;
+        ref_dot(W[on[z]], r, &x[((size_t)(xper ? z : 0) * nb + b) * c.cols], &ref, &mag);
+        const double err = fabs((double)got - ref) / (mag > 0 ? mag : 1.0);
+        if (!(err <= 2e-5)) bad++;
+        if (!(err <= *worst)) *worst = err;
+      }
+  return bad;
+}
+
+/* The expert mode (ck_qmv_experts): a weight of 3 slabs, batches z on slabs zslab[z] (−1: no
+ * product, its outputs left as they were), x per batch (xper) or batch 0 for all. */
+static int run_expert_case(const Case &c, int xper) {
+  const int S = 3, nz = 5, zslab[nz] = {2, -1, 0, 2, 1};
+  std::vector<Weights> W;
+  std::vector<uint8_t> rw, rs;
+  ck_layout L = layout_of(c, S);
+  if (make_slabs(c, S, &L, W, rw, rs)) return 1;
   const int nb = c.nb, nbx = xper ? nz : 1; /* x batches made */
   std::vector<uint16_t> x((size_t)nbx * nb * c.cols), xp((size_t)nbx * nb * c.cols, 0);
   std::vector<float> xs((size_t)nbx * (c.cols / 32) * 8, 0.0f);
@@ -250,24 +281,59 @@ static int run_expert_case(const Case &c, int xper) {
     printf("FAIL %-34s expert launch rc=%d\n", c.what, rc);
     return 1;
   }
-  int bad = 0;
   double worst = 0;
-  for (int z = 0; z < nz; z++)
-    for (int b = 0; b < nb; b++)
-      for (int r = 0; r < c.rows; r++) {
-        const float got = y[(size_t)z * zy + (size_t)b * c.rows + r];
-        if (zslab[z] < 0) {
-          bad += !isnan(got);
-          continue;
-        }
-        double ref, mag;
-        ref_dot(W[zslab[z]], r, &x[((size_t)(xper ? z : 0) * nb + b) * c.cols], &ref, &mag);
-        const double err = fabs((double)got - ref) / (mag > 0 ? mag : 1.0);
-        if (!(err <= 2e-5)) bad++;
-        if (!(err <= worst)) worst = err;
-      }
+  int bad = check_batches(c, W, zslab, nz, nb, x, xper, y, zy, &worst);
   printf("%s experts: %-29s %s g%-3d %3d x %5d nb %d, x %s: worst %.2e of sum|w.x|\n", bad ? "FAIL" : "ok  ", c.what,
          fmt_name(c.fmt), c.gs, c.rows, c.cols, nb, xper ? "per batch" : "shared", worst);
+  return bad != 0;
+}
+
+/* The grouped product (ck_qmm_grouped): a weight of 3 slabs, batches of 8 rows; with runs of
+ * one slab (mode 1, as dk_moe_group writes them: a full run, a partial one, a batch on no slab
+ * left out, an empty run), or without runs (every batch on slab 0, consecutive runs of 3 batches
+ * in mode 0, of one in mode 2). */
+static int run_grouped_case(const Case &c, int with_runs) {
+  const int S = 3, nz = 8, MB = ck_qmm_group_batches();
+  const int item_e[nz] = {2, 2, 2, 2, 2, -1, 0, 1};
+  /* runs: items 0-3 (slab 2, full), 4 (slab 2), 6 (slab 0), 7 (slab 1), and an empty one */
+  const int runs[] = {0, MB < 4 ? MB : 4, 4, 1, 6, 1, 7, 1, 0, 0};
+  const int nruns = 5;
+  std::vector<Weights> W;
+  std::vector<uint8_t> rw, rs;
+  ck_layout L = layout_of(c, S);
+  if (make_slabs(c, S, &L, W, rw, rs)) return 1;
+  const int nb = 8;
+  std::vector<uint16_t> x((size_t)nz * nb * c.cols), xp((size_t)nz * nb * c.cols, 0);
+  std::vector<float> xs((size_t)nz * (c.cols / 32) * 8, 0.0f);
+  std::vector<int> xexp((size_t)nz * 8, 0);
+  for (int b = 0; b < nz; b++)
+    make_x(c, nb, &x[(size_t)b * nb * c.cols], &xp[(size_t)b * nb * c.cols], &xs[(size_t)b * (c.cols / 32) * 8],
+           &xexp[(size_t)b * 8]);
+  const int64_t zy = (int64_t)nb * c.rows + 3;
+  std::vector<float> y((size_t)nz * zy, NAN);
+  /* without runs: consecutive runs of 3 batches (the last partial), or of one */
+  const int len = with_runs == 2 ? 1 : 3;
+  with_runs = with_runs == 1;
+  int rc = with_runs ? ck_qmm_grouped(&L, item_e, runs, nruns, nz, 0, xp.data(), xs.data(), xexp.data(), y.data(),
+                                      c.rows, zy, NULL)
+                     : ck_qmm_grouped(&L, NULL, NULL, 0, nz, len, xp.data(), xs.data(), xexp.data(), y.data(), c.rows,
+                                      zy, NULL);
+  if (rc) {
+    printf("FAIL %-34s grouped launch rc=%d\n", c.what, rc);
+    return 1;
+  }
+  /* the slab each batch ran on (-1: none) */
+  int on[nz];
+  for (int z = 0; z < nz; z++) on[z] = with_runs ? -1 : 0;
+  if (with_runs)
+    for (int r = 0; r < nruns; r++)
+      for (int k = 0; k < runs[2 * r + 1]; k++) on[runs[2 * r] + k] = item_e[runs[2 * r]];
+  double worst = 0;
+  int bad = check_batches(c, W, on, nz, nb, x, 1, y, zy, &worst);
+  for (int z = 0; z < nz; z++) /* the gap between batches stays untouched */
+    for (int k = nb * c.rows; k < zy; k++) bad += !isnan(y[(size_t)z * zy + k]);
+  printf("%s grouped: %-29s %s g%-3d %3d x %5d, %s: worst %.2e of sum|w.x|\n", bad ? "FAIL" : "ok  ", c.what,
+         fmt_name(c.fmt), c.gs, c.rows, c.cols, with_runs ? "runs" : "one slab", worst);
   return bad != 0;
 }
 
@@ -308,5 +374,21 @@ int main(int argc, char **argv) {
   };
   for (const Case &c : experts)
     for (int xper = 0; xper < 2; xper++) bad |= run_expert_case(c, xper);
+  /* 5 tiles (two blocks, the second with one busy warp) or 3 (a partial tile); 37 units = partial stages */
+  const Case grouped[] = {
+      {"nvfp4, partial tile", NV, 16, BF, 40, 64 * 37, 8, 1, false},
+      {"nvfp4, two blocks", NV, 16, BF, 80, 64 * 11, 8, 1, false},
+      {"affine g64", AF, 64, BF, 24, 64 * 20, 8, 1, false},
+      {"affine g32, f16 scales", AF, 32, F16, 40, 64 * 9, 8, 1, false},
+      {"affine g128", AF, 128, BF, 24, 128 * 5, 8, 1, false},
+      {"affine 8-bit g64", CK_AFF8, 64, BF, 40, 64 * 9, 8, 1, false},
+      {"affine 8-bit g32, f16", CK_AFF8, 32, F16, 24, 32 * 45, 8, 1, false},
+      {"mxfp4", CK_MXFP4, 32, BF, 40, 64 * 9, 8, 1, false},
+      {"mxfp8", CK_MXFP8, 32, BF, 24, 32 * 45, 8, 1, false},
+      {"dense bf16", CK_DBF16, 0, BF, 40, 32 * 45, 8, 1, false},
+      {"dense f16", CK_DF16, 0, BF, 24, 32 * 13, 8, 1, false},
+  };
+  for (const Case &c : grouped)
+    for (int mode = 0; mode < 3; mode++) bad |= run_grouped_case(c, mode);
   return bad;
 }

@@ -45,7 +45,8 @@ typedef struct dec_moe_buf {
   moe_prep pr, pg, pd; /* the router's, gate|up's and down's preps */
   float *scores, *wts, *y, *yd, *out, *pmax, *amax;
   uint16_t *xr, *xe, *xg, *act;
-  int *ids, *item_e, *src, *pos, *zeros;
+  int *ids, *item_e, *src, *pos, *runs, *zeros;
+  int nruns; /* the chunk's runs of at most ck_qmm_group_batches() items (dk_moe_runs; the buffer holds T's) */
   int namax; /* floats of amax: the epilogue's maxima, 8·ceil(I / ck_xprep_block()) per batch */
   int ids_next; /* the step's route kernel is the experts' gate|up's predecessor: the ids are read
                    after its wait (no launch between them to have completed the route first) */
@@ -55,7 +56,7 @@ static void free_buf(dec_moe_buf *B) {
   if (!B) return;
   void *dev[] = {B->pr.xp, B->pr.xs, B->pr.xexp, B->pg.xp, B->pg.xs, B->pg.xexp, B->pd.xp, B->pd.xs, B->pd.xexp,
                  B->scores, B->wts, B->y, B->yd, B->out, B->pmax, B->amax, B->xr, B->xe, B->xg, B->act, B->ids,
-                 B->item_e, B->src, B->pos, B->zeros};
+                 B->item_e, B->src, B->pos, B->runs, B->zeros};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
   free(B);
 }
@@ -128,9 +129,9 @@ int dec_moe_buffers(accel_decoder *D, int T, dec_moe_buf **mb, mlxrt_error *err)
   free_buf(*mb);
   *mb = NULL;
   if (!E) return 0;
-  if (T > 1 && (T * K + 2 * E) * (int64_t)sizeof(int) > 48 * 1024)
-    return mx_fail(err, "CUDA decoder: MoE prompt chunks of %d tokens × top-k %lld do not fit the grouping kernel", T,
-                   (long long)K);
+  if (T > 1 && !dk_moe_group_fits(T, (int)E))
+    return mx_fail(err, "CUDA decoder: MoE prompt chunks of %d tokens × %lld experts do not fit the grouping kernel", T,
+                   (long long)E);
   dec_moe_buf *B = mx_calloc(1, sizeof *B, err);
   if (!B) return -1;
   *mb = B;
@@ -158,6 +159,8 @@ int dec_moe_buffers(accel_decoder *D, int T, dec_moe_buf **mb, mlxrt_error *err)
     DALLOC(B->item_e, B->nz);
     DALLOC(B->src, rows);
     DALLOC(B->pos, T * K);
+    B->nruns = dk_moe_runs(T, (int)K, (int)E, ck_qmm_group_batches());
+    DALLOC(B->runs, 2 * (int64_t)B->nruns);
     DALLOC(B->zeros, Tp / 8);
     if (rt_memset(B->zeros, 0, (size_t)(Tp / 8) * sizeof(int), D->stream, err)) return -1;
   }
@@ -169,10 +172,13 @@ fail:
 
 /* y (+ z·zy) = the products of L's slabs zslab[z < nz] with activation batches of nb rows (x:
  * batch z at x + z·nb·cols when xper, else batch 0 for every z), through the expert mode; the
- * prep (fast formats) into p first unless prepped. */
+ * prep (fast formats) into p first unless prepped. With grouped (a prompt's batches of 8), the
+ * grouped product instead, in runs of one slab: the runs dk_moe_group wrote when runs, else
+ * (the router: one small weight, zslab all 0) a block per batch, which spreads its few tiles
+ * over more blocks. */
 static int experts_mv(accel_decoder *D, dec_moe_buf *B, const moe_prep *p, int prepped, const ck_layout *L,
                       const int *zslab, int nz, const uint16_t *x, int nb, int xper, float *y, int64_t zy, int ready,
-                      mlxrt_error *err) {
+                      int grouped, const int *runs, mlxrt_error *err) {
   void *st = D->stream;
   if (L->fmt == CK_GENERIC)
     return rt_status(ck_qmv_generic_experts(L, zslab, nz, x, xper ? nb * L->cols : 0, nb, y, L->rows, zy, st),
@@ -181,6 +187,10 @@ static int experts_mv(accel_decoder *D, dec_moe_buf *B, const moe_prep *p, int p
                                  : ck_xprep(L, x, nb, p->xp, p->xs, p->xexp, B->pmax, st),
                             "expert x prep launch", err))
     return -1;
+  if (grouped)
+    return rt_status(ck_qmm_grouped(L, runs ? zslab : NULL, runs, runs ? B->nruns : 0, nz, 1, p->xp, p->xs, p->xexp,
+                                    y, L->rows, zy, st),
+                     "grouped expert product launch", err);
   /* ready: the slabs' ids come from a kernel that completed before this one's predecessor passed its wait */
   return rt_status(ck_qmv_experts(L, zslab, nz, p->xp, p->xs, p->xexp, nb, xper, y, L->rows, zy, ready, st),
                    "expert mat-vec launch", err);
@@ -232,18 +242,24 @@ int dec_moe_route(accel_decoder *D, int i, dec_moe_buf *B, const float *h, int T
   if (T == 1 ? (!fused && prep_row(D, B, &B->pr, R, B->xr, M->xe_router, err)) ||
                    rt_status(ck_qmv(R, 0, B->xr, B->pr.xp, B->pr.xs, B->pr.xexp, 1, B->scores, E, st), "router launch",
                              err)
-             : experts_mv(D, B, &B->pr, 0, R, B->zeros, (T + 7) / 8, B->xr, 8, 1, B->scores, 8 * (int64_t)E, 1, err))
+             : experts_mv(D, B, &B->pr, 0, R, B->zeros, (T + 7) / 8, B->xr, 8, 1, B->scores, 8 * (int64_t)E, 1, 1,
+                          NULL, err))
     return -1;
-  if (rt_status(dk_moe_route(B->scores, E, 1, 0, T, E, K, vec + 4 * (int64_t)H, B->ids, B->wts, st), "MoE route", err))
+  if (cprof_mark(P, "moe: route", err) ||
+      rt_status(dk_moe_route(B->scores, E, 1, 0, T, E, K, vec + 4 * (int64_t)H, B->ids, B->wts, st), "MoE route", err))
     return -1;
   /* the experts' input: one prep (the step), or the choices grouped by expert and prepped */
   if (T == 1) return fused ? 0 : prep_row(D, B, &B->pg, M->gu, B->xe, M->xe_pre2, err);
   const int nz = dk_moe_items(T, K, E);
-  return rt_status(dk_moe_group(B->ids, T, K, E, B->item_e, B->src, B->pos, st), "MoE grouping", err) ||
-         rt_status(dk_moe_gather(B->xe, B->src, (int64_t)nz * 8, H, B->xg, st), "MoE gather", err) ||
-         (M->gu->fmt != CK_GENERIC &&
-          rt_status(ck_xprep_batched(M->gu, B->xg, 8, nz, B->pg.xp, B->pg.xs, B->pg.xexp, B->pmax, st),
-                    "expert x prep launch", err));
+  B->nruns = dk_moe_runs(T, K, E, ck_qmm_group_batches());
+  return cprof_mark(P, "moe: grouping", err) ||
+         rt_status(dk_moe_group(B->ids, T, K, E, B->item_e, B->src, B->pos, ck_qmm_group_batches(), B->runs, st),
+                   "MoE grouping", err) ||
+         cprof_mark(P, "moe: experts' prep", err) ||
+         (M->gu->fmt == CK_GENERIC
+              ? rt_status(dk_moe_gather(B->xe, B->src, (int64_t)nz * 8, H, B->xg, st), "MoE gather", err)
+              : rt_status(ck_xprep_rows(M->gu, B->xe, B->src, nz, B->pg.xp, B->pg.xs, B->pg.xexp, B->pmax, st),
+                          "expert x prep launch", err));
 }
 
 int dec_moe_experts(accel_decoder *D, int i, dec_moe_buf *B, const float *ys, int64_t lds, int ks, int64_t kstride,
@@ -264,14 +280,16 @@ int dec_moe_experts(accel_decoder *D, int i, dec_moe_buf *B, const float *ys, in
                   "expert gate|up + geglu launch", err) ||
         rt_status(ck_xprep_batched_premax(M->down, B->act, nz, B->pd.xp, B->pd.xs, B->pd.xexp, B->amax, st),
                   "expert x prep launch", err) ||
-        experts_mv(D, B, &B->pd, 1, M->down, zslab, nz, B->act, 1, 1, B->yd, H, 1, err))
+        experts_mv(D, B, &B->pd, 1, M->down, zslab, nz, B->act, 1, 1, B->yd, H, 1, 0, NULL, err))
       return -1;
   } else if (experts_mv(D, B, &B->pg, 1, M->gu, zslab, nz, T == 1 ? B->xe : B->xg, nb, T > 1, B->y,
-                        (int64_t)nb * 2 * I, !B->ids_next, err) ||
+                        (int64_t)nb * 2 * I, !B->ids_next, T > 1, B->runs, err) ||
              rt_status(dk_geglu(B->y, B->y + (M->gu_il ? M->gu_il : I), 1, 0, B->act, (int64_t)nz * nb * I, NULL, pb,
                                 M->gu_il ? M->gu_il : I, st),
                        "MoE geglu", err) ||
-             experts_mv(D, B, &B->pd, 0, M->down, zslab, nz, B->act, nb, 1, B->yd, (int64_t)nb * H, 1, err)) {
+             cprof_mark(&D->prof, "moe: experts' down", err) ||
+             experts_mv(D, B, &B->pd, 0, M->down, zslab, nz, B->act, nb, 1, B->yd, (int64_t)nb * H, 1, T > 1,
+                        B->runs, err)) {
     return -1;
   }
   if ((join && rt_stream_wait_event(st, join, err)) || cprof_mark(&D->prof, "moe: combine", err) ||

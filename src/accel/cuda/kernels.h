@@ -76,6 +76,10 @@ int ck_xprep_block(void);
  * pmax: 8·nbatch·ceil(cols / ck_xprep_block()) floats of scratch. Fast formats, cols % 32 == 0. */
 int ck_xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs, int *xexp,
                      float *pmax, void *stream);
+/* ck_xprep_batched of nbatch batches of 8 rows gathered from x: batch b's row n is row
+ * map[8b + n] of x (rows of cols), a zero row where map is < 0 (written as zeros). */
+int ck_xprep_rows(const ck_layout *L, const uint16_t *x, const int *map, int nbatch, uint16_t *xp, float *xs, int *xexp,
+                  float *pmax, void *stream);
 /* ck_xprep_batched of one row per batch whose block maxima are given (pmax + b·8·nblk: what
  * ck_qmv_experts_geglu's amax holds with amax_z = 8·nblk): no max pass. */
 int ck_xprep_batched_premax(const ck_layout *L, const uint16_t *x, int nbatch, uint16_t *xp, float *xs, int *xexp,
@@ -116,6 +120,16 @@ int ck_qmv_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t 
 int ck_qmv_experts_geglu(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
                          const int *xexp, uint16_t *act, float *amax, int apblock, int64_t amax_z, int ids_ready,
                          void *stream);
+/* The prompt pass's grouped product (qmm_grouped.cu): activation batch i < nitems of 8 rows
+ * (ck_xprep_batched's layout) times slab item_e[i] (item_e NULL: slab 0) into y + i·zy (row n at
+ * + n·ldy). Blocks take runs of at most ck_qmm_group_batches() batches of one slab: run r =
+ * batches runs[2r] … + runs[2r + 1] (count 0: none; dk_moe_group writes them) for r < nruns, or
+ * with runs NULL batches [r·len, r·len + len) ∩ [0, nitems) (1 ≤ len ≤ ck_qmm_group_batches()).
+ * Each unit's codes are decoded once per run. Fast formats (not the generic layout); one launch. */
+int ck_qmm_group_batches(void);
+int ck_qmm_grouped(const ck_layout *L, const int *item_e, const int *runs, int nruns, int nitems, int len,
+                   const uint16_t *xp, const float *xs, const int *xexp, float *y, int64_t ldy, int64_t zy,
+                   void *stream);
 /* The same for the generic layout: batch z is the nb bf16 rows at x + z·xz. */
 int ck_qmv_generic_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *x, int64_t xz, int nb,
                            float *y, int64_t ldy, int64_t zy, void *stream);

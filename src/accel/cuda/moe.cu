@@ -161,49 +161,81 @@ extern "C" int dk_moe_items(int T, int top_k, int E) {
   return (n + 7) / 8 + (E < n ? E : n);
 }
 
-/* One block: the choices in shared memory; thread e counts expert e's, thread 0 lays the
- * experts' padded row ranges out in expert order, then thread e writes its rows in token order. */
-__global__ void moe_group_kernel(const int *ids, int n, int K, int E, int nitems, int *item_e, int *src, int *pos) {
+/* Runs of at most mb work items of one expert (ck_qmm_grouped's blocks): at most this many. */
+extern "C" int dk_moe_runs(int T, int top_k, int E, int mb) {
+  const int n = T * top_k, used = E < n ? E : n;
+  return (dk_moe_items(T, top_k, E) + used * (mb - 1) + mb - 1) / mb;
+}
+
+/* One block. Token t's top_k experts are distinct (the route's top-k), so expert e's choices
+ * in token order are the set bits of a bitmap over tokens: each choice sets its bit, expert e
+ * counts its bits, thread 0 lays the experts' padded row ranges (and runs) out in expert order,
+ * and a choice's row within its expert is the number of bits below its token's. */
+__global__ void moe_group_kernel(const int *ids, int n, int K, int E, int nw, int nitems, int *item_e, int *src,
+                                 int *pos, int mb, int nruns, int *runs) {
   ck_pdl_enter();
-  CK_DYNAMIC_SHARED(int, sid);
-  int *cnt = sid + n, *off = cnt + E;
-  for (int a = threadIdx.x; a < n; a += blockDim.x) sid[a] = ids[a];
+  CK_DYNAMIC_SHARED(int, sm);
+  int *cnt = sm, *off = cnt + E, *roff = off + E;
+  unsigned *bits = reinterpret_cast<unsigned *>(roff + E); /* [E][nw] */
+  for (int i = threadIdx.x; i < E * nw; i += blockDim.x) bits[i] = 0u;
   for (int w = threadIdx.x; w < nitems; w += blockDim.x) item_e[w] = -1;
   for (int r = threadIdx.x; r < nitems * 8; r += blockDim.x) src[r] = -1;
+  if (runs)
+    for (int r = threadIdx.x; r < nruns; r += blockDim.x) runs[2 * r] = runs[2 * r + 1] = 0;
+  __syncthreads();
+  for (int a = threadIdx.x; a < n; a += blockDim.x) {
+    const int t = a / K;
+    atomicOr(&bits[ids[a] * nw + t / 32], 1u << (t % 32));
+  }
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     int c = 0;
-    for (int a = 0; a < n; a++) c += sid[a] == e;
+    for (int w = 0; w < nw; w++) c += __popc(bits[e * nw + w]);
     cnt[e] = c;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    int at = 0;
+    int at = 0, rat = 0;
     for (int e = 0; e < E; e++) {
+      const int items = (cnt[e] + 7) / 8;
       off[e] = at;
-      at += (cnt[e] + 7) / 8;
+      roff[e] = rat;
+      at += items;
+      rat += (items + mb - 1) / mb;
     }
   }
   __syncthreads();
+  for (int a = threadIdx.x; a < n; a += blockDim.x) {
+    const int e = ids[a], t = a / K;
+    const unsigned *be = bits + e * nw;
+    int rank = __popc(be[t / 32] & ((1u << (t % 32)) - 1u));
+    for (int w = 0; w < t / 32; w++) rank += __popc(be[w]);
+    const int row = off[e] * 8 + rank;
+    pos[a] = row;
+    src[row] = t;
+  }
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    const int base = off[e] * 8;
-    int r = 0;
-    for (int a = 0; a < n; a++)
-      if (sid[a] == e) {
-        pos[a] = base + r;
-        src[base + r] = a / K;
-        r++;
+    const int items = (cnt[e] + 7) / 8;
+    for (int w = off[e]; w < off[e] + items; w++) item_e[w] = e;
+    if (runs)
+      for (int j = 0; j * mb < items; j++) {
+        runs[2 * (roff[e] + j)] = off[e] + j * mb;
+        runs[2 * (roff[e] + j) + 1] = items - j * mb < mb ? items - j * mb : mb;
       }
-    for (int w = off[e]; w < off[e] + (cnt[e] + 7) / 8; w++) item_e[w] = e;
   }
 }
 
-extern "C" int dk_moe_group(const int *ids, int T, int top_k, int E, int *item_e, int *src, int *pos, void *stream) {
+static size_t group_smem(int T, int E) { return ((size_t)3 * E + (size_t)E * ((T + 31) / 32)) * sizeof(int); }
+
+extern "C" int dk_moe_group_fits(int T, int E) { return T >= 1 && E >= 1 && group_smem(T, E) <= 48 * 1024; }
+
+extern "C" int dk_moe_group(const int *ids, int T, int top_k, int E, int *item_e, int *src, int *pos, int mb,
+                            int *runs, void *stream) {
   const int n = T * top_k;
-  const size_t smem = (size_t)(n + 2 * E) * sizeof(int);
-  if (T < 1 || top_k < 1 || E < 1 || smem > 48 * 1024) return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(moe_group_kernel, 1, MOE_THREADS, smem, (cudaStream_t)stream, ids, n, top_k, E,
-                        dk_moe_items(T, top_k, E), item_e, src, pos);
+  if (T < 1 || top_k < 1 || E < 1 || mb < 1 || !dk_moe_group_fits(T, E)) return (int)cudaErrorInvalidValue;
+  return (int)ck_launch(moe_group_kernel, 1, MOE_THREADS, group_smem(T, E), (cudaStream_t)stream, ids, n, top_k, E,
+                        (T + 31) / 32, dk_moe_items(T, top_k, E), item_e, src, pos, mb, dk_moe_runs(T, top_k, E, mb),
+                        runs);
 }
 
 /* One warp per row. */

@@ -59,9 +59,15 @@ int dk_moe_combine(const float *ys, int64_t lds, int ks, int64_t kstride, const 
 /* The prompt pass's grouping of T·top_k choices ids [T, top_k] by expert, in token order
  * within each expert, each expert's rows padded to a multiple of 8: work item w < nitems
  * (dk_moe_items) holds rows 8w … 8w+7 of expert item_e[w] (−1: none); src[r] is the token of
- * grouped row r (−1: padding); pos[t·top_k + k] the grouped row of choice (t, k). One block. */
+ * grouped row r (−1: padding); pos[t·top_k + k] the grouped row of choice (t, k). With runs
+ * (may be NULL): each expert's items cut into runs of at most mb, run j = items runs[2j] …
+ * + runs[2j + 1] (count 0: none) for j < dk_moe_runs (ck_qmm_grouped's blocks). A token's
+ * top_k ids are distinct (dk_moe_route's). One block, when dk_moe_group_fits(T, E). */
 int dk_moe_items(int T, int top_k, int E);
-int dk_moe_group(const int *ids, int T, int top_k, int E, int *item_e, int *src, int *pos, void *stream);
+int dk_moe_group_fits(int T, int E);
+int dk_moe_runs(int T, int top_k, int E, int mb);
+int dk_moe_group(const int *ids, int T, int top_k, int E, int *item_e, int *src, int *pos, int mb, int *runs,
+                 void *stream);
 
 /* xg[r] = x[src[r]] (bf16 rows of H), zeros where src[r] < 0, for r < rows. */
 int dk_moe_gather(const uint16_t *x, const int *src, int64_t rows, int H, uint16_t *xg, void *stream);

@@ -92,31 +92,6 @@ __device__ __forceinline__ void load_unit(UnitRegs<FMT, GS> &r, const uint4 *wsm
   }
 }
 
-/* An affine group's scale and bias for the lane's rows g and g+8 (sv: (s, b) pairs, bf16 or
- * fp16), with the decode's offsets folded in: codes entered as 1024 + q, and rows g+8 of
- * 4-bit as 1024 + 16·q, so y += s·Σ + b·Σx with these s and b. */
-template <int FMT, bool SB_F16>
-__device__ __forceinline__ void affine_fold(uint2 sv, float &s0, float &b0, float &s8, float &b8) {
-  if (SB_F16) {
-    s0 = ck_f16_to_f32((uint16_t)sv.x);
-    b0 = ck_f16_to_f32((uint16_t)(sv.x >> 16));
-    s8 = ck_f16_to_f32((uint16_t)sv.y);
-    b8 = ck_f16_to_f32((uint16_t)(sv.y >> 16));
-  } else {
-    s0 = __uint_as_float(sv.x << 16);
-    b0 = __uint_as_float(sv.x & 0xffff0000u);
-    s8 = __uint_as_float(sv.y << 16);
-    b8 = __uint_as_float(sv.y & 0xffff0000u);
-  }
-  b0 = fmaf(-1024.f, s0, b0);
-  if (FMT == CK_AFF4) {
-    b8 = fmaf(-64.f, s8, b8);
-    s8 *= 0.0625f;
-  } else {
-    b8 = fmaf(-1024.f, s8, b8);
-  }
-}
-
 template <int FMT, int GS, bool SB_F16>
 __device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (&acc)[4],
                                              float (&tot)[4]) {

@@ -44,6 +44,14 @@
  * parameter for 4-bit), less than dequantizing it (0.56 B read + 2 B written + 2 B read by the
  * GEMM); above, the GEMM's one dequantization is amortised over the rows. */
 #define PF_GEMM_MIN 32
+/* The grouped product of a chunk's experts (qmm_grouped.cu): a block takes a run of up to
+ * QMM_GROUP_BATCHES activation batches of 8 rows on one expert and QMM_GROUP_TILES 16-row tiles
+ * (one per warp), QMM_GROUP_STAGES stages of weights and x in flight. On the 26B-A4B's shapes
+ * (pp512): 2 stages (4 blocks per SM) 3 % ahead of x read from L1/L2 instead of staged, 3 stages
+ * (2 blocks per SM) 23 % behind; 8 tiles per block 4 % behind, 8 batches per run 31 % behind. */
+#define QMM_GROUP_BATCHES 4
+#define QMM_GROUP_TILES 4
+#define QMM_GROUP_STAGES 2
 
 /* ---- the step ------------------------------------------------------------------------------ */
 /* Tokens copied to the device's token history per host-to-device copy. */

@@ -14,10 +14,16 @@
 /* ---- activation prep ------------------------------------------------------------------- */
 /* Pass 1: per (2048-value block, row) max|x| into pmax[n][blk]. */
 #define XP_BLOCK 2048
-__device__ __forceinline__ void xmax_body(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk) {
+/* map (may be NULL): row n is row map[n] of x (a zero row when < 0) */
+__device__ __forceinline__ void xmax_body(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk,
+                                          const int *map = nullptr) {
   const int n = blockIdx.y, blk = blockIdx.x;
   if (n >= nb) return;
-  const uint16_t *xr = x + (int64_t)n * cols;
+  if (map && map[n] < 0) {
+    if (threadIdx.x == 0) pmax[n * nblk + blk] = 0.f;
+    return;
+  }
+  const uint16_t *xr = x + (int64_t)(map ? map[n] : n) * cols;
   float m = 0.f;
   int64_t k0 = (int64_t)blk * XP_BLOCK + threadIdx.x * 8;
   if (k0 + 8 <= cols) {
@@ -48,8 +54,10 @@ __global__ void xmax_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax
  * ≥ nb write zero sums. cols is a multiple of 32 here (the fast path's unit). efix: e given by
  * the caller (ck_xprep_fixed; no maxima read), or CK_XE_ROWMAX. */
 __device__ __forceinline__ void xfill_body(const uint16_t *x, int64_t cols, int nb, int bf16, int gs,
-                                           const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp, int efix) {
+                                           const float *pmax, int nblk, uint16_t *xp, float *xs, int *xexp, int efix,
+                                           const int *map = nullptr) {
   const int n = blockIdx.y;
+  const int64_t xrow = map ? (n < nb ? map[n] : -1) : n; /* < 0: a zero row, written */
   const int64_t S = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nsl = cols / 32;
   int e = 0;
   if (n < nb && !bf16 && efix != CK_XE_ROWMAX) {
@@ -65,11 +73,11 @@ __device__ __forceinline__ void xfill_body(const uint16_t *x, int64_t cols, int 
   if (S == 0) xexp[n] = e;
   float sum = 0.f;
   if (S < nsl && n < nb) {
-    const uint4 *src = reinterpret_cast<const uint4 *>(x + (int64_t)n * cols + S * 32);
+    const uint4 *src = reinterpret_cast<const uint4 *>(x + xrow * cols + S * 32);
     uint16_t h[32];
 #pragma unroll
     for (int q = 0; q < 4; q++) {
-      uint4 v = src[q];
+      uint4 v = xrow >= 0 ? src[q] : make_uint4(0, 0, 0, 0);
       uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int i = 0; i < 4; i++) {
@@ -111,17 +119,18 @@ __global__ void xfill_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, 
 }
 
 /* ck_xprep_batched: batch blockIdx.z's rows and layout (the strides ck_qmv_experts reads) */
-__global__ void xmax_batched_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk) {
+/* (map: batch b's rows are rows map[b·nb …] of x, ck_xprep_rows) */
+__global__ void xmax_batched_kernel(const uint16_t *x, int64_t cols, int nb, float *pmax, int nblk, const int *map) {
   ck_pdl_enter();
   const int64_t b = blockIdx.z;
-  xmax_body(x + b * nb * cols, cols, nb, pmax + b * 8 * nblk, nblk);
+  xmax_body(map ? x : x + b * nb * cols, cols, nb, pmax + b * 8 * nblk, nblk, map ? map + b * nb : nullptr);
 }
 __global__ void xfill_batched_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, int gs, const float *pmax,
-                                     int nblk, uint16_t *xp, float *xs, int *xexp) {
+                                     int nblk, uint16_t *xp, float *xs, int *xexp, const int *map) {
   ck_pdl_enter();
   const int64_t b = blockIdx.z, nsl = cols / 32;
-  xfill_body(x + b * nb * cols, cols, nb, bf16, gs, pmax + b * 8 * nblk, nblk, xp + b * nb * cols, xs + b * nsl * 8,
-             xexp + b * 8, (int)CK_XE_ROWMAX);
+  xfill_body(map ? x : x + b * nb * cols, cols, nb, bf16, gs, pmax + b * 8 * nblk, nblk, xp + b * nb * cols,
+             xs + b * nsl * 8, xexp + b * 8, (int)CK_XE_ROWMAX, map ? map + b * nb : nullptr);
 }
 
 extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t *xp, float *xs,
@@ -140,23 +149,30 @@ extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t 
 }
 
 static int xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs,
-                         int *xexp, float *pmax, bool premax, void *stream) {
+                         int *xexp, float *pmax, bool premax, void *stream, const int *map = nullptr) {
   if (nb < 1 || nb > 8 || nbatch < 1 || L->cols % 32) return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
   const int gs = (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) ? L->group_size : 0, bf16 = L->fmt == CK_DBF16;
   const int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK);
   if (!bf16 && !premax) {
-    cudaError_t e = ck_launch(xmax_batched_kernel, dim3(nblk, nb, nbatch), 256, 0, st, x, L->cols, nb, pmax, nblk);
+    cudaError_t e =
+        ck_launch(xmax_batched_kernel, dim3(nblk, nb, nbatch), 256, 0, st, x, L->cols, nb, pmax, nblk, map);
     if (e) return (int)e;
   }
   const int64_t nsl = L->cols / 32;
   return (int)ck_launch(xfill_batched_kernel, dim3((unsigned)((nsl + 127) / 128), 8, nbatch), 128, 0, st, x, L->cols,
-                        nb, bf16, gs, (const float *)pmax, nblk, xp, xs, xexp);
+                        nb, bf16, gs, (const float *)pmax, nblk, xp, xs, xexp, map);
 }
 
 extern "C" int ck_xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs,
                                 int *xexp, float *pmax, void *stream) {
   return xprep_batched(L, x, nb, nbatch, xp, xs, xexp, pmax, false, stream);
+}
+
+extern "C" int ck_xprep_rows(const ck_layout *L, const uint16_t *x, const int *map, int nbatch, uint16_t *xp,
+                             float *xs, int *xexp, float *pmax, void *stream) {
+  if (!map) return (int)cudaErrorInvalidValue;
+  return xprep_batched(L, x, 8, nbatch, xp, xs, xexp, pmax, false, stream, map);
 }
 
 extern "C" int ck_xprep_batched_premax(const ck_layout *L, const uint16_t *x, int nbatch, uint16_t *xp, float *xs,
