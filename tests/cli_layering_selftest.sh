@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests the layering test: on a temporary copy of src/mlx it must pass as the tree is, and fail
-# once a violation is planted — a backend name in code, a backend header included, a backend's
-# name compared (each alone).
+# once a violation is planted — a backend name in code, a backend header included, the KV codec
+# included, a backend's name compared (each alone).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/.." && pwd)
@@ -24,6 +24,9 @@ expect 1 "a CUDA call planted in src/mlx is caught"
 fresh
 sed -i '0,/#include "/s//#include "accel\/cuda\/kernels.h"\n#include "/' "$tmp/src/mlx/ops.c"
 expect 1 "a backend header included from src/mlx is caught"
+fresh
+sed -i '0,/#include "/s//#include "accel\/kv_codec.h"\n#include "/' "$tmp/src/mlx/ops.c"
+expect 1 "the KV codec included from src/mlx is caught"
 fresh
 printf '\nstatic int planted(const accel_backend *b) { return !strcmp(b->name, "gpu"); }\n' >>"$tmp/src/mlx/ops.c"
 expect 1 "a backend's name compared in src/mlx is caught"
