@@ -2,15 +2,17 @@
 # One call on a GPU machine, with carried binaries (no build): every CUDA kernel and the device
 # decoder against the CPU reference or a float64 host computation.
 #   On the CPU machine: BUILD=$PWD/build-gpu bash scripts/build_gpu_carry.sh mlxrt mlxrt_cuda \
-#     mlxrt-cuda-test mlxrt-decode-test mlxrt-sample-test mlxrt-attn-bench mlxrt-pfattn-bench test_threads
+#     mlxrt-cuda-test mlxrt-decode-test mlxrt-sample-test mlxrt-attn-bench mlxrt-pfattn-bench mlxrt-kvcodec-test \
+#     test_threads
 #   then copy them to .gpu-carry/tests (with libmlxrt-cuda.so beside them) and, on the GPU
 #   machine (carry [".debs", ".gpu-carry/tests"]): bash scripts/gpu_check.sh
-#   (the eight binaries are ~50 MB: with the tracked tree they exceed a call's 64 MiB, so carry
+#   (the nine binaries are ~60 MB: with the tracked tree they exceed a call's 64 MiB, so carry
 #   them as `tar czf .gpu-carry/tests.tgz -C .gpu-carry tests` and unpack it first)
 #   1. mlxrt-cuda-test --no-bench: every kernel against the CPU backend and float64;
 #   2. mlxrt-attn-bench --quick in the split form, the deep form and both cluster forms, and
 #      mlxrt-pfattn-bench: each case against a float64 attention on the host;
 #   3. mlxrt-sample-test --no-bench: token selection on the device, every id exact;
+#      mlxrt-kvcodec-test: the planar3 / planar4 K encoder, block for block the C reference's bytes;
 #   4. mlxrt-decode-test on the tiny fixtures (and a synthetic Gemma 3 270M): the decoder's greedy
 #      tokens and logits against the reference path on the CPU; graphs, eager launches and a
 #      second run bit-identical; the prompt fed whole, in pieces and token by token; the MoE and
@@ -45,6 +47,7 @@ step attn_cluster 120 "$T/mlxrt-attn-bench" --quick --cluster
 step attn_cluster_wide 120 "$T/mlxrt-attn-bench" --quick --cluster-wide
 step pfattn 120 "$T/mlxrt-pfattn-bench"
 step sample 120 "$T/mlxrt-sample-test" --no-bench
+step kvcodec 60 "$T/mlxrt-kvcodec-test"
 FIX=(tests/fixtures/models/gemma*)
 step decode_tiny 200 "$T/mlxrt-decode-test" --ref cpu --gen 24 --pp 64 --tg 64 --reps 1 "${FIX[@]}"
 step decode_variants 200 "$T/mlxrt-decode-test" --ref cpu --prompt 80 --gen 64 --prefill 1 --pp 64 --tg 64 --reps 1 \
