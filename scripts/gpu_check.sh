@@ -51,7 +51,7 @@ step kvcodec 60 "$T/mlxrt-kvcodec-test"
 FIX=(tests/fixtures/models/gemma*)
 step decode_tiny 200 "$T/mlxrt-decode-test" --ref cpu --gen 24 --pp 64 --tg 64 --reps 1 "${FIX[@]}"
 step decode_variants 200 "$T/mlxrt-decode-test" --ref cpu --prompt 80 --gen 64 --prefill 1 --pp 64 --tg 64 --reps 1 \
-  tests/fixtures/models/gemma4-moe-* tests/fixtures/models/gemma4-e2b-*
+  tests/fixtures/models/gemma4-moe-* tests/fixtures/models/gemma4-e2b-* tests/fixtures/models/gemma4-unified-*
 if "$T/mlxrt" synth --like gemma3-270m --mode affine4 -o /tmp/s270 >"$OUT/synth270.log" 2>&1; then
   step decode_s270 200 "$T/mlxrt-decode-test" --ref cpu --prompt 16 --gen 32 --pp 512 --tg 128 --reps 3 /tmp/s270
 fi

@@ -196,6 +196,34 @@ def variants():
                     {"dtype": "bfloat16"}),
         skip=NESTED_SKIP,
     )
+    # 12B-like. mlx-lm 0.32.2 maps model_type gemma4_unified to its gemma4 classes
+    # (MODEL_REMAPPING), so the saved config is the unified one and the reload runs it as is.
+    unified = g4_text_config(
+        model_type="gemma4_unified_text", architectures=["Gemma4UnifiedForCausalLM"],
+        num_hidden_layers=4, layer_types=layer_types("SSSF"), head_dim=16, global_head_dim=32,
+        num_attention_heads=8, num_key_value_heads=4, attention_k_eq_v=True,
+        num_global_key_value_heads=1, sliding_window=12, use_bidirectional_attention="vision")
+    v["gemma4-unified"] = dict(
+        seed=25,
+        knobs="gemma4_unified with text_config gemma4_unified_text (Gemma4UnifiedForConditional"
+              "Generation), language_model.model.* keys (+ vision_embedder.* and embed_audio.* "
+              "stubs and a vision_config / audio_config to ignore); 12B-like: dense, no PLE / MoE "
+              "/ KV sharing, 4 layers SSSF; sliding 8 q / 4 kv heads x 16 (heads*head_dim 128 = "
+              "hidden), full 8 q / 1 kv (num_global_key_value_heads) x 32 (global_head_dim) "
+              "with attention_k_eq_v; proportional RoPE 0.25 theta 1e6 / default 1e4; random "
+              "layer_scalar; final softcap 30; tied embeddings; window 12; the PLE / MoE / KV "
+              "sharing fields are written out as 0 / false / null (mlx-lm's defaults when absent "
+              "are E2B's). Text path checked "
+              "against transformers 5.24 modeling_gemma4_unified: attention, MLP, rotary and "
+              "scaled embedding are the Gemma 4 text classes; the decoder layer is the Gemma 4 "
+              "sandwich (pre/post attention and feedforward norms, then * layer_scalar) without "
+              "the PLE and MoE branches; use_bidirectional_attention 'vision' only changes the "
+              "mask for vision tokens, so text-only input is plain causal / sliding causal",
+        config=nest("gemma4_unified", "Gemma4UnifiedForConditionalGeneration", unified,
+                    {"dtype": "bfloat16"}),
+        skip={**NESTED_SKIP, "bf16": "unified form: affine4-g64 and nvfp4 only (size budget; "
+                                     "the bf16 math is gemma4-nested-bf16's)"},
+    )
     v["gemma4-e2b"] = dict(
         seed=23,
         knobs="gemma4_text, flat; E2B-like: 4 layers SFSF, 4 q / 1 kv heads x 16, "
@@ -480,6 +508,80 @@ def to_float32_model(model):
     return model
 
 
+def dequantized_float32(model):
+    """Every parameter of the model as float32, quantized layers dequantized the way mlx-lm's
+    QuantizedLinear / QuantizedEmbedding compute them; names without the .scales/.biases."""
+    out = {}
+    for prefix, mod in model.named_modules():
+        if isinstance(mod, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
+            w = mx.dequantize(mod.weight, mod.scales, mod.get("biases"), group_size=mod.group_size,
+                              bits=mod.bits, mode=mod.mode)
+            out[f"{prefix}.weight"] = w.astype(mx.float32)
+    for name, p in tree_flatten(model.parameters()):
+        stem = name.rsplit(".", 1)[0]
+        if f"{stem}.weight" in out and name.endswith((".weight", ".scales", ".biases")):
+            continue
+        out[name] = p.astype(mx.float32)
+    mx.eval(out)
+    return out
+
+
+def transformers_crosscheck(folder, text, tokens):
+    """A second peer for the text math: transformers' Gemma4UnifiedForCausalLM (float32, CPU,
+    eager attention) with the checkpoint's dequantized weights against mlx-lm's gemma4 classes
+    with the same float32 weights, on the same tokens in one batched pass (every row is a
+    next-token distribution). Needs torch; without it the metadata says so."""
+    try:
+        import torch
+        from transformers.models.gemma4_unified import (Gemma4UnifiedForCausalLM,
+                                                        Gemma4UnifiedTextConfig)
+    except ImportError as e:
+        return {"transformers_crosscheck": f"not run: {e}"}
+    import transformers
+    model, _ = load_model(folder)
+    w = dequantized_float32(model)
+    # mlx-lm, float32: an unquantized model of the same config with the dequantized weights.
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.pop("quantization", None)
+    cfg.pop("quantization_config", None)
+    m32 = build_model(cfg)
+    m32.load_weights(list(w.items()), strict=True)
+    ref = run_batched(m32, tokens)
+    # transformers: the text config as Gemma4UnifiedTextConfig takes it (no PLE / MoE fields).
+    tc = {k: v for k, v in text.items()
+          if k not in ("vocab_size_per_layer_input", "hidden_size_per_layer_input",
+                       "enable_moe_block", "num_experts", "top_k_experts",
+                       "moe_intermediate_size", "architectures", "model_type", "dtype")}
+    hf_cfg = Gemma4UnifiedTextConfig(**tc)
+    hf_cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    hf = Gemma4UnifiedForCausalLM(hf_cfg).eval().float()
+    sd = {}
+    for k, v in w.items():
+        k = k.removeprefix("language_model.")
+        sd[k] = torch.from_numpy(np.array(v))
+    sd["lm_head.weight"] = sd["model.embed_tokens.weight"]
+    missing, unexpected = hf.load_state_dict(sd, strict=False)
+    missing = [k for k in missing if not k.endswith("rotary_emb.inv_freq")]
+    if missing or unexpected:
+        raise SystemExit(f"{folder}: transformers state dict missing {missing} "
+                         f"unexpected {unexpected}")
+    with torch.no_grad():
+        out = hf(torch.tensor(tokens[None].astype(np.int64)), use_cache=False).logits[0].numpy()
+    d = float(np.abs(out - ref).max())
+    agree = int((out.argmax(-1) == ref.argmax(-1)).sum())
+    tol = 1e-3 * max(1.0, float(np.abs(ref).max()))
+    if d > tol:
+        raise SystemExit(f"{folder}: transformers vs mlx-lm float32 max |diff| {d:.3g} > {tol:.3g}")
+    return {"transformers_crosscheck": f"Gemma4UnifiedForCausalLM, transformers "
+                                       f"{transformers.__version__}, torch {torch.__version__}, "
+                                       "float32 CPU eager, dequantized weights, one batched pass "
+                                       "of prompt + greedy[:-1] vs mlx-lm float32",
+            "transformers_vs_mlx_lm_float32_max_abs_diff": f"{d:.6g}",
+            "transformers_vs_mlx_lm_float32_tolerance": f"{tol:.6g}",
+            "transformers_vs_mlx_lm_float32_argmax_agree": f"{agree}/{len(tokens)}"}
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -503,10 +605,15 @@ def add_vision_stub(folder, model_type, rng):
     kind are added so loaders prove they ignore them."""
     path = folder / "model.safetensors"
     w = mx.load(str(path))
-    names = ["vision_tower.encoder.layers.0.self_attn.q_proj.weight",
-             "vision_tower.encoder.layers.0.mlp.fc1.weight"]
-    names.append("multi_modal_projector.mm_input_projection_weight" if model_type == "gemma3"
-                 else "embed_vision.embedding_projection.weight")
+    if model_type == "gemma4_unified":  # encoder-free: patch and audio embedders, no tower
+        names = ["vision_embedder.patch_dense.weight",
+                 "vision_embedder.multimodal_embedder.embedding_projection.weight",
+                 "embed_audio.embedding_projection.weight"]
+    else:
+        names = ["vision_tower.encoder.layers.0.self_attn.q_proj.weight",
+                 "vision_tower.encoder.layers.0.mlp.fc1.weight"]
+        names.append("multi_modal_projector.mm_input_projection_weight"
+                     if model_type == "gemma3" else "embed_vision.embedding_projection.weight")
     for n in names:
         w[n] = mx.array(rng.normal(0, 0.02, (32, 32)).astype(np.float32)).astype(mx.bfloat16)
     mx.save_safetensors(str(path), w, metadata={"format": "mlx"})
@@ -517,9 +624,13 @@ def add_vision_stub(folder, model_type, rng):
     idx["metadata"]["total_size"] = sum(v.nbytes for v in w.values())
     (folder / "model.safetensors.index.json").write_text(json.dumps(idx, indent=4))
     cfg = json.loads((folder / "config.json").read_text())
-    cfg["vision_config"] = {"model_type": "siglip_vision_model" if model_type == "gemma3"
-                            else "gemma4_vision", "hidden_size": 32,
-                            "num_hidden_layers": 1}
+    if model_type == "gemma4_unified":
+        cfg["vision_config"] = {"model_type": "gemma4_unified_vision", "hidden_size": 32}
+        cfg["audio_config"] = {"model_type": "gemma4_unified_audio", "hidden_size": 32}
+    else:
+        cfg["vision_config"] = {"model_type": "siglip_vision_model" if model_type == "gemma3"
+                                else "gemma4_vision", "hidden_size": 32,
+                                "num_hidden_layers": 1}
     (folder / "config.json").write_text(json.dumps(dict(sorted(cfg.items())), indent=4))
 
 
@@ -527,7 +638,7 @@ def make_folder(name, var, mode, out, gains, log):
     folder = out / f"{name}-{mode}"
     config = var["config"]
     save_checkpoint(config, var["seed"], gains, mode, folder)
-    if config["model_type"] in ("gemma3", "gemma4"):
+    if config["model_type"] in ("gemma3", "gemma4", "gemma4_unified"):
         add_vision_stub(folder, config["model_type"], np.random.default_rng(var["seed"] + 7))
 
     model, _ = load_model(folder)
@@ -563,6 +674,8 @@ def make_folder(name, var, mode, out, gains, log):
     if gen != greedy.tolist():
         raise SystemExit(f"{folder}: mlx_lm generate_step greedy {gen} != {greedy.tolist()}")
     text = config.get("text_config", config)
+    cross = (transformers_crosscheck(folder, text, np.concatenate([prompt, greedy[:-1]]))
+             if text["model_type"] == "gemma4_unified_text" else {})
     gap = router_min_gap(model, prompt, greedy[:-1]) if text.get("enable_moe_block") else None
     meta = {
         "variant": name, "mode": mode, "vocab_size": str(VOCAB),
@@ -583,6 +696,7 @@ def make_folder(name, var, mode, out, gains, log):
         "greedy_logits_row0": "copy of logits[prompt_len-1]",
         "generate_step_greedy": "same tokens",
     }
+    meta.update(cross)
     if gap is not None:
         gap, top = gap
         meta["router_topk_min_gap"] = f"{gap:.6g}"
