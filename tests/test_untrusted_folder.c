@@ -68,7 +68,8 @@ static void test_fixtures_load(void) {
   static const char *const F[] = {"gemma3-nested-affine4-g64", "gemma3-nested-bf16",
                                   "gemma3-text-nvfp4", "gemma4-dense-mxfp4",
                                   "gemma4-e2b-affine8-g32", "gemma4-moe-nvfp4",
-                                  "gemma4-nested-nvfp4"};
+                                  "gemma4-nested-nvfp4", "gemma4-unified-affine4-g64",
+                                  "gemma4-unified-nvfp4"};
   for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
     char p[256];
     snprintf(p, sizeof p, "tests/fixtures/models/%s", F[i]);
