@@ -48,7 +48,7 @@
  * QMM_GROUP_BATCHES activation batches of 8 rows on one expert and QMM_GROUP_TILES 16-row tiles
  * (one per warp), QMM_GROUP_STAGES stages of weights and x in flight. On the 26B-A4B's shapes
  * (pp512): 2 stages (4 blocks per SM) 3 % ahead of x read from L1/L2 instead of staged, 3 stages
- * (2 blocks per SM) 23 % behind; 8 tiles per block 4 % behind, 8 batches per run 31 % behind. */
+ * (2 blocks per SM) 21 % behind; 8 tiles per block 4 % behind, 8 batches per run 31 % behind. */
 #define QMM_GROUP_BATCHES 4
 #define QMM_GROUP_TILES 4
 #define QMM_GROUP_STAGES 2
