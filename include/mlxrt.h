@@ -242,14 +242,16 @@ void mlxrt_generate_options_default(mlxrt_generate_options *o);
  * full, 4 the callback asked) or -1 with err (then the session's content is unspecified but
  * valid: a later call rewinds as needed). fn may be NULL; stats may be NULL; o NULL = defaults.
  * A prefix is reused only where the cache can rewind to it (mlxrt_session_rewind): once a
- * sliding-window model holds more than its window, only a prompt that extends what is held
- * (prompt + answer + more) keeps it; any other prompt is processed whole. */
+ * sliding-window model holds more than its window (on the CPU: window + 32 positions), only a
+ * prompt that extends what is held (prompt + answer + more) or drops at most its last 33
+ * positions keeps it; any other prompt is processed whole. */
 int mlxrt_session_generate(mlxrt_session *s, const int32_t *prompt, size_t n,
                            const mlxrt_generate_options *o, mlxrt_token_fn fn, void *user,
                            mlxrt_gen_stats *stats, mlxrt_error *err);
 /* Forgets positions >= pos; returns the position it could rewind to (a sliding-window cache can
- * only rewind within what it still holds; otherwise 0), or -1 if pos is out of range
- * (pos < 0 or pos > mlxrt_session_position). */
+ * only rewind within what it still holds — on the reference path its window plus 32 positions
+ * are kept, so the last 33 positions written can always be taken back; otherwise 0), or -1 if
+ * pos is out of range (pos < 0 or pos > mlxrt_session_position). */
 int64_t mlxrt_session_rewind(mlxrt_session *s, int64_t pos);
 /* The ids the session holds, in order (*n of them, = mlxrt_session_position); a read-only view
  * owned by the session, valid until the next call on s. */
