@@ -72,7 +72,8 @@ static int check_options(mlxrt_session *S, const mlxrt_spec_options *o, mlxrt_er
   mlxrt_error why = {{0}};
   if (mx_session_check_rowwise(S->s, &why))
     return mx_fail(err, "speculative decoding (spec) verifies drafted tokens with every position's logits, each "
-                        "as a one-token step computes it, and here %s: run it on the CPU backend",
+                        "as a one-token step computes it, and here %s: it needs a backend whose sessions run the "
+                        "reference path with row-exact products",
                    why.msg);
   return draft ? check_vocab(S->model, o->draft_model, err) : 0;
 }
@@ -101,7 +102,8 @@ mx_spec *mx_spec_create(mlxrt_session *S, const mlxrt_spec_options *o, const mx_
     sp->D = S->draft;
     if (mx_session_uses_decoder(sp->D->s)) {
       mx_fail(err, "spec: the draft model runs on the %s backend's whole-step decoder, whose cache cannot take "
-                   "back drafted positions: load the draft model on the CPU backend", o->draft_model->b->name);
+                   "back drafted positions: load it on a backend whose sessions run the reference path",
+              o->draft_model->b->name);
       goto fail;
     }
     if (!(sp->dlogits = mx_malloc(V * sizeof *sp->dlogits, err))) goto fail;
