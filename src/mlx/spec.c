@@ -16,6 +16,9 @@ enum { DEFAULT_LOOKUP_DRAFT = 10, DEFAULT_MODEL_DRAFT = 4, DEFAULT_NGRAM = 3 };
 
 struct mx_spec {
   int mode, k, ngram, greedy;
+  /* the draft length now: up 2 after a pass whose drafts were all kept, down 1 (to 1) after
+   * one with a rejection, so that drafts nobody keeps cost little (transformers' heuristic) */
+  int k_now, drafted, kept;
   mlxrt_session *D;           /* the draft model's session (S->draft), mode DRAFT */
   mx_sampler *dsmp;           /* the draft model's sampler (sampled drafting) */
   const mx_gen_config *stops; /* a drafted stop token ends the draft */
@@ -86,6 +89,7 @@ mx_spec *mx_spec_create(mlxrt_session *S, const mlxrt_spec_options *o, const mx_
   if (!sp) return NULL;
   sp->mode = o->mode;
   sp->k = o->draft_max ? o->draft_max : draft ? DEFAULT_MODEL_DRAFT : DEFAULT_LOOKUP_DRAFT;
+  sp->k_now = sp->k;
   sp->ngram = o->ngram_max ? o->ngram_max : DEFAULT_NGRAM;
   sp->greedy = mx_sampler_get_params(smp)->temperature == 0.0f;
   sp->stops = stops;
@@ -186,10 +190,17 @@ static int draft_model(mx_spec *sp, const int32_t *ctx, size_t n, int k, int32_t
 }
 
 int mx_spec_draft(mx_spec *sp, const int32_t *ctx, size_t n, int k, int32_t *draft, mlxrt_error *err) {
-  if (k > sp->k) k = sp->k;
+  if (sp->drafted > 0) { /* the last pass's outcome sets this one's length */
+    sp->k_now = sp->kept == sp->drafted ? sp->k_now + 2 : sp->k_now - 1;
+    sp->k_now = sp->k_now < 1 ? 1 : sp->k_now > sp->k ? sp->k : sp->k_now;
+  }
+  sp->drafted = sp->kept = 0;
+  if (k > sp->k_now) k = sp->k_now;
   if (k <= 0 || n == 0) return 0;
-  if (sp->mode == MLXRT_SPEC_LOOKUP) return mx_lookup_draft(ctx, n, sp->ngram, k, draft);
-  return draft_model(sp, ctx, n, k, draft, err);
+  const int m = sp->mode == MLXRT_SPEC_LOOKUP ? mx_lookup_draft(ctx, n, sp->ngram, k, draft)
+                                              : draft_model(sp, ctx, n, k, draft, err);
+  sp->drafted = m > 0 ? m : 0;
+  return m;
 }
 
 /* ---- verification --------------------------------------------------------------------------- */
@@ -202,12 +213,14 @@ int mx_spec_verify(mx_spec *sp, mx_sampler *smp, const float *row, int64_t pos, 
     for (int i = 1; i < sp->V; i++)
       if (row[i] > row[b]) b = i;
     *tok = b;
+    sp->kept += b == x;
     return b == x;
   }
   if (mx_sampler_probs(smp, row, sp->p, err) < 0) return -1;
   const double *q = sp->mode == MLXRT_SPEC_DRAFT ? sp->q + (size_t)j * (size_t)sp->V : NULL;
   if (mx_sampler_uniform(smp) < mx_spec_accept_prob(sp->p, q, x)) {
     *tok = x;
+    sp->kept++;
     return 1;
   }
   double total = mx_spec_residual(sp->p, q, sp->V, x, sp->r);

@@ -25,7 +25,9 @@ int mx_spec_draft_max(const mx_spec *sp);
  * cancelled, -1 on error. */
 int mx_spec_prefill(mx_spec *sp, const int32_t *prompt, size_t n, const volatile int *cancel, mlxrt_error *err);
 /* Up to k tokens to follow ctx[0..n) (the context, the last token chosen included) into draft;
- * returns how many (0: nothing to propose), or -1. */
+ * returns how many (0: nothing to propose), or -1. Fewer than draft_max while drafts are being
+ * rejected: the length grows by 2 after a pass whose drafts were all kept and shrinks by 1
+ * (down to 1) after one with a rejection. */
 int mx_spec_draft(mx_spec *sp, const int32_t *ctx, size_t n, int k, int32_t *draft, mlxrt_error *err);
 /* The token at a drafted position from the model's logits there (row; pos: the position of the
  * token whose logits they are): for draft token j (x), *tok = x when it is accepted, else the
