@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Speculative decoding on the CPU: `mlxrt run` greedy on the demo model with and without each
 # drafter, alternating R times (the machine is shared: medians, not lone numbers), checking
-# that every run prints the same text. Usage: bench_spec.sh [R] [FORMAT] [N] [SPEC ARGS...]
+# that every run prints the same text. Usage: [PROMPT=...] bench_spec.sh [R] [FORMAT] [N] [SPEC ARGS...]
 # (FORMAT: 4bit, 8bit, bf16 or nvfp4 of gemma-3-270m; each SPEC ARGS entry is one drafter's
 # options, e.g. "--spec lookup" "--spec lookup --draft-max 6" "--draft-model DIR").
 set -euo pipefail
@@ -15,9 +15,10 @@ MODEL=$ROOT/gemma-3-270m-$FMT
 [ -f "$MODEL/model.safetensors" ] || { echo "no demo model at $MODEL (scripts/make_demo_model.sh)"; exit 1; }
 [ -x build/mlxrt ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j2 --target mlxrt; }
 if [ $# -eq 0 ]; then set -- "--spec lookup"; fi
-PROMPT="Repeat the following passage exactly: The old lighthouse keeper climbed the spiral stairs every evening at \
-dusk. He polished the great lens, trimmed the wick, and watched the ships pass safely through the narrow channel \
-between the rocks. In winter the storms came early, and the waves broke white against the cliffs below the tower."
+# (PROMPT in the environment replaces the copying task)
+PROMPT=${PROMPT:-"Repeat the following passage exactly: The old lighthouse keeper climbed the spiral stairs every \
+evening at dusk. He polished the great lens, trimmed the wick, and watched the ships pass safely through the narrow \
+channel between the rocks. In winter the storms came early, and the waves broke white against the cliffs below the tower."}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for i in $(seq "$R"); do
