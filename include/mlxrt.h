@@ -36,7 +36,10 @@ typedef struct mlxrt_error {
  *   - Several models may be loaded and used concurrently in one process.
  *   - Loading a model changes no process-wide state except that the CUDA plug-in is loaded
  *     once per process (cJSON's allocator hooks and the locale are left alone).
- *   - Profiling (MLXRT_CUDA_PROFILE, MLXRT_CUDA_TIMELINE) records one decoder per process. */
+ *   - Profiling (MLXRT_CUDA_PROFILE, MLXRT_CUDA_TIMELINE) records one decoder per process.
+ *   - A draft model (mlxrt_spec_options.draft_model) is a model like any other: sessions in
+ *     different threads may draft with the same one at once (each keeps its own session of it,
+ *     used only by the thread using that session). */
 
 
 /* ---- models ------------------------------------------------------------------------------- */
@@ -128,6 +131,34 @@ typedef struct mlxrt_gen_params {
 } mlxrt_gen_params;
 void mlxrt_gen_params_default(mlxrt_gen_params *p);
 
+/* ---- speculative decoding ---------------------------------------------------------------------
+ * Several tokens per pass of the model: a drafter proposes up to draft_max tokens, the model
+ * checks them all in one pass (every position's logits, each row bit for bit what a one-token
+ * step computes) and keeps the drafted tokens it agrees with plus one token of its own. Greedy
+ * output is identical to plain greedy decoding. Sampled output follows speculative sampling's
+ * rejection rule, so each token is distributed exactly as the plain sampler's (same
+ * temperature, filters and repetition penalty) — but the random draws are used differently: a
+ * seed gives other tokens than without speculation. Needs the reference path with row-exact
+ * products (the CPU backend): on a session that a backend's whole-step decoder runs, asking
+ * for it is an error naming the option. */
+#define MLXRT_SPEC_OFF 0
+#define MLXRT_SPEC_LOOKUP 1    /* prompt lookup: the drafts are copied from the context (prompt and
+                                  answer so far) after the latest earlier occurrence of its last
+                                  n tokens, n = ngram_max down to 1; no second model */
+#define MLXRT_SPEC_DRAFT 2     /* a draft model (same vocabulary) drafts: greedily at temperature
+                                  0, else sampling with the same settings */
+#define MLXRT_SPEC_MAX_DRAFT 32
+#define MLXRT_SPEC_MAX_NGRAM 8
+typedef struct mlxrt_spec_options {
+  int mode;                 /* MLXRT_SPEC_OFF (0), MLXRT_SPEC_LOOKUP or MLXRT_SPEC_DRAFT */
+  int draft_max;            /* tokens drafted per pass, 1..MLXRT_SPEC_MAX_DRAFT; 0 = the default
+                               (lookup 10, draft model 4) */
+  int ngram_max;            /* lookup: longest n-gram matched, 1..MLXRT_SPEC_MAX_NGRAM; 0 = 3 */
+  mlxrt_model *draft_model; /* MLXRT_SPEC_DRAFT: the drafting model (its vocabulary must be the
+                               model's). Shared like any model; each session that uses it keeps
+                               a session of it (freed with the session) */
+} mlxrt_spec_options;
+
 typedef struct mlxrt_chat_options {
   const char *system;       /* system prompt or NULL */
   int use_template;         /* 0 = raw text completion (--no-chat-template) */
@@ -138,6 +169,7 @@ typedef struct mlxrt_chat_options {
   volatile int *interrupt;  /* when set non-zero, the current answer stops (Ctrl-C) */
   const char *chat_template; /* Jinja text overriding the model's chat template; NULL = the
                               * model's (see "chat templates" below) */
+  mlxrt_spec_options spec;  /* speculative decoding; all 0 (the zeroed struct) = off */
 } mlxrt_chat_options;
 
 typedef struct mlxrt_gen_stats {
@@ -147,6 +179,9 @@ typedef struct mlxrt_gen_stats {
   double prompt_seconds, gen_seconds;
   int stopped_by;           /* 0 stop token, 1 max tokens, 2 interrupted, 3 context full,
                                4 the token callback asked (mlxrt_session_generate) */
+  /* speculative decoding (all 0 without): passes that verified drafted tokens, tokens drafted
+   * in them, of which accepted (acceptance rate = spec_accepted / spec_drafted) */
+  int64_t spec_passes, spec_drafted, spec_accepted;
 } mlxrt_gen_stats;
 
 /* Receives answer text as it is generated (never half a UTF-8 character). */
@@ -227,8 +262,10 @@ typedef struct mlxrt_generate_options {
                                flag is seen before and after the prompt */
   int ignore_stop;          /* 1: stop tokens do not end the answer (they arrive as ordinary
                                tokens: is_stop 0, their text written out) */
+  mlxrt_spec_options spec;  /* speculative decoding; all 0 = off (mlxrt_generate_options_default) */
 } mlxrt_generate_options;
-/* Every field "default": gen = mlxrt_gen_params_default, no logprobs, no cancel flag. */
+/* Every field "default": gen = mlxrt_gen_params_default, no logprobs, no cancel flag, no
+ * speculative decoding. */
 void mlxrt_generate_options_default(mlxrt_generate_options *o);
 
 /* Makes the session hold `prompt` (keeping the longest prefix of it the session already holds —
@@ -242,14 +279,22 @@ void mlxrt_generate_options_default(mlxrt_generate_options *o);
  * full, 4 the callback asked) or -1 with err (then the session's content is unspecified but
  * valid: a later call rewinds as needed). fn may be NULL; stats may be NULL; o NULL = defaults.
  * A prefix is reused only where the cache can rewind to it (mlxrt_session_rewind): once a
- * sliding-window model holds more than its window, only a prompt that extends what is held
- * (prompt + answer + more) keeps it; any other prompt is processed whole. */
+ * sliding-window model holds more than its window (on the CPU: window + 32 positions), only a
+ * prompt that extends what is held (prompt + answer + more) or drops at most its last 33
+ * positions keeps it; any other prompt is processed whole. With o->spec the answer is the
+ * same for greedy decoding, and the session holds the same ids afterwards. */
 int mlxrt_session_generate(mlxrt_session *s, const int32_t *prompt, size_t n,
                            const mlxrt_generate_options *o, mlxrt_token_fn fn, void *user,
                            mlxrt_gen_stats *stats, mlxrt_error *err);
+/* Checks that the session can decode speculatively with o (the options' values, the draft
+ * model's vocabulary, the backend), and sets up what that needs (the draft model's session):
+ * 0, or -1 with err naming what is wrong. o NULL or off: 0. mlxrt_session_generate and
+ * mlxrt_chat check the same themselves; this is for failing early. */
+int mlxrt_spec_check(mlxrt_session *s, const mlxrt_spec_options *o, mlxrt_error *err);
 /* Forgets positions >= pos; returns the position it could rewind to (a sliding-window cache can
- * only rewind within what it still holds; otherwise 0), or -1 if pos is out of range
- * (pos < 0 or pos > mlxrt_session_position). */
+ * only rewind within what it still holds — on the reference path its window plus 32 positions
+ * are kept, so the last 33 positions written can always be taken back; otherwise 0), or -1 if
+ * pos is out of range (pos < 0 or pos > mlxrt_session_position). */
 int64_t mlxrt_session_rewind(mlxrt_session *s, int64_t pos);
 /* The ids the session holds, in order (*n of them, = mlxrt_session_position); a read-only view
  * owned by the session, valid until the next call on s. */

@@ -75,6 +75,21 @@ expect_error "--decode expects comma-separated integers in 0..2147483647, got '1
 expect_error "--layers expects an integer in 1..256, got '1e3'" "$MLXRT" synth --like gemma3-270m --mode bf16 --dry-run --layers 1e3
 expect_error "--cols expects a multiple of 128, got 200" "$MLXRT" bench-kernels --cols 200
 expect_error "one model at a time" "$MLXRT" inspect "$T/model" "$T/broken"
+# speculative decoding's options
+expect_error "--spec must be lookup or draft, not 'ngram'" "$MLXRT" run -m "$T/model" -p hi --spec ngram
+expect_error "--draft-max expects an integer in 1..32, got '33'" "$MLXRT" run -m "$T/model" -p hi --spec lookup --draft-max 33
+expect_error "--spec-ngram expects an integer in 1..8, got '0'" "$MLXRT" chat -m "$T/model" --spec lookup --spec-ngram 0
+expect_error "--draft-max needs speculative decoding" "$MLXRT" run -m "$T/model" -p hi --draft-max 4
+expect_error "--spec draft needs --draft-model DIR" "$MLXRT" run -m "$T/model" -p hi --spec draft
+expect_error "--draft-model is for --spec draft" "$MLXRT" run -m "$T/model" -p hi --spec lookup --draft-model "$T/model"
+expect_error "--spec-ngram is for --spec lookup" "$MLXRT" run -m "$T/model" -p hi --draft-model "$T/model" --spec-ngram 2
+expect_error "--spec has no meaning in perplexity" "$MLXRT" perplexity -m "$T/model" -f "$T/nofile.txt" --spec lookup
+expect_error "--draft-model: " "$MLXRT" run -m "$T/model" -p hi --draft-model "$T/broken"
+expect_error "--spec must be lookup or draft" "$MLXRT" serve -m "$T/model" --spec x
+mkdir -p "$T/othertok"
+cp "$FIX/config.json" "$FIX/model.safetensors" "$T/othertok/"
+cp tests/fixtures/tokenizer/small-b.json "$T/othertok/tokenizer.json"
+expect_error "has another tokenizer than the model" "$MLXRT" run -m "$T/model" -p hi --draft-model "$T/othertok" --backend cpu
 
 # -n: tokens to generate everywhere; -1 (until a stop token) only where there is a stop token
 expect_error "-n -1 (until a stop token) has no meaning in bench" "$MLXRT" bench -m "$T/model" -n 8,-1

@@ -64,6 +64,17 @@ same "run sampling flags as --flag=value" "$T/want" "$MLXRT" run --n-predict=4 -
   --temperature=0.8 --top-k=5 --top-p=0.9 --min-p=0.01 --seed=7 --repetition-penalty=1.1 \
   --repeat-last-n=8 --ctx-size=64 --backend=cpu --numerics=float32 --model="$M" --prompt=hello
 
+# --- speculative decoding: greedy text as without it, the figures on stderr
+ref "$MLXRT" run -n 8 --no-chat-template --temp 0 --backend cpu -t 1 -m "$M" -p "hello world hello world hello"
+same "run --spec lookup" "$T/want" "$MLXRT" run -n 8 --no-chat-template --temp 0 --backend cpu -t 1 -m "$M" \
+  -p "hello world hello world hello" --spec lookup --draft-max 5 --spec-ngram 2
+same "run --draft-model=DIR" "$T/want" "$MLXRT" run -n 8 --no-chat-template --temp 0 --backend cpu -t 1 -m "$M" \
+  -p "hello world hello world hello" --draft-model="$M" --draft-max=3
+if "$MLXRT" run -n 8 --no-chat-template --temp 0 --backend cpu -t 1 -m "$M" -p "hello world hello world hello" \
+  --spec lookup 2>&1 >/dev/null | grep -qE "spec lookup: [0-9]+ passes, [0-9]+ drafted, [0-9]+ accepted \([0-9.]+ %\)"; then
+  pass=$((pass + 1))
+else fail=$((fail + 1)); echo "FAIL: run --spec lookup prints no figures"; fi
+
 # --- tokenize
 ref "$MLXRT" tokenize -m "$M" -p "hi there" --ids
 same "tokenize --flag=value" "$T/want" "$MLXRT" tokenize --model="$M" --prompt="hi there" --ids

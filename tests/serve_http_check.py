@@ -152,6 +152,25 @@ def full_queue_and_stop(mlxrt, model):
             "the stream ended with an error event: %r" % data[-200:])
 
 
+def speculative(mlxrt, model, plain_text):
+    """--spec lookup and --draft-model: the same greedy completion as the plain server's; a
+    setting the slots cannot run fails at start, not per request."""
+    for args in (["--spec", "lookup", "--draft-max", "4"], ["--draft-model", model, "--draft-max", "3"]):
+        srv = Server(mlxrt, model, "-c", "512", *args)
+        try:
+            s, _, d = srv.request("POST", "/v1/completions", body={
+                "prompt": "one two one two one two", "max_tokens": 40, "temperature": 0, "ignore_eos": True})
+            text = json.loads(d)["choices"][0]["text"] if s == 200 else None
+            C.check(text == plain_text, "serve %s: the plain greedy text (%d %r vs %r)" % (" ".join(args), s, text,
+                                                                                            plain_text))
+        finally:
+            problems = srv.stop()
+            C.check(not problems, "serve %s stops cleanly: %s" % (" ".join(args), ", ".join(problems)))
+    r = subprocess.run([mlxrt, "serve", "-m", model, "--port", "0", "--spec", "lookup", "--draft-max", "40"],
+                       capture_output=True, text=True, timeout=60)
+    C.check(r.returncode == 2 and "--draft-max expects an integer in 1..32" in r.stderr, "serve --draft-max 40")
+
+
 def main():
     mlxrt = sys.argv[1]
     tmp = tempfile.mkdtemp()
@@ -294,6 +313,15 @@ def main():
         problems = srv.stop()
         C.check(not problems, "orderly stop: " + ", ".join(problems))
     full_queue_and_stop(mlxrt, model)
+    srv = Server(mlxrt, model, "-c", "512")
+    try:
+        s, _, d = srv.request("POST", "/v1/completions", body={
+            "prompt": "one two one two one two", "max_tokens": 40, "temperature": 0, "ignore_eos": True})
+        plain = json.loads(d)["choices"][0]["text"] if s == 200 else None
+        C.check(plain is not None, "a plain greedy completion (%d %s)" % (s, d[:200]))
+    finally:
+        srv.stop()
+    speculative(mlxrt, model, plain)
     return C.end()
 
 

@@ -17,66 +17,12 @@
 #include "mlxrt.h"
 #include "test_util.h"
 #include "api_checks.h"
+#include "model_dir.h"
 
 #define MODEL_DIR MLXRT_SOURCE_DIR "/tests/fixtures/models/gemma3-text-bf16"
 #define TOKENIZER MLXRT_SOURCE_DIR "/tests/fixtures/tokenizer/small-a.json"
 #define TOOL_CASES MLXRT_SOURCE_DIR "/tests/fixtures/tool_calls/gemma4.json"
 #define CAP 4096
-
-/* The fixture checkpoint's files linked into dir, with a tokenizer covering all 384 ids. */
-static int make_model_dir(char *dir) {
-  if (!mkdtemp(dir)) return -1;
-  DIR *d = opendir(MODEL_DIR);
-  if (!d) return -1;
-  struct dirent *e;
-  char a[1024], b[1024];
-  while ((e = readdir(d)))
-    if (e->d_name[0] != '.') {
-      snprintf(a, sizeof a, "%s/%s", MODEL_DIR, e->d_name);
-      snprintf(b, sizeof b, "%s/%s", dir, e->d_name);
-      if (symlink(a, b)) return -1;
-    }
-  closedir(d);
-  char *text = mx_read_file(TOKENIZER, NULL, NULL);
-  cJSON *j = text ? cJSON_Parse(text) : NULL;
-  free(text);
-  cJSON *added = j ? cJSON_GetObjectItem(j, "added_tokens") : NULL;
-  if (!added) return -1;
-  for (int id = 345; id < 384; id++) {
-    char name[16];
-    snprintf(name, sizeof name, "<x%d>", id);
-    cJSON *t = cJSON_CreateObject();
-    cJSON_AddNumberToObject(t, "id", id);
-    cJSON_AddStringToObject(t, "content", name);
-    cJSON_AddBoolToObject(t, "single_word", 0);
-    cJSON_AddBoolToObject(t, "lstrip", 0);
-    cJSON_AddBoolToObject(t, "rstrip", 0);
-    cJSON_AddBoolToObject(t, "normalized", 0);
-    cJSON_AddBoolToObject(t, "special", 0);
-    cJSON_AddItemToArray(added, t);
-  }
-  char *out = cJSON_PrintUnformatted(j);
-  cJSON_Delete(j);
-  snprintf(b, sizeof b, "%s/tokenizer.json", dir);
-  FILE *f = fopen(b, "wb");
-  int ok = f && out && fputs(out, f) >= 0;
-  if (f) fclose(f);
-  free(out);
-  return ok ? 0 : -1;
-}
-
-static void remove_model_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  char p[1024];
-  while (d && (e = readdir(d)))
-    if (e->d_name[0] != '.') {
-      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-      unlink(p);
-    }
-  if (d) closedir(d);
-  rmdir(dir);
-}
 
 /* ---- what a generate call reported ---------------------------------------------------------- */
 #define MAXGEN 64
@@ -191,11 +137,11 @@ static void test_reuse(mlxrt_model *m, float temp) {
   CHECK(st.prompt_processed == 58);
   CHECK(ra.n == 8 && rb.n == 8 && !memcmp(ra.ids, rb.ids, sizeof ra.ids));
 
-  /* 2. the same prompt again: its last token is processed again (the ring of the sliding layers
-   * holds 8 positions, so rewinding past them starts over) */
+  /* 2. the same prompt again: its last token is processed again (the rings of the sliding
+   * layers keep 32 positions beyond the window of 8, so going 8 back keeps the cache) */
   run rc = {0};
   gen(a, p, 58, &o, &rc, &st);
-  CHECK(st.prompt_processed == 58);
+  CHECK(st.prompt_processed == 1);
   CHECK(!memcmp(rc.ids, rb.ids, sizeof rc.ids));
 
   /* 3. a short history is rewound in place: prompt[0..4) kept */
@@ -253,8 +199,16 @@ static void test_tokens_rewind(mlxrt_model *m) {
   CHECK(mlxrt_session_feed(s, p + 3, 17, NULL, 0, &err) == 0);
   t = mlxrt_session_tokens(s, &n);
   CHECK(n == 20 && !memcmp(t, p, 20 * sizeof *p));
-  /* past the sliding window (8) the ring cannot go back: rewinding starts over */
-  CHECK(mlxrt_session_rewind(s, 15) == 0);
+  /* within the 32 positions a sliding ring keeps beyond its window (8) it goes back */
+  CHECK(mlxrt_session_rewind(s, 15) == 15);
+  CHECK(mlxrt_session_feed(s, p + 15, 5, NULL, 0, &err) == 0);
+  /* further back than 33 positions from the furthest one written, after the ring (40) wrapped,
+   * it cannot: rewinding starts over */
+  int32_t more[40];
+  random_ids(more, 40, 4);
+  CHECK(mlxrt_session_feed(s, more, 40, NULL, 0, &err) == 0);
+  CHECK(mlxrt_session_rewind(s, 60 - 33) == 60 - 33);
+  CHECK(mlxrt_session_rewind(s, 26) == 0);
   mlxrt_session_tokens(s, &n);
   CHECK(n == 0);
   /* a failed feed keeps the ids in step with the position */
@@ -595,7 +549,7 @@ static void test_tool_calls(mlxrt_model *m) {
 int main(void) {
   char dir[] = "/tmp/mlxrt_api_generate_XXXXXX";
   unsetenv("MLXRT_DECODER");
-  CHECK(make_model_dir(dir) == 0);
+  CHECK(make_model_dir(dir, MODEL_DIR, TOKENIZER) == 0);
   mlxrt_error err = {{0}};
   mlxrt_options opt = {"cpu", 1, 0, NULL};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);

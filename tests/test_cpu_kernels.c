@@ -298,6 +298,19 @@ static void test_random_formats(cpu_pool *pool3) {
           CHECKF(bad == 0, "%s b%d g%d dt%d isa %s threads %d n %lld: %d of %lld outputs off",
                  accel_mode_name(f->mode), f->bits, f->gs, (int)f->dt, cpu_isa_name((cpu_isa)isa),
                  threaded ? 3 : 1, (long long)n, bad, (long long)(n * rows));
+          /* row-exact: every row of y the bits of that row of x alone */
+          float *y1 = malloc((size_t)rows * sizeof *y1);
+          for (int64_t i = 0; i < n * rows; i++) y[i] = NAN;
+          rc = cpu_qmatmul_rowwise(threaded ? pool3 : NULL, (cpu_isa)isa, &m, e, x, n, y, &err);
+          CHECKF(rc == 0, "%s", err.msg);
+          int diff = 0;
+          for (int64_t i = 0; i < n; i++) {
+            CHECK(cpu_qmatmul(NULL, (cpu_isa)isa, &m, e, x + i * cols, 1, y1, &err) == 0);
+            diff += memcmp(y1, y + i * rows, (size_t)rows * sizeof *y1) != 0;
+          }
+          CHECKF(diff == 0, "%s b%d g%d dt%d isa %s n %lld: cpu_qmatmul_rowwise differs from one row at a time in %d rows",
+                 accel_mode_name(f->mode), f->bits, f->gs, (int)f->dt, cpu_isa_name((cpu_isa)isa), (long long)n, diff);
+          free(y1);
         }
       }
       free(x);

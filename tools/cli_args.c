@@ -250,9 +250,9 @@ int perplexity_args_parse(perplexity_args *o, int argc, char **argv) {
   if (!r && !o->g.prompt_file) {
     cli_error("perplexity", "-f TEXT_FILE is required");
     r = 2;
-  } else if (!r && (o->g.prompt || o->g.n_predict != -1 || o->g.chat_template_file)) {
+  } else if (!r && (o->g.prompt || o->g.n_predict != -1 || o->g.chat_template_file || o->g.chat.spec.mode)) {
     cli_error("perplexity", "%s has no meaning in perplexity: it scores TEXT_FILE and generates nothing",
-              o->g.prompt ? "-p" : o->g.chat_template_file ? "--chat-template" : "-n");
+              o->g.prompt ? "-p" : o->g.chat_template_file ? "--chat-template" : o->g.chat.spec.mode ? "--spec" : "-n");
     r = 2;
   }
   return r;

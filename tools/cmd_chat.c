@@ -17,10 +17,11 @@ static const char USAGE[] =
     "                  [--min-p P] [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX]\n"
     "                  [--backend auto|cpu|cuda] [--think] [--show-thinking] [-v]\n"
     "                  [--numerics float32|mlx-cpu] [--chat-template FILE]\n"
+    "                  [--spec lookup|draft] [--draft-model DIR] [--draft-max K] [--spec-ngram N]\n"
     "Type a message and press Enter. /reset starts over, /exit or Ctrl-D quits,\n"
     "Ctrl-C stops the current answer.\n" GEN_ARGS_N_HELP GEN_ARGS_TEMPLATE_HELP
     "-c CTX: tokens the conversation holds (0, the default: the model's maximum); an answer\n"
-    "stopped by a full context says so on stderr (/reset starts over).\n"
+    "stopped by a full context says so on stderr (/reset starts over).\n" GEN_ARGS_SPEC_HELP
     "Exit status: 0, or 1 when a message could not be answered (each error is one line).\n";
 
 int cmd_chat(int argc, char **argv) {
@@ -41,7 +42,8 @@ int cmd_chat(int argc, char **argv) {
   mlxrt_model *m = failed ? NULL : gen_args_load_model(&a, "chat");
   char what[64];
   snprintf(what, sizeof what, "-c %lld", (long long)a.chat.capacity);
-  if (!m || gen_args_check_kv(m, "chat", what, a.chat.capacity)) {
+  mlxrt_options opt = {a.backend, a.threads, a.verbose, a.numerics};
+  if (!m || gen_args_check_kv(m, "chat", what, a.chat.capacity) || gen_spec_load_draft(&a.spec, &opt, &a.chat.spec, "chat")) {
     mlxrt_model_free(m);
     free(tpl);
     return 1;
@@ -55,6 +57,7 @@ int cmd_chat(int argc, char **argv) {
   mlxrt_chat *c = mlxrt_chat_new(m, &a.chat, &err);
   if (!c) {
     fprintf(stderr, "mlxrt chat: %s\n", err.msg);
+    mlxrt_model_free(a.chat.spec.draft_model);
     mlxrt_model_free(m);
     free(tpl);
     return 1;
@@ -105,15 +108,18 @@ int cmd_chat(int argc, char **argv) {
     }
     printf("\n");
     fflush(stdout);
-    fprintf(stderr, "[prompt: %lld new of %lld tokens, %.1f t/s | answer: %lld tokens, %.1f t/s%s]\n",
+    char spec[160];
+    gen_spec_stats(&a.chat.spec, &st, spec, sizeof spec);
+    fprintf(stderr, "[prompt: %lld new of %lld tokens, %.1f t/s | answer: %lld tokens, %.1f t/s%s%s]\n",
             (long long)st.prompt_processed, (long long)st.prompt_tokens,
             st.prompt_seconds > 0 ? st.prompt_processed / st.prompt_seconds : 0.0, (long long)st.gen_tokens,
-            st.gen_seconds > 0 ? st.gen_tokens / st.gen_seconds : 0.0,
+            st.gen_seconds > 0 ? st.gen_tokens / st.gen_seconds : 0.0, spec,
             st.stopped_by == 2 ? ", interrupted" : st.stopped_by == 3 ? ", context full" : "");
     if (st.stopped_by == 3) gen_args_context_full(&a, &st, "chat");
   }
   free(line);
   mlxrt_chat_free(c);
+  mlxrt_model_free(a.chat.spec.draft_model);
   mlxrt_model_free(m);
   free(tpl);
   return rc;

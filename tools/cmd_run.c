@@ -14,7 +14,8 @@ static const char USAGE[] =
     "                 [--min-p P] [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX]\n"
     "                 [--backend auto|cpu|cuda] [--system TEXT] [--no-chat-template]\n"
     "                 [--chat-template FILE] [--think] [--show-thinking]\n"
-    "                 [--numerics float32|mlx-cpu] [-v]\n"
+    "                 [--numerics float32|mlx-cpu] [--spec lookup|draft] [--draft-model DIR]\n"
+    "                 [--draft-max K] [--spec-ngram N] [-v]\n"
     "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
     "-p - reads the prompt from standard input, like -f -.\n"
     "-f FILE reads the prompt from a regular text file of at most 256 MiB without a NUL byte\n"
@@ -23,6 +24,7 @@ static const char USAGE[] =
     "-t THREADS: CPU threads (0, the default: all cores).\n"
     "Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n"
     "--numerics mlx-cpu reproduces mlx-lm on a CPU bit for bit (slower; docs/NUMERICS.md).\n"
+    GEN_ARGS_SPEC_HELP
     "Exit status: 0 the answer ended (stop token, -n reached or Ctrl-C), 1 an error, 2 a bad\n"
     "command line, 3 the context filled up before the answer ended.\n";
 
@@ -46,7 +48,9 @@ int cmd_run(int argc, char **argv) {
   int failed;
   char *tpl = gen_args_read_template(&a, "run", &failed);
   mlxrt_model *m = failed ? NULL : gen_args_load_model(&a, "run");
-  if (!m) {
+  mlxrt_options opt = {a.backend, a.threads, a.verbose, a.numerics};
+  if (!m || gen_spec_load_draft(&a.spec, &opt, &a.chat.spec, "run")) {
+    mlxrt_model_free(m);
     free(tpl);
     free(file_prompt);
     return 1;
@@ -67,10 +71,12 @@ int cmd_run(int argc, char **argv) {
   } else if (mlxrt_chat_turn(c, prompt, gen_args_print_text, NULL, &st, &err) == 0) {
     printf("\n");
     fflush(stdout);
-    fprintf(stderr, "prompt: %lld tokens, %.2f tokens/s | decode: %lld tokens, %.2f tokens/s | backend %s\n",
+    char spec[160];
+    gen_spec_stats(&a.chat.spec, &st, spec, sizeof spec);
+    fprintf(stderr, "prompt: %lld tokens, %.2f tokens/s | decode: %lld tokens, %.2f tokens/s | backend %s%s\n",
             (long long)st.prompt_processed, st.prompt_seconds > 0 ? st.prompt_processed / st.prompt_seconds : 0.0,
             (long long)st.gen_tokens, st.gen_seconds > 0 ? st.gen_tokens / st.gen_seconds : 0.0,
-            mlxrt_model_backend_name(m));
+            mlxrt_model_backend_name(m), spec);
     rc = 0;
     if (st.stopped_by == 3) {
       gen_args_context_full(&a, &st, "run");
@@ -81,6 +87,7 @@ int cmd_run(int argc, char **argv) {
   }
 out:
   mlxrt_chat_free(c);
+  mlxrt_model_free(a.chat.spec.draft_model);
   mlxrt_model_free(m);
   free(tpl);
   free(file_prompt);

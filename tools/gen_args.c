@@ -1,5 +1,5 @@
-/* Option parsing of run, chat and perplexity: no model, no file, no allocation (the fuzz
- * target runs it alone). */
+/* Option parsing of run, chat and perplexity (and serve's speculative options): no model, no
+ * file, no allocation (the fuzz target runs it alone). */
 #include "gen_args.h"
 
 #include <string.h>
@@ -11,7 +11,7 @@ static const char *const VALUED[] = {"-m", "--model", "-p", "--prompt", "-f", "-
                                      "-t", "--threads", "-c", "--ctx-size", "--temp", "--temperature",
                                      "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                      "--repetition-penalty", "--repeat-last-n", "-s", "--seed", "--numerics",
-                                     "--chat-template"};
+                                     "--chat-template", "--spec", "--draft-model", "--draft-max", "--spec-ngram"};
 
 int gen_args_takes_value(const char *flag) {
   for (size_t k = 0; k < sizeof VALUED / sizeof VALUED[0]; k++)
@@ -55,6 +55,10 @@ int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd) {
     }
     if (!v) v = argv[++i];
     int bad = 0;
+    if (gen_spec_option(&a->spec, f, v, cmd, &bad)) {
+      if (bad) return 2;
+      continue;
+    }
     if (!strcmp(f, "-m") || !strcmp(f, "--model")) a->model = v;
     else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) a->prompt = v;
     else if (!strcmp(f, "-f") || !strcmp(f, "--file")) a->prompt_file = v;
@@ -95,7 +99,56 @@ int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd) {
     cli_error(cmd, "give the prompt with -p or -f, not both");
     return 2;
   }
+  if (gen_spec_finish(&a->spec, &a->chat.spec, cmd)) return 2;
   return gen_args_apply_numerics(a->numerics, &a->backend, cmd);
+}
+
+int gen_spec_option(gen_spec_args *sa, const char *flag, const char *v, const char *cmd, int *bad) {
+  if (!strcmp(flag, "--spec")) {
+    if (strcmp(v, "lookup") && strcmp(v, "draft")) {
+      cli_error(cmd, "--spec must be lookup or draft, not '%.64s'", v);
+      *bad = 1;
+    }
+    sa->mode = v;
+  } else if (!strcmp(flag, "--draft-model")) {
+    sa->draft_model = v;
+  } else if (!strcmp(flag, "--draft-max")) {
+    *bad = cli_int(cmd, flag, v, 1, MLXRT_SPEC_MAX_DRAFT, &sa->draft_max) != 0;
+  } else if (!strcmp(flag, "--spec-ngram")) {
+    *bad = cli_int(cmd, flag, v, 1, MLXRT_SPEC_MAX_NGRAM, &sa->ngram) != 0;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+int gen_spec_finish(const gen_spec_args *sa, mlxrt_spec_options *o, const char *cmd) {
+  memset(o, 0, sizeof *o);
+  const char *mode = sa->mode ? sa->mode : sa->draft_model ? "draft" : NULL;
+  if (!mode) {
+    if (sa->draft_max || sa->ngram) {
+      cli_error(cmd, "%s needs speculative decoding: add --spec lookup or --draft-model DIR",
+                sa->draft_max ? "--draft-max" : "--spec-ngram");
+      return 2;
+    }
+    return 0;
+  }
+  if (!strcmp(mode, "draft") && !sa->draft_model) {
+    cli_error(cmd, "--spec draft needs --draft-model DIR (a smaller model with the same tokenizer)");
+    return 2;
+  }
+  if (!strcmp(mode, "lookup") && sa->draft_model) {
+    cli_error(cmd, "--draft-model is for --spec draft; --spec lookup drafts from the context");
+    return 2;
+  }
+  if (!strcmp(mode, "draft") && sa->ngram) {
+    cli_error(cmd, "--spec-ngram is for --spec lookup, not a draft model");
+    return 2;
+  }
+  o->mode = !strcmp(mode, "lookup") ? MLXRT_SPEC_LOOKUP : MLXRT_SPEC_DRAFT;
+  o->draft_max = sa->draft_max;
+  o->ngram_max = sa->ngram;
+  return 0;
 }
 
 int gen_args_apply_numerics(const char *value, const char **backend, const char *cmd) {

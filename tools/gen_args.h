@@ -6,6 +6,13 @@
 
 #include "mlxrt.h"
 
+/* Speculative decoding (run, chat, serve): --spec lookup|draft, --draft-model DIR (implies
+ * --spec draft), --draft-max K, --spec-ngram N, as given. */
+typedef struct gen_spec_args {
+  const char *mode, *draft_model;
+  int draft_max, ngram; /* 0: not given */
+} gen_spec_args;
+
 typedef struct gen_args {
   const char *model;
   const char *prompt;
@@ -18,6 +25,7 @@ typedef struct gen_args {
   /* -n: tokens to generate; 0 none, -1 (the default) until a stop token or the context is
    * full. chat.gen.max_tokens holds the library's spelling (<= 0: no limit). */
   int n_predict;
+  gen_spec_args spec; /* chat.spec holds the checked options; the draft model is loaded at run time */
   mlxrt_chat_options chat;
 } gen_args;
 
@@ -39,6 +47,21 @@ int gen_args_takes_value(const char *flag);
  * one-line error. */
 int gen_args_apply_numerics(const char *value, const char **backend, const char *cmd);
 
+/* The text the speculative options mean in run's, chat's and serve's --help. */
+#define GEN_ARGS_SPEC_HELP                                                                        \
+  "--spec lookup: speculative decoding with drafts copied from the context (prompt lookup);\n"  \
+  "--spec draft / --draft-model DIR: a smaller model with the same tokenizer drafts; --draft-max\n" \
+  "K: tokens drafted per pass (1..32; lookup 10, draft 4); --spec-ngram N: longest n-gram lookup\n" \
+  "matches (1..8, default 3). The model checks the drafts in one pass: greedy text is the same as\n" \
+  "without, sampled text has the same distribution. CPU backend only.\n"
+
+/* One of the speculative options (flag, its value v): 1 (sa updated, or *bad set after one
+ * error line), 0 when flag is not one of them. */
+int gen_spec_option(gen_spec_args *sa, const char *flag, const char *v, const char *cmd, int *bad);
+/* Their combination checked into o (mode, draft_max, ngram_max; o->draft_model stays NULL):
+ * 0, or 2 after one error line. */
+int gen_spec_finish(const gen_spec_args *sa, mlxrt_spec_options *o, const char *cmd);
+
 /* The text --chat-template means in run's and chat's --help. */
 #define GEN_ARGS_TEMPLATE_HELP                                                                    \
   "--chat-template FILE: a Jinja chat template to use instead of the model's (its own\n"          \
@@ -56,6 +79,11 @@ char *gen_args_read_template(gen_args *a, const char *cmd, int *failed);
 void gen_args_chat_error(const gen_args *a, const char *cmd, const char *msg);
 /* Loads the model, printing a progress line on a terminal; NULL after printing the error. */
 mlxrt_model *gen_args_load_model(const gen_args *a, const char *cmd);
+/* --draft-model's model, loaded with the same options as the model (opt), into o->draft_model:
+ * 0 (nothing to load without --draft-model), or -1 after one error line. */
+int gen_spec_load_draft(const gen_spec_args *sa, const mlxrt_options *opt, mlxrt_spec_options *o, const char *cmd);
+/* The speculative-decoding figures of an answer for a stats line ("" when o is off). */
+void gen_spec_stats(const mlxrt_spec_options *o, const mlxrt_gen_stats *st, char *buf, size_t len);
 /* On the CPU backend the KV cache of `tokens` positions lives in this machine's memory:
  * refuses (-1 after one error line naming `what`) a context that cannot fit. */
 int gen_args_check_kv(mlxrt_model *m, const char *cmd, const char *what, int64_t tokens);

@@ -34,6 +34,28 @@ mlxrt_model *gen_args_load_model(const gen_args *a, const char *cmd) {
   return m;
 }
 
+int gen_spec_load_draft(const gen_spec_args *sa, const mlxrt_options *opt, mlxrt_spec_options *o, const char *cmd) {
+  if (!sa->draft_model) return 0;
+  mlxrt_error err = {{0}};
+  char dir[4096];
+  if (gen_args_model_dir(cmd, sa->draft_model, dir, sizeof dir)) return -1;
+  if (!(o->draft_model = mlxrt_model_load(dir, opt, &err))) {
+    cli_error(cmd, "--draft-model: %s", err.msg);
+    return -1;
+  }
+  if (opt->verbose) fprintf(stderr, "mlxrt: draft model %s on the %s backend\n", dir, mlxrt_model_backend_name(o->draft_model));
+  return 0;
+}
+
+void gen_spec_stats(const mlxrt_spec_options *o, const mlxrt_gen_stats *st, char *buf, size_t len) {
+  buf[0] = 0;
+  if (o->mode == MLXRT_SPEC_OFF) return;
+  snprintf(buf, len, " | spec %s: %lld passes, %lld drafted, %lld accepted (%.1f %%)",
+           o->mode == MLXRT_SPEC_LOOKUP ? "lookup" : "draft", (long long)st->spec_passes,
+           (long long)st->spec_drafted, (long long)st->spec_accepted,
+           st->spec_drafted > 0 ? 100.0 * (double)st->spec_accepted / (double)st->spec_drafted : 0.0);
+}
+
 char *gen_args_read_template(gen_args *a, const char *cmd, int *failed) {
   *failed = 0;
   if (!a->chat_template_file) return NULL;

@@ -127,6 +127,13 @@ struct accel_backend {
 
   /* Frees everything cached for this backend. */
   void (*destroy)(accel_backend *b);
+
+  /* Optional (NULL: not offered): qmatmul whose row i of y is bit for bit what qmatmul gives
+   * for row i of x alone (n = 1, a decode step's numerics), the weights read once for all n
+   * rows. Speculative decoding verifies drafted tokens with it, so that they are judged on the
+   * logits one-token steps would have computed. */
+  int (*qmatmul_rowwise)(accel_backend *b, const accel_weight *w, int expert, const uint16_t *x,
+                         int64_t n, float *y, mlxrt_error *err);
 };
 
 typedef struct accel_options {

@@ -85,6 +85,7 @@ void mx_api_session_track(mlxrt_session *S, const int32_t *tokens, int64_t pos0)
 
 void mlxrt_session_free(mlxrt_session *S) {
   if (!S) return;
+  mlxrt_session_free(S->draft);
   mx_session_free(S->s);
   free(S->ids);
   free(S);
@@ -138,7 +139,10 @@ int mlxrt_session_step_sample(mlxrt_session *S, int32_t token, mlxrt_sampler *sm
 }
 
 int64_t mlxrt_session_position(const mlxrt_session *S) { return mx_session_pos(S->s); }
-void mlxrt_session_reset(mlxrt_session *S) { mx_session_rewind(S->s, 0); }
+void mlxrt_session_reset(mlxrt_session *S) {
+  mx_session_rewind(S->s, 0);
+  if (S->draft) mx_session_rewind(S->draft->s, 0);
+}
 
 int64_t mlxrt_session_rewind(mlxrt_session *S, int64_t pos) {
   if (pos < 0 || pos > mx_session_pos(S->s)) return -1;

@@ -26,6 +26,7 @@ struct mlxrt_session {
   mlxrt_model *model;
   mx_session *s;
   int32_t *ids; /* capacity entries, allocated with the session */
+  mlxrt_session *draft; /* speculative decoding's draft-model session, kept between calls */
 };
 
 /* After tokens were fed starting at position pos0 (the call may have stopped part way): records

@@ -135,6 +135,7 @@ mlxrt_chat *mlxrt_chat_new(mlxrt_model *M, const mlxrt_chat_options *opt, mlxrt_
   mx_gen_params_apply_sampling(&c->opt.gen, &sp);
   if (!(c->sampler = mx_sampler_create(&sp, c->m->cfg.vocab_size, err))) goto fail;
   if (!(c->S = mlxrt_session_new(M, c->opt.capacity, err))) goto fail;
+  if (mlxrt_spec_check(c->S, &c->opt.spec, err)) goto fail;
   if (c->opt.system && !(c->system = mx_strdup(c->opt.system, err))) goto fail;
   if (c->opt.chat_template && !(c->chat_template = mx_strdup(c->opt.chat_template, err))) goto fail;
   mlxrt_chat_reset(c);
@@ -218,7 +219,7 @@ static int answer(mlxrt_chat *c, const int32_t *ids, size_t n, answer_ctx *k, ml
   k->gemma4 = c->m->cfg.family == MX_GEMMA4;
   mx_thought_stream_init(&k->th, c->opt.show_thinking);
   mx_gen_request r = {ids, n, c->sampler, &c->gen, c->opt.gen.max_tokens, 0, 0, c->opt.interrupt, 0,
-                      !k->gemma4, on_token, on_text, k};
+                      !k->gemma4, on_token, on_text, k, &c->opt.spec};
   if (mx_generate(c->S, &r, st, err)) return -1;
   if (k->gemma4) mx_thought_stream_finish(&k->th, sink, k);
   if (k->oom || k->answer.oom) return mx_fail(err, "out of memory for the answer");

@@ -25,6 +25,7 @@ typedef struct mx_gen_request {
    * context carries them itself); they are whole characters or U+FFFD */
   void (*tail)(void *user, const char *text, size_t len);
   void *user;                 /* for fn and tail */
+  const mlxrt_spec_options *spec; /* may be NULL: no speculative decoding */
 } mx_gen_request;
 
 /* mlxrt_session_generate's semantics with the caller's sampler, stop ids and text mode. */

@@ -27,6 +27,12 @@ static int64_t slot_of(const mx_kv_layer *kv, int64_t pos) {
   return kv->window > 0 ? pos % kv->window : pos;
 }
 
+/* Positions page i holds: a ring's last page only what the ring needs. */
+static int page_len(const mx_kv_layer *kv, int i) {
+  if (kv->window > 0 && (i + 1) * kv->page > kv->window) return kv->window - i * kv->page;
+  return kv->page;
+}
+
 int mx_kv_reserve(mx_kv_layer *kv, int64_t pos, mlxrt_error *err) {
   int64_t slot = kv->window > 0 && pos >= kv->window ? kv->window - 1 : slot_of(kv, pos);
   int need = (int)(slot / kv->page) + 1;
@@ -42,8 +48,8 @@ int mx_kv_reserve(mx_kv_layer *kv, int64_t pos, mlxrt_error *err) {
     kv->v_pages = v;
     kv->cap_pages = cap;
   }
-  size_t page_bytes = (size_t)kv->page * (size_t)kv->dim * sizeof(uint16_t);
   while (kv->n_pages < need) {
+    size_t page_bytes = (size_t)page_len(kv, kv->n_pages) * (size_t)kv->dim * sizeof(uint16_t);
     uint16_t *kp = malloc(page_bytes), *vp = malloc(page_bytes);
     if (!kp || !vp) {
       free(kp);
@@ -68,5 +74,7 @@ uint16_t *mx_kv_value(const mx_kv_layer *kv, int64_t pos) {
 }
 
 uint64_t mx_kv_bytes(const mx_kv_layer *kv) {
-  return (uint64_t)kv->n_pages * 2u * (uint64_t)kv->page * (uint64_t)kv->dim * sizeof(uint16_t);
+  uint64_t positions = 0;
+  for (int i = 0; i < kv->n_pages; i++) positions += (uint64_t)page_len(kv, i);
+  return positions * 2u * (uint64_t)kv->dim * sizeof(uint16_t);
 }

@@ -1,6 +1,7 @@
 /* The CPU KV cache of one session. Keys and values are stored in bf16 (as MLX keeps them),
  * in pages of MX_KV_PAGE positions, so capacity grows page by page without copying.
- * Sliding layers keep a ring of exactly `window` positions; full layers grow. */
+ * Sliding layers keep a ring of `window` positions (the session gives it its attention window
+ * plus the positions it may take back); full layers grow. */
 #ifndef MLXRT_MLX_KV_H
 #define MLXRT_MLX_KV_H
 
@@ -11,7 +12,7 @@
 #define MX_KV_PAGE 256
 
 typedef struct mx_kv_layer {
-  int window;   /* > 0: ring of exactly `window` positions; 0: grows with the context */
+  int window;   /* > 0: ring of `window` positions (the last ones written); 0: grows */
   int dim;      /* n_kv_heads × head_dim */
   int page;     /* positions per page: MX_KV_PAGE, or the whole window when smaller */
   uint16_t **k_pages, **v_pages;

@@ -22,7 +22,9 @@ static int linear(mx_session *s, const mx_linear *l, int expert, const float *x,
                   float *y, mlxrt_error *err) {
   int64_t cols = l->aw.spec.cols, rows = l->aw.spec.rows;
   mx_to_bf16(s->xb, x, n * cols);
-  if (s->b->qmatmul(s->b, &l->aw, expert, s->xb, n, y, err)) return -1;
+  if (s->rowwise && n > 1 ? s->b->qmatmul_rowwise(s->b, &l->aw, expert, s->xb, n, y, err)
+                          : s->b->qmatmul(s->b, &l->aw, expert, s->xb, n, y, err))
+    return -1;
   mx_round_rows(y, n * rows);
   return 0;
 }
@@ -332,11 +334,14 @@ int mx_forward_chunk(mx_session *s, const int32_t *tokens, int64_t n, float *log
     if (s->feeds_shared[li] && commit_kv(s, li, s->chunk_k[li], s->chunk_v[li], s->pos, n, err))
       return -1;
   s->pos += n;
+  if (s->pos > s->kv_hi) s->kv_hi = s->pos;
 
   if (!logits) return 0;
   if (!all_positions) return output_logits(s, n - 1, 1, logits, err);
-  for (int64_t r = 0; r < n; r += 8) {
-    int64_t k = n - r < 8 ? n - r : 8;
+  /* (row by row the head's weights are read once per call: every row in one) */
+  const int64_t step = s->rowwise ? n : 8;
+  for (int64_t r = 0; r < n; r += step) {
+    int64_t k = n - r < step ? n - r : step;
     if (output_logits(s, r, k, logits + r * c->vocab_size, err)) return -1;
   }
   return 0;

@@ -486,13 +486,10 @@ int mx_sampler_candidates(mx_sampler *s, const float *logits, int *ids, mlxrt_er
   return n;
 }
 
-int mx_sampler_sample(mx_sampler *s, const float *logits, mlxrt_error *err) {
-  float m;
-  const int n = select_candidates(s, logits, &m, err);
-  if (n <= 0) return -1;
+/* The draw weights of the n candidates into s->cand_w and their block sums; returns the total.
+ * Weights exp((l - max) / T); the max itself is a candidate (weight 1), so total >= 1. */
+static double draw_weights(mx_sampler *s, int n, float m) {
   const int *cand = s->cand;
-  if (s->p.temperature == 0.0f) return cand[0];
-  /* Weights exp((l - max) / T); the max itself is a candidate (weight 1), so total >= 1. */
   float inv_t = 1.0f / s->p.temperature;
   if (inv_t > FLT_MAX) inv_t = FLT_MAX; /* a subnormal temperature: 0 * inf would be NaN */
   const float *w = s->work;
@@ -507,6 +504,32 @@ int mx_sampler_sample(mx_sampler *s, const float *logits, mlxrt_error *err) {
     const int len = b == nblocks - 1 ? n - b * BLOCK : BLOCK;
     total += s->block_sum[b] = sum_floats(cw + (size_t)b * BLOCK, len);
   }
+  return total;
+}
+
+int mx_sampler_probs(mx_sampler *s, const float *logits, double *probs, mlxrt_error *err) {
+  float m;
+  const int n = select_candidates(s, logits, &m, err);
+  if (n <= 0) return -1;
+  memset(probs, 0, (size_t)s->vocab * sizeof *probs);
+  if (s->p.temperature == 0.0f) {
+    probs[s->cand[0]] = 1.0;
+    return 1;
+  }
+  const double total = draw_weights(s, n, m);
+  for (int j = 0; j < n; j++) probs[s->all ? j : s->cand[j]] = (double)s->cand_w[j] / total;
+  return n;
+}
+
+int mx_sampler_sample(mx_sampler *s, const float *logits, mlxrt_error *err) {
+  float m;
+  const int n = select_candidates(s, logits, &m, err);
+  if (n <= 0) return -1;
+  const int *cand = s->cand;
+  if (s->p.temperature == 0.0f) return cand[0];
+  const float *cw = s->cand_w;
+  const double total = draw_weights(s, n, m);
+  const int nblocks = (n + BLOCK - 1) / BLOCK;
   const double u = mx_rng_uniform(&s->rng) * total;
   double acc = 0.0;
   int b = 0;

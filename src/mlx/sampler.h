@@ -50,6 +50,11 @@ void mx_sampler_free(mx_sampler *s);
  * record the token: call mx_sampler_accept for it (and for every prompt token). */
 int mx_sampler_sample(mx_sampler *s, const float *logits, mlxrt_error *err);
 
+/* The distribution mx_sampler_sample draws from for these logits (repetition penalty, filters,
+ * temperature; its current history): probs[vocab_size], 0 for the tokens the filters drop,
+ * 1 at the argmax for temperature 0. Returns the number of tokens kept, or -1. Draws nothing. */
+int mx_sampler_probs(mx_sampler *s, const float *logits, double *probs, mlxrt_error *err);
+
 /* The tokens the filters keep for these logits (ids[] needs vocab_size entries), in increasing
  * id order; returns their number, or -1. Draws nothing (for tests and diagnostics). */
 int mx_sampler_candidates(mx_sampler *s, const float *logits, int *ids, mlxrt_error *err);

@@ -93,7 +93,8 @@ mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t
   for (int i = 0; i < L; i++) {
     const mx_layer *ly = &m->layers[i];
     int64_t kvd = (int64_t)ly->n_kv_heads * ly->head_dim;
-    if (ly->has_kv) mx_kv_init(&s->kv[i], ly->type == MX_LAYER_SLIDING ? c->sliding_window : 0, (int)kvd);
+    if (ly->has_kv)
+      mx_kv_init(&s->kv[i], ly->type == MX_LAYER_SLIDING ? c->sliding_window + MX_SESSION_REWIND_MAX : 0, (int)kvd);
     else s->feeds_shared[ly->kv_source] = 1;
     if ((int64_t)c->num_heads * ly->head_dim > max_q) max_q = (int64_t)c->num_heads * ly->head_dim;
     if (kvd > max_kv) max_kv = kvd;
@@ -301,10 +302,38 @@ int64_t mx_session_capacity(const mx_session *s) { return s->capacity; }
 int mx_session_rewind(mx_session *s, int64_t pos) {
   if (pos < 0) pos = 0;
   if (pos >= s->pos) return (int)s->pos;
-  /* a ring that already evicted history before `pos` cannot be rewound: start over */
-  if (s->m->cfg.sliding_window > 0 && s->pos > s->m->cfg.sliding_window) pos = 0;
+  const int64_t window = s->m->cfg.sliding_window;
+  if (window > 0 && s->dec) { /* the decoder's rings hold exactly the window */
+    if (s->pos > window) pos = 0;
+  } else if (window > 0) {
+    /* a query at pos needs [pos - window + 1, pos); once positions up to kv_hi - 1 were
+     * written, the ring holds [kv_hi - ring, kv_hi): anything further back was evicted and the
+     * session starts over */
+    const int64_t ring = window + MX_SESSION_REWIND_MAX;
+    if (s->kv_hi > ring && s->kv_hi - pos > MX_SESSION_REWIND_MAX + 1) pos = 0;
+  }
   s->pos = pos;
+  if (pos == 0) s->kv_hi = 0;
   return (int)pos;
+}
+
+int mx_session_check_rowwise(const mx_session *s, mlxrt_error *err) {
+  if (s->dec)
+    return mx_fail(err, "the %s backend's whole-step decoder runs this session and gives the last position's "
+                        "logits only", s->b->name);
+  if (!s->b->qmatmul_rowwise)
+    return mx_fail(err, "the %s backend has no row-exact batched product", s->b->name);
+  return 0;
+}
+
+int mx_session_feed_rowwise(mx_session *s, const int32_t *tokens, int64_t n, float *logits, mlxrt_error *err) {
+  if (mx_session_check_rowwise(s, err)) return -1;
+  if (n > s->batch)
+    return mx_fail(err, "%lld tokens fed row-exact at once: at most the session's batch of %d", (long long)n, s->batch);
+  s->rowwise = 1;
+  const int rc = mx_forward_chunk(s, tokens, n, logits, 1, err);
+  s->rowwise = 0;
+  return rc;
 }
 
 uint64_t mx_session_kv_bytes(const mx_session *s) {

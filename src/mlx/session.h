@@ -49,9 +49,25 @@ int mx_session_step_sample(mx_session *s, int32_t token, struct mx_sampler *smp,
                            mlxrt_error *err);
 int64_t mx_session_pos(const mx_session *s);
 int64_t mx_session_capacity(const mx_session *s);
-/* Forgets positions ≥ pos (full layers only keep what they had; a sliding ring can only be
- * rewound within what it still holds, so rewinding into evicted history resets). */
+/* On the reference path a sliding layer's ring holds its window plus this many positions, so
+ * that up to MX_SESSION_REWIND_MAX + 1 positions just fed can always be taken back (drafted
+ * tokens a verification rejected) without losing history the window still needs. */
+#define MX_SESSION_REWIND_MAX 32
+/* Forgets positions ≥ pos and returns the position rewound to. Full layers keep what they had;
+ * a sliding ring can only be rewound within what it still holds (on the reference path: any
+ * position while nothing was evicted, else by at most MX_SESSION_REWIND_MAX + 1 positions from
+ * the furthest one written; on a decoder: any while nothing was evicted); rewinding into
+ * evicted history resets to 0. */
 int mx_session_rewind(mx_session *s, int64_t pos);
+/* Feeds n tokens (n ≤ the session's batch) and gives every position's logits [n, vocab], each
+ * row bit for bit what feeding the tokens one at a time gives: the products run row by row
+ * (accel_backend.qmatmul_rowwise), the rest of the pass is row-wise already. This is how
+ * drafted tokens are verified. -1 with a message when the session cannot (see
+ * mx_session_check_rowwise). */
+int mx_session_feed_rowwise(mx_session *s, const int32_t *tokens, int64_t n, float *logits, mlxrt_error *err);
+/* 0 when mx_session_feed_rowwise runs on this session; else -1 with why: a backend's
+ * whole-step decoder runs it (last logits only), or the backend has no row-exact product. */
+int mx_session_check_rowwise(const mx_session *s, mlxrt_error *err);
 uint64_t mx_session_kv_bytes(const mx_session *s);
 
 #endif

@@ -11,7 +11,9 @@ struct mx_session {
   accel_backend *b;
   mx_decoder *dec;         /* MLXRT_DECODER=1: the backend's whole-step decoder runs the session */
   int64_t pos, capacity;
+  int64_t kv_hi;           /* 1 + the furthest position written into the KV rings (rewind) */
   int batch;
+  int rowwise;             /* this pass's products run row by row (mx_session_feed_rowwise) */
   mx_kv_layer *kv;         /* per layer; used by layers that compute K/V */
   int *feeds_shared;       /* layer is the K/V source of a later KV-shared layer */
   uint16_t **chunk_k, **chunk_v; /* per layer chunk K/V (bf16), kept until the pass ends */

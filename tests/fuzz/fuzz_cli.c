@@ -38,6 +38,12 @@ static void check_gen(const gen_args *a) {
   CHECK(g->repetition_penalty == 0 || in_f(g->repetition_penalty, 0.01, 100));
   CHECK(in(g->repetition_window, 0, 1 << 20) && g->seed <= 0x7fffffff);
   CHECK(!a->numerics || !strcmp(a->numerics, "float32") || (!strcmp(a->numerics, "mlx-cpu") && !strcmp(a->backend, "cpu")));
+  const mlxrt_spec_options *sp = &a->chat.spec;
+  CHECK(in(sp->mode, MLXRT_SPEC_OFF, MLXRT_SPEC_DRAFT) && !sp->draft_model);
+  CHECK(in(sp->draft_max, 0, MLXRT_SPEC_MAX_DRAFT) && in(sp->ngram_max, 0, MLXRT_SPEC_MAX_NGRAM));
+  CHECK(sp->mode || (!sp->draft_max && !sp->ngram_max && !a->spec.draft_model));
+  CHECK((sp->mode == MLXRT_SPEC_DRAFT) == (a->spec.draft_model != NULL));
+  CHECK(sp->mode != MLXRT_SPEC_DRAFT || !sp->ngram_max);
 }
 
 static void check_list(const bench_list *l) {

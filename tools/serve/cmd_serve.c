@@ -18,7 +18,8 @@ static const char USAGE[] =
     "usage: mlxrt serve -m MODEL [--host ADDR] [--port N] [--api-key KEY | --api-key-file FILE]\n"
     "                   [--parallel N] [--queue N] [-c CTX] [--chat-template FILE]\n"
     "                   [--backend auto|cpu|cuda] [-t THREADS] [--max-body BYTES] [--timeout S]\n"
-    "                   [--max-messages N] [--numerics float32|mlx-cpu] [-v]\n"
+    "                   [--max-messages N] [--numerics float32|mlx-cpu] [--spec lookup|draft]\n"
+    "                   [--draft-model DIR] [--draft-max K] [--spec-ngram N] [-v]\n"
     "An OpenAI-compatible HTTP server (docs/SERVER.md): POST /v1/chat/completions,\n"
     "POST /v1/completions, GET /v1/models, GET /health, GET /metrics.\n"
     "--host ADDR: address to bind (default 127.0.0.1; 0.0.0.0 for every interface).\n"
@@ -30,7 +31,7 @@ static const char USAGE[] =
     "--chat-template FILE: a Jinja chat template used instead of the model's.\n"
     "--max-body BYTES: largest request body (default 8388608); --timeout S: idle connection\n"
     "timeout in seconds (default 600); --max-messages N: messages per request (default 4096).\n"
-    "The model is listed under the name of its folder (GET /v1/models).\n";
+    "The model is listed under the name of its folder (GET /v1/models).\n" GEN_ARGS_SPEC_HELP;
 
 /* The model's context limit from config.json (top level or text_config); 0 when unknown. */
 static int64_t model_max_context(const char *dir) {
@@ -77,6 +78,10 @@ static int parse_args(serve_config *c, int argc, char **argv, int *ctx_given) {
     const char *v = argv[++i];
     int bad = 0;
     int64_t x = 0;
+    if (gen_spec_option(&c->spec, f, v, "serve", &bad)) {
+      if (bad) return 2;
+      continue;
+    }
     if (!strcmp(f, "-m") || !strcmp(f, "--model")) c->model_arg = v;
     else if (!strcmp(f, "--host")) c->host = v;
     else if (!strcmp(f, "--port")) bad = cli_int("serve", f, v, 0, 65535, &c->port);
@@ -123,6 +128,7 @@ static int parse_args(serve_config *c, int argc, char **argv, int *ctx_given) {
     cli_error("serve", "--api-key must not be empty");
     return 2;
   }
+  if (gen_spec_finish(&c->spec, &c->spec_opt, "serve")) return 2;
   return gen_args_apply_numerics(c->numerics, &c->backend, "serve");
 }
 
@@ -173,6 +179,16 @@ int cmd_serve(int argc, char **argv) {
     goto out;
   }
   mlxrt_free(probe);
+  if (gen_spec_load_draft(&c->spec, &opt, &c->spec_opt, "serve")) goto out;
+  if (c->spec_opt.mode) { /* a speculative setting the slots cannot run fails now, not per request */
+    mlxrt_session *s = mlxrt_session_new(srv.model, c->ctx, &err);
+    int bad = !s || mlxrt_spec_check(s, &c->spec_opt, &err);
+    mlxrt_session_free(s);
+    if (bad) {
+      cli_error("serve", "%s", err.msg);
+      goto out;
+    }
+  }
   if (strcmp(mlxrt_model_backend_name(srv.model), "cpu") == 0) {
     char what[96];
     snprintf(what, sizeof what, "--parallel %d x -c %lld", c->parallel, (long long)c->ctx);
@@ -218,6 +234,7 @@ metrics:
   serve_metrics_destroy(&srv.metrics);
 out:
   mlxrt_model_free(srv.model);
+  mlxrt_model_free(c->spec_opt.draft_model);
   free(c->template_text);
   if (c->key_owned) free((char *)c->api_key);
   return rc;

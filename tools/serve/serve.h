@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gen_args.h"
 #include "mlxrt.h"
 #include "serve_metrics.h"
 #include "serve_request.h"
@@ -35,6 +36,8 @@ typedef struct serve_config {
   size_t max_body;
   int timeout_s;
   serve_limits limits;
+  gen_spec_args spec;          /* --spec, --draft-model, --draft-max, --spec-ngram as given */
+  mlxrt_spec_options spec_opt; /* checked; its draft model loaded at start */
 } serve_config;
 
 typedef struct serve_sched serve_sched;

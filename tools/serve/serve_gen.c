@@ -138,7 +138,6 @@ static int on_token(void *user, const mlxrt_token_info *t) {
 
 static void set_options(const serve_server *srv, const serve_job *j, mlxrt_generate_options *o) {
   const serve_request *r = &j->req;
-  (void)srv;
   mlxrt_generate_options_default(o);
   if (r->temperature >= 0) o->gen.temperature = (float)r->temperature;
   if (r->top_p >= 0) o->gen.top_p = (float)r->top_p;
@@ -155,6 +154,7 @@ static void set_options(const serve_server *srv, const serve_job *j, mlxrt_gener
   o->top_logprobs = r->top_logprobs;
   o->ignore_stop = r->ignore_eos;
   o->cancel = (volatile int *)&j->cancel;
+  o->spec = srv->cfg.spec_opt;
 }
 
 static void fail_answer(answer *a, int status, const char *fmt, const char *detail) {

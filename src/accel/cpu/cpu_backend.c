@@ -122,8 +122,8 @@ static int check_expert(const accel_weight *w, int expert, mlxrt_error *err) {
   return 0;
 }
 
-static int cpu_qmatmul_entry(accel_backend *b, const accel_weight *w, int expert,
-                             const uint16_t *x, int64_t n, float *y, mlxrt_error *err) {
+static int qmatmul_entry(accel_backend *b, const accel_weight *w, int expert, const uint16_t *x,
+                         int64_t n, float *y, int rowwise, mlxrt_error *err) {
   cpu_impl *c = b->impl;
   if (check_expert(w, expert, err)) return -1;
   cache_entry *e = get_entry(c, w, err);
@@ -135,11 +135,24 @@ static int cpu_qmatmul_entry(accel_backend *b, const accel_weight *w, int expert
     pthread_mutex_lock(&c->lock);
     rc = cpu_qmatmul_mlx_compat(c->pool, c->isa, m, &e->compat, expert < 0 ? 0 : expert, x, n, y, err);
     pthread_mutex_unlock(&c->lock);
+  } else if (rowwise) {
+    rc = cpu_qmatmul_rowwise(c->pool, c->isa, m, expert < 0 ? 0 : expert, x, n, y, err);
   } else {
     rc = cpu_qmatmul(c->pool, c->isa, m, expert < 0 ? 0 : expert, x, n, y, err);
   }
   if (rc) return mx_prefix(err, "%s", w->name ? w->name : "weight");
   return 0;
+}
+
+static int cpu_qmatmul_entry(accel_backend *b, const accel_weight *w, int expert,
+                             const uint16_t *x, int64_t n, float *y, mlxrt_error *err) {
+  return qmatmul_entry(b, w, expert, x, n, y, 0, err);
+}
+
+/* (MLX's CPU products are row-exact at every n: the emulation's chains do not depend on n) */
+static int cpu_qmatmul_rowwise_entry(accel_backend *b, const accel_weight *w, int expert,
+                                     const uint16_t *x, int64_t n, float *y, mlxrt_error *err) {
+  return qmatmul_entry(b, w, expert, x, n, y, 1, err);
 }
 
 static int cpu_embed_rows(accel_backend *b, const accel_weight *w, const int32_t *ids, int64_t n,
@@ -204,6 +217,7 @@ accel_backend *accel_cpu_create_numerics(int threads, const char *numerics, mlxr
   }
   b->name = "cpu";
   b->qmatmul = cpu_qmatmul_entry;
+  b->qmatmul_rowwise = cpu_qmatmul_rowwise_entry;
   b->embed_rows = cpu_embed_rows;
   b->decoder_create = cpu_decoder_create;
   b->decoder_step = cpu_decoder_step;

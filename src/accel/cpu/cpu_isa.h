@@ -18,6 +18,8 @@ typedef struct cpu_mv {
   const float *x;             /* x as prep_x laid it out */
   const float *xg;            /* Σx per group (affine) */
   float *y;
+  /* matvec_multi: vector i of x, xg and y starts ldx, ldxg, ldy floats after vector i - 1 */
+  int64_t ldx, ldxg, ldy;
 } cpu_mv;
 
 typedef struct cpu_isa_ops {
@@ -28,6 +30,10 @@ typedef struct cpu_isa_ops {
   void (*prep_x)(const accel_spec *s, const float *x, float *xp);
   /* y[r] for r in [r0, r1). */
   void (*matvec)(const cpu_mv *a, int64_t r0, int64_t r1);
+  /* Optional (NULL: matvec once per vector): matvec for nx vectors of x at once, each row of
+   * each y bit for bit what matvec gives for that vector alone (the same operations in the
+   * same order per vector), the weights decoded once for all of them. */
+  void (*matvec_multi)(const cpu_mv *a, int nx, int64_t r0, int64_t r1);
   int (*tile_supports)(const accel_spec *s);
   /* Like cpu_decode_tile_f32 (rows relative to the slab). */
   void (*decode_tile)(const cpu_mv *a, int64_t r0, int64_t r1, int64_t c0, int64_t c1,

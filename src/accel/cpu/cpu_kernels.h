@@ -73,5 +73,10 @@ const char *cpu_isa_name(cpu_isa isa);
  * tile w = s·q + b (n ≥ 4); fp modes: Σ_g s_g·Σv·x. */
 int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
                 const uint16_t *x, int64_t n, float *y, mlxrt_error *err);
+/* cpu_qmatmul whose row i of y is bit for bit what cpu_qmatmul gives for row i of x alone
+ * (the mat-vec kernels at every n), each block of weight rows read once for all n rows:
+ * a batch of tokens gets exactly the logits one-token steps would. */
+int cpu_qmatmul_rowwise(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
+                        const uint16_t *x, int64_t n, float *y, mlxrt_error *err);
 
 #endif

@@ -7,6 +7,7 @@
 #include "accel/cpu/cpu_isa.h"
 
 #define AI static inline __attribute__((always_inline))
+#define XB_MAX 8 /* vectors of x per pass of a multi-vector kernel */
 
 static const float FP4_MAG[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
@@ -87,6 +88,45 @@ AI void rows_4bit(const cpu_mv *a, int64_t r, const int NR) {
   for (int k = 0; k < NR; k++) a->y[r + k] = hsum8(racc[k]) + bsum[k];
 }
 
+/* The same chain per vector for XB vectors of x at once (matvec_multi): the codes of a row
+ * are unpacked once; accumulators, order and rounding per vector are rows_4bit's. */
+AI void rows_4bit_x(const cpu_mv *a, int64_t r, const int XB) {
+  const accel_spec *s = a->s;
+  const int64_t cols = s->cols, gs = s->group_size;
+  const int affine = s->mode == ACCEL_MODE_AFFINE;
+  const __m256i m4 = _mm256_set1_epi32(15);
+  const __m256 mag = _mm256_loadu_ps(FP4_MAG);
+  __m256 racc[XB_MAX];
+  float bsum[XB_MAX];
+  for (int i = 0; i < XB; i++) {
+    racc[i] = _mm256_setzero_ps();
+    bsum[i] = 0;
+  }
+  const uint8_t *w = a->w + (size_t)r * a->wrow;
+  for (int64_t g = 0; g < cols / gs; g++) {
+    __m256 acc[XB_MAX];
+    for (int i = 0; i < XB; i++) acc[i] = _mm256_setzero_ps();
+    for (int64_t c = g * gs; c < (g + 1) * gs; c += 16) {
+      __m256i v = load8_u8(w + c / 2);
+      __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_srli_epi32(v, 4);
+      __m256 ql = affine ? _mm256_cvtepi32_ps(lo) : fp4_ps(lo, mag);
+      __m256 qh = affine ? _mm256_cvtepi32_ps(hi) : fp4_ps(hi, mag);
+      for (int i = 0; i < XB; i++) {
+        const float *x = a->x + i * a->ldx + c;
+        acc[i] = _mm256_fmadd_ps(ql, _mm256_loadu_ps(x), acc[i]);
+        acc[i] = _mm256_fmadd_ps(qh, _mm256_loadu_ps(x + 8), acc[i]);
+      }
+    }
+    float sc, bi;
+    cpu_mv_params(a, r, g, &sc, &bi);
+    for (int i = 0; i < XB; i++) {
+      racc[i] = _mm256_fmadd_ps(acc[i], _mm256_set1_ps(sc), racc[i]);
+      bsum[i] += bi * (affine ? a->xg[i * a->ldxg + g] : 0.0f);
+    }
+  }
+  for (int i = 0; i < XB; i++) a->y[i * a->ldy + r] = hsum8(racc[i]) + bsum[i];
+}
+
 /* ---- 8-bit: affine, mxfp8 ---------------------------------------------------------------- */
 AI void rows_8bit(const cpu_mv *a, int64_t r, const int NR) {
   const accel_spec *s = a->s;
@@ -117,6 +157,35 @@ AI void rows_8bit(const cpu_mv *a, int64_t r, const int NR) {
     }
   }
   for (int k = 0; k < NR; k++) a->y[r + k] = hsum8(racc[k]) + bsum[k];
+}
+
+/* rows_8bit's chain for XB vectors of x at once (see rows_4bit_x). */
+AI void rows_8bit_x(const cpu_mv *a, int64_t r, const int XB) {
+  const accel_spec *s = a->s;
+  const int64_t cols = s->cols, gs = s->group_size;
+  const int affine = s->mode == ACCEL_MODE_AFFINE;
+  __m256 racc[XB_MAX];
+  float bsum[XB_MAX];
+  for (int i = 0; i < XB; i++) {
+    racc[i] = _mm256_setzero_ps();
+    bsum[i] = 0;
+  }
+  const uint8_t *w = a->w + (size_t)r * a->wrow;
+  for (int64_t g = 0; g < cols / gs; g++) {
+    __m256 acc[XB_MAX];
+    for (int i = 0; i < XB; i++) acc[i] = _mm256_setzero_ps();
+    for (int64_t c = g * gs; c < (g + 1) * gs; c += 8) {
+      __m256 q = affine ? _mm256_cvtepi32_ps(load8_u8(w + c)) : e4m3_8(w + c);
+      for (int i = 0; i < XB; i++) acc[i] = _mm256_fmadd_ps(q, _mm256_loadu_ps(a->x + i * a->ldx + c), acc[i]);
+    }
+    float sc, bi;
+    cpu_mv_params(a, r, g, &sc, &bi);
+    for (int i = 0; i < XB; i++) {
+      racc[i] = _mm256_fmadd_ps(acc[i], _mm256_set1_ps(sc), racc[i]);
+      bsum[i] += bi * (affine ? a->xg[i * a->ldxg + g] : 0.0f);
+    }
+  }
+  for (int i = 0; i < XB; i++) a->y[i * a->ldy + r] = hsum8(racc[i]) + bsum[i];
 }
 
 /* ---- affine 2/3/5/6-bit: 8 codes live in `bits` bytes ------------------------------------ */
@@ -249,6 +318,41 @@ static void matvec(const cpu_mv *a, int64_t r0, int64_t r1) {
   else mv_anybit(a, r0, r1);
 }
 
+/* nx vectors, XB_MAX at a time per row; other formats run matvec once per vector. */
+#define MULTI_LOOP(fn)                                                      \
+  do {                                                                      \
+    for (int64_t r = r0; r < r1; r++)                                       \
+      for (int i = 0; i < nx; i += XB_MAX) {                                \
+        cpu_mv b = *a;                                                      \
+        b.x += i * a->ldx;                                                  \
+        b.xg += i * a->ldxg;                                                \
+        b.y += i * a->ldy;                                                  \
+        switch (nx - i < XB_MAX ? nx - i : XB_MAX) {                        \
+        case 1: fn(&b, r, 1); break;                                        \
+        case 2: fn(&b, r, 2); break;                                        \
+        case 3: fn(&b, r, 3); break;                                        \
+        case 4: fn(&b, r, 4); break;                                        \
+        case 5: fn(&b, r, 5); break;                                        \
+        case 6: fn(&b, r, 6); break;                                        \
+        case 7: fn(&b, r, 7); break;                                        \
+        default: fn(&b, r, 8); break;                                       \
+        }                                                                   \
+      }                                                                     \
+  } while (0)
+
+static void matvec_multi(const cpu_mv *a, int nx, int64_t r0, int64_t r1) {
+  if (a->s->mode != ACCEL_MODE_DENSE && a->s->bits == 4) MULTI_LOOP(rows_4bit_x);
+  else if (a->s->mode != ACCEL_MODE_DENSE && a->s->bits == 8) MULTI_LOOP(rows_8bit_x);
+  else
+    for (int i = 0; i < nx; i++) {
+      cpu_mv b = *a;
+      b.x += i * a->ldx;
+      b.xg += i * a->ldxg;
+      b.y += i * a->ldy;
+      matvec(&b, r0, r1);
+    }
+}
+
 /* ---- mat-mat ----------------------------------------------------------------------------- */
 static int tile_supports(const accel_spec *s) { return s->mode != ACCEL_MODE_DENSE; }
 
@@ -333,6 +437,7 @@ const cpu_isa_ops cpu_ops_avx2 = {
     .mv_supports = mv_supports,
     .prep_x = prep_x,
     .matvec = matvec,
+    .matvec_multi = matvec_multi,
     .tile_supports = tile_supports,
     .decode_tile = decode_tile,
     .gemm = gemm,

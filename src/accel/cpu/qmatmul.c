@@ -95,6 +95,7 @@ typedef struct {
   cpu_mv mv;
   const cpu_isa_ops *mv_ops, *tile_ops, *gemm_ops;
   int64_t chunk; /* rows per task */
+  int nx;        /* rowwise: vectors of x */
   /* mat-mat */
   const float *xt; /* x transposed: cols × npad floats, padding lanes 0 */
   int64_t n, npad;
@@ -108,6 +109,36 @@ static void mv_task(void *ctx, int64_t t, int worker) {
   int64_t r0 = t * j->chunk, r1 = r0 + j->chunk;
   if (r1 > j->mv.s->rows) r1 = j->mv.s->rows;
   j->mv_ops->matvec(&j->mv, r0, r1);
+}
+
+/* Row-exact: every vector through the mat-vec kernel; without a multi-vector kernel, blocks
+ * of RW_BLOCK weight rows go through it once per vector while they sit in the L1 cache. */
+enum { RW_BLOCK = 8, RW_MULTI = 8 /* vectors per multi-vector call */ };
+static void rw_task(void *ctx, int64_t t, int worker) {
+  (void)worker;
+  const job *j = ctx;
+  int64_t r0 = t * j->chunk, r1 = r0 + j->chunk;
+  if (r1 > j->mv.s->rows) r1 = j->mv.s->rows;
+  if (j->mv_ops->matvec_multi) {
+    for (int i = 0; i < j->nx; i += RW_MULTI) {
+      cpu_mv a = j->mv;
+      a.x += (size_t)i * (size_t)a.ldx;
+      a.xg += (size_t)i * (size_t)a.ldxg;
+      a.y += (size_t)i * (size_t)a.ldy;
+      j->mv_ops->matvec_multi(&a, j->nx - i < RW_MULTI ? j->nx - i : RW_MULTI, r0, r1);
+    }
+    return;
+  }
+  for (int64_t b0 = r0; b0 < r1; b0 += RW_BLOCK) {
+    int64_t b1 = b0 + RW_BLOCK < r1 ? b0 + RW_BLOCK : r1;
+    for (int i = 0; i < j->nx; i++) {
+      cpu_mv a = j->mv;
+      a.x += (size_t)i * (size_t)a.ldx;
+      a.xg += (size_t)i * (size_t)a.ldxg;
+      a.y += (size_t)i * (size_t)a.ldy;
+      j->mv_ops->matvec(&a, b0, b1);
+    }
+  }
 }
 
 static void mm_task(void *ctx, int64_t t, int worker) {
@@ -127,8 +158,22 @@ static void mm_task(void *ctx, int64_t t, int worker) {
     for (int64_t r = r0; r < r1; r++) j->mv.y[i * rows + r] = yt[(r - r0) * npad + i];
 }
 
-int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
-                const uint16_t *x, int64_t n, float *y, mlxrt_error *err) {
+/* Row i of x (bf16) to float, Σx per group (affine bias term) into xg, and the ISA's layout
+ * of x into xp; xf is cols floats of scratch. */
+static void prep_row(const accel_spec *s, const cpu_isa_ops *mv_ops, const uint16_t *x, int64_t groups,
+                     float *xf, float *xp, float *xg) {
+  const int64_t cols = s->cols;
+  for (int64_t k = 0; k < cols; k++) xf[k] = mx_bf16_to_f32(x[k]);
+  for (int64_t g = 0; g < groups; g++) {
+    float acc = 0;
+    for (int64_t k = g * s->group_size; k < (g + 1) * s->group_size; k++) acc += xf[k];
+    xg[g] = acc;
+  }
+  mv_ops->prep_x(s, xf, xp);
+}
+
+/* The operands of expert's slab; 0, or -1 with err set for a bad call. */
+static int setup(const cpu_qmat *m, cpu_isa isa, int64_t expert, job *j, mlxrt_error *err) {
   const accel_spec *s = &m->spec;
   if (accel_spec_check(s, "cpu_qmatmul", err)) return -1;
   if (!cpu_isa_supported(isa)) return mx_fail(err, "cpu_qmatmul: ISA %s not supported here", cpu_isa_name(isa));
@@ -136,16 +181,54 @@ int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
   if (expert < 0 || expert >= slabs)
     return mx_fail(err, "cpu_qmatmul: expert %lld out of range [0, %lld)", (long long)expert,
                    (long long)slabs);
+  const int64_t rows = s->rows;
+  j->mv.s = s;
+  j->mv.wrow = cpu_row_bytes(s);
+  j->mv.srow = cpu_scale_row_bytes(s);
+  j->mv.w = (const uint8_t *)m->w + (size_t)expert * (size_t)rows * j->mv.wrow;
+  j->mv.sc = m->scales ? (const uint8_t *)m->scales + (size_t)expert * (size_t)rows * j->mv.srow : NULL;
+  j->mv.bi = m->biases ? (const uint8_t *)m->biases + (size_t)expert * (size_t)rows * j->mv.srow : NULL;
+  return 0;
+}
+
+int cpu_qmatmul_rowwise(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
+                        const uint16_t *x, int64_t n, float *y, mlxrt_error *err) {
+  job j = {0};
+  if (setup(m, isa, expert, &j, err)) return -1;
+  if (n <= 1) return n == 1 ? cpu_qmatmul(pool, isa, m, expert, x, n, y, err) : 0;
+  const accel_spec *s = &m->spec;
+  const int64_t rows = s->rows, cols = s->cols;
+  const int64_t groups = s->mode == ACCEL_MODE_DENSE ? 0 : cols / s->group_size;
+  /* the kernel cpu_qmatmul's mat-vec path picks, so that the bits are its bits */
+  j.mv_ops = pick_mv(ops_for(isa), s);
+  float *xf = mx_malloc(((size_t)cols * (size_t)(n + 1) + (size_t)(groups * n)) * sizeof(float), err);
+  if (!xf) return -1;
+  float *xp = xf + cols, *xg = xp + (size_t)cols * (size_t)n;
+  for (int64_t i = 0; i < n; i++)
+    prep_row(s, j.mv_ops, x + i * cols, groups, xf, xp + i * cols, xg + i * groups);
+  j.mv.x = xp;
+  j.mv.xg = xg;
+  j.mv.y = y;
+  j.mv.ldx = cols;
+  j.mv.ldxg = groups;
+  j.mv.ldy = rows;
+  j.nx = (int)n;
+  int threads = cpu_pool_threads(pool);
+  int64_t chunk = rows / ((int64_t)threads * 16);
+  j.chunk = chunk < RW_BLOCK ? RW_BLOCK : chunk > 128 ? 128 : chunk / RW_BLOCK * RW_BLOCK;
+  cpu_pool_run(pool, (rows + j.chunk - 1) / j.chunk, rw_task, &j);
+  free(xf);
+  return 0;
+}
+
+int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
+                const uint16_t *x, int64_t n, float *y, mlxrt_error *err) {
+  job j = {0};
+  if (setup(m, isa, expert, &j, err)) return -1;
   if (n <= 0) return 0;
+  const accel_spec *s = &m->spec;
   int64_t rows = s->rows, cols = s->cols;
   const cpu_isa_ops *ops = ops_for(isa);
-  job j = {0};
-  j.mv.s = s;
-  j.mv.wrow = cpu_row_bytes(s);
-  j.mv.srow = cpu_scale_row_bytes(s);
-  j.mv.w = (const uint8_t *)m->w + (size_t)expert * (size_t)rows * j.mv.wrow;
-  j.mv.sc = m->scales ? (const uint8_t *)m->scales + (size_t)expert * (size_t)rows * j.mv.srow : NULL;
-  j.mv.bi = m->biases ? (const uint8_t *)m->biases + (size_t)expert * (size_t)rows * j.mv.srow : NULL;
   int threads = cpu_pool_threads(pool);
   int64_t groups = s->mode == ACCEL_MODE_DENSE ? 0 : cols / s->group_size;
 
@@ -158,13 +241,7 @@ int cpu_qmatmul(cpu_pool *pool, cpu_isa isa, const cpu_qmat *m, int64_t expert,
     int64_t chunk = rows / ((int64_t)threads * 16);
     j.chunk = chunk < 8 ? 8 : chunk > 256 ? 256 : chunk; /* many small tasks balance a busy core */
     for (int64_t i = 0; i < n; i++) {
-      for (int64_t k = 0; k < cols; k++) xf[k] = mx_bf16_to_f32(x[i * cols + k]);
-      for (int64_t g = 0; g < groups; g++) {
-        float acc = 0;
-        for (int64_t k = g * s->group_size; k < (g + 1) * s->group_size; k++) acc += xf[k];
-        xg[g] = acc;
-      }
-      j.mv_ops->prep_x(s, xf, xp);
+      prep_row(s, j.mv_ops, x + i * cols, groups, xf, xp, xg);
       j.mv.x = xp;
       j.mv.xg = xg;
       j.mv.y = y + i * rows;

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Speculative decoding on the real Gemma 3 270M demo models: for every format present, greedy
+# `mlxrt run` prints exactly the text it prints without speculation, with prompt lookup (the
+# defaults, and one-token n-grams with short drafts), with another format of the same model
+# as the draft model, and with the model as its own draft (every draft accepted), on an
+# input-grounded prompt (copying a passage: most drafts accepted) and a free one, through the
+# chat template and raw. Needs the demo models (scripts/make_demo_model.sh);
+# MLXRT_ALLOW_MISSING_MODELS=1 turns a missing one into a skip.
+set -u
+MLXRT=$1
+ROOT=${MLXRT_CACHE:-$HOME/.cache/mlxrt}/models
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0 seen=0
+PASSAGE="Repeat the following passage exactly: The old lighthouse keeper climbed the spiral stairs every evening \
+at dusk. He polished the great lens, trimmed the wick, and watched the ships pass safely through the narrow \
+channel between the rocks."
+FREE="Write a short story about a dragon who learns to paint."
+draft_for() { case $1 in 4bit) echo 8bit ;; *) echo 4bit ;; esac; }
+for fmt in 4bit 8bit nvfp4; do
+  MODEL=$ROOT/gemma-3-270m-$fmt
+  DRAFT=$ROOT/gemma-3-270m-$(draft_for "$fmt")
+  if [ ! -f "$MODEL/model.safetensors" ] || [ ! -f "$DRAFT/model.safetensors" ]; then
+    if [ "${MLXRT_ALLOW_MISSING_MODELS:-0}" = 1 ]; then echo "SKIPPED: no demo models $MODEL, $DRAFT"; continue; fi
+    echo "FAIL: no demo model at $MODEL or $DRAFT (run scripts/make_demo_model.sh)"; fail=$((fail + 1)); continue
+  fi
+  seen=$((seen + 1))
+  for mode in chat raw; do
+    for which in passage free; do
+      prompt=$PASSAGE
+      [ $which = free ] && prompt=$FREE
+      extra=()
+      [ $mode = raw ] && extra=(--no-chat-template)
+      base=(run -m "$MODEL" -p "$prompt" -n 48 --temp 0 --backend cpu "${extra[@]}")
+      if ! "$MLXRT" "${base[@]}" >"$T/want" 2>"$T/err"; then
+        echo "FAIL: $fmt $mode $which: the plain run failed: $(cat "$T/err")"; fail=$((fail + 1)); continue
+      fi
+      for spec in "--spec lookup" "--spec lookup --draft-max 3 --spec-ngram 1" "--draft-model $DRAFT" \
+                  "--draft-model $MODEL --draft-max 6"; do
+        # shellcheck disable=SC2086  # (the drafter's options are words)
+        if "$MLXRT" "${base[@]}" $spec >"$T/got" 2>"$T/err" && cmp -s "$T/want" "$T/got"; then
+          pass=$((pass + 1))
+          echo "$fmt $mode $which $spec: same text; $(grep -o 'spec [a-z]*: .*' "$T/err")"
+        else
+          fail=$((fail + 1))
+          echo "FAIL: $fmt $mode $which $spec: the text differs from plain greedy decoding"
+          printf '  plain:       %q\n  speculative: %q\n  %s\n' "$(cat "$T/want")" "$(cat "$T/got")" "$(tail -1 "$T/err")"
+        fi
+        case $spec in
+          "--draft-model $MODEL"*) # the model drafting for itself: every draft is accepted
+            if grep -qE "spec draft: [0-9]+ passes, ([0-9]+) drafted, \1 accepted" "$T/err"; then pass=$((pass + 1)); else
+              fail=$((fail + 1)); echo "FAIL: $fmt $mode $which: self-draft with rejections: $(tail -1 "$T/err")"; fi ;;
+        esac
+      done
+    done
+  done
+done
+# past the sliding window (512 + the 32 positions the rings keep for taking drafts back), where
+# every rejection rewinds a ring that has wrapped
+MODEL=$ROOT/gemma-3-270m-4bit
+if [ -f "$MODEL/model.safetensors" ]; then
+  long=(run -m "$MODEL" -p "$PASSAGE" -n 640 --temp 0 --backend cpu --no-chat-template)
+  "$MLXRT" "${long[@]}" >"$T/want" 2>/dev/null
+  if "$MLXRT" "${long[@]}" --spec lookup --draft-max 8 >"$T/got" 2>"$T/err" && cmp -s "$T/want" "$T/got" &&
+     [ "$(wc -c <"$T/want")" -gt 1000 ]; then
+    pass=$((pass + 1)); echo "4bit raw passage -n 640 --spec lookup: same text; $(grep -o 'spec [a-z]*: .*' "$T/err")"
+  else fail=$((fail + 1)); echo "FAIL: 4bit -n 640 --spec lookup: the text differs from plain greedy decoding"; fi
+fi
+if [ $seen = 0 ] && [ $fail = 0 ]; then echo "SKIPPED: no demo model"; exit 0; fi
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
