@@ -1,7 +1,6 @@
 /* Speculative decoding's drafter and judge (spec.h). Drafts come from the context (prompt
  * lookup) or from a draft model's session, which the target session keeps (S->draft) so that
  * its cache carries over from one call to the next like the target's. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
