@@ -106,6 +106,15 @@ int mlxrt_session_step_sample(mlxrt_session *s, int32_t token, mlxrt_sampler *sm
                               mlxrt_error *err);
 /* Tokens currently in the cache. */
 int64_t mlxrt_session_position(const mlxrt_session *s);
+/* Memory a session holds: its KV cache's bytes and the positions they back (pages are added as
+ * the context grows, up to the capacity), and the bytes in use on the device that runs it
+ * (every allocation of the device, as the driver reports it; 0 for a host backend). */
+typedef struct mlxrt_memory {
+  uint64_t kv_bytes;
+  int64_t kv_positions;
+  uint64_t device_used, device_total;
+} mlxrt_memory;
+int mlxrt_session_memory(const mlxrt_session *s, mlxrt_memory *out, mlxrt_error *err);
 /* Drops every cached token (the session is reusable from scratch). */
 void mlxrt_session_reset(mlxrt_session *s);
 

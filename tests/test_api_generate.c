@@ -123,6 +123,10 @@ static void test_reuse(mlxrt_model *m, float temp) {
   size_t nt = 0;
   const int32_t *held = mlxrt_session_tokens(a, &nt);
   CHECK(nt == 47 && mlxrt_session_position(a) == 47);
+  /* the cache it holds backs those positions; a host backend reports no device memory */
+  mlxrt_memory mem;
+  CHECK(!mlxrt_session_memory(a, &mem, &err) && mem.kv_bytes > 0 && mem.kv_positions >= 47 &&
+        mem.kv_positions <= CAP && mem.device_used == 0 && mem.device_total == 0);
   CHECK(nt == 47 && !memcmp(held, p, 40 * sizeof *p) && !memcmp(held + 40, r1.ids, 7 * sizeof *p));
   for (int i = 0; i < 8; i++) CHECK(r1.pos[i] == 40 + i);
 

@@ -51,6 +51,7 @@ typedef struct {
   int n_prompt, n_gen, depth, sampled;
   double mean, sd, gbs, pct;
   uint64_t hash;
+  mlxrt_memory mem; /* at the end of the last run: the KV cache held, the device's memory in use */
 } result;
 
 static void usage(FILE *f) {
@@ -75,7 +76,8 @@ static void usage(FILE *f) {
 
 /* One timed repetition; returns seconds or < 0 on error. */
 static double run_once(mlxrt_model *m, int64_t ctx, int depth, int pp, int tg, const mlxrt_gen_params *sampler,
-                       float *logits, int32_t *toks, uint64_t *seed, uint64_t *hash, mlxrt_error *err) {
+                       float *logits, int32_t *toks, uint64_t *seed, uint64_t *hash, mlxrt_memory *mem,
+                       mlxrt_error *err) {
   int V = mlxrt_model_vocab_size(m);
   mlxrt_sampler *smp = sampler ? mlxrt_sampler_new(m, sampler, err) : NULL;
   if (sampler && !smp) return -1;
@@ -112,6 +114,7 @@ static double run_once(mlxrt_model *m, int64_t ctx, int depth, int pp, int tg, c
     t = now_s() - t0;
     *hash = hash_floats(logits, V);
   }
+  if (mlxrt_session_memory(s, mem, err)) t = -1;
 done:
   mlxrt_session_free(s);
   mlxrt_sampler_free(smp);
@@ -175,13 +178,15 @@ int cmd_bench(int argc, char **argv) {
         uint64_t seed = 0x9e3779b97f4a7c15ull, hash = 0;
         /* one warm-up run (first-use uploads, page faults), as llama-bench does */
         const int wdepth = warmup_depth >= 0 && warmup_depth < depth ? warmup_depth : depth;
-        if (run_once(m, ctx, wdepth, pp ? pp : 0, tg ? (tg < 4 ? tg : 4) : 0, smp, logits, toks, &seed, &hash, &err) < 0) {
+        mlxrt_memory mem;
+        if (run_once(m, ctx, wdepth, pp ? pp : 0, tg ? (tg < 4 ? tg : 4) : 0, smp, logits, toks, &seed, &hash, &mem,
+                     &err) < 0) {
           rc = 1;
           break;
         }
         for (int r = 0; r < reps; r++) {
           seed = 0x9e3779b97f4a7c15ull;
-          times[r] = run_once(m, ctx, depth, pp, tg, smp, logits, toks, &seed, &hash, &err);
+          times[r] = run_once(m, ctx, depth, pp, tg, smp, logits, toks, &seed, &hash, &mem, &err);
           if (times[r] < 0) {
             rc = 1;
             break;
@@ -203,6 +208,7 @@ int cmd_bench(int argc, char **argv) {
         R->n_gen = tg;
         R->depth = depth;
         R->hash = hash;
+        R->mem = mem;
         R->sampled = smp != NULL;
         snprintf(R->test, sizeof R->test, "%s%d", pp ? "pp" : "tg", nt);
         if (depth) snprintf(R->test + strlen(R->test), sizeof R->test - strlen(R->test), " @ d%d", depth);
@@ -227,11 +233,14 @@ int cmd_bench(int argc, char **argv) {
       printf("  {\"model\": \"%s\", \"quant\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, "
              "\"backend\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
              "\"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"gbs\": %.2f, \"bandwidth_gbs\": %.2f, "
-             "\"roofline_pct\": %.2f, \"logits_hash\": \"%016llx\", \"sampler\": \"%s\"}%s\n",
+             "\"roofline_pct\": %.2f, \"logits_hash\": \"%016llx\", \"sampler\": \"%s\", \"kv_bytes\": %llu, "
+             "\"kv_positions\": %lld, \"device_used_bytes\": %llu}%s\n",
              info.variant, info.quant, (unsigned long long)info.bytes_on_disk,
              (unsigned long long)info.params, mlxrt_model_backend_name(m), threads, res[i].n_prompt,
              res[i].n_gen, res[i].depth, res[i].mean, res[i].sd, res[i].gbs, bw, res[i].pct,
-             (unsigned long long)res[i].hash, res[i].sampled ? sampler_spec : "greedy", i + 1 < nres ? "," : "");
+             (unsigned long long)res[i].hash, res[i].sampled ? sampler_spec : "greedy",
+             (unsigned long long)res[i].mem.kv_bytes, (long long)res[i].mem.kv_positions,
+             (unsigned long long)res[i].mem.device_used, i + 1 < nres ? "," : "");
     printf("]\n");
   } else {
     printf("| model | size | params | backend | threads | test | t/s | GB/s | %% of %.0f GB/s | logits hash |\n", bw);
@@ -248,6 +257,17 @@ int cmd_bench(int argc, char **argv) {
              res[i].sd, gb, pc, (unsigned long long)res[i].hash);
     }
     if (sampler_spec) printf("\n+sampler: every tg step drawn with %s\n", sampler_spec);
+    /* what a run holds at its end (the KV cache only grows during a run) */
+    printf("\n");
+    for (int i = 0; i < nres; i++) {
+      const mlxrt_memory *mm = &res[i].mem;
+      printf("memory %s: KV cache %.1f MiB backing %lld positions", res[i].test, (double)mm->kv_bytes / 1048576.0,
+             (long long)mm->kv_positions);
+      if (mm->device_total)
+        printf("; device %.2f GiB in use of %.2f GiB", (double)mm->device_used / 1073741824.0,
+               (double)mm->device_total / 1073741824.0);
+      printf("\n");
+    }
   }
 out:
   free(logits);

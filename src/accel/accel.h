@@ -65,8 +65,16 @@ int accel_spec_check(const accel_spec *spec, const char *name, mlxrt_error *err)
 
 /* ---- backends ----------------------------------------------------------------------------- */
 typedef struct accel_backend accel_backend;
-/* A backend's whole-model decoder: weights resident, a KV cache for `capacity` positions. */
+/* A backend's whole-model decoder: weights resident, a KV cache that grows up to `capacity`
+ * positions. */
 typedef struct accel_decoder accel_decoder;
+/* A decoder's memory: KV cache bytes held and the positions they back, and the device's bytes
+ * in use (the whole process and any other; 0 on a host backend) of its total. */
+typedef struct accel_memory {
+  uint64_t kv_bytes;
+  int64_t kv_positions;
+  uint64_t device_used, device_total;
+} accel_memory;
 
 /* Sampling on the decoder (decoder_step with sp). The filters act on the untempered
  * distribution and keep a most-probable prefix each (mlx-lm's semantics, as src/mlx/sampler.c);
@@ -124,6 +132,8 @@ struct accel_backend {
   int (*decoder_step)(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos,
                       const accel_sample_params *sp, double u, float *logits, int32_t *token, mlxrt_error *err);
   void (*decoder_free)(accel_decoder *dec);
+  /* Optional: what the decoder holds now (accel_memory). */
+  int (*decoder_memory)(accel_decoder *dec, struct accel_memory *m, mlxrt_error *err);
 
   /* Frees everything cached for this backend. */
   void (*destroy)(accel_backend *b);

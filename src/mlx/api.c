@@ -139,6 +139,10 @@ int mlxrt_session_step_sample(mlxrt_session *S, int32_t token, mlxrt_sampler *sm
 }
 
 int64_t mlxrt_session_position(const mlxrt_session *S) { return mx_session_pos(S->s); }
+
+int mlxrt_session_memory(const mlxrt_session *S, mlxrt_memory *out, mlxrt_error *err) {
+  return mx_session_memory(S->s, out, err);
+}
 void mlxrt_session_reset(mlxrt_session *S) {
   mx_session_rewind(S->s, 0);
   if (S->draft) mx_session_rewind(S->draft->s, 0);

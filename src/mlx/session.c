@@ -299,6 +299,27 @@ int mx_session_step_sample(mx_session *s, int32_t token, mx_sampler *smp, int32_
 int64_t mx_session_pos(const mx_session *s) { return s->pos; }
 int64_t mx_session_capacity(const mx_session *s) { return s->capacity; }
 
+int mx_session_memory(const mx_session *s, mlxrt_memory *out, mlxrt_error *err) {
+  memset(out, 0, sizeof *out);
+  if (s->dec) {
+    accel_memory am;
+    memset(&am, 0, sizeof am);
+    if (!s->b->decoder_memory) return mx_fail(err, "the %s decoder does not report its memory", s->b->name);
+    if (s->b->decoder_memory(s->dec->dec, &am, err)) return -1;
+    *out = (mlxrt_memory){am.kv_bytes, am.kv_positions, am.device_used, am.device_total};
+    return 0;
+  }
+  int64_t backed = s->capacity;
+  out->kv_bytes = mx_session_kv_bytes(s);
+  for (int i = 0; i < s->m->n_layers; i++) {
+    const mx_kv_layer *kv = &s->kv[i];
+    if (!kv->dim) continue; /* a KV-shared layer reads its source's */
+    if (kv->window == 0 && (int64_t)kv->n_pages * kv->page < backed) backed = (int64_t)kv->n_pages * kv->page;
+  }
+  out->kv_positions = backed;
+  return 0;
+}
+
 int mx_session_rewind(mx_session *s, int64_t pos) {
   if (pos < 0) pos = 0;
   if (pos >= s->pos) return (int)s->pos;

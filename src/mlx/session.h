@@ -49,6 +49,8 @@ int mx_session_step_sample(mx_session *s, int32_t token, struct mx_sampler *smp,
                            mlxrt_error *err);
 int64_t mx_session_pos(const mx_session *s);
 int64_t mx_session_capacity(const mx_session *s);
+/* The KV cache held and the device's memory in use (mlxrt_session_memory). */
+int mx_session_memory(const mx_session *s, mlxrt_memory *out, mlxrt_error *err);
 /* On the reference path a sliding layer's ring holds its window plus this many positions, so
  * that up to MX_SESSION_REWIND_MAX + 1 positions just fed can always be taken back (drafted
  * tokens a verification rejected) without losing history the window still needs. */

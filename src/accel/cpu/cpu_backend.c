@@ -222,6 +222,7 @@ accel_backend *accel_cpu_create_numerics(int threads, const char *numerics, mlxr
   b->decoder_create = cpu_decoder_create;
   b->decoder_step = cpu_decoder_step;
   b->decoder_free = cpu_decoder_free;
+  b->decoder_memory = cpu_decoder_memory;
   b->read_bandwidth = cpu_backend_read_bandwidth;
   b->destroy = cpu_destroy;
   return b;

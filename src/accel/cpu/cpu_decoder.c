@@ -255,6 +255,19 @@ static int kv_reserve(dec_kv *kv, int64_t pos, mlxrt_error *err) {
   return 0;
 }
 
+int cpu_decoder_memory(accel_decoder *D, accel_memory *m, mlxrt_error *err) {
+  (void)err;
+  memset(m, 0, sizeof *m);
+  m->kv_positions = D->capacity;
+  for (int i = 0; i < D->d->n_layers; i++) {
+    const dec_kv *kv = &D->kv[i];
+    if (D->d->layers[i].kv_source != i) continue; /* reads its source's */
+    m->kv_bytes += 2 * (uint64_t)kv->alloc * (uint64_t)kv->dim * sizeof(uint16_t);
+    if (kv->window == 0 && kv->alloc < m->kv_positions) m->kv_positions = kv->alloc;
+  }
+  return 0;
+}
+
 static int64_t kv_slot(const dec_kv *kv, int64_t pos) { return kv->window > 0 ? pos % kv->window : pos; }
 
 /* ---- attention ------------------------------------------------------------------------------ */

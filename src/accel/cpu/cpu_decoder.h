@@ -13,5 +13,6 @@ accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, i
 int cpu_decoder_step(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos, const accel_sample_params *sp,
                      double u, float *logits, int32_t *token, mlxrt_error *err);
 void cpu_decoder_free(accel_decoder *dec);
+int cpu_decoder_memory(accel_decoder *dec, accel_memory *m, mlxrt_error *err);
 
 #endif

@@ -435,6 +435,7 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   b->decoder_create = cuda_decoder_create;
   b->decoder_step = cuda_decoder_step;
   b->decoder_free = cuda_decoder_free;
+  b->decoder_memory = cuda_decoder_memory;
   b->read_bandwidth = cuda_read_bandwidth;
   b->destroy = cuda_destroy;
   c->verbose = opt ? opt->verbose : 0;

@@ -3,8 +3,9 @@
  * At creation: q|k|v (q|k when k_eq_v) and gate|up are concatenated row-wise from the MLX
  * parts and uploaded as one weight each (one mat-vec launch per group; the separate weights
  * are never uploaded), the small vectors and RoPE tables are copied once, and every work
- * buffer and the KV cache (sliding layers: a ring of sliding_window positions; full layers:
- * `capacity` positions) are allocated once.
+ * buffer and the sliding layers' KV rings (sliding_window positions) are allocated once. The
+ * full-attention layers' K and V are reserved for `capacity` positions and backed by pages as
+ * the context grows (kv_grow).
  *
  * A step is two CUDA graphs captured once and replayed: the body (embedding gather of
  * all_tokens[*pos], every layer, (*pos)++) and the head (final norm, lm_head, softcap,
@@ -272,8 +273,13 @@ void cuda_decoder_free(accel_decoder *D) {
       rt_free(D->ly[i].inv_freq);
       rt_free(D->ly[i].ple_norm);
       if (!D->ly[i].own) continue; /* a KV-shared layer's cache is its source's */
-      rt_free(D->ly[i].kc);
-      rt_free(D->ly[i].vc);
+      if (D->ly[i].kvm[0].base) {
+        rt_vmem_free(&D->ly[i].kvm[0]);
+        rt_vmem_free(&D->ly[i].kvm[1]);
+      } else {
+        rt_free(D->ly[i].kc);
+        rt_free(D->ly[i].vc);
+      }
     }
   free(D->ly);
   void *dev[] = {D->ple_xb, D->ple_xp, D->ple_xs, D->ple_pmax, D->ple_y, D->ple_xexp, D->ple_pnorm, D->ple, D->ple_row, D->final_norm, D->all_tokens, D->tok, D->next, D->pos, D->xb, D->attb, D->gub,
@@ -291,27 +297,68 @@ int dec_upload_floats(accel_decoder *D, float *dst, const float *src, int64_t n,
   return rt_h2d(dst, src, (size_t)n * sizeof(float), D->stream, err) || rt_stream_sync(D->stream, err);
 }
 
-/* The memory a context takes on the device beyond the weights (every layer's K and V for its
- * slots, the attention scores, the token history), checked against what is free before any of
- * it is taken: a context that cannot fit is refused when the session is made, with the numbers,
- * not partway through a generation. */
+/* The K/V pages: every owning full-attention layer's K and V are growable arrays
+ * (runtime_vmem.c) reserved for the whole capacity and backed by pages as positions are used,
+ * KV_MARGIN positions ahead of the last one fed (the attention kernels' tiles read a little past
+ * it), at least an eighth more than before each time (a few dozen growths from 1 K to 256 K).
+ * Pages are only ever added: their addresses, held by the captured graphs, never change and no
+ * byte of the cache moves. Runs before anything of the step is enqueued, so a cache that cannot
+ * grow fails the call with nothing changed. */
+static int kv_grow(accel_decoder *D, int64_t need, mlxrt_error *err) {
+  if (need <= D->kv_positions) return 0;
+  int64_t target = need + KV_MARGIN, geo = D->kv_positions + D->kv_positions / 8;
+  if (target < geo) target = geo;
+  if (target > D->capacity) target = D->capacity;
+  const size_t before = D->kv_bytes;
+  int64_t backed = D->capacity;
+  for (int i = 0; i < D->d->n_layers; i++) {
+    dec_layer *y = &D->ly[i];
+    if (!y->own || !y->kvm[0].base) continue;
+    const size_t row = (size_t)y->nkv * (size_t)y->hd * sizeof(uint16_t);
+    for (int k = 0; k < 2; k++) {
+      const size_t was = y->kvm[k].mapped;
+      if (rt_vmem_grow(&y->kvm[k], (size_t)target * row, err))
+        return mx_prefix(err, "CUDA decoder: the KV cache cannot grow to %lld positions (layer %d)", (long long)target, i);
+      D->kv_bytes += y->kvm[k].mapped - was;
+      if ((int64_t)(y->kvm[k].mapped / row) < backed) backed = (int64_t)(y->kvm[k].mapped / row);
+    }
+  }
+  D->kv_positions = backed;
+  if (D->b->verbose && D->kv_bytes != before)
+    fprintf(stderr, "mlxrt cuda: KV cache backs %lld of %lld positions: +%.1f MiB of pages, %.1f MiB held\n",
+            (long long)backed, (long long)D->capacity, (double)(D->kv_bytes - before) / (1 << 20),
+            (double)D->kv_bytes / (1 << 20));
+  return 0;
+}
+
+int cuda_decoder_memory(accel_decoder *D, accel_memory *m, mlxrt_error *err) {
+  size_t free_b = 0, total_b = 0;
+  if (rt_mem_info(&free_b, &total_b, err)) return mx_prefix(err, "CUDA decoder");
+  *m = (accel_memory){D->kv_bytes, D->kv_positions, total_b - free_b, total_b};
+  return 0;
+}
+
+/* The memory a context takes on the device beyond the weights before its first token (the
+ * sliding rings, the first pages, the attention scores, the token history), checked against
+ * what is free before any of it is taken; the pages after those are taken as the context grows
+ * and a step that cannot have them fails with the numbers. */
 static int check_context_memory(const accel_model_desc *d, int64_t capacity, mlxrt_error *err) {
   uint64_t need = (uint64_t)capacity * (sizeof(int32_t) + (uint64_t)d->n_heads * sizeof(float));
+  const int64_t first = capacity < KV_MARGIN ? capacity : KV_MARGIN;
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];
     if (l->kv_source != i) continue; /* KV sharing: the source's cache */
     const int64_t slots =
-        l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : capacity;
+        l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : first;
     need += (uint64_t)slots * (uint64_t)l->n_kv_heads * (uint64_t)l->head_dim * 2 * sizeof(uint16_t);
   }
   size_t free_b = 0, total_b = 0;
   if (rt_mem_info(&free_b, &total_b, err)) return mx_prefix(err, "CUDA decoder");
   if (need > free_b)
     return mx_fail(err,
-                   "CUDA decoder: a context of %lld positions needs %.2f GiB of device memory for its KV "
-                   "cache and attention scratch, and %.2f GiB of the device's %.2f GiB are free",
-                   (long long)capacity, (double)need / (1 << 30), (double)free_b / (1 << 30),
-                   (double)total_b / (1 << 30));
+                   "CUDA decoder: a context needs %.2f GiB of device memory for its sliding KV rings, first KV "
+                   "pages and attention scratch, and %.2f GiB of the device's %.2f GiB are free",
+                   (double)need / (1 << 30), (double)free_b / (1 << 30), (double)total_b / (1 << 30));
   return 0;
 }
 accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, int64_t capacity,
@@ -415,9 +462,16 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     if (l->head_dim > max_hd) max_hd = l->head_dim;
     DALLOC(y->norms, 4 * (int64_t)H + 2 * l->head_dim);
     DALLOC(y->inv_freq, l->head_dim / 2);
-    if (y->own) {
+    if (y->own && y->window > 0) {
       DALLOC(y->kc, slots * kvd);
       DALLOC(y->vc, slots * kvd);
+      D->kv_bytes += 2 * (size_t)slots * (size_t)kvd * sizeof(uint16_t);
+    } else if (y->own) {
+      if (rt_vmem_reserve(&y->kvm[0], (size_t)slots * (size_t)kvd * sizeof(uint16_t), err) ||
+          rt_vmem_reserve(&y->kvm[1], (size_t)slots * (size_t)kvd * sizeof(uint16_t), err))
+        goto fail;
+      y->kc = y->kvm[0].base;
+      y->vc = y->kvm[1].base;
     } else {
       y->kc = D->ly[l->kv_source].kc;
       y->vc = D->ly[l->kv_source].vc;
@@ -504,6 +558,12 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       (rt_stream_create(&D->side, err) || rt_event_create(&D->ev_fork, err) || rt_event_create(&D->ev_join, err) ||
        rt_event_create(&D->ev_ple_fork, err) || rt_event_create(&D->ev_ple_join, err)))
     goto fail;
+  /* the first pages now, like the buffers above: a first prompt of up to KV_MARGIN tokens
+   * maps nothing */
+  if (kv_grow(D, 1, err)) {
+    cuda_decoder_free(D);
+    return NULL;
+  }
   return D;
 fail:
   mx_prefix(err, "CUDA decoder");
@@ -798,6 +858,7 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
     if (accel_sample_plan_make(sp, d->vocab, u, &pl, err)) return mx_prefix(err, "CUDA decoder");
     kp = (sk_params){pl.greedy, pl.inv_t, pl.use_min_p, pl.log_min_p, pl.top_k, pl.use_top_p, pl.top_p, pl.x53};
   }
+  if (kv_grow(D, pos + n, err)) return -1;
   const int head = logits || token;
   if (n > 1) {
     if (dec_prefill_run(D, tokens, n, pos, err)) return mx_prefix(err, "CUDA decoder prompt of %lld tokens", (long long)n);

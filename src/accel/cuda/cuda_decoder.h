@@ -9,5 +9,6 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
 int cuda_decoder_step(accel_decoder *dec, const int32_t *tokens, int64_t n, int64_t pos, const accel_sample_params *sp,
                       double u, float *logits, int32_t *token, mlxrt_error *err);
 void cuda_decoder_free(accel_decoder *dec);
+int cuda_decoder_memory(accel_decoder *dec, accel_memory *m, mlxrt_error *err);
 
 #endif

@@ -39,6 +39,7 @@ typedef struct dec_layer {
   int xe_in, xe_ffw; /* fixed prep exponents for x after the input and pre-FFW norms (norm_fixed_exp) */
   struct dec_moe *moe; /* the MoE block beside the FFN (cuda_decoder_moe.c), or NULL */
   int own;   /* computes its K/V; else (KV sharing) kc/vc are its source layer's, q|k|v is q alone */
+  rt_vmem kvm[2]; /* an owning full-attention layer's K and V (kc, vc): growable by pages */
   int feeds; /* later layers read its cache (the prompt pass commits a ring's chunk after them) */
   dec_mv pg, pp;   /* per-layer embeddings: per_layer_input_gate, per_layer_projection */
   float *ple_norm; /* device: post_per_layer_input_norm [H] */
@@ -54,6 +55,10 @@ struct accel_decoder {
   void *side, *ev_fork, *ev_join;
   void *ev_ple_fork, *ev_ple_join; /* the per-layer inputs on the side stream (E2B/E4B) */
   int64_t capacity;
+  /* the K/V pages: every growable buffer backs positions [0, kv_positions); kv_bytes: device
+   * bytes of K/V held (the pages and the sliding rings) */
+  int64_t kv_positions;
+  size_t kv_bytes;
   dec_layer *ly;
   dec_mv head;
   const ck_layout *embed;

@@ -72,6 +72,30 @@ int rt_graph_launch_at(void *exec, void *s, const char *file, int line, mlxrt_er
 #define rt_graph_launch(exec, s, err) rt_graph_launch_at((exec), (s), __FILE__, __LINE__, (err))
 void rt_graph_destroy(void *exec);
 
+/* A growable device array (runtime_vmem.c): a virtual address range reserved once for its
+ * largest size, backed by physical memory in whole pages of `page` bytes as it grows (one
+ * allocation per growth, mapped after the ones before it). Its address never
+ * changes and mapped pages are never moved or copied, so kernels and captured graphs that hold
+ * the address keep working while it grows. Reading past `mapped` bytes faults: callers map a
+ * margin beyond what their kernels read. Not thread-safe: one owner grows it. */
+typedef struct rt_vmem {
+  void *base;        /* the reserved range (NULL: none) */
+  size_t reserved;   /* its bytes, a multiple of page */
+  size_t mapped;     /* bytes backed from base on, a multiple of page */
+  size_t page;       /* the device's allocation granularity */
+  int device;
+  int npieces;                 /* physical allocations mapped, one per growth */
+  unsigned long long *handles; /* [max pages] each piece's allocation */
+  size_t *sizes;               /* [max pages] its bytes */
+} rt_vmem;
+int rt_vmem_reserve_at(rt_vmem *v, size_t max_bytes, const char *file, int line, mlxrt_error *err);
+#define rt_vmem_reserve(v, n, err) rt_vmem_reserve_at((v), (n), __FILE__, __LINE__, (err))
+/* Maps pages until at least min(bytes, reserved) bytes are backed; nothing when they are. On
+ * failure (out of device memory) the pages mapped before the call stay as they were. */
+int rt_vmem_grow_at(rt_vmem *v, size_t bytes, const char *file, int line, mlxrt_error *err);
+#define rt_vmem_grow(v, n, err) rt_vmem_grow_at((v), (n), __FILE__, __LINE__, (err))
+void rt_vmem_free(rt_vmem *v); /* unmaps, releases and frees the range; a zeroed v is fine */
+
 /* Free and total device memory in bytes. */
 int rt_mem_info_at(size_t *free_b, size_t *total_b, const char *file, int line, mlxrt_error *err);
 #define rt_mem_info(f, t, err) rt_mem_info_at((f), (t), __FILE__, __LINE__, (err))

@@ -53,6 +53,11 @@
 #define QMM_GROUP_TILES 4
 #define QMM_GROUP_STAGES 2
 
+/* ---- the KV cache (cuda_decoder.c) ------------------------------------------------------ */
+/* Positions backed by pages beyond the last one fed: the attention kernels read whole tiles
+ * (up to 128 keys) past the live ones, and must not touch an unmapped page. */
+#define KV_MARGIN 1024
+
 /* ---- the step ------------------------------------------------------------------------------ */
 /* Tokens copied to the device's token history per host-to-device copy. */
 #define STAGE_TOKENS 4096
