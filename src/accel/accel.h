@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "accel/accel_ring.h"
 #include "mlxrt.h"
 
 /* ---- weight description ------------------------------------------------------------------ */
@@ -118,7 +119,8 @@ struct accel_backend {
    * `capacity` positions.
    * decoder_step feeds tokens[0..n) at positions pos..pos+n-1 (positions ≥ pos are
    * forgotten first; 0 ≤ pos, pos + n ≤ capacity; a sliding layer only holds the last
-   * `sliding_window` positions, so rewinding into evicted history is the caller's to avoid).
+   * sliding_window + ACCEL_RING_SLACK positions (accel_ring.h), so a rewind by more than
+   * ACCEL_RING_SLACK + 1 positions into evicted history is the caller's to avoid).
    * logits (may be NULL) receives [vocab] float32 for the last token. token (may be NULL)
    * receives the next token: with sp NULL the greedy argmax (lowest id on ties); otherwise
    * (temperature 0 included: the sanitized argmax) drawn from the last token's logits with sp and the caller's uniform

@@ -219,6 +219,7 @@ static int decoder_feed(mx_session *s, const int32_t *tokens, int64_t n, float *
   if (mx_session_check_feed(s, tokens, n, err)) return -1;
   if (mx_decoder_feed(s->dec, tokens, n, s->pos, logits, NULL, err)) return -1;
   s->pos += n;
+  if (s->pos > s->kv_hi) s->kv_hi = s->pos;
   return 0;
 }
 
@@ -260,6 +261,7 @@ int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_er
     if (mx_session_check_feed(s, &token, 1, err)) return -1;
     if (mx_decoder_feed(s->dec, &token, 1, s->pos, NULL, next, err)) return -1;
     s->pos++;
+    if (s->pos > s->kv_hi) s->kv_hi = s->pos;
     return 0;
   }
   float *logits = feed_one(s, token, err);
@@ -284,6 +286,7 @@ int mx_session_step_sample(mx_session *s, int32_t token, mx_sampler *smp, int32_
     const double u = sp->temperature > 0.0f ? mx_sampler_uniform(smp) : 0.0;
     if (b->decoder_step(s->dec->dec, &token, 1, s->pos, &ap, u, NULL, next, err)) return -1;
     s->pos++;
+    if (s->pos > s->kv_hi) s->kv_hi = s->pos;
     return 0;
   }
   float *logits = feed_one(s, token, err);
@@ -320,16 +323,18 @@ int mx_session_memory(const mx_session *s, mlxrt_memory *out, mlxrt_error *err) 
   return 0;
 }
 
+/* the decoders keep the reference path's slack in their rings */
+_Static_assert(MX_SESSION_REWIND_MAX == ACCEL_RING_SLACK, "rings of window + MX_SESSION_REWIND_MAX on every path");
+
 int mx_session_rewind(mx_session *s, int64_t pos) {
   if (pos < 0) pos = 0;
   if (pos >= s->pos) return (int)s->pos;
   const int64_t window = s->m->cfg.sliding_window;
-  if (window > 0 && s->dec) { /* the decoder's rings hold exactly the window */
-    if (s->pos > window) pos = 0;
-  } else if (window > 0) {
+  if (window > 0) {
     /* a query at pos needs [pos - window + 1, pos); once positions up to kv_hi - 1 were
      * written, the ring holds [kv_hi - ring, kv_hi): anything further back was evicted and the
-     * session starts over */
+     * session starts over. The reference path's rings and a decoder's (accel_ring.h) keep the
+     * same slack beyond the window. */
     const int64_t ring = window + MX_SESSION_REWIND_MAX;
     if (s->kv_hi > ring && s->kv_hi - pos > MX_SESSION_REWIND_MAX + 1) pos = 0;
   }

@@ -51,15 +51,16 @@ int64_t mx_session_pos(const mx_session *s);
 int64_t mx_session_capacity(const mx_session *s);
 /* The KV cache held and the device's memory in use (mlxrt_session_memory). */
 int mx_session_memory(const mx_session *s, mlxrt_memory *out, mlxrt_error *err);
-/* On the reference path a sliding layer's ring holds its window plus this many positions, so
- * that up to MX_SESSION_REWIND_MAX + 1 positions just fed can always be taken back (drafted
- * tokens a verification rejected) without losing history the window still needs. */
+/* A sliding layer's ring holds its window plus this many positions, on the reference path and
+ * in a backend's decoder (ACCEL_RING_SLACK, accel_ring.h), so that up to
+ * MX_SESSION_REWIND_MAX + 1 positions just fed can always be taken back (drafted tokens a
+ * verification rejected; a chat turn re-rendered inside the last answer) without losing history
+ * the window still needs. */
 #define MX_SESSION_REWIND_MAX 32
 /* Forgets positions ≥ pos and returns the position rewound to. Full layers keep what they had;
- * a sliding ring can only be rewound within what it still holds (on the reference path: any
- * position while nothing was evicted, else by at most MX_SESSION_REWIND_MAX + 1 positions from
- * the furthest one written; on a decoder: any while nothing was evicted); rewinding into
- * evicted history resets to 0. */
+ * a sliding ring can only be rewound within what it still holds (any position while nothing was
+ * evicted, else by at most MX_SESSION_REWIND_MAX + 1 positions from the furthest one written);
+ * rewinding into evicted history resets to 0. */
 int mx_session_rewind(mx_session *s, int64_t pos);
 /* Feeds n tokens (n ≤ the session's batch) and gives every position's logits [n, vocab], each
  * row bit for bit what feeding the tokens one at a time gives: the products run row by row

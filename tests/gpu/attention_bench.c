@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accel/accel_ring.h"
 #include "base/bf16.h"
 #include "base/error.h"
 #include "decode_kernels.h"
@@ -30,7 +31,7 @@
 
 typedef struct shape {
   const char *name;
-  int nq, nkv, hd, window; /* window > 0: a ring of that many slots */
+  int nq, nkv, hd, window; /* window > 0: a ring of window + ACCEL_RING_SLACK slots */
   int cap;                 /* cache slots */
   int ctx;                 /* score row length (the session's capacity: positions index it) */
 } shape;
@@ -66,7 +67,7 @@ static void host_attention(const shape *s, const float *q, const uint16_t *kc, c
     const int g = h / rep;
     double mx = -INFINITY, tot = 0.0;
     for (int j = 0; j < n; j++) {
-      const int64_t slot = s->window > 0 ? (first + j) % s->window : first + j;
+      const int64_t slot = s->window > 0 ? (first + j) % (s->window + ACCEL_RING_SLACK) : first + j;
       const uint16_t *k = kc + (slot * s->nkv + g) * s->hd;
       double d = 0.0;
       for (int i = 0; i < s->hd; i++) d += qs[h * s->hd + i] * mx_bf16_to_f32(k[i]);
@@ -76,7 +77,7 @@ static void host_attention(const shape *s, const float *q, const uint16_t *kc, c
     for (int j = 0; j < n; j++) tot += sc[j] = exp(sc[j] - mx);
     for (int i = 0; i < s->hd; i++) out[h * s->hd + i] = 0.0;
     for (int j = 0; j < n; j++) {
-      const int64_t slot = s->window > 0 ? (first + j) % s->window : first + j;
+      const int64_t slot = s->window > 0 ? (first + j) % (s->window + ACCEL_RING_SLACK) : first + j;
       const uint16_t *v = vc + (slot * s->nkv + g) * s->hd;
       for (int i = 0; i < s->hd; i++) out[h * s->hd + i] += sc[j] / tot * mx_bf16_to_f32(v[i]);
     }
@@ -153,7 +154,7 @@ int main(int argc, char **argv) {
   if (rt_device_open(&dev, &err)) die(&err);
   void *st = NULL;
   if (rt_stream_create(&st, &err)) die(&err);
-  const shape shapes[3] = {{"sliding (32 q, 16 kv, hd 256, window 1024)", 32, 16, 256, 1024, 1024, 4096},
+  const shape shapes[3] = {{"sliding (32 q, 16 kv, hd 256, window 1024)", 32, 16, 256, 1024, 1024 + ACCEL_RING_SLACK, 4096},
                            {"full (32 q, 4 kv, hd 512)", 32, 4, 512, 0, 32768, 32768},
                            {"full (32 q, 4 kv, hd 512), 2048 positions", 32, 4, 512, 0, 2048, 2048}};
   const int pos_sliding[] = {63, 127, 511, 1023, 4095}, pos_full[] = {63, 127, 511, 1023, 4095, 16383, 32767};

@@ -53,7 +53,7 @@ static std::vector<float> direct(const Case &c, const std::vector<float> &q, con
                                  const std::vector<uint16_t> &V, float scale, int h) {
   const int hd = c.hd, g = h / c.rep, first = c.window > 0 && c.pos - c.window + 1 > 0 ? c.pos - c.window + 1 : 0;
   const int64_t kvd = (int64_t)c.nkv * hd;
-  auto row = [&](const std::vector<uint16_t> &X, int j) { return &X[(c.window > 0 ? j % c.window : j) * kvd + g * hd]; };
+  auto row = [&](const std::vector<uint16_t> &X, int j) { return &X[(c.window > 0 ? j % ck_ring(c.window) : j) * kvd + g * hd]; };
   std::vector<double> s;
   double m = -INFINITY, total = 0;
   for (int j = first; j <= c.pos; j++) {
@@ -78,7 +78,7 @@ static std::vector<float> direct(const Case &c, const std::vector<float> &q, con
 
 static int run_case(const Case &c) {
   const int nq = c.rep * c.nkv, hd = c.hd, nb = dk_attention_cluster_size(c.wide) * c.nkv;
-  const int64_t kvd = (int64_t)c.nkv * hd, slots = c.window > 0 ? c.window : c.keys;
+  const int64_t kvd = (int64_t)c.nkv * hd, slots = c.window > 0 ? ck_ring(c.window) : c.keys;
   const float scale = c.structure ? 1.0f : 1.0f / sqrtf((float)hd);
   std::vector<float> q((size_t)nq * hd);
   std::vector<uint16_t> K((size_t)(slots * kvd)), V((size_t)(slots * kvd));
@@ -87,7 +87,7 @@ static int run_case(const Case &c) {
   for (int64_t sl = 0; sl < slots; sl++)
     for (int64_t i = 0; i < kvd; i++) {
       const int d = (int)(i % hd);
-      const int64_t j = c.window > 0 ? sl + ((c.pos - sl) / c.window) * c.window : sl; /* the slot's newest key */
+      const int64_t j = c.window > 0 ? sl + ((c.pos - sl) / slots) * slots : sl; /* the slot's newest key */
       K[(size_t)(sl * kvd + i)] = ck_f32_to_bf16(c.structure ? unit() : unit() * 2 - 1);
       V[(size_t)(sl * kvd + i)] = ck_f32_to_bf16(c.structure ? (d == (int)(j % hd) && j <= c.pos ? 1.0f : 0.0f)
                                                              : unit() * 2 - 1);

@@ -92,7 +92,7 @@ static void direct(const Case &c, const float *q, const std::vector<uint16_t> &K
   for (int d = 0; d < hd; d++) qs[d] = scale == 1.0f ? q[(int64_t)h * hd + d] : bf(q[(int64_t)h * hd + d] * bf(scale));
   float m = -INFINITY;
   for (int j = first; j <= c.pos; j++) {
-    int64_t sl = c.window > 0 ? j % c.window : j;
+    int64_t sl = c.window > 0 ? j % ck_ring(c.window) : j;
     double acc = 0;
     for (int d = 0; d < hd; d++) acc += (double)qs[d] * fromb(K[sl * kvd + (int64_t)g * hd + d]);
     s.push_back(bf((float)acc));
@@ -103,7 +103,7 @@ static void direct(const Case &c, const float *q, const std::vector<uint16_t> &K
   out.assign(hd, 0.0f);
   std::vector<double> o(hd, 0.0);
   for (int j = first; j <= c.pos; j++) {
-    int64_t sl = c.window > 0 ? j % c.window : j;
+    int64_t sl = c.window > 0 ? j % ck_ring(c.window) : j;
     double e = exp((double)s[j - first] - m);
     double p = bf((float)(e / total));
     for (int d = 0; d < hd; d++) o[d] += p * fromb(V[sl * kvd + (int64_t)g * hd + d]);
@@ -113,7 +113,7 @@ static void direct(const Case &c, const float *q, const std::vector<uint16_t> &K
 
 static int run_case(const Case &c) {
   const int nq = c.rep * c.nkv, hd = c.hd;
-  const int64_t kvd = (int64_t)c.nkv * hd, cap = c.pos + 1, slots = c.window > 0 ? c.window : cap;
+  const int64_t kvd = (int64_t)c.nkv * hd, cap = c.pos + 1, slots = c.window > 0 ? ck_ring(c.window) : cap;
   std::vector<float> q((size_t)nq * hd);
   std::vector<uint16_t> K((size_t)(slots * kvd)), V((size_t)(slots * kvd));
   const float scale = c.structure ? 1.0f : 1.0f / sqrtf((float)hd);
@@ -124,7 +124,7 @@ static int run_case(const Case &c) {
       K[sl * kvd + i] = tob(c.structure ? unit() : unit() * 2 - 1);
       int d = (int)(i % hd);
       /* the key at this slot: the newest position mapping to it (the ring's live one) */
-      int64_t j = c.window > 0 ? sl + ((c.pos - sl) / c.window) * c.window : sl;
+      int64_t j = c.window > 0 ? sl + ((c.pos - sl) / slots) * slots : sl;
       V[sl * kvd + i] = tob(c.structure ? (d == (int)(j % hd) ? 1.0f : 0.0f) : unit() * 2 - 1);
     }
   std::vector<float> scores((size_t)(nq * cap)), smax((size_t)nq * c.splits), ssum((size_t)nq * c.splits);

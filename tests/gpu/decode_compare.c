@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "accel/accel.h"
+#include "accel/accel_ring.h"
 #include "mlx/decoder_desc.h"
 #include "mlx/session.h"
 
@@ -188,22 +189,22 @@ static int prefill_checks(const mx_model *m, accel_backend *dev, accel_backend *
     bad |= compare_runs(cfg[c].label, ref0, &o, gen, V, 0.05);
   }
   /* rewinds: (a) back to 0 after a whole prompt, another prompt; (b) within the window before
-   * any ring wrapped: a = min(np, window) tokens, back to a/2, then the other prompt */
+   * any ring wrapped: a = min(np, window) tokens, back to a/2, then the other prompt; (c) after
+   * the rings wrapped (np > window + ACCEL_RING_SLACK + 1): back by ACCEL_RING_SLACK + 1 from
+   * the end of the whole prompt, which the rings' slack beyond the window still serves */
   if (quick) goto done;
   int w = d->sliding_window > 0 ? d->sliding_window : np;
   int a = np < w ? np : w, back = a / 2;
   {
-    for (int k = 0; k < 2; k++) {
-      feed f[2] = {{0, prompt, k ? a : np}, {k ? back : 0, other, np}};
-      int len = 0;
-      if (k) {
-        memcpy(seq, prompt, (size_t)back * sizeof(int32_t));
-        len = back;
-      }
-      memcpy(seq + len, other, (size_t)np * sizeof(int32_t));
-      len += np;
+    for (int k = 0; k < 3; k++) {
+      int fed = k == 1 ? a : np, to = k == 0 ? 0 : k == 1 ? back : np - ACCEL_RING_SLACK - 1;
+      if (k == 2 && (d->sliding_window <= 0 || np <= w + ACCEL_RING_SLACK + 1)) continue;
+      feed f[2] = {{0, prompt, fed}, {to, other, np}};
+      memcpy(seq, prompt, (size_t)to * sizeof(int32_t));
+      memcpy(seq + to, other, (size_t)np * sizeof(int32_t));
+      int len = to + np;
       char label[96];
-      snprintf(label, sizeof label, "rewind to %d after %d tokens:", k ? back : 0, k ? a : np);
+      snprintf(label, sizeof label, "rewind to %d after %d tokens:", to, fed);
       if (run_reference(m, refb, seq, len, gen, &r, &err) || run_decoder_feeds(dev, d, f, 2, gen, &o, &err)) {
         printf("  prefill %s FAIL: %s\n", label, err.msg);
         bad = 1;

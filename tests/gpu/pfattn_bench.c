@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accel/accel_ring.h"
 #include "base/bf16.h"
 #include "base/error.h"
 #include "gpu_test_util.h"
@@ -46,7 +47,7 @@ static int64_t first_key(const shape *s, int64_t p) { return s->window > 0 && p 
 static const uint16_t *kv_row(const shape *s, const uint16_t *cache, const uint16_t *chunk, int64_t j, int64_t p0, int g) {
   const int64_t kvd = (int64_t)s->nkv * s->hd;
   if (j >= p0) return chunk + (j - p0) * kvd + (int64_t)g * s->hd;
-  return cache + (s->window > 0 ? j % s->window : j) * kvd + (int64_t)g * s->hd;
+  return cache + (s->window > 0 ? j % (s->window + ACCEL_RING_SLACK) : j) * kvd + (int64_t)g * s->hd;
 }
 
 /* float64 attention of query t, head h, with the kernels' rounding points for q and the scores
@@ -132,7 +133,7 @@ static int wg_selftest(uint64_t *rng) {
 static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk, uint64_t *rng) {
   mlxrt_error err = {{0}};
   const int64_t kvd = (int64_t)s->nkv * s->hd, qn = (int64_t)T * s->nq * s->hd;
-  const int64_t slots = s->window > 0 ? s->window : (p0 > 0 ? p0 : 1);
+  const int64_t slots = s->window > 0 ? s->window + ACCEL_RING_SLACK : (p0 > 0 ? p0 : 1);
   const float scale = 1.0f / sqrtf((float)s->hd);
   float *q = malloc((size_t)qn * 4);
   uint16_t *kc = malloc((size_t)(slots * kvd) * 2), *vc = malloc((size_t)(slots * kvd) * 2);

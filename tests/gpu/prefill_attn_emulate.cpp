@@ -47,7 +47,7 @@ static void direct(const Case &c, const std::vector<float> &q, const std::vector
   const int64_t lo = c.window > 0 && p - c.window + 1 > 0 ? p - c.window + 1 : 0;
   auto row = [&](const std::vector<uint16_t> &cache, const std::vector<uint16_t> &chunk, int64_t j) {
     return j >= c.p0 ? &chunk[(size_t)((j - c.p0) * kvd + (int64_t)g * hd)]
-                     : &cache[(size_t)((c.window > 0 ? j % c.window : j) * kvd + (int64_t)g * hd)];
+                     : &cache[(size_t)((c.window > 0 ? j % ck_ring(c.window) : j) * kvd + (int64_t)g * hd)];
   };
   std::vector<float> qs(hd), s;
   for (int d = 0; d < hd; d++) {
@@ -105,7 +105,7 @@ static int launch_kind(int k, const float *q, const uint16_t *kc, const uint16_t
 static int run_case(const Case &c, const int *kinds, int nkinds) {
   const int hd = c.hd, T = c.T;
   const int64_t kvd = (int64_t)c.nkv * hd, qn = (int64_t)c.nq * hd;
-  const int64_t slots = c.window > 0 ? c.window : (c.p0 > 0 ? c.p0 : 1);
+  const int64_t slots = c.window > 0 ? ck_ring(c.window) : (c.p0 > 0 ? c.p0 : 1);
   std::vector<float> q((size_t)(T * qn));
   std::vector<uint16_t> kc((size_t)(slots * kvd)), vc((size_t)(slots * kvd)), kch((size_t)(T * kvd)), vch((size_t)(T * kvd));
   const float scale = 1.0f / sqrtf((float)hd);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accel/accel_ring.h"
 #include "accel/accel_sample.h"
 #include "base/bf16.h"
 #include "base/error.h"
@@ -17,7 +18,7 @@
 #define R mx_round_bf16
 
 typedef struct dec_kv {
-  int64_t slots;       /* ring size (sliding) or capacity (full) */
+  int64_t slots;       /* ring size (sliding: window + ACCEL_RING_SLACK) or capacity (full) */
   int64_t alloc;       /* slots allocated so far (grown on demand) */
   uint16_t *k, *v;     /* [alloc, dim] bf16 */
   int dim;
@@ -188,7 +189,7 @@ accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, i
     dec_kv *kv = &D->kv[i];
     kv->dim = (int)kvd;
     kv->window = l->sliding && d->sliding_window > 0 ? d->sliding_window : 0;
-    kv->slots = kv->window > 0 && kv->window < capacity ? kv->window : capacity;
+    kv->slots = kv->window > 0 && kv->window + ACCEL_RING_SLACK < capacity ? kv->window + ACCEL_RING_SLACK : capacity;
   }
   if (D->max_q > D->max_cols) D->max_cols = D->max_q;
   if (D->max_inter > D->max_cols) D->max_cols = D->max_inter;
@@ -239,7 +240,7 @@ static int ensure_chunk(accel_decoder *D, int64_t n, mlxrt_error *err) {
 }
 
 static int kv_reserve(dec_kv *kv, int64_t pos, mlxrt_error *err) {
-  int64_t slot = kv->window > 0 ? (pos >= kv->window ? kv->window - 1 : pos) : pos;
+  int64_t slot = pos >= kv->slots ? kv->slots - 1 : pos;
   if (slot < kv->alloc) return 0;
   int64_t na = kv->alloc ? kv->alloc * 2 : 256;
   while (na <= slot) na *= 2;
@@ -268,7 +269,7 @@ int cpu_decoder_memory(accel_decoder *D, accel_memory *m, mlxrt_error *err) {
   return 0;
 }
 
-static int64_t kv_slot(const dec_kv *kv, int64_t pos) { return kv->window > 0 ? pos % kv->window : pos; }
+static int64_t kv_slot(const dec_kv *kv, int64_t pos) { return pos % kv->slots; }
 
 /* ---- attention ------------------------------------------------------------------------------ */
 /* Keys/values of positions < pos0 come from the cache, the chunk's own from ck/cv. */
@@ -371,10 +372,10 @@ static int moe_block(accel_decoder *D, const accel_layer_desc *l, int64_t n, flo
 }
 
 /* ---- one layer ------------------------------------------------------------------------------ */
-/* The chunk's K/V rows into the cache (a ring keeps only the chunk's last `window` positions). */
+/* The chunk's K/V rows into the cache (a ring keeps only the chunk's last `slots` positions). */
 static int commit_kv(dec_kv *kv, const uint16_t *ck, const uint16_t *cv, int64_t pos0, int64_t n, mlxrt_error *err) {
   const int64_t kvd = kv->dim;
-  int64_t first = kv->window > 0 && n > kv->window ? n - kv->window : 0;
+  int64_t first = n > kv->slots ? n - kv->slots : 0;
   for (int64_t i = first; i < n; i++) {
     if (kv_reserve(kv, pos0 + i, err)) return -1;
     int64_t s = kv_slot(kv, pos0 + i);

@@ -10,7 +10,7 @@
  *      Σ p·v; the last block of each KV head reduces the partials in split order (above 4
  *      splits: a third kernel, one thread per output, with the same sums).
  * The query-group size (rep) is a template parameter so the per-head sums stay in registers.
- * A sliding layer (window > 0) keeps a ring: position j lives in slot j % window.
+ * A sliding layer (window > 0) keeps a ring: position j lives in slot j % ck_ring(window).
  * For GQA 8 at head dims 256 and 512 the scores pass streams K by bulk copies, one block per
  * split for every KV head (attention_scores_tma.cuh), and at deep contexts the p·v pass does the
  * same for V (attention_pv_tma.cuh). */
@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
 #pragma unroll
       for (int u = 0; u < KPI; u++) {
         int jj = j + u < hi ? j + u : j;
-        int64_t sl = window > 0 ? jj % window : jj;
+        int64_t sl = window > 0 ? jj % ck_ring(window) : jj;
         kp[u] = kc + sl * kvd + (int64_t)g * hd;
       }
       float dk[KPI][REP];
@@ -218,7 +218,7 @@ __device__ __forceinline__ void pv_load_keys(const uint16_t *vc, int j0, int win
 #pragma unroll
   for (int u = 0; u < KPI; u++) {
     const int j = j0 + u;
-    const int64_t slot = window > 0 ? j % window : j;
+    const int64_t slot = window > 0 ? j % ck_ring(window) : j;
     load_n(vc + slot * kvd + voff, DPT, v[u]);
   }
 }
@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
     int jj = nb * KPI;
     for (; jj < n; jj++) {
       int j = t0 + jj;
-      int64_t slot = window > 0 ? j % window : j;
+      int64_t slot = window > 0 ? j % ck_ring(window) : j;
       float v[DPT];
       load_n(vc + slot * kvd + (int64_t)g * hd + d0, DPT, v);
 #pragma unroll

@@ -72,7 +72,7 @@ __device__ __forceinline__ void ac_stage_kv(const uint16_t *kc, const uint16_t *
   for (int t = threadIdx.x; t < parts * n; t += blockDim.x) {
     const int u = t < n ? t : t - n, j = lo + u;
     if (j == skip) continue;
-    const int64_t s = window > 0 ? j % window : j;
+    const int64_t s = window > 0 ? j % ck_ring(window) : j;
     bulk_copy((t < n ? kst : vst) + (int64_t)u * hd, (t < n ? kc : vc) + s * kvd + (int64_t)g * hd, row_bytes, bar);
   }
 }
@@ -111,7 +111,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   ac_range(pos, window, rank, CL, &lo, &hi);
   const int n = hi - lo; /* 0 for a block past the live keys: it still meets every cluster barrier */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5, nch = (hd + 255) / 256;
-  auto slot = [&](int j) -> int64_t { return window > 0 ? j % window : j; };
+  auto slot = [&](int j) -> int64_t { return window > 0 ? j % ck_ring(window) : j; };
   const float bscale = rb(scale);
   /* the newest row, which the predecessor wrote: plain loads (no proxy fence needed) */
   if (pos >= lo && pos < hi && warp < 2) {

@@ -9,6 +9,7 @@
 
 #include "ck_block.cuh"
 #include "ck_device.cuh"
+#include "ck_ring.cuh"
 #include "ck_launch.cuh"
 #include "decode_kernels.h"
 

@@ -101,7 +101,7 @@ __device__ __forceinline__ void as_issue(const as_pipe &p, int st) {
   for (int i = 0; i < n; i++) {
     const int j = j0 + i;
     if (j == p.pos) continue;
-    const int64_t sl = p.window > 0 ? j % p.window : j;
+    const int64_t sl = p.window > 0 ? j % ck_ring(p.window) : j;
     bulk_copy(dst + (size_t)i * p.rs, p.cache + sl * p.kvd, p.rowb, &p.mbar[slot]);
   }
 }
@@ -124,7 +124,7 @@ __device__ __forceinline__ uint8_t *as_stage(const as_pipe &p, int st) {
   uint8_t *base = p.mem + (size_t)slot * AS_KEYS * p.rs;
   mbar_wait(&p.mbar[slot], (uint32_t)((st / AS_NST) & 1));
   if (j0 <= p.pos && p.pos < j0 + AS_KEYS && p.pos < p.hi) {
-    const uint4 *src = reinterpret_cast<const uint4 *>(p.cache + (p.window > 0 ? p.pos % p.window : p.pos) * p.kvd);
+    const uint4 *src = reinterpret_cast<const uint4 *>(p.cache + (p.window > 0 ? p.pos % ck_ring(p.window) : p.pos) * p.kvd);
     uint4 *dst = reinterpret_cast<uint4 *>(base + (size_t)(p.pos - j0) * p.rs);
     for (int i = threadIdx.x; i < (int)(p.rowb / 16); i += blockDim.x) dst[i] = __ldcg(src + i);
     __syncthreads();

@@ -3,7 +3,8 @@
  * At creation: q|k|v (q|k when k_eq_v) and gate|up are concatenated row-wise from the MLX
  * parts and uploaded as one weight each (one mat-vec launch per group; the separate weights
  * are never uploaded), the small vectors and RoPE tables are copied once, and every work
- * buffer and the sliding layers' KV rings (sliding_window positions) are allocated once. The
+ * buffer and the sliding layers' KV rings (sliding_window + ACCEL_RING_SLACK positions,
+ * accel_ring.h) are allocated once. The
  * full-attention layers' K and V are reserved for `capacity` positions and backed by pages as
  * the context grows (kv_grow).
  *
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accel/accel_ring.h"
 #include "cuda_timeline.h"
 #include "cuda_timeline_agg.h" /* the timeline's graph ids */
 #include "tuning.h"
@@ -348,8 +350,9 @@ static int check_context_memory(const accel_model_desc *d, int64_t capacity, mlx
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];
     if (l->kv_source != i) continue; /* KV sharing: the source's cache */
-    const int64_t slots =
-        l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : first;
+    const int64_t slots = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity
+                              ? d->sliding_window + ACCEL_RING_SLACK
+                              : first;
     need += (uint64_t)slots * (uint64_t)l->n_kv_heads * (uint64_t)l->head_dim * 2 * sizeof(uint16_t);
   }
   size_t free_b = 0, total_b = 0;
@@ -410,7 +413,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     y->nkv = l->n_kv_heads;
     y->inter = l->intermediate;
     y->window = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : 0;
-    int64_t slots = y->window > 0 ? y->window : capacity;
+    int64_t slots = y->window > 0 ? y->window + ACCEL_RING_SLACK : capacity; /* accel_ring.h */
     int64_t ctx = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity ? d->sliding_window : capacity;
     /* enough splits that both passes (one block per KV head and split) put SPLIT_BLOCKS_PER_SM
      * blocks on every SM at long contexts — one wave of the scores kernel — with at least

@@ -33,7 +33,7 @@ int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_pos
                      uint16_t *xp, int *xexp, int xmode, int xe_fixed, float *zero, int nzero, void *stream);
 /* Per head after the q|k|v product y = [q nq·hd | k nkv·hd | v nkv·hd] (v = k's rows when
  * k_eq_v): q = rope(rmsnorm(q, qn)) → q_out; k = rope(rmsnorm(k, kn)) and v (weightless
- * rmsnorm when v_norm) → the cache slot of *pos (pos % window when window > 0). kc NULL (a
+ * rmsnorm when v_norm) → the cache slot of *pos (pos % ck_ring(window) when window > 0, accel_ring.h). kc NULL (a
  * KV-shared layer, y = q only): the query heads alone. */
 int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn, const float *kn,
                 const float *inv_freq, int traditional, int v_norm, float eps, const int *pos, int window,

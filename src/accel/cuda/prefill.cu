@@ -9,6 +9,7 @@
 
 #include "ck_block.cuh"
 #include "ck_device.cuh"
+#include "ck_ring.cuh"
 #include "prefill_kernels.h"
 
 
@@ -255,7 +256,7 @@ extern "C" int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, int
 /* grid (blocks over kvd, rows): rows first..T-1 of the chunk into their ring slots. */
 __global__ void pf_kv_commit_kernel(const uint16_t *ks, const uint16_t *vs, uint16_t *kc, uint16_t *vc, int first,
                                     int64_t p0, int64_t kvd, int window) {
-  const int64_t tok = first + blockIdx.y, slot = (p0 + tok) % window;
+  const int64_t tok = first + blockIdx.y, slot = (p0 + tok) % ck_ring(window);
   for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < kvd; c += (int64_t)gridDim.x * blockDim.x) {
     kc[slot * kvd + c] = ks[tok * kvd + c];
     vc[slot * kvd + c] = vs[tok * kvd + c];
@@ -265,7 +266,7 @@ __global__ void pf_kv_commit_kernel(const uint16_t *ks, const uint16_t *vs, uint
 extern "C" int pf_kv_commit(const uint16_t *ks, const uint16_t *vs, uint16_t *kc, uint16_t *vc, int T, int64_t p0,
                             int64_t kvd, int window, void *stream) {
   if (T <= 0 || window <= 0) return T <= 0 ? 0 : (int)cudaErrorInvalidValue;
-  int first = T > window ? T - window : 0;
+  const int ring = ck_ring(window), first = T > ring ? T - ring : 0;
   int64_t bx = (kvd + 255) / 256;
   if (bx > 64) bx = 64;
   pf_kv_commit_kernel<<<dim3((unsigned)bx, T - first), 256, 0, (cudaStream_t)stream>>>(ks, vs, kc, vc, first, p0,

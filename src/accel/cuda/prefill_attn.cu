@@ -30,7 +30,7 @@ __device__ __forceinline__ void pa_tile_load(uint16_t *dst, const uint16_t *cach
   constexpr int VPR = HD / 8, LD = HD + 8, RSTEP = NT / VPR, NR = (PA_KT + RSTEP - 1) / RSTEP;
   static_assert(NT % VPR == 0, "a row's 16-byte columns within one pass of the threads");
   const int cc = threadIdx.x % VPR, r0 = threadIdx.x / VPR;
-  const int64_t s0 = window > 0 ? k0 % window : 0;
+  const int64_t s0 = window > 0 ? k0 % ck_ring(window) : 0;
 #pragma unroll
   for (int k = 0; k < NR; k++) {
     const int r = r0 + k * RSTEP;

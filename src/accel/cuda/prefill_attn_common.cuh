@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "ck_device.cuh"
+#include "ck_ring.cuh"
 
 struct PaArgs {
   const float *q;
@@ -25,11 +26,11 @@ struct PaArgs {
 __device__ __forceinline__ const uint16_t *pa_row(const uint16_t *cache, const uint16_t *chunk, int64_t j, int64_t p0,
                                                   int window, int64_t kvd) {
   if (j >= p0) return chunk + (j - p0) * kvd;
-  return cache + (window > 0 ? (int64_t)((int)j % window) : j) * kvd;
+  return cache + (window > 0 ? (int64_t)((int)j % ck_ring(window)) : j) * kvd;
 }
 
 /* The row of key j = k0 + r of a KT-key tile, for copies made row by row: the chunk's from p0
- * on, else the cache's — a sliding layer's ring slot from the tile's first, s0 = k0 % window (one
+ * on, else the cache's — a sliding layer's ring slot from the tile's first, s0 = k0 % ck_ring(window) (one
  * division per tile; a second only where the ring is narrower than the tile). */
 template <int KT>
 __device__ __forceinline__ const uint16_t *pa_tile_row(const uint16_t *cache, const uint16_t *chunk, int64_t j, int r,
@@ -37,7 +38,8 @@ __device__ __forceinline__ const uint16_t *pa_tile_row(const uint16_t *cache, co
   if (j >= p0) return chunk + (j - p0) * kvd;
   if (window > 0) {
     int64_t sl = s0 + r;
-    if (sl >= window) sl = window >= KT ? sl - window : sl % window;
+    const int ring = ck_ring(window);
+    if (sl >= ring) sl = ring >= KT ? sl - ring : sl % ring;
     return cache + sl * kvd;
   }
   return cache + j * kvd;

@@ -63,12 +63,12 @@ __device__ __forceinline__ void pw_tile_load(unsigned char *dst, const uint16_t 
   static_assert(256 % CPR == 0 && PW_KT % RSTEP == 0, "whole rows per pass of the threads");
   const int c = threadIdx.x % CPR, r0 = threadIdx.x / CPR;
   const int64_t klast = k0 + PW_KT - 1;
-  const int64_t s0 = window > 0 ? k0 % window : 0;
+  const int64_t s0 = window > 0 ? k0 % ck_ring(window) : 0;
   const uint16_t *run = nullptr;
   if (klast <= hi) {
     if (k0 >= p0)
       run = chunk + (k0 - p0) * kvd;
-    else if (klast < p0 && (window == 0 || s0 + PW_KT <= window))
+    else if (klast < p0 && (window == 0 || s0 + PW_KT <= ck_ring(window)))
       run = cache + (window > 0 ? s0 : k0) * kvd;
   }
   if (run) {

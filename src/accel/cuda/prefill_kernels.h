@@ -37,7 +37,7 @@ int pf_qkv_post(const float *y, int64_t ldy, int T, int64_t p0, int nq, int nkv,
 int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, int il, void *stream);
 
 /* Causal attention of T queries (positions p0 + t) over the cache: key j < p0 from kc/vc
- * (slot j % window when window > 0, else j), key j ≥ p0 from the chunk's kch/vch [T, kvd];
+ * (slot j % ck_ring(window) when window > 0, else j), key j ≥ p0 from the chunk's kch/vch [T, kvd];
  * a sliding layer's query at p sees keys p − window < j ≤ p. Rounding: q·bf16(scale) → bf16,
  * scores → bf16, float32 softmax, p → bf16, Σ p·v float32 → bf16. att [T, nq·hd] bf16.
  * Head dims 128, 256 and 512 on an sm_90 device: the warpgroup tensor cores (sm_90a wgmma,
@@ -59,7 +59,7 @@ int pf_attention_wg(const float *q, const uint16_t *kc, const uint16_t *vc, cons
  * row-major (mlxrt-pfattn-bench checks them against the host before the attention) */
 int pf_wg_selftest(float *d1, float *d2, const uint16_t *A, const uint16_t *B, const uint16_t *V, void *stream);
 
-/* Sliding layers: the chunk's last min(T, window) K/V rows → ring slots (p0 + t) % window. */
+/* Sliding layers: the chunk's last min(T, ring) K/V rows → ring slots (p0 + t) % ring, ring = ck_ring(window). */
 int pf_kv_commit(const uint16_t *ks, const uint16_t *vs, uint16_t *kc, uint16_t *vc, int T, int64_t p0,
                  int64_t kvd, int window, void *stream);
 

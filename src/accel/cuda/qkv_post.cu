@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "ck_launch.cuh"
+#include "ck_ring.cuh"
 #include "decode_kernels.h"
 #include "qkv_post.cuh"
 
@@ -27,7 +28,7 @@ __global__ void __launch_bounds__(QP_T) qkv_post_kernel(const float *y, int ks, 
     for (int i = threadIdx.x; i < hd; i += blockDim.x) q_out[(int64_t)head * hd + i] = sv[i];
     return;
   }
-  qp_write_kv(y, ks, kstride, nq, nkv, hd, kh, k_eq_v, v_norm, eps, window > 0 ? pos % window : pos, sv, kc, vc);
+  qp_write_kv(y, ks, kstride, nq, nkv, hd, kh, k_eq_v, v_norm, eps, window > 0 ? pos % ck_ring(window) : pos, sv, kc, vc);
 }
 
 extern "C" int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn,
