@@ -1,7 +1,8 @@
 /* kv_quality: what storing the full-attention layers' K in a compressed representation does to
  * a model's next-token distribution over a long real text, on the CPU reference path. A study,
  * outside the product (the CPU cache never compresses K); built and run by scripts/kv_quality.sh.
- *   kv_quality MODEL TEXT CTX [CHUNK]
+ *   kv_quality MODEL TEXT CTX [CHUNK [REPS]]   REPS: a comma list of the representations below
+ *   (default all; bf16 always runs, as the reference)
  * One session per representation takes the same CTX tokens (BOS + TEXT's first tokens) in
  * chunks of CHUNK (64): bf16 K (the reference), planar3 and planar4 (docs/KV.md), q8_0 (blocks
  * of 32 int8 with an fp16 absmax scale, 8.5 bits per value) and had-q4_0 (a normalised 128-point
@@ -126,7 +127,7 @@ static int log_softmax(const float *x, int V, double *out) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: kv_quality MODEL TEXT CTX [CHUNK]\n");
+    fprintf(stderr, "usage: kv_quality MODEL TEXT CTX [CHUNK [REPS]]\n");
     return 2;
   }
   const int64_t ctx = atoll(argv[3]), chunk = argc > 4 ? atoll(argv[4]) : 64;
@@ -156,9 +157,17 @@ int main(int argc, char **argv) {
     return 1;
   }
   const int V = mlxrt_model_vocab_size(m);
-  mlxrt_session *S[NREP];
-  float *lg[NREP];
+  int use[NREP] = {1, 1, 1, 1, 1};
+  if (argc > 5)
+    for (int k = 1; k < NREP; k++) {
+      const char *at = strstr(argv[5], REP_NAME[k]);
+      const size_t l = strlen(REP_NAME[k]);
+      use[k] = at && (at == argv[5] || at[-1] == ',') && (at[l] == 0 || at[l] == ',');
+    }
+  mlxrt_session *S[NREP] = {0};
+  float *lg[NREP] = {0};
   for (int k = 0; k < NREP; k++) {
+    if (!use[k]) continue;
     S[k] = mlxrt_session_new_ex(m, ctx, MLXRT_SESSION_ALL_POSITIONS, &err);
     lg[k] = malloc((size_t)V * sizeof(float));
     if (!S[k] || !lg[k]) {
@@ -171,14 +180,15 @@ int main(int argc, char **argv) {
   for (int64_t p0 = 0; p0 < ctx; p0 += chunk) {
     const int64_t n = p0 + chunk <= ctx ? chunk : ctx - p0, pos = p0 + n - 1;
     for (int k = 0; k < NREP; k++)
-      if (mlxrt_session_feed(S[k], ids + p0, n, lg[k], 0, &err) ||
-          (k > 0 && roundtrip(S[k]->s, k, p0, p0 + n, &err))) {
+      if (use[k] && (mlxrt_session_feed(S[k], ids + p0, n, lg[k], 0, &err) ||
+                     (k > 0 && roundtrip(S[k]->s, k, p0, p0 + n, &err)))) {
         fprintf(stderr, "kv_quality: %s at %lld: %s\n", REP_NAME[k], (long long)p0, err.msg);
         return 1;
       }
     const int next = ids[pos + 1];
     const int ar = log_softmax(lg[0], V, lr);
     for (int k = 0; k < NREP; k++) {
+      if (!use[k]) continue;
       int am = ar;
       double kl = 0;
       if (k > 0) {
@@ -202,7 +212,7 @@ int main(int argc, char **argv) {
   printf("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n");
   static const double BITS[NREP] = {16, 3.125, 4.25, 8.5, 4.5};
   for (int k = 0; k < NREP; k++)
-    for (int j = 0; j < 2; j++) {
+    for (int j = 0; j < 2 && use[k]; j++) {
       const stats *st = j ? &half[k] : &all[k];
       printf("| %s | %.3g | %.4f | %lld | %s (%ld) | %.5f | %.2f %% | %.4f |\n", REP_NAME[k], BITS[k],
              norm2[k] > 0 ? err2[k] / norm2[k] : 0.0, (long long)ctx,

@@ -2,7 +2,8 @@
 # The K-compression quality study (dev/kv_quality.c) on the CPU: the real Gemma 3 270M (the demo
 # model, scripts/make_demo_model.sh) over the licence texts every Debian system ships
 # (/usr/share/common-licenses, concatenated in name order), at each context given:
-#   bash scripts/kv_quality.sh [CTX...]        default 8192; MODEL= another checkpoint
+#   bash scripts/kv_quality.sh [CTX...]        default 8192; MODEL= another checkpoint, REPS= a comma
+#   list of the representations (dev/kv_quality.c; default all)
 # Builds the Release library (build/) when missing. Prints one markdown table per context.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +19,4 @@ trap 'rm -f "$TEXT"' EXIT
 for f in $(ls /usr/share/common-licenses | sort); do
   [ -f "/usr/share/common-licenses/$f" ] && cat "/usr/share/common-licenses/$f" >>"$TEXT"
 done
-for c in "${CTXS[@]}"; do "$BIN" "$MODEL" "$TEXT" "$c"; done
+for c in "${CTXS[@]}"; do "$BIN" "$MODEL" "$TEXT" "$c" 64 ${REPS:+"$REPS"}; done
