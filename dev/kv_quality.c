@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
   }
   const int64_t ctx = atoll(argv[3]), chunk = argc > 4 ? atoll(argv[4]) : 64;
   mlxrt_error err = {{0}};
-  mlxrt_options opt = {"cpu", 0, 0, NULL};
+  mlxrt_options opt = {"cpu", 0, 0, NULL, NULL};
   mlxrt_model *m = mlxrt_model_load(argv[1], &opt, &err);
   FILE *f = fopen(argv[2], "rb");
   if (!m || !f || ctx < 16 || chunk < 1) {

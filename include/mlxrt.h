@@ -51,6 +51,10 @@ typedef struct mlxrt_options {
   int verbose;
   const char *numerics; /* "float32" (default) or "mlx-cpu" (MLX's CPU arithmetic bit for bit, CPU
                          * backend only); NULL = $MLXRT_NUMERICS or float32 */
+  const char *kv_k;     /* the full-attention layers' K cache on a device: "auto" (default, NULL) keeps
+                         * K from V where a layer's K and V share one projection (Gemma 4's
+                         * attention_k_eq_v layers: 5/8 of the bytes, docs/DECODE.md), "bf16"
+                         * keeps K in bf16; the CPU keeps bf16 either way */
 } mlxrt_options;
 
 /* Opens an MLX checkpoint directory (config.json + *.safetensors) and the backend. */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The device decoder's KV cache in one call on a GPU machine, with carried binaries (no build):
-#   On the CPU machine: bash scripts/build_gpu_carry.sh mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-kvgrowth-test
+#   On the CPU machine: bash scripts/build_gpu_carry.sh mlxrt mlxrt_cuda mlxrt-decode-test mlxrt-kvgrowth-test \
+#     mlxrt-kvk-compare
 #   (and, for the speed comparison, a second build of mlxrt + libmlxrt-cuda.so in BEFORE);
 #   on the GPU machine (carry [".debs", ".gpu-carry/bin", ".gpu-carry/before", ".gpu-carry/tok"]):
 #   bash scripts/gpu_kv.sh
@@ -8,13 +9,16 @@
 #      reference path on the CPU;
 #   2. a synthetic Gemma 4 31B in nvfp4: mlxrt-kvgrowth-test (1 K → 64 K tokens in chunks of 1 K,
 #      the allocation table, the grown session's logits against a one-feed session's, then the
-#      device's memory taken until EXHAUST GiB stay free and the cache made to run out);
+#      device's memory taken until EXHAUST GiB stay free and the cache made to run out), then
+#      mlxrt-kvk-compare: K from V against bf16 K after KVK_CTX (32768) tokens, 64 decode steps;
 #   3. tests/gpu/chat_long.sh: mlxrt chat past 8 K tokens in one session, on a synthetic Gemma 3
 #      270M with the demo model's tokenizer and template (TOK, default .gpu-carry/tok:
 #      tokenizer.json.gz, tokenizer_config.json, chat_template.jinja);
-#   4. mlxrt bench on the 31B: pp512 and tg128 at depths 0 / 4096 / 32768, this build and BEFORE
-#      alternated (RUNS, default 3, runs each; 0: none), with the memory each run holds; DEPTHS
-#      overrides the depths.
+#   4. mlxrt bench on the 31B: pp512 and tg128 at depths 0 / 4096 / 32768, this build with K from V
+#      (bin), this build with --kv-k bf16 (bf16) and BEFORE alternated (RUNS, default 3, runs each;
+#      0: none), with the memory each run holds; DEPTHS overrides the depths;
+#   5. LONG (default 261000; 0: none): tg16 after LONG tokens, with K from V and with --kv-k bf16,
+#      and the device memory each holds there.
 # Logs in $OUT; exit status 0 when every check passes.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +38,8 @@ S31=/tmp/s31
 step synth31 300 "$BIN/mlxrt" synth --like gemma4-31b --mode nvfp4 -o "$S31" --no-sync
 step kvgrowth 300 "$BIN/mlxrt-kvgrowth-test" "$S31" --to 65536 --chunk 1024 --exhaust "$EXHAUST"
 cat "$OUT/kvgrowth.log"
+step kvk 500 "$BIN/mlxrt-kvk-compare" "$S31" --ctx "${KVK_CTX:-32768}" --steps 64
+grep -h "kvk-compare\|K from V" "$OUT/kvk.log" | tail -3
 # chat past 8 K tokens in one session: a synthetic Gemma 3 270M (a 32 K context, like the demo
 # model) with the demo model's tokenizer and chat template carried in TOK
 TOK=${TOK:-$ROOT/.gpu-carry/tok}
@@ -46,12 +52,18 @@ else
   rc=1
 fi
 for r in $(seq 1 "${RUNS:-3}"); do
-  for b in "$BIN" "$BEFORE"; do
-    [ -x "$b/mlxrt" ] || continue
-    tag=$(basename "$b")
-    step "bench_${tag}_$r" 300 "$b/mlxrt" bench -m "$S31" --backend cuda -p 512 -n 128 -d "$DEPTHS" -r 1 -o json
-  done
+  step "bench_bin_$r" 300 "$BIN/mlxrt" bench -m "$S31" --backend cuda -p 512 -n 128 -d "$DEPTHS" -r 1 -o json
+  step "bench_bf16_$r" 300 "$BIN/mlxrt" bench -m "$S31" --backend cuda -p 512 -n 128 -d "$DEPTHS" -r 1 -o json \
+    --kv-k bf16
+  [ -x "$BEFORE/mlxrt" ] &&
+    step "bench_before_$r" 300 "$BEFORE/mlxrt" bench -m "$S31" --backend cuda -p 512 -n 128 -d "$DEPTHS" -r 1 -o json
 done
+LONG=${LONG:-261000}
+if [ "$LONG" -gt 0 ]; then
+  step long_bin 400 "$BIN/mlxrt" bench -m "$S31" --backend cuda -p 0 -n 16 -d "$LONG" -r 1
+  step long_bf16 400 "$BIN/mlxrt" bench -m "$S31" --backend cuda -p 0 -n 16 -d "$LONG" -r 1 --kv-k bf16
+  grep -h "memory\|tg16" "$OUT"/long_*.log
+fi
 python3 - "$OUT" <<'PY'
 import json, glob, os, sys, statistics
 out = sys.argv[1]
@@ -66,15 +78,14 @@ for f in sorted(glob.glob(os.path.join(out, "bench_*.log"))):
     for r in js:
         key = ("pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]) + " @ d%d" % r["n_depth"]
         rows.setdefault(key, {}).setdefault(tag, []).append((r["avg_ts"], r.get("kv_bytes", 0), r.get("device_used_bytes", 0)))
-print("| test | paged t/s | contiguous t/s | ratio | paged KV MiB | paged device GiB | contiguous device GiB |")
+def med(v, tag, i):
+    return statistics.median(x[i] for x in v.get(tag, [(0, 0, 0)]))
+print("| test | K from V t/s | bf16 K t/s | before t/s | K from V / bf16 | bf16 / before | KV MiB (K from V, bf16) |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 for k, v in rows.items():
-    a = statistics.median(x[0] for x in v.get("bin", [(0, 0, 0)]))
-    b = statistics.median(x[0] for x in v.get("before", [(0, 0, 0)]))
-    kv = max(x[1] for x in v.get("bin", [(0, 0, 0)])) / 2**20
-    da = max(x[2] for x in v.get("bin", [(0, 0, 0)])) / 2**30
-    db = max(x[2] for x in v.get("before", [(0, 0, 0)])) / 2**30
-    print("| %s | %.1f | %.1f | %.3f | %.1f | %.2f | %.2f |" % (k, a, b, a / b if b else 0, kv, da, db))
+    a, b, c = med(v, "bin", 0), med(v, "bf16", 0), med(v, "before", 0)
+    print("| %s | %.1f | %.1f | %.1f | %.3f | %.3f | %.1f, %.1f |" % (k, a, b, c, a / b if b else 0, b / c if c else 0,
+          med(v, "bin", 1) / 2**20, med(v, "bf16", 1) / 2**20))
 PY
 grep -hE "FAIL" "$OUT"/*.log | head -20
 echo "gpu_kv: rc=$rc"

@@ -134,7 +134,7 @@ static void test_reuse(mlxrt_model *m, float temp) {
   memcpy(p + 40, r1.ids, 8 * sizeof *p);
   random_ids(p + 48, 10, 99);
   p[48] = 17;
-  run ra = {0}, rb = {0};
+  run ra = {0}, rb = {0, NULL};
   gen(a, p, 58, &o, &ra, &st);
   CHECK(st.prompt_tokens == 58 && st.prompt_processed == 58 - 47);
   gen(b, p, 58, &o, &rb, &st);
@@ -353,7 +353,7 @@ out:
 static void test_decoder_path(const char *dir) {
   mlxrt_error err = {{0}};
   setenv("MLXRT_DECODER", "1", 1);
-  mlxrt_options opt = {"cpu", 1, 0, NULL};
+  mlxrt_options opt = {"cpu", 1, 0, NULL, NULL};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   mlxrt_session *s = m ? mlxrt_session_new(m, CAP, &err) : NULL;
   CHECKF(s != NULL, "%s", err.msg);
@@ -361,7 +361,7 @@ static void test_decoder_path(const char *dir) {
     int32_t p[16];
     random_ids(p, 16, 4);
     mlxrt_generate_options o = opts(0, 1, 12);
-    run dev = {0}, host = {0};
+    run dev = {0}, host = {0, NULL};
     mlxrt_gen_stats st;
     gen(s, p, 16, &o, &dev, &st);
     o.logprobs = 1;
@@ -555,7 +555,7 @@ int main(void) {
   unsetenv("MLXRT_DECODER");
   CHECK(make_model_dir(dir, MODEL_DIR, TOKENIZER) == 0);
   mlxrt_error err = {{0}};
-  mlxrt_options opt = {"cpu", 1, 0, NULL};
+  mlxrt_options opt = {"cpu", 1, 0, NULL, NULL};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   CHECKF(m != NULL, "%s", err.msg);
   if (m) {

@@ -24,7 +24,7 @@ static void run(const char *dir, int decoder, int32_t *toks, int n_prompt, int s
   mlxrt_error err = {{0}};
   if (decoder) setenv("MLXRT_DECODER", "1", 1);
   else unsetenv("MLXRT_DECODER");
-  mlxrt_options opt = {"cpu", 0, 0, NULL};
+  mlxrt_options opt = {"cpu", 0, 0, NULL, NULL};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   mlxrt_session *s = m ? mlxrt_session_new(m, 256, &err) : NULL;
   CHECKF(s != NULL, "%s (decoder %d): %s", dir, decoder, err.msg);
@@ -69,7 +69,7 @@ int main(void) {
   {
     setenv("MLXRT_DECODER", "1", 1);
     mlxrt_error err = {{0}};
-    mlxrt_options opt = {"cpu", 0, 0, NULL};
+    mlxrt_options opt = {"cpu", 0, 0, NULL, NULL};
     mlxrt_model *m = mlxrt_model_load(FIXTURES "/gemma4-dense-bf16", &opt, &err);
     mlxrt_session *s = m ? mlxrt_session_new(m, 64, &err) : NULL;
     int32_t t[3] = {2, 5, 7};

@@ -150,7 +150,7 @@ int main(void) {
   }
   fclose(f);
   mlxrt_error err = {{0}};
-  mlxrt_options opt = {"cpu", 0, 0, NULL};
+  mlxrt_options opt = {"cpu", 0, 0, NULL, NULL};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   CHECKF(m != NULL, "%s", err.msg);
   if (m) {

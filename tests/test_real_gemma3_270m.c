@@ -73,7 +73,7 @@ static void check_model(const char *name, const char *backend) {
   free(text);
   CHECKF(root != NULL, "%s: invalid JSON", fix);
   if (!root) return;
-  mlxrt_options opt = {backend, 0, 0, NULL};
+  mlxrt_options opt = {backend, 0, 0, NULL, NULL};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   CHECKF(m != NULL, "%s", err.msg);
   int64_t V = m ? mlxrt_model_vocab_size(m) : 0;
@@ -176,7 +176,7 @@ static void check_mlx_cpu(const char *name) {
   free(text);
   CHECKF(root != NULL, "%s: invalid JSON", fix);
   setenv("MLXRT_NUMERICS", "mlx-cpu", 1);
-  mlxrt_options opt = {"cpu", 0, 0, NULL};
+  mlxrt_options opt = {"cpu", 0, 0, NULL, NULL};
   mlxrt_model *m = root ? mlxrt_model_load(dir, &opt, &err) : NULL;
   unsetenv("MLXRT_NUMERICS");
   if (!m) {

@@ -96,7 +96,7 @@ static void check_model(const char *dir, int exact) {
   }
   /* MLXRT_TEST_BACKEND=cuda runs the same golden comparison through the CUDA backend */
   const char *backend = getenv("MLXRT_TEST_BACKEND");
-  mlxrt_options opt = {backend && *backend ? backend : "cpu", 0, 0, NULL};
+  mlxrt_options opt = {backend && *backend ? backend : "cpu", 0, 0, NULL, NULL};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   CHECKF(m != NULL, "%s", err.msg);
   if (!m) {

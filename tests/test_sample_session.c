@@ -42,7 +42,7 @@ static int steps_api(const char *dir, int decoder, const cfg *c, const int32_t *
   mlxrt_error err = {{0}};
   if (decoder) setenv("MLXRT_DECODER", "1", 1);
   else unsetenv("MLXRT_DECODER");
-  mlxrt_options opt = {"cpu", 0, 0, NULL};
+  mlxrt_options opt = {"cpu", 0, 0, NULL, NULL};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   mlxrt_session *s = m ? mlxrt_session_new(m, 64, &err) : NULL;
   mlxrt_gen_params g = gen(c);
@@ -66,7 +66,7 @@ static int steps_api(const char *dir, int decoder, const cfg *c, const int32_t *
 static int steps_reference(const char *dir, const cfg *c, const int32_t *prompt, int32_t *out) {
   mlxrt_error err = {{0}};
   unsetenv("MLXRT_DECODER");
-  mlxrt_options opt = {"cpu", 0, 0, NULL};
+  mlxrt_options opt = {"cpu", 0, 0, NULL, NULL};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   mlxrt_session *s = m ? mlxrt_session_new(m, 64, &err) : NULL;
   int V = m ? mlxrt_model_vocab_size(m) : 1;

@@ -143,7 +143,7 @@ static int open_fixture(fixture *f, const char *name, const char *tokenizer) {
   snprintf(f->dir, sizeof f->dir, "/tmp/mlxrt_spec_XXXXXX");
   mlxrt_error err = {{0}};
   if (make_model_dir(f->dir, src, tokenizer)) return -1;
-  mlxrt_options o = {"cpu", 1, 0, NULL}; /* (tiny matrices: a pool would only wait) */
+  mlxrt_options o = {"cpu", 1, 0, NULL, NULL}; /* (tiny matrices: a pool would only wait) */
   f->m = mlxrt_model_load(f->dir, &o, &err);
   CHECKF(f->m != NULL, "%s: %s", name, err.msg);
   return f->m ? 0 : -1;
@@ -157,7 +157,7 @@ static void close_fixture(fixture *f) {
 /* ---- row-exact feeds -------------------------------------------------------------------------- */
 static void check_rowwise(const char *dir, const char *numerics) {
   mlxrt_error err = {{0}};
-  mlxrt_options o = {"cpu", 1, 0, numerics};
+  mlxrt_options o = {"cpu", 1, 0, numerics, NULL};
   mlxrt_model *m = mlxrt_model_load(dir, &o, &err);
   CHECKF(m != NULL, "%s", err.msg);
   if (!m) return;

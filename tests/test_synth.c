@@ -268,7 +268,7 @@ static void check_case(const char *like, const char *mode, int layers, int run) 
   }
 
   /* a few tokens through the CPU reference path: finite logits (softcapped on Gemma 4) */
-  mlxrt_options opt = {"cpu", 2, 0, NULL};
+  mlxrt_options opt = {"cpu", 2, 0, NULL, NULL};
   mlxrt_model *m = run ? mlxrt_model_load(dir, &opt, &err) : NULL;
   CHECKF(m != NULL || !run, "%s %s: %s", like, mode, err.msg);
   if (m) {

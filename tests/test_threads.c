@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "test_threads: the demo model is missing (%s): run scripts/prepare_data.sh\n", dir);
     return 1;
   }
-  mlxrt_options opt = {backend, 2, 0, NULL};
+  mlxrt_options opt = {backend, 2, 0, NULL, NULL};
   mlxrt_error err = {{0}};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   mlxrt_model *m2 = m ? mlxrt_model_load(dir, &opt, &err) : NULL;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli_num.h"
+#include "gen_args.h"
 
 static int is(const char *a, const char *x, const char *y) { return !strcmp(a, x) || (y && !strcmp(a, y)); }
 static int is_help(const char *a) { return is(a, "-h", "--help"); }
@@ -127,7 +128,7 @@ static int parse_sampler(const char *spec, mlxrt_gen_params *p) {
 int bench_args_parse(bench_args *o, int argc, char **argv) {
   static const char *const VALUED[] = {"-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-d", "--n-depth",
                                        "-r", "--repetitions", "-t", "--threads", "-c", "--ctx-size", "-o",
-                                       "--output", "--backend", "--sampler", "--numerics", "--warmup-depth", NULL};
+                                       "--output", "--backend", "--sampler", "--numerics", "--warmup-depth", "--kv-k", NULL};
   memset(o, 0, sizeof *o);
   o->fmt = "md";
   o->p = (bench_list){{512}, 1};
@@ -162,6 +163,7 @@ int bench_args_parse(bench_args *o, int argc, char **argv) {
       o->sampler_spec = v;
       bad = parse_sampler(v, &o->sampler);
     } else if (is(a, "--numerics", NULL)) o->numerics = v;
+    else if (is(a, "--kv-k", NULL)) bad = gen_args_check_kv_k(o->kv_k = v, "bench") != 0;
     else if (is(a, "--warmup-depth", NULL)) bad = cli_int("bench", a, v, 0, 1 << 24, &o->warmup_depth);
     if (bad) return 2;
   }
@@ -182,7 +184,7 @@ int bench_args_parse(bench_args *o, int argc, char **argv) {
 /* ---- logits --------------------------------------------------------------------------------- */
 int logits_args_parse(logits_args *o, int argc, char **argv) {
   static const char *const VALUED[] = {"-m", "--model", "--tokens", "-o", "--decode", "-n", "--backend",
-                                       "--numerics", "-t", "--threads", NULL};
+                                       "--numerics", "-t", "--threads", "--kv-k", NULL};
   memset(o, 0, sizeof *o);
   const char *tokens = NULL;
   for (int i = 1; i < argc; i++) {
@@ -200,6 +202,7 @@ int logits_args_parse(logits_args *o, int argc, char **argv) {
             cli_int("logits", a, v, 0, 1 << 30, &o->decode);
     else if (is(a, "--backend", NULL)) o->backend = v;
     else if (is(a, "--numerics", NULL)) o->numerics = v;
+    else if (is(a, "--kv-k", NULL)) bad = gen_args_check_kv_k(o->kv_k = v, "logits") != 0;
     else if (is(a, "-t", "--threads")) bad = cli_int("logits", a, v, 0, 1024, &o->threads);
     if (bad) return 2;
   }

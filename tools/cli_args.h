@@ -20,7 +20,7 @@ typedef struct {
 } bench_list;
 
 typedef struct bench_args {
-  const char *model, *backend, *fmt, *numerics, *sampler_spec;
+  const char *model, *backend, *fmt, *numerics, *sampler_spec, *kv_k;
   mlxrt_gen_params sampler; /* when sampler_spec */
   bench_list p, n, d;       /* -p, -n, -d: 0 skips a pp or tg test */
   int reps, threads;
@@ -31,7 +31,7 @@ int bench_args_parse(bench_args *o, int argc, char **argv);
 
 /* ---- logits ---- */
 typedef struct logits_args {
-  const char *model, *out, *backend, *numerics;
+  const char *model, *out, *backend, *numerics, *kv_k;
   int32_t *tokens; /* malloc'd */
   size_t n_tokens;
   int decode;      /* -n/--decode: greedy steps after the prompt */

@@ -58,7 +58,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: mlxrt bench -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json]\n"
           "                   [-t THREADS] [--backend auto|cpu|cuda] [--numerics float32|mlx-cpu]\n"
-          "                   [--sampler SPEC] [-c CTX] [--warmup-depth N]\n"
+          "                   [--sampler SPEC] [-c CTX] [--warmup-depth N] [--kv-k auto|bf16]\n"
           "  MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
           "  -p, -n, -d take comma-separated lists (e.g. -d 0,4096,32768) of at most 16 values.\n"
           "  -p N: prompt tokens of a pp test; -n N: tokens a tg test generates; 0 skips the test\n"
@@ -66,6 +66,8 @@ static void usage(FILE *f) {
           "  -r: repetitions (1..1000); -t THREADS: CPU threads (0, the default: all cores).\n"
           "  -c CTX: each run's session holds CTX tokens (default: just enough, as llama-bench),\n"
           "  e.g. the model's full context, as mlxrt run and chat make it by default.\n"
+          "  --kv-k auto|bf16: the full-attention layers' K cache on a GPU: auto keeps K from V where\n"
+          "  a layer's K and V share one projection (5/8 of the bytes), bf16 keeps K in bf16.\n"
           "  --sampler temp=0.8,top_k=64,top_p=0.95[,min_p=P][,seed=S]: each tg also runs with\n"
           "  that sampler (a separate row); unnamed settings are off (temperature 1).\n"
           "  --warmup-depth N: the warm-up run before each test caches min(N, DEPTH) tokens\n"
@@ -132,7 +134,7 @@ int cmd_bench(int argc, char **argv) {
   const long long ctx = o.ctx;
   mlxrt_gen_params sampler = o.sampler;
   mlxrt_error err = {{0}};
-  mlxrt_options opt = {o.backend, threads, 0, o.numerics};
+  mlxrt_options opt = {o.backend, threads, 0, o.numerics, o.kv_k};
   char dir[4096];
   if (gen_args_model_dir("bench", model, dir, sizeof dir)) return 1;
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);

@@ -18,10 +18,11 @@ static const char USAGE[] =
     "                  [--backend auto|cpu|cuda] [--think] [--show-thinking] [-v]\n"
     "                  [--numerics float32|mlx-cpu] [--chat-template FILE]\n"
     "                  [--spec lookup|draft] [--draft-model DIR] [--draft-max K] [--spec-ngram N]\n"
+    "                  [--kv-k auto|bf16]\n"
     "Type a message and press Enter. /reset starts over, /exit or Ctrl-D quits,\n"
     "Ctrl-C stops the current answer.\n" GEN_ARGS_N_HELP GEN_ARGS_TEMPLATE_HELP
     "-c CTX: tokens the conversation holds (0, the default: the model's maximum); an answer\n"
-    "stopped by a full context says so on stderr (/reset starts over).\n" GEN_ARGS_SPEC_HELP
+    "stopped by a full context says so on stderr (/reset starts over).\n" GEN_ARGS_SPEC_HELP GEN_ARGS_KVK_HELP
     "Exit status: 0, or 1 when a message could not be answered (each error is one line).\n";
 
 int cmd_chat(int argc, char **argv) {
@@ -42,7 +43,7 @@ int cmd_chat(int argc, char **argv) {
   mlxrt_model *m = failed ? NULL : gen_args_load_model(&a, "chat");
   char what[64];
   snprintf(what, sizeof what, "-c %lld", (long long)a.chat.capacity);
-  mlxrt_options opt = {a.backend, a.threads, a.verbose, a.numerics};
+  mlxrt_options opt = {a.backend, a.threads, a.verbose, a.numerics, a.kv_k};
   if (!m || gen_args_check_kv(m, "chat", what, a.chat.capacity) || gen_spec_load_draft(&a.spec, &opt, &a.chat.spec, "chat")) {
     mlxrt_model_free(m);
     free(tpl);

@@ -15,6 +15,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: mlxrt logits -m MODEL --tokens 2,5,17,... [-o OUT.safetensors] [-n|--decode N]\n"
           "                    [--backend auto|cpu|cuda] [-t THREADS] [--numerics float32|mlx-cpu]\n"
+          "                    [--kv-k auto|bf16]\n"
           "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
           "Writes 'logits' [positions, vocab] (float32) and, with --decode N, 'greedy' [N] (int32)\n"
           "and 'greedy_logits' [N, vocab]. Without -o, prints the argmax of each position.\n"
@@ -40,7 +41,7 @@ int cmd_logits(int argc, char **argv) {
   int32_t *tokens = o.tokens;
   const int64_t n = (int64_t)o.n_tokens;
   mlxrt_error err = {{0}};
-  mlxrt_options opt = {o.backend, o.threads, 0, o.numerics};
+  mlxrt_options opt = {o.backend, o.threads, 0, o.numerics, o.kv_k};
   char dir[4096];
   mlxrt_model *m = gen_args_model_dir("logits", o.model, dir, sizeof dir) ? NULL : mlxrt_model_load(dir, &opt, &err);
   int rc = 1;

@@ -15,7 +15,7 @@ static const char USAGE[] =
     "                 [--backend auto|cpu|cuda] [--system TEXT] [--no-chat-template]\n"
     "                 [--chat-template FILE] [--think] [--show-thinking]\n"
     "                 [--numerics float32|mlx-cpu] [--spec lookup|draft] [--draft-model DIR]\n"
-    "                 [--draft-max K] [--spec-ngram N] [-v]\n"
+    "                 [--draft-max K] [--spec-ngram N] [--kv-k auto|bf16] [-v]\n"
     "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
     "-p - reads the prompt from standard input, like -f -.\n"
     "-f FILE reads the prompt from a regular text file of at most 256 MiB without a NUL byte\n"
@@ -24,7 +24,7 @@ static const char USAGE[] =
     "-t THREADS: CPU threads (0, the default: all cores).\n"
     "Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n"
     "--numerics mlx-cpu reproduces mlx-lm on a CPU bit for bit (slower; docs/NUMERICS.md).\n"
-    GEN_ARGS_SPEC_HELP
+    GEN_ARGS_SPEC_HELP GEN_ARGS_KVK_HELP
     "Exit status: 0 the answer ended (stop token, -n reached or Ctrl-C), 1 an error, 2 a bad\n"
     "command line, 3 the context filled up before the answer ended.\n";
 
@@ -48,7 +48,7 @@ int cmd_run(int argc, char **argv) {
   int failed;
   char *tpl = gen_args_read_template(&a, "run", &failed);
   mlxrt_model *m = failed ? NULL : gen_args_load_model(&a, "run");
-  mlxrt_options opt = {a.backend, a.threads, a.verbose, a.numerics};
+  mlxrt_options opt = {a.backend, a.threads, a.verbose, a.numerics, a.kv_k};
   if (!m || gen_spec_load_draft(&a.spec, &opt, &a.chat.spec, "run")) {
     mlxrt_model_free(m);
     free(tpl);

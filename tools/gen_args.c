@@ -11,7 +11,7 @@ static const char *const VALUED[] = {"-m", "--model", "-p", "--prompt", "-f", "-
                                      "-t", "--threads", "-c", "--ctx-size", "--temp", "--temperature",
                                      "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                      "--repetition-penalty", "--repeat-last-n", "-s", "--seed", "--numerics",
-                                     "--chat-template", "--spec", "--draft-model", "--draft-max", "--spec-ngram"};
+                                     "--chat-template", "--spec", "--draft-model", "--draft-max", "--spec-ngram", "--kv-k"};
 
 int gen_args_takes_value(const char *flag) {
   for (size_t k = 0; k < sizeof VALUED / sizeof VALUED[0]; k++)
@@ -65,6 +65,7 @@ int gen_args_parse(gen_args *a, int argc, char **argv, const char *cmd) {
     else if (!strcmp(f, "--system") || !strcmp(f, "--system-prompt")) a->chat.system = v;
     else if (!strcmp(f, "--backend")) a->backend = v;
     else if (!strcmp(f, "--numerics")) a->numerics = v;
+    else if (!strcmp(f, "--kv-k")) bad = gen_args_check_kv_k(a->kv_k = v, cmd) != 0;
     else if (!strcmp(f, "--chat-template")) a->chat_template_file = v;
     else if (!strcmp(f, "-n") || !strcmp(f, "--max-tokens") || !strcmp(f, "--n-predict"))
       bad = cli_int(cmd, f, v, -1, 1 << 30, &a->n_predict);
@@ -148,6 +149,14 @@ int gen_spec_finish(const gen_spec_args *sa, mlxrt_spec_options *o, const char *
   o->mode = !strcmp(mode, "lookup") ? MLXRT_SPEC_LOOKUP : MLXRT_SPEC_DRAFT;
   o->draft_max = sa->draft_max;
   o->ngram_max = sa->ngram;
+  return 0;
+}
+
+int gen_args_check_kv_k(const char *value, const char *cmd) {
+  if (value && strcmp(value, "auto") && strcmp(value, "bf16")) {
+    cli_error(cmd, "--kv-k must be auto or bf16, not '%.64s'", value);
+    return 2;
+  }
   return 0;
 }
 

@@ -19,6 +19,7 @@ typedef struct gen_args {
   const char *prompt_file;
   const char *backend;
   const char *numerics; /* --numerics float32|mlx-cpu (NULL: $MLXRT_NUMERICS or float32) */
+  const char *kv_k;     /* --kv-k auto|bf16 (mlxrt_options.kv_k; NULL: auto) */
   const char *chat_template_file; /* --chat-template FILE: Jinja overriding the model's template */
   int threads;
   int verbose;
@@ -46,6 +47,12 @@ int gen_args_takes_value(const char *flag);
  * backend is an error). value NULL changes nothing. Returns 0, or 2 after printing a
  * one-line error. */
 int gen_args_apply_numerics(const char *value, const char **backend, const char *cmd);
+/* --kv-k VALUE: auto or bf16 (mlxrt_options.kv_k). Returns 0, or 2 after one error line. */
+int gen_args_check_kv_k(const char *value, const char *cmd);
+#define GEN_ARGS_KVK_HELP                                                                          \
+  "--kv-k auto|bf16: the full-attention layers' K cache on a GPU. auto (the default) keeps K from\n" \
+  "V where a layer's K and V share one projection (Gemma 4 31B, 26B-A4B: 5/8 of the cache's\n"     \
+  "bytes); bf16 keeps K in bf16. The CPU keeps bf16 either way.\n"
 
 /* The text the speculative options mean in run's, chat's and serve's --help. */
 #define GEN_ARGS_SPEC_HELP                                                                        \

@@ -21,7 +21,7 @@ mlxrt_model *gen_args_load_model(const gen_args *a, const char *cmd) {
   if (gen_args_model_dir(cmd, a->model, dir, sizeof dir)) return NULL;
   int tty = isatty(2);
   if (tty) fprintf(stderr, "loading %s ...", dir);
-  mlxrt_options opt = {a->backend, a->threads, a->verbose, a->numerics};
+  mlxrt_options opt = {a->backend, a->threads, a->verbose, a->numerics, a->kv_k};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   if (tty) fprintf(stderr, "\r\033[K");
   if (!m) cli_error(cmd, "%s", err.msg);

@@ -92,8 +92,18 @@ static accel_backend *create_cuda(const accel_options *opt, mlxrt_error *err) {
 static accel_backend *create_any(const accel_options *opt, mlxrt_error *err);
 
 accel_backend *accel_create(const accel_options *opt, mlxrt_error *err) {
+  const char *kv_k = opt ? opt->kv_k : NULL;
+  int kvk = ACCEL_KV_K_AUTO;
+  if (kv_k && *kv_k && strcmp(kv_k, "auto")) {
+    if (strcmp(kv_k, "bf16")) {
+      mx_fail(err, "kv-k '%s': expected auto or bf16", kv_k);
+      return NULL;
+    }
+    kvk = ACCEL_KV_K_BF16;
+  }
   accel_backend *b = create_any(opt, err);
   if (b) b->verbose = opt ? opt->verbose : 0;
+  if (b) b->kv_k = kvk;
   return b;
 }
 

@@ -100,6 +100,11 @@ struct accel_backend {
    * way MLX's CPU does. */
   int mlx_cpu_numerics;
   int verbose; /* accel_options.verbose (set by accel_create): say which path runs what */
+  /* accel_options.kv_k (set by accel_create): ACCEL_KV_K_AUTO lets a device decoder keep the
+   * full-attention layers' K in the smallest exact-enough form it has (K from V where a layer's
+   * K and V share their projection: docs/DECODE.md "The KV cache"); ACCEL_KV_K_BF16 keeps K in
+   * bf16 everywhere. The CPU always keeps bf16. */
+  int kv_k;
 
   /* y[n, rows] = x[n, cols] · Wᵀ, x in bf16, y in float32 (float32 accumulation).
    * expert selects the slab of a stacked weight (-1 or 0 for rank-2). */
@@ -153,7 +158,9 @@ typedef struct accel_options {
   int threads;          /* CPU worker threads; <= 0 = number of cores */
   int verbose;
   const char *numerics; /* "float32", "mlx-cpu" (CPU only); NULL = $MLXRT_NUMERICS or float32 */
+  const char *kv_k;     /* "auto" (NULL) or "bf16": accel_backend.kv_k */
 } accel_options;
+enum { ACCEL_KV_K_AUTO = 0, ACCEL_KV_K_BF16 = 1 };
 
 /* Creates the backend the options ask for. "auto" picks CUDA when the plug-in loads and a
  * device is present, else the CPU. An explicit "cuda" that cannot load is an error. */

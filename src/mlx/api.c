@@ -22,6 +22,7 @@ mlxrt_model *mlxrt_model_load(const char *dir, const mlxrt_options *opt, mlxrt_e
     ao.threads = opt->threads;
     ao.verbose = opt->verbose;
     ao.numerics = opt->numerics;
+    ao.kv_k = opt->kv_k;
   }
   /* stop ids: the model's eos ids and the chat turn terminator (what mlxrt_chat stops at) */
   if (mx_gen_config_load(M->m->path, &M->stops, err)) {

@@ -102,10 +102,10 @@ static int g_cluster, g_wide, g_deep; /* --cluster / --cluster-wide: dk_attentio
 
 static int attend(const shape *s, bufs *b, int splits, int min_keys, float scale, void *st) {
   if (g_cluster)
-    return dk_attention_cluster(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window,
+    return dk_attention_cluster(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, dk_kv_plain(s->nkv, s->hd), scale, b->pos, s->window,
                                 s->window > 0 ? s->window : s->ctx, g_wide, b->att, b->amax, NAMAX, b->smax, b->count,
                                 NULL, st);
-  return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, scale, b->pos, s->window, splits, min_keys, g_deep,
+  return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, dk_kv_plain(s->nkv, s->hd), scale, b->pos, s->window, splits, min_keys, g_deep,
                       s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
 }
 

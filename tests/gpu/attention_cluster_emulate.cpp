@@ -45,6 +45,7 @@ struct Case {
   int rep, nkv, hd, window, pos, keys; /* keys: the call's key bound (the window, or the capacity) */
   bool structure;
   int wide = 0; /* clusters of 16 blocks */
+  int vr = 0;   /* > 0: the cache in the K-from-V layout (kv_layout.h) with vr moved pairs per half */
 };
 
 /* Head h's output with the reference path's rounding points: q·bf16(scale) → bf16, scores →
@@ -103,8 +104,25 @@ static int run_case(const Case &c) {
   std::vector<uint16_t> xp((size_t)nq * hd + 32, 0xffff);
   int xexp = 777;
   const dk_att_prep prep = {xp.data(), &xexp, e, xmode};
-  const int rc = dk_attention_cluster(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.keys,
-                                      c.wide, att.data(), amax.data(), namax, bmax.data(), &count, xmode ? &prep : NULL, NULL);
+  /* K from V: one array in that layout, each head's row K at the moved dims and V at the others,
+   * V's moved dims in the tail; K takes V's values at the unmoved dims, so the direct attention on
+   * the plain arrays reads what the kernel reads */
+  const dk_kv_layout L = c.vr ? dk_kv_from_v(c.nkv, hd, c.vr) : dk_kv_plain(c.nkv, hd);
+  std::vector<uint16_t> C;
+  if (c.vr) {
+    C.assign((size_t)(slots * L.ps), 0x7fc1); /* NaN where nothing should read */
+    for (int64_t sl = 0; sl < slots; sl++)
+      for (int g = 0; g < c.nkv; g++)
+        for (int d = 0; d < hd; d++) {
+          const size_t i = (size_t)(sl * kvd + (int64_t)g * hd + d);
+          if (!dk_kv_moved(L, hd, d)) K[i] = V[i];
+          C[(size_t)(sl * L.ps + (int64_t)g * hd + d)] = K[i];
+          C[(size_t)(sl * L.ps + dk_kv_vcol(L, c.nkv, hd, g, d))] = V[i];
+        }
+  }
+  const int rc = dk_attention_cluster(q.data(), c.vr ? C.data() : K.data(), c.vr ? C.data() : V.data(), nq, c.nkv, hd,
+                                      L, scale, &pos, c.window, c.keys, c.wide, att.data(), amax.data(), namax,
+                                      bmax.data(), &count, xmode ? &prep : NULL, NULL);
   if (rc) {
     printf("FAIL launch rc=%d (rep %d nkv %d hd %d keys %d)\n", rc, c.rep, c.nkv, hd, c.keys);
     return 1;
@@ -141,10 +159,9 @@ static int run_case(const Case &c) {
       bad = 1;
     }
   }
-  printf("%s rep %d nkv %d hd %4d window %4d pos %4d keys %4d %-9s %-16s worst %.2e\n", bad ? "FAIL" : "ok  ", c.rep,
-         c.nkv, hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values",
-         c.wide ? "clusters of 16" : "clusters of 8",
-         worst);
+  printf("%s rep %d nkv %d hd %4d window %4d pos %4d keys %4d %-9s %-16s%s worst %.2e\n", bad ? "FAIL" : "ok  ",
+         c.rep, c.nkv, hd, c.window, c.pos, c.keys, c.structure ? "structure" : "values",
+         c.wide ? "clusters of 16" : "clusters of 8", c.vr ? " K from V" : "", worst);
   return bad;
 }
 
@@ -162,6 +179,9 @@ int main(int argc, char **argv) {
       {1, 3, 128, 0, 300, 400, true},   {4, 2, 128, 0, 129, 200, true},    {2, 2, 256, 64, 5, 64, false},
       {2, 2, 256, 64, 200, 64, false},  {2, 1, 256, 1024, 1500, 1024, false}, {8, 1, 512, 0, 100, 700, false},
       {1, 3, 128, 0, 300, 400, false},  {4, 2, 128, 0, 129, 200, false},   {2, 1, 64, 0, 2047, 2048, false},
+      /* K from V (the 31B's full layer while few keys are live; one-hot V through the tail) */
+      {8, 1, 512, 0, 200, 256, true, 0, 64}, {8, 2, 512, 0, 100, 256, false, 0, 64},
+      {4, 2, 128, 0, 129, 200, false, 0, 16},
   };
   /* the rows staged in shared memory by bulk copies (the newest row by plain loads) */
   constexpr size_t NC = sizeof cases / sizeof cases[0];

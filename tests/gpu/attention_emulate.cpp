@@ -80,7 +80,28 @@ struct Case {
   int rep, nkv, hd, window, pos, splits;
   bool structure;
   int min_keys = 1; /* fewest keys per split (the decoder passes MLXRT_ATTN_SPLIT_KEYS, 16 by default) */
+  int vr = 0;       /* > 0: the cache in the K-from-V layout (kv_layout.h) with vr moved pairs per half */
 };
+
+/* The K-from-V cache of plain K and V (slots rows): each head's row K at the moved dims and V at
+ * the others, V's moved dims in the tail; K becomes what the kernels then see as K (V at the
+ * unmoved dims), so the direct attention and a plain-layout run read the same values. */
+static std::vector<uint16_t> kv_from_v(const Case &c, int64_t slots, std::vector<uint16_t> &K,
+                                       const std::vector<uint16_t> &V) {
+  const int hd = c.hd;
+  const int64_t kvd = (int64_t)c.nkv * hd;
+  const dk_kv_layout L = dk_kv_from_v(c.nkv, hd, c.vr);
+  std::vector<uint16_t> C((size_t)(slots * L.ps), 0x7fc1); /* NaN: a row element nothing should read */
+  for (int64_t sl = 0; sl < slots; sl++)
+    for (int g = 0; g < c.nkv; g++)
+      for (int d = 0; d < hd; d++) {
+        const int64_t i = sl * kvd + (int64_t)g * hd + d;
+        if (!dk_kv_moved(L, hd, d)) K[i] = V[i];
+        C[(size_t)(sl * L.ps + (int64_t)g * hd + d)] = K[i];
+        C[(size_t)(sl * L.ps + dk_kv_vcol(L, c.nkv, hd, g, d))] = V[i];
+      }
+  return C;
+}
 
 /* The direct attention of one query head with the reference path's rounding points. */
 static void direct(const Case &c, const float *q, const std::vector<uint16_t> &K, const std::vector<uint16_t> &V,
@@ -138,9 +159,14 @@ static int run_case(const Case &c) {
   const int namax = (nq * hd + 2047) / 2048;
   std::vector<float> amax((size_t)namax + 2, 123.0f);
   float *am = with_amax ? amax.data() : NULL;
+  /* K from V: the kernels read one array in that layout; the plain arrays stay the reference's */
+  std::vector<uint16_t> C;
+  if (c.vr) C = kv_from_v(c, slots, K, V);
+  const uint16_t *kc = c.vr ? C.data() : K.data(), *vc = c.vr ? C.data() : V.data();
+  const dk_kv_layout L = c.vr ? dk_kv_from_v(c.nkv, hd, c.vr) : dk_kv_plain(c.nkv, hd);
   memset(emu_dyn_smem, 0xff, sizeof emu_dyn_smem);
-  int rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 0,
-                        cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att.data(), am, namax,
+  int rc = dk_attention(q.data(), kc, vc, nq, c.nkv, hd, L, scale, &pos, c.window, c.splits, c.min_keys, 0, cap,
+                        scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att.data(), am, namax,
                         NULL);
   if (rc) {
     printf("FAIL launch rc=%d\n", rc);
@@ -155,8 +181,7 @@ static int run_case(const Case &c) {
     att_pvt.assign((size_t)nq * hd, 0xffff);
     std::vector<float> amax_pvt((size_t)namax + 2, 123.0f);
     memset(emu_dyn_smem, 0xff, sizeof emu_dyn_smem);
-    rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, scale, &pos, c.window, c.splits, c.min_keys, 1,
-                      cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att_pvt.data(),
+    rc = dk_attention(q.data(), kc, vc, nq, c.nkv, hd, L, scale, &pos, c.window, c.splits, c.min_keys, 1, cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att_pvt.data(),
                       with_amax ? amax_pvt.data() : NULL, namax, NULL);
     float mx = 0;
     for (uint16_t b : att_pvt) mx = fmaxf(mx, fabsf(fromb(b)));
@@ -167,6 +192,21 @@ static int run_case(const Case &c) {
   }
   for (unsigned x : count)
     if (x) bad = 1; /* the last block must leave the counter clean for the next step */
+  if (c.vr) { /* the layout changes addresses only: the plain arrays of the same values give the same bits */
+    for (int deep = 0; deep <= (tma ? 1 : 0); deep++) {
+      std::vector<uint16_t> att_plain((size_t)nq * hd, 0xffff);
+      std::vector<float> amax_plain((size_t)namax + 2, 123.0f);
+      memset(emu_dyn_smem, 0xff, sizeof emu_dyn_smem);
+      rc = dk_attention(q.data(), K.data(), V.data(), nq, c.nkv, hd, dk_kv_plain(c.nkv, hd), scale, &pos, c.window,
+                        c.splits, c.min_keys, deep, cap, scores.data(), smax.data(), ssum.data(), pacc.data(),
+                        count.data(), att_plain.data(), with_amax ? amax_plain.data() : NULL, namax, NULL);
+      if (rc || att_plain != (deep ? att_pvt : att)) {
+        printf("FAIL K from V (%s p·v): rc %d, the bits differ from the plain layout's\n", deep ? "bulk-copy" : "split",
+               rc);
+        bad = 1;
+      }
+    }
+  }
   std::vector<float> ref;
   double worst = 0;
   for (int h = 0; h < nq; h++) {
@@ -204,6 +244,7 @@ static int run_case(const Case &c) {
   for (uint16_t b : att) bits = (bits ^ b) * 0x100000001b3ULL;
   char mk[24] = "";
   if (c.min_keys != 1) snprintf(mk, sizeof mk, " min %d", c.min_keys);
+  if (c.vr) snprintf(mk + strlen(mk), sizeof mk - strlen(mk), " K-from-V %d", c.vr);
   printf("%s %s rep %2d nkv %d hd %4d window %4d pos %5d splits %3d%s %-9s worst %.2e bits %016llx\n",
          bad ? "FAIL" : "ok  ", tma ? "bulk copy" : "registers", c.rep, c.nkv, hd, c.window, c.pos, c.splits, mk,
          c.structure ? "structure" : "values", worst, (unsigned long long)bits);
@@ -250,6 +291,12 @@ int main(int argc, char **argv) {
       {8, 4, 512, 0, 300, 7, false}, {8, 4, 256, 0, 100, 5, true}, {8, 2, 256, 64, 200, 3, false},
       {8, 3, 256, 0, 40, 1, false},  {8, 1, 256, 0, 700, 200, false}, /* 176 live splits: two chunks of statistics */
   };
+  /* K from V (kv_layout.h): the 31B's full layer (5 KB rows: two bulk-copy stages of p·v), one-hot
+   * V through the tail, and the register paths (every run takes these) */
+  const Case kfv_cases[] = {
+      {8, 4, 512, 0, 300, 7, false, 1, 64}, {8, 1, 512, 0, 700, 37, true, 1, 64},
+      {2, 2, 256, 0, 200, 16, false, 1, 32}, {4, 2, 128, 0, 129, 30, true, 1, 16},
+  };
   int fails = 0, n = 0;
 #ifdef ATT_EMU_TMA_ONLY /* a quick run of the bulk-copy cases alone (-DATT_EMU_TMA_ONLY) */
   for (int set = 2; set < 3; set++)
@@ -263,6 +310,10 @@ int main(int argc, char **argv) {
       fails += run_case(c);
       n++;
     }
+  for (const Case &c : kfv_cases) { /* after the sets above: those draw the values they drew before */
+    fails += run_case(c);
+    n++;
+  }
   g_quit = true;
   pthread_barrier_wait(&start_b);
   for (int t = 0; t < AT_THREADS; t++) pthread_join(th[t], NULL);

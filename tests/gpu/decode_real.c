@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   mlxrt_error err = {{0}};
-  mlxrt_options ocpu = {"cpu", 0, 0, NULL}, odev = {backend, 0, 0, NULL};
+  mlxrt_options ocpu = {"cpu", 0, 0, NULL, NULL}, odev = {backend, 0, 0, NULL, NULL};
   mlxrt_model *ref = mlxrt_model_load(dir, &ocpu, &err);
   if (!ref) {
     fprintf(stderr, "reference model: %s\n", err.msg);

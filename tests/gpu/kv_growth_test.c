@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   mlxrt_error err = {{0}};
-  mlxrt_options opt = {"cuda", 0, 0, NULL};
+  mlxrt_options opt = {"cuda", 0, 0, NULL, NULL};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, &err);
   if (!m) {
     fprintf(stderr, "FAIL: %s\n", err.msg);
@@ -75,7 +75,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   fill(toks, to, V);
-  mlxrt_memory mm, prev = {0};
+  mlxrt_memory mm, prev = {0, NULL};
   uint64_t at8k = 0;
   int grows = 0;
   printf("| tokens | positions backed | KV MiB held | added MiB | device GiB in use |\n| ---: | ---: | ---: | ---: | ---: |\n");

@@ -177,7 +177,7 @@ static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk,
   int fails = 0;
   for (int k = 0; k < nk; k++) {
     if (rt_memset(datt, 0xff, (size_t)qn * 2, st, &err)) die("memset", &err);
-    if (rt_status(pf_attention(dq, dkc, dvc, dkch, dvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, datt, st),
+    if (rt_status(pf_attention(dq, dkc, dvc, dkch, dvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, dk_kv_plain(s->nkv, s->hd), datt, st),
                   "pf_attention", &err) ||
         rt_d2h(att, datt, (size_t)qn * 2, st, &err) || rt_stream_sync(st, &err))
       die("pf_attention", &err);
@@ -201,7 +201,7 @@ static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk,
     float t[TIMED];
     for (int r = 0; r < TIMED; r++)
       if (rt_event_record(e0, st, &err) ||
-          rt_status(pf_attention(dq, dkc, dvc, dkch, dvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, datt, st),
+          rt_status(pf_attention(dq, dkc, dvc, dkch, dvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, dk_kv_plain(s->nkv, s->hd), datt, st),
                     "pf_attention", &err) ||
           rt_event_record(e1, st, &err) || rt_event_ms(e0, e1, &t[r], &err))
         die("timing", &err);

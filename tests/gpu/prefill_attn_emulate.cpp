@@ -36,7 +36,26 @@ static float bf(float x) { return rb(x); }
 struct Case {
   int hd, T, nq, nkv, window;
   int64_t p0;
+  int vr = 0; /* > 0: also run the kernels on the K-from-V layout (kv_layout.h) of the same values */
 };
+
+/* The K-from-V array of plain K and V rows (n of them): each head's row K at the moved dims and V
+ * at the others, V's moved dims in the tail. */
+static std::vector<uint16_t> kv_from_v(const Case &c, int64_t n, const std::vector<uint16_t> &K,
+                                       const std::vector<uint16_t> &V) {
+  const int hd = c.hd;
+  const int64_t kvd = (int64_t)c.nkv * hd;
+  const dk_kv_layout L = dk_kv_from_v(c.nkv, hd, c.vr);
+  std::vector<uint16_t> C((size_t)(n * L.ps), 0x7fc1); /* NaN where nothing should read */
+  for (int64_t r = 0; r < n; r++)
+    for (int g = 0; g < c.nkv; g++)
+      for (int d = 0; d < hd; d++) {
+        const size_t i = (size_t)(r * kvd + (int64_t)g * hd + d);
+        C[(size_t)(r * L.ps + (int64_t)g * hd + d)] = K[i];
+        C[(size_t)(r * L.ps + dk_kv_vcol(L, c.nkv, hd, g, d))] = V[i];
+      }
+  return C;
+}
 
 /* One query row (token t, head h) of the direct attention, the reference path's rounding. */
 static void direct(const Case &c, const std::vector<float> &q, const std::vector<uint16_t> &kc,
@@ -85,10 +104,10 @@ static bool kind_runs(int k, int hd) {
 }
 static int launch_kind(int k, const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                        const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
-                       uint16_t *att) {
-  if (k == 0) return pf_attention(q, kc, vc, kch, vch, T, p0, nq, nkv, hd, scale, window, att, NULL);
-  if (k == 3) return pf_attention_wg(q, kc, vc, kch, vch, T, p0, nq, nkv, hd, scale, window, att, NULL);
-  PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale};
+                       dk_kv_layout kv, uint16_t *att) {
+  if (k == 0) return pf_attention(q, kc, vc, kch, vch, T, p0, nq, nkv, hd, scale, window, kv, att, NULL);
+  if (k == 3) return pf_attention_wg(q, kc, vc, kch, vch, T, p0, nq, nkv, hd, scale, window, kv, att, NULL);
+  PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale, kv};
   if (k == 1)
     return (int)ck_launch(pa_simple_kernel, dim3((unsigned)T, (unsigned)nq), PS_THREADS,
                           (size_t)(hd + PS_KT) * sizeof(float), (cudaStream_t)NULL, a);
@@ -112,6 +131,17 @@ static int run_case(const Case &c, const int *kinds, int nkinds) {
   for (auto &x : q) x = bf(unit() * 4 - 2);
   for (auto *v : {&kc, &vc, &kch, &vch})
     for (auto &x : *v) x = ck_f32_to_bf16(unit() * 2 - 1);
+  /* K from V: K holds V's values at the unmoved dims, as that layout's rows do */
+  std::vector<uint16_t> C, Cch;
+  const dk_kv_layout plain = dk_kv_plain(c.nkv, hd), L = c.vr ? dk_kv_from_v(c.nkv, hd, c.vr) : plain;
+  if (c.vr) {
+    for (int64_t i = 0; i < slots * kvd; i++)
+      if (!dk_kv_moved(L, hd, (int)(i % hd))) kc[(size_t)i] = vc[(size_t)i];
+    for (int64_t i = 0; i < T * kvd; i++)
+      if (!dk_kv_moved(L, hd, (int)(i % hd))) kch[(size_t)i] = vch[(size_t)i];
+    C = kv_from_v(c, slots, kc, vc);
+    Cch = kv_from_v(c, T, kch, vch);
+  }
   std::vector<float> ref((size_t)(T * qn));
   for (int t = 0; t < T; t++)
     for (int h = 0; h < c.nq; h++)
@@ -125,7 +155,17 @@ static int run_case(const Case &c, const int *kinds, int nkinds) {
       continue;
     }
     int e = launch_kind(kinds[ki], q.data(), kc.data(), vc.data(), kch.data(), vch.data(), T, c.p0, c.nq, c.nkv, hd,
-                        scale, c.window, att.data());
+                        scale, c.window, plain, att.data());
+    if (!e && c.vr) { /* the layout changes addresses only: the same bits from the K-from-V arrays */
+      std::vector<uint16_t> att_kfv((size_t)(T * qn), 0xffff);
+      e = launch_kind(kinds[ki], q.data(), C.data(), C.data(), Cch.data(), Cch.data(), T, c.p0, c.nq, c.nkv, hd, scale,
+                      c.window, L, att_kfv.data());
+      if (!e && att_kfv != att) {
+        printf("FAIL hd %d T %d p0 %lld, %s: K from V (%d pairs) differs in bits from the plain layout\n", hd, T,
+               (long long)c.p0, kind_name(kinds[ki]), c.vr);
+        bad = 1;
+      }
+    }
     if (e) {
       printf("FAIL hd %d T %d p0 %lld window %d: kind %d did not launch (%d)\n", hd, T, (long long)c.p0, c.window,
              kinds[ki], e);
@@ -149,8 +189,8 @@ static int run_case(const Case &c, const int *kinds, int nkinds) {
         }
         if (rel > worst) worst = rel;
       }
-    printf("  hd %3d T %3d p0 %4lld window %3d nq %d nkv %d  %-40s worst %.5f of range\n", hd, T, (long long)c.p0,
-           c.window, c.nq, c.nkv, kind_name(kinds[ki]), worst);
+    printf("  hd %3d T %3d p0 %4lld window %3d nq %d nkv %d  %-40s worst %.5f of range%s\n", hd, T, (long long)c.p0,
+           c.window, c.nq, c.nkv, kind_name(kinds[ki]), worst, c.vr ? ", K from V the same bits" : "");
     outs.push_back(att);
   }
   /* pf_attention's pick: the bits of the kernel it picks */
@@ -179,9 +219,18 @@ int main(int argc, char **argv) {
   };
   const int kinds[] = {0, 2, 1, 3};
   const int nk = (int)(sizeof kinds / sizeof kinds[0]);
+  /* K from V (kv_layout.h): the full layer's head dim with its 64 moved pairs, after a cached
+   * prefix; a small head dim for the quick run (after the cases above: those draw the values they
+   * drew before) */
+  const Case kfv_cases[] = {{128, 33, 4, 2, 0, 20, 16}, {512, 20, 8, 1, 0, 40, 64}};
   int fails = 0, n = 0;
   for (const Case &c : cases) {
     if (quick && (c.hd > 128 || c.T > 40)) continue;
+    fails += run_case(c, kinds, nk);
+    n++;
+  }
+  for (const Case &c : kfv_cases) {
+    if (quick && c.hd > 128) continue;
     fails += run_case(c, kinds, nk);
     n++;
   }

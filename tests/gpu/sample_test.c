@@ -170,7 +170,7 @@ static int e2e_steps(const char *dir, int device, const accel_sample_params *sp,
                      mlxrt_error *err) {
   setenv("MLXRT_DECODER", "1", 1);
   const char *be = getenv("MLXRT_SAMPLE_TEST_BACKEND"); /* "cpu": the same check on the CPU decoder */
-  mlxrt_options opt = {be ? be : "cuda", 0, 0, NULL};
+  mlxrt_options opt = {be ? be : "cuda", 0, 0, NULL, NULL};
   mlxrt_model *m = mlxrt_model_load(dir, &opt, err);
   mlxrt_session *s = m ? mlxrt_session_new(m, 256, err) : NULL;
   int V = m ? mlxrt_model_vocab_size(m) : 1, ok = s != NULL;

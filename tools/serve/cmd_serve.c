@@ -19,7 +19,7 @@ static const char USAGE[] =
     "                   [--parallel N] [--queue N] [-c CTX] [--chat-template FILE]\n"
     "                   [--backend auto|cpu|cuda] [-t THREADS] [--max-body BYTES] [--timeout S]\n"
     "                   [--max-messages N] [--numerics float32|mlx-cpu] [--spec lookup|draft]\n"
-    "                   [--draft-model DIR] [--draft-max K] [--spec-ngram N] [-v]\n"
+    "                   [--draft-model DIR] [--draft-max K] [--spec-ngram N] [--kv-k auto|bf16] [-v]\n"
     "An OpenAI-compatible HTTP server (docs/SERVER.md): POST /v1/chat/completions,\n"
     "POST /v1/completions, GET /v1/models, GET /health, GET /metrics.\n"
     "--host ADDR: address to bind (default 127.0.0.1; 0.0.0.0 for every interface).\n"
@@ -31,7 +31,7 @@ static const char USAGE[] =
     "--chat-template FILE: a Jinja chat template used instead of the model's.\n"
     "--max-body BYTES: largest request body (default 8388608); --timeout S: idle connection\n"
     "timeout in seconds (default 600); --max-messages N: messages per request (default 4096).\n"
-    "The model is listed under the name of its folder (GET /v1/models).\n" GEN_ARGS_SPEC_HELP;
+    "The model is listed under the name of its folder (GET /v1/models).\n" GEN_ARGS_SPEC_HELP GEN_ARGS_KVK_HELP;
 
 /* The model's context limit from config.json (top level or text_config); 0 when unknown. */
 static int64_t model_max_context(const char *dir) {
@@ -93,6 +93,7 @@ static int parse_args(serve_config *c, int argc, char **argv, int *ctx_given) {
     else if (!strcmp(f, "--chat-template")) c->template_file = v;
     else if (!strcmp(f, "--backend")) c->backend = v;
     else if (!strcmp(f, "--numerics")) c->numerics = v;
+    else if (!strcmp(f, "--kv-k")) bad = gen_args_check_kv_k(c->kv_k = v, "serve") != 0;
     else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) bad = cli_int("serve", f, v, 0, 1024, &c->threads);
     else if (!strcmp(f, "--max-body")) bad = cli_int64("serve", f, v, 1024, (int64_t)1 << 34, &x), c->max_body = (size_t)x;
     else if (!strcmp(f, "--timeout")) bad = cli_int("serve", f, v, 1, 86400, &c->timeout_s);
@@ -167,7 +168,7 @@ int cmd_serve(int argc, char **argv) {
     }
     c->ctx = max_ctx;
   }
-  mlxrt_options opt = {c->backend, c->threads, c->verbose, c->numerics};
+  mlxrt_options opt = {c->backend, c->threads, c->verbose, c->numerics, c->kv_k};
   if (!(srv.model = mlxrt_model_load(c->model_dir, &opt, &err))) {
     cli_error("serve", "%s", err.msg);
     goto out;

@@ -31,7 +31,7 @@ typedef struct serve_config {
   const char *template_file;
   char *template_text;     /* --chat-template's contents (malloc'd) or NULL */
   int64_t ctx;             /* tokens per slot */
-  const char *backend, *numerics;
+  const char *backend, *numerics, *kv_k;
   int threads, verbose;
   size_t max_body;
   int timeout_s;

@@ -70,7 +70,7 @@ __device__ __forceinline__ void at_tc_keys(LA load_a, LB load_b, int ka, int kb,
  * 16-byte load per key and chunk), so K is read once, coalesced, for all REP heads. */
 template <int REP>
 __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
-                                                            float scale, const int *pos_p, int window,
+                                                            dk_kv_layout kv, float scale, const int *pos_p, int window,
                                                             at_splits sp, int64_t ctx_cap, float *scores,
                                                             float *smax, float *ssum, float *amax, int namax) {
   ck_pdl_enter();
@@ -84,7 +84,6 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
   float bscale = rb(scale);
   at_stage_q(q, g, REP, hd, scale, bscale, qs4);
   __syncthreads(); /* q staged */
-  int64_t kvd = (int64_t)nkv * hd;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   int nch = (hd + 255) / 256;
   float mx[REP]; /* this thread's running max of each head's scores (−∞ where it has none) */
@@ -105,7 +104,7 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
       for (int u = 0; u < KPI; u++) {
         int jj = j + u < hi ? j + u : j;
         int64_t sl = window > 0 ? jj % ck_ring(window) : jj;
-        kp[u] = kc + sl * kvd + (int64_t)g * hd;
+        kp[u] = kc + sl * kv.ps + (int64_t)g * hd;
       }
       float dk[KPI][REP];
       key_dots<REP, KPI, false>(kp, qs, hd, nch, lane, dk);
@@ -211,15 +210,15 @@ __device__ __forceinline__ void at_reduce_last(const float *pacc, unsigned *coun
 }
 
 /* V of KPI consecutive keys from j0 (ring slots when window > 0): this thread's DPT dims at
- * voff of each key row. */
+ * voff of each key row (rows ps elements apart). */
 template <int KPI, int DPT>
-__device__ __forceinline__ void pv_load_keys(const uint16_t *vc, int j0, int window, int64_t kvd, int64_t voff,
+__device__ __forceinline__ void pv_load_keys(const uint16_t *vc, int j0, int window, int64_t ps, int64_t voff,
                                              float (&v)[KPI][DPT]) {
 #pragma unroll
   for (int u = 0; u < KPI; u++) {
     const int j = j0 + u;
     const int64_t slot = window > 0 ? j % ck_ring(window) : j;
-    load_n(vc + slot * kvd + voff, DPT, v[u]);
+    load_n(vc + slot * ps + voff, DPT, v[u]);
   }
 }
 /* acc[r] += p[r][jj + u] · v[u] for the KPI keys in order. */
@@ -244,7 +243,7 @@ __device__ __forceinline__ void pv_add_keys(const float (&ps)[REP][PV_TILE], int
  * blocks per SM where the split count assumes 8). */
 template <int REP, int DPT>
 __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int nkv, int hd,
-                                                        const int *pos_p, int window, at_splits sp,
+                                                        dk_kv_layout kv, const int *pos_p, int window, at_splits sp,
                                                         int64_t ctx_cap, const float *scores,
                                                         const float *smax, const float *ssum, float *pacc,
                                                         unsigned *count, uint16_t *att, float *amax) {
@@ -290,8 +289,9 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
       }
     }
   }
-  int64_t kvd = (int64_t)nkv * hd;
   int d0 = threadIdx.x * DPT, active = d0 < hd;
+  /* the thread's DPT dims within a row (all moved or all unmoved: kv_layout.h) */
+  const int64_t voff = active ? dk_kv_vcol(kv, nkv, hd, g, d0) : 0;
   float acc[REP][DPT];
 #pragma unroll
   for (int r = 0; r < REP; r++)
@@ -309,18 +309,17 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
     if (!active) continue;
     constexpr int KPI = REP <= 8 ? 8 : 2;
     const int nb = n / KPI;
-    const int64_t voff = (int64_t)g * hd + d0;
     /* KPI keys' loads in flight before their products, and the next KPI keys' loads issued
      * before this batch's products (two register buffers: the loop is latency-bound, and
      * with one buffer each batch waited a full round trip); each accumulator still adds the
      * keys in order */
     float va[KPI][DPT], vb[KPI][DPT];
-    if (nb > 0) pv_load_keys<KPI, DPT>(vc, t0, window, kvd, voff, va);
+    if (nb > 0) pv_load_keys<KPI, DPT>(vc, t0, window, kv.ps, voff, va);
     for (int b = 0; b < nb; b += 2) {
-      if (b + 1 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 1) * KPI, window, kvd, voff, vb);
+      if (b + 1 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 1) * KPI, window, kv.ps, voff, vb);
       pv_add_keys<REP, KPI, DPT>(ps, b * KPI, va, acc);
       if (b + 1 < nb) {
-        if (b + 2 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 2) * KPI, window, kvd, voff, va);
+        if (b + 2 < nb) pv_load_keys<KPI, DPT>(vc, t0 + (b + 2) * KPI, window, kv.ps, voff, va);
         pv_add_keys<REP, KPI, DPT>(ps, (b + 1) * KPI, vb, acc);
       }
     }
@@ -329,7 +328,7 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
       int j = t0 + jj;
       int64_t slot = window > 0 ? j % ck_ring(window) : j;
       float v[DPT];
-      load_n(vc + slot * kvd + (int64_t)g * hd + d0, DPT, v);
+      load_n(vc + slot * kv.ps + voff, DPT, v);
 #pragma unroll
       for (int r = 0; r < REP; r++) {
         float p = ps[r][jj];
@@ -421,7 +420,7 @@ static cudaError_t at_allow_smem(F fn, size_t bytes, std::atomic<size_t> *set) {
 
 template <int REP>
 static cudaError_t launch_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
-                                    float scale, const int *pos, int window, at_splits sp, int64_t ctx_cap,
+                                    dk_kv_layout kv, float scale, const int *pos, int window, at_splits sp, int64_t ctx_cap,
                                     float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
                                     uint16_t *att, float *amax, int namax, int deep, cudaStream_t st) {
   const int splits = sp.n;
@@ -435,37 +434,37 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
   if constexpr (REP == 8)
     if (tma) {
       const size_t tsm = as_smem_bytes(nkv, hd);
-      void (*fn)(const float *, const uint16_t *, int, int, float, const int *, int, at_splits, int64_t, float *,
-                 float *, float *, float *, int) = hd == 512 ? scores_tma_kernel<16> : scores_tma_kernel<8>;
+      void (*fn)(const float *, const uint16_t *, int, int, dk_kv_layout, float, const int *, int, at_splits, int64_t,
+                 float *, float *, float *, float *, int) = hd == 512 ? scores_tma_kernel<16> : scores_tma_kernel<8>;
       static std::atomic<size_t> attr_set[2] = {{0}, {0}}; /* the dynamic shared memory allowed so far, per instance */
       e = at_allow_smem(fn, tsm, &attr_set[hd == 512]);
       if (e) return e;
-      e = ck_launch(fn, dim3(splits), AT_THREADS, tsm, st, q, kc, nkv, hd, scale, pos, window, sp, ctx_cap, scores,
-                    smax, ssum, amax, namax);
+      e = ck_launch(fn, dim3(splits), AT_THREADS, tsm, st, q, kc, nkv, hd, kv, scale, pos, window, sp, ctx_cap,
+                    scores, smax, ssum, amax, namax);
     }
   if (!tma)
-    e = ck_launch(scores_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, nkv, hd, scale, pos, window, sp,
-                  ctx_cap, scores, smax, ssum, amax, namax);
+    e = ck_launch(scores_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, nkv, hd, kv, scale, pos, window,
+                  sp, ctx_cap, scores, smax, ssum, amax, namax);
   if (e) return e;
-  void (*pv)(const uint16_t *, int, int, const int *, int, at_splits, int64_t, const float *, const float *,
-             const float *, float *, unsigned *, uint16_t *, float *) =
+  void (*pv)(const uint16_t *, int, int, dk_kv_layout, const int *, int, at_splits, int64_t, const float *,
+             const float *, const float *, float *, unsigned *, uint16_t *, float *) =
       dpt == 1 ? pv_kernel<REP, 1> : dpt == 2 ? pv_kernel<REP, 2> : dpt == 4 ? pv_kernel<REP, 4> : pv_kernel<REP, 8>;
   bool pv_tma = false;
   if constexpr (REP == 8)
     if (deep && tma) {
       pv_tma = true;
-      const size_t psm = pt_smem_bytes(nkv, hd);
-      void (*fn)(const uint16_t *, int, int, const int *, int, at_splits, int64_t, const float *, const float *,
-                 const float *, float *, unsigned *, uint16_t *, float *) =
+      const size_t psm = pt_smem_bytes(kv.ps);
+      void (*fn)(const uint16_t *, int, int, dk_kv_layout, const int *, int, at_splits, int64_t, const float *,
+                 const float *, const float *, float *, unsigned *, uint16_t *, float *) =
           hd == 512 ? pv_tma_kernel<8> : pv_tma_kernel<4>;
       static std::atomic<size_t> pattr_set[2] = {{0}, {0}};
       e = at_allow_smem(fn, psm, &pattr_set[hd == 512]);
       if (e) return e;
-      e = ck_launch(fn, dim3(splits), AT_THREADS, psm, st, vc, nkv, hd, pos, window, sp, ctx_cap, scores, smax, ssum,
-                    pacc, count, att, amax);
+      e = ck_launch(fn, dim3(splits), AT_THREADS, psm, st, vc, nkv, hd, kv, pos, window, sp, ctx_cap, scores, smax,
+                    ssum, pacc, count, att, amax);
     }
   if (!pv_tma)
-    e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, pos, window, sp, ctx_cap, scores, smax,
+    e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, kv, pos, window, sp, ctx_cap, scores, smax,
                   ssum, pacc, count, att, amax);
   if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;
   return ck_launch(combine_kernel, dim3(nkv * REP, (hd + 31) / 32), AT_THREADS, 0, st, pacc, pos, window, sp, hd,
@@ -473,16 +472,16 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
 }
 
 extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                            float scale, const int *pos, int window, int splits, int min_keys, int deep,
-                            int64_t ctx_cap, float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
-                            uint16_t *att, float *amax, int namax, void *stream) {
+                            dk_kv_layout kv, float scale, const int *pos, int window, int splits, int min_keys,
+                            int deep, int64_t ctx_cap, float *scores, float *smax, float *ssum, float *pacc,
+                            unsigned *count, uint16_t *att, float *amax, int namax, void *stream) {
   if (!q || nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD || (size_t)(nq / nkv) * hd * sizeof(float) > 48 * 1024 ||
-      splits < 1 || min_keys < 1)
+      splits < 1 || min_keys < 1 || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window))
     return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
   const at_splits sp = {splits, min_keys};
 #define AT_CALL(R) \
-  (int)launch_attention<R>(q, kc, vc, nkv, hd, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, \
+  (int)launch_attention<R>(q, kc, vc, nkv, hd, kv, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, \
                            amax, namax, deep, st)
   switch (nq / nkv) {
   case 1: return AT_CALL(1);

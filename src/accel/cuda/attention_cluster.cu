@@ -54,26 +54,42 @@ __device__ __forceinline__ void ac_range(int pos, int window, int rank, int cl, 
   if (*lo > *hi) *lo = *hi;
 }
 
-/* Copies this block's K and V rows of keys [lo, hi) but `skip` into kst / vst (row j at j − lo)
- * with the bulk-copy engine, all issued at once, completing on bar's first phase: the block's
- * whole share in flight together, where loads from the cache come in dependent rounds (8 score
- * steps and 16 p·v batches per warp at 1024 keys). Every thread of the block calls it. */
-__device__ __forceinline__ void ac_stage_kv(const uint16_t *kc, const uint16_t *vc, int64_t kvd, int g, int hd,
-                                            int window, int lo, int hi, int skip, uint16_t *kst, uint16_t *vst,
-                                            uint64_t *bar) {
+/* Where KV head g's V of a position sits in its row (kv_layout.h): the hd values at g·hd, or with
+ * K from V the tail of its moved dims (vlen values; the others are in the K row). */
+struct ac_vpart {
+  int64_t off;
+  int len;
+};
+__device__ __forceinline__ ac_vpart ac_vrow(dk_kv_layout kv, int nkv, int hd, int g) {
+  if (kv.vr > 0) return {(int64_t)nkv * hd + (int64_t)2 * kv.vr * g, 2 * kv.vr};
+  return {(int64_t)g * hd, hd};
+}
+
+/* Copies this block's K and V rows of keys [lo, hi) but `skip` into kst / vst (row j at j − lo,
+ * rows hd apart; V's part of a row as ac_vrow says) with the bulk-copy engine, all issued at once,
+ * completing on bar's first phase: the block's whole share in flight together, where loads from
+ * the cache come in dependent rounds (8 score steps and 16 p·v batches per warp at 1024 keys).
+ * Every thread of the block calls it. */
+__device__ __forceinline__ void ac_stage_kv(const uint16_t *kc, const uint16_t *vc, dk_kv_layout kv, int nkv, int g,
+                                            int hd, int window, int lo, int hi, int skip, uint16_t *kst,
+                                            uint16_t *vst, uint64_t *bar) {
   const int parts = 2, n = hi - lo, rows = n - (skip >= lo && skip < hi ? 1 : 0);
-  const uint32_t row_bytes = (uint32_t)hd * 2;
+  const ac_vpart vp = ac_vrow(kv, nkv, hd, g);
+  const uint32_t k_bytes = (uint32_t)hd * 2, v_bytes = (uint32_t)vp.len * 2;
   if (threadIdx.x == 0) {
     mbar_init(bar, 1);
     mbar_init_fence();
-    mbar_expect(bar, (uint32_t)parts * (uint32_t)rows * row_bytes);
+    mbar_expect(bar, (uint32_t)rows * (k_bytes + v_bytes));
   }
   __syncthreads();
   for (int t = threadIdx.x; t < parts * n; t += blockDim.x) {
     const int u = t < n ? t : t - n, j = lo + u;
     if (j == skip) continue;
     const int64_t s = window > 0 ? j % ck_ring(window) : j;
-    bulk_copy((t < n ? kst : vst) + (int64_t)u * hd, (t < n ? kc : vc) + s * kvd + (int64_t)g * hd, row_bytes, bar);
+    if (t < n)
+      bulk_copy(kst + (int64_t)u * hd, kc + s * kv.ps + (int64_t)g * hd, k_bytes, bar);
+    else
+      bulk_copy(vst + (int64_t)u * hd, vc + s * kv.ps + vp.off, v_bytes, bar);
   }
 }
 
@@ -83,7 +99,8 @@ __device__ __forceinline__ void ac_stage_kv(const uint16_t *kc, const uint16_t *
  * are staged in shared memory (ac_stage_kv). */
 template <int REP, int DPT, int CL>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
-    cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
+    cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, dk_kv_layout kv,
+                             float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
                              float *bmax, unsigned *count, dk_att_prep prep) {
   cg::cluster_group cl = cg::this_cluster();
@@ -95,7 +112,6 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   uint16_t *vst = kst + (int64_t)kpb * hd;
   uint64_t *bar = reinterpret_cast<uint64_t *>(vst + (int64_t)kpb * hd);
   const int rank = (int)blockIdx.x, g = (int)blockIdx.y;
-  const int64_t kvd = (int64_t)nkv * hd;
   int lo, hi;
   /* the position is written by the step's first copy or the last step's end, long complete
    * (kernels wait before they trigger). The rows of earlier positions are complete too: this
@@ -104,7 +120,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   {
     const int pos0 = *pos_p;
     ac_range(pos0, window, rank, CL, &lo, &hi);
-    ac_stage_kv(kc, vc, kvd, g, hd, window, lo, hi, pos0, kst, vst, bar);
+    ac_stage_kv(kc, vc, kv, nkv, g, hd, window, lo, hi, pos0, kst, vst, bar);
   }
   ck_pdl_enter();
   const int pos = *pos_p;
@@ -115,9 +131,11 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
   const float bscale = rb(scale);
   /* the newest row, which the predecessor wrote: plain loads (no proxy fence needed) */
   if (pos >= lo && pos < hi && warp < 2) {
-    const uint4 *src = reinterpret_cast<const uint4 *>((warp ? vc : kc) + slot(pos) * kvd + (int64_t)g * hd);
+    const ac_vpart vp = ac_vrow(kv, nkv, hd, g);
+    const uint4 *src = reinterpret_cast<const uint4 *>(warp ? vc + slot(pos) * kv.ps + vp.off
+                                                            : kc + slot(pos) * kv.ps + (int64_t)g * hd);
     uint4 *dst = reinterpret_cast<uint4 *>((warp ? vst : kst) + (int64_t)(pos - lo) * hd);
-    for (int i = lane; i < hd / 8; i += 32) dst[i] = __ldcg(src + i);
+    for (int i = lane; i < (warp ? vp.len : hd) / 8; i += 32) dst[i] = __ldcg(src + i);
   }
   mbar_wait(bar, 0);
   auto krow = [&](int j) -> const uint16_t * { return kst + (int64_t)(j - lo) * hd; };
@@ -185,12 +203,15 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     for (int i = 0; i < DPT; i++) acc[r][i] = 0.0f;
   const int d0 = threadIdx.x * DPT;
   if (d0 < hd) {
+    /* the thread's dims in the staged rows: vst's, or with K from V the K rows' where unmoved */
+    const bool in_k = kv.vr > 0 && !dk_kv_moved(kv, hd, d0);
+    const uint16_t *vsrc = in_k ? kst + d0 : vst + (dk_kv_vcol(kv, nkv, hd, g, d0) - ac_vrow(kv, nkv, hd, g).off);
     for (int j0 = 0; j0 < n; j0 += 8) {
       float v[8][DPT];
 #pragma unroll
       for (int u = 0; u < 8; u++) {
         const int j = lo + (j0 + u < n ? j0 + u : j0);
-        load_n_shared(vst + (int64_t)(j - lo) * hd + d0, DPT, v[u]);
+        load_n_shared(vsrc + (int64_t)(j - lo) * hd, DPT, v[u]);
       }
 #pragma unroll
       for (int u = 0; u < 8; u++) {
@@ -272,7 +293,8 @@ static cudaError_t ac_allow(F fn, int cl, size_t smem, std::atomic<size_t> *allo
 }
 
 template <int REP, int DPT, int CL>
-static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
+static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
+                                    dk_kv_layout kv, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
                                     float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
   const size_t smem = ac_smem_bytes(REP, hd, kpb);
@@ -280,15 +302,16 @@ static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const ui
   static std::atomic<size_t> allowed{48 * 1024};
   static std::atomic<bool> cl_done{false};
   if (cudaError_t e = ac_allow(fn, CL, smem, &allowed, &cl_done)) return e;
-  return ck_launch(fn, dim3(CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc, vc, nkv, hd, scale, pos, window, kpb,
+  return ck_launch(fn, dim3(CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc, vc, nkv, hd, kv, scale, pos, window, kpb,
                    att, amax, namax, bmax, count, prep);
 }
 
 template <int REP>
-static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, float scale,
+static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
+                                  dk_kv_layout kv, float scale,
                                   const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
                                   float *bmax, unsigned *count, const dk_att_prep &prep, int wide, cudaStream_t st) {
-#define AC_ARGS q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
+#define AC_ARGS q, kc, vc, nkv, hd, kv, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
 #define AC_BY_DPT(DPT) \
   return wide ? launch_cluster_s<REP, DPT, 2 * AC_CL>(AC_ARGS) : launch_cluster_s<REP, DPT, AC_CL>(AC_ARGS)
   if (hd <= AT_THREADS) AC_BY_DPT(1);
@@ -342,16 +365,16 @@ extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, 
 }
 
 extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                                    float scale, const int *pos, int window, int64_t keys, int wide, uint16_t *att,
+                                    dk_kv_layout kv, float scale, const int *pos, int window, int64_t keys, int wide, uint16_t *att,
                                     float *amax, int namax, float *bmax, unsigned *count, const dk_att_prep *prep,
                                     void *stream) {
   const dk_att_prep none = {NULL, NULL, 0, 0}, p = prep && prep->xp ? *prep : none;
-  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys, wide) || (amax && (!bmax || !count || namax < 1)) ||
+  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys, wide) || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) || (amax && (!bmax || !count || namax < 1)) ||
       (p.xp && (!p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)))
     return (int)cudaErrorInvalidValue;
   const int cl = dk_attention_cluster_size(wide), kpb = (int)((keys + cl - 1) / cl), rep = nq / nkv;
   cudaStream_t st = (cudaStream_t)stream;
-#define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, scale, pos, window, kpb, att, amax, namax, bmax, count, p, wide, st)
+#define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, kv, scale, pos, window, kpb, att, amax, namax, bmax, count, p, wide, st)
   switch (rep) {
   case 1: return (int)AC_CALL(1);
   case 2: return (int)AC_CALL(2);

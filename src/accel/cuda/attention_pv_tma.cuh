@@ -26,14 +26,19 @@
 #define PT_EARLY 1 /* stages issued before the wait */
 #endif
 
-__host__ __device__ constexpr size_t pt_row_stride(int nkv, int hd) { return (size_t)nkv * hd * 2 + PT_PAD; }
-__host__ __device__ constexpr size_t pt_smem_bytes(int nkv, int hd) {
-  return (size_t)AS_NST * AS_KEYS * pt_row_stride(nkv, hd);
+/* A stage row is a position's whole row (ps elements: with K from V, the tail of V's moved dims
+ * too), so the 31B's 5 KB rows take two stages in flight where its plain 4 KB rows take three
+ * (three of 5 KB exceed the shared memory). */
+__host__ __device__ constexpr size_t pt_row_stride(int64_t ps) { return (size_t)ps * 2 + PT_PAD; }
+__host__ __device__ constexpr int pt_stages(int64_t ps) { return ps * 2 * AS_NST * AS_KEYS <= 200 * 1024 ? AS_NST : 2; }
+__host__ __device__ constexpr size_t pt_smem_bytes(int64_t ps) {
+  return (size_t)pt_stages(ps) * AS_KEYS * pt_row_stride(ps);
 }
 
 /* NG: 64-dim groups per head (hd / 64) */
 template <int NG>
-__global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *vc, int nkv, int hd, const int *pos_p,
+__global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *vc, int nkv, int hd, dk_kv_layout kv,
+                                                             const int *pos_p,
                                                              int window, at_splits sp, int64_t ctx_cap,
                                                              const float *scores, const float *smax,
                                                              const float *ssum, float *pacc, unsigned *count,
@@ -44,7 +49,8 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
   __shared__ bool last;
   const int s = blockIdx.x, splits = sp.n;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
-  as_pipe pipe = as_make(stage_mem, mbar, pt_row_stride(nkv, hd), nkv, hd, vc, window, pos_p, sp);
+  as_pipe pipe = as_make(stage_mem, mbar, pt_row_stride(kv.ps), (uint32_t)kv.ps * 2, kv.ps, pt_stages(kv.ps), vc,
+                         window, pos_p, sp);
   /* PT_EARLY stages before the wait; the rest once this block's statistics and scores loads are
    * issued, so that those queue behind fewer bytes (they come from the scores pass, after the
    * wait, and the whole pass waits for them) */
@@ -97,7 +103,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
     };
     float ms0[PT_CH][REP], ls0[PT_CH][REP]; /* the first chunk, kept: one round trip up to 160 splits */
     load(0, ms0, ls0, true);
-    as_issue_upto(pipe, AS_NST);
+    as_issue_upto(pipe, pipe.ns);
 #pragma unroll
     for (int c = 0; c < PT_CH; c++)
 #pragma unroll
@@ -124,7 +130,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
       if (r == gq) hm = m[r], hinv = __fdiv_rn(1.0f, total[r]);
     }
   }
-  as_issue_upto(pipe, AS_NST); /* (thread 0's warp is active: a no-op there) */
+  as_issue_upto(pipe, pipe.ns); /* (thread 0's warp is active: a no-op there) */
   float acc[NG][4][4];
 #pragma unroll
   for (int gi = 0; gi < NG; gi++)
@@ -132,7 +138,10 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
     for (int i = 0; i < 4; i++)
 #pragma unroll
       for (int r = 0; r < 4; r++) acc[gi][i][r] = 0.0f;
-  const uint32_t lane_off = (uint32_t)(g * hd + 8 * gq) * 2;
+  /* the lane's 16 bytes of each 64-dim group gi in a row (kv_layout.h) */
+  uint32_t goff[NG];
+#pragma unroll
+  for (int gi = 0; gi < NG; gi++) goff[gi] = (uint32_t)dk_kv_vcol(kv, nkv, hd, g, 64 * gi + 8 * gq) * 2;
   for (int st = 0; st < nst; st++) {
     const int j0 = lo + st * AS_KEYS, n = hi - j0 < AS_KEYS ? hi - j0 : AS_KEYS;
     float p[4];
@@ -149,13 +158,13 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
       const uint32_t b0 = bf16_pair(p[0], p[1]), b1 = bf16_pair(p[2], p[3]);
       const uint8_t *rk[4];
 #pragma unroll
-      for (int k = 0; k < 4; k++) rk[k] = base + (size_t)(t + 4 * k) * pipe.rs + lane_off;
+      for (int k = 0; k < 4; k++) rk[k] = base + (size_t)(t + 4 * k) * pipe.rs;
 #pragma unroll
       for (int gi = 0; gi < NG; gi++) {
         uint4 v[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) /* rows past n are stale: zero (p is 0 there too) */
-          v[k] = t + 4 * k < n ? *reinterpret_cast<const uint4 *>(rk[k] + 128 * gi) : make_uint4(0u, 0u, 0u, 0u);
+          v[k] = t + 4 * k < n ? *reinterpret_cast<const uint4 *>(rk[k] + goff[gi]) : make_uint4(0u, 0u, 0u, 0u);
         at_pv_tiles(v, b0, b1, acc[gi]);
       }
     }

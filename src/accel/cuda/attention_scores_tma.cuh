@@ -56,15 +56,17 @@ __device__ __forceinline__ void as_merge(float &m, float &l, float m2, float l2)
   m = n;
 }
 
-/* The bulk-copy passes' pipeline (this pass's K, attention_pv_tma.cuh's V): AS_NST stages of
- * AS_KEYS whole rows (every KV head of a key, rowb bytes) rs bytes apart in shared memory, over
+/* The bulk-copy passes' pipeline (this pass's K, attention_pv_tma.cuh's V): ns ≤ AS_NST stages
+ * in flight of AS_KEYS rows (the first rowb bytes of a position's row: every KV head of a key)
+ * rs bytes apart in shared memory, positions ps elements apart in the cache (kv_layout.h), over
  * the block's split [lo, hi) at position pos (nst stages). */
 struct as_pipe {
   uint8_t *mem;
   uint64_t *mbar;
   size_t rs;
   uint32_t rowb;
-  int64_t kvd;
+  int64_t ps;
+  int ns;
   const uint16_t *cache;
   int window;
   bool early; /* the position read before the wait: it is the step's, long complete, unless
@@ -79,9 +81,9 @@ __device__ __forceinline__ void as_range(as_pipe &p, const int *pos_p, at_splits
 }
 /* the pipeline of block blockIdx.x's split, its mbarriers made by thread 0 (every thread passes
  * a barrier after) */
-__device__ __forceinline__ as_pipe as_make(uint8_t *mem, uint64_t *mbar, size_t rs, int nkv, int hd,
+__device__ __forceinline__ as_pipe as_make(uint8_t *mem, uint64_t *mbar, size_t rs, uint32_t rowb, int64_t ps, int ns,
                                            const uint16_t *cache, int window, const int *pos_p, at_splits sp) {
-  as_pipe p = {mem, mbar, rs, (uint32_t)nkv * hd * 2, (int64_t)nkv * hd, cache, window, true, 0, 0, 0, 0, 0};
+  as_pipe p = {mem, mbar, rs, rowb, ps, ns, cache, window, true, 0, 0, 0, 0, 0};
   if (p.early) as_range(p, pos_p, sp);
   if (threadIdx.x == 0) {
     for (int i = 0; i < AS_NST; i++) mbar_init(&p.mbar[i], 1);
@@ -90,10 +92,10 @@ __device__ __forceinline__ as_pipe as_make(uint8_t *mem, uint64_t *mbar, size_t 
   __syncthreads();
   return p;
 }
-/* thread 0: stage st into slot st % AS_NST, all rows but the newest (pos, which the predecessor
+/* thread 0: stage st into slot st % ns, all rows but the newest (pos, which the predecessor
  * writes: as_stage loads it) */
 __device__ __forceinline__ void as_issue(const as_pipe &p, int st) {
-  const int slot = st % AS_NST, j0 = p.lo + st * AS_KEYS;
+  const int slot = st % p.ns, j0 = p.lo + st * AS_KEYS;
   const int n = p.hi - j0 < AS_KEYS ? p.hi - j0 : AS_KEYS;
   const int copied = n - (j0 <= p.pos && p.pos < j0 + n ? 1 : 0);
   mbar_expect(&p.mbar[slot], (uint32_t)copied * p.rowb);
@@ -102,13 +104,13 @@ __device__ __forceinline__ void as_issue(const as_pipe &p, int st) {
     const int j = j0 + i;
     if (j == p.pos) continue;
     const int64_t sl = p.window > 0 ? j % ck_ring(p.window) : j;
-    bulk_copy(dst + (size_t)i * p.rs, p.cache + sl * p.kvd, p.rowb, &p.mbar[slot]);
+    bulk_copy(dst + (size_t)i * p.rs, p.cache + sl * p.ps, p.rowb, &p.mbar[slot]);
   }
 }
-/* thread 0: the stages up to the n-th (of the first AS_NST) not issued yet */
+/* thread 0: the stages up to the n-th (of the first ns) not issued yet */
 __device__ __forceinline__ void as_issue_upto(as_pipe &p, int n) {
   if (threadIdx.x == 0)
-    for (; p.issued < n && p.issued < AS_NST && p.issued < p.nst; p.issued++) as_issue(p, p.issued);
+    for (; p.issued < n && p.issued < p.ns && p.issued < p.nst; p.issued++) as_issue(p, p.issued);
 }
 /* the wait for the predecessor, with `early` stages issued before it where the split is known
  * (the rest: as_issue_upto(p, AS_NST) later); the split read after it where it was not */
@@ -120,30 +122,30 @@ __device__ __forceinline__ void as_wait(as_pipe &p, int early, const int *pos_p,
 /* stage st's slot once its copies have landed, with the newest row (if the stage holds it) by
  * plain loads — coherent, through the L2: the predecessor wrote it — and a block barrier */
 __device__ __forceinline__ uint8_t *as_stage(const as_pipe &p, int st) {
-  const int slot = st % AS_NST, j0 = p.lo + st * AS_KEYS;
+  const int slot = st % p.ns, j0 = p.lo + st * AS_KEYS;
   uint8_t *base = p.mem + (size_t)slot * AS_KEYS * p.rs;
-  mbar_wait(&p.mbar[slot], (uint32_t)((st / AS_NST) & 1));
+  mbar_wait(&p.mbar[slot], (uint32_t)((st / p.ns) & 1));
   if (j0 <= p.pos && p.pos < j0 + AS_KEYS && p.pos < p.hi) {
-    const uint4 *src = reinterpret_cast<const uint4 *>(p.cache + (p.window > 0 ? p.pos % ck_ring(p.window) : p.pos) * p.kvd);
+    const uint4 *src = reinterpret_cast<const uint4 *>(p.cache + (p.window > 0 ? p.pos % ck_ring(p.window) : p.pos) * p.ps);
     uint4 *dst = reinterpret_cast<uint4 *>(base + (size_t)(p.pos - j0) * p.rs);
     for (int i = threadIdx.x; i < (int)(p.rowb / 16); i += blockDim.x) dst[i] = __ldcg(src + i);
     __syncthreads();
   }
   return base;
 }
-/* after every warp is done with stage st: thread 0 refills its slot with stage st + AS_NST */
+/* after every warp is done with stage st: thread 0 refills its slot with stage st + ns */
 __device__ __forceinline__ void as_release(const as_pipe &p, int st) {
   __syncthreads();
-  if (threadIdx.x == 0 && st + AS_NST < p.nst) {
+  if (threadIdx.x == 0 && st + p.ns < p.nst) {
     fence_proxy_async_smem();
-    as_issue(p, st + AS_NST);
+    as_issue(p, st + p.ns);
   }
 }
 
 
 template <int NU>
 __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
-                                                                float scale, const int *pos_p, int window,
+                                                                dk_kv_layout kv, float scale, const int *pos_p, int window,
                                                                 at_splits sp, int64_t ctx_cap, float *scores,
                                                                 float *smax, float *ssum, float *amax, int namax) {
   constexpr int REP = 8;
@@ -151,7 +153,8 @@ __global__ void __launch_bounds__(AT_THREADS, 1) scores_tma_kernel(const float *
   __shared__ uint64_t mbar[AS_NST];
   const int s = blockIdx.x, splits = sp.n;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
-  as_pipe pipe = as_make(stage_mem, mbar, as_row_stride(nkv, hd), nkv, hd, kc, window, pos_p, sp);
+  as_pipe pipe = as_make(stage_mem, mbar, as_row_stride(nkv, hd), (uint32_t)nkv * hd * 2, kv.ps, AS_NST, kc, window,
+                         pos_p, sp);
   as_wait(pipe, AS_NST, pos_p, sp); /* the rest of the first stages once q's loads are issued */
   amax_zero(amax, namax);
   const int lo = pipe.lo, hi = pipe.hi, nst = pipe.nst;

@@ -316,8 +316,9 @@ static int kv_grow(accel_decoder *D, int64_t need, mlxrt_error *err) {
   for (int i = 0; i < D->d->n_layers; i++) {
     dec_layer *y = &D->ly[i];
     if (!y->own || !y->kvm[0].base) continue;
-    const size_t row = (size_t)y->nkv * (size_t)y->hd * sizeof(uint16_t);
+    const size_t row = (size_t)y->kv.ps * sizeof(uint16_t);
     for (int k = 0; k < 2; k++) {
+      if (!y->kvm[k].base) continue;
       const size_t was = y->kvm[k].mapped;
       if (rt_vmem_grow(&y->kvm[k], (size_t)target * row, err))
         return mx_prefix(err, "CUDA decoder: the KV cache cannot grow to %lld positions (layer %d)", (long long)target, i);
@@ -344,7 +345,34 @@ int cuda_decoder_memory(accel_decoder *D, accel_memory *m, mlxrt_error *err) {
  * sliding rings, the first pages, the attention scores, the token history), checked against
  * what is free before any of it is taken; the pages after those are taken as the context grows
  * and a step that cannot have them fails with the numbers. */
-static int check_context_memory(const accel_model_desc *d, int64_t capacity, mlxrt_error *err) {
+/* The moved pairs per half (kv_layout.h) when layer i keeps K from V, else 0: an owning full-
+ * attention layer whose K and V come from one projection with V through the weightless rmsnorm,
+ * NeoX RoPE whose frequencies past the first vr pairs are zero, and no other layer reading its
+ * cache (a reader's queries would need this layer's k_norm). */
+static int kv_from_v_pairs(const accel_backend *b, const accel_model_desc *d, int i, int64_t capacity) {
+  const accel_layer_desc *l = &d->layers[i];
+  if (b->kv_k != ACCEL_KV_K_AUTO || !l->k_eq_v || !d->v_norm || d->rope_traditional || l->kv_source != i ||
+      (l->sliding && d->sliding_window > 0 && d->sliding_window < capacity) || !l->inv_freq || !l->k_norm)
+    return 0;
+  for (int j = 0; j < d->n_layers; j++)
+    if (j != i && d->layers[j].kv_source == i) return 0;
+  const int half = l->head_dim / 2;
+  int moved = 0;
+  for (int j = 0; j < half; j++)
+    if (l->inv_freq[j] != 0.0f) moved = j + 1;
+  const int vr = (moved + 7) / 8 * 8;
+  return vr > 0 && 2 * vr < l->head_dim ? vr : 0;
+}
+
+/* The elements of one position's K/V rows of layer i (both arrays) */
+static int64_t kv_row_elems(const accel_backend *b, const accel_model_desc *d, int i, int64_t capacity) {
+  const accel_layer_desc *l = &d->layers[i];
+  const int vr = kv_from_v_pairs(b, d, i, capacity);
+  return vr ? dk_kv_from_v(l->n_kv_heads, l->head_dim, vr).ps : 2 * (int64_t)l->n_kv_heads * l->head_dim;
+}
+
+static int check_context_memory(const accel_backend *b, const accel_model_desc *d, int64_t capacity,
+                                 mlxrt_error *err) {
   uint64_t need = (uint64_t)capacity * (sizeof(int32_t) + (uint64_t)d->n_heads * sizeof(float));
   const int64_t first = capacity < KV_MARGIN ? capacity : KV_MARGIN;
   for (int i = 0; i < d->n_layers; i++) {
@@ -353,7 +381,7 @@ static int check_context_memory(const accel_model_desc *d, int64_t capacity, mlx
     const int64_t slots = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity
                               ? d->sliding_window + ACCEL_RING_SLACK
                               : first;
-    need += (uint64_t)slots * (uint64_t)l->n_kv_heads * (uint64_t)l->head_dim * 2 * sizeof(uint16_t);
+    need += (uint64_t)slots * (uint64_t)kv_row_elems(b, d, i, capacity) * sizeof(uint16_t);
   }
   size_t free_b = 0, total_b = 0;
   if (rt_mem_info(&free_b, &total_b, err)) return mx_prefix(err, "CUDA decoder");
@@ -387,7 +415,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   int64_t max_rows = H, max_cols = H, max_q = 0, max_hd = 0, max_splits = 1, max_inter = 0;
   if (accel_check_weight(d->embed, d->vocab, H, "embedding", -1, err) ||
       accel_check_weight(d->lm_head, d->vocab, H, "lm_head", -1, err) || accel_check_ple(d, err) ||
-      check_context_memory(d, capacity, err))
+      check_context_memory(b, d, capacity, err))
     goto fail;
   if (!(D->ly = mx_calloc((size_t)L, sizeof *D->ly, err))) goto fail;
   const int P = d->ple_dim;
@@ -465,19 +493,25 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     if (l->head_dim > max_hd) max_hd = l->head_dim;
     DALLOC(y->norms, 4 * (int64_t)H + 2 * l->head_dim);
     DALLOC(y->inv_freq, l->head_dim / 2);
+    const int vr = y->own ? kv_from_v_pairs(b, d, i, capacity) : 0;
+    y->kv = vr ? dk_kv_from_v(y->nkv, y->hd, vr) : dk_kv_plain(y->nkv, y->hd);
     if (y->own && y->window > 0) {
       DALLOC(y->kc, slots * kvd);
       DALLOC(y->vc, slots * kvd);
       D->kv_bytes += 2 * (size_t)slots * (size_t)kvd * sizeof(uint16_t);
     } else if (y->own) {
-      if (rt_vmem_reserve(&y->kvm[0], (size_t)slots * (size_t)kvd * sizeof(uint16_t), err) ||
-          rt_vmem_reserve(&y->kvm[1], (size_t)slots * (size_t)kvd * sizeof(uint16_t), err))
+      if (rt_vmem_reserve(&y->kvm[0], (size_t)slots * (size_t)y->kv.ps * sizeof(uint16_t), err) ||
+          (!vr && rt_vmem_reserve(&y->kvm[1], (size_t)slots * (size_t)kvd * sizeof(uint16_t), err)))
         goto fail;
       y->kc = y->kvm[0].base;
-      y->vc = y->kvm[1].base;
+      y->vc = vr ? y->kc : y->kvm[1].base;
+      if (b->verbose && vr)
+        fprintf(stderr, "mlxrt cuda: layer %d keeps K from V (%d of %d dims of K stored per head)\n", i, 2 * vr,
+                y->hd);
     } else {
       y->kc = D->ly[l->kv_source].kc;
       y->vc = D->ly[l->kv_source].vc;
+      y->kv = D->ly[l->kv_source].kv;
     }
     if (P > 0) {
       if (dec_make_mv(D, &l->ple_gate, 1, "per_layer_input_gate", i, &y->pg, err) ||
@@ -595,17 +629,17 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
   if (cprof_mark(P, lb[1], err) ||
       rt_status(dk_qkv_post(D->y, y->qkv.ks, y->qkv.rows, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
                             nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps, D->pos,
-                            y->window, D->q, y->own ? y->kc : NULL, y->own ? y->vc : NULL, st),
+                            y->window, y->kv, D->q, y->own ? y->kc : NULL, y->own ? y->vc : NULL, st),
                 "q/k/v norm+rope", err) ||
       cprof_mark(P, lb[2], err))
     return -1;
   const int short_cl = y->cluster && D->short_ctx;
   if (short_cl || y->lkeys)
-    return rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window,
+    return rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, y->kv, d->attn_scale, D->pos, y->window,
                                           short_cl ? y->ckeys : y->lkeys, !short_cl, D->attb, amax, namax, D->smax,
                                           D->counts, NULL, st),
                      "attention (one cluster)", err);
-  return rt_status(dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, d->attn_scale, D->pos, y->window, y->splits,
+  return rt_status(dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, y->kv, d->attn_scale, D->pos, y->window, y->splits,
                                 SPLIT_KEYS, D->deep_ctx, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                 D->attb, amax, namax, st),
                    "attention", err);

@@ -39,7 +39,9 @@ typedef struct dec_layer {
   int xe_in, xe_ffw; /* fixed prep exponents for x after the input and pre-FFW norms (norm_fixed_exp) */
   struct dec_moe *moe; /* the MoE block beside the FFN (cuda_decoder_moe.c), or NULL */
   int own;   /* computes its K/V; else (KV sharing) kc/vc are its source layer's, q|k|v is q alone */
-  rt_vmem kvm[2]; /* an owning full-attention layer's K and V (kc, vc): growable by pages */
+  rt_vmem kvm[2]; /* an owning full-attention layer's K and V (kc, vc): growable by pages; with
+                   * K from V one array (kvm[1] unused, vc == kc) */
+  dk_kv_layout kv; /* the layout of kc / vc (kv_layout.h) */
   int feeds; /* later layers read its cache (the prompt pass commits a ring's chunk after them) */
   dec_mv pg, pp;   /* per-layer embeddings: per_layer_input_gate, per_layer_projection */
   float *ple_norm; /* device: post_per_layer_input_norm [H] */

@@ -233,17 +233,17 @@ static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
      * full layers straight into their cache slots; sliding layers staged */
     const int src = l->kv_source;
     const dec_layer *sy = &D->ly[src];
-    uint16_t *kdst = sy->window > 0 ? (P->fks[src] ? P->fks[src] : P->ks) : sy->kc + p0 * kvd;
-    uint16_t *vdst = sy->window > 0 ? (P->fvs[src] ? P->fvs[src] : P->vs) : sy->vc + p0 * kvd;
+    uint16_t *kdst = sy->window > 0 ? (P->fks[src] ? P->fks[src] : P->ks) : sy->kc + p0 * sy->kv.ps;
+    uint16_t *vdst = sy->window > 0 ? (P->fvs[src] ? P->fvs[src] : P->vs) : sy->vc + p0 * sy->kv.ps;
     if (cprof_mark(C, "prefill: q|k|v product", err) || pf_mv(D, &y->qkv, P->xb, T, P->y, ldq, err) ||
         cprof_mark(C, "prefill: q/k/v norm+rope", err) ||
         rt_status(pf_qkv_post(P->y, ldq, T, p0, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
                               nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
-                              P->q, y->own ? kdst : NULL, y->own ? vdst : NULL, st),
+                              sy->kv, P->q, y->own ? kdst : NULL, y->own ? vdst : NULL, st),
                   "q/k/v norm+rope", err) ||
         cprof_mark(C, "prefill: attention", err) ||
         rt_status(pf_attention(P->q, y->kc, y->vc, kdst, vdst, T, p0, nq, y->nkv, y->hd, d->attn_scale, y->window,
-                               P->attb, st),
+                               y->kv, P->attb, st),
                   "attention", err) ||
         (y->own && !y->feeds && y->window > 0 &&
          rt_status(pf_kv_commit(P->ks, P->vs, y->kc, y->vc, T, p0, kvd, y->window, st), "K/V commit", err)) ||

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kv_layout.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -33,11 +35,12 @@ int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_pos
                      uint16_t *xp, int *xexp, int xmode, int xe_fixed, float *zero, int nzero, void *stream);
 /* Per head after the q|k|v product y = [q nq·hd | k nkv·hd | v nkv·hd] (v = k's rows when
  * k_eq_v): q = rope(rmsnorm(q, qn)) → q_out; k = rope(rmsnorm(k, kn)) and v (weightless
- * rmsnorm when v_norm) → the cache slot of *pos (pos % ck_ring(window) when window > 0, accel_ring.h). kc NULL (a
- * KV-shared layer, y = q only): the query heads alone. */
+ * rmsnorm when v_norm) → the cache slot of *pos (pos % ck_ring(window) when window > 0, accel_ring.h)
+ * in the layout kv (kv_layout.h; K from V: vc == kc, k_eq_v, v_norm, NeoX RoPE, no window, and q's
+ * unmoved dims carry kn). kc NULL (a KV-shared layer, y = q only): the query heads alone. */
 int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn, const float *kn,
                 const float *inv_freq, int traditional, int v_norm, float eps, const int *pos, int window,
-                float *q_out, uint16_t *kc, uint16_t *vc, void *stream);
+                dk_kv_layout kv, float *q_out, uint16_t *kc, uint16_t *vc, void *stream);
 /* out[i] = bf16(gelu_approx(bf16 g[i]) · bf16 u[i]); when pmax, pmax[b] = max|out| per pblock.
  * il > 0: the rows interleaved by il (u = g + il; value i at (i / il)·2·il + i mod il). */
 int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock,
@@ -62,7 +65,8 @@ int dk_logits(const float *y, float *logits, int64_t V, float cap, float *part_v
               unsigned *count, unsigned *bad_rev, int32_t *next, void *stream);
 int dk_logits_blocks(int64_t V);
 
-/* Decode attention of one query row per head at position *pos over the cache (split over
+/* Decode attention of one query row per head at position *pos over the cache in the layout kv
+ * (kv_layout.h; K from V: vc == kc and q's unmoved dims carry k_norm) (split over
  * `splits` blocks per head, each with at least min_keys keys — so at short positions only the
  * first few hold keys — then reduced): att[h·hd + d] bf16. GQA 8 at head dims 256 / 512 with at
  * most 4 KV heads streams K by bulk copies into tensor-core scores (float32 sums in another
@@ -71,7 +75,7 @@ int dk_logits_blocks(int64_t V);
  * count[nq] (zeroed once). amax (NULL: none): the activation maxima the next product's x prep
  * reads (ck_xprep_premax): amax[0] = max |att|, amax[1..namax) = 0 — the values ck_xprep's max
  * pass would give, without its launch. */
-int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, dk_kv_layout kv,
                  float scale, const int *pos, int window, int splits, int min_keys, int deep, int64_t ctx_cap,
                  float *scores, float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax,
                  int namax, void *stream);
@@ -98,7 +102,8 @@ int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, int wide);
 int dk_attention_cluster_size(int wide);
 /* clusters of the one-launch attention (GQA 2 only; 0 otherwise) the device holds at once */
 int dk_attention_cluster_max_clusters(int nq, int nkv, int hd, int64_t keys, int wide);
-int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, float scale,
+int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                         dk_kv_layout kv, float scale,
                          const int *pos, int window, int64_t keys, int wide, uint16_t *att, float *amax, int namax,
                          float *bmax, unsigned *count, const dk_att_prep *prep, void *stream);
 

@@ -184,7 +184,8 @@ extern "C" int pf_norm_rows(const float *y, int64_t ldy, const float *w_post, fl
 __global__ void __launch_bounds__(128) pf_qkv_post_kernel(const float *y, int64_t ldy, int64_t p0, int nq, int nkv,
                                                           int hd, int k_eq_v, const float *qn, const float *kn,
                                                           const float *inv_freq, int trad, int v_norm, float eps,
-                                                          float *q_out, uint16_t *kdst, uint16_t *vdst) {
+                                                          dk_kv_layout kv, float *q_out, uint16_t *kdst,
+                                                          uint16_t *vdst) {
   extern __shared__ float sv[]; /* [hd] */
   const int head = blockIdx.x, is_q = head < nq, kh = head - nq;
   const int64_t tok = blockIdx.y, kvd = (int64_t)nkv * hd;
@@ -204,12 +205,17 @@ __global__ void __launch_bounds__(128) pf_qkv_post_kernel(const float *y, int64_
   rope_pairs(sv, hd, inv_freq, fpos, trad);
   __syncthreads();
   if (is_q) {
+    /* with K from V the unmoved dims carry k_norm (kv_layout.h; qp_write_q's rule) */
     float *qo = q_out + tok * (int64_t)nq * hd + (int64_t)head * hd;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) qo[i] = sv[i];
+    for (int i = threadIdx.x; i < hd; i += blockDim.x)
+      qo[i] = kv.vr > 0 && !dk_kv_moved(kv, hd, i) ? __fmul_rn(sv[i], kn[i]) : sv[i];
     return;
   }
-  uint16_t *kd = kdst + tok * kvd + (int64_t)kh * hd, *vd = vdst + tok * kvd + (int64_t)kh * hd;
-  for (int i = threadIdx.x; i < hd; i += blockDim.x) kd[i] = ck_f32_to_bf16(sv[i]);
+  /* rows kv.ps apart (kv_layout.h): with K from V, K at the moved dims, V at the others and in
+   * the tail (vdst == kdst) */
+  uint16_t *krow = kdst + tok * kv.ps, *kd = krow + (int64_t)kh * hd, *vrow = vdst + tok * kv.ps;
+  for (int i = threadIdx.x; i < hd; i += blockDim.x)
+    if (kv.vr == 0 || dk_kv_moved(kv, hd, i)) kd[i] = ck_f32_to_bf16(sv[i]);
   const float *vs = k_eq_v ? src : yt + (int64_t)nq * hd + kvd + (int64_t)kh * hd;
   float rv = 1.0f;
   if (v_norm) {
@@ -223,17 +229,20 @@ __global__ void __launch_bounds__(128) pf_qkv_post_kernel(const float *y, int64_
   }
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
     float v = rb(vs[i]);
-    vd[i] = ck_f32_to_bf16(v_norm ? __fmul_rn(v, rv) : v);
+    vrow[dk_kv_vcol(kv, nkv, hd, kh, i)] = ck_f32_to_bf16(v_norm ? __fmul_rn(v, rv) : v);
   }
 }
 
 extern "C" int pf_qkv_post(const float *y, int64_t ldy, int T, int64_t p0, int nq, int nkv, int hd, int k_eq_v,
                            const float *qn, const float *kn, const float *inv_freq, int traditional, int v_norm,
-                           float eps, float *q_out, uint16_t *kdst, uint16_t *vdst, void *stream) {
+                           float eps, dk_kv_layout kv, float *q_out, uint16_t *kdst, uint16_t *vdst,
+                           void *stream) {
   if (T <= 0) return 0;
+  if (!dk_kv_layout_ok(kv, nkv, hd, kdst, vdst, 0) || (kv.vr > 0 && (!kdst || !k_eq_v || !v_norm || traditional)))
+    return (int)cudaErrorInvalidValue;
   /* without kdst (a KV-shared layer): the query heads only */
   pf_qkv_post_kernel<<<dim3(kdst ? nq + nkv : nq, T), 128, (size_t)hd * sizeof(float), (cudaStream_t)stream>>>(
-      y, ldy, p0, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, q_out, kdst, vdst);
+      y, ldy, p0, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, kv, q_out, kdst, vdst);
   return (int)cudaGetLastError();
 }
 

@@ -20,16 +20,18 @@
 /* ---- causal attention of T queries -------------------------------------------------------- */
 #define PA_KT 32 /* keys per tile: 8 per warp of a row group */
 
-/* Rows k0 … k0 + PA_KT − 1 of K or V (coff: the KV head's offset in a row) into a [PA_KT][HD + 8]
- * tile; rows past hi are zeroed. Thread i of NT copies 16-byte column i % (HD/8) of rows i / (HD/8),
- * + NT / (HD/8), …; a sliding layer's ring slot is found from the tile's first slot (one division
- * per tile, not one per row). ASYNC: cp.async, else plain loads and stores. */
+/* Rows k0 … k0 + PA_KT − 1 of KV head g's K or (v) V into a [PA_KT][HD + 8] tile; rows past hi
+ * are zeroed. Thread i of NT copies 16-byte column i % (HD/8) of rows i / (HD/8), + NT / (HD/8), …
+ * (its column in a row: pa_col); a sliding layer's ring slot is found from the tile's first slot
+ * (one division per tile, not one per row). ASYNC: cp.async, else plain loads and stores. */
 template <int HD, int NT, bool ASYNC>
 __device__ __forceinline__ void pa_tile_load(uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0,
-                                             int64_t hi, int64_t p0, int window, int64_t kvd, int64_t coff) {
+                                             int64_t hi, const PaArgs &a, int g, bool v) {
   constexpr int VPR = HD / 8, LD = HD + 8, RSTEP = NT / VPR, NR = (PA_KT + RSTEP - 1) / RSTEP;
   static_assert(NT % VPR == 0, "a row's 16-byte columns within one pass of the threads");
   const int cc = threadIdx.x % VPR, r0 = threadIdx.x / VPR;
+  const int64_t p0 = a.p0, kvd = a.kv.ps, col = pa_col(a, HD, g, cc * 8, v);
+  const int window = a.window;
   const int64_t s0 = window > 0 ? k0 % ck_ring(window) : 0;
 #pragma unroll
   for (int k = 0; k < NR; k++) {
@@ -41,7 +43,7 @@ __device__ __forceinline__ void pa_tile_load(uint16_t *dst, const uint16_t *cach
       *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
       continue;
     }
-    const uint16_t *src = pa_tile_row<PA_KT>(cache, chunk, j, r, s0, p0, window, kvd) + coff + cc * 8;
+    const uint16_t *src = pa_tile_row<PA_KT>(cache, chunk, j, r, s0, p0, window, kvd) + col;
     if (ASYNC)
       at_cp16(d, src);
     else
@@ -86,12 +88,13 @@ template <int HD, int NT>
 struct PaTiles {
   uint16_t *Ks, *Vs;
   const PaArgs *a;
-  int64_t lo, hi, kvd, coff;
+  int64_t lo, hi;
+  int g; /* the KV head */
   int ntiles;
   __device__ void issue(int b, int64_t k0, bool with_v) const {
     uint16_t *kd = Ks + b * PA_KT * (HD + 8), *vd = Vs + b * PA_KT * (HD + 8);
-    pa_tile_load<HD, NT, true>(kd, a->kc, a->kch, k0, hi, a->p0, a->window, kvd, coff);
-    if (with_v) pa_tile_load<HD, NT, true>(vd, a->vc, a->vch, k0, hi, a->p0, a->window, kvd, coff);
+    pa_tile_load<HD, NT, true>(kd, a->kc, a->kch, k0, hi, *a, g, false);
+    if (with_v) pa_tile_load<HD, NT, true>(vd, a->vc, a->vch, k0, hi, *a, g, true);
   }
   __device__ void begin(bool with_v) const {
     issue(0, lo, with_v);
@@ -139,7 +142,7 @@ __global__ void __launch_bounds__(128 * PA_RG) pa_mma_kernel(PaArgs a) {
   const int h = blockIdx.y, gkv = h / (a.nq / a.nkv), q0 = blockIdx.x * PA_QT;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int wq = warp & 3, r0 = (warp >> 2) * 16; /* warp within its row group; the group's first row */
-  const int64_t kvd = (int64_t)a.nkv * HD, qstride = (int64_t)a.nq * HD;
+  const int64_t qstride = (int64_t)a.nq * HD;
   const int nvalid = a.T - q0 < PA_QT ? a.T - q0 : PA_QT;
   /* this lane's two rows (r0 + g, r0 + g + 8); padding rows repeat the last valid query */
   int64_t pr[2], lo[2];
@@ -153,7 +156,7 @@ __global__ void __launch_bounds__(128 * PA_RG) pa_mma_kernel(PaArgs a) {
 
   pa_stage_q<HD>(Qs, a, PA_QT, q0, h, nvalid);
   /* the next tile in flight while one computes */
-  const PaTiles<HD, 128 * RG> tiles = {Ks, Vs, &a, lo_blk, hi_blk, kvd, (int64_t)gkv * HD, ntiles};
+  const PaTiles<HD, 128 * RG> tiles = {Ks, Vs, &a, lo_blk, hi_blk, gkv, ntiles};
   auto begin = [&](bool with_v) { tiles.begin(with_v); };
   auto arrive = [&](int it, int64_t, bool with_v) { tiles.next(it, with_v); };
   /* S for rows (g, g+8) × keys k0 + wq·8 + (2t, 2t+1): s[2r + e], masked → -inf */
@@ -301,7 +304,7 @@ __global__ void __launch_bounds__(PS_THREADS) pa_simple_kernel(PaArgs a) {
   float *qs = ps_sm, *sc = ps_sm + a.hd; /* [hd], [PS_KT] */
   const int tok = blockIdx.x, h = blockIdx.y, hd = a.hd, gkv = h / (a.nq / a.nkv);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-  const int64_t kvd = (int64_t)a.nkv * hd, qstride = (int64_t)a.nq * hd, p = a.p0 + tok, lo = pa_lo(p, a.window);
+  const int64_t kvd = a.kv.ps, qstride = (int64_t)a.nq * hd, p = a.p0 + tok, lo = pa_lo(p, a.window);
   const float bscale = rb(a.scale);
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float v = a.q[tok * qstride + (int64_t)h * hd + d];
@@ -334,11 +337,11 @@ __global__ void __launch_bounds__(PS_THREADS) pa_simple_kernel(PaArgs a) {
     }
     __syncthreads();
     for (int jj = 0; jj < n; jj++) {
-      const uint16_t *vr = pa_row(a.vc, a.vch, k0 + jj, a.p0, a.window, kvd) + (int64_t)gkv * hd;
+      const uint16_t *vr = pa_row(a.vc, a.vch, k0 + jj, a.p0, a.window, kvd);
 #pragma unroll
       for (int i = 0; i < 8; i++) {
         int d = threadIdx.x + i * PS_THREADS;
-        if (d < hd) acc[i] = fmaf(sc[jj], ck_bf16_to_f32(vr[d]), acc[i]);
+        if (d < hd) acc[i] = fmaf(sc[jj], ck_bf16_to_f32(vr[pa_col(a, hd, gkv, d, true)]), acc[i]);
       }
     }
   }
@@ -368,14 +371,17 @@ static int pa_launch(const PaArgs &a, cudaStream_t st) {
 
 extern "C" int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                             const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
-                            uint16_t *att, void *stream) {
+                            dk_kv_layout kv, uint16_t *att, void *stream) {
   if (T <= 0) return 0;
-  if (nkv <= 0 || nq % nkv || hd <= 0 || hd > 1024) return (int)cudaErrorInvalidValue;
+  if (nkv <= 0 || nq % nkv || hd <= 0 || hd > 1024 || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) ||
+      (kv.vr > 0 && kch != vch))
+    return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
-  PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale};
+  PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale, kv};
   /* the warpgroup kernel (prefill_attn_wg.cu) for head dims 128, 256, 512 on sm_90a; the mma.sync
    * kernel for the other powers of two up to 512; the plain one for the rest */
-  if (pf_attention_wg_supported(hd)) return pf_attention_wg(q, kc, vc, kch, vch, T, p0, nq, nkv, hd, scale, window, att, stream);
+  if (pf_attention_wg_supported(hd))
+    return pf_attention_wg(q, kc, vc, kch, vch, T, p0, nq, nkv, hd, scale, window, kv, att, stream);
   switch (hd) {
   case 16: return pa_launch<16>(a, st);
   case 32: return pa_launch<32>(a, st);

@@ -10,6 +10,7 @@
 
 #include "ck_device.cuh"
 #include "ck_ring.cuh"
+#include "kv_layout.h"
 
 struct PaArgs {
   const float *q;
@@ -18,7 +19,13 @@ struct PaArgs {
   int T, nq, nkv, hd, window;
   int64_t p0;
   float scale;
+  dk_kv_layout kv; /* rows kv.ps apart, cache and chunk alike (kv_layout.h) */
 };
+
+/* A thread's element column in a row: 8 dims from d of KV head g, of K or (v) of V */
+__device__ __forceinline__ int64_t pa_col(const PaArgs &a, int hd, int g, int d, bool v) {
+  return v ? dk_kv_vcol(a.kv, a.nkv, hd, g, d) : (int64_t)g * hd + d;
+}
 
 /* K or V row of key j (all KV heads): the chunk's own rows from p0 on, else the cache. A ring's
  * slot by a 32-bit remainder: positions are ints in the decoder, and a 64-bit one is a division

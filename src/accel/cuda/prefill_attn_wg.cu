@@ -58,10 +58,12 @@ struct PwShape {
  * tile's first one (one division per tile). */
 template <int HD>
 __device__ __forceinline__ void pw_tile_load(unsigned char *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0,
-                                             int64_t hi, int64_t p0, int window, int64_t kvd, int64_t coff) {
+                                             int64_t hi, const PaArgs &a, int g, bool v) {
   constexpr int CPR = HD / 8, RSTEP = 256 / CPR, NR = PW_KT / RSTEP;
   static_assert(256 % CPR == 0 && PW_KT % RSTEP == 0, "whole rows per pass of the threads");
   const int c = threadIdx.x % CPR, r0 = threadIdx.x / CPR;
+  const int64_t p0 = a.p0, kvd = a.kv.ps, col = pa_col(a, HD, g, c * 8, v); /* rows kvd apart; the thread's column */
+  const int window = a.window;
   const int64_t klast = k0 + PW_KT - 1;
   const int64_t s0 = window > 0 ? k0 % ck_ring(window) : 0;
   const uint16_t *run = nullptr;
@@ -74,7 +76,7 @@ __device__ __forceinline__ void pw_tile_load(unsigned char *dst, const uint16_t 
   if (run) {
     /* rows r0 + k·RSTEP: the swizzle's row bits repeat every 8 rows, so two offsets serve */
     const uint32_t d0 = wg_off(PW_KT, r0, c * 8), d1 = wg_off(PW_KT, r0 + RSTEP, c * 8) - RSTEP * 128;
-    const uint16_t *src = run + coff + c * 8 + (int64_t)r0 * kvd;
+    const uint16_t *src = run + col + (int64_t)r0 * kvd;
     const int64_t step = (int64_t)RSTEP * kvd;
 #pragma unroll
     for (int k = 0; k < NR; k++) {
@@ -83,7 +85,7 @@ __device__ __forceinline__ void pw_tile_load(unsigned char *dst, const uint16_t 
     }
     return;
   }
-  const uint16_t *cache_c = cache + coff + c * 8, *chunk_c = chunk + coff + c * 8;
+  const uint16_t *cache_c = cache + col, *chunk_c = chunk + col;
 #pragma unroll
   for (int k = 0; k < NR; k++) {
     const int r = r0 + k * RSTEP;
@@ -197,7 +199,7 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
   const uint32_t q_s = ck_smem_off(Qs), k_s = ck_smem_off(Kb), v_s = ck_smem_off(Vb);
   const int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, gkv = h / (a.nq / a.nkv), q0 = blockIdx.x * PW_QT;
-  const int64_t kvd = (int64_t)a.nkv * HD, qstride = (int64_t)a.nq * HD, coff = (int64_t)gkv * HD;
+  const int64_t qstride = (int64_t)a.nq * HD;
   const int nvalid = a.T - q0 < PW_QT ? a.T - q0 : PW_QT;
   const int64_t lo_blk = pa_lo(a.p0 + q0, a.window), hi_blk = a.p0 + q0 + nvalid - 1;
   const int ntiles = (int)((hi_blk - lo_blk + PW_KT) / PW_KT);
@@ -218,8 +220,12 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
     const int r = (i >> 1) & 1, j = it * PW_KT + 8 * (i >> 2) + 2 * t + (i & 1);
     return msk && (j > prr[r] || j < lor[r]) ? -INFINITY : pa_rb(acc[i]);
   };
+  /* K (a.kc, a.kch) or V (a.vc, a.vch: with K from V the same arrays, other columns) of tile it */
   auto load = [&](unsigned char *dst, const uint16_t *cache, const uint16_t *chunk, int it) {
-    pw_tile_load<HD>(dst, cache, chunk, lo_blk + (int64_t)it * PW_KT, hi_blk, a.p0, a.window, kvd, coff);
+    pw_tile_load<HD>(dst, cache, chunk, lo_blk + (int64_t)it * PW_KT, hi_blk, a, gkv, false);
+  };
+  auto load_v = [&](unsigned char *dst, int it) {
+    pw_tile_load<HD>(dst, a.vc, a.vch, lo_blk + (int64_t)it * PW_KT, hi_blk, a, gkv, true);
   };
 
   pw_stage_q<HD>(Qs, a, q0, h, nvalid);
@@ -286,7 +292,7 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
       at_cp_wait<0>(); /* K of tile it */
       fence_proxy_async_smem();
       __syncthreads(); /* K visible; every warpgroup's p·v of tile it − 1 done: V and PX free */
-      load(Vb, a.vc, a.vch, it);
+      load_v(Vb, it);
       at_cp_commit();
       float acc[32];
       pw_scores<HD>(acc, q_s, k_s, wg);
@@ -436,10 +442,11 @@ extern "C" int pf_attention_wg_supported(int hd) {
 
 extern "C" int pf_attention_wg(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                                const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
-                               uint16_t *att, void *stream) {
+                               dk_kv_layout kv, uint16_t *att, void *stream) {
   if (T <= 0) return 0;
-  if (nkv <= 0 || nq % nkv) return (int)cudaErrorInvalidValue;
-  const PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale};
+  if (nkv <= 0 || nq % nkv || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) || (kv.vr > 0 && kch != vch))
+    return (int)cudaErrorInvalidValue;
+  const PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale, kv};
   cudaStream_t st = (cudaStream_t)stream;
   switch (hd) {
   case 128: return pw_launch<128>(a, st);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "kv_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,18 +27,20 @@ int pf_norm_rows(const float *y, int64_t ldy, const float *w_post, float *h, int
 
 /* Per token t and head, after the q|k|v product y [T, ldy] = [q nq·hd | k nkv·hd | v nkv·hd]
  * (v = k's rows when k_eq_v): q = rope(rmsnorm(q)) at position p0 + t → q_out [T, nq·hd];
- * k = rope(rmsnorm(k)), v (weightless rmsnorm when v_norm) → kdst / vdst [T, nkv·hd] bf16;
- * kdst NULL (a KV-shared layer, y = q only): the query heads alone. */
+ * k = rope(rmsnorm(k)), v (weightless rmsnorm when v_norm) → kdst / vdst bf16, token t's rows
+ * at t·kv.ps in the layout kv (kv_layout.h; K from V: vdst == kdst, and q's unmoved dims carry
+ * kn); kdst NULL (a KV-shared layer, y = q only): the query heads alone. */
 int pf_qkv_post(const float *y, int64_t ldy, int T, int64_t p0, int nq, int nkv, int hd, int k_eq_v,
                 const float *qn, const float *kn, const float *inv_freq, int traditional, int v_norm,
-                float eps, float *q_out, uint16_t *kdst, uint16_t *vdst, void *stream);
+                float eps, dk_kv_layout kv, float *q_out, uint16_t *kdst, uint16_t *vdst, void *stream);
 
 /* out [T, inter] = bf16(gelu_approx(bf16 gate) · bf16 up), y [T, 2·inter] = [gate | up], or
  * with il > 0 each token's rows interleaved by il (il of gate, il of up, …). */
 int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, int il, void *stream);
 
 /* Causal attention of T queries (positions p0 + t) over the cache: key j < p0 from kc/vc
- * (slot j % ck_ring(window) when window > 0, else j), key j ≥ p0 from the chunk's kch/vch [T, kvd];
+ * (slot j % ck_ring(window) when window > 0, else j), key j ≥ p0 from the chunk's kch/vch; rows
+ * kv.ps apart in the layout kv (kv_layout.h; K from V: vc == kc, vch == kch);
  * a sliding layer's query at p sees keys p − window < j ≤ p. Rounding: q·bf16(scale) → bf16,
  * scores → bf16, float32 softmax, p → bf16, Σ p·v float32 → bf16. att [T, nq·hd] bf16.
  * Head dims 128, 256 and 512 on an sm_90 device: the warpgroup tensor cores (sm_90a wgmma,
@@ -47,14 +50,14 @@ int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, int il, void *
  * differ in a bf16 rounding, not their math. */
 int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                  const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
-                 uint16_t *att, void *stream);
+                 dk_kv_layout kv, uint16_t *att, void *stream);
 
 /* The warpgroup kernel alone (prefill_attn_wg.cu): whether it runs here (head dim 128, 256 or 512 on an
  * sm_90 device, where the sm_90a machine code loads), and its launcher. */
 int pf_attention_wg_supported(int hd);
 int pf_attention_wg(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                     const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
-                    uint16_t *att, void *stream);
+                    dk_kv_layout kv, uint16_t *att, void *stream);
 /* its primitives alone: d1 [64×64] = A·Bᵀ, d2 [64×256] = A·V for bf16 A, B [64×64], V [64×256],
  * row-major (mlxrt-pfattn-bench checks them against the host before the attention) */
 int pf_wg_selftest(float *d1, float *d2, const uint16_t *A, const uint16_t *B, const uint16_t *V, void *stream);

@@ -15,7 +15,7 @@ __global__ void __launch_bounds__(QP_T) qkv_post_kernel(const float *y, int ks, 
                                                        const float *qn, const float *kn,
                                                        const float *inv_freq, int trad, int v_norm,
                                                        float eps, const int *pos_p, int window,
-                                                       float *q_out, uint16_t *kc, uint16_t *vc) {
+                                                       dk_kv_layout kv, float *q_out, uint16_t *kc, uint16_t *vc) {
   CK_DYNAMIC_SHARED(float, sv); /* [hd] */
   int head = blockIdx.x, is_q = head < nq, kh = head - nq;
   qp_consts c;
@@ -25,20 +25,22 @@ __global__ void __launch_bounds__(QP_T) qkv_post_kernel(const float *y, int ks, 
   int pos = *pos_p;
   qp_head(src, ks, kstride, hd, c, eps, (float)pos, trad, sv);
   if (is_q) {
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) q_out[(int64_t)head * hd + i] = sv[i];
+    qp_write_q(sv, hd, kv, kn, q_out + (int64_t)head * hd);
     return;
   }
-  qp_write_kv(y, ks, kstride, nq, nkv, hd, kh, k_eq_v, v_norm, eps, window > 0 ? pos % ck_ring(window) : pos, sv, kc, vc);
+  qp_write_kv(y, ks, kstride, nq, nkv, hd, kh, k_eq_v, v_norm, eps, window > 0 ? pos % ck_ring(window) : pos, kv, sv, kc, vc);
 }
 
 extern "C" int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn,
                            const float *kn, const float *inv_freq, int traditional, int v_norm, float eps,
-                           const int *pos, int window, float *q_out, uint16_t *kc, uint16_t *vc,
-                           void *stream) {
-  if (hd > QP_T * QP_V || hd % 2) return (int)cudaErrorInvalidValue;
+                           const int *pos, int window, dk_kv_layout kv, float *q_out, uint16_t *kc,
+                           uint16_t *vc, void *stream) {
+  if (hd > QP_T * QP_V || hd % 2 || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) ||
+      (kv.vr > 0 && (!kc || !k_eq_v || !v_norm || traditional)))
+    return (int)cudaErrorInvalidValue;
   /* without kc (a KV-shared layer): the query heads only */
   return (int)ck_launch(qkv_post_kernel, kc ? nq + nkv : nq, QP_T, (size_t)hd * sizeof(float), (cudaStream_t)stream, y, ks,
-                        kstride, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, q_out, kc, vc);
+                        kstride, nq, nkv, hd, k_eq_v, qn, kn, inv_freq, traditional, v_norm, eps, pos, window, kv, q_out, kc, vc);
 }
 
 CK_TIMELINE_SETTER(ck_tl_qkv_post)

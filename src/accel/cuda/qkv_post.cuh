@@ -10,6 +10,7 @@
 
 #include "ck_block.cuh"
 #include "ck_device.cuh"
+#include "kv_layout.h"
 
 #define QP_T 128
 #define QP_V 8 /* head dims up to 1024, as the decoder accepts */
@@ -85,15 +86,17 @@ static __device__ __forceinline__ void qp_head(const float *src, int ks, int64_t
   __syncthreads();
 }
 
-/* KV head kh's cache rows at slot: K from sv (qp_head of its k row), V from v's own row of y
- * (the raw k row when k_eq_v), through the weightless rmsnorm when v_norm. */
+/* KV head kh's cache rows at slot (kv_layout.h): K from sv (qp_head of its k row), V from v's own
+ * row of y (the raw k row when k_eq_v), through the weightless rmsnorm when v_norm. With K from V
+ * (kv.vr > 0, vc == kc) the head's row holds K at the moved dims and V at the others, and V's
+ * moved dims go to the tail: K's unmoved dims are bf16(V·k_norm), never stored. */
 template <typename Sum = qp_sum>
 static __device__ __forceinline__ void qp_write_kv(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd,
                                                    int kh, int k_eq_v, int v_norm, float eps, int64_t slot,
-                                                   const float *sv, uint16_t *kc, uint16_t *vc, Sum sum = Sum()) {
+                                                   dk_kv_layout kv, const float *sv, uint16_t *kc, uint16_t *vc,
+                                                   Sum sum = Sum()) {
   const int64_t kvd = (int64_t)nkv * hd;
-  uint16_t *kd = kc + slot * kvd + (int64_t)kh * hd, *vd = vc + slot * kvd + (int64_t)kh * hd;
-  for (int i = threadIdx.x; i < hd; i += blockDim.x) kd[i] = ck_f32_to_bf16(sv[i]);
+  uint16_t *row = kc + slot * kv.ps, *kd = row + (int64_t)kh * hd, *vrow = vc + slot * kv.ps;
   const float *vs = k_eq_v ? y + (int64_t)nq * hd + (int64_t)kh * hd : y + (int64_t)nq * hd + kvd + (int64_t)kh * hd;
   float rv = 1.0f;
   if (v_norm) {
@@ -107,8 +110,22 @@ static __device__ __forceinline__ void qp_write_kv(const float *y, int ks, int64
   }
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
     float v = rb(ysum(vs + i, ks, kstride));
-    vd[i] = ck_f32_to_bf16(v_norm ? __fmul_rn(v, rv) : v);
+    const uint16_t vb = ck_f32_to_bf16(v_norm ? __fmul_rn(v, rv) : v);
+    if (kv.vr > 0 && !dk_kv_moved(kv, hd, i)) {
+      kd[i] = vb;
+    } else {
+      kd[i] = ck_f32_to_bf16(sv[i]);
+      vrow[dk_kv_vcol(kv, nkv, hd, kh, i)] = vb;
+    }
   }
+}
+
+/* A query head's row out of sv: with K from V the unmoved dims carry k_norm (a float product, the
+ * attention rounds q·bf16(scale) to bf16 after it), so Σ q·K over them is Σ (q·k_norm)·V. */
+static __device__ __forceinline__ void qp_write_q(const float *sv, int hd, dk_kv_layout kv, const float *kn,
+                                                  float *q_out) {
+  for (int i = threadIdx.x; i < hd; i += blockDim.x)
+    q_out[i] = kv.vr > 0 && !dk_kv_moved(kv, hd, i) ? __fmul_rn(sv[i], kn[i]) : sv[i];
 }
 
 #endif

@@ -1,0 +1,63 @@
+/* The layout of a layer's K/V cache rows, shared by the q/k/v post steps (decode, prompt) and
+ * the attention kernels (decode, one-cluster, prompt).
+ *
+ * Position p's row starts at p·ps elements (bf16). K of KV head g is the hd elements at g·hd.
+ *   vr = 0 (plain): V is an array of its own with the same layout, head g at g·hd; ps = nkv·hd.
+ *   vr > 0 (K from V): V lives in the K array. On layers whose K and V come from one raw
+ *     projection (attention_k_eq_v) with V through the weightless rmsnorm, K before RoPE is
+ *     bf16(V·k_norm) exactly, and RoPE moves only the pairs (j, j + hd/2) with j < vr (NeoX
+ *     pairing; every later frequency is zero). So head g's hd elements at g·hd hold K at the
+ *     moved dims (d mod hd/2 < vr) and V at the others, and after the nkv heads a tail holds V's
+ *     moved dims: head g's 2·vr values at nkv·hd + 2·vr·g (dims 0 … vr−1, then hd/2 … hd/2+vr−1).
+ *     ps = nkv·(hd + 2·vr). The queries carry k_norm at the unmoved dims (q·k = Σ (q·k_norm)·V
+ *     there), so a score reads one hd-element row as on the plain layout, and K's unmoved dims
+ *     are never stored: 5/8 of the plain cache's bytes at hd 512, vr 64.
+ * vr is a multiple of 8, so a 16-byte chunk of 8 dims is all moved or all unmoved. */
+#ifndef MLXRT_CUDA_KV_LAYOUT_H
+#define MLXRT_CUDA_KV_LAYOUT_H
+
+#include <stdint.h>
+
+typedef struct dk_kv_layout {
+  int64_t ps; /* elements from one position's row to the next */
+  int vr;     /* moved pairs per half whose V sits in the tail (0: plain) */
+} dk_kv_layout;
+
+#ifdef __CUDACC__
+#define KVL_HD __host__ __device__ __forceinline__
+#else
+#define KVL_HD static inline
+#endif
+
+/* the plain layout of nkv heads of hd */
+KVL_HD dk_kv_layout dk_kv_plain(int nkv, int hd) {
+  dk_kv_layout L = {(int64_t)nkv * hd, 0};
+  return L;
+}
+/* K from V for nkv heads of hd with vr moved pairs per half */
+KVL_HD dk_kv_layout dk_kv_from_v(int nkv, int hd, int vr) {
+  dk_kv_layout L = {(int64_t)nkv * (hd + 2 * vr), vr};
+  return L;
+}
+/* whether dim d of a head is moved by RoPE (K stored; V in the tail) */
+KVL_HD int dk_kv_moved(dk_kv_layout L, int hd, int d) {
+  const int h = hd / 2, m = d < h ? d : d - h;
+  return m < L.vr;
+}
+/* the element of V's dim d of head g within a position's row */
+KVL_HD int64_t dk_kv_vcol(dk_kv_layout L, int nkv, int hd, int g, int d) {
+  if (L.vr > 0) {
+    const int h = hd / 2, m = d < h ? d : d - h;
+    if (m < L.vr) return (int64_t)nkv * hd + (int64_t)2 * L.vr * g + (d < h ? m : L.vr + m);
+  }
+  return (int64_t)g * hd + d;
+}
+
+/* whether kv describes caches kc / vc of nkv heads of hd (a sliding layer's ring: plain) */
+KVL_HD int dk_kv_layout_ok(dk_kv_layout L, int nkv, int hd, const void *kc, const void *vc, int window) {
+  if (L.vr == 0) return L.ps >= (int64_t)nkv * hd;
+  return L.vr > 0 && L.vr % 8 == 0 && 2 * L.vr < hd && L.ps == (int64_t)nkv * (hd + 2 * L.vr) && kc == vc &&
+         window == 0;
+}
+
+#endif
