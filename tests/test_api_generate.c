@@ -134,7 +134,7 @@ static void test_reuse(mlxrt_model *m, float temp) {
   memcpy(p + 40, r1.ids, 8 * sizeof *p);
   random_ids(p + 48, 10, 99);
   p[48] = 17;
-  run ra = {0}, rb = {0, NULL};
+  run ra = {0}, rb = {0};
   gen(a, p, 58, &o, &ra, &st);
   CHECK(st.prompt_tokens == 58 && st.prompt_processed == 58 - 47);
   gen(b, p, 58, &o, &rb, &st);
@@ -361,7 +361,7 @@ static void test_decoder_path(const char *dir) {
     int32_t p[16];
     random_ids(p, 16, 4);
     mlxrt_generate_options o = opts(0, 1, 12);
-    run dev = {0}, host = {0, NULL};
+    run dev = {0}, host = {0};
     mlxrt_gen_stats st;
     gen(s, p, 16, &o, &dev, &st);
     o.logprobs = 1;

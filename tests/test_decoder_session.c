@@ -65,6 +65,23 @@ int main(void) {
     tested++;
   }
   closedir(d);
+  /* mlxrt_options.kv_k: auto and bf16 load (the CPU keeps bf16 K either way), another value is
+   * refused naming what it takes */
+  {
+    mlxrt_error err = {{0}};
+    const char *ok_values[] = {"auto", "bf16", ""};
+    for (int i = 0; i < 3; i++) {
+      mlxrt_options opt = {"cpu", 1, 0, NULL, ok_values[i]};
+      mlxrt_model *m = mlxrt_model_load(FIXTURES "/gemma4-dense-bf16", &opt, &err);
+      CHECKF(m != NULL, "kv_k '%s': %s", ok_values[i], err.msg);
+      mlxrt_model_free(m);
+    }
+    mlxrt_options bad = {"cpu", 1, 0, NULL, "planar3"};
+    mlxrt_model *m = mlxrt_model_load(FIXTURES "/gemma4-dense-bf16", &bad, &err);
+    CHECK(m == NULL);
+    CHECK_MSG(err, "kv-k 'planar3': expected auto or bf16");
+    mlxrt_model_free(m);
+  }
   /* a decoder session refuses to return every position's logits */
   {
     setenv("MLXRT_DECODER", "1", 1);

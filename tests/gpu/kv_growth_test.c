@@ -75,7 +75,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   fill(toks, to, V);
-  mlxrt_memory mm, prev = {0, NULL};
+  mlxrt_memory mm, prev = {0};
   uint64_t at8k = 0;
   int grows = 0;
   printf("| tokens | positions backed | KV MiB held | added MiB | device GiB in use |\n| ---: | ---: | ---: | ---: | ---: |\n");

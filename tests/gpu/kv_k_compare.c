@@ -1,13 +1,15 @@
 /* mlxrt-kvk-compare: the device decoder's K from V against bf16 K, on one model and one token
  * stream, on a GPU machine.
- *   mlxrt-kvk-compare MODEL_DIR [--ctx N] [--steps M] [--chunk C]
- * Each mode (--kv-k bf16, then auto) loads the model, feeds N pseudo-random tokens (the prompt
- * pass, in chunks of C) and then M more one at a time (the decode step), keeping the logits of
- * each of those M steps. Prints, over the M steps: the mean KL divergence of auto's next-token
- * distribution from bf16's, the share of steps whose argmax agree, the perplexity of the fed
- * tokens under each, and the largest logit difference. On a synthetic model these are a
- * check of the shapes' arithmetic, not a quality figure. Exit status 0 when both modes ran and
- * every logit is finite. */
+ *   mlxrt-kvk-compare MODEL_DIR [--ctx N] [--steps M] [--chunk C] [--a MODE] [--b MODE] [--chunk-b C]
+ * Each of two runs (A: --kv-k bf16, B: auto by default) loads the model, feeds N pseudo-random
+ * tokens (the prompt pass, in chunks of C; B's of --chunk-b) and then M more one at a time (the
+ * decode step), keeping the logits of each of those M steps. Prints, over the M steps: the mean
+ * KL divergence of B's next-token distribution from A's, the share of steps whose argmax agree,
+ * the perplexity of the fed tokens under each, and the largest logit difference. A and B in the
+ * same mode with another chunk size give the figures of the rounding the prompt pass's grouping
+ * alone moves: the scale the K-from-V figures compare with. On a synthetic model these check the
+ * shapes' arithmetic; they are not a quality figure. Exit status 0 when both runs ran and every
+ * logit is finite. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,9 +44,9 @@ static float *run(const char *dir, const char *kv_k, const int32_t *tok, int64_t
   int ok = all != NULL;
   for (int64_t done = 0; ok && done < n; done += chunk) {
     const int64_t k = n - done < chunk ? n - done : chunk;
-    ok = mlxrt_session_feed(s, tok + done, k, NULL, &err) == 0;
+    ok = mlxrt_session_feed(s, tok + done, k, NULL, 0, &err) == 0;
   }
-  for (int i = 0; ok && i < m; i++) ok = mlxrt_session_feed(s, tok + n + i, 1, all + (size_t)i * V, &err) == 0;
+  for (int i = 0; ok && i < m; i++) ok = mlxrt_session_feed(s, tok + n + i, 1, all + (size_t)i * V, 0, &err) == 0;
   if (!ok) {
     fprintf(stderr, "%s: %s\n", kv_k, err.msg);
     free(all);
@@ -66,17 +68,23 @@ static void log_softmax(const float *x, int V, double *lp) {
 
 int main(int argc, char **argv) {
   const char *dir = NULL;
-  int64_t n = 32768, chunk = 4096;
+  int64_t n = 32768, chunk = 4096, chunk_b = 0;
   int m = 64;
+  const char *mode_a = "bf16", *mode_b = "auto";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ctx") && i + 1 < argc) n = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) m = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) chunk = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--chunk-b") && i + 1 < argc) chunk_b = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--a") && i + 1 < argc) mode_a = argv[++i];
+    else if (!strcmp(argv[i], "--b") && i + 1 < argc) mode_b = argv[++i];
     else if (argv[i][0] != '-' && !dir) dir = argv[i];
     else dir = NULL, i = argc;
   }
-  if (!dir || n < 1 || m < 1 || chunk < 1) {
-    fprintf(stderr, "usage: mlxrt-kvk-compare MODEL_DIR [--ctx N] [--steps M] [--chunk C]\n");
+  if (!chunk_b) chunk_b = chunk;
+  if (!dir || n < 1 || m < 1 || chunk < 1 || chunk_b < 1) {
+    fprintf(stderr, "usage: mlxrt-kvk-compare MODEL_DIR [--ctx N] [--steps M] [--chunk C] [--a MODE] [--b MODE] "
+                    "[--chunk-b C]\n");
     return 2;
   }
   int V = 0;
@@ -92,7 +100,8 @@ int main(int argc, char **argv) {
   mlxrt_model_free(P);
   int32_t *tok = malloc((size_t)(n + m) * sizeof(int32_t));
   fill(tok, n + m, V);
-  float *b = run(dir, "bf16", tok, n, m, chunk, &V), *a = b ? run(dir, "auto", tok, n, m, chunk, &V) : NULL;
+  /* (b: run A, the reference of the divergence; a: run B) */
+  float *b = run(dir, mode_a, tok, n, m, chunk, &V), *a = b ? run(dir, mode_b, tok, n, m, chunk_b, &V) : NULL;
   if (!a || !b) return 1;
   double *la = malloc((size_t)V * sizeof(double)), *lb = malloc((size_t)V * sizeof(double));
   double kl = 0, nll_a = 0, nll_b = 0, maxd = 0;
@@ -117,9 +126,9 @@ int main(int argc, char **argv) {
     if (i + 1 < m) nll_a -= la[tok[n + i + 1]], nll_b -= lb[tok[n + i + 1]];
   }
   const int scored = m > 1 ? m - 1 : 1;
-  printf("kvk-compare: context %lld, %d decode steps: mean KL(bf16 || K from V) %.3g nats, top-1 agreement "
-         "%.1f %%, perplexity %.4g (K from V) vs %.4g (bf16), max |logit difference| %.3g%s\n",
-         (long long)n, m, kl / m, 100.0 * agree / m, exp(nll_a / scored), exp(nll_b / scored), maxd,
-         finite ? "" : ", NON-FINITE LOGITS");
+  printf("kvk-compare: context %lld, %d decode steps, A %s (chunks of %lld), B %s (chunks of %lld): mean KL(A || B) "
+         "%.3g nats, top-1 agreement %.1f %%, perplexity %.4g (B) vs %.4g (A), max |logit difference| %.3g%s\n",
+         (long long)n, m, mode_a, (long long)chunk, mode_b, (long long)chunk_b, kl / m, 100.0 * agree / m,
+         exp(nll_a / scored), exp(nll_b / scored), maxd, finite ? "" : ", NON-FINITE LOGITS");
   return finite ? 0 : 1;
 }

@@ -84,6 +84,7 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
   float bscale = rb(scale);
   at_stage_q(q, g, REP, hd, scale, bscale, qs4);
   __syncthreads(); /* q staged */
+  (void)nkv; /* (the rows' stride is kv.ps) */
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   int nch = (hd + 255) / 256;
   float mx[REP]; /* this thread's running max of each head's scores (−∞ where it has none) */

@@ -20,18 +20,21 @@
 /* ---- causal attention of T queries -------------------------------------------------------- */
 #define PA_KT 32 /* keys per tile: 8 per warp of a row group */
 
-/* Rows k0 … k0 + PA_KT − 1 of KV head g's K or (v) V into a [PA_KT][HD + 8] tile; rows past hi
- * are zeroed. Thread i of NT copies 16-byte column i % (HD/8) of rows i / (HD/8), + NT / (HD/8), …
- * (its column in a row: pa_col); a sliding layer's ring slot is found from the tile's first slot
- * (one division per tile, not one per row). ASYNC: cp.async, else plain loads and stores. */
+/* this thread's 16-byte column of a tile row (pa_tile_load) */
+template <int HD>
+__device__ __forceinline__ int pa_cc() { return (int)(threadIdx.x % (HD / 8)); }
+
+/* Rows k0 … k0 + PA_KT − 1 of K or V (rows kvd apart) into a [PA_KT][HD + 8] tile; rows past hi
+ * are zeroed. Thread i of NT copies 16-byte column cc = i % (HD/8) of rows i / (HD/8), + NT / (HD/8),
+ * …, from element col of each row (K: the KV head's g·HD + 8cc; V: pa_vcol's); a sliding layer's
+ * ring slot is found from the tile's first slot (one division per tile, not one per row). ASYNC:
+ * cp.async, else plain loads and stores. */
 template <int HD, int NT, bool ASYNC>
 __device__ __forceinline__ void pa_tile_load(uint16_t *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0,
-                                             int64_t hi, const PaArgs &a, int g, bool v) {
+                                             int64_t hi, int64_t p0, int window, int64_t kvd, int col) {
   constexpr int VPR = HD / 8, LD = HD + 8, RSTEP = NT / VPR, NR = (PA_KT + RSTEP - 1) / RSTEP;
   static_assert(NT % VPR == 0, "a row's 16-byte columns within one pass of the threads");
-  const int cc = threadIdx.x % VPR, r0 = threadIdx.x / VPR;
-  const int64_t p0 = a.p0, kvd = a.kv.ps, col = pa_col(a, HD, g, cc * 8, v);
-  const int window = a.window;
+  const int cc = pa_cc<HD>(), r0 = threadIdx.x / VPR;
   const int64_t s0 = window > 0 ? k0 % ck_ring(window) : 0;
 #pragma unroll
   for (int k = 0; k < NR; k++) {
@@ -88,13 +91,13 @@ template <int HD, int NT>
 struct PaTiles {
   uint16_t *Ks, *Vs;
   const PaArgs *a;
-  int64_t lo, hi;
-  int g; /* the KV head */
+  int64_t lo, hi, kvd;
+  int kcol, vcol; /* this thread's column of K and of V in a row (pa_tile_load) */
   int ntiles;
   __device__ void issue(int b, int64_t k0, bool with_v) const {
     uint16_t *kd = Ks + b * PA_KT * (HD + 8), *vd = Vs + b * PA_KT * (HD + 8);
-    pa_tile_load<HD, NT, true>(kd, a->kc, a->kch, k0, hi, *a, g, false);
-    if (with_v) pa_tile_load<HD, NT, true>(vd, a->vc, a->vch, k0, hi, *a, g, true);
+    pa_tile_load<HD, NT, true>(kd, a->kc, a->kch, k0, hi, a->p0, a->window, kvd, kcol);
+    if (with_v) pa_tile_load<HD, NT, true>(vd, a->vc, a->vch, k0, hi, a->p0, a->window, kvd, vcol);
   }
   __device__ void begin(bool with_v) const {
     issue(0, lo, with_v);
@@ -127,7 +130,7 @@ constexpr size_t pa_smem() {
  * group's rows and its share of the head's 8-column output tiles. Shared rows are padded by 8
  * bf16 so the fragment loads of the 8 row groups of a warp hit distinct banks.
  * Two K and two V tiles, the next one copied by cp.async while this one computes. */
-template <int HD>
+template <int HD, bool KFV>
 __global__ void __launch_bounds__(128 * PA_RG) pa_mma_kernel(PaArgs a) {
   constexpr int RG = PA_RG;
   constexpr int PA_QT = 16 * RG;
@@ -156,7 +159,9 @@ __global__ void __launch_bounds__(128 * PA_RG) pa_mma_kernel(PaArgs a) {
 
   pa_stage_q<HD>(Qs, a, PA_QT, q0, h, nvalid);
   /* the next tile in flight while one computes */
-  const PaTiles<HD, 128 * RG> tiles = {Ks, Vs, &a, lo_blk, hi_blk, gkv, ntiles};
+  const int c8 = pa_cc<HD>() * 8, kcol = gkv * HD + c8;
+  const PaTiles<HD, 128 * RG> tiles = {Ks, Vs, &a, lo_blk, hi_blk, a.kv.ps, kcol, KFV ? pa_vcol(a, HD, gkv, c8) : kcol,
+                                       ntiles};
   auto begin = [&](bool with_v) { tiles.begin(with_v); };
   auto arrive = [&](int it, int64_t, bool with_v) { tiles.next(it, with_v); };
   /* S for rows (g, g+8) × keys k0 + wq·8 + (2t, 2t+1): s[2r + e], masked → -inf */
@@ -299,6 +304,7 @@ __global__ void __launch_bounds__(128 * PA_RG) pa_mma_kernel(PaArgs a) {
  * then p and Σ p·v in key order). Any head dim up to 1024; the reference for the fast one. */
 #define PS_THREADS 128
 #define PS_KT 128
+template <bool KFV>
 __global__ void __launch_bounds__(PS_THREADS) pa_simple_kernel(PaArgs a) {
   CK_DYNAMIC_SHARED(float, ps_sm);
   float *qs = ps_sm, *sc = ps_sm + a.hd; /* [hd], [PS_KT] */
@@ -337,11 +343,11 @@ __global__ void __launch_bounds__(PS_THREADS) pa_simple_kernel(PaArgs a) {
     }
     __syncthreads();
     for (int jj = 0; jj < n; jj++) {
-      const uint16_t *vr = pa_row(a.vc, a.vch, k0 + jj, a.p0, a.window, kvd);
+      const uint16_t *vr = pa_row(a.vc, a.vch, k0 + jj, a.p0, a.window, kvd) + (KFV ? 0 : (int64_t)gkv * hd);
 #pragma unroll
       for (int i = 0; i < 8; i++) {
         int d = threadIdx.x + i * PS_THREADS;
-        if (d < hd) acc[i] = fmaf(sc[jj], ck_bf16_to_f32(vr[pa_col(a, hd, gkv, d, true)]), acc[i]);
+        if (d < hd) acc[i] = fmaf(sc[jj], ck_bf16_to_f32(vr[KFV ? pa_vcol(a, hd, gkv, d) : d]), acc[i]);
       }
     }
   }
@@ -355,18 +361,30 @@ __global__ void __launch_bounds__(PS_THREADS) pa_simple_kernel(PaArgs a) {
 /* 64 queries per block (half the K/V traffic of 32, the same bits: pp512 at depth 32768 1434
  * against 1239 t/s), the next K/V tile copied while one computes (1868 against 1432, the same
  * bits) */
-template <int HD>
-static int pa_launch(const PaArgs &a, cudaStream_t st) {
+template <int HD, bool KFV>
+static int pa_launch_kv(const PaArgs &a, cudaStream_t st) {
   static std::atomic<int> attr_set{0};
   constexpr size_t smem = pa_smem<HD>();
   constexpr int QT = 16 * PA_RG;
   if (!attr_set.load()) {
-    cudaError_t e = cudaFuncSetAttribute(pa_mma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e =
+        cudaFuncSetAttribute(pa_mma_kernel<HD, KFV>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e) return (int)e;
     attr_set.store(1);
   }
-  return (int)ck_launch(pa_mma_kernel<HD>, dim3((unsigned)((a.T + QT - 1) / QT), (unsigned)a.nq), 128 * PA_RG, smem, st,
-                        a);
+  return (int)ck_launch(pa_mma_kernel<HD, KFV>, dim3((unsigned)((a.T + QT - 1) / QT), (unsigned)a.nq), 128 * PA_RG,
+                        smem, st, a);
+}
+template <int HD>
+static int pa_launch(const PaArgs &a, cudaStream_t st) {
+  return a.kv.vr > 0 ? pa_launch_kv<HD, true>(a, st) : pa_launch_kv<HD, false>(a, st);
+}
+
+/* the plain kernel, any head dim up to 1024 */
+static int pa_simple_launch(const PaArgs &a, cudaStream_t st) {
+  const size_t smem = (size_t)(a.hd + PS_KT) * sizeof(float);
+  return (int)ck_launch(a.kv.vr > 0 ? pa_simple_kernel<true> : pa_simple_kernel<false>,
+                        dim3((unsigned)a.T, (unsigned)a.nq), PS_THREADS, smem, st, a);
 }
 
 extern "C" int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
@@ -391,6 +409,5 @@ extern "C" int pf_attention(const float *q, const uint16_t *kc, const uint16_t *
   case 512: return pa_launch<512>(a, st);
   default: break;
   }
-  size_t smem = (size_t)(hd + PS_KT) * sizeof(float);
-  return (int)ck_launch(pa_simple_kernel, dim3((unsigned)T, (unsigned)nq), PS_THREADS, smem, st, a);
+  return pa_simple_launch(a, st);
 }

@@ -22,9 +22,12 @@ struct PaArgs {
   dk_kv_layout kv; /* rows kv.ps apart, cache and chunk alike (kv_layout.h) */
 };
 
-/* A thread's element column in a row: 8 dims from d of KV head g, of K or (v) of V */
-__device__ __forceinline__ int64_t pa_col(const PaArgs &a, int hd, int g, int d, bool v) {
-  return v ? dk_kv_vcol(a.kv, a.nkv, hd, g, d) : (int64_t)g * hd + d;
+/* The element of V's dim d of KV head g in a row: g·hd + d, or with K from V a moved dim's place
+ * in the tail (dk_kv_vcol). A 16-byte chunk of 8 dims from d stays whole (vr is a multiple of 8),
+ * so a tile copier finds it once per thread: its column is the same in every row. The kernels
+ * take K from V as a template flag (KFV), so the plain layout's code is what it was without it. */
+__device__ __forceinline__ int pa_vcol(const PaArgs &a, int hd, int g, int d) {
+  return (int)dk_kv_vcol(a.kv, a.nkv, hd, g, d);
 }
 
 /* K or V row of key j (all KV heads): the chunk's own rows from p0 on, else the cache. A ring's

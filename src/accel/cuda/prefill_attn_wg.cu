@@ -49,8 +49,9 @@ struct PwShape {
   static constexpr size_t SMEM = QB + 2 * TB + XB + 1024; /* + the 1024-byte alignment of the atoms */
 };
 
-/* Rows k0 … k0 + 63 of K or V (coff: the KV head's offset in a row) into a swizzled tile; rows past
- * hi zeroed. Thread i of 256 copies 16-byte column i % (HD/8) of rows i / (HD/8), + 256/(HD/8), ….
+/* Rows k0 … k0 + 63 of K or V (rows kvd apart) into a swizzled tile; rows past hi zeroed. Thread i
+ * of 256 copies 16-byte column c = i % (HD/8) of rows i / (HD/8), + 256/(HD/8), …, from element col
+ * of each row (pw_kernel's kcol / vcol: K's 8c of the KV head, V's where the layout keeps them).
  * A tile whose rows are all live keys of one contiguous run — all in the chunk, or all in the
  * cache without a ring wrap (every tile but a chunk's first and last few) — takes the fast path:
  * one pointer step and one copy per row, no per-row tests (the per-row form cost as much as the
@@ -58,12 +59,10 @@ struct PwShape {
  * tile's first one (one division per tile). */
 template <int HD>
 __device__ __forceinline__ void pw_tile_load(unsigned char *dst, const uint16_t *cache, const uint16_t *chunk, int64_t k0,
-                                             int64_t hi, const PaArgs &a, int g, bool v) {
+                                             int64_t hi, int64_t p0, int window, int64_t kvd, int col) {
   constexpr int CPR = HD / 8, RSTEP = 256 / CPR, NR = PW_KT / RSTEP;
   static_assert(256 % CPR == 0 && PW_KT % RSTEP == 0, "whole rows per pass of the threads");
   const int c = threadIdx.x % CPR, r0 = threadIdx.x / CPR;
-  const int64_t p0 = a.p0, kvd = a.kv.ps, col = pa_col(a, HD, g, c * 8, v); /* rows kvd apart; the thread's column */
-  const int window = a.window;
   const int64_t klast = k0 + PW_KT - 1;
   const int64_t s0 = window > 0 ? k0 % ck_ring(window) : 0;
   const uint16_t *run = nullptr;
@@ -188,7 +187,7 @@ __device__ __forceinline__ void pw_row_push(float &m, float &l, int r, Score sco
 }
 
 /* grid (ceil(T / 64), nq), 256 threads */
-template <int HD>
+template <int HD, bool KFV>
 __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
   using S = PwShape<HD>;
   CK_DYNAMIC_SHARED(unsigned char, pw_raw);
@@ -220,12 +219,15 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
     const int r = (i >> 1) & 1, j = it * PW_KT + 8 * (i >> 2) + 2 * t + (i & 1);
     return msk && (j > prr[r] || j < lor[r]) ? -INFINITY : pa_rb(acc[i]);
   };
-  /* K (a.kc, a.kch) or V (a.vc, a.vch: with K from V the same arrays, other columns) of tile it */
+  /* this thread's column of K and of V in a row (pw_tile_load's c; with K from V, V's moved dims
+   * in the tail) */
+  const int c8 = (int)(threadIdx.x % (HD / 8)) * 8, kcol = gkv * HD + c8, vcol = KFV ? pa_vcol(a, HD, gkv, c8) : kcol;
+  /* K (a.kc, a.kch) of tile it, and V (a.vc, a.vch: with K from V the same arrays, other columns) */
   auto load = [&](unsigned char *dst, const uint16_t *cache, const uint16_t *chunk, int it) {
-    pw_tile_load<HD>(dst, cache, chunk, lo_blk + (int64_t)it * PW_KT, hi_blk, a, gkv, false);
+    pw_tile_load<HD>(dst, cache, chunk, lo_blk + (int64_t)it * PW_KT, hi_blk, a.p0, a.window, a.kv.ps, kcol);
   };
   auto load_v = [&](unsigned char *dst, int it) {
-    pw_tile_load<HD>(dst, a.vc, a.vch, lo_blk + (int64_t)it * PW_KT, hi_blk, a, gkv, true);
+    pw_tile_load<HD>(dst, a.vc, a.vch, lo_blk + (int64_t)it * PW_KT, hi_blk, a.p0, a.window, a.kv.ps, vcol);
   };
 
   pw_stage_q<HD>(Qs, a, q0, h, nvalid);
@@ -359,17 +361,21 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
     run(std::integral_constant<int, 1>{});
 }
 
-template <int HD>
-static int pw_launch(const PaArgs &a, cudaStream_t st) {
+template <int HD, bool KFV>
+static int pw_launch_kv(const PaArgs &a, cudaStream_t st) {
   static std::atomic<int> attr_set{0};
   constexpr size_t smem = PwShape<HD>::SMEM;
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(pw_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(pw_kernel<HD, KFV>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e) return (int)e;
     attr_set = 1;
   }
-  return (int)ck_launch(pw_kernel<HD>, dim3((unsigned)((a.T + PW_QT - 1) / PW_QT), (unsigned)a.nq), 256, smem, st,
-                        a);
+  return (int)ck_launch(pw_kernel<HD, KFV>, dim3((unsigned)((a.T + PW_QT - 1) / PW_QT), (unsigned)a.nq), 256, smem,
+                        st, a);
+}
+template <int HD>
+static int pw_launch(const PaArgs &a, cudaStream_t st) {
+  return a.kv.vr > 0 ? pw_launch_kv<HD, true>(a, st) : pw_launch_kv<HD, false>(a, st);
 }
 
 /* The primitives alone (pf_wg_selftest): one warpgroup forms D1 = A·Bᵀ (A, B: 64 × 64, both
