@@ -62,7 +62,7 @@ static double read_bandwidth(void *stream, int sms, size_t bytes, mlxrt_error *e
 /* What one launch of `bytes` reaches: back-to-back launches rotating over enough copies that the
  * set is ≥ 4× the L2 (as the mat-vec timings do), median of 5 passes. */
 static double read_same_size(int sms, size_t bytes, size_t l2, mlxrt_error *err) {
-  accel_options o = {"cuda", 0, 0, NULL};
+  accel_options o = {"cuda", 0, 0, NULL, NULL};
   accel_backend *cu = mlxrt_cuda_backend_create(&o, err);
   if (!cu) return 0;
   int copies = (int)((4 * l2 + bytes - 1) / bytes);
@@ -103,7 +103,7 @@ static int time_case(const bfmt *f, const bshape *sh, int64_t n, size_t l2, uint
   int copies = (int)((4 * l2 + wbytes - 1) / wbytes);
   if (copies < 1) copies = 1;
   if (copies > 24) copies = 24;
-  accel_options o = {"cuda", 0, 0, NULL};
+  accel_options o = {"cuda", 0, 0, NULL, NULL};
   accel_backend *cu = mlxrt_cuda_backend_create(&o, err);
   if (!cu) return -1;
   host_weight base;
@@ -213,7 +213,7 @@ static double pdl_pct(const brow *r, double bw) {
 
 int cuda_bench(const char *table_path, int quick) {
   mlxrt_error err = {{0}};
-  accel_options o = {"cuda", 0, 0, NULL};
+  accel_options o = {"cuda", 0, 0, NULL, NULL};
   accel_backend *cu = mlxrt_cuda_backend_create(&o, &err);
   if (!cu) {
     printf("bench: %s\n", err.msg);

@@ -364,7 +364,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   mlxrt_error err = {{0}};
   /* 1. the plug-in as the binary loads it */
-  accel_options o = {"cuda", 0, 1, NULL};
+  accel_options o = {"cuda", 0, 1, NULL, NULL};
   accel_backend *plug = accel_create(&o, &err);
   CHECKF(plug != NULL, "accel_create(cuda) failed: %s", err.msg);
   if (!plug) {
