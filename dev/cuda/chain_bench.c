@@ -187,7 +187,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   mlxrt_error err = {{0}};
-  accel_options o = {"cuda", 0, 0};
+  accel_options o = {"cuda", 0, 0, NULL, NULL};
   accel_backend *cu = mlxrt_cuda_backend_create(&o, &err);
   if (!cu) {
     printf("mlxrt-chain-bench: no CUDA backend: %s\n", err.msg);
