@@ -13,7 +13,9 @@
  * A sliding layer (window > 0) keeps a ring: position j lives in slot j % ck_ring(window).
  * For GQA 8 at head dims 256 and 512 the scores pass streams K by bulk copies, one block per
  * split for every KV head (attention_scores_tma.cuh), and at deep contexts the p·v pass does the
- * same for V (attention_pv_tma.cuh). */
+ * same for V (attention_pv_tma.cuh); over a cache that keeps K from V, deep contexts take one
+ * pass over the rows instead, under an online softmax (attention_onepass_tma.cuh: its rounding
+ * of p differs, docs/NUMERICS.md). */
 #include <atomic>
 
 #include "attention_common.cuh"
@@ -32,19 +34,22 @@ __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
  * the group's eight q rows: per 32-dim unit u, load_a(u, a, b) gives the lane's 16 bytes of its
  * two keys and load_b(u) its B fragment (the k order permuted alike in both). Two accumulator
  * chains (each unit's first and second 16 dims), added at the end: 16 dependent mmas per chain
- * instead of 32. The keys below hi get their bf16 scores stored (heads 2t, 2t + 1 at sa, sb)
- * and passed to fold(s_2t, s_2t+1) (the running maxima, or the running softmax statistics). */
-template <int NU, typename LA, typename LB, typename FOLD>
-__device__ __forceinline__ void at_tc_keys(LA load_a, LB load_b, int ka, int kb, int hi, float *sa, float *sb,
-                                           FOLD fold) {
-  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+ * instead of 32. c receives the unrounded sums: heads 2t, 2t + 1 of key gq in c[0], c[1], of key
+ * gq + 8 in c[2], c[3]. UB units' loads are issued before their mmas (ptxas interleaves: ~5
+ * ahead); a kernel short of registers takes fewer at a time, the same operations in order. */
+template <int NU, int UB = 8, typename LA, typename LB>
+__device__ __forceinline__ void at_tc_dots(LA load_a, LB load_b, float (&c)[4]) {
+  static_assert(NU % UB == 0, "whole batches of units");
+  float c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-  for (int u0 = 0; u0 < NU; u0 += 8) { /* eight units' loads, then their mmas (ptxas interleaves: ~5 ahead) */
-    uint4 la[8], lb[8];
+  for (int i = 0; i < 4; i++) c[i] = 0.0f;
 #pragma unroll
-    for (int u = 0; u < 8; u++) load_a(u0 + u, la[u], lb[u]);
+  for (int u0 = 0; u0 < NU; u0 += UB) {
+    uint4 la[UB], lb[UB];
 #pragma unroll
-    for (int u = 0; u < 8; u++) {
+    for (int u = 0; u < UB; u++) load_a(u0 + u, la[u], lb[u]);
+#pragma unroll
+    for (int u = 0; u < UB; u++) {
       const uint4 b = load_b(u0 + u);
       const uint32_t a0[4] = {la[u].x, lb[u].x, la[u].y, lb[u].y}, a1[4] = {la[u].z, lb[u].z, la[u].w, lb[u].w};
       at_mma_bf16(c, a0, b.x, b.y);
@@ -53,6 +58,16 @@ __device__ __forceinline__ void at_tc_keys(LA load_a, LB load_b, int ka, int kb,
   }
 #pragma unroll
   for (int i = 0; i < 4; i++) c[i] += c2[i];
+}
+
+/* at_tc_dots's scores of keys ka = gq and kb = gq + 8 of the tile: those below hi get their bf16
+ * scores stored (heads 2t, 2t + 1 at sa, sb) and passed to fold(s_2t, s_2t+1) (the running
+ * maxima, or the running softmax statistics). */
+template <int NU, typename LA, typename LB, typename FOLD>
+__device__ __forceinline__ void at_tc_keys(LA load_a, LB load_b, int ka, int kb, int hi, float *sa, float *sb,
+                                           FOLD fold) {
+  float c[4];
+  at_tc_dots<NU>(load_a, load_b, c);
   if (ka < hi) {
     const float s0 = rb(c[0]), s1 = rb(c[1]);
     sa[ka] = s0, sb[ka] = s1;
@@ -402,6 +417,7 @@ __global__ void __launch_bounds__(AT_THREADS) combine_kernel(const float *pacc, 
 }
 
 #include "attention_pv_tma.cuh"
+#include "attention_onepass_tma.cuh"
 
 /* Raises a kernel's dynamic shared memory limit to `bytes` where *set (what was allowed so far)
  * is below it. */
@@ -432,6 +448,21 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
    * likewise; every other shape, and p·v while few keys are live, through registers */
   const bool tma = REP == 8 && (hd == 256 || hd == 512) && nkv <= AS_MAX_NKV;
   cudaError_t e = cudaSuccess;
+  if constexpr (REP == 8)
+    if (deep && tma && kv.vr > 0) { /* K from V: one pass over the rows (K and V in each), then the splits merged */
+      const size_t osm = op_smem_bytes(kv.ps, nkv, hd);
+      void (*fn)(const float *, const uint16_t *, int, int, dk_kv_layout, float, const int *, int, at_splits, float *,
+                 float *, float *, float *, int) = hd == 512 ? onepass_tma_kernel<16, 8> : onepass_tma_kernel<8, 4>;
+      static std::atomic<size_t> oattr_set[2] = {{0}, {0}};
+      e = at_allow_smem(fn, osm, &oattr_set[hd == 512]);
+      if (!e)
+        e = ck_launch(fn, dim3(splits), AT_THREADS, osm, st, q, kc, nkv, hd, kv, scale, pos, window, sp, smax, ssum,
+                      pacc, amax, namax);
+      if (!e)
+        e = ck_launch(onepass_combine_kernel, dim3(nkv * REP, (hd + 31) / 32), AT_THREADS, 0, st, smax, ssum, pacc,
+                      pos, window, sp, hd, att, amax);
+      return e;
+    }
   if constexpr (REP == 8)
     if (tma) {
       const size_t tsm = as_smem_bytes(nkv, hd);

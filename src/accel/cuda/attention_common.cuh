@@ -1,6 +1,6 @@
-/* What the decode attention's kernels share (attention.cu: the two-pass kernels and their
- * variants; attention_onepass.cu: the one-pass experiment): the split shape, bf16 loads, the
- * x-prep maxima, warp reductions and the scores' dot products. */
+/* What the decode attention's kernels share (attention.cu and its bulk-copy forms, the
+ * one-cluster kernel of attention_cluster.cu): the split shape, bf16 loads, the x-prep maxima,
+ * warp reductions and the scores' dot products. */
 #ifndef MLXRT_CUDA_ATTENTION_COMMON_CUH
 #define MLXRT_CUDA_ATTENTION_COMMON_CUH
 

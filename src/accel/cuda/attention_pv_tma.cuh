@@ -26,13 +26,46 @@
 #define PT_EARLY 1 /* stages issued before the wait */
 #endif
 
-/* A stage row is a position's whole row (ps elements: with K from V, the tail of V's moved dims
- * too), so the 31B's 5 KB rows take two stages in flight where its plain 4 KB rows take three
- * (three of 5 KB exceed the shared memory). */
+/* A stage row is a position's whole row (ps elements; a K-from-V row of 5 KB would take two
+ * stages in flight, but those caches take the one-pass form at deep contexts), so the 31B's
+ * plain 4 KB rows take three. */
 __host__ __device__ constexpr size_t pt_row_stride(int64_t ps) { return (size_t)ps * 2 + PT_PAD; }
 __host__ __device__ constexpr int pt_stages(int64_t ps) { return ps * 2 * AS_NST * AS_KEYS <= 200 * 1024 ? AS_NST : 2; }
 __host__ __device__ constexpr size_t pt_smem_bytes(int64_t ps) {
   return (size_t)pt_stages(ps) * AS_KEYS * pt_row_stride(ps);
+}
+
+/* One stage's Σ p·v into acc: lane (gq, t)'s 16 bytes at goff[gi] of rows t, t + 4, t + 8, t + 12
+ * (rs bytes apart from base; rows past n, stale, read as zero: p is 0 there too), b0 / b1 the
+ * bf16 p of head gq at those keys. */
+template <int NG>
+__device__ __forceinline__ void pt_stage_pv(const uint8_t *base, size_t rs, int t, int n, const uint32_t (&goff)[NG],
+                                            uint32_t b0, uint32_t b1, float (&acc)[NG][4][4]) {
+  const uint8_t *rk[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) rk[k] = base + (size_t)(t + 4 * k) * rs;
+#pragma unroll
+  for (int gi = 0; gi < NG; gi++) {
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      v[k] = t + 4 * k < n ? *reinterpret_cast<const uint4 *>(rk[k] + goff[gi]) : make_uint4(0u, 0u, 0u, 0u);
+    at_pv_tiles(v, b0, b1, acc[gi]);
+  }
+}
+/* Lane (gq, t)'s accumulators — heads h and h + 1 (h = group's first + 2t) at dims 64gi + 8gq + 2i
+ * and + 1 — into split s's partial sums. */
+template <int NG>
+__device__ __forceinline__ void pt_store_acc(const float (&acc)[NG][4][4], float *pacc, int h, int splits, int s,
+                                             int hd, int gq) {
+  float *d0p = pacc + ((int64_t)h * splits + s) * hd + 8 * gq, *d1p = d0p + (int64_t)splits * hd;
+#pragma unroll
+  for (int gi = 0; gi < NG; gi++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      *reinterpret_cast<float2 *>(d0p + 64 * gi + 2 * i) = make_float2(acc[gi][i][0], acc[gi][i][2]);
+      *reinterpret_cast<float2 *>(d1p + 64 * gi + 2 * i) = make_float2(acc[gi][i][1], acc[gi][i][3]);
+    }
 }
 
 /* NG: 64-dim groups per head (hd / 64) */
@@ -154,34 +187,11 @@ __global__ void __launch_bounds__(AT_THREADS, 1) pv_tma_kernel(const uint16_t *v
       for (int k = 0; k < 4; k++) look[i][k] = look[i + 1][k];
     load_scores(st + PT_LOOK + 1, look[PT_LOOK]);
     const uint8_t *base = as_stage(pipe, st);
-    if (active) {
-      const uint32_t b0 = bf16_pair(p[0], p[1]), b1 = bf16_pair(p[2], p[3]);
-      const uint8_t *rk[4];
-#pragma unroll
-      for (int k = 0; k < 4; k++) rk[k] = base + (size_t)(t + 4 * k) * pipe.rs;
-#pragma unroll
-      for (int gi = 0; gi < NG; gi++) {
-        uint4 v[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) /* rows past n are stale: zero (p is 0 there too) */
-          v[k] = t + 4 * k < n ? *reinterpret_cast<const uint4 *>(rk[k] + goff[gi]) : make_uint4(0u, 0u, 0u, 0u);
-        at_pv_tiles(v, b0, b1, acc[gi]);
-      }
-    }
+    if (active) pt_stage_pv<NG>(base, pipe.rs, t, n, goff, bf16_pair(p[0], p[1]), bf16_pair(p[2], p[3]), acc);
     as_release(pipe, st);
   }
-  /* lane (gq, t) holds heads 2t and 2t + 1 of the group at dims 64gi + 8gq + 2i and + 1 */
-  if (active) {
-    float *d0p = pacc + ((int64_t)(g * REP + 2 * t) * splits + s) * hd + 8 * gq;
-    float *d1p = d0p + (int64_t)splits * hd;
-#pragma unroll
-    for (int gi = 0; gi < NG; gi++)
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        *reinterpret_cast<float2 *>(d0p + 64 * gi + 2 * i) = make_float2(acc[gi][i][0], acc[gi][i][2]);
-        *reinterpret_cast<float2 *>(d1p + 64 * gi + 2 * i) = make_float2(acc[gi][i][1], acc[gi][i][3]);
-      }
-  }
+  /* lane (gq, t) holds heads 2t and 2t + 1 of the group */
+  if (active) pt_store_acc<NG>(acc, pacc, g * REP + 2 * t, splits, s, hd, gq);
   if (splits > AT_LAST_BLOCK_SPLITS) return; /* combine_kernel reduces the splits */
   at_reduce_last(pacc, count, 0, nq, live, splits, hd, att, amax, &last);
 }

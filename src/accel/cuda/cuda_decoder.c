@@ -11,8 +11,8 @@
  * A step is two CUDA graphs captured once and replayed: the body (embedding gather of
  * all_tokens[*pos], every layer, (*pos)++) and the head (final norm, lm_head, softcap,
  * argmax). The body has three forms, picked per position by the host (the one-cluster
- * attention while few keys are live, the split passes, and those with the deep contexts' p·v
- * pass), each captured the first time a step needs it. The position lives in device memory,
+ * attention while few keys are live, the split passes, and the deep contexts' forms: one pass
+ * over K from V, p·v streamed by bulk copies over bf16 K), each captured the first time a step needs it. The position lives in device memory,
  * so the same graphs serve every position;
  * a prompt of n > 1 tokens runs through the batched prompt pass (dec_prefill_run in
  * cuda_decoder_prefill.c: chunks of up to 512 tokens), then the head once. Only the token id
@@ -907,7 +907,7 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
       return mx_prefix(err, "CUDA decoder");
     /* the one-cluster attention while every layer's live keys (at most position + 1) are few */
     D->short_ctx = D->any_cluster && pos + 1 <= CLUSTER_KEYS;
-    /* the deep contexts' p·v pass once the live keys exceed DEEP_KEYS */
+    /* the deep contexts' attention once the live keys exceed DEEP_KEYS */
     D->deep_ctx = !D->short_ctx && pos + 1 > DEEP_KEYS;
     if (launch(D, 0, err) || cprof_flush(&D->prof, err))
       return mx_prefix(err, "CUDA decoder at position %lld", (long long)pos);

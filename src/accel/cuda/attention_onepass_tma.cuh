@@ -1,0 +1,200 @@
+/* The decode attention at deep contexts in one pass over a cache that keeps K from V (GQA 8, head
+ * dims 256 and 512, up to 4 KV heads): a position's row holds K and V of every KV head
+ * (kv_layout.h), so each split's rows are streamed once by the bulk-copy pipeline of
+ * attention_scores_tma.cuh, whole rows, and each 16-key stage gives
+ * its scores (at_tc_dots, as the scores pass) and, at once, its share of Σ p·v (at_pv_tiles, as
+ * the bulk-copy p·v pass), under an online softmax per head. The two-pass form reads every row
+ * twice (the scores pass K, the p·v pass V: 8 KB per position and full layer of the 31B in
+ * either K layout, against 5 KB once here with K from V); at 261,000 live keys its ten full
+ * layers took 7.2 ms of a 13.9 ms step, at ~3.4 TB/s. One pass: tg128 +8.3 % at depth 65536,
+ * 92.4 t/s at 262144 (docs/BENCHMARKS.md).
+ *
+ * The rounding points differ from the two-pass form's in one place: p is bf16(exp(s − m)) with
+ * the split's running max m, where the two-pass rounds bf16(exp(s − M) / total) with the global
+ * M and total; a split's sums are rescaled by exp(m_old − m_new) as its max grows, and
+ * onepass_combine_kernel weighs the splits by exp(m_s − M) and divides by the total at the end.
+ * Scores (bf16), the float32 statistics and the bf16 output are rounded where the two-pass form
+ * rounds them. docs/NUMERICS.md states the measured difference.
+ *
+ * Warp g takes KV head g. Per stage: lane (gq, t) gets the scores of keys gq and gq + 8 for
+ * heads 2t and 2t + 1 (the m16n8 accumulator layout), which is also its place in the p·v
+ * accumulators (dims × heads), so each lane keeps its two heads' running max (warp-uniform:
+ * reduced over gq) and its share of their sums. p goes through 256 bytes of shared memory per
+ * warp to become the p·v products' B operand (head gq at keys t, t + 4, t + 8, t + 12). The
+ * q fragments (64 registers at head dim 512) live in shared memory, each lane's its own, beside
+ * the 128 accumulator registers. */
+
+/* shared memory: the stages, then each warp's q fragments (lane-private) */
+__host__ __device__ constexpr size_t op_q_bytes(int nkv, int hd) { return (size_t)nkv * hd * 16; }
+__host__ __device__ constexpr size_t op_stage_bytes(int64_t ps) { return (size_t)AS_KEYS * pt_row_stride(ps); }
+/* AS_NST stages where they fit beside the q fragments (plain layout at head dim 512), else two */
+__host__ __device__ constexpr int op_stages(int64_t ps, int nkv, int hd) {
+  return AS_NST * op_stage_bytes(ps) + op_q_bytes(nkv, hd) <= 226 * 1024 ? AS_NST : 2;
+}
+__host__ __device__ constexpr size_t op_smem_bytes(int64_t ps, int nkv, int hd) {
+  return (size_t)op_stages(ps, nkv, hd) * op_stage_bytes(ps) + op_q_bytes(nkv, hd);
+}
+
+/* grid (splits): every KV head of split blockIdx.x. Writes per query head h and live split s:
+ * smax[h·splits + s] = m_s (the split's max score), ssum[…] = l_s = Σ exp(s − m_s) and
+ * pacc[(h·splits + s)·hd + d] = Σ bf16(exp(s − m_s)) · v_d. NU: 32-dim units per head (hd / 32),
+ * NG: 64-dim groups (hd / 64). */
+template <int NU, int NG>
+__global__ void __launch_bounds__(AT_THREADS, 1) onepass_tma_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
+                                                                  dk_kv_layout kv, float scale, const int *pos_p,
+                                                                  int window, at_splits sp, float *smax, float *ssum,
+                                                                  float *pacc, float *amax, int namax) {
+  constexpr int REP = 8, NW = AT_THREADS / 32;
+  CK_DYNAMIC_SHARED(uint8_t, smem);
+  __shared__ uint64_t mbar[AS_NST];
+  __shared__ uint32_t ptr[NW][AS_KEYS][REP / 2]; /* per warp: p of each key as bf16 pairs of heads */
+  const int s = blockIdx.x, splits = sp.n;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
+  const int ns = op_stages(kv.ps, nkv, hd);
+  uint4 *qfs = reinterpret_cast<uint4 *>(smem + (size_t)ns * op_stage_bytes(kv.ps));
+  as_pipe pipe = as_make(smem, mbar, pt_row_stride(kv.ps), (uint32_t)kv.ps * 2, kv.ps, ns, kc, window, pos_p, sp);
+  as_wait(pipe, ns, pos_p, sp);
+  amax_zero(amax, namax);
+  const int lo = pipe.lo, hi = pipe.hi, nst = pipe.nst;
+  if (lo == hi) return; /* past the live splits: the combine reads only the live ones */
+  const int g = warp;
+  const bool active = g < nkv;
+  uint4 *qf = qfs + (size_t)g * NU * 32 + lane; /* unit u at qf[32u] */
+  if (active) { /* q's fragments, as the scores pass forms them */
+    const float bscale = rb(scale);
+    const float *qh = q + ((int64_t)g * REP + gq) * hd + 8 * t;
+#pragma unroll 4
+    for (int u = 0; u < NU; u++) {
+      float4 x0 = __ldcg(reinterpret_cast<const float4 *>(qh + u * 32));
+      float4 x1 = __ldcg(reinterpret_cast<const float4 *>(qh + u * 32 + 4));
+      if (scale != 1.0f) {
+        x0 = make_float4(rb(__fmul_rn(x0.x, bscale)), rb(__fmul_rn(x0.y, bscale)), rb(__fmul_rn(x0.z, bscale)),
+                         rb(__fmul_rn(x0.w, bscale)));
+        x1 = make_float4(rb(__fmul_rn(x1.x, bscale)), rb(__fmul_rn(x1.y, bscale)), rb(__fmul_rn(x1.z, bscale)),
+                         rb(__fmul_rn(x1.w, bscale)));
+      }
+      qf[32 * u] = make_uint4(bf16_pair(x0.x, x0.y), bf16_pair(x0.z, x0.w), bf16_pair(x1.x, x1.y),
+                              bf16_pair(x1.z, x1.w));
+    }
+  }
+  /* heads 2t (a) and 2t + 1 (b): running max (the same in every lane of the warp) and this
+   * lane's share of Σ exp(s − m) */
+  float ma = -INFINITY, mb = -INFINITY, la = 0.0f, lb = 0.0f;
+  float acc[NG][4][4];
+#pragma unroll
+  for (int gi = 0; gi < NG; gi++)
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) acc[gi][i][r] = 0.0f;
+  uint32_t goff[NG]; /* the lane's 16 bytes of V in each 64-dim group of a row (kv_layout.h) */
+#pragma unroll
+  for (int gi = 0; gi < NG; gi++) goff[gi] = active ? (uint32_t)dk_kv_vcol(kv, nkv, hd, g, 64 * gi + 8 * gq) * 2 : 0u;
+  for (int st = 0; st < nst; st++) {
+    const int j0 = lo + st * AS_KEYS, n = hi - j0 < AS_KEYS ? hi - j0 : AS_KEYS;
+    const uint8_t *base = as_stage(pipe, st);
+    if (active) {
+      const int ia = gq < n ? gq : 0, ib = gq + 8 < n ? gq + 8 : 0;
+      const uint8_t *ra = base + (size_t)ia * pipe.rs + (size_t)g * hd * 2 + 16 * t;
+      const uint8_t *rb8 = base + (size_t)ib * pipe.rs + (size_t)g * hd * 2 + 16 * t;
+      float c[4];
+      at_tc_dots<NU, 4>(
+          [&](int u, uint4 &a, uint4 &b) {
+            a = *reinterpret_cast<const uint4 *>(ra + u * 64);
+            b = *reinterpret_cast<const uint4 *>(rb8 + u * 64);
+          },
+          [&](int u) { return qf[32 * u]; }, c);
+      const float s0 = gq < n ? rb(c[0]) : -INFINITY, s1 = gq < n ? rb(c[1]) : -INFINITY;
+      const float s2 = gq + 8 < n ? rb(c[2]) : -INFINITY, s3 = gq + 8 < n ? rb(c[3]) : -INFINITY;
+      float xa = fmaxf(s0, s2), xb = fmaxf(s1, s3);
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) {
+        xa = fmaxf(xa, __shfl_xor_sync(0xffffffffu, xa, o));
+        xb = fmaxf(xb, __shfl_xor_sync(0xffffffffu, xb, o));
+      }
+      const float na = fmaxf(ma, xa), nb = fmaxf(mb, xb);
+      /* a head whose scores so far are all −∞ (or NaN) keeps m = −∞ and adds nothing */
+      const float ca = ma == -INFINITY ? 0.0f : expf(__fsub_rn(ma, na));
+      const float cb = mb == -INFINITY ? 0.0f : expf(__fsub_rn(mb, nb));
+      auto ex = [](float x, float m) { return x == -INFINITY || m == -INFINITY ? 0.0f : expf(__fsub_rn(x, m)); };
+      const float p0 = ex(s0, na), p1 = ex(s1, nb), p2 = ex(s2, na), p3 = ex(s3, nb);
+      la = fmaf(la, ca, __fadd_rn(p0, p2));
+      lb = fmaf(lb, cb, __fadd_rn(p1, p3));
+      ma = na, mb = nb;
+      if (ca != 1.0f || cb != 1.0f)
+#pragma unroll
+        for (int gi = 0; gi < NG; gi++)
+#pragma unroll
+          for (int i = 0; i < 4; i++) {
+            acc[gi][i][0] *= ca, acc[gi][i][2] *= ca;
+            acc[gi][i][1] *= cb, acc[gi][i][3] *= cb;
+          }
+      /* p transposed through shared memory: written as (key, head pair), read as (head, key) */
+      __syncwarp(); /* the previous stage's reads are done */
+      ptr[warp][gq][t] = bf16_pair(p0, p1);
+      ptr[warp][gq + 8][t] = bf16_pair(p2, p3);
+      __syncwarp();
+      const uint16_t *pv = reinterpret_cast<const uint16_t *>(&ptr[warp][0][0]); /* [key][head] */
+      const uint32_t b0 = (uint32_t)pv[t * REP + gq] | (uint32_t)pv[(t + 4) * REP + gq] << 16;
+      const uint32_t b1 = (uint32_t)pv[(t + 8) * REP + gq] | (uint32_t)pv[(t + 12) * REP + gq] << 16;
+      pt_stage_pv<NG>(base, pipe.rs, t, n, goff, b0, b1, acc);
+    }
+    as_release(pipe, st);
+  }
+  if (!active) return;
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) { /* a butterfly: every lane ends with the same sums */
+    la += __shfl_xor_sync(0xffffffffu, la, o);
+    lb += __shfl_xor_sync(0xffffffffu, lb, o);
+  }
+  const int h = g * REP + 2 * t;
+  pt_store_acc<NG>(acc, pacc, h, splits, s, hd, gq);
+  if (gq == 0) {
+    smax[h * splits + s] = ma, ssum[h * splits + s] = la;
+    smax[(h + 1) * splits + s] = mb, ssum[(h + 1) * splits + s] = lb;
+  }
+}
+
+/* grid (nq, ceil(hd / 32)), AT_THREADS threads: head h's live splits merged, out = Σ_s e_s·pacc_s
+ * / Σ_s e_s·l_s with e_s = exp(m_s − M), M the max of the m_s (a split whose m_s is −∞ adds
+ * nothing); warp w sums splits w, w + 4, … for 32 consecutive dims, the four warps' sums meet in
+ * a fixed order. Then att = bf16(out) and the x-prep maxima. */
+__global__ void __launch_bounds__(AT_THREADS) onepass_combine_kernel(const float *smax, const float *ssum,
+                                                                    const float *pacc, const int *pos_p, int window,
+                                                                    at_splits sp, int hd, uint16_t *att, float *amax) {
+  ck_pdl_enter();
+  constexpr int NW = AT_THREADS / 32;
+  __shared__ float part[NW][32];
+  const int h = blockIdx.x, w = threadIdx.x >> 5, lane = threadIdx.x & 31, d = blockIdx.y * 32 + lane;
+  const int splits = sp.n, live = live_splits(*pos_p, window, sp);
+  const float *ms = smax + (int64_t)h * splits, *ls = ssum + (int64_t)h * splits;
+  float m = -INFINITY;
+  for (int i = threadIdx.x; i < live; i += blockDim.x) m = fmaxf(m, __ldcg(ms + i));
+  const float M = block_max(m);
+  float tot = 0.0f;
+  for (int i = threadIdx.x; i < live; i += blockDim.x) {
+    const float mi = __ldcg(ms + i);
+    if (mi > -INFINITY) tot += __ldcg(ls + i) * expf(__fsub_rn(mi, M));
+  }
+  const float total = block_sum(tot);
+  float v = 0.0f;
+  if (d < hd) {
+    const float *src = pacc + (int64_t)h * splits * hd + d;
+    for (int i = w; i < live; i += NW) {
+      const float mi = __ldcg(ms + i);
+      if (mi > -INFINITY) v = fmaf(__ldcg(src + (int64_t)i * hd), expf(__fsub_rn(mi, M)), v);
+    }
+  }
+  part[w][lane] = v;
+  __syncthreads();
+  float out = 0.0f;
+  if (w == 0 && d < hd) {
+    float sum = part[0][lane];
+#pragma unroll
+    for (int k = 1; k < NW; k++) sum += part[k][lane];
+    const uint16_t b = ck_f32_to_bf16(M == -INFINITY ? 0.0f : __fdiv_rn(sum, total));
+    att[(int64_t)h * hd + d] = b;
+    out = ck_bf16_to_f32(b);
+  }
+  amax_add(amax, out);
+}
