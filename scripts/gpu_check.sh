@@ -9,7 +9,8 @@
 #   (the nine binaries are ~60 MB: with the tracked tree they exceed a call's 64 MiB, so carry
 #   them as `tar czf .gpu-carry/tests.tgz -C .gpu-carry tests` and unpack it first)
 #   1. mlxrt-cuda-test --no-bench: every kernel against the CPU backend and float64;
-#   2. mlxrt-attn-bench --quick in the split form, the deep form and both cluster forms, and
+#   2. mlxrt-attn-bench --quick in the split form, the deep form (each also over K from V: --kfv)
+#      and both cluster forms, and
 #      mlxrt-pfattn-bench: each case against a float64 attention on the host;
 #   3. mlxrt-sample-test --no-bench: token selection on the device, every id exact;
 #      mlxrt-kvcodec-test: the planar3 / planar4 K encoder, block for block the C reference's bytes;
@@ -35,6 +36,8 @@ source scripts/gpu_step.sh
 step selftest 300 "$T/mlxrt-cuda-test" --no-bench
 step attn_split 120 "$T/mlxrt-attn-bench" --quick
 step attn_deep 120 "$T/mlxrt-attn-bench" --quick --deep
+step attn_kfv 120 "$T/mlxrt-attn-bench" --quick --kfv
+step attn_kfv_deep 120 "$T/mlxrt-attn-bench" --quick --deep --kfv
 step attn_cluster 120 "$T/mlxrt-attn-bench" --quick --cluster
 step attn_cluster_wide 120 "$T/mlxrt-attn-bench" --quick --cluster-wide
 step pfattn 120 "$T/mlxrt-pfattn-bench"

@@ -5,14 +5,17 @@
  * with programmatic dependent launch, as the decoder runs them, median of 5 replays. Prints
  * one line per case (with the live keys' K and V bytes over the time, GB/s) and, per shape and
  * context, the fastest split shape.
- *   mlxrt-attn-bench [--quick] [--deep | --cluster | --cluster-wide]
+ *   mlxrt-attn-bench [--quick] [--deep | --cluster | --cluster-wide] [--kfv]
  *        exit status 1 when any case disagrees with the host
  *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu)
  * --deep runs the split passes as the decoder does past DEEP_KEYS live keys (V streamed by bulk
  * copies where the shape allows). --cluster runs the one-launch form (dk_attention_cluster)
  * instead, on the shapes whose keys fit one cluster (the sliding ring, and a full layer in a
  * session of 2048 positions), once per position, and also checks the x-prep maxima it writes;
- * --cluster-wide its form with clusters of 16 blocks. */
+ * --cluster-wide its form with clusters of 16 blocks. --kfv keeps the full layer's cache in the
+ * K-from-V layout of the decoder's default (kv_layout.h: the 31B's 64 moved pairs per half; K
+ * equal to V at the other dims, as such a layer's keys are up to k_norm, which the queries carry)
+ * and skips the sliding shape; with --deep that is the one-pass form. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,14 +101,34 @@ static double rel_error(const shape *s, const uint16_t *att, const double *ref) 
 }
 
 static int g_cluster, g_wide, g_deep; /* --cluster / --cluster-wide: dk_attention_cluster; --deep */
+static int g_kfv;                     /* --kfv: the full shapes' cache in the K-from-V layout */
+static dk_kv_layout g_kv;             /* the layout of the shape being run */
+#define KFV_PAIRS 64
+
+/* The K-from-V array of plain K and V (cap rows): K at the moved dims, V at the others (K's
+ * unmoved dims set to V's first, so the host attention reads the same values), the tail V's
+ * moved dims. */
+static uint16_t *kfv_array(const shape *s, uint16_t *hk, const uint16_t *hv, dk_kv_layout L) {
+  uint16_t *c = malloc((size_t)s->cap * L.ps * 2);
+  if (!c) return NULL;
+  for (int64_t sl = 0; sl < s->cap; sl++)
+    for (int g = 0; g < s->nkv; g++)
+      for (int d = 0; d < s->hd; d++) {
+        const int64_t i = (sl * s->nkv + g) * s->hd + d;
+        if (!dk_kv_moved(L, s->hd, d)) hk[i] = hv[i];
+        c[sl * L.ps + (int64_t)g * s->hd + d] = hk[i];
+        c[sl * L.ps + dk_kv_vcol(L, s->nkv, s->hd, g, d)] = hv[i];
+      }
+  return c;
+}
 #define NAMAX 4
 
 static int attend(const shape *s, bufs *b, int splits, int min_keys, float scale, void *st) {
   if (g_cluster)
-    return dk_attention_cluster(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, dk_kv_plain(s->nkv, s->hd), scale, b->pos, s->window,
+    return dk_attention_cluster(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, g_kv, scale, b->pos, s->window,
                                 s->window > 0 ? s->window : s->ctx, g_wide, b->att, b->amax, NAMAX, b->smax, b->count,
                                 NULL, st);
-  return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, dk_kv_plain(s->nkv, s->hd), scale, b->pos, s->window, splits, min_keys, g_deep,
+  return dk_attention(b->q, b->kc, b->vc, s->nq, s->nkv, s->hd, g_kv, scale, b->pos, s->window, splits, min_keys, g_deep,
                       s->ctx, b->scores, b->smax, b->ssum, b->pacc, b->count, b->att, NULL, 0, st);
 }
 
@@ -138,6 +161,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--deep")) g_deep = 1;
     else if (!strcmp(a, "--cluster")) g_cluster = 1;
     else if (!strcmp(a, "--cluster-wide")) g_cluster = g_wide = 1;
+    else if (!strcmp(a, "--kfv")) g_kfv = 1;
     else bad = 1;
     argv++, argc--;
   }
@@ -145,7 +169,7 @@ int main(int argc, char **argv) {
   int one_shape = one && !strcmp(argv[2], "full"), one_pos = one ? atoi(argv[3]) : 0;
   int one_n = one ? atoi(argv[4]) : 0, one_mk = one ? atoi(argv[5]) : 0;
   if (bad || (argc > 1 && !one) || (one && (strcmp(argv[2], "full") && strcmp(argv[2], "sliding")))) {
-    fprintf(stderr, "usage: mlxrt-attn-bench [--quick] [--deep | --cluster | --cluster-wide] "
+    fprintf(stderr, "usage: mlxrt-attn-bench [--quick] [--deep | --cluster | --cluster-wide] [--kfv] "
                     "[--case sliding|full POS SPLITS MIN_KEYS]\n");
     return 2;
   }
@@ -172,6 +196,8 @@ int main(int argc, char **argv) {
     if (g_cluster ? !dk_attention_cluster_fits(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx, g_wide)
                   : si == 2)
       continue;
+    if (g_kfv && s->window > 0) continue; /* K from V: full layers only */
+    g_kv = g_kfv ? dk_kv_from_v(s->nkv, s->hd, KFV_PAIRS) : dk_kv_plain(s->nkv, s->hd);
     if (g_cluster)
       printf("%s: %d clusters of %d blocks at once, %d needed (cudaOccupancyMaxActiveClusters; 0: unknown)\n",
              s->name, dk_attention_cluster_max_clusters(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx, g_wide),
@@ -188,8 +214,14 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < kvn; i++) hk[i] = mx_f32_to_bf16((float)(rng_unit(&rng) * 2.0 - 1.0) * 0.25f);
     for (size_t i = 0; i < kvn; i++) hv[i] = mx_f32_to_bf16((float)(rng_unit(&rng) * 2.0 - 1.0));
     for (size_t i = 0; i < qn; i++) hq[i] = mx_round_bf16((float)(rng_unit(&rng) * 2.0 - 1.0));
+    uint16_t *hc = g_kfv ? kfv_array(s, hk, hv, g_kv) : NULL;
+    if (g_kfv && !hc) {
+      fprintf(stderr, "mlxrt-attn-bench: out of host memory\n");
+      return 2;
+    }
+    const size_t cn = (size_t)s->cap * g_kv.ps; /* elements of the device cache array (each) */
     bufs b;
-    if (rt_malloc((void **)&b.kc, kvn * 2, &err) || rt_malloc((void **)&b.vc, kvn * 2, &err) ||
+    if (rt_malloc((void **)&b.kc, cn * 2, &err) || (!g_kfv && rt_malloc((void **)&b.vc, kvn * 2, &err)) ||
         rt_malloc((void **)&b.att, qn * 2, &err) || rt_malloc((void **)&b.q, qn * 4, &err) ||
         rt_malloc((void **)&b.scores, (size_t)s->nq * s->ctx * 4, &err) ||
         rt_malloc((void **)&b.smax, (size_t)s->nq * max_splits * 4, &err) ||
@@ -197,9 +229,10 @@ int main(int argc, char **argv) {
         rt_malloc((void **)&b.pacc, (size_t)s->nq * max_splits * s->hd * 4, &err) ||
         rt_malloc((void **)&b.count, (size_t)s->nq * 4, &err) || rt_malloc((void **)&b.pos, 4, &err) ||
         rt_malloc((void **)&b.amax, NAMAX * 4, &err) ||
-        rt_h2d(b.kc, hk, kvn * 2, st, &err) || rt_h2d(b.vc, hv, kvn * 2, st, &err) ||
+        rt_h2d(b.kc, g_kfv ? hc : hk, cn * 2, st, &err) || (!g_kfv && rt_h2d(b.vc, hv, kvn * 2, st, &err)) ||
         rt_h2d(b.q, hq, qn * 4, st, &err) || rt_memset(b.count, 0, (size_t)s->nq * 4, st, &err))
       die(&err);
+    if (g_kfv) b.vc = b.kc; /* one array: V lives in K's rows */
     printf("\n%s\n| pos | splits | min keys | us | K+V GB/s | rel err |\n|---:|---:|---:|---:|---:|---:|\n", s->name);
     const int *ps = one ? &one_pos : si == 0 ? pos_sliding : si == 1 ? pos_full : pos_short;
     const int np = one ? 1 : si == 0 ? (int)(sizeof pos_sliding / sizeof *ps) : si == 1 ? (int)(sizeof pos_full / sizeof *ps)
@@ -244,8 +277,8 @@ int main(int argc, char **argv) {
           failed += bad;
           cases++;
           const double us = time_case(s, &b, n, mk, scale, st, &err);
-          /* the live keys' K and V rows, each read once */
-          const double kv_bytes = (double)cnt * s->nkv * s->hd * 2 * 2;
+          /* the live keys' K and V rows, each read once (K from V: one 5 KB row per key) */
+          const double kv_bytes = (double)cnt * (g_kfv ? (double)g_kv.ps * 2 : (double)s->nkv * s->hd * 2 * 2);
           printf("| %d | %d | %d | %.2f | %.0f | %.1e%s |\n", pos, n, mk, us, kv_bytes / (us * 1e3), e,
                  bad ? " FAIL" : "");
           if (us < best_us) {
@@ -256,9 +289,10 @@ int main(int argc, char **argv) {
     }
     printf("\nfastest, %s:\n", s->name);
     for (int pi = 0; pi < np && (!quick || pi < 2); pi++) printf("  %s\n", best[pi]);
+    if (g_kfv) b.vc = NULL;
     rt_free(b.kc), rt_free(b.vc), rt_free(b.att), rt_free(b.q), rt_free(b.scores), rt_free(b.smax);
     rt_free(b.ssum), rt_free(b.pacc), rt_free(b.count), rt_free(b.pos), rt_free(b.amax);
-    free(hk), free(hv), free(ha), free(hq), free(ref);
+    free(hk), free(hv), free(ha), free(hq), free(ref), free(hc);
   }
   printf("\n%d passed, %d failed\n", cases - failed, failed);
   rt_stream_destroy(st);

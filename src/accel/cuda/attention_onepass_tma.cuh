@@ -7,7 +7,7 @@
  * twice (the scores pass K, the p·v pass V: 8 KB per position and full layer of the 31B in
  * either K layout, against 5 KB once here with K from V); at 261,000 live keys its ten full
  * layers took 7.2 ms of a 13.9 ms step, at ~3.4 TB/s. One pass: tg128 +8.3 % at depth 65536,
- * 92.4 t/s at 262144 (docs/BENCHMARKS.md).
+ * 92.4 t/s at 262144 (docs/BENCHMARKS.md); the decoder takes it beyond ONEPASS_KEYS (tuning.h).
  *
  * The rounding points differ from the two-pass form's in one place: p is bf16(exp(s − m)) with
  * the split's running max m, where the two-pass rounds bf16(exp(s − M) / total) with the global

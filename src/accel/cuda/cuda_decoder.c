@@ -258,6 +258,7 @@ void cuda_decoder_free(accel_decoder *D) {
   rt_graph_destroy(D->g_body[0]);
   rt_graph_destroy(D->g_body[1]);
   rt_graph_destroy(D->g_body[2]);
+  rt_graph_destroy(D->g_body[3]);
   rt_graph_destroy(D->g_head);
   rt_stream_destroy(D->stream);
   rt_stream_destroy(D->side);
@@ -495,6 +496,7 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     DALLOC(y->inv_freq, l->head_dim / 2);
     const int vr = y->own ? kv_from_v_pairs(b, d, i, capacity) : 0;
     y->kv = vr ? dk_kv_from_v(y->nkv, y->hd, vr) : dk_kv_plain(y->nkv, y->hd);
+    D->any_kfv |= vr > 0;
     if (y->own && y->window > 0) {
       DALLOC(y->kc, slots * kvd);
       DALLOC(y->vc, slots * kvd);
@@ -640,7 +642,7 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                                           D->counts, NULL, st),
                      "attention (one cluster)", err);
   return rt_status(dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, y->kv, d->attn_scale, D->pos, y->window, y->splits,
-                                SPLIT_KEYS, D->deep_ctx, D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
+                                SPLIT_KEYS, D->deep_ctx >= (y->kv.vr > 0 ? 1 : 2), D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                 D->attb, amax, namax, st),
                    "attention", err);
 }
@@ -840,10 +842,10 @@ static int enqueue_head(accel_decoder *D, mlxrt_error *err) {
  * tails (programmatic dependent launch: ck_launch.cuh). */
 static int launch(accel_decoder *D, int head, mlxrt_error *err) {
   int (*enq)(accel_decoder *, mlxrt_error *) = head ? enqueue_head : enqueue_body;
-  const int b = D->short_ctx ? 1 : D->deep_ctx ? 2 : 0;
+  const int b = D->short_ctx ? 1 : D->deep_ctx == 2 ? 2 : D->deep_ctx == 1 ? 3 : 0;
   void **graph = head ? &D->g_head : &D->g_body[b];
   int *warm = head ? &D->warm_head : &D->warm_body[b];
-  const int tg = head ? CTL_HEAD : b == 1 ? 2 : b == 2 ? 3 : 0; /* the timeline's graph id */
+  const int tg = head ? CTL_HEAD : b == 0 ? 0 : b + 1; /* the timeline's graph id */
   if (!D->use_graph || !*warm) {
     *warm = 1;
     return enq(D, err);
@@ -907,8 +909,9 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
       return mx_prefix(err, "CUDA decoder");
     /* the one-cluster attention while every layer's live keys (at most position + 1) are few */
     D->short_ctx = D->any_cluster && pos + 1 <= CLUSTER_KEYS;
-    /* the deep contexts' attention once the live keys exceed DEEP_KEYS */
-    D->deep_ctx = !D->short_ctx && pos + 1 > DEEP_KEYS;
+    /* the deep contexts' attention: on K-from-V layers once their live keys exceed ONEPASS_KEYS,
+     * on every layer once they exceed DEEP_KEYS */
+    D->deep_ctx = D->short_ctx ? 0 : pos + 1 > DEEP_KEYS ? 2 : D->any_kfv && pos + 1 > ONEPASS_KEYS ? 1 : 0;
     if (launch(D, 0, err) || cprof_flush(&D->prof, err))
       return mx_prefix(err, "CUDA decoder at position %lld", (long long)pos);
     /* the staging buffers are refilled by the next call: without a head, wait for the copies */

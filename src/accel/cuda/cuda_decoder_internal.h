@@ -83,13 +83,17 @@ struct accel_decoder {
   int *h_pos;
   int32_t *h_next;
   float *h_logits;
-  /* body graphs: [0] the split attention, [1] the one-cluster form, [2] the split attention with
-   * the deep contexts' p·v pass (from DEEP_KEYS live keys on) */
-  void *g_body[3], *g_head;
-  int use_graph, warm_body[3], warm_head;
+  /* body graphs: [0] the split attention, [1] the one-cluster form, [2] the split attention in the
+   * deep contexts' forms on every layer (more than DEEP_KEYS live keys), [3] on the K-from-V layers
+   * alone (more than ONEPASS_KEYS) */
+  void *g_body[4], *g_head;
+  int use_graph, warm_body[4], warm_head;
   int any_cluster; /* some layer can run the one-cluster attention */
+  int any_kfv;     /* some layer keeps K from V */
   int short_ctx; /* this step's body runs the one-cluster attention (its position is below CLUSTER_KEYS) */
-  int deep_ctx;  /* this step's body runs the deep contexts' p·v pass (its live keys exceed DEEP_KEYS) */
+  /* this step's body runs the deep contexts' attention (dk_attention's `deep`): 0 nowhere, 1 on the
+   * K-from-V layers (one pass; their live keys exceed ONEPASS_KEYS), 2 on every layer (DEEP_KEYS) */
+  int deep_ctx;
   int max_ks; /* largest k split of any mat-vec (the y buffer holds that many partials) */
   int xe_final;     /* the final norm's fixed prep exponent */
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */

@@ -112,13 +112,14 @@ static void report(const char *title) {
              rt_stream_sync(T.stream, &err)) {
     fprintf(stderr, "timeline: %s\n", err.msg);
   } else {
-    const ctl_launch *const logs[CTL_GRAPHS] = {T.log[0], T.log[1], T.log[2], T.log[3]};
+    const ctl_launch *const logs[CTL_GRAPHS] = {T.log[0], T.log[1], T.log[2], T.log[3], T.log[4]};
     ctl_summary sm;
     ctl_aggregate(t, n, T.last ? t2 : NULL, n2, T.replay, T.nreplay, logs, T.nlog, rows, CTL_ROWS, gaps, &sm);
     const int last = T.last && n2 >= n;
     if (T.last && !last) fprintf(stderr, "timeline: the last blocks' stamps did not all fit (%u of %u launches)\n", n2, n);
-    fprintf(stderr, "\n%s: %d graph replays (%d / %d / %d / %d launches per replay of graphs 0 / 1 / 2 / 3), %u stamps%s\n",
-            title, sm.replays, T.nlog[0], T.nlog[1], T.nlog[2], T.nlog[3], n,
+    fprintf(stderr,
+            "\n%s: %d graph replays (%d / %d / %d / %d / %d launches per replay of graphs 0 / 1 / 2 / 3 / 4), %u stamps%s\n",
+            title, sm.replays, T.nlog[0], T.nlog[1], T.nlog[2], T.nlog[3], T.nlog[4], n,
             n == sm.expected ? "" : " — NOT the launches logged: the table is not reliable");
     if (sm.median_step_us > 0)
       fprintf(stderr, "median step (a body graph's first kernel to the next one's, host round trip included): %.1f us; "

@@ -4,9 +4,9 @@
 #define MLXRT_CUDA_TIMELINE_AGG_H
 
 /* The step's graphs: 0 the body, 1 the head, 2 the body with the one-cluster attention, 3 the
- * body with the deep contexts' p·v pass (the decoder picks a body graph per position:
- * cuda_decoder.c) */
-#define CTL_GRAPHS 4
+ * body with the deep contexts' attention on every layer, 4 on the K-from-V layers alone (the
+ * decoder picks a body graph per position: cuda_decoder.c) */
+#define CTL_GRAPHS 5
 #define CTL_HEAD 1
 
 typedef struct ctl_launch {
@@ -26,7 +26,7 @@ typedef struct ctl_row {
 
 typedef struct ctl_summary {
   int replays;           /* replays whose stamps were all there */
-  int bodies;            /* of those, replays of a body graph (0, 2 or 3) */
+  int bodies;            /* of those, replays of a body graph (0, 2, 3 or 4) */
   int nrows;             /* rows filled */
   unsigned expected;     /* stamps the logs promise for every recorded replay */
   double total_us;       /* sum over the rows */
