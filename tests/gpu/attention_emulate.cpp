@@ -38,7 +38,8 @@ emu_dim3 blockIdx, gridDim, blockDim;
 pthread_barrier_t emu_block_barrier, emu_warp_barrier[8];
 uint64_t emu_xbuf[8][32];
 uint32_t emu_mma_buf[8][32][6];
-alignas(16) unsigned char emu_dyn_smem[227 * 1024]; /* the one-pass form: 3 stages of 16 rows of 4 KB and q */
+alignas(16) unsigned char emu_dyn_smem[227 * 1024]; /* the largest a block may take: the bulk-copy passes' 3
+                                                      * stages of 16 rows of 4 KB, the one pass's 2 of 5 KB and q */
 
 /* A pool of AT_THREADS host threads runs one block at a time. */
 static pthread_barrier_t start_b, end_b;

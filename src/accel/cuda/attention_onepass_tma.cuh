@@ -27,7 +27,8 @@
 /* shared memory: the stages, then each warp's q fragments (lane-private) */
 __host__ __device__ constexpr size_t op_q_bytes(int nkv, int hd) { return (size_t)nkv * hd * 16; }
 __host__ __device__ constexpr size_t op_stage_bytes(int64_t ps) { return (size_t)AS_KEYS * pt_row_stride(ps); }
-/* AS_NST stages where they fit beside the q fragments (plain layout at head dim 512), else two */
+/* AS_NST stages where they fit beside the q fragments (K-from-V rows at head dim 256), else two
+ * (the 31B's 5 KB rows) */
 __host__ __device__ constexpr int op_stages(int64_t ps, int nkv, int hd) {
   return AS_NST * op_stage_bytes(ps) + op_q_bytes(nkv, hd) <= 226 * 1024 ? AS_NST : 2;
 }
