@@ -263,7 +263,8 @@ def main():
         hdr, out = os.path.join(tmp, "h.txt"), os.path.join(tmp, "sse.txt")
         rc = subprocess.call(["curl", "-sS", "-N", "-o", out, "-H", "Authorization: Bearer " + KEY, "--data-binary",
                               json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
-                                          "stream": True, "logprobs": True, "top_logprobs": 2}),
+                                          "temperature": 0, "ignore_eos": True, "stream": True, "logprobs": True,
+                                          "top_logprobs": 2}),
                               srv.url() + "/v1/chat/completions"])
         events = [json.loads(e[6:]) for e in open(out, "rb").read().split(b"\n\n")[:-2]]
         lps = [x for e in events for x in ((e["choices"][0].get("logprobs") or {}).get("content") or [])]
