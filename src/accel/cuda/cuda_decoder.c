@@ -255,6 +255,8 @@ void cuda_decoder_free(accel_decoder *D) {
     mlxrt_error ignore;
     rt_stream_sync(D->stream, &ignore);
   }
+  /* the timeline reads its stamps back on D->stream: before the streams go */
+  if (D->timeline) ctl_report_free("CUDA decoder timeline of the graph replays (MLXRT_CUDA_TIMELINE=1)");
   rt_graph_destroy(D->g_body[0]);
   rt_graph_destroy(D->g_body[1]);
   rt_graph_destroy(D->g_body[2]);
@@ -267,7 +269,6 @@ void cuda_decoder_free(accel_decoder *D) {
   rt_event_destroy(D->ev_ple_fork);
   rt_event_destroy(D->ev_ple_join);
   cprof_report_free(&D->prof, "CUDA decoder profile (MLXRT_CUDA_PROFILE=1)");
-  if (D->timeline) ctl_report_free("CUDA decoder timeline of the graph replays (MLXRT_CUDA_TIMELINE=1)");
   dec_prefill_free(D);
   dec_moe_free(D);
   if (D->ly)

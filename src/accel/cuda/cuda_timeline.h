@@ -32,7 +32,8 @@ void ctl_capture_end(void);
 /* Around one replay of graph g on `stream`: stamps on before it, off after it (stream-ordered). */
 int ctl_replay_begin(int g, void *stream, mlxrt_error *err);
 int ctl_replay_end(void *stream, mlxrt_error *err);
-/* Reads the stamps back (the stream must be idle), prints the table, frees everything. */
+/* Reads the stamps back on the replays' stream (idle, and not yet destroyed), prints the table,
+ * frees everything. */
 void ctl_report_free(const char *title);
 
 #endif
