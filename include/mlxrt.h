@@ -159,7 +159,9 @@ void mlxrt_gen_params_default(mlxrt_gen_params *p);
                                   answer so far) after the latest earlier occurrence of its last
                                   n tokens, n = ngram_max down to 1; no second model */
 #define MLXRT_SPEC_DRAFT 2     /* a draft model (same vocabulary) drafts: greedily at temperature
-                                  0, else sampling with the same settings */
+                                  0, else sampling with the same settings. A Gemma 4 MTP drafter
+                                  (model_type gemma4_assistant) drafts from the session's own K/V
+                                  and hidden states, a constant draft_max per pass */
 #define MLXRT_SPEC_MAX_DRAFT 32
 #define MLXRT_SPEC_MAX_NGRAM 8
 typedef struct mlxrt_spec_options {

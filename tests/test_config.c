@@ -583,9 +583,22 @@ static uint32_t next_rand(void) {
 
 /* Truncations and byte mutations of every good config: parse must return 0 or -1 with a
  * message, never crash or leak (ASan build). */
+/* transformers' Gemma4AssistantConfig as save_pretrained writes it (the MTP fixture's). */
+static void test_assistant(void) {
+  mx_config c;
+  if (parse_good("gemma4-assistant.json", &c)) return;
+  CHECK(c.assistant && c.family == MX_GEMMA4 && c.nested && c.backbone_hidden_size == 128);
+  CHECK(c.use_ordered_embeddings && c.num_centroids == 12 && c.centroid_top_k == 4);
+  CHECK(c.vocab_size == 384 && c.hidden_size == 96 && c.num_layers == 2 && c.first_kv_shared_layer == 0);
+  CHECK(c.layer_kv_source[0] == -1 && c.layer_kv_source[1] == -1 && !c.layer_k_eq_v[1]);
+  CHECK(c.layer_head_dim[0] == 16 && c.layer_kv_heads[0] == 2 && c.layer_head_dim[1] == 32 && c.layer_kv_heads[1] == 1);
+  CHECK(c.vocab_size_per_layer_input == 0 && c.hidden_size_per_layer_input == 0);
+  mx_config_free(&c);
+}
+
 static void test_mutations(void) {
   static const char *files[] = {"gemma4-31b.json", "gemma4-e2b.json", "gemma3-4b.json",
-                                "gemma4-26b-a4b.json", "gemma4-31b-per-layer-config.json"};
+                                "gemma4-26b-a4b.json", "gemma4-31b-per-layer-config.json", "gemma4-assistant.json"};
   static const char junk[] = "{}[]\",:0-9.eEtrufalsn \x01\xff";
   int runs = 0, ok = 0;
   for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
@@ -619,7 +632,7 @@ static void test_mutations(void) {
         int good = c.num_layers > 0 && c.num_layers <= MX_MAX_LAYERS;
         for (int i = 0; good && i < c.num_layers; i++)
           good = c.layer_kv_heads[i] > 0 && c.num_heads % c.layer_kv_heads[i] == 0 &&
-                 c.layer_kv_source[i] >= 0 && c.layer_kv_source[i] <= i &&
+                 (c.assistant ? c.layer_kv_source[i] == -1 : c.layer_kv_source[i] >= 0 && c.layer_kv_source[i] <= i) &&
                  c.layer_head_dim[i] > 0 && c.layer_rope_pairs[i] <= c.layer_head_dim[i] / 2;
         CHECKF(good, "mutated %s parsed into an inconsistent plan", files[f]);
         (void)mx_config_qspec(&c, "language_model.model.layers.0.mlp.down_proj");
@@ -635,6 +648,7 @@ static void test_mutations(void) {
 }
 
 int main(void) {
+  test_assistant();
   test_mlx_lm_plans();
   test_gemma4_31b();
   test_gemma4_small();

@@ -13,12 +13,18 @@
  *    and draft model; temperature, top-k, top-p and a repetition penalty) against the exact one
  *    computed from the model's logits, by chi-square (fixed seeds; a generous threshold, and a
  *    check that a wrong distribution fails it);
+ *  - the Gemma 4 MTP drafter (tests/fixtures/mtp, made by scripts/make_assistant_fixture.py
+ *    with transformers' Gemma4AssistantForCausalLM for the gemma4-dense-bf16 fixture): its
+ *    drafts pass by pass, its first pass's logits, and a whole greedy generation's tokens and
+ *    acceptance pattern against transformers'; what it refuses;
  *  - the options' errors, and a session run by a whole-step decoder refused by name. */
 #include <math.h>
 #include <stdint.h>
 #include <time.h>
 
 #include "mlx/api_internal.h"
+#include "mlx/assistant.h"
+#include "mlx/safetensors.h"
 #include "mlx/sampler.h"
 #include "mlx/session.h"
 #include "mlx/spec_lookup.h"
@@ -30,6 +36,7 @@
 #define FIXTURES MLXRT_SOURCE_DIR "/tests/fixtures/models"
 #define TOKENIZER MLXRT_SOURCE_DIR "/tests/fixtures/tokenizer/small-a.json"
 #define OTHER_TOKENIZER MLXRT_SOURCE_DIR "/tests/fixtures/tokenizer/small-b.json"
+#define MTP_DIR MLXRT_SOURCE_DIR "/tests/fixtures/mtp/gemma4-assistant-bf16"
 #define V 384
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
@@ -272,6 +279,11 @@ static void test_greedy(void) {
   fixture f[6];
   for (int i = 0; i < nf; i++)
     if (open_fixture(&f[i], names[i], TOKENIZER)) return;
+  mlxrt_error aerr = {{0}};
+  mlxrt_options ao = {"cpu", 1, 0, NULL, NULL};
+  mlxrt_model *mtp = mlxrt_model_load(MTP_DIR, &ao, &aerr); /* drafts for the gemma4-dense fixtures */
+  CHECKF(mtp != NULL, "%s", aerr.msg);
+  int64_t mtp_drafted = 0, mtp_accepted = 0;
   int64_t self_drafted = 0, self_accepted = 0, other_drafted = 0, other_accepted = 0, lookup_drafted = 0,
           lookup_accepted = 0, tokens = 0;
   static int32_t held_a[1024], held_b[1024];
@@ -289,8 +301,9 @@ static void test_greedy(void) {
       const mlxrt_spec_options variants[] = {
           {MLXRT_SPEC_LOOKUP, 0, 0, NULL},    {MLXRT_SPEC_LOOKUP, 1, 1, NULL}, {MLXRT_SPEC_LOOKUP, 4, 2, NULL},
           {MLXRT_SPEC_LOOKUP, 32, 8, NULL},   {MLXRT_SPEC_DRAFT, 0, 0, m},     {MLXRT_SPEC_DRAFT, 7, 0, m},
-          {MLXRT_SPEC_DRAFT, 3, 0, other},    {MLXRT_SPEC_DRAFT, 5, 0, f[fi ^ 1].m}};
+          {MLXRT_SPEC_DRAFT, 3, 0, other},    {MLXRT_SPEC_DRAFT, 5, 0, f[fi ^ 1].m}, {MLXRT_SPEC_DRAFT, 4, 0, mtp}};
       for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
+        if (variants[vi].draft_model == mtp && (!mtp || strcmp(names[fi], "gemma4-dense-nvfp4"))) continue;
         if (generate(m, p, n, max, 0, 0, &variants[vi], 1, &sp, &st, held_b, &nb)) continue;
         int same = sp.n == plain.n && !memcmp(sp.ids, plain.ids, (size_t)(sp.n < MAXT ? sp.n : MAXT) * sizeof *sp.ids) &&
                    !memcmp(sp.lp, plain.lp, (size_t)(sp.n < MAXT ? sp.n : MAXT) * sizeof *sp.lp);
@@ -305,13 +318,17 @@ static void test_greedy(void) {
           CHECKF(st.spec_accepted == st.spec_drafted, "%s: the model as its own draft: %lld of %lld accepted",
                  names[fi], (long long)st.spec_accepted, (long long)st.spec_drafted);
         } else if (v->draft_model == other) other_drafted += st.spec_drafted, other_accepted += st.spec_accepted;
+        else if (v->draft_model == mtp) mtp_drafted += st.spec_drafted, mtp_accepted += st.spec_accepted;
       }
     }
   }
   printf("greedy: %lld tokens per variant; accepted: lookup %lld/%lld, self-draft %lld/%lld, other fixture as draft "
-         "%lld/%lld\n",
+         "%lld/%lld, MTP drafter (gemma4-dense-nvfp4) %lld/%lld\n",
          (long long)tokens, (long long)lookup_accepted, (long long)lookup_drafted, (long long)self_accepted,
-         (long long)self_drafted, (long long)other_accepted, (long long)other_drafted);
+         (long long)self_drafted, (long long)other_accepted, (long long)other_drafted, (long long)mtp_accepted,
+         (long long)mtp_drafted);
+  CHECK(mtp_drafted > 100 && mtp_accepted > 0);
+  mlxrt_model_free(mtp);
   CHECK(self_drafted > 1000 && lookup_drafted > 1000 && other_drafted > 1000);
   CHECKF(other_accepted * 5 < other_drafted, "another fixture's drafts: %lld of %lld accepted (rejections expected)",
          (long long)other_accepted, (long long)other_drafted);
@@ -399,6 +416,37 @@ static double chi_square(const joint *j, const int32_t (*draws)[3], int total, i
 
 static int passes(double stat, int df) { return stat < df + 6.0 * sqrt(2.0 * df) + 10.0; }
 
+/* The first three tokens of N generations (seeds 1000, 1001, ...) with these sampler settings
+ * and speculation; how many came back whole. */
+static int draw_first3(mlxrt_model *m, const int32_t *p, size_t n, const mx_sampler_params *sp,
+                       const mlxrt_spec_options *spec, int N, int32_t (*draws)[3], int64_t *drafted, int64_t *accepted) {
+  mlxrt_error err = {{0}};
+  mlxrt_session *s = mlxrt_session_new(m, 256, &err);
+  mlxrt_generate_options o;
+  mlxrt_generate_options_default(&o);
+  o.gen.temperature = sp->temperature, o.gen.top_k = sp->top_k, o.gen.top_p = sp->top_p;
+  o.gen.min_p = 0, o.gen.repetition_penalty = sp->repetition_penalty;
+  o.gen.max_tokens = 4; /* (drafts for the second and the third token: 4 - 0 - 2) */
+  o.gen.seed_set = 1;
+  o.ignore_stop = 1;
+  o.spec = *spec;
+  int got = 0;
+  for (int i = 0; s && i < N; i++) {
+    run r;
+    mlxrt_gen_stats gs;
+    memset(&r, 0, sizeof r);
+    o.gen.seed = 1000 + (uint64_t)i;
+    if (mlxrt_session_generate(s, p, n, &o, on_token, &r, &gs, &err) || r.n != 4) {
+      CHECKF(0, "generate: %s", err.msg);
+      break;
+    }
+    memcpy(draws[got++], r.ids, sizeof draws[0]);
+    *drafted += gs.spec_drafted, *accepted += gs.spec_accepted;
+  }
+  mlxrt_session_free(s);
+  return got;
+}
+
 static void test_sampled(void) {
   fixture f, g, h;
   if (open_fixture(&f, "gemma3-text-bf16", TOKENIZER) || open_fixture(&g, "gemma3-text-affine4-g64", TOKENIZER) ||
@@ -434,31 +482,8 @@ static void test_sampled(void) {
                                            {MLXRT_SPEC_DRAFT, 2, 0, g.m},
                                            {MLXRT_SPEC_DRAFT, 2, 0, h.m}};
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
-      mlxrt_error err = {{0}};
-      mlxrt_session *s = mlxrt_session_new(f.m, 256, &err);
-      mlxrt_generate_options o;
-      mlxrt_generate_options_default(&o);
-      o.gen.temperature = st->temp, o.gen.top_k = st->top_k, o.gen.top_p = st->top_p;
-      o.gen.min_p = 0, o.gen.repetition_penalty = st->penalty;
-      o.gen.max_tokens = 4; /* (drafts for the second and the third token: 4 - 0 - 2) */
-      o.gen.seed_set = 1;
-      o.ignore_stop = 1;
-      o.spec = variants[vi];
       int64_t drafted = 0, accepted = 0;
-      int got = 0;
-      for (int i = 0; i < N; i++) {
-        run r;
-        mlxrt_gen_stats gs;
-        memset(&r, 0, sizeof r);
-        o.gen.seed = 1000 + (uint64_t)i;
-        if (mlxrt_session_generate(s, p, n, &o, on_token, &r, &gs, &err) || r.n != 4) {
-          CHECKF(0, "generate: %s", err.msg);
-          break;
-        }
-        memcpy(draws[got++], r.ids, sizeof draws[0]);
-        drafted += gs.spec_drafted, accepted += gs.spec_accepted;
-      }
-      mlxrt_session_free(s);
+      const int got = draw_first3(f.m, p, n, &sp, &variants[vi], N, draws, &drafted, &accepted);
       int df;
       const double x2 = chi_square(&exact, (const int32_t(*)[3])draws, got, &df);
       printf("sampled: setting %zu variant %zu: %d cells, chi-square %.1f, df %d (limit %.1f); drafted %lld, "
@@ -484,6 +509,182 @@ static void test_sampled(void) {
   close_fixture(&f);
   close_fixture(&g);
   close_fixture(&h);
+}
+
+/* ---- the Gemma 4 MTP drafter ------------------------------------------------------------------ */
+
+static const void *golden_data(const st_archive *g, const char *name, st_dtype dt, int64_t *n) {
+  const st_tensor *t = st_find(g, name);
+  CHECKF(t && t->dtype == dt, "golden %s", name);
+  if (!t || t->dtype != dt) return NULL;
+  *n = st_numel(t);
+  return t->data;
+}
+
+/* Pass r of the golden rounds again, from the kept context (the greedy tokens): the drafts
+ * equal transformers' up to the first that differs, which must be one whose top-2 gap
+ * transformers measured below `clear` (bf16 rounding can close it). Returns the drafts compared. */
+static int mtp_pass(mlxrt_model *m, mlxrt_model *A, const int32_t *ids, int64_t pos, int k, const int32_t *want,
+                    const float *margin, float clear, const float *first_logits) {
+  mlxrt_error err = {{0}};
+  mx_session *s = mx_session_create_flags(m->m, m->b, 1024, 0, MX_SESSION_REFERENCE, &err);
+  mx_assistant *a = s ? mx_assistant_create(A->m, A->b, s, k, &err) : NULL;
+  static float logits[V];
+  int ok = a && mx_session_feed(s, ids, pos, logits, 0, &err) == 0 && mx_assistant_begin(a, ids[pos], pos, &err) == 0;
+  CHECKF(ok, "MTP pass at %lld: %s", (long long)pos, err.msg);
+  int compared = 0;
+  for (int i = 0; ok && i < k; i++) {
+    const float *x = mx_assistant_logits(a, &err);
+    CHECKF(x != NULL, "MTP pass at %lld: %s", (long long)pos, err.msg);
+    if (!x) break;
+    if (first_logits && i == 0) { /* the same tokens scored, the same scores up to bf16 rounding */
+      float top = 0, diff = 0;
+      int live_a = 0, live_b = 0, same = 0;
+      float min_a = x[0], min_b = first_logits[0];
+      for (int v = 1; v < V; v++) min_a = fminf(min_a, x[v]), min_b = fminf(min_b, first_logits[v]);
+      for (int v = 0; v < V; v++) {
+        const int la = x[v] > min_a, lb = first_logits[v] > min_b;
+        live_a += la, live_b += lb, same += la && lb;
+        if (la && lb) top = fmaxf(top, fabsf(first_logits[v])), diff = fmaxf(diff, fabsf(x[v] - first_logits[v]));
+      }
+      printf("MTP first draft: %d tokens scored (transformers %d, both %d), max |logit difference| %.4f of %.3f\n",
+             live_a, live_b, same, diff, top);
+      CHECK(live_a == same && live_b == same && diff <= 0.02f * top);
+    }
+    int32_t d = 0;
+    for (int v = 1; v < V; v++)
+      if (x[v] > x[d]) d = v;
+    if (d != want[i]) {
+      CHECKF(margin[i] < clear, "MTP pass at %lld draft %d: %d, transformers %d (top-2 gap %.3f)", (long long)pos, i,
+             (int)d, (int)want[i], margin[i]);
+      break;
+    }
+    compared++;
+    mx_assistant_push(a, d);
+  }
+  mx_assistant_free(a);
+  mx_session_free(s);
+  return compared;
+}
+
+static void test_mtp(void) {
+  fixture f, g3;
+  if (open_fixture(&f, "gemma4-dense-bf16", TOKENIZER) || open_fixture(&g3, "gemma3-text-bf16", TOKENIZER)) return;
+  mlxrt_error err = {{0}};
+  mlxrt_options o = {"cpu", 1, 0, NULL, NULL};
+  mlxrt_model *A = mlxrt_model_load(MTP_DIR, &o, &err);
+  CHECKF(A != NULL, "%s", err.msg);
+  st_archive g;
+  if (!A || st_open(MTP_DIR "/golden.safetensors", &g, &err)) {
+    CHECKF(0, "%s", err.msg);
+    return;
+  }
+  int64_t np, nt, nr, nk, nkept, nd, nm, nl;
+  const int32_t *prompt = golden_data(&g, "prompt", ST_I32, &np), *tokens = golden_data(&g, "tokens", ST_I32, &nt);
+  const int32_t *rpos = golden_data(&g, "round_pos", ST_I32, &nr), *rk = golden_data(&g, "round_k", ST_I32, &nk);
+  const int32_t *rkept = golden_data(&g, "round_kept", ST_I32, &nkept);
+  const int32_t *rdrafts = golden_data(&g, "round_drafts", ST_I32, &nd);
+  const float *rmargin = golden_data(&g, "round_margins", ST_F32, &nm);
+  const float *first = golden_data(&g, "first_logits", ST_F32, &nl);
+  if (!prompt || !tokens || !rpos || !rk || !rkept || !rdrafts || !rmargin || !first) return;
+  const int K = (int)(nd / nr);
+  const char *cm = st_file_metadata(&g.files[0], "clear_margin");
+  const float clear = cm ? (float)atof(cm) : 0.0f;
+  CHECK(clear > 0 && nl % V == 0);
+
+  /* a whole generation: plain greedy's tokens, and transformers' passes, drafts and acceptances */
+  const mlxrt_spec_options mtp = {MLXRT_SPEC_DRAFT, K, 0, A};
+  run r;
+  mlxrt_gen_stats st;
+  int64_t drafted = 0, kept = 0;
+  for (int64_t i = 0; i < nr; i++) drafted += rk[i], kept += rkept[i];
+  if (generate(f.m, prompt, (size_t)np, (int)nt, 0, 0, &mtp, 0, &r, &st, NULL, NULL) == 0) {
+    CHECK(r.n == nt && !memcmp(r.ids, tokens, (size_t)nt * sizeof *tokens));
+    printf("MTP greedy: %d tokens, %lld passes, %lld of %lld drafts kept (transformers: %lld passes, %lld of %lld)\n",
+           r.n, (long long)st.spec_passes, (long long)st.spec_accepted, (long long)st.spec_drafted, (long long)nr,
+           (long long)kept, (long long)drafted);
+    CHECK(st.spec_passes == nr && st.spec_drafted == drafted && st.spec_accepted == kept);
+  }
+  /* pass by pass, from the kept context */
+  int32_t ids[256];
+  memcpy(ids, prompt, (size_t)np * sizeof *ids);
+  memcpy(ids + np, tokens, (size_t)nt * sizeof *ids);
+  int compared = 0;
+  for (int64_t i = 0; i < nr; i++)
+    compared += mtp_pass(f.m, A, ids, rpos[i], rk[i], rdrafts + i * K, rmargin + i * K, clear, i == 0 ? first : NULL);
+  printf("MTP drafts pass by pass: %d of %lld equal transformers' before any difference\n", compared, (long long)drafted);
+  CHECK(compared * 10 >= drafted * 9);
+
+  /* sampled: the first three tokens' joint distribution with the drafter's draws verified by
+   * the rejection rule (its ordered head leaves most tokens at a low logit, not at zero) */
+  {
+    mx_sampler_params sp;
+    mx_sampler_params_default(&sp);
+    sp.temperature = 1.0f, sp.top_k = 6, sp.top_p = 1.0f, sp.repetition_penalty = 1.0f;
+    enum { N = 2500 };
+    static joint exact;
+    static int32_t draws[N][3];
+    exact_joint(f.m, prompt, (size_t)np, &sp, &exact);
+    const mlxrt_spec_options two = {MLXRT_SPEC_DRAFT, 2, 0, A};
+    int64_t sd = 0, sa = 0;
+    const int got = draw_first3(f.m, prompt, (size_t)np, &sp, &two, N, draws, &sd, &sa);
+    int df;
+    const double x2 = chi_square(&exact, (const int32_t(*)[3])draws, got, &df);
+    printf("MTP sampled: %d cells, chi-square %.1f, df %d (limit %.1f); drafted %lld, accepted %lld\n", exact.n, x2,
+           df, df + 6.0 * sqrt(2.0 * df) + 10.0, (long long)sd, (long long)sa);
+    CHECK(got == N && passes(x2, df) && sd > N / 2 && sa > 0 && sa < sd);
+  }
+
+  /* a token_ordering that names an id twice: refused at load, naming the tensor and entry */
+  {
+    char dir[] = "/tmp/mlxrt_mtp_XXXXXX", path[256];
+    st_file sf;
+    CHECK(mkdtemp(dir) != NULL && st_open_file(MTP_DIR "/model.safetensors", &sf, &err) == 0);
+    const st_tensor *t = st_file_find(&sf, "masked_embedding.token_ordering");
+    CHECK(t != NULL);
+    if (t) {
+      uint8_t *img = malloc(sf.size);
+      memcpy(img, sf.map, sf.size);
+      memcpy(img + (t->data - sf.map) + 8, t->data, 8); /* entry 1 = entry 0 */
+      snprintf(path, sizeof path, "%s/model.safetensors", dir);
+      FILE *fp = fopen(path, "wb");
+      CHECK(fp && fwrite(img, 1, sf.size, fp) == sf.size);
+      if (fp) fclose(fp);
+      free(img);
+      char cfg[256];
+      snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+      CHECK(symlink(MTP_DIR "/config.json", cfg) == 0);
+      memset(&err, 0, sizeof err);
+      mlxrt_model *bad = mlxrt_model_load(dir, &o, &err);
+      CHECK(bad == NULL);
+      CHECK_MSG(err, "tensor 'masked_embedding.token_ordering' entry 1 is");
+      CHECK_MSG(err, "expected each id of the vocabulary (0 to 383) once");
+      mlxrt_model_free(bad);
+      unlink(cfg);
+      unlink(path);
+    }
+    st_close_file(&sf);
+    rmdir(dir);
+  }
+
+  /* what it refuses: a session of its own, a Gemma 3 model, more drafts than the rings hold */
+  CHECK(mlxrt_session_new(A, 256, &err) == NULL);
+  CHECK_MSG(err, "gemma4_assistant");
+  mlxrt_session *s3 = mlxrt_session_new(g3.m, 256, &err), *s4 = mlxrt_session_new(f.m, 256, &err);
+  memset(&err, 0, sizeof err);
+  CHECK(s3 && mlxrt_spec_check(s3, &mtp, &err) == -1);
+  CHECK_MSG(err, "Gemma 3");
+  const mlxrt_spec_options many = {MLXRT_SPEC_DRAFT, 32, 0, A};
+  memset(&err, 0, sizeof err);
+  CHECK(s4 && mlxrt_spec_check(s4, &many, &err) == -1);
+  CHECK_MSG(err, "cannot hold them");
+  CHECK(s4 && mlxrt_spec_check(s4, &mtp, &err) == 0);
+  mlxrt_session_free(s3);
+  mlxrt_session_free(s4);
+  st_close(&g);
+  mlxrt_model_free(A);
+  close_fixture(&f);
+  close_fixture(&g3);
 }
 
 /* ---- errors ----------------------------------------------------------------------------------- */
@@ -561,6 +762,8 @@ int main(void) {
   test_greedy();
   printf("(%.1f s)\n", now_s() - t);
   test_sampled();
+  printf("(%.1f s)\n", now_s() - t);
+  test_mtp();
   printf("(%.1f s)\n", now_s() - t);
   test_errors();
   TEST_END();

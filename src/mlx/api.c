@@ -66,6 +66,11 @@ mlxrt_session *mlxrt_session_new(mlxrt_model *M, int64_t capacity, mlxrt_error *
 }
 
 mlxrt_session *mlxrt_session_new_ex(mlxrt_model *M, int64_t capacity, unsigned flags, mlxrt_error *err) {
+  if (M->m->cfg.assistant) {
+    mx_fail(err, "%s is a gemma4_assistant (an MTP drafter): it reads the K/V and hidden state of the Gemma 4 "
+                 "model it drafts for and runs only as that model's draft model (--draft-model)", M->m->path);
+    return NULL;
+  }
   mlxrt_session *S = mx_calloc(1, sizeof *S, err);
   if (!S) return NULL;
   S->model = M;

@@ -141,12 +141,14 @@ typedef struct mtype {
   const char *name;
   mx_family family;
   int nested;
+  int assistant;
 } mtype;
 
 static const mtype MODEL_TYPES[] = {
-    {"gemma3_text", MX_GEMMA3, 0},     {"gemma3", MX_GEMMA3, 1},
-    {"gemma4_text", MX_GEMMA4, 0},     {"gemma4", MX_GEMMA4, 1},
-    {"gemma4_unified", MX_GEMMA4, 1},  {"gemma4_unified_text", MX_GEMMA4, 0},
+    {"gemma3_text", MX_GEMMA3, 0, 0},     {"gemma3", MX_GEMMA3, 1, 0},
+    {"gemma4_text", MX_GEMMA4, 0, 0},     {"gemma4", MX_GEMMA4, 1, 0},
+    {"gemma4_unified", MX_GEMMA4, 1, 0},  {"gemma4_unified_text", MX_GEMMA4, 0, 0},
+    {"gemma4_assistant", MX_GEMMA4, 1, 1},
 };
 
 /* ---- RoPE ------------------------------------------------------------------------------ */
@@ -383,7 +385,13 @@ static int derive_layers(pctx *c, const cJSON *tc, mx_config *cfg) {
 
   /* KV sharing (mlx-lm previous_kvs): layers ≥ first reuse the last earlier layer of their type. */
   cfg->first_kv_shared_layer = n;
-  if (cfg->num_kv_shared_layers > 0) {
+  if (cfg->assistant) { /* every layer reads the K/V of the model it drafts for */
+    if (cfg->num_kv_shared_layers != n)
+      return mx_fail(c->err, "%s: field '%snum_kv_shared_layers' is %d but a gemma4_assistant shares every layer (%d)",
+                     c->path, c->prefix, cfg->num_kv_shared_layers, n);
+    cfg->first_kv_shared_layer = 0;
+    for (int j = 0; j < n; j++) cfg->layer_kv_source[j] = -1;
+  } else if (cfg->num_kv_shared_layers > 0) {
     int first = n - cfg->num_kv_shared_layers;
     if (first <= 0)
       return mx_fail(c->err,
@@ -418,7 +426,7 @@ static int derive_layers(pctx *c, const cJSON *tc, mx_config *cfg) {
                      "of layer %d (%s)",
                      c->path, cfg->num_heads, kv, i, mx_layer_type_name(cfg->layer_types[i]));
     int s = cfg->layer_kv_source[i];
-    if (s != i && (cfg->layer_head_dim[s] != d || cfg->layer_kv_heads[s] != kv))
+    if (s >= 0 && s != i && (cfg->layer_head_dim[s] != d || cfg->layer_kv_heads[s] != kv))
       return mx_fail(c->err,
                      "%s: KV-shared layer %d (head_dim %d, %d KV heads) cannot reuse layer %d "
                      "(head_dim %d, %d KV heads)",
@@ -685,7 +693,7 @@ static int parse_text(pctx *c, const cJSON *root, const cJSON *tc, mx_config *cf
               &cfg->max_position_embeddings) ||
       get_num(c, tc, "rms_norm_eps", 1e-6, 1, 0, 0, &cfg->rms_norm_eps))
     return -1;
-  if (cfg->nested) {
+  if (cfg->nested && !cfg->assistant) {
     /* gemma3.py / gemma4.py overwrite text_config.vocab_size with the top-level value. */
     pctx top = *c;
     top.prefix = "";
@@ -721,11 +729,19 @@ static int parse_text(pctx *c, const cJSON *root, const cJSON *tc, mx_config *cf
                 &cfg->num_kv_shared_layers) ||
         get_int(c, tc, "hidden_size_per_layer_input", 256, 0, 65536, 1, 0,
                 &cfg->hidden_size_per_layer_input) ||
-        get_int(c, tc, "vocab_size_per_layer_input", 262144, 1, MAX_VOCAB, 0, 0,
+        get_int(c, tc, "vocab_size_per_layer_input", 262144, 0, MAX_VOCAB, 0, 0,
                 &cfg->vocab_size_per_layer_input) ||
         get_bool(c, tc, "enable_moe_block", 0, &cfg->enable_moe) ||
         get_bool(c, tc, "rope_traditional", 0, &cfg->rope_traditional))
       return -1;
+    if (cfg->hidden_size_per_layer_input > 0 && cfg->vocab_size_per_layer_input == 0)
+      return mx_fail(c->err, "%s: field '%svocab_size_per_layer_input' is 0 but hidden_size_per_layer_input is %d",
+                     c->path, c->prefix, cfg->hidden_size_per_layer_input);
+    if (cfg->assistant && !jget(tc, "num_kv_shared_layers")) cfg->num_kv_shared_layers = cfg->num_layers;
+    if (cfg->assistant && (cfg->hidden_size_per_layer_input || cfg->enable_moe || cfg->use_double_wide_mlp))
+      return mx_fail(c->err, "%s: a gemma4_assistant has no per-layer inputs, MoE block or double-wide MLP "
+                             "(hidden_size_per_layer_input %d, enable_moe_block %d, use_double_wide_mlp %d)",
+                     c->path, cfg->hidden_size_per_layer_input, cfg->enable_moe, cfg->use_double_wide_mlp);
     if (cfg->enable_moe) {
       const char *k[3] = {"num_experts", "top_k_experts", "moe_intermediate_size"};
       int *dst[3] = {&cfg->num_experts, &cfg->top_k_experts, &cfg->moe_intermediate_size};
@@ -746,6 +762,30 @@ static int parse_text(pctx *c, const cJSON *root, const cJSON *tc, mx_config *cf
   return derive_layers(c, tc, cfg);
 }
 
+/* transformers' Gemma4AssistantConfig: the target's width, and the ordered-embedding head
+ * (num_centroids clusters of vocab / num_centroids tokens, the top centroid_intermediate_top_k
+ * scored). Defaults are transformers'. */
+static int parse_assistant(pctx *c, const cJSON *root, mx_config *cfg) {
+  pctx top = *c;
+  top.prefix = "";
+  const cJSON *b = jget(root, "backbone_hidden_size");
+  if (!b) return mx_fail(c->err, "%s: field 'backbone_hidden_size' is missing (the width of the model it drafts for)", c->path);
+  if (get_int(&top, root, "backbone_hidden_size", 0, 1, MAX_DIM, 0, 0, &cfg->backbone_hidden_size) ||
+      get_bool(&top, root, "use_ordered_embeddings", 0, &cfg->use_ordered_embeddings) ||
+      get_int(&top, root, "num_centroids", 2048, 1, MAX_VOCAB, 0, 0, &cfg->num_centroids) ||
+      get_int(&top, root, "centroid_intermediate_top_k", 32, 1, MAX_VOCAB, 0, 0, &cfg->centroid_top_k))
+    return -1;
+  if (cfg->use_ordered_embeddings) {
+    if (cfg->vocab_size % cfg->num_centroids)
+      return mx_fail(c->err, "%s: field 'num_centroids' is %d, which does not divide the vocabulary of %d", c->path,
+                     cfg->num_centroids, cfg->vocab_size);
+    if (cfg->centroid_top_k > cfg->num_centroids)
+      return mx_fail(c->err, "%s: field 'centroid_intermediate_top_k' (%d) exceeds num_centroids (%d)", c->path,
+                     cfg->centroid_top_k, cfg->num_centroids);
+  }
+  return 0;
+}
+
 static int parse_root(const cJSON *root, pctx *c, mx_config *cfg) {
   if (!cJSON_IsObject(root)) return mx_fail(c->err, "%s: top level must be a JSON object", c->path);
   const cJSON *mt = jget(root, "model_type");
@@ -757,11 +797,12 @@ static int parse_root(const cJSON *root, pctx *c, mx_config *cfg) {
   if (!t)
     return mx_fail(c->err,
                    "%s: unknown model_type \"%.60s\" (expected gemma3_text, gemma3, gemma4_text, "
-                   "gemma4 or gemma4_unified)",
+                   "gemma4, gemma4_unified or gemma4_assistant)",
                    c->path, mt->valuestring);
   snprintf(cfg->model_type, sizeof cfg->model_type, "%s", t->name);
   cfg->family = t->family;
   cfg->nested = t->nested;
+  cfg->assistant = t->assistant;
 
   const cJSON *tc = root;
   if (t->nested) {
@@ -789,6 +830,7 @@ static int parse_root(const cJSON *root, pctx *c, mx_config *cfg) {
     }
   }
   if (parse_text(c, root, tc, cfg)) return -1;
+  if (cfg->assistant && parse_assistant(c, root, cfg)) return -1;
 
   /* Token ids: top level first (IT checkpoints), then the text config. */
   pctx top = *c;

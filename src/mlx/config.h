@@ -2,7 +2,8 @@
  * the quantization spec of each module.
  *
  * Accepted model_type values: gemma3_text, gemma3 (text_config), gemma4_text, gemma4
- * (text_config), and gemma4_unified / gemma4_unified_text (the 12B, which mlx-lm runs as gemma4).
+ * (text_config), gemma4_unified / gemma4_unified_text (the 12B, which mlx-lm runs as gemma4),
+ * and gemma4_assistant (text_config; transformers' MTP drafter for a Gemma 4 model).
  * Absent keys take mlx-lm 0.32's ModelArgs defaults. Everything per layer is resolved here, so
  * the model code reads layer_* arrays and never re-derives the layer plan. */
 #ifndef MLXRT_MLX_CONFIG_H
@@ -50,6 +51,11 @@ typedef struct mx_config {
   char model_type[64];      /* top-level model_type as written */
   mx_family family;
   int nested;               /* text fields came from text_config */
+  /* gemma4_assistant (an MTP drafter, src/mlx/assistant.h): every layer reads the K/V of the
+   * model it drafts for (layer_kv_source −1); its input is that model's embedding of the last
+   * token beside its final hidden state (backbone_hidden_size wide) */
+  int assistant, backbone_hidden_size;
+  int use_ordered_embeddings, num_centroids, centroid_top_k; /* the ordered-embedding head */
 
   int hidden_size, num_layers, intermediate_size, vocab_size;
   int num_heads, num_kv_heads, head_dim;    /* the global (sliding-layer) values */

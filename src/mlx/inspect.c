@@ -129,7 +129,12 @@ static char *describe_text(const mx_model *m, const qgroups *q, const mx_model_s
   sb_printf(&b, "plan       ");
   for (int i = 0; i < c->num_layers; i++) sb_printf(&b, "%c", c->layer_types[i] == MX_LAYER_FULL ? 'F' : 's');
   sb_printf(&b, "  (s = sliding, F = full)\n");
-  if (c->num_kv_shared_layers) sb_printf(&b, "kv-shared  last %d layers reuse earlier K/V\n", c->num_kv_shared_layers);
+  if (c->assistant)
+    sb_printf(&b, "drafter    an MTP drafter (gemma4_assistant): every layer reads the K/V of the model it drafts "
+                  "for (hidden %d); %s head\n", c->backbone_hidden_size,
+              c->use_ordered_embeddings ? "ordered-embedding" : "tied");
+  else if (c->num_kv_shared_layers)
+    sb_printf(&b, "kv-shared  last %d layers reuse earlier K/V\n", c->num_kv_shared_layers);
   if (c->hidden_size_per_layer_input) sb_printf(&b, "ple        per-layer embeddings, width %d\n", c->hidden_size_per_layer_input);
   if (c->enable_moe) sb_printf(&b, "moe        %d experts, top %d, expert FFN %d\n", c->num_experts, c->top_k_experts, c->moe_intermediate_size);
   if (c->final_logit_softcap > 0) sb_printf(&b, "softcap    final logits %g\n", c->final_logit_softcap);

@@ -64,6 +64,13 @@ typedef struct mx_model {
   mx_linear embed_per_layer, per_layer_model_proj;
   mx_vec per_layer_proj_norm;
 
+  /* gemma4_assistant (cfg.assistant): pre_projection [H, 2·backbone] of (the target's scaled
+   * embedding of the last token, its final hidden state), post_projection [backbone, H]; with
+   * use_ordered_embeddings the centroids [num_centroids, H] and token_ordering (the vocabulary
+   * as num_centroids clusters of vocab / num_centroids ids, a permutation) */
+  mx_linear pre_proj, post_proj, centroids;
+  int32_t *token_ordering;
+
   mx_layer *layers;
   int n_layers;
 

@@ -262,6 +262,53 @@ static void free_vec(mx_vec *v) {
   v->v = NULL;
 }
 
+/* transformers' masked_embedding.token_ordering: I64 (or I32) ids, each of the vocabulary once. */
+static int load_ordering(mx_model *m, const char *name, int64_t V, mlxrt_error *err) {
+  const st_tensor *t = use(m, name);
+  if (!t) return mx_fail(err, "%s: tensor '%s' is missing (use_ordered_embeddings is true)", m->path, name);
+  if ((t->dtype != ST_I64 && t->dtype != ST_I32) || t->ndim != 1 || st_numel(t) != V) {
+    char got[128];
+    shape_str(t, got, sizeof got);
+    return mx_fail(err, "%s: tensor '%s' is %s %s, expected I64 or I32 [%lld]", m->path, name,
+                   st_dtype_name(t->dtype), got, (long long)V);
+  }
+  uint8_t *seen = mx_calloc((size_t)V, 1, err);
+  if (!seen || !(m->token_ordering = mx_malloc((size_t)V * sizeof(int32_t), err))) {
+    free(seen);
+    return -1;
+  }
+  for (int64_t i = 0; i < V; i++) {
+    int64_t id;
+    if (t->dtype == ST_I64) {
+      memcpy(&id, t->data + 8 * i, 8);
+    } else {
+      int32_t v32;
+      memcpy(&v32, t->data + 4 * i, 4);
+      id = v32;
+    }
+    if (id < 0 || id >= V || seen[id]) {
+      free(seen);
+      return mx_fail(err, "%s: tensor '%s' entry %lld is %lld: expected each id of the vocabulary (0 to %lld) once",
+                     m->path, name, (long long)i, (long long)id, (long long)V - 1);
+    }
+    seen[id] = 1;
+    m->token_ordering[i] = (int32_t)id;
+  }
+  free(seen);
+  return 0;
+}
+
+static int load_assistant(mx_model *m, mlxrt_error *err) {
+  const mx_config *c = &m->cfg;
+  const int64_t H = c->hidden_size, B = c->backbone_hidden_size;
+  if (load_linear(m, "pre_projection", 0, H, 2 * B, 1, &m->pre_proj, err) ||
+      load_linear(m, "post_projection", 0, B, H, 1, &m->post_proj, err))
+    return -1;
+  if (!c->use_ordered_embeddings) return 0;
+  if (load_linear(m, "masked_embedding.centroids", 0, c->num_centroids, H, 1, &m->centroids, err)) return -1;
+  return load_ordering(m, "masked_embedding.token_ordering", c->vocab_size, err);
+}
+
 /* ---- layers -------------------------------------------------------------------------------- */
 static int load_layer(mx_model *m, int i, mlxrt_error *err) {
   const mx_config *c = &m->cfg;
@@ -403,6 +450,7 @@ mx_model *mx_model_open(const char *dir, mlxrt_error *err) {
     snprintf(n, sizeof n, "%sper_layer_projection_norm.weight", m->prefix);
     if (load_vec(m, n, c->hidden_size_per_layer_input, 1, 0, &m->per_layer_proj_norm, err)) goto fail;
   }
+  if (c->assistant && load_assistant(m, err)) goto fail;
   for (int i = 0; i < m->n_layers; i++)
     if (load_layer(m, i, err)) goto fail;
   if (mx_model_check_unused(m, err) || mx_model_check_ids(m, err) ||
@@ -421,6 +469,7 @@ void mx_model_close(mx_model *m) {
   free(m->layers);
   free_vec(&m->final_norm);
   free_vec(&m->per_layer_proj_norm);
+  free(m->token_ordering);
   st_close(&m->st);
   mx_config_free(&m->cfg);
   free(m->used);
@@ -432,7 +481,8 @@ void mx_model_close(mx_model *m) {
 
 /* ---- accounting ---------------------------------------------------------------------------- */
 void mx_model_visit_linears(const mx_model *m, mx_linear_visit_fn fn, void *ctx) {
-  const mx_linear *top[] = {&m->embed, &m->lm_head, &m->embed_per_layer, &m->per_layer_model_proj};
+  const mx_linear *top[] = {&m->embed,    &m->lm_head,   &m->embed_per_layer, &m->per_layer_model_proj,
+                            &m->pre_proj, &m->post_proj, &m->centroids};
   for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
     if (top[i]->present) fn(top[i], ctx);
   for (int i = 0; i < m->n_layers; i++) {

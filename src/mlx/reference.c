@@ -17,9 +17,8 @@
 
 
 /* ---- matrices through the boundary ------------------------------------------------------- */
-/* y[n, rows] = bf16(x[n, cols] · Wᵀ); x holds bf16 values. */
-static int linear(mx_session *s, const mx_linear *l, int expert, const float *x, int64_t n,
-                  float *y, mlxrt_error *err) {
+int mx_ref_linear(mx_session *s, const mx_linear *l, int expert, const float *x, int64_t n, float *y,
+                  mlxrt_error *err) {
   int64_t cols = l->aw.spec.cols, rows = l->aw.spec.rows;
   mx_to_bf16(s->xb, x, n * cols);
   if (s->rowwise && n > 1 ? s->b->qmatmul_rowwise(s->b, &l->aw, expert, s->xb, n, y, err)
@@ -126,7 +125,7 @@ static int attention_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
   int64_t pos0 = s->pos;
 
   mx_rmsnorm_rows_mode(s->x, s->h, ly->input_norm.v, (int)n, c->hidden_size, eps, s->mlx_cpu);
-  if (linear(s, &ly->q_proj, -1, s->x, n, s->q, err)) return -1;
+  if (mx_ref_linear(s, &ly->q_proj, -1, s->x, n, s->q, err)) return -1;
   mx_rmsnorm_rows_mode(s->q, s->q, ly->q_norm.v, (int)(n * nq), hd, eps, s->mlx_cpu);
   for (int64_t i = 0; i < n; i++) {
     mx_rope_angles(rc, rs, hd / 2, inv, (float)(pos0 + i) * pscale, s->mlx_cpu);
@@ -138,9 +137,9 @@ static int attention_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
   uint16_t *ck = s->chunk_k[src] ? s->chunk_k[src] : s->stage_k;
   uint16_t *cv = s->chunk_v[src] ? s->chunk_v[src] : s->stage_v;
   if (ly->has_kv) {
-    if (linear(s, &ly->k_proj, -1, s->x, n, s->k, err)) return -1;
+    if (mx_ref_linear(s, &ly->k_proj, -1, s->x, n, s->k, err)) return -1;
     if (ly->k_eq_v) memcpy(s->v, s->k, (size_t)(n * kvd) * sizeof(float));
-    else if (linear(s, &ly->v_proj, -1, s->x, n, s->v, err)) return -1;
+    else if (mx_ref_linear(s, &ly->v_proj, -1, s->x, n, s->v, err)) return -1;
     mx_rmsnorm_rows_mode(s->k, s->k, ly->k_norm.v, (int)(n * nkv), hd, eps, s->mlx_cpu);
     for (int64_t i = 0; i < n; i++) {
       mx_rope_angles(rc, rs, hd / 2, inv, (float)(pos0 + i) * pscale, s->mlx_cpu);
@@ -162,20 +161,19 @@ static int attention_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
   if (ly->has_kv && !s->feeds_shared[li])
     if (commit_kv(s, li, ck, cv, pos0, n, err)) return -1;
 
-  if (linear(s, &ly->o_proj, -1, s->att, n, s->o, err)) return -1;
+  if (mx_ref_linear(s, &ly->o_proj, -1, s->att, n, s->o, err)) return -1;
   mx_rmsnorm_rows_mode(s->o, s->o, ly->post_attn_norm.v, (int)n, c->hidden_size, eps, s->mlx_cpu);
   mx_add(s->h, s->h, s->o, n * c->hidden_size);
   return 0;
 }
 
-/* GeGLU MLP on rows of `in` (already normed) into `out`. */
-static int mlp(mx_session *s, const mx_linear *gate, const mx_linear *up, const mx_linear *down,
-               int expert, const float *in, int64_t n, float *out, mlxrt_error *err) {
+int mx_ref_mlp(mx_session *s, const mx_linear *gate, const mx_linear *up, const mx_linear *down, int expert,
+               const float *in, int64_t n, float *out, mlxrt_error *err) {
   int64_t inter = gate->aw.spec.rows;
-  if (linear(s, gate, expert, in, n, s->g, err)) return -1;
-  if (linear(s, up, expert, in, n, s->u, err)) return -1;
+  if (mx_ref_linear(s, gate, expert, in, n, s->g, err)) return -1;
+  if (mx_ref_linear(s, up, expert, in, n, s->u, err)) return -1;
   mx_geglu(s->t1, s->g, s->u, n * inter);
-  return linear(s, down, expert, s->t1, n, out, err);
+  return mx_ref_linear(s, down, expert, s->t1, n, out, err);
 }
 
 /* Gemma 4 26B-A4B: router over the residual, top-k experts, weighted sum. Token by token. */
@@ -195,7 +193,7 @@ static int moe_block(mx_session *s, const mx_layer *ly, int64_t n, float *out, m
   for (int64_t t = 0; t < n; t++) {
     const float *hrow = s->h + t * H;
     mx_rmsnorm_mode(rw, hrow, rs, H, eps, s->mlx_cpu);
-    if (linear(s, &ly->router_proj, -1, rw, 1, scores, err)) return -1;
+    if (mx_ref_linear(s, &ly->router_proj, -1, rw, 1, scores, err)) return -1;
     /* top-k by score (ties: lower index first) */
     for (int k = 0; k < K; k++) {
       int best = -1;
@@ -222,7 +220,7 @@ static int moe_block(mx_session *s, const mx_layer *ly, int64_t n, float *out, m
     float acc[8192];
     memset(acc, 0, (size_t)H * sizeof(float));
     for (int k = 0; k < K; k++) {
-      if (mlp(s, &ly->exp_gate, &ly->exp_up, &ly->exp_down, idx[k], xin, 1, y, err)) return -1;
+      if (mx_ref_mlp(s, &ly->exp_gate, &ly->exp_up, &ly->exp_down, idx[k], xin, 1, y, err)) return -1;
       if (s->mlx_cpu) /* (w·y).sum(-2): MLX sums bf16 in bf16 */
         for (int i = 0; i < H; i++) acc[i] = mx_round_bf16(acc[i] + mx_round_bf16(wts[k] * y[i]));
       else
@@ -242,7 +240,7 @@ static int ffn_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
   int H = c->hidden_size;
   float eps = (float)c->rms_norm_eps;
   mx_rmsnorm_rows_mode(s->x, s->h, ly->pre_ffw_norm.v, (int)n, H, eps, s->mlx_cpu);
-  if (mlp(s, &ly->gate_proj, &ly->up_proj, &ly->down_proj, -1, s->x, n, s->o, err)) return -1;
+  if (mx_ref_mlp(s, &ly->gate_proj, &ly->up_proj, &ly->down_proj, -1, s->x, n, s->o, err)) return -1;
   if (c->enable_moe) {
     mx_rmsnorm_rows_mode(s->o, s->o, ly->post_ffw_norm_1.v, (int)n, H, eps, s->mlx_cpu);
     float *h2 = s->moe;
@@ -254,13 +252,13 @@ static int ffn_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
 
   if (c->hidden_size_per_layer_input > 0) {
     int P = c->hidden_size_per_layer_input, L = m->n_layers;
-    if (linear(s, &ly->ple_gate, -1, s->h, n, s->g, err)) return -1;
+    if (mx_ref_linear(s, &ly->ple_gate, -1, s->h, n, s->g, err)) return -1;
     for (int64_t t = 0; t < n; t++)
       for (int j = 0; j < P; j++) {
         float gg = mx_gelu_approx(s->g[t * P + j]);
         s->t1[t * P + j] = mx_round_bf16(gg * s->ple[(t * L + li) * P + j]);
       }
-    if (linear(s, &ly->ple_proj, -1, s->t1, n, s->o, err)) return -1;
+    if (mx_ref_linear(s, &ly->ple_proj, -1, s->t1, n, s->o, err)) return -1;
     mx_rmsnorm_rows_mode(s->o, s->o, ly->post_ple_norm.v, (int)n, H, eps, s->mlx_cpu);
     mx_add(s->h, s->h, s->o, n * H);
   }
@@ -276,7 +274,7 @@ static int per_layer_inputs(mx_session *s, const int32_t *tokens, int64_t n, mlx
   int64_t LP = (int64_t)L * P;
   float eps = (float)c->rms_norm_eps;
   /* projection of the scaled embedding: bf16(proj · bf16(H^-½)), RMSNorm over each P slice */
-  if (linear(s, &m->per_layer_model_proj, -1, s->h, n, s->ple, err)) return -1;
+  if (mx_ref_linear(s, &m->per_layer_model_proj, -1, s->h, n, s->ple, err)) return -1;
   mx_scale(s->ple, s->ple, mx_round_bf16((float)(1.0 / sqrt((double)c->hidden_size))), n * LP);
   mx_rmsnorm_rows_mode(s->ple, s->ple, m->per_layer_proj_norm.v, (int)(n * L), P, eps, s->mlx_cpu);
   /* the token's own per-layer rows: bf16(E_pl[tok] · bf16(√P)) */
@@ -297,14 +295,22 @@ static int per_layer_inputs(mx_session *s, const int32_t *tokens, int64_t n, mlx
 }
 
 /* ---- the whole pass ------------------------------------------------------------------------ */
-static int output_logits(mx_session *s, int64_t row0, int64_t nrows, float *logits, mlxrt_error *err) {
+/* Rows row0 … row0+nrows−1 of the chunk fed at p0: the final norm (kept for a drafter when
+ * asked: mx_session_keep_hidden), the head, the softcap. */
+static int output_logits(mx_session *s, int64_t p0, int64_t row0, int64_t nrows, float *logits, mlxrt_error *err) {
   const mx_model *m = s->m;
   const mx_config *c = &m->cfg;
   int H = c->hidden_size;
   const mx_linear *head = m->lm_head.present ? &m->lm_head : &m->embed;
   int64_t V = c->vocab_size;
   mx_rmsnorm_rows_mode(s->x, s->h + row0 * H, m->final_norm.v, (int)nrows, H, (float)c->rms_norm_eps, s->mlx_cpu);
-  if (linear(s, head, -1, s->x, nrows, logits, err)) return -1;
+  if (s->hid) {
+    if (row0 == 0 || s->hid_pos0 + s->hid_n != p0 + row0 || s->hid_n + nrows > s->batch)
+      s->hid_n = 0, s->hid_pos0 = p0 + row0;
+    memcpy(s->hid + s->hid_n * H, s->x, (size_t)(nrows * H) * sizeof(float));
+    s->hid_n += nrows;
+  }
+  if (mx_ref_linear(s, head, -1, s->x, nrows, logits, err)) return -1;
   if (c->final_logit_softcap > 0) {
     float cap = (float)c->final_logit_softcap;
     for (int64_t i = 0; i < nrows * V; i++)
@@ -337,12 +343,13 @@ int mx_forward_chunk(mx_session *s, const int32_t *tokens, int64_t n, float *log
   if (s->pos > s->kv_hi) s->kv_hi = s->pos;
 
   if (!logits) return 0;
-  if (!all_positions) return output_logits(s, n - 1, 1, logits, err);
+  const int64_t p0 = s->pos - n;
+  if (!all_positions) return output_logits(s, p0, n - 1, 1, logits, err);
   /* (row by row the head's weights are read once per call: every row in one) */
   const int64_t step = s->rowwise ? n : 8;
   for (int64_t r = 0; r < n; r += step) {
     int64_t k = n - r < step ? n - r : step;
-    if (output_logits(s, r, k, logits + r * c->vocab_size, err)) return -1;
+    if (output_logits(s, p0, r, k, logits + r * c->vocab_size, err)) return -1;
   }
   return 0;
 }

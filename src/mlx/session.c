@@ -33,6 +33,18 @@ static float *rope_table(const mx_config *c, int layer, int mlx_cpu, float *pos_
 }
 
 /* ---- session lifecycle ------------------------------------------------------------------- */
+int mx_session_keep_hidden(mx_session *s, mlxrt_error *err) {
+  if (s->hid) return 0;
+  s->hid_n = 0;
+  s->hid = mx_malloc((size_t)s->batch * (size_t)s->m->cfg.hidden_size * sizeof(float), err);
+  return s->hid ? 0 : -1;
+}
+
+const float *mx_session_hidden(const mx_session *s, int64_t pos) {
+  if (!s->hid || pos < s->hid_pos0 || pos >= s->hid_pos0 + s->hid_n || pos >= s->pos) return NULL;
+  return s->hid + (pos - s->hid_pos0) * s->m->cfg.hidden_size;
+}
+
 void mx_session_free(mx_session *s) {
   if (!s) return;
   const mx_model *m = s->m;
@@ -56,6 +68,7 @@ void mx_session_free(mx_session *s) {
   free(s->rope_s);
   float *fs[] = {s->h, s->x, s->q, s->k, s->v, s->att, s->o, s->g, s->u, s->t1, s->t2, s->ple, s->scores, s->moe};
   for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
+  free(s->hid);
   free(s->xb);
   free(s->stage_k);
   free(s->stage_v);
@@ -95,7 +108,7 @@ mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t
     int64_t kvd = (int64_t)ly->n_kv_heads * ly->head_dim;
     if (ly->has_kv)
       mx_kv_init(&s->kv[i], ly->type == MX_LAYER_SLIDING ? c->sliding_window + MX_SESSION_REWIND_MAX : 0, (int)kvd);
-    else s->feeds_shared[ly->kv_source] = 1;
+    else if (ly->kv_source >= 0) s->feeds_shared[ly->kv_source] = 1; /* (−1: a drafter's, the target's K/V) */
     if ((int64_t)c->num_heads * ly->head_dim > max_q) max_q = (int64_t)c->num_heads * ly->head_dim;
     if (kvd > max_kv) max_kv = kvd;
     if (ly->intermediate > max_inter) max_inter = ly->intermediate;
@@ -109,6 +122,9 @@ mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t
   track_max(&s->max_cols, &m->embed);
   track_max(&s->max_cols, &m->lm_head);
   track_max(&s->max_cols, &m->per_layer_model_proj);
+  track_max(&s->max_cols, &m->pre_proj); /* a drafter's (assistant.c) */
+  track_max(&s->max_cols, &m->post_proj);
+  track_max(&s->max_cols, &m->centroids);
   for (int i = 0; i < L; i++)
     if (s->feeds_shared[i]) {
       size_t bytes = (size_t)s->batch * (size_t)s->kv[i].dim * sizeof(uint16_t);

@@ -23,6 +23,11 @@ struct mx_session {
   int mlx_cpu;             /* the backend emulates MLX's CPU numerics: RoPE, softmax exp and
                             * the RMSNorm mean follow MLX's CPU too */
 
+  /* the final norm's output rows of the latest feeds, for positions hid_pos0 … hid_pos0+hid_n−1
+   * ([batch, hidden]; NULL unless mx_session_keep_hidden asked for them) */
+  float *hid;
+  int64_t hid_pos0, hid_n;
+
   /* scratch, sized for `batch` tokens */
   float *h, *x, *q, *k, *v, *att, *o, *g, *u, *t1, *t2, *ple, *scores, *moe;
   int64_t scores_cap;
@@ -36,5 +41,18 @@ int mx_session_check_feed(const mx_session *s, const int32_t *tokens, int64_t n,
  * logits as mx_session_feed's for this chunk. */
 int mx_forward_chunk(mx_session *s, const int32_t *tokens, int64_t n, float *logits, int all_positions,
                      mlxrt_error *err);
+
+/* The reference path's matrix product through the backend (y[n, rows] = bf16(x[n, cols] · Wᵀ),
+ * x holding bf16 values) and its GeGLU MLP on rows of `in` into `out`. */
+int mx_ref_linear(mx_session *s, const mx_linear *l, int expert, const float *x, int64_t n, float *y,
+                  mlxrt_error *err);
+int mx_ref_mlp(mx_session *s, const mx_linear *gate, const mx_linear *up, const mx_linear *down, int expert,
+               const float *in, int64_t n, float *out, mlxrt_error *err);
+/* From now on the session keeps the final norm's output of the rows it computes logits for
+ * (a drafter's input: assistant.h). */
+int mx_session_keep_hidden(mx_session *s, mlxrt_error *err);
+/* The kept final-norm row of position pos ([hidden]), or NULL when the latest feeds did not
+ * compute it. */
+const float *mx_session_hidden(const mx_session *s, int64_t pos);
 
 #endif

@@ -1,11 +1,13 @@
 /* Speculative decoding's drafter and judge (spec.h). Drafts come from the context (prompt
- * lookup) or from a draft model's session, which the target session keeps (S->draft) so that
- * its cache carries over from one call to the next like the target's. */
+ * lookup), from a draft model's session, which the target session keeps (S->draft) so that
+ * its cache carries over from one call to the next like the target's, or from a Gemma 4 MTP
+ * drafter reading the target session's own K/V and hidden states (assistant.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "accel/accel_sample.h"
 #include "base/error.h"
+#include "mlx/assistant.h"
 #include "mlx/spec.h"
 #include "mlx/spec_lookup.h"
 #include "mlx/spec_rule.h"
@@ -19,6 +21,8 @@ struct mx_spec {
    * one with a rejection, so that drafts nobody keeps cost little (transformers' heuristic) */
   int k_now, drafted, kept;
   mlxrt_session *D;           /* the draft model's session (S->draft), mode DRAFT */
+  mx_assistant *A;            /* or the MTP drafter (a gemma4_assistant draft model): drafts a
+                               * constant draft_max per pass, as transformers' does */
   mx_sampler *dsmp;           /* the draft model's sampler (sampled drafting) */
   const mx_gen_config *stops; /* a drafted stop token ends the draft */
   int V;
@@ -29,6 +33,7 @@ struct mx_spec {
 
 void mx_spec_free(mx_spec *sp) {
   if (!sp) return;
+  mx_assistant_free(sp->A);
   mx_sampler_free(sp->dsmp);
   free(sp->dlogits);
   free(sp->q);
@@ -96,7 +101,9 @@ mx_spec *mx_spec_create(mlxrt_session *S, const mlxrt_spec_options *o, const mx_
   const size_t V = (size_t)sp->V;
   if (!sp->greedy && (!(sp->p = mx_malloc(V * sizeof *sp->p, err)) || !(sp->r = mx_malloc(V * sizeof *sp->r, err))))
     goto fail;
-  if (draft) {
+  if (draft && o->draft_model->m->cfg.assistant) {
+    if (!(sp->A = mx_assistant_create(o->draft_model->m, o->draft_model->b, S->s, sp->k, err))) goto fail;
+  } else if (draft) {
     if (S->draft && S->draft->model != o->draft_model) { /* another draft model than last time */
       mlxrt_session_free(S->draft);
       S->draft = NULL;
@@ -110,6 +117,8 @@ mx_spec *mx_spec_create(mlxrt_session *S, const mlxrt_spec_options *o, const mx_
       goto fail;
     }
     if (!(sp->dlogits = mx_malloc(V * sizeof *sp->dlogits, err))) goto fail;
+  }
+  if (draft) {
     if (!sp->greedy) {
       mx_sampler_params dp = *mx_sampler_get_params(smp);
       dp.seed ^= 0x5bd1e9955bd1e995ull; /* a stream of its own */
@@ -139,7 +148,7 @@ static int draft_sync(mx_spec *sp, const int32_t *ctx, size_t n, mlxrt_error *er
 }
 
 int mx_spec_prefill(mx_spec *sp, const int32_t *prompt, size_t n, const volatile int *cancel, mlxrt_error *err) {
-  if (sp->mode != MLXRT_SPEC_DRAFT || n == 0) return 0;
+  if (sp->mode != MLXRT_SPEC_DRAFT || sp->A || n == 0) return 0;
   mlxrt_session *D = sp->D;
   size_t held = (size_t)mx_session_pos(D->s), common = 0;
   while (common < n && common < held && D->ids[common] == prompt[common]) common++;
@@ -150,10 +159,9 @@ int mx_spec_prefill(mx_spec *sp, const int32_t *prompt, size_t n, const volatile
   return rc < 0 ? mx_prefix(err, "draft model") : rc;
 }
 
-/* The draft model's next token from sp->dlogits: the argmax, or a draw from its sampler's
+/* The draft model's next token from its logits x: the argmax, or a draw from its sampler's
  * distribution (kept in sp->q[j] for the verification). -1: no token possible. */
-static int32_t draft_pick(mx_spec *sp, int j) {
-  const float *x = sp->dlogits;
+static int32_t draft_pick(mx_spec *sp, const float *x, int j) {
   if (sp->greedy) {
     int b = 0;
     for (int i = 1; i < sp->V; i++)
@@ -166,16 +174,39 @@ static int32_t draft_pick(mx_spec *sp, int j) {
   return mx_spec_draw(q, sp->V, 1.0, mx_sampler_uniform(sp->dsmp));
 }
 
-static int draft_model(mx_spec *sp, const int32_t *ctx, size_t n, int k, int32_t *draft, mlxrt_error *err) {
-  if (draft_sync(sp, ctx, n, err)) return -1;
-  if (sp->dsmp) { /* its repetition-penalty history: the context's tail */
-    const int w = mx_sampler_get_params(sp->dsmp)->repetition_window;
-    mx_sampler_reset(sp->dsmp);
-    for (size_t i = n > (size_t)w ? n - (size_t)w : 0; i < n; i++) mx_sampler_accept(sp->dsmp, ctx[i]);
-  }
+/* The draft sampler's repetition-penalty history: the context's tail. */
+static void draft_history(mx_spec *sp, const int32_t *ctx, size_t n) {
+  if (!sp->dsmp) return;
+  const int w = mx_sampler_get_params(sp->dsmp)->repetition_window;
+  mx_sampler_reset(sp->dsmp);
+  for (size_t i = n > (size_t)w ? n - (size_t)w : 0; i < n; i++) mx_sampler_accept(sp->dsmp, ctx[i]);
+}
+
+/* The MTP drafter from the last token chosen (ctx[n-1], at the target's position n-1). */
+static int draft_mtp(mx_spec *sp, const int32_t *ctx, size_t n, int k, int32_t *draft, mlxrt_error *err) {
+  const int rc = mx_assistant_begin(sp->A, ctx[n - 1], (int64_t)n - 1, err);
+  if (rc) return rc < 0 ? -1 : 0; /* (1: what it reads is gone; this pass goes without drafts) */
+  draft_history(sp, ctx, n);
   int m = 0;
   while (m < k) {
-    const int32_t t = draft_pick(sp, m);
+    const float *x = mx_assistant_logits(sp->A, err);
+    if (!x) return -1;
+    const int32_t t = draft_pick(sp, x, m);
+    if (t < 0) break;
+    draft[m++] = t;
+    if (sp->dsmp) mx_sampler_accept(sp->dsmp, t);
+    if (m == k || mx_gen_config_is_eos(sp->stops, t)) break;
+    mx_assistant_push(sp->A, t);
+  }
+  return m;
+}
+
+static int draft_model(mx_spec *sp, const int32_t *ctx, size_t n, int k, int32_t *draft, mlxrt_error *err) {
+  if (draft_sync(sp, ctx, n, err)) return -1;
+  draft_history(sp, ctx, n);
+  int m = 0;
+  while (m < k) {
+    const int32_t t = draft_pick(sp, sp->dlogits, m);
     if (t < 0) break;
     draft[m++] = t;
     if (sp->dsmp) mx_sampler_accept(sp->dsmp, t);
@@ -189,7 +220,7 @@ static int draft_model(mx_spec *sp, const int32_t *ctx, size_t n, int k, int32_t
 }
 
 int mx_spec_draft(mx_spec *sp, const int32_t *ctx, size_t n, int k, int32_t *draft, mlxrt_error *err) {
-  if (sp->drafted > 0) { /* the last pass's outcome sets this one's length */
+  if (sp->drafted > 0 && !sp->A) { /* the last pass's outcome sets this one's length */
     sp->k_now = sp->kept == sp->drafted ? sp->k_now + 2 : sp->k_now - 1;
     sp->k_now = sp->k_now < 1 ? 1 : sp->k_now > sp->k ? sp->k : sp->k_now;
   }
@@ -197,6 +228,7 @@ int mx_spec_draft(mx_spec *sp, const int32_t *ctx, size_t n, int k, int32_t *dra
   if (k > sp->k_now) k = sp->k_now;
   if (k <= 0 || n == 0) return 0;
   const int m = sp->mode == MLXRT_SPEC_LOOKUP ? mx_lookup_draft(ctx, n, sp->ngram, k, draft)
+                : sp->A                       ? draft_mtp(sp, ctx, n, k, draft, err)
                                               : draft_model(sp, ctx, n, k, draft, err);
   sp->drafted = m > 0 ? m : 0;
   return m;
