@@ -621,9 +621,11 @@ static const char *const lab_full[9] = {"full: q|k|v mat-vec", "full: q/k/v norm
                                         "full: geglu", "full: down mat-vec", "full: ffn residual+norm"};
 
 /* A layer's q/k/v post step and decode attention: in one launch (the cluster form) while few
- * keys are live or where the layer's whole range fits it, else the split passes. */
+ * keys are live or where the layer's whole range fits it, else the split passes. The cluster
+ * form also writes o's activation prep where o takes a fixed exponent and no group sums
+ * (*o_prep = 1: no prep launch before o). */
 static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_layer *y, const char *const *lb,
-                             float *amax, int namax, mlxrt_error *err) {
+                             float *amax, int namax, int *o_prep, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   const int H = d->hidden, nq = d->n_heads;
   const float *nrm = y->norms;
@@ -637,11 +639,15 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
       cprof_mark(P, lb[2], err))
     return -1;
   const int short_cl = y->cluster && D->short_ctx;
-  if (short_cl || y->lkeys)
+  *o_prep = 0;
+  if (short_cl || y->lkeys) {
+    const dk_att_prep prep = {D->xp, D->xexp, y->o.fix_e, y->o.xmode};
+    *o_prep = y->o.xmode && y->o.fix_e != CK_XE_ROWMAX && !amax;
     return rt_status(dk_attention_cluster(D->q, y->kc, y->vc, nq, y->nkv, y->hd, y->kv, d->attn_scale, D->pos, y->window,
                                           short_cl ? y->ckeys : y->lkeys, !short_cl, D->attb, amax, namax, D->smax,
-                                          D->counts, NULL, st),
+                                          D->counts, *o_prep ? &prep : NULL, st),
                      "attention (one cluster)", err);
+  }
   return rt_status(dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, y->kv, d->attn_scale, D->pos, y->window, y->splits,
                                 SPLIT_KEYS, D->deep_ctx >= (y->kv.vr > 0 ? 1 : 2), D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                 D->attb, amax, namax, st),
@@ -782,11 +788,13 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     float *amax = y->o.fix_e == CK_XE_ROWMAX ? D->pmax : NULL;
     const int namax = (int)(((int64_t)nq * y->hd + pb - 1) / pb);
     const int xe_gu = norm_xe(&y->gu, y->xe_ffw), xe_next = norm_xe(next_mv, last ? D->xe_final : D->ly[i + 1].xe_in);
+    int o_prep = 0;
     if (cprof_mark(P, lb[0], err) || dec_run_mv(D, &y->qkv, D->xb, D->y, y->qkv.xmode ? XP_DONE : XP_PREMAX, err) ||
-        enqueue_attention(D, l, y, lb, amax, namax, err) ||
+        enqueue_attention(D, l, y, lb, amax, namax, &o_prep, err) ||
         cprof_mark(P, lb[3], err) ||
         dec_run_mv(D, &y->o, D->attb, D->y,
-               y->o.fix_e != CK_XE_ROWMAX ? XP_FIXED
+               o_prep                     ? XP_DONE
+               : y->o.fix_e != CK_XE_ROWMAX ? XP_FIXED
                : amax                     ? XP_PREMAX
                                           : XP_FULL,
                err) ||
