@@ -292,7 +292,7 @@ static void test_greedy(void) {
     for (int pi = 0; pi < 6; pi++) {
       int32_t p[100];
       const size_t n = make_prompt(p, pi);
-      const int max = pi == 5 ? 1 + (int)(rnd() % 3) : 100 + (int)(rnd() % 60);
+      const int max = pi == 5 ? 1 + (int)(rnd() % 3) : 64 + (int)(rnd() % 48);
       run plain, sp;
       mlxrt_gen_stats st;
       size_t na = 0, nb = 0;
@@ -465,7 +465,7 @@ static void test_sampled(void) {
     float temp, top_p, penalty;
     int top_k;
   } settings[] = {{1.0f, 1.0f, 1.0f, 6}, {0.7f, 0.9f, 1.5f, 8}};
-  enum { N = 2500 };
+  enum { N = 2000 };
   static joint exact, wrong;
   static int32_t draws[N][3];
   for (size_t si = 0; si < sizeof settings / sizeof settings[0]; si++) {
@@ -621,7 +621,7 @@ static void test_mtp(void) {
     mx_sampler_params sp;
     mx_sampler_params_default(&sp);
     sp.temperature = 1.0f, sp.top_k = 6, sp.top_p = 1.0f, sp.repetition_penalty = 1.0f;
-    enum { N = 2500 };
+    enum { N = 2000 };
     static joint exact;
     static int32_t draws[N][3];
     exact_joint(f.m, prompt, (size_t)np, &sp, &exact);
