@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Makes tests/fixtures/mtp/gemma4-assistant-bf16: a tiny Gemma 4 MTP drafter
-(transformers' Gemma4AssistantForCausalLM, model_type gemma4_assistant) for the
-gemma4-dense-bf16 fixture, and its golden drafting rounds computed by transformers.
+"""Makes tests/fixtures/mtp/gemma4-assistant-bf16 (or gemma4-e2b-assistant-bf16): a tiny Gemma 4
+MTP drafter (transformers' Gemma4AssistantForCausalLM, model_type gemma4_assistant) for the
+gemma4-dense-bf16 fixture (or the E2B-like gemma4-e2b-bf16, whose later layers share K/V), and
+its golden drafting rounds computed by transformers.
 
-Run:  PY=$(scripts/venv.sh); $PY -m pip install torch==2.15.0; $PY scripts/make_assistant_fixture.py
+Run:  PY=$(scripts/venv.sh); $PY -m pip install torch==2.15.0
+      $PY scripts/make_assistant_fixture.py [--target gemma4-e2b-bf16]
 
-The drafter (2 layers, sliding + full, every layer reading the target's K/V; hidden 96 against
-the target's 128; the ordered-embedding head with 12 centroids of 32 tokens, top 4) gets
+The drafter (2 layers, sliding + full, every layer reading the target's K/V, shaped like the
+target's; hidden 96 against the target's 128; the ordered-embedding head with 12 centroids of 32 tokens, top 4) gets
 random weights with one planted structure, so that its drafts are right often but not always:
 its input projection carries the target's embedding of the last token through the rotation Q
 that maps a token's embedding to its successor's (the target fixture's orbits, see
@@ -44,9 +46,9 @@ from make_tiny_models import GAINS, rotation_orbits  # noqa: E402
 from transformers import Gemma4AssistantConfig, Gemma4AssistantForCausalLM  # noqa: E402
 from transformers.models.gemma4 import Gemma4ForCausalLM, Gemma4TextConfig  # noqa: E402
 
-TARGET = ROOT / "tests/fixtures/models/gemma4-dense-bf16"
-OUT = ROOT / "tests/fixtures/mtp/gemma4-assistant-bf16"
-TARGET_SEED = 21  # make_tiny_models: gemma4-dense
+# target fixture -> (its make_tiny_models seed, the drafter's folder)
+TARGETS = {"gemma4-dense-bf16": (21, "gemma4-assistant-bf16"), "gemma4-e2b-bf16": (23, "gemma4-e2b-assistant-bf16")}
+TARGET = OUT = TARGET_SEED = None
 MTP_K = 4
 N_NEW = 32
 HA = 96  # the drafter's hidden size
@@ -60,6 +62,8 @@ def bf16(t):
 
 def load_target():
     cfg = json.loads((TARGET / "config.json").read_text())
+    for k in ("hidden_size_per_layer_input", "vocab_size_per_layer_input"):
+        cfg.setdefault(k, 0)
     tc = {k: v for k, v in cfg.items() if k not in ("architectures", "model_type", "dtype")}
     hc = Gemma4TextConfig(**tc)
     hc._attn_implementation = "eager"
@@ -223,6 +227,18 @@ def transformers_loop(target, assistant, prompt):
 
 
 def main():
+    import argparse
+    global TARGET, OUT, TARGET_SEED
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", choices=sorted(TARGETS), default="gemma4-dense-bf16")
+    args = ap.parse_args()
+    TARGET_SEED, out = TARGETS[args.target]
+    TARGET = ROOT / "tests/fixtures/models" / args.target
+    OUT = ROOT / "tests/fixtures/mtp" / out
+    make(args.target)
+
+
+def make(target_name):
     import transformers
     torch.manual_seed(0)
     tcfg, target = load_target()
@@ -272,7 +288,7 @@ def main():
     meta = {"generated_by": "scripts/make_assistant_fixture.py",
             "peer": f"transformers {transformers.__version__} Gemma4AssistantForCausalLM, torch {torch.__version__}, "
                     "float32 CPU eager, bf16 weights",
-            "target": "gemma4-dense-bf16", "seed": str(seed), "mtp_k": str(MTP_K), "n_new": str(N_NEW),
+            "target": target_name, "seed": str(seed), "mtp_k": str(MTP_K), "n_new": str(N_NEW),
             "clear_margin": f"{CLEAR}", "drafts_with_clear_margin": f"{clear:.3f}",
             "transformers_generate_tokens_equal": str(hf_tokens == [int(x) for x in g['greedy']][:N_NEW]),
             "transformers_generate_passes": str(len(hf_rounds)),

@@ -14,9 +14,9 @@
  *    computed from the model's logits, by chi-square (fixed seeds; a generous threshold, and a
  *    check that a wrong distribution fails it);
  *  - the Gemma 4 MTP drafter (tests/fixtures/mtp, made by scripts/make_assistant_fixture.py
- *    with transformers' Gemma4AssistantForCausalLM for the gemma4-dense-bf16 fixture): its
- *    drafts pass by pass, its first pass's logits, and a whole greedy generation's tokens and
- *    acceptance pattern against transformers'; what it refuses;
+ *    with transformers' Gemma4AssistantForCausalLM for the gemma4-dense-bf16 and
+ *    gemma4-e2b-bf16 fixtures): its drafts pass by pass, its first pass's logits, and a whole
+ *    greedy generation's tokens and acceptance pattern against transformers'; what it refuses;
  *  - the options' errors, and a session run by a whole-step decoder refused by name. */
 #include <math.h>
 #include <stdint.h>
@@ -37,6 +37,7 @@
 #define TOKENIZER MLXRT_SOURCE_DIR "/tests/fixtures/tokenizer/small-a.json"
 #define OTHER_TOKENIZER MLXRT_SOURCE_DIR "/tests/fixtures/tokenizer/small-b.json"
 #define MTP_DIR MLXRT_SOURCE_DIR "/tests/fixtures/mtp/gemma4-assistant-bf16"
+#define MTP_E2B_DIR MLXRT_SOURCE_DIR "/tests/fixtures/mtp/gemma4-e2b-assistant-bf16"
 #define V 384
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
@@ -567,16 +568,22 @@ static int mtp_pass(mlxrt_model *m, mlxrt_model *A, const int32_t *ids, int64_t 
   return compared;
 }
 
-static void test_mtp(void) {
-  fixture f, g3;
-  if (open_fixture(&f, "gemma4-dense-bf16", TOKENIZER) || open_fixture(&g3, "gemma3-text-bf16", TOKENIZER)) return;
+/* A drafter fixture (dir) for the target fixture `target` against its golden data from
+ * transformers; with `sampled`, also the sampled joint distribution. */
+static void mtp_golden(const char *target, const char *dir, int sampled) {
+  fixture f;
+  if (open_fixture(&f, target, TOKENIZER)) return;
   mlxrt_error err = {{0}};
   mlxrt_options o = {"cpu", 1, 0, NULL, NULL};
-  mlxrt_model *A = mlxrt_model_load(MTP_DIR, &o, &err);
-  CHECKF(A != NULL, "%s", err.msg);
+  mlxrt_model *A = mlxrt_model_load(dir, &o, &err);
+  CHECKF(A != NULL, "%s: %s", dir, err.msg);
+  char path[512];
+  snprintf(path, sizeof path, "%s/golden.safetensors", dir);
   st_archive g;
-  if (!A || st_open(MTP_DIR "/golden.safetensors", &g, &err)) {
+  if (!A || st_open(path, &g, &err)) {
     CHECKF(0, "%s", err.msg);
+    mlxrt_model_free(A);
+    close_fixture(&f);
     return;
   }
   int64_t np, nt, nr, nk, nkept, nd, nm, nl;
@@ -600,8 +607,9 @@ static void test_mtp(void) {
   for (int64_t i = 0; i < nr; i++) drafted += rk[i], kept += rkept[i];
   if (generate(f.m, prompt, (size_t)np, (int)nt, 0, 0, &mtp, 0, &r, &st, NULL, NULL) == 0) {
     CHECK(r.n == nt && !memcmp(r.ids, tokens, (size_t)nt * sizeof *tokens));
-    printf("MTP greedy: %d tokens, %lld passes, %lld of %lld drafts kept (transformers: %lld passes, %lld of %lld)\n",
-           r.n, (long long)st.spec_passes, (long long)st.spec_accepted, (long long)st.spec_drafted, (long long)nr,
+    printf("MTP greedy (%s): %d tokens, %lld passes, %lld of %lld drafts kept (transformers: %lld passes, %lld of "
+           "%lld)\n",
+           target, r.n, (long long)st.spec_passes, (long long)st.spec_accepted, (long long)st.spec_drafted, (long long)nr,
            (long long)kept, (long long)drafted);
     CHECK(st.spec_passes == nr && st.spec_drafted == drafted && st.spec_accepted == kept);
   }
@@ -612,12 +620,13 @@ static void test_mtp(void) {
   int compared = 0;
   for (int64_t i = 0; i < nr; i++)
     compared += mtp_pass(f.m, A, ids, rpos[i], rk[i], rdrafts + i * K, rmargin + i * K, clear, i == 0 ? first : NULL);
-  printf("MTP drafts pass by pass: %d of %lld equal transformers' before any difference\n", compared, (long long)drafted);
+  printf("MTP drafts pass by pass (%s): %d of %lld equal transformers' before any difference\n", target, compared,
+         (long long)drafted);
   CHECK(compared * 10 >= drafted * 9);
 
   /* sampled: the first three tokens' joint distribution with the drafter's draws verified by
    * the rejection rule (its ordered head leaves most tokens at a low logit, not at zero) */
-  {
+  if (sampled) {
     mx_sampler_params sp;
     mx_sampler_params_default(&sp);
     sp.temperature = 1.0f, sp.top_k = 6, sp.top_p = 1.0f, sp.repetition_penalty = 1.0f;
@@ -634,7 +643,22 @@ static void test_mtp(void) {
            df, df + 6.0 * sqrt(2.0 * df) + 10.0, (long long)sd, (long long)sa);
     CHECK(got == N && passes(x2, df) && sd > N / 2 && sa > 0 && sa < sd);
   }
+  st_close(&g);
+  mlxrt_model_free(A);
+  close_fixture(&f);
+}
 
+static void test_mtp(void) {
+  mtp_golden("gemma4-dense-bf16", MTP_DIR, 1);
+  mtp_golden("gemma4-e2b-bf16", MTP_E2B_DIR, 0); /* a model whose later layers share K/V, with PLE */
+  fixture f, g3;
+  if (open_fixture(&f, "gemma4-dense-bf16", TOKENIZER) || open_fixture(&g3, "gemma3-text-bf16", TOKENIZER)) return;
+  mlxrt_error err = {{0}};
+  mlxrt_options o = {"cpu", 1, 0, NULL, NULL};
+  mlxrt_model *A = mlxrt_model_load(MTP_DIR, &o, &err);
+  CHECKF(A != NULL, "%s", err.msg);
+  if (!A) return;
+  const mlxrt_spec_options mtp = {MLXRT_SPEC_DRAFT, 4, 0, A};
   /* a token_ordering that names an id twice: refused at load, naming the tensor and entry */
   {
     char dir[] = "/tmp/mlxrt_mtp_XXXXXX", path[256];
@@ -679,9 +703,18 @@ static void test_mtp(void) {
   CHECK(s4 && mlxrt_spec_check(s4, &many, &err) == -1);
   CHECK_MSG(err, "cannot hold them");
   CHECK(s4 && mlxrt_spec_check(s4, &mtp, &err) == 0);
+  /* a drafter made for another model: the dense one's for the E2B-like fixture (other K/V heads) */
+  fixture e2b;
+  if (open_fixture(&e2b, "gemma4-e2b-bf16", TOKENIZER) == 0) {
+    mlxrt_session *s5 = mlxrt_session_new(e2b.m, 256, &err);
+    memset(&err, 0, sizeof err);
+    CHECK(s5 && mlxrt_spec_check(s5, &mtp, &err) == -1);
+    CHECK_MSG(err, "K/V heads of");
+    mlxrt_session_free(s5);
+    close_fixture(&e2b);
+  }
   mlxrt_session_free(s3);
   mlxrt_session_free(s4);
-  st_close(&g);
   mlxrt_model_free(A);
   close_fixture(&f);
   close_fixture(&g3);
