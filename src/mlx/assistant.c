@@ -66,6 +66,9 @@ static int check_pair(mx_assistant *A, int draft_max, mlxrt_error *err) {
                      ml->n_kv_heads, ml->head_dim);
     if (ac->num_heads % al->n_kv_heads)
       return mx_fail(err, "the MTP drafter %s: %d query heads over %d K/V heads", a->path, ac->num_heads, al->n_kv_heads);
+    if (al->head_dim > 1024)
+      return mx_fail(err, "the MTP drafter %s layer %d: head_dim %d exceeds the reference path's limit of 1024", a->path,
+                     li, al->head_dim);
     if (al->type == MX_LAYER_SLIDING) {
       /* a pass reads the sliding_window + 1 positions before it, while up to draft_max
        * positions after it may have been written and taken back */
