@@ -29,6 +29,8 @@ namespace cg = cooperative_groups;
 struct mc_shared {
   float part[2 * 32]; /* block_reduce_n_in<2>'s scratch */
   float sums[2][MC_CL];
+  float vals[2][MC_BT / 32][32]; /* the norms' preps: each warp's fp16 values (router, experts) */
+  float slice[2][MC_BT / 32];    /* and their slice sums */
 };
 
 /* The cluster's totals of v[0], v[1] (this thread's shares), in every thread. The kernel
@@ -53,23 +55,30 @@ __device__ __forceinline__ float mc_prep_value(const dk_moe_prep1 &p, int i, uin
   return p.xmode == 2 ? 0.0f : ck_f16_to_f32(ck_f32_to_f16(ldexpf(ck_bf16_to_f32(ov), p.e)));
 }
 
-/* ck_xprep's group sums: gs/32 adjacent lanes (slices) hold one group, summed by a shuffle
- * tree in xfill's order; the other rows' sums zero. Every lane of the warp calls it. */
-__device__ __forceinline__ void mc_prep_sums(const dk_moe_prep1 &p, int S, int nsl, float sum) {
+/* ck_xprep's group sums: the group of gs/32 adjacent slices whose first is slice S (warp w of
+ * the block; the others the next warps), added in xfill's shuffle tree (lanes S, S^o for
+ * o = per/2 … 1); the other rows' sums zero. Called by the lane 0 of every warp of live slices. */
+__device__ __forceinline__ void mc_group_sums(const dk_moe_prep1 &p, const float *slice, int w, int S) {
   if (p.gs <= 0) return;
   const int per = p.gs / 32;
-  for (int o = per >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  if (S < nsl && S % per == 0) {
-    float *g = p.xs + (S / per) * 8;
-    g[0] = sum;
-#pragma unroll
-    for (int n = 1; n < 8; n++) g[n] = 0.0f;
+  if (S % per) return;
+  float t[8];
+  for (int j = 0; j < per; j++) t[j] = slice[w + j];
+  for (int o = per >> 1; o > 0; o >>= 1) {
+    float u[8];
+    for (int j = 0; j < per; j++) u[j] = t[j] + t[j ^ o];
+    for (int j = 0; j < per; j++) t[j] = u[j];
   }
+  float *g = p.xs + (S / per) * 8;
+  g[0] = t[0];
+#pragma unroll
+  for (int n = 1; n < 8; n++) g[n] = 0.0f;
 }
 
 /* One row: xr = bf16 rmsnorm(h, w_router), xe = bf16 rmsnorm(h, w_pre2) (moe.cu's rounding
- * points), block 0 zeroing zero[0 … nzero); with preps, thread S of the cluster makes slice
- * S's 32 values and their preps (xfill's conversion and sums). */
+ * points), block 0 zeroing zero[0 … nzero); with preps, each value's preps (xfill's conversion)
+ * and the group sums of the slices, in xfill's order. (Each of 88 threads making a whole slice
+ * in turn took ~10 us per MoE layer.) */
 __global__ void __cluster_dims__(MC_CL, 1, 1) __launch_bounds__(MC_BT)
     moe_norms_cl_kernel(const float *h, const float *w_router, const float *w_pre2, int H, float eps, uint16_t *xr,
                         uint16_t *xe, float *zero, int nzero, dk_moe_preps pp, int with_preps) {
@@ -105,22 +114,39 @@ __global__ void __cluster_dims__(MC_CL, 1, 1) __launch_bounds__(MC_BT)
     pp.router.xexp[threadIdx.x] = threadIdx.x == 0 ? pp.router.e : 0;
     pp.experts.xexp[threadIdx.x] = threadIdx.x == 0 ? pp.experts.e : 0;
   }
-  const int nsl = H / 32;
-  for (int S0 = 0; S0 < nsl; S0 += stride) { /* (every lane of a warp in every round: the sums' shuffles) */
-    const int S = S0 + g;
-    float sr = 0.0f, se = 0.0f;
-    if (S < nsl)
-      for (int k = 0; k < 32; k++) {
-        const int i = S * 32 + k;
-        const float hn = rb(__fmul_rn(h[i], r));
-        const uint16_t a = ck_f32_to_bf16(__fmul_rn(hn, w_router[i])), b = ck_f32_to_bf16(__fmul_rn(hn, w_pre2[i]));
-        xr[i] = a;
-        xe[i] = b;
-        sr += mc_prep_value(pp.router, i, a);
-        se += mc_prep_value(pp.experts, i, b);
+  /* every thread its own values, as without preps: warp w of a block holds one 32-slice per pass
+   * (slice S = i / 32), whose sum lane 0 adds in xfill's order; a group's slices are adjacent
+   * warps of the block (mc_group_sums) */
+  const int nsl = H / 32, warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+#pragma unroll
+  for (int k = 0; k < MC_VPT; k++) {
+    const int i = g + k * stride;
+    const bool live = i / 32 < nsl; /* (the same for the whole warp) */
+    float fr = 0.0f, fe = 0.0f;
+    if (live) {
+      const float hn = rb(__fmul_rn(hv[k], r));
+      const uint16_t a = ck_f32_to_bf16(__fmul_rn(hn, w_router[i])), b = ck_f32_to_bf16(__fmul_rn(hn, w_pre2[i]));
+      xr[i] = a;
+      xe[i] = b;
+      fr = mc_prep_value(pp.router, i, a);
+      fe = mc_prep_value(pp.experts, i, b);
+    }
+    if (pp.router.gs <= 0 && pp.experts.gs <= 0) continue;
+    sh->vals[0][warp][lane] = fr;
+    sh->vals[1][warp][lane] = fe;
+    __syncwarp();
+    if (lane == 0) /* (a slice past H sums to zero) */
+      for (int q = 0; q < 2; q++) {
+        float sum = 0.0f;
+        for (int l = 0; l < 32; l++) sum += sh->vals[q][warp][l];
+        sh->slice[q][warp] = sum;
       }
-    mc_prep_sums(pp.router, S, nsl, sr);
-    mc_prep_sums(pp.experts, S, nsl, se);
+    __syncthreads();
+    if (lane == 0 && live) {
+      mc_group_sums(pp.router, sh->slice[0], warp, i / 32);
+      mc_group_sums(pp.experts, sh->slice[1], warp, i / 32);
+    }
+    __syncthreads(); /* (the next pass reuses vals and slice) */
   }
 }
 
@@ -165,6 +191,11 @@ extern "C" int dk_moe_norms_cluster(const float *h, const float *w_router, const
                                     uint16_t *xr, uint16_t *xe, float *zero, int nzero, const dk_moe_preps *preps,
                                     void *stream) {
   if (!dk_moe_fits_cluster(H)) return (int)cudaErrorInvalidValue;
+  /* a group is at most the 8 slices of a block's pass */
+  for (int q = 0; preps && q < 2; q++) {
+    const int gs = q ? preps->experts.gs : preps->router.gs;
+    if (gs > 0 && (gs > 256 || gs % 32 || ((gs / 32) & (gs / 32 - 1)))) return (int)cudaErrorInvalidValue;
+  }
   const dk_moe_preps none = {};
   return (int)ck_launch(moe_norms_cl_kernel, MC_CL, MC_BT, sizeof(mc_shared), (cudaStream_t)stream, h, w_router, w_pre2,
                         H, eps, xr, xe, zero, nzero, preps ? *preps : none, preps ? 1 : 0);
