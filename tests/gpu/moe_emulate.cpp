@@ -83,6 +83,7 @@ static void check_route(int T, int E, int K, int ks, int kind) {
       if (kind == 1) v = bf((float)rnd(4)); /* many ties */
       if (kind == 2 && e == t % E) v = NAN;  /* a NaN somewhere, sometimes first */
       if (kind == 2 && e % 7 == 3) v = -INFINITY;
+      if (kind == 3) v = e % 3 == 0 ? -0.0f : e % 3 == 1 ? 0.0f : -INFINITY; /* ±0 ties, no NaN */
       /* split into ks partials whose float sum is v */
       float acc = 0.0f;
       for (int q = 0; q < ks; q++) {
@@ -106,7 +107,7 @@ static void check_route(int T, int E, int K, int ks, int kind) {
   }
   EXPECT(!bad, "route T %d E %d K %d ks %d kind %d: %d choices differ", T, E, K, ks, kind, bad);
   printf("%s route   T %3d E %3d top-k %2d k-splits %d %s\n", bad ? "FAIL" : "ok  ", T, E, K, ks,
-         kind == 0 ? "random" : kind == 1 ? "ties" : "NaN, -inf");
+         kind == 0 ? "random" : kind == 1 ? "ties" : kind == 2 ? "NaN, -inf" : "+-0 ties, -inf");
 }
 
 static void check_group(int T, int E, int K) {
@@ -230,6 +231,9 @@ int main(void) {
   check_route(9, 40, 6, 2, 2);
   check_route(3, 8, 8, 1, 2);
   check_route(2, 8, 2, 1, 1);
+  check_route(2, 128, 8, 1, 3);
+  check_route(1, 512, 8, 2, 0); /* the most experts whose scores stay in registers */
+  check_route(1, 600, 8, 1, 1); /* more: the scan over shared memory */
   check_group(1, 8, 2);
   check_group(37, 16, 4);
   check_group(64, 128, 8);

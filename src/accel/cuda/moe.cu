@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(MOE_THREADS)
 
 static bool prep1_ok(const dk_moe_prep1 &p) {
   return p.xp && p.xexp && (p.xmode == 1 || (p.xmode == 2 && p.e == 0 && p.gs == 0)) && p.e >= -126 && p.e <= 127 &&
-         (p.gs == 0 || (p.xs && p.gs % 32 == 0 && p.gs <= 1024 && (p.gs & (p.gs - 1)) == 0));
+         (p.gs == 0 || (p.xs && p.gs % 32 == 0 && p.gs <= 256 && (p.gs & (p.gs - 1)) == 0));
 }
 
 extern "C" int dk_moe_norms(const float *h, const float *w_router, const float *w_pre2, int T, int H, float eps,
@@ -58,9 +58,18 @@ extern "C" int dk_moe_norms(const float *h, const float *w_router, const float *
 
 /* One warp per row. Each round takes what the reference's scan over the unused experts takes:
  * the first unused one when its score is NaN (nothing compares greater), else the greatest
- * score, the lower index on ties — found as each lane's first unused index and best non-NaN
- * score over its experts, then reduced over the warp. Lane 0 then makes the weights in k
- * order, as the reference sums them. Dynamic shared memory: E scores, E used flags. */
+ * score, the lower index on ties. Without a NaN among the scores (the case of every real step)
+ * and E ≤ 512 each lane keeps its experts' scores in registers and a round is one 64-bit max over the warp
+ * of (score, −index) keys (−0 counted as +0, as the scan's `>` does); with one, each lane's first
+ * unused index and best non-NaN score, reduced over the warp. Lane 0 then makes the weights in
+ * k order, as the reference sums them. Dynamic shared memory: E scores, E used flags. */
+#define ROUTE_PER_LANE 16 /* E ≤ 512 */
+__device__ __forceinline__ unsigned long long route_key(float v, int e) {
+  uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* monotonic in v */
+  return ((unsigned long long)u << 32) | (uint32_t)(0x7fffffff - e);
+}
+
 __global__ void moe_route_kernel(const float *s, int64_t lds, int ks, int64_t kstride, int E, int K, const float *pes,
                                  int *ids, float *wts) {
   ck_pdl_enter();
@@ -69,33 +78,61 @@ __global__ void moe_route_kernel(const float *s, int64_t lds, int ks, int64_t ks
   __shared__ int sel[32];
   const int64_t t = blockIdx.x;
   const int lane = threadIdx.x;
+  bool nan = false;
   for (int e = lane; e < E; e += 32) {
     sc[e] = rb(ysum(s + t * lds + e, ks, kstride));
     used[e] = 0;
+    nan |= isnan(sc[e]);
   }
   __syncwarp();
-  for (int k = 0; k < K; k++) {
-    int first = 0x7fffffff, bi = 0x7fffffff;
-    float bv = 0.0f;
-    for (int e = lane; e < E; e += 32) {
-      if (used[e]) continue;
-      if (first == 0x7fffffff) first = e;
-      const float v = sc[e];
-      if (!isnan(v) && (bi == 0x7fffffff || v > bv)) bv = v, bi = e;
+  if (E <= 32 * ROUTE_PER_LANE && !__any_sync(0xffffffffu, nan)) {
+    float mine[ROUTE_PER_LANE];
+#pragma unroll
+    for (int j = 0; j < ROUTE_PER_LANE; j++) mine[j] = lane + 32 * j < E ? sc[lane + 32 * j] : 0.0f;
+    unsigned taken = 0; /* bit j: expert lane + 32·j chosen */
+    for (int k = 0; k < K; k++) {
+      unsigned long long best = 0;
+#pragma unroll
+      for (int j = 0; j < ROUTE_PER_LANE; j++) {
+        const int e = lane + 32 * j;
+        if (e < E && !(taken >> j & 1u)) {
+          const unsigned long long key = route_key(mine[j], e);
+          if (key > best) best = key;
+        }
+      }
+      for (int o = 16; o > 0; o >>= 1) {
+        const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, o);
+        if (other > best) best = other;
+      }
+      const int c = 0x7fffffff - (int)(uint32_t)best;
+      if ((c & 31) == lane) taken |= 1u << (c >> 5);
+      if (lane == 0) sel[k] = c;
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      const int f2 = __shfl_xor_sync(0xffffffffu, first, o), i2 = __shfl_xor_sync(0xffffffffu, bi, o);
-      const float v2 = __shfl_xor_sync(0xffffffffu, bv, o);
-      first = min(first, f2);
-      if (i2 != 0x7fffffff && (bi == 0x7fffffff || v2 > bv || (v2 == bv && i2 < bi))) bv = v2, bi = i2;
+  } else {
+    for (int k = 0; k < K; k++) {
+      int first = 0x7fffffff, bi = 0x7fffffff;
+      float bv = 0.0f;
+      for (int e = lane; e < E; e += 32) {
+        if (used[e]) continue;
+        if (first == 0x7fffffff) first = e;
+        const float v = sc[e];
+        if (!isnan(v) && (bi == 0x7fffffff || v > bv)) bv = v, bi = e;
+      }
+      for (int o = 16; o > 0; o >>= 1) {
+        const int f2 = __shfl_xor_sync(0xffffffffu, first, o), i2 = __shfl_xor_sync(0xffffffffu, bi, o);
+        const float v2 = __shfl_xor_sync(0xffffffffu, bv, o);
+        first = min(first, f2);
+        if (i2 != 0x7fffffff && (bi == 0x7fffffff || v2 > bv || (v2 == bv && i2 < bi))) bv = v2, bi = i2;
+      }
+      if (lane == 0) {
+        const int c = isnan(sc[first]) ? first : bi;
+        sel[k] = c;
+        used[c] = 1;
+      }
+      __syncwarp();
     }
-    if (lane == 0) {
-      const int c = isnan(sc[first]) ? first : bi;
-      sel[k] = c;
-      used[c] = 1;
-    }
-    __syncwarp();
   }
+  __syncwarp();
   if (lane != 0) return;
   float mx = -INFINITY, sum = 0.0f, w[32];
   for (int k = 0; k < K; k++) mx = fmaxf(mx, sc[sel[k]]);
