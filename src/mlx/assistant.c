@@ -7,7 +7,6 @@
 
 #include "base/bf16.h"
 #include "base/error.h"
-#include "base/mlx_cpu_math.h"
 #include "mlx/assistant.h"
 #include "mlx/ops.h"
 #include "mlx/session_internal.h"
@@ -138,37 +137,10 @@ static void attention(mx_assistant *A, const mx_layer *ly, const mx_kv_layer *kv
   mx_session *s = A->as;
   const mx_config *c = &A->a->cfg;
   const int hd = ly->head_dim, nq = c->num_heads, rep = nq / ly->n_kv_heads;
-  const float scale = (float)c->attn_scale, bscale = mx_round_bf16(scale);
-  float qs[1024], acc[1024];
-  for (int h = 0; h < nq; h++) {
-    const float *qv = s->q + h * hd;
-    const int g = h / rep;
-    for (int d = 0; d < hd; d++) qs[d] = scale == 1.0f ? qv[d] : mx_round_bf16(qv[d] * bscale);
-    float mx = -INFINITY;
-    for (int64_t j = lo; j < A->pos; j++) {
-      const uint16_t *kk = mx_kv_key(kv, j) + g * hd;
-      float dot = 0.0f;
-      for (int d = 0; d < hd; d++) dot += qs[d] * mx_bf16_to_f32(kk[d]);
-      const float sc = mx_round_bf16(dot);
-      A->scores[j - lo] = sc;
-      if (sc > mx) mx = sc;
-    }
-    float sum = 0.0f;
-    for (int64_t j = 0; j < A->pos - lo; j++) {
-      const float e = s->mlx_cpu ? mx_mlxcpu_expf(A->scores[j] - mx) : expf(A->scores[j] - mx);
-      A->scores[j] = e;
-      sum += e;
-    }
-    const float inv = 1.0f / sum;
-    memset(acc, 0, (size_t)hd * sizeof(float));
-    for (int64_t j = lo; j < A->pos; j++) {
-      const float pr = mx_round_bf16(A->scores[j - lo] * inv);
-      const uint16_t *vv = mx_kv_value(kv, j) + g * hd;
-      for (int d = 0; d < hd; d++) acc[d] += pr * mx_bf16_to_f32(vv[d]);
-    }
-    float *out = s->att + h * hd;
-    for (int d = 0; d < hd; d++) out[d] = mx_round_bf16(acc[d]);
-  }
+  const mx_kv_view view = {kv, NULL, NULL, A->pos, kv->dim};
+  for (int h = 0; h < nq; h++)
+    mx_ref_attend_head(&view, s->q + h * hd, hd, h / rep, (float)c->attn_scale, lo, A->pos - 1, A->scores, s->mlx_cpu,
+                       s->att + h * hd);
 }
 
 static int layer(mx_assistant *A, int li, mlxrt_error *err) {

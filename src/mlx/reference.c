@@ -30,26 +30,48 @@ int mx_ref_linear(mx_session *s, const mx_linear *l, int expert, const float *x,
 
 
 /* ---- attention ------------------------------------------------------------------------------ */
-/* Where one layer's keys/values for this pass live: committed positions < pos0 in the cache of
- * the source layer, and the chunk's own positions in bf16 chunk buffers. */
-typedef struct kv_view {
-  const mx_kv_layer *cache;
-  const uint16_t *ck, *cv; /* [n, dim] */
-  int64_t pos0;
-  int dim;
-} kv_view;
-
-static const uint16_t *view_key(const kv_view *v, int64_t p) {
+static const uint16_t *view_key(const mx_kv_view *v, int64_t p) {
   return p < v->pos0 ? mx_kv_key(v->cache, p) : v->ck + (p - v->pos0) * v->dim;
 }
-static const uint16_t *view_value(const kv_view *v, int64_t p) {
+static const uint16_t *view_value(const mx_kv_view *v, int64_t p) {
   return p < v->pos0 ? mx_kv_value(v->cache, p) : v->cv + (p - v->pos0) * v->dim;
 }
 
 /* MLX's sdpa on the CPU: q·bf16(scale) → bf16, scores → bf16, softmax in float32 → bf16,
  * Σ p·v → bf16. MLX's softmax takes its own exp (base/mlx_cpu_math.h), libm's expf differs
- * in the last bit now and then: mlx-cpu numerics use MLX's, the default libm's. A sliding layer's query at p sees keys p−window < k ≤ p. */
-static int attention(mx_session *s, const mx_layer *ly, const kv_view *kv, int64_t n,
+ * in the last bit now and then: mlx-cpu numerics use MLX's, the default libm's. */
+void mx_ref_attend_head(const mx_kv_view *kv, const float *qv, int hd, int g, float scale, int64_t lo, int64_t hi,
+                        float *scores, int mlx_cpu, float *out) {
+  const float bscale = mx_round_bf16(scale);
+  float qs[1024], acc[1024];
+  for (int d = 0; d < hd; d++) qs[d] = scale == 1.0f ? qv[d] : mx_round_bf16(qv[d] * bscale);
+  float mx = -INFINITY;
+  for (int64_t j = lo; j <= hi; j++) {
+    const uint16_t *kk = view_key(kv, j) + g * hd;
+    float dot = 0.0f;
+    for (int d = 0; d < hd; d++) dot += qs[d] * mx_bf16_to_f32(kk[d]);
+    float sc = mx_round_bf16(dot);
+    scores[j - lo] = sc;
+    if (sc > mx) mx = sc;
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j <= hi - lo; j++) {
+    float e = mlx_cpu ? mx_mlxcpu_expf(scores[j] - mx) : expf(scores[j] - mx);
+    scores[j] = e;
+    sum += e;
+  }
+  float inv = 1.0f / sum;
+  memset(acc, 0, (size_t)hd * sizeof(float));
+  for (int64_t j = lo; j <= hi; j++) {
+    float pr = mx_round_bf16(scores[j - lo] * inv);
+    const uint16_t *vv = view_value(kv, j) + g * hd;
+    for (int d = 0; d < hd; d++) acc[d] += pr * mx_bf16_to_f32(vv[d]);
+  }
+  for (int d = 0; d < hd; d++) out[d] = mx_round_bf16(acc[d]);
+}
+
+/* Every query row of the chunk: a sliding layer's query at p sees keys p−window < k ≤ p. */
+static int attention(mx_session *s, const mx_layer *ly, const mx_kv_view *kv, int64_t n,
                      float scale, int window, mlxrt_error *err) {
   const mx_config *c = &s->m->cfg;
   int hd = ly->head_dim, nq = c->num_heads, nkv = ly->n_kv_heads, rep = nq / nkv;
@@ -60,41 +82,13 @@ static int attention(mx_session *s, const mx_layer *ly, const kv_view *kv, int64
     s->scores = ns;
     s->scores_cap = need;
   }
-  float bscale = mx_round_bf16(scale);
-  float qs[1024], acc[1024];
   if (hd > 1024) return mx_fail(err, "head_dim %d exceeds the reference path's limit of 1024", hd);
   for (int64_t i = 0; i < n; i++) {
     int64_t p = kv->pos0 + i;
     int64_t lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-    for (int h = 0; h < nq; h++) {
-      const float *qv = s->q + (i * nq + h) * hd;
-      int g = h / rep;
-      for (int d = 0; d < hd; d++) qs[d] = scale == 1.0f ? qv[d] : mx_round_bf16(qv[d] * bscale);
-      float mx = -INFINITY;
-      for (int64_t j = lo; j <= p; j++) {
-        const uint16_t *kk = view_key(kv, j) + g * hd;
-        float dot = 0.0f;
-        for (int d = 0; d < hd; d++) dot += qs[d] * mx_bf16_to_f32(kk[d]);
-        float sc = mx_round_bf16(dot);
-        s->scores[j] = sc;
-        if (sc > mx) mx = sc;
-      }
-      float sum = 0.0f;
-      for (int64_t j = lo; j <= p; j++) {
-        float e = s->mlx_cpu ? mx_mlxcpu_expf(s->scores[j] - mx) : expf(s->scores[j] - mx);
-        s->scores[j] = e;
-        sum += e;
-      }
-      float inv = 1.0f / sum;
-      memset(acc, 0, (size_t)hd * sizeof(float));
-      for (int64_t j = lo; j <= p; j++) {
-        float pr = mx_round_bf16(s->scores[j] * inv);
-        const uint16_t *vv = view_value(kv, j) + g * hd;
-        for (int d = 0; d < hd; d++) acc[d] += pr * mx_bf16_to_f32(vv[d]);
-      }
-      float *out = s->att + (i * nq + h) * hd;
-      for (int d = 0; d < hd; d++) out[d] = mx_round_bf16(acc[d]);
-    }
+    for (int h = 0; h < nq; h++)
+      mx_ref_attend_head(kv, s->q + (i * nq + h) * hd, hd, h / rep, scale, lo, p, s->scores, s->mlx_cpu,
+                         s->att + (i * nq + h) * hd);
   }
   return 0;
 }
@@ -132,7 +126,7 @@ static int attention_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
     for (int h = 0; h < nq; h++) mx_rope_rotate(s->q + (i * nq + h) * hd, hd, rc, rs, trad);
   }
 
-  kv_view view;
+  mx_kv_view view;
   int src = ly->kv_source;
   uint16_t *ck = s->chunk_k[src] ? s->chunk_k[src] : s->stage_k;
   uint16_t *cv = s->chunk_v[src] ? s->chunk_v[src] : s->stage_v;

@@ -42,6 +42,18 @@ int mx_session_check_feed(const mx_session *s, const int32_t *tokens, int64_t n,
 int mx_forward_chunk(mx_session *s, const int32_t *tokens, int64_t n, float *logits, int all_positions,
                      mlxrt_error *err);
 
+/* Where one layer's keys/values for a pass live: positions < pos0 in the cache, later ones in
+ * bf16 chunk buffers ck / cv [n, dim]. */
+typedef struct mx_kv_view {
+  const mx_kv_layer *cache;
+  const uint16_t *ck, *cv;
+  int64_t pos0;
+  int dim;
+} mx_kv_view;
+/* The reference path's attention of one query head (qv: hd ≤ 1024 values, RoPE'd; GQA group g)
+ * over the keys lo … hi of kv into out [hd] (bf16 values); scores: hi − lo + 1 floats of scratch. */
+void mx_ref_attend_head(const mx_kv_view *kv, const float *qv, int hd, int g, float scale, int64_t lo, int64_t hi,
+                        float *scores, int mlx_cpu, float *out);
 /* The reference path's matrix product through the backend (y[n, rows] = bf16(x[n, cols] · Wᵀ),
  * x holding bf16 values) and its GeGLU MLP on rows of `in` into `out`. */
 int mx_ref_linear(mx_session *s, const mx_linear *l, int expert, const float *x, int64_t n, float *y,
