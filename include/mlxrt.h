@@ -122,6 +122,31 @@ int mlxrt_session_memory(const mlxrt_session *s, mlxrt_memory *out, mlxrt_error 
 /* Drops every cached token (the session is reusable from scratch). */
 void mlxrt_session_reset(mlxrt_session *s);
 
+/* ---- batched decode ------------------------------------------------------------------------ */
+/* Many sequences decoded together on a backend's device decoder (CUDA): each of `slots` slots
+ * holds one sequence with its own KV cache of `capacity` tokens, and a step feeds one token to
+ * each of any set of them at once, every weight read once for the whole set (continuous
+ * batching: a slot's sequence may start, stop or be replaced between steps). A sequence's
+ * tokens and logits do not depend on which others share its steps (on MoE models, within the
+ * tolerance of the experts' grouped products). Greedy. A batch is used by one thread at a
+ * time; batches of one shared model may run in different threads. */
+typedef struct mlxrt_batch mlxrt_batch;
+/* NULL with err set when the model's backend has no batched decode (the CPU's: run sessions),
+ * or slots is outside 1..256, or capacity outside 1..the model's maximum. */
+mlxrt_batch *mlxrt_batch_new(mlxrt_model *m, int slots, int64_t capacity, mlxrt_error *err);
+void mlxrt_batch_free(mlxrt_batch *b);
+/* Starts slot `slot`'s sequence anew with a prompt of n tokens (whatever it held is dropped)
+ * and returns its greedy next token. */
+int mlxrt_batch_prompt(mlxrt_batch *b, int slot, const int32_t *tokens, int64_t n, int32_t *next,
+                       mlxrt_error *err);
+/* Feeds tokens[r] to the sequence in slots[r] (distinct slots holding a sequence with room for
+ * one more token) for r < n, and writes each one's greedy next token to next[r]. On an error
+ * no sequence has moved. */
+int mlxrt_batch_step(mlxrt_batch *b, int n, const int *slots, const int32_t *tokens, int32_t *next,
+                     mlxrt_error *err);
+/* Tokens slot `slot`'s sequence holds (0: none). */
+int64_t mlxrt_batch_position(const mlxrt_batch *b, int slot);
+
 /* ---- inspection ----------------------------------------------------------------------------- */
 /* Describes a checkpoint without loading a backend: model type and variant, layer plan,
  * quantization per group of tensors, parameters, bytes on disk and read per decoded token.

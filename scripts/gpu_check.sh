@@ -2,11 +2,11 @@
 # One call on a GPU machine, with carried binaries (no build): every CUDA kernel and the device
 # decoder against the CPU reference or a float64 host computation.
 #   On the CPU machine: BUILD=$PWD/build-gpu bash scripts/build_gpu_carry.sh mlxrt mlxrt_cuda \
-#     mlxrt-cuda-test mlxrt-decode-test mlxrt-sample-test mlxrt-attn-bench mlxrt-pfattn-bench mlxrt-kvcodec-test \
-#     test_threads
+#     mlxrt-cuda-test mlxrt-decode-test mlxrt-batch-test mlxrt-sample-test mlxrt-attn-bench mlxrt-pfattn-bench \
+#     mlxrt-kvcodec-test test_threads
 #   then copy them to .gpu-carry/tests (with libmlxrt-cuda.so beside them) and, on the GPU
 #   machine (carry [".debs", ".gpu-carry/tests"]): bash scripts/gpu_check.sh
-#   (the nine binaries are ~60 MB: with the tracked tree they exceed a call's 64 MiB, so carry
+#   (the ten binaries are ~60 MB: with the tracked tree they exceed a call's 64 MiB, so carry
 #   them as `tar czf .gpu-carry/tests.tgz -C .gpu-carry tests` and unpack it first)
 #   1. mlxrt-cuda-test --no-bench: every kernel against the CPU backend and float64;
 #   2. mlxrt-attn-bench --quick in the split form, the deep form (each also over K from V: --kfv)
@@ -19,6 +19,9 @@
 #      second run bit-identical; the prompt fed whole, in pieces and token by token; the MoE and
 #      the E2B-shaped fixtures (per-layer embeddings, KV sharing, double-wide MLP) again with a
 #      prompt of 80 tokens, 64 greedy steps and every prefill form (--prefill 1);
+#   4b. mlxrt-batch-test on the tiny fixtures: 16 sequences joining a batched decode at different
+#      steps, each one's tokens and logits against the CPU reference and the one-sequence step,
+#      and bit-identical to a batch of its own (MoE: within tolerance);
 #   5. test_threads cuda: two threads on one model (and two models) give each its tokens alone;
 #   6. tests/cli_nonfinite.sh cuda: a non-finite logits row fails greedy and sampled steps, the
 #      reference path and the device decoder, with the CPU's message;
@@ -47,6 +50,7 @@ FIX=(tests/fixtures/models/gemma*)
 step decode_tiny 200 "$T/mlxrt-decode-test" --ref cpu --gen 24 --pp 64 --tg 64 --reps 1 "${FIX[@]}"
 step decode_variants 200 "$T/mlxrt-decode-test" --ref cpu --prompt 80 --gen 64 --prefill 1 --pp 64 --tg 64 --reps 1 \
   tests/fixtures/models/gemma4-moe-* tests/fixtures/models/gemma4-e2b-* tests/fixtures/models/gemma4-unified-*
+step batch_tiny 200 "$T/mlxrt-batch-test" --seqs 16 --gen 64 "${FIX[@]}"
 if "$T/mlxrt" synth --like gemma3-270m --mode affine4 -o /tmp/s270 >"$OUT/synth270.log" 2>&1; then
   step decode_s270 200 "$T/mlxrt-decode-test" --ref cpu --prompt 16 --gen 32 --pp 512 --tg 128 --reps 3 /tmp/s270
 fi

@@ -96,6 +96,9 @@ expect_error "-n -1 (until a stop token) has no meaning in bench" "$MLXRT" bench
 expect_error "--decode -1 (until a stop token) has no meaning in logits" "$MLXRT" logits -m "$T/model" --tokens 1 --decode -1
 expect_error "-n expects an integer in 0..1073741824, got '-2'" "$MLXRT" logits -m "$T/model" --tokens 1 -n -2
 expect_error "nothing to measure: -p 0 and -n 0 skip every test" "$MLXRT" bench -m "$T/model" -p 0 -n 0
+expect_error "--batch takes sequence counts from 1 to 256, got 0" "$MLXRT" bench -m "$T/model" --batch 0
+expect_error "--batch measures greedy decode from fresh prompts" "$MLXRT" bench -m "$T/model" --batch 4 -d 16
+expect_error "batched decode: the cpu backend has none" "$MLXRT" bench -m "$T/model" --backend cpu -npl 1,2
 expect_error "-n has no meaning in perplexity" "$MLXRT" perplexity -m "$T/model" -f "$T/nofile.txt" -n 5
 # run -n 0 generates nothing: it ends at once, exit 0, nothing on stdout or stderr
 timeout 20 "$MLXRT" run -m "$T/model" -p "hello world" -n 0 --no-chat-template >"$T/out" 2>"$T/err"

@@ -128,7 +128,8 @@ static int parse_sampler(const char *spec, mlxrt_gen_params *p) {
 int bench_args_parse(bench_args *o, int argc, char **argv) {
   static const char *const VALUED[] = {"-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-d", "--n-depth",
                                        "-r", "--repetitions", "-t", "--threads", "-c", "--ctx-size", "-o",
-                                       "--output", "--backend", "--sampler", "--numerics", "--warmup-depth", "--kv-k", NULL};
+                                       "--output", "--backend", "--sampler", "--numerics", "--warmup-depth", "--kv-k",
+                                       "--batch", "-npl", NULL};
   memset(o, 0, sizeof *o);
   o->fmt = "md";
   o->p = (bench_list){{512}, 1};
@@ -165,10 +166,20 @@ int bench_args_parse(bench_args *o, int argc, char **argv) {
     } else if (is(a, "--numerics", NULL)) o->numerics = v;
     else if (is(a, "--kv-k", NULL)) bad = gen_args_check_kv_k(o->kv_k = v, "bench") != 0;
     else if (is(a, "--warmup-depth", NULL)) bad = cli_int("bench", a, v, 0, 1 << 24, &o->warmup_depth);
+    else if (is(a, "--batch", "-npl")) bad = bench_list_parse(a, v, &o->batch);
     if (bad) return 2;
   }
   if (!o->model) {
     cli_error("bench", "-m MODEL is required");
+    return 2;
+  }
+  for (int k = 0; k < o->batch.n; k++)
+    if (o->batch.v[k] < 1 || o->batch.v[k] > 256) {
+      cli_error("bench", "--batch takes sequence counts from 1 to 256, got %d", o->batch.v[k]);
+      return 2;
+    }
+  if (o->batch.n && (o->sampler_spec || o->d.n > 1 || o->d.v[0] || o->warmup_depth >= 0)) {
+    cli_error("bench", "--batch measures greedy decode from fresh prompts: no --sampler, -d or --warmup-depth");
     return 2;
   }
   int any = 0;

@@ -26,6 +26,7 @@ typedef struct bench_args {
   int reps, threads;
   int warmup_depth;         /* -1: each test's own depth */
   int64_t ctx;              /* 0: just enough for each run */
+  bench_list batch;         /* --batch: sequences decoded together (batched mode; n = 0: off) */
 } bench_args;
 int bench_args_parse(bench_args *o, int argc, char **argv);
 

@@ -59,6 +59,7 @@ static void usage(FILE *f) {
           "usage: mlxrt bench -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json]\n"
           "                   [-t THREADS] [--backend auto|cpu|cuda] [--numerics float32|mlx-cpu]\n"
           "                   [--sampler SPEC] [-c CTX] [--warmup-depth N] [--kv-k auto|bf16]\n"
+          "                   [--batch 1,4,16,64]\n"
           "  MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
           "  -p, -n, -d take comma-separated lists (e.g. -d 0,4096,32768) of at most 16 values.\n"
           "  -p N: prompt tokens of a pp test; -n N: tokens a tg test generates; 0 skips the test\n"
@@ -73,7 +74,10 @@ static void usage(FILE *f) {
           "  --warmup-depth N: the warm-up run before each test caches min(N, DEPTH) tokens\n"
           "  (default: DEPTH, as llama-bench). Every run makes its own session, so its graphs,\n"
           "  and the warm-up serves the first-use uploads only: a long depth's second fill\n"
-          "  (minutes at 262144) can be skipped.\n");
+          "  (minutes at 262144) can be skipped.\n"
+          "  --batch B1,B2,... (or -npl): batched decode, as llama-batched-bench -npp P -ntg N -npl B:\n"
+          "  B sequences of -p prompt tokens each (pp: the B prompts), then -n greedy steps of all B\n"
+          "  together (tg: aggregate and per-sequence t/s). A device decoder only (CUDA).\n");
 }
 
 /* One timed repetition; returns seconds or < 0 on error. */
@@ -141,6 +145,11 @@ int cmd_bench(int argc, char **argv) {
   if (!m) {
     fprintf(stderr, "mlxrt bench: %s\n", err.msg);
     return 1;
+  }
+  if (o.batch.n) {
+    const int brc = bench_batched(m, &o);
+    mlxrt_model_free(m);
+    return brc;
   }
   mlxrt_model_info info;
   mlxrt_model_get_info(m, &info);

@@ -14,4 +14,9 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
+/* mlxrt bench --batch (cmd_bench_batch.c): the batched decode's table on the loaded model. */
+struct bench_args;
+struct mlxrt_model;
+int bench_batched(struct mlxrt_model *m, const struct bench_args *o);
+
 #endif

@@ -151,6 +151,27 @@ struct accel_backend {
    * logits one-token steps would have computed. */
   int (*qmatmul_rowwise)(accel_backend *b, const accel_weight *w, int expert, const uint16_t *x,
                          int64_t n, float *y, mlxrt_error *err);
+
+  /* Optional (NULL: not offered): batched decode on a decoder — many sequences, each in a slot
+   * with its own KV cache of the decoder's capacity, stepped together so that each weight is
+   * read once for all of them (continuous batching: a slot's sequence may start, stop or be
+   * replaced between steps). decoder_batch_init makes `slots` slots once. decoder_slot_prompt
+   * is decoder_step's prompt form on slot `slot`'s cache (tokens at pos..pos+n-1; positions
+   * ≥ pos forgotten, with decoder_step's ring rule), its logits / token as decoder_step's.
+   * decoder_batch_step feeds one token to each of n sequences — row r: tokens[r] at position
+   * pos[r] of slot slots[r] (distinct slots) — and writes row r's next token to next[r]: the
+   * greedy argmax with sp NULL, else drawn with sp[r] and u[r] as decoder_step draws; logits
+   * (may be NULL) receives [n, vocab]. A row's result does not depend on the other rows (the
+   * same bits in any batch), except in MoE blocks, whose grouped expert products group the
+   * rows by expert (there within the tolerance of a prompt pass). One synchronisation per call. The decoder's own sequence
+   * (decoder_step) is separate from the slots. Not thread-safe: one caller per decoder. */
+  int (*decoder_batch_init)(accel_decoder *dec, int slots, mlxrt_error *err);
+  int (*decoder_slot_prompt)(accel_decoder *dec, int slot, const int32_t *tokens, int64_t n, int64_t pos,
+                             const accel_sample_params *sp, double u, float *logits, int32_t *token,
+                             mlxrt_error *err);
+  int (*decoder_batch_step)(accel_decoder *dec, int n, const int *slots, const int32_t *tokens, const int64_t *pos,
+                            const accel_sample_params *sp, const double *u, float *logits, int32_t *next,
+                            mlxrt_error *err);
 };
 
 typedef struct accel_options {

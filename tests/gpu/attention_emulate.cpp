@@ -215,6 +215,49 @@ static int run_case(const Case &c) {
       }
     }
   }
+  /* the batched step's form (dk_attention_rows): three rows over three slots of one array —
+   * row 0 this cache (slot 2) at pos, row 1 its negation (slot 0) at pos, row 2 this cache
+   * (slot 1) at pos / 2 — each the bits of a call of its own on the register path; on the
+   * shapes whose calls of their own stream K by bulk copies, row 0 within 1 % of the direct
+   * attention (checked with the others below). On the cases of at most 200 keys and 7 splits
+   * (the emulation's time) */
+  const bool rows_check = c.pos <= 200 && c.splits <= 7;
+  std::vector<uint16_t> att_rows((size_t)3 * nq * hd, 0xffff);
+  if (rows_check) {
+    const std::vector<uint16_t> &k0 = c.vr ? C : K, &v0 = c.vr ? C : V;
+    const int64_t ke = (int64_t)k0.size(), ve = (int64_t)v0.size();
+    std::vector<uint16_t> ks((size_t)(3 * ke)), vs((size_t)(3 * ve));
+    for (int sl = 0; sl < 3; sl++) {
+      for (int64_t i = 0; i < ke; i++) ks[(size_t)(sl * ke + i)] = sl == 0 ? (uint16_t)(k0[(size_t)i] ^ 0x8000) : k0[(size_t)i];
+      for (int64_t i = 0; i < ve; i++) vs[(size_t)(sl * ve + i)] = sl == 0 ? (uint16_t)(v0[(size_t)i] ^ 0x8000) : v0[(size_t)i];
+    }
+    if (c.vr) vs = ks;
+    std::vector<float> q3((size_t)3 * nq * hd), sc3((size_t)3 * nq * cap), sm3((size_t)3 * nq * c.splits),
+        ss3((size_t)3 * nq * c.splits), pa3((size_t)3 * nq * c.splits * hd);
+    for (int r = 0; r < 3; r++) std::copy(q.begin(), q.end(), q3.begin() + (size_t)r * nq * hd);
+    std::vector<unsigned> cnt3((size_t)3 * nq, 0u);
+    const int slot3[3] = {2, 0, 1}, pos3[3] = {c.pos, c.pos, c.pos / 2};
+    const dk_rows rw = {slot3, ke, (int64_t)nq * hd, (int64_t)nq * hd};
+    memset(emu_dyn_smem, 0xff, sizeof emu_dyn_smem);
+    rc = dk_attention_rows(q3.data(), ks.data(), c.vr ? ks.data() : vs.data(), nq, c.nkv, hd, L, scale, pos3, c.window,
+                           c.splits, c.min_keys, 0, cap, sc3.data(), sm3.data(), ss3.data(), pa3.data(), cnt3.data(),
+                           att_rows.data(), NULL, 0, &rw, 3, NULL);
+    for (unsigned x : cnt3)
+      if (x) rc = rc ? rc : -1;
+    for (int r = 0; r < 3 && !rc && !tma; r++) {
+      std::vector<uint16_t> one((size_t)nq * hd, 0xffff);
+      int p1 = pos3[r];
+      const uint16_t *kr = ks.data() + (int64_t)slot3[r] * ke, *vr_ = (c.vr ? ks.data() : vs.data()) + (int64_t)slot3[r] * ke;
+      memset(emu_dyn_smem, 0xff, sizeof emu_dyn_smem);
+      rc = dk_attention(q.data(), kr, vr_, nq, c.nkv, hd, L, scale, &p1, c.window, c.splits, c.min_keys, 0, cap,
+                        scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), one.data(), NULL, 0, NULL);
+      if (!rc && !std::equal(one.begin(), one.end(), att_rows.begin() + (size_t)r * nq * hd)) rc = -2 - r;
+    }
+    if (rc) {
+      printf("FAIL rows: rc %d (-1: a counter left set; -2 - r: row r differs from a call of its own)\n", rc);
+      bad = 1;
+    }
+  }
   std::vector<float> ref, ref1;
   double worst = 0;
   for (int h = 0; h < nq; h++) {
@@ -226,6 +269,11 @@ static int run_case(const Case &c) {
       float got = fromb(att[(size_t)h * hd + d]);
       double e = fabs((double)got - ref[d]);
       if (c.structure ? got != ref[d] : e > 0.01 * mx + 1e-30) bad = 1;
+      const float gr = fromb(att_rows[(size_t)h * hd + d]);
+      if (rows_check && tma && !onepass && (c.structure ? gr != ref[d] : fabs((double)gr - ref[d]) > 0.01 * mx + 1e-30)) {
+        printf("FAIL rows (register path): head %d dim %d: %g against %g\n", h, d, gr, ref[d]);
+        bad = 1;
+      }
       if (mx > 0) worst = fmax(worst, e / mx);
       if (!att_pvt.empty()) {
         const float gt = fromb(att_pvt[(size_t)h * hd + d]);
@@ -254,8 +302,8 @@ static int run_case(const Case &c) {
   char mk[24] = "";
   if (c.min_keys != 1) snprintf(mk, sizeof mk, " min %d", c.min_keys);
   if (c.vr) snprintf(mk + strlen(mk), sizeof mk - strlen(mk), " K-from-V %d", c.vr);
-  printf("%s %s rep %2d nkv %d hd %4d window %4d pos %5d splits %3d%s %-9s worst %.2e bits %016llx\n",
-         bad ? "FAIL" : "ok  ", tma ? "bulk copy" : "registers", c.rep, c.nkv, hd, c.window, c.pos, c.splits, mk,
+  printf("%s %s%s rep %2d nkv %d hd %4d window %4d pos %5d splits %3d%s %-9s worst %.2e bits %016llx\n",
+         bad ? "FAIL" : "ok  ", tma ? "bulk copy" : "registers", rows_check ? " +rows" : "", c.rep, c.nkv, hd, c.window, c.pos, c.splits, mk,
          c.structure ? "structure" : "values", worst, (unsigned long long)bits);
   return bad;
 }

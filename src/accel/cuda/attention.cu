@@ -22,6 +22,16 @@
 #include "ck_mma.cuh"
 #include "qmv_tc.cuh" /* the mbarrier and bulk-copy primitives */
 
+/* A batched step's row (kv_layout.h dk_rows): launch z serves row z; its slot's K/V, its position
+ * and its scratch (per row: nq·ctx_cap scores, nq·splits maxima and sums, nq·splits·hd partials,
+ * nq counters) are found by offsets. Nothing moves without rows (rw.slot NULL). */
+__device__ __forceinline__ int at_row(const dk_rows &rw, int64_t *slot) {
+  if (!rw.slot) return *slot = 0, 0;
+  const int z = blockIdx.z;
+  *slot = rw.slot[z];
+  return z;
+}
+
 /* Word i (a compile-time constant where it is called) of v. */
 __device__ __forceinline__ uint32_t u4_word(const uint4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
@@ -87,8 +97,18 @@ template <int REP>
 __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
                                                             dk_kv_layout kv, float scale, const int *pos_p, int window,
                                                             at_splits sp, int64_t ctx_cap, float *scores,
-                                                            float *smax, float *ssum, float *amax, int namax) {
+                                                            float *smax, float *ssum, float *amax, int namax, dk_rows rw) {
   ck_pdl_enter();
+  {
+    int64_t sl;
+    const int z = at_row(rw, &sl), nq = nkv * REP;
+    q += z * rw.in;
+    kc += sl * rw.kv;
+    pos_p += z;
+    scores += (int64_t)z * nq * ctx_cap;
+    smax += (int64_t)z * nq * sp.n;
+    ssum += (int64_t)z * nq * sp.n;
+  }
   amax_zero(amax, namax);
   CK_DYNAMIC_SHARED(float4, qs4); /* [REP][hd] floats */
   float *qs = (float *)qs4;
@@ -262,8 +282,20 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
                                                         dk_kv_layout kv, const int *pos_p, int window, at_splits sp,
                                                         int64_t ctx_cap, const float *scores,
                                                         const float *smax, const float *ssum, float *pacc,
-                                                        unsigned *count, uint16_t *att, float *amax) {
+                                                        unsigned *count, uint16_t *att, float *amax, dk_rows rw) {
   ck_pdl_enter();
+  {
+    int64_t sl;
+    const int z = at_row(rw, &sl), nq = nkv * REP;
+    vc += sl * rw.kv;
+    pos_p += z;
+    scores += (int64_t)z * nq * ctx_cap;
+    smax += (int64_t)z * nq * sp.n;
+    ssum += (int64_t)z * nq * sp.n;
+    pacc += (int64_t)z * nq * sp.n * hd;
+    count += (int64_t)z * nq;
+    att += z * rw.out;
+  }
   __shared__ float ps[REP][PV_TILE];
   __shared__ float gm[REP], ginv[REP];
   __shared__ bool last;
@@ -375,9 +407,17 @@ __global__ void __launch_bounds__(AT_THREADS) pv_kernel(const uint16_t *vc, int 
  * scheduler). */
 #define CB_CHAINS 8
 __global__ void __launch_bounds__(AT_THREADS) combine_kernel(const float *pacc, const int *pos_p, int window,
-                                                             at_splits sp, int hd, uint16_t *att, float *amax) {
+                                                             at_splits sp, int hd, uint16_t *att, float *amax,
+                                                             dk_rows rw) {
   static_assert(AT_THREADS / 32 * 2 == CB_CHAINS, "two chains per warp");
   ck_pdl_enter();
+  {
+    int64_t sl;
+    const int z = at_row(rw, &sl);
+    pacc += (int64_t)z * gridDim.x * sp.n * hd;
+    pos_p += z;
+    att += z * rw.out;
+  }
   __shared__ float part[CB_CHAINS][32];
   const int h = blockIdx.x, w = threadIdx.x >> 5, lane = threadIdx.x & 31, d = blockIdx.y * 32 + lane;
   const int splits = sp.n, live = live_splits(*pos_p, window, sp);
@@ -439,14 +479,15 @@ template <int REP>
 static cudaError_t launch_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
                                     dk_kv_layout kv, float scale, const int *pos, int window, at_splits sp, int64_t ctx_cap,
                                     float *scores, float *smax, float *ssum, float *pacc, unsigned *count,
-                                    uint16_t *att, float *amax, int namax, int deep, cudaStream_t st) {
+                                    uint16_t *att, float *amax, int namax, int deep, dk_rows rw, int nrows,
+                                    cudaStream_t st) {
   const int splits = sp.n;
   const size_t smem = (size_t)REP * hd * sizeof(float);
   const int dpt = hd <= AT_THREADS ? 1 : hd <= 2 * AT_THREADS ? 2 : hd <= 4 * AT_THREADS ? 4 : 8;
   /* GQA 8 at head dims 256 and 512 with at most 4 KV heads: the scores with K streamed by bulk
    * copies (tg128 +2.4 % at depth 32768, +0.6 % at 4096), and with `deep` p·v with V streamed
    * likewise; every other shape, and p·v while few keys are live, through registers */
-  const bool tma = REP == 8 && (hd == 256 || hd == 512) && nkv <= AS_MAX_NKV;
+  const bool tma = REP == 8 && (hd == 256 || hd == 512) && nkv <= AS_MAX_NKV && !rw.slot;
   cudaError_t e = cudaSuccess;
   if constexpr (REP == 8)
     if (deep && tma && kv.vr > 0) { /* K from V: one pass over the rows (K and V in each), then the splits merged */
@@ -475,11 +516,11 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
                     scores, smax, ssum, amax, namax);
     }
   if (!tma)
-    e = ck_launch(scores_kernel<REP>, dim3(nkv, splits), AT_THREADS, smem, st, q, kc, nkv, hd, kv, scale, pos, window,
-                  sp, ctx_cap, scores, smax, ssum, amax, namax);
+    e = ck_launch(scores_kernel<REP>, dim3(nkv, splits, nrows), AT_THREADS, smem, st, q, kc, nkv, hd, kv, scale, pos,
+                  window, sp, ctx_cap, scores, smax, ssum, amax, namax, rw);
   if (e) return e;
   void (*pv)(const uint16_t *, int, int, dk_kv_layout, const int *, int, at_splits, int64_t, const float *,
-             const float *, const float *, float *, unsigned *, uint16_t *, float *) =
+             const float *, const float *, float *, unsigned *, uint16_t *, float *, dk_rows) =
       dpt == 1 ? pv_kernel<REP, 1> : dpt == 2 ? pv_kernel<REP, 2> : dpt == 4 ? pv_kernel<REP, 4> : pv_kernel<REP, 8>;
   bool pv_tma = false;
   if constexpr (REP == 8)
@@ -496,25 +537,29 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
                     ssum, pacc, count, att, amax);
     }
   if (!pv_tma)
-    e = ck_launch(pv, dim3(nkv, splits), AT_THREADS, 0, st, vc, nkv, hd, kv, pos, window, sp, ctx_cap, scores, smax,
-                  ssum, pacc, count, att, amax);
+    e = ck_launch(pv, dim3(nkv, splits, nrows), AT_THREADS, 0, st, vc, nkv, hd, kv, pos, window, sp, ctx_cap, scores,
+                  smax, ssum, pacc, count, att, amax, rw);
   if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;
-  return ck_launch(combine_kernel, dim3(nkv * REP, (hd + 31) / 32), AT_THREADS, 0, st, pacc, pos, window, sp, hd,
-                   att, amax);
+  return ck_launch(combine_kernel, dim3(nkv * REP, (hd + 31) / 32, nrows), AT_THREADS, 0, st, pacc, pos, window, sp, hd,
+                   att, amax, rw);
 }
 
-extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                            dk_kv_layout kv, float scale, const int *pos, int window, int splits, int min_keys,
-                            int deep, int64_t ctx_cap, float *scores, float *smax, float *ssum, float *pacc,
-                            unsigned *count, uint16_t *att, float *amax, int namax, void *stream) {
+extern "C" int dk_attention_rows(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                                 dk_kv_layout kv, float scale, const int *pos, int window, int splits, int min_keys,
+                                 int deep, int64_t ctx_cap, float *scores, float *smax, float *ssum, float *pacc,
+                                 unsigned *count, uint16_t *att, float *amax, int namax, const dk_rows *rows,
+                                 int nrows, void *stream) {
+  const bool batched = rows && rows->slot;
   if (!q || nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD || (size_t)(nq / nkv) * hd * sizeof(float) > 48 * 1024 ||
-      splits < 1 || min_keys < 1 || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window))
+      splits < 1 || min_keys < 1 || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) || nrows < 1 || nrows > 65535 ||
+      (nrows > 1 && !batched) || (batched && (amax || deep)))
     return (int)cudaErrorInvalidValue;
+  const dk_rows rw = batched ? *rows : dk_rows{NULL, 0, 0, 0};
   cudaStream_t st = (cudaStream_t)stream;
   const at_splits sp = {splits, min_keys};
 #define AT_CALL(R) \
   (int)launch_attention<R>(q, kc, vc, nkv, hd, kv, scale, pos, window, sp, ctx_cap, scores, smax, ssum, pacc, count, att, \
-                           amax, namax, deep, st)
+                           amax, namax, deep, rw, nrows, st)
   switch (nq / nkv) {
   case 1: return AT_CALL(1);
   case 2: return AT_CALL(2);
@@ -524,6 +569,14 @@ extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *
   default: return (int)cudaErrorInvalidValue;
   }
 #undef AT_CALL
+}
+
+extern "C" int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                            dk_kv_layout kv, float scale, const int *pos, int window, int splits, int min_keys,
+                            int deep, int64_t ctx_cap, float *scores, float *smax, float *ssum, float *pacc,
+                            unsigned *count, uint16_t *att, float *amax, int namax, void *stream) {
+  return dk_attention_rows(q, kc, vc, nq, nkv, hd, kv, scale, pos, window, splits, min_keys, deep, ctx_cap, scores, smax,
+                           ssum, pacc, count, att, amax, namax, NULL, 1, stream);
 }
 
 CK_TIMELINE_SETTER(ck_tl_attention)

@@ -434,6 +434,9 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   b->embed_rows = cuda_embed_rows;
   b->decoder_create = cuda_decoder_create;
   b->decoder_step = cuda_decoder_step;
+  b->decoder_batch_init = cuda_decoder_batch_init;
+  b->decoder_slot_prompt = cuda_decoder_slot_prompt;
+  b->decoder_batch_step = cuda_decoder_batch_step;
   b->decoder_free = cuda_decoder_free;
   b->decoder_memory = cuda_decoder_memory;
   b->read_bandwidth = cuda_read_bandwidth;

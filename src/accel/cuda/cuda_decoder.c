@@ -269,6 +269,7 @@ void cuda_decoder_free(accel_decoder *D) {
   rt_event_destroy(D->ev_ple_fork);
   rt_event_destroy(D->ev_ple_join);
   cprof_report_free(&D->prof, "CUDA decoder profile (MLXRT_CUDA_PROFILE=1)");
+  dec_batch_free(D);
   dec_prefill_free(D);
   dec_moe_free(D);
   if (D->ly)
@@ -883,6 +884,42 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
 }
 
 
+/* The device's token selection for sp and u (greedy without sp) as sample.cu's parameters;
+ * *sample = 0 without sp or token. Fails before anything is enqueued. */
+int dec_sample_plan(accel_decoder *D, const accel_sample_params *sp, double u, int want_token, int *sample,
+                    sk_params *kp, mlxrt_error *err) {
+  *sample = sp && want_token;
+  *kp = (sk_params){0};
+  if (!*sample) return 0;
+  accel_sample_plan pl;
+  if (!D->sk_state) return mx_fail(err, "CUDA decoder: no device sampling for a vocabulary of %d", D->d->vocab);
+  if (accel_sample_plan_make(sp, D->d->vocab, u, &pl, err)) return mx_prefix(err, "CUDA decoder");
+  *kp = (sk_params){pl.greedy, pl.inv_t, pl.use_min_p, pl.log_min_p, pl.top_k, pl.use_top_p, pl.top_p, pl.x53};
+  return 0;
+}
+
+/* After the prompt pass or the body (D->xb, D->pmax as the head expects): the head graph, the
+ * selection (sample: with kp, else the head's argmax), one copy of the id (and the logits when
+ * asked) and one stream synchronisation. pos_last: the position whose logits these are. */
+int dec_head_select(accel_decoder *D, int64_t pos_last, int sample, const sk_params *kp, float *logits,
+                    int32_t *token, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  if (launch(D, 1, err) || cprof_flush(&D->prof, err) ||
+      (sample && (cprof_mark(&D->prof, "sampling", err) ||
+                  rt_status(sk_sample(D->logits, d->vocab, kp, D->sk_state, D->next, D->stream), "sampling", err) ||
+                  cprof_flush(&D->prof, err))) ||
+      rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||
+      (logits && rt_d2h(D->h_logits, D->logits, (size_t)d->vocab * sizeof(float), D->stream, err)) ||
+      rt_stream_sync(D->stream, err))
+    return mx_prefix(err, "CUDA decoder head");
+  if (token && *D->h_next <= ACCEL_TOKEN_NONFINITE(0))
+    return accel_fail_nonfinite(err, pos_last, ACCEL_NONFINITE_ID(*D->h_next));
+  if (sample && *D->h_next < 0) return mx_fail(err, "CUDA decoder: every logit is -inf or NaN, no token can be chosen");
+  if (token) *token = *D->h_next;
+  if (logits) memcpy(logits, D->h_logits, (size_t)d->vocab * sizeof(float));
+  return 0;
+}
+
 /* decoder_step: the tokens through the prompt pass (n > 1) or the body graph, then the head
  * graph, then (sp) the selection of accel_sample.h on the device over the head's logits (sample.cu,
  * launched with its parameters and u by value), then one copy of the id (and the logits when
@@ -898,14 +935,9 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
     if (tokens[i] < 0 || tokens[i] >= d->vocab)
       return mx_fail(err, "decoder: token id %d at position %lld is outside the vocabulary [0, %d)",
                      tokens[i], (long long)(pos + i), d->vocab);
-  sk_params kp = {0};
-  const int sample = sp && token;
-  if (sample) {
-    accel_sample_plan pl;
-    if (!D->sk_state) return mx_fail(err, "CUDA decoder: no device sampling for a vocabulary of %d", d->vocab);
-    if (accel_sample_plan_make(sp, d->vocab, u, &pl, err)) return mx_prefix(err, "CUDA decoder");
-    kp = (sk_params){pl.greedy, pl.inv_t, pl.use_min_p, pl.log_min_p, pl.top_k, pl.use_top_p, pl.top_p, pl.x53};
-  }
+  sk_params kp;
+  int sample;
+  if (dec_sample_plan(D, sp, u, token != NULL, &sample, &kp, err)) return -1;
   if (kv_grow(D, pos + n, err)) return -1;
   const int head = logits || token;
   if (n > 1) {
@@ -927,18 +959,5 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
     if (!head && rt_stream_sync(D->stream, err)) return mx_prefix(err, "CUDA decoder");
   }
   if (!head) return 0;
-  if (launch(D, 1, err) || cprof_flush(&D->prof, err) ||
-      (sample && (cprof_mark(&D->prof, "sampling", err) ||
-                  rt_status(sk_sample(D->logits, d->vocab, &kp, D->sk_state, D->next, D->stream), "sampling", err) ||
-                  cprof_flush(&D->prof, err))) ||
-      rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||
-      (logits && rt_d2h(D->h_logits, D->logits, (size_t)d->vocab * sizeof(float), D->stream, err)) ||
-      rt_stream_sync(D->stream, err))
-    return mx_prefix(err, "CUDA decoder head");
-  if (token && *D->h_next <= ACCEL_TOKEN_NONFINITE(0))
-    return accel_fail_nonfinite(err, pos + n - 1, ACCEL_NONFINITE_ID(*D->h_next));
-  if (sample && *D->h_next < 0) return mx_fail(err, "CUDA decoder: every logit is -inf or NaN, no token can be chosen");
-  if (token) *token = *D->h_next;
-  if (logits) memcpy(logits, D->h_logits, (size_t)d->vocab * sizeof(float));
-  return 0;
+  return dec_head_select(D, pos + n - 1, sample, &kp, logits, token, err);
 }

@@ -99,6 +99,7 @@ struct accel_decoder {
   int timeline;     /* this decoder owns the in-graph timeline (MLXRT_CUDA_TIMELINE=1) */
   cprof prof; /* MLXRT_CUDA_PROFILE=1: per-kernel times, graphs off */
   struct dec_prefill *pf; /* the batched prompt pass's buffers and cuBLAS handle */
+  struct dec_batch *bt;   /* batched decode: the sequences' slots and the step's buffers (cuda_decoder_batch.c) */
   struct dec_moe_buf *mb, *mb_pf; /* the MoE blocks' work buffers: the step's (one token) and the prompt pass's */
   /* per-layer embeddings (d->ple_dim > 0): per_layer_model_projection, the table, the
    * projection's norm [P], the step's inputs [L·P] and its token's table row [L·P] bf16 */
@@ -140,7 +141,37 @@ int dec_upload_floats(accel_decoder *D, float *dst, const float *src, int64_t n,
  * as the head graph expects. */
 int dec_prefill_init(accel_decoder *D, mlxrt_error *err);
 void dec_prefill_free(accel_decoder *D);
+/* Rows through the products and per-layer inputs, shared by the prompt pass and the batched
+ * decode (cuda_decoder_prefill.c): their buffers (h [T, H], y, ple [T, L·P], xb, gub, ple_rows
+ * [T, L·P]), their token ids (device), and whether each row's bits must not depend on the batch
+ * (rowexact: dec_rows_mv). */
+typedef struct dec_rows {
+  float *h, *y, *ple;
+  uint16_t *xb, *gub, *ple_rows, *emb;
+  const int32_t *tok;
+  int rowexact;
+} dec_rows;
+/* The rows' scaled embeddings into h (emb: the gathered rows), their per-layer inputs, and
+ * layer 0's input norm into xb. */
+int dec_rows_embed(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err);
+int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy, int rowexact,
+                mlxrt_error *err);
+int dec_rows_ple_inputs(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err);
+int dec_rows_ple_layer(accel_decoder *D, const dec_rows *R, int i, const float *fy, int T, mlxrt_error *err);
+/* the most tokens of one chunk (the rows of the MoE blocks' prompt buffers, D->mb_pf) */
+int dec_prefill_rows(const accel_decoder *D);
 int dec_prefill_run(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, mlxrt_error *err);
+
+/* The device's selection for sp, u (cuda_decoder.c): *sample = 0 without sp or want_token;
+ * fails before anything is enqueued. */
+int dec_sample_plan(accel_decoder *D, const accel_sample_params *sp, double u, int want_token, int *sample,
+                    sk_params *kp, mlxrt_error *err);
+/* After the prompt pass or the body: the head, the selection, the id (and logits) copied back,
+ * one synchronisation (pos_last names the position in errors). */
+int dec_head_select(accel_decoder *D, int64_t pos_last, int sample, const sk_params *kp, float *logits,
+                    int32_t *token, mlxrt_error *err);
+/* The batched decode's slots and buffers, freed with the decoder (cuda_decoder_batch.c). */
+void dec_batch_free(accel_decoder *D);
 
 /* The activation-prep exponent fixed by the bound of a norm's output (cuda_decoder.c:
  * |x| ≤ √H·max|w|), or DK_XE_ROWMAX where w has no finite positive maximum. */

@@ -49,6 +49,8 @@ void dec_prefill_free(accel_decoder *D) {
   D->pf = NULL;
 }
 
+int dec_prefill_rows(const accel_decoder *D) { return D->pf ? D->pf->tmax : 0; }
+
 static void track_mv(dec_prefill *P, const dec_mv *mv) {
   for (int i = 0; i < mv->n; i++) {
     int64_t w = mv->L[i]->rows * mv->L[i]->cols;
@@ -148,14 +150,16 @@ fail:
   return mx_prefix(err, "prompt pass: GEMM scratch of %lld bf16 values", (long long)P->max_w);
 }
 
-/* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. */
-static int pf_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
-                 mlxrt_error *err) {
+/* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. rowexact: each row's bits as
+ * in any other batch (the batched decode): always the mat-vec in batches of 8 rows, a lone row
+ * with a companion (the buffers hold one more row) so that it runs the kernel a full batch runs. */
+int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy, int rowexact,
+                mlxrt_error *err) {
   dec_prefill *P = D->pf;
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
     float *yo = y + mv->off[i];
-    if (T > P->gemm_min) {
+    if (!rowexact && T > P->gemm_min) {
       if (prefill_gemm_ready(D, err) ||
           rt_status(pf_dequant(L, P->iota, P->wbuf, D->stream), "weight dequantization", err) ||
           cg_gemm_bf16(P->cublas, D->stream, T, L->rows, L->cols, x, P->wbuf, yo, ldy, err))
@@ -164,6 +168,7 @@ static int pf_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, f
     }
     for (int b0 = 0; b0 < T; b0 += 8) {
       int nb = T - b0 < 8 ? T - b0 : 8;
+      if (rowexact && nb == 1) nb = 2;
       const uint16_t *xr = x + (int64_t)b0 * L->cols;
       if (L->fmt != CK_GENERIC &&
           rt_status(ck_xprep(L, xr, nb, D->xp, D->xs, D->xexp, D->pmax, D->stream), "x prep launch", err))
@@ -175,38 +180,57 @@ static int pf_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, f
   }
   return 0;
 }
+static int pf_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
+                 mlxrt_error *err) {
+  return dec_rows_mv(D, mv, x, T, y, ldy, 0, err);
+}
 
-/* The chunk's per-layer embeddings from h (the scaled embeddings) into P->ple [T, L·P]. */
-static int pf_ple_inputs(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
+/* T rows' per-layer embeddings from R->h (the scaled embeddings) into R->ple [T, L·P]. */
+int dec_rows_ple_inputs(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  dec_prefill *P = D->pf;
   const int64_t LP = (int64_t)d->n_layers * d->ple_dim;
   void *st = D->stream;
   return cprof_mark(&D->prof, "prefill: per-layer inputs", err) ||
-         rt_status(pf_norm_rows(NULL, 0, NULL, P->h, 0, 0.0f, NULL, P->xb, T, d->hidden, d->eps, st), "per-layer input",
+         rt_status(pf_norm_rows(NULL, 0, NULL, R->h, 0, 0.0f, NULL, R->xb, T, d->hidden, d->eps, st), "per-layer input",
                    err) ||
-         pf_mv(D, &D->ple_mp, P->xb, T, P->y, LP, err) ||
-         rt_status(ck_embed(D->ple_emb, D->all_tokens + p0, T, P->ple_rows, st), "per-layer embedding gather", err) ||
-         rt_status(dk_ple_inputs(P->y, 1, 0, LP, P->ple_rows, D->ple_pnorm, d->n_layers, d->ple_dim, d->ple_model_scale,
-                                 d->ple_embed_scale, d->ple_mix_scale, d->eps, P->ple, T, st),
+         dec_rows_mv(D, &D->ple_mp, R->xb, T, R->y, LP, R->rowexact, err) ||
+         rt_status(ck_embed(D->ple_emb, R->tok, T, R->ple_rows, st), "per-layer embedding gather", err) ||
+         rt_status(dk_ple_inputs(R->y, 1, 0, LP, R->ple_rows, D->ple_pnorm, d->n_layers, d->ple_dim, d->ple_model_scale,
+                                 d->ple_embed_scale, d->ple_mix_scale, d->eps, R->ple, T, st),
                    "per-layer inputs", err);
 }
 
 /* Layer i's FFN residual from fy [T, H] (xb = bf16 h, no norm), then its per-layer input
- * through gate, GeGLU and projection into P->y [T, H]. */
-static int pf_ple_layer(accel_decoder *D, int i, const float *fy, int T, mlxrt_error *err) {
+ * through gate, GeGLU and projection into R->y [T, H]. */
+int dec_rows_ple_layer(accel_decoder *D, const dec_rows *R, int i, const float *fy, int T, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  dec_prefill *P = D->pf;
   const dec_layer *y = &D->ly[i];
   const int H = d->hidden, Pd = d->ple_dim;
   void *st = D->stream;
-  return rt_status(pf_norm_rows(fy, H, y->norms + 3 * (int64_t)H, P->h, 0, 0.0f, NULL, P->xb, T, H, d->eps, st),
+  return rt_status(pf_norm_rows(fy, H, y->norms + 3 * (int64_t)H, R->h, 0, 0.0f, NULL, R->xb, T, H, d->eps, st),
                    "FFN residual", err) ||
-         cprof_mark(&D->prof, "prefill: per-layer input", err) || pf_mv(D, &y->pg, P->xb, T, P->y, Pd, err) ||
-         rt_status(dk_ple_gate(P->y, 1, 0, Pd, P->ple + (int64_t)i * Pd, (int64_t)d->n_layers * Pd, Pd, P->gub, T, NULL, NULL,
-                                     0, st),
+         cprof_mark(&D->prof, "prefill: per-layer input", err) ||
+         dec_rows_mv(D, &y->pg, R->xb, T, R->y, Pd, R->rowexact, err) ||
+         rt_status(dk_ple_gate(R->y, 1, 0, Pd, R->ple + (int64_t)i * Pd, (int64_t)d->n_layers * Pd, Pd, R->gub, T, NULL,
+                               NULL, 0, st),
                    "per-layer input gelu", err) ||
-         pf_mv(D, &y->pp, P->gub, T, P->y, H, err);
+         dec_rows_mv(D, &y->pp, R->gub, T, R->y, H, R->rowexact, err);
+}
+
+int dec_rows_embed(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  const int H = d->hidden;
+  void *st = D->stream;
+  return cprof_mark(&D->prof, "prefill: embed + norm", err) ||
+         rt_status(ck_embed(D->embed, R->tok, T, R->emb, st), "embedding gather", err) ||
+         rt_status(dk_embed_scale(R->emb, R->h, T * H, d->embed_scale, st), "embedding scale", err) ||
+         (d->ple_dim > 0 && dec_rows_ple_inputs(D, R, T, err)) ||
+         rt_status(pf_norm_rows(NULL, 0, NULL, R->h, 0, 0.0f, D->ly[0].norms, R->xb, T, H, d->eps, st), "input norm",
+                   err);
+}
+
+static dec_rows chunk_rows(const dec_prefill *P, const int32_t *tok) {
+  return (dec_rows){P->h, P->y, P->ple, P->xb, P->gub, P->ple_rows, P->emb, tok, 0};
 }
 
 /* One chunk: tokens all_tokens[p0 .. p0+T) through every layer; h holds the residuals after. */
@@ -216,12 +240,8 @@ static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
   int H = d->hidden, nq = d->n_heads;
   void *st = D->stream;
   cprof *C = &D->prof;
-  if (cprof_mark(C, "prefill: embed + norm", err) ||
-      rt_status(ck_embed(D->embed, D->all_tokens + p0, T, P->emb, st), "embedding gather", err) ||
-      rt_status(dk_embed_scale(P->emb, P->h, T * H, d->embed_scale, st), "embedding scale", err) ||
-      (d->ple_dim > 0 && pf_ple_inputs(D, p0, T, err)) ||
-      rt_status(pf_norm_rows(NULL, 0, NULL, P->h, 0, 0.0f, D->ly[0].norms, P->xb, T, H, d->eps, st), "input norm", err))
-    return -1;
+  const dec_rows R = chunk_rows(P, D->all_tokens + p0);
+  if (dec_rows_embed(D, &R, T, err)) return -1;
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];
     dec_layer *y = &D->ly[i];
@@ -260,7 +280,8 @@ static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
     /* the FFN's output: the down product, or with an MoE block the block's sum */
     const float *fy = P->y, *fpost = nrm + 3 * (int64_t)H;
     if ((y->moe && dec_moe_experts(D, i, D->mb_pf, P->y, H, 1, 0, T, NULL, &fy, err)) ||
-        cprof_mark(C, "prefill: norms + residual", err) || (d->ple_dim > 0 && pf_ple_layer(D, i, fy, T, err)))
+        cprof_mark(C, "prefill: norms + residual", err) ||
+        (d->ple_dim > 0 && dec_rows_ple_layer(D, &R, i, fy, T, err)))
       return mx_prefix(err, "layer %d", i);
     if (d->ple_dim > 0) { /* the layer's last residual: its per-layer input's projection */
       fy = P->y;

@@ -41,6 +41,13 @@ int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_pos
 int dk_qkv_post(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn, const float *kn,
                 const float *inv_freq, int traditional, int v_norm, float eps, const int *pos, int window,
                 dk_kv_layout kv, float *q_out, uint16_t *kc, uint16_t *vc, void *stream);
+/* The same for the nrows rows of a batched step (kv_layout.h dk_rows: row z's product at
+ * y + z·in, its queries to q_out + z·out, its position pos[z], its K/V into slot slot[z]'s
+ * cache; ks = 1). rows NULL, nrows 1: dk_qkv_post. */
+int dk_qkv_post_rows(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd, int k_eq_v, const float *qn,
+                     const float *kn, const float *inv_freq, int traditional, int v_norm, float eps, const int *pos,
+                     int window, dk_kv_layout kv, float *q_out, uint16_t *kc, uint16_t *vc, const dk_rows *rows,
+                     int nrows, void *stream);
 /* out[i] = bf16(gelu_approx(bf16 g[i]) · bf16 u[i]); when pmax, pmax[b] = max|out| per pblock.
  * il > 0: the rows interleaved by il (u = g + il; value i at (i / il)·2·il + i mod il). */
 int dk_geglu(const float *g, const float *u, int ks, int64_t kstride, uint16_t *out, int64_t n, float *pmax, int pblock,
@@ -79,6 +86,15 @@ int dk_attention(const float *q, const uint16_t *kc, const uint16_t *vc, int nq,
                  float scale, const int *pos, int window, int splits, int min_keys, int deep, int64_t ctx_cap,
                  float *scores, float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax,
                  int namax, void *stream);
+/* The same for the nrows rows of a batched step (kv_layout.h dk_rows: row z's queries at
+ * q + z·in, its output at att + z·out, its position pos[z], slot slot[z]'s cache), on the
+ * register path (the bulk-copy forms take one row), with no amax and no `deep`; the scratch
+ * holds nrows rows' worth (scores nrows·nq·ctx_cap, smax/ssum nrows·nq·splits, pacc
+ * nrows·nq·splits·hd, count nrows·nq). rows NULL, nrows 1: dk_attention. */
+int dk_attention_rows(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, dk_kv_layout kv,
+                      float scale, const int *pos, int window, int splits, int min_keys, int deep, int64_t ctx_cap,
+                      float *scores, float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax,
+                      int namax, const dk_rows *rows, int nrows, void *stream);
 /* Decode attention in one launch (attention_cluster.cu) for a key range of at most
  * cluster·DK_CLUSTER_MAX_KPB keys — a sliding layer's ring, or a full layer while few keys are
  * live: a cluster of 8 blocks per KV head (wide: 16, half the keys each) exchanging the

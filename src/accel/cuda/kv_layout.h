@@ -60,4 +60,16 @@ KVL_HD int dk_kv_layout_ok(dk_kv_layout L, int nkv, int hd, const void *kc, cons
          window == 0;
 }
 
+/* Rows of a batched decode step (cuda_decoder_batch.c): launch z of a kernel that takes them
+ * serves row z, one query token of the sequence in cache slot slot[z] at position pos[z]. The
+ * row's K/V live at kc/vc + slot[z]·kv (every slot's cache in one array per layer), its inputs
+ * and outputs `in` / `out` elements after row z − 1's. slot NULL: one row, nothing moved (the
+ * single-sequence step). */
+typedef struct dk_rows {
+  const int *slot;
+  int64_t kv;  /* elements between two slots' caches */
+  int64_t in;  /* between two rows' inputs (the q|k|v product; the queries for the attention) */
+  int64_t out; /* between two rows' outputs (the queries; the attention's output) */
+} dk_rows;
+
 #endif

@@ -67,4 +67,10 @@
 /* Tokens copied to the device's token history per host-to-device copy. */
 #define STAGE_TOKENS 4096
 
+/* The most sequences a decoder's batched decode holds (cuda_decoder_batch.c). */
+#define DEC_BATCH_MAX 256
+/* The batched step's attention: at least this many keys per split (the rows fill the device;
+ * the split shape is fixed per decoder, whatever the batch, so a row's bits do not change) */
+#define BATCH_SPLIT_KEYS 64
+
 #endif

@@ -1,0 +1,383 @@
+/* The CUDA decoder's batched decode (continuous batching; docs/DECODE.md "Batched decode"):
+ * sequences in slots, each with its own K/V (per layer one array holding every slot's cache,
+ * of the decoder's capacity or ring), a slot's prompt through the prompt pass on its cache, and
+ * a step of one token for each of up to `slots` sequences at their own positions, each weight
+ * read once per 8 rows.
+ *
+ * A row's arithmetic does not depend on the other rows: the products are the tensor-core
+ * mat-vec in batches of 8 rows (a lone row in a batch of its own takes a second, ignored row,
+ * so it runs the same kernel as in a full batch), the norms, the q/k/v post step and the
+ * attention are per row (dk_qkv_post_rows, dk_attention_rows on the register path), and the
+ * logits and the selection per row. So a sequence's tokens and logits are the same bits in
+ * any batch, whoever else is in it — except in MoE blocks: the router and the experts run the
+ * prompt pass's grouped products (cuda_decoder_moe.c), which group the rows by expert. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "cuda_decoder_internal.h"
+#include "prefill_kernels.h"
+
+typedef struct dec_batch {
+  int slots; /* sequences held, and the most rows a step takes */
+  int rows;  /* buffer rows: slots + 1 (a lone row's companion) */
+  uint16_t **kc, **vc; /* per owning layer: every slot's K / V cache (vc == kc: K from V) */
+  int64_t *kv_elems;   /* per layer: elements of one slot's cache (its source's for a reader) */
+  size_t kv_bytes;
+  int32_t *tok, *next;
+  int *pos, *slot;
+  int32_t *h_tok, *h_next;
+  int *h_pos, *h_slot;
+  float *h_logits;
+  float *h, *y, *q, *ylog, *logits;
+  uint16_t *emb, *xb, *attb, *gub;
+  float *scores, *smax, *ssum, *pacc;
+  unsigned *counts;
+  float *ple;
+  uint16_t *ple_rows;
+  int64_t max_rows, max_q, max_in, max_splits, max_hd;
+  /* the step of n rows as a graph (graph[n]), captured on its second use (warm[n]: the first
+   * runs eagerly, outside any capture: lazy module loading, occupancy queries) */
+  void **graph;
+  unsigned char *warm;
+} dec_batch;
+
+void dec_batch_free(accel_decoder *D) {
+  dec_batch *B = D->bt;
+  if (!B) return;
+  if (B->kc)
+    for (int i = 0; i < D->d->n_layers; i++) {
+      if (!D->ly[i].own) continue;
+      if (B->vc[i] != B->kc[i]) rt_free(B->vc[i]);
+      rt_free(B->kc[i]);
+    }
+  if (B->graph)
+    for (int n = 0; n <= B->slots; n++) rt_graph_destroy(B->graph[n]);
+  free(B->graph);
+  free(B->warm);
+  free(B->kc);
+  free(B->vc);
+  free(B->kv_elems);
+  void *dev[] = {B->tok, B->next, B->pos, B->slot, B->h, B->y, B->q, B->ylog, B->logits, B->emb, B->xb,
+                 B->attb, B->gub, B->scores, B->smax, B->ssum, B->pacc, B->counts, B->ple, B->ple_rows};
+  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
+  rt_host_free(B->h_tok);
+  rt_host_free(B->h_next);
+  rt_host_free(B->h_pos);
+  rt_host_free(B->h_slot);
+  rt_host_free(B->h_logits);
+  free(B);
+  D->bt = NULL;
+}
+
+/* allocates and zeroes count elements of p on the device (a lone row's companion reads
+ * whatever its buffer row holds: zeros, never garbage that could be NaN) */
+#define BALLOC(p, count)                                                                                         \
+  if (rt_malloc((void **)&(p), (size_t)(count) * sizeof *(p), err) ||                                          \
+      rt_memset((p), 0, (size_t)(count) * sizeof *(p), D->stream, err))                                         \
+  goto fail
+
+int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  if (D->bt) return mx_fail(err, "CUDA decoder: batched decode already has %d slots", D->bt->slots);
+  if (slots < 1 || slots > DEC_BATCH_MAX)
+    return mx_fail(err, "CUDA decoder: %d sequence slots (1 to %d)", slots, DEC_BATCH_MAX);
+  if (D->mb_pf && slots > dec_prefill_rows(D))
+    return mx_fail(err, "CUDA decoder: %d slots exceed the %d rows of the MoE blocks' buffers", slots,
+                   dec_prefill_rows(D));
+  dec_batch *B = mx_calloc(1, sizeof *B, err);
+  if (!B) return -1;
+  D->bt = B;
+  B->slots = slots;
+  B->rows = slots + 1;
+  const int L = d->n_layers, H = d->hidden, nq = d->n_heads;
+  const int64_t R = B->rows, V = d->vocab, LP = (int64_t)L * d->ple_dim;
+  if (!(B->graph = mx_calloc((size_t)slots + 1, sizeof *B->graph, err)) ||
+      !(B->warm = mx_calloc((size_t)slots + 1, sizeof *B->warm, err)) ||
+      !(B->kc = mx_calloc((size_t)L, sizeof *B->kc, err)) || !(B->vc = mx_calloc((size_t)L, sizeof *B->vc, err)) ||
+      !(B->kv_elems = mx_calloc((size_t)L, sizeof *B->kv_elems, err)))
+    goto fail;
+  B->max_rows = H;
+  B->max_in = H;
+  if (LP > B->max_rows) B->max_rows = LP;
+  for (int i = 0; i < L; i++) {
+    const dec_layer *y = &D->ly[i];
+    const int64_t qd = (int64_t)nq * y->hd;
+    if (y->qkv.rows > B->max_rows) B->max_rows = y->qkv.rows;
+    if (2 * (int64_t)y->inter > B->max_rows) B->max_rows = 2 * (int64_t)y->inter;
+    if (qd > B->max_q) B->max_q = qd;
+    if (y->inter > B->max_in) B->max_in = y->inter;
+    if (d->ple_dim > B->max_in) B->max_in = d->ple_dim;
+    if (y->splits > B->max_splits) B->max_splits = y->splits;
+    if (y->hd > B->max_hd) B->max_hd = y->hd;
+    if (!y->own) continue;
+    /* one slot's cache: the ring, or the capacity's rows (the layout of the decoder's own) */
+    B->kv_elems[i] = (y->window > 0 ? (int64_t)y->window + ACCEL_RING_SLACK : D->capacity) * y->kv.ps;
+    const size_t bytes = (size_t)slots * (size_t)B->kv_elems[i] * sizeof(uint16_t);
+    BALLOC(B->kc[i], (size_t)slots * B->kv_elems[i]);
+    B->kv_bytes += bytes;
+    if (y->kv.vr > 0) {
+      B->vc[i] = B->kc[i];
+    } else {
+      BALLOC(B->vc[i], (size_t)slots * B->kv_elems[i]);
+      B->kv_bytes += bytes;
+    }
+  }
+  for (int i = 0; i < L; i++) { /* a reader's cache is its source's */
+    const int src = d->layers[i].kv_source;
+    if (D->ly[i].own) continue;
+    B->kc[i] = B->kc[src];
+    B->vc[i] = B->vc[src];
+    B->kv_elems[i] = B->kv_elems[src];
+  }
+  BALLOC(B->tok, R);
+  BALLOC(B->next, R);
+  BALLOC(B->pos, R);
+  BALLOC(B->slot, R);
+  BALLOC(B->h, R * H);
+  BALLOC(B->y, R * B->max_rows);
+  BALLOC(B->q, R * B->max_q);
+  BALLOC(B->ylog, R * V);
+  BALLOC(B->logits, R * V);
+  BALLOC(B->emb, R * H);
+  BALLOC(B->xb, R * H);
+  BALLOC(B->attb, R * B->max_q);
+  BALLOC(B->gub, R * B->max_in);
+  BALLOC(B->scores, (int64_t)slots * nq * D->capacity);
+  BALLOC(B->smax, (int64_t)slots * nq * B->max_splits);
+  BALLOC(B->ssum, (int64_t)slots * nq * B->max_splits);
+  BALLOC(B->pacc, (int64_t)slots * nq * B->max_splits * B->max_hd);
+  BALLOC(B->counts, (int64_t)slots * nq);
+  if (LP > 0) {
+    BALLOC(B->ple, R * LP);
+    BALLOC(B->ple_rows, R * LP);
+  }
+  if (rt_host_alloc((void **)&B->h_tok, (size_t)R * sizeof(int32_t), err) ||
+      rt_host_alloc((void **)&B->h_next, (size_t)R * sizeof(int32_t), err) ||
+      rt_host_alloc((void **)&B->h_pos, (size_t)R * sizeof(int), err) ||
+      rt_host_alloc((void **)&B->h_slot, (size_t)R * sizeof(int), err) ||
+      rt_host_alloc((void **)&B->h_logits, (size_t)R * (size_t)V * sizeof(float), err) ||
+      rt_stream_sync(D->stream, err))
+    goto fail;
+  if (D->b->verbose)
+    fprintf(stderr, "mlxrt cuda: batched decode: %d slots of %lld positions, %.1f MiB of K/V\n", slots,
+            (long long)D->capacity, (double)B->kv_bytes / (1 << 20));
+  return 0;
+fail:
+  dec_batch_free(D);
+  return mx_prefix(err, "CUDA decoder: batched decode of %d slots", slots);
+}
+
+/* Points every layer's cache at slot s's (swap: the decoder's own caches back, from saved). */
+static void slot_caches(accel_decoder *D, int s, uint16_t **saved) {
+  const dec_batch *B = D->bt;
+  for (int i = 0; i < D->d->n_layers; i++) {
+    dec_layer *y = &D->ly[i];
+    if (s < 0) {
+      y->kc = saved[2 * i];
+      y->vc = saved[2 * i + 1];
+      continue;
+    }
+    saved[2 * i] = y->kc;
+    saved[2 * i + 1] = y->vc;
+    y->kc = B->kc[i] + (int64_t)s * B->kv_elems[i];
+    y->vc = B->vc[i] + (int64_t)s * B->kv_elems[i];
+  }
+}
+
+static int check_tokens(const accel_model_desc *d, const int32_t *tokens, int64_t n, mlxrt_error *err) {
+  for (int64_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= d->vocab)
+      return mx_fail(err, "decoder: token id %d (%lld of %lld) is outside the vocabulary [0, %d)", tokens[i],
+                     (long long)i, (long long)n, d->vocab);
+  return 0;
+}
+
+int cuda_decoder_slot_prompt(accel_decoder *D, int slot, const int32_t *tokens, int64_t n, int64_t pos,
+                             const accel_sample_params *sp, double u, float *logits, int32_t *token, mlxrt_error *err) {
+  dec_batch *B = D->bt;
+  if (!B) return mx_fail(err, "CUDA decoder: no batched decode (decoder_batch_init first)");
+  if (slot < 0 || slot >= B->slots) return mx_fail(err, "CUDA decoder: slot %d of %d", slot, B->slots);
+  if (n <= 0 || pos < 0 || pos + n > D->capacity)
+    return mx_fail(err, "CUDA decoder: slot %d: positions %lld..%lld outside the capacity of %lld", slot, (long long)pos,
+                   (long long)(pos + n - 1), (long long)D->capacity);
+  sk_params kp;
+  int sample;
+  if (check_tokens(D->d, tokens, n, err) || dec_sample_plan(D, sp, u, token != NULL, &sample, &kp, err)) return -1;
+  uint16_t **saved = mx_malloc(2 * (size_t)D->d->n_layers * sizeof *saved, err);
+  if (!saved) return -1;
+  slot_caches(D, slot, saved);
+  const int rc = dec_prefill_run(D, tokens, n, pos, err);
+  slot_caches(D, -1, saved);
+  free(saved);
+  if (rc) return mx_prefix(err, "CUDA decoder: slot %d: prompt of %lld tokens", slot, (long long)n);
+  if (!logits && !token) return 0;
+  return dec_head_select(D, pos + n - 1, sample, &kp, logits, token, err);
+}
+
+static int bt_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
+                 mlxrt_error *err) {
+  return dec_rows_mv(D, mv, x, T, y, ldy, 1, err);
+}
+
+/* A layer's splits of the batched attention: BATCH_SPLIT_KEYS keys each over its key range (the
+ * ring, or the capacity), at most the step's own */
+static int bt_splits(const accel_decoder *D, const dec_layer *y) {
+  const int64_t keys = y->window > 0 ? y->window : D->capacity;
+  const int64_t sp = (keys + BATCH_SPLIT_KEYS - 1) / BATCH_SPLIT_KEYS;
+  return sp < y->splits ? (int)sp : y->splits;
+}
+
+/* Every layer for the T rows staged in B (tok, pos, slot); B->xb holds their final norms after. */
+static int bt_layers(accel_decoder *D, int T, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  dec_batch *B = D->bt;
+  const int H = d->hidden, nq = d->n_heads;
+  void *st = D->stream;
+  const dec_rows R = {B->h, B->y, B->ple, B->xb, B->gub, B->ple_rows, B->emb, B->tok, 1};
+  if (dec_rows_embed(D, &R, T, err)) return -1;
+  for (int i = 0; i < d->n_layers; i++) {
+    const accel_layer_desc *l = &d->layers[i];
+    dec_layer *y = &D->ly[i];
+    const float *nrm = y->norms;
+    const float *next_norm = i == d->n_layers - 1 ? D->final_norm : D->ly[i + 1].norms;
+    const int64_t ldq = y->qkv.rows, inter = y->inter, qd = (int64_t)nq * y->hd;
+    const dk_rows qr = {B->slot, B->kv_elems[i], ldq, qd}, ar = {B->slot, B->kv_elems[i], qd, qd};
+    if (bt_mv(D, &y->qkv, B->xb, T, B->y, ldq, err) ||
+        rt_status(dk_qkv_post_rows(B->y, 1, 0, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
+                                   nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
+                                   B->pos, y->window, y->kv, B->q, y->own ? B->kc[i] : NULL,
+                                   y->own ? B->vc[i] : NULL, &qr, T, st),
+                  "q/k/v norm+rope", err) ||
+        rt_status(dk_attention_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale, B->pos, y->window,
+                                    bt_splits(D, y), BATCH_SPLIT_KEYS, 0, D->capacity, B->scores, B->smax, B->ssum, B->pacc,
+                                    B->counts, B->attb, NULL, 0, &ar, T, st),
+                  "attention", err) ||
+        bt_mv(D, &y->o, B->attb, T, B->y, H, err) ||
+        rt_status(pf_norm_rows(B->y, H, nrm + H, B->h, 0, 0.0f, nrm + 2 * (int64_t)H, B->xb, T, H, d->eps, st),
+                  "attention residual", err) ||
+        (y->moe && dec_moe_route(D, i, D->mb_pf, B->h, T, err)) || bt_mv(D, &y->gu, B->xb, T, B->y, 2 * inter, err) ||
+        rt_status(pf_geglu(B->y, inter, T, B->gub, y->gu_il, st), "geglu", err) ||
+        bt_mv(D, &y->down, B->gub, T, B->y, H, err))
+      return mx_prefix(err, "layer %d", i);
+    const float *fy = B->y, *fpost = nrm + 3 * (int64_t)H;
+    if ((y->moe && dec_moe_experts(D, i, D->mb_pf, B->y, H, 1, 0, T, NULL, &fy, err)) ||
+        (d->ple_dim > 0 && dec_rows_ple_layer(D, &R, i, fy, T, err)))
+      return mx_prefix(err, "layer %d", i);
+    if (d->ple_dim > 0) {
+      fy = B->y;
+      fpost = y->ple_norm;
+    }
+    if (rt_status(pf_norm_rows(fy, H, fpost, B->h, d->has_layer_scalar, l->layer_scalar, next_norm, B->xb, T, H, d->eps,
+                               st),
+                  "FFN residual", err))
+      return mx_prefix(err, "layer %d", i);
+  }
+  return 0;
+}
+
+/* The step of the T rows staged in B (tok, pos, slot): every layer, the final norm, the head,
+ * each row's logits and greedy argmax (B->next). */
+static int bt_enqueue(accel_decoder *D, int T, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  dec_batch *B = D->bt;
+  const int64_t V = d->vocab;
+  void *st = D->stream;
+  if (bt_layers(D, T, err) ||
+      rt_status(pf_norm_rows(NULL, 0, NULL, B->h, 0, 0.0f, D->final_norm, B->xb, T, d->hidden, d->eps, st), "final norm",
+                err) ||
+      bt_mv(D, &D->head, B->xb, T, B->ylog, V, err))
+    return -1;
+  for (int r = 0; r < T; r++)
+    if (rt_status(dk_logits(B->ylog + r * V, B->logits + r * V, V, d->final_softcap, D->part_v, D->part_i,
+                            D->counts + d->n_heads, D->counts + d->n_heads + 1, B->next + r, st),
+                  "logits", err))
+      return -1;
+  return 0;
+}
+
+/* bt_enqueue as graph[T]: eager on its first use, then captured once and replayed (the rows'
+ * tokens, positions and slots are read from device memory). A capture that fails runs eagerly,
+ * said once. */
+static int bt_launch(accel_decoder *D, int T, mlxrt_error *err) {
+  dec_batch *B = D->bt;
+  if (!D->use_graph || !B->warm[T]) {
+    B->warm[T] = 1;
+    return bt_enqueue(D, T, err);
+  }
+  if (!B->graph[T]) {
+    mlxrt_error ce = {0}, e2;
+    void *exec = NULL;
+    int rc = rt_graph_begin(D->stream, &ce);
+    if (!rc) {
+      rc = bt_enqueue(D, T, &ce);
+      if (rt_graph_end(D->stream, &exec, rc ? &e2 : &ce)) rc = -1;
+    }
+    if (rc) {
+      rt_graph_destroy(exec);
+      fprintf(stderr, "mlxrt cuda: batched step graph capture failed (%s); running without graphs\n", ce.msg);
+      D->use_graph = 0;
+      return bt_enqueue(D, T, err);
+    }
+    B->graph[T] = exec;
+  }
+  return rt_graph_launch(B->graph[T], D->stream, err);
+}
+
+int cuda_decoder_batch_step(accel_decoder *D, int n, const int *slots, const int32_t *tokens, const int64_t *pos,
+                            const accel_sample_params *sp, const double *u, float *logits, int32_t *next,
+                            mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  dec_batch *B = D->bt;
+  if (!B) return mx_fail(err, "CUDA decoder: no batched decode (decoder_batch_init first)");
+  if (n < 1 || n > B->slots) return mx_fail(err, "CUDA decoder: a batched step of %d rows (1 to %d)", n, B->slots);
+  if (!next) return mx_fail(err, "CUDA decoder: a batched step needs its tokens' array");
+  if (check_tokens(d, tokens, n, err)) return -1;
+  sk_params *kp = NULL;
+  for (int r = 0; r < n; r++) {
+    if (slots[r] < 0 || slots[r] >= B->slots)
+      return mx_fail(err, "CUDA decoder: batched row %d: slot %d of %d", r, slots[r], B->slots);
+    if (pos[r] < 0 || pos[r] >= D->capacity)
+      return mx_fail(err, "CUDA decoder: batched row %d: position %lld outside the capacity of %lld", r,
+                     (long long)pos[r], (long long)D->capacity);
+    for (int k = 0; k < r; k++)
+      if (slots[k] == slots[r]) return mx_fail(err, "CUDA decoder: batched rows %d and %d share slot %d", k, r, slots[r]);
+    B->h_tok[r] = tokens[r];
+    B->h_pos[r] = (int)pos[r];
+    B->h_slot[r] = slots[r];
+  }
+  if (sp) {
+    if (!(kp = mx_calloc((size_t)n, sizeof *kp, err))) return -1;
+    for (int r = 0; r < n; r++) {
+      int sample;
+      if (dec_sample_plan(D, &sp[r], u ? u[r] : 0.0, 1, &sample, &kp[r], err)) {
+        free(kp);
+        return mx_prefix(err, "batched row %d", r);
+      }
+    }
+  }
+  void *st = D->stream;
+  const int64_t V = d->vocab;
+  int rc = rt_h2d(B->tok, B->h_tok, (size_t)n * sizeof(int32_t), st, err) ||
+           rt_h2d(B->pos, B->h_pos, (size_t)n * sizeof(int), st, err) ||
+           rt_h2d(B->slot, B->h_slot, (size_t)n * sizeof(int), st, err) || bt_launch(D, n, err);
+  for (int r = 0; r < n && kp && !rc; r++)
+    rc = rt_status(sk_sample(B->logits + r * V, (int)V, &kp[r], D->sk_state, B->next + r, st), "sampling", err);
+  free(kp);
+  rc = rc || rt_d2h(B->h_next, B->next, (size_t)n * sizeof(int32_t), st, err) ||
+       (logits && rt_d2h(B->h_logits, B->logits, (size_t)n * (size_t)V * sizeof(float), st, err)) ||
+       rt_stream_sync(st, err);
+  if (rc) return mx_prefix(err, "CUDA decoder: batched step of %d rows", n);
+  for (int r = 0; r < n; r++) {
+    if (B->h_next[r] <= ACCEL_TOKEN_NONFINITE(0)) {
+      accel_fail_nonfinite(err, pos[r], ACCEL_NONFINITE_ID(B->h_next[r]));
+      return mx_prefix(err, "batched row %d (slot %d)", r, slots[r]);
+    }
+    if (sp && B->h_next[r] < 0)
+      return mx_fail(err, "CUDA decoder: batched row %d: every logit is -inf or NaN, no token can be chosen", r);
+    next[r] = B->h_next[r];
+  }
+  if (logits) memcpy(logits, B->h_logits, (size_t)n * (size_t)V * sizeof(float));
+  return 0;
+}

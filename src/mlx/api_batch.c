@@ -1,0 +1,100 @@
+/* Batched decode (mlxrt.h mlxrt_batch_*): the backend's decoder with sequence slots
+ * (accel.h decoder_batch_init / slot_prompt / batch_step); this layer keeps each slot's
+ * position and checks every request before the backend sees it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+#include "base/error.h"
+#include "decoder_desc.h"
+
+struct mlxrt_batch {
+  mlxrt_model *model;
+  mx_decoder *x;
+  int slots;
+  int64_t capacity;
+  int64_t *pos; /* per slot: tokens its sequence holds (0: none) */
+  int64_t *rpos;
+};
+
+mlxrt_batch *mlxrt_batch_new(mlxrt_model *M, int slots, int64_t capacity, mlxrt_error *err) {
+  const int64_t most = M->m->cfg.max_position_embeddings;
+  if (slots < 1 || slots > 256) {
+    mx_fail(err, "batched decode: %d slots (1 to 256)", slots);
+    return NULL;
+  }
+  if (capacity < 1 || (most > 0 && capacity > most)) {
+    mx_fail(err, "batched decode: a capacity of %lld tokens per slot (1 to the model's %lld)", (long long)capacity,
+            (long long)most);
+    return NULL;
+  }
+  if (M->m->cfg.assistant) {
+    mx_fail(err, "%s is a gemma4_assistant (an MTP drafter): it runs only as a draft model", M->m->path);
+    return NULL;
+  }
+  if (!M->b->decoder_batch_init) {
+    mx_fail(err, "batched decode: the %s backend has none (sessions run one sequence each)", M->b->name);
+    return NULL;
+  }
+  mlxrt_batch *B = mx_calloc(1, sizeof *B, err);
+  if (!B) return NULL;
+  B->model = M;
+  B->slots = slots;
+  B->capacity = capacity;
+  if (!(B->pos = mx_calloc((size_t)slots, sizeof *B->pos, err)) ||
+      !(B->rpos = mx_calloc((size_t)slots, sizeof *B->rpos, err)))
+    goto fail;
+  B->x = mx_decoder_open(M->m, M->b, capacity, M->b->verbose, err);
+  if (!B->x) {
+    if (!err->msg[0]) mx_fail(err, "batched decode: the %s decoder does not run this model", M->b->name);
+    goto fail;
+  }
+  if (M->b->decoder_batch_init(B->x->dec, slots, err)) goto fail;
+  return B;
+fail:
+  mlxrt_batch_free(B);
+  return NULL;
+}
+
+void mlxrt_batch_free(mlxrt_batch *B) {
+  if (!B) return;
+  mx_decoder_close(B->x);
+  free(B->pos);
+  free(B->rpos);
+  free(B);
+}
+
+int mlxrt_batch_prompt(mlxrt_batch *B, int slot, const int32_t *tokens, int64_t n, int32_t *next, mlxrt_error *err) {
+  if (slot < 0 || slot >= B->slots) return mx_fail(err, "batched decode: slot %d of %d", slot, B->slots);
+  if (n < 1 || n >= B->capacity)
+    return mx_fail(err, "batched decode: slot %d: a prompt of %lld tokens (1 to %lld: the capacity leaves room for "
+                   "one more)", slot, (long long)n, (long long)B->capacity - 1);
+  if (!tokens || !next) return mx_fail(err, "batched decode: slot %d: no tokens or no output", slot);
+  B->pos[slot] = 0; /* dropped first: a failed prompt leaves the slot empty */
+  const accel_backend *b = B->model->b;
+  if (b->decoder_slot_prompt(B->x->dec, slot, tokens, n, 0, NULL, 0.0, NULL, next, err)) return -1;
+  B->pos[slot] = n;
+  return 0;
+}
+
+int mlxrt_batch_step(mlxrt_batch *B, int n, const int *slots, const int32_t *tokens, int32_t *next,
+                     mlxrt_error *err) {
+  if (n < 1 || n > B->slots) return mx_fail(err, "batched decode: a step of %d sequences (1 to %d)", n, B->slots);
+  if (!slots || !tokens || !next) return mx_fail(err, "batched decode: no slots, tokens or output");
+  for (int r = 0; r < n; r++) {
+    const int s = slots[r];
+    if (s < 0 || s >= B->slots) return mx_fail(err, "batched decode: row %d: slot %d of %d", r, s, B->slots);
+    if (B->pos[s] < 1) return mx_fail(err, "batched decode: row %d: slot %d holds no sequence (a prompt first)", r, s);
+    if (B->pos[s] >= B->capacity)
+      return mx_fail(err, "batched decode: row %d: slot %d is full (%lld tokens)", r, s, (long long)B->capacity);
+    B->rpos[r] = B->pos[s];
+  }
+  const accel_backend *b = B->model->b;
+  if (b->decoder_batch_step(B->x->dec, n, slots, tokens, B->rpos, NULL, NULL, NULL, next, err)) return -1;
+  for (int r = 0; r < n; r++) B->pos[slots[r]]++;
+  return 0;
+}
+
+int64_t mlxrt_batch_position(const mlxrt_batch *B, int slot) {
+  return slot >= 0 && slot < B->slots ? B->pos[slot] : 0;
+}

@@ -1,0 +1,372 @@
+/* mlxrt-batch-test: the CUDA decoder's batched decode (accel.h decoder_batch_*) on a GPU machine.
+ * For each model folder:
+ *   0. the reference: each sequence through the CPU backend's decoder (the reference path's
+ *      math), --gen greedy tokens with their logits;
+ *   1. alone: each of --seqs sequences (prompts of different lengths) through decoder_step,
+ *      --gen greedy tokens with their logits;
+ *   2. batched: the same sequences joining at different steps (sequence s starts its prompt at
+ *      step 3·s mod 11 and decodes in the batch from then on), every step one batched call of
+ *      the live rows; rows in a shuffled slot order;
+ *   3. each sequence alone in the batched path (a batch of one row);
+ *   checks: 2's tokens equal 1's and 0's (a first difference only at a near-tie of their logits),
+ *   2's logits within 5 % of the range of 1's and of 0's, and 2's logits bit-identical to 3's (a row's result
+ *   does not depend on the batch) — except on MoE models, whose experts' grouped products
+ *   group the rows by expert (accel.h decoder_batch_step).
+ *   --bench B1,B2,...: B sequences of --pp prompt tokens each, then --tg batched steps; the
+ *   aggregate and per-sequence decode t/s (the shape of llama-batched-bench -npp -ntg -npl).
+ * Exit status 0 when every model passes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "accel/accel.h"
+#include "mlx/decoder_desc.h"
+#include "mlx/session.h"
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct seq {
+  int32_t *prompt;
+  int np, join;
+  int32_t *toks;    /* [gen] */
+  float *logits;    /* [gen][V]: the logits each token was chosen from */
+} seq;
+
+static int32_t prompt_id(int s, int i, int V) { return (int32_t)(((uint64_t)(s * 7919 + i) * 2654435761u + 11) % (uint64_t)V); }
+
+/* 1: every sequence through decoder_step alone */
+static int run_alone(accel_backend *b, const accel_model_desc *d, seq *q, int ns, int gen, mlxrt_error *err) {
+  const int V = d->vocab;
+  for (int s = 0; s < ns; s++) {
+    accel_decoder *dec = b->decoder_create(b, d, q[s].np + gen + 1, err);
+    if (!dec) return -1;
+    int32_t t = -1;
+    int rc = b->decoder_step(dec, q[s].prompt, q[s].np, 0, NULL, 0.0, q[s].logits, &t, err);
+    for (int i = 0; i < gen && !rc; i++) {
+      q[s].toks[i] = t;
+      if (i + 1 < gen)
+        rc = b->decoder_step(dec, &t, 1, q[s].np + i, NULL, 0.0, q[s].logits + (size_t)(i + 1) * V, &t, err);
+    }
+    b->decoder_free(dec);
+    if (rc) return -1;
+  }
+  return 0;
+}
+
+/* 2 and 3: the batched path; only >= 0: that sequence alone (a batch of one row) */
+static int run_batched(accel_backend *b, const accel_model_desc *d, seq *q, int ns, int gen, int only, int32_t *toks,
+                       float *logits, mlxrt_error *err) {
+  const int V = d->vocab;
+  int64_t cap = 0;
+  for (int s = 0; s < ns; s++)
+    if (q[s].np + gen + 1 > cap) cap = q[s].np + gen + 1;
+  accel_decoder *dec = b->decoder_create(b, d, cap, err);
+  if (!dec) return -1;
+  int rc = b->decoder_batch_init(dec, ns, err);
+  int *slot = calloc((size_t)ns, sizeof(int)), *done = calloc((size_t)ns, sizeof(int)), *rs = calloc((size_t)ns, sizeof(int));
+  int32_t *cur = calloc((size_t)ns, sizeof(int32_t)), *rt = calloc((size_t)ns, sizeof(int32_t)),
+          *rn = calloc((size_t)ns, sizeof(int32_t));
+  int64_t *rp = calloc((size_t)ns, sizeof(int64_t));
+  float *rl = calloc((size_t)ns * V, sizeof(float));
+  int *rseq = calloc((size_t)ns, sizeof(int));
+  if (!slot || !done || !rs || !cur || !rt || !rn || !rp || !rl || !rseq) rc = -1;
+  for (int s = 0; s < ns && !rc; s++) slot[s] = ns - 1 - s; /* rows and slots in different orders */
+  for (int step = 0; !rc; step++) {
+    int live = 0, all_done = 1;
+    for (int s = 0; s < ns && !rc; s++) {
+      if (only >= 0 && s != only) continue;
+      if (done[s] >= gen) continue;
+      all_done = 0;
+      if (only < 0 && q[s].join > step) continue;
+      if (done[s] == 0 && (only >= 0 ? step == 0 : q[s].join == step)) { /* joins: its prompt */
+        rc = b->decoder_slot_prompt(dec, slot[s], q[s].prompt, q[s].np, 0, NULL, 0.0, logits + (size_t)s * gen * V,
+                                    &cur[s], err);
+        toks[(size_t)s * gen] = cur[s];
+        done[s] = 1;
+        continue;
+      }
+      rseq[live] = s;
+      rs[live] = slot[s];
+      rt[live] = cur[s];
+      rp[live] = q[s].np + done[s] - 1;
+      live++;
+    }
+    if (rc || all_done) break;
+    if (!live) continue;
+    rc = b->decoder_batch_step(dec, live, rs, rt, rp, NULL, NULL, rl, rn, err);
+    for (int r = 0; r < live && !rc; r++) {
+      const int s = rseq[r];
+      cur[s] = rn[r];
+      toks[(size_t)s * gen + done[s]] = rn[r];
+      memcpy(logits + ((size_t)s * gen + done[s]) * V, rl + (size_t)r * V, (size_t)V * sizeof(float));
+      done[s]++;
+    }
+  }
+  b->decoder_free(dec);
+  free(slot);
+  free(done);
+  free(rs);
+  free(cur);
+  free(rt);
+  free(rn);
+  free(rp);
+  free(rl);
+  free(rseq);
+  return rc;
+}
+
+/* Sequence s's batched tokens bt / logits bl against another run's (toks, logits): the index of
+ * the first differing token (gen: none); a difference not at a near-tie of the other run's
+ * logits sets *bad; *worst raised to the logits' largest difference relative to the other
+ * run's range while the tokens agree. */
+static int compare(const char *label, int s, const int32_t *toks, const float *logits, const int32_t *bt,
+                   const float *bl, int gen, int V, double *worst, int *bad) {
+  int same = gen;
+  for (int i = 0; i < gen && same == gen; i++) {
+    const float *r = logits + (size_t)i * V, *g = bl + (size_t)i * V;
+    float mr = 0, md = 0;
+    for (int j = 0; j < V; j++) {
+      if (fabsf(r[j]) > mr) mr = fabsf(r[j]);
+      if (isnan(g[j])) md = INFINITY;
+      else if (fabsf(r[j] - g[j]) > md) md = fabsf(r[j] - g[j]);
+    }
+    const double rel = mr > 0 ? md / mr : md;
+    if (rel > *worst) *worst = rel;
+    if (toks[i] != bt[i]) {
+      same = i;
+      const int tie = r[toks[i]] - r[bt[i]] <= 0.01f * mr;
+      printf("  sequence %d: tokens first differ from %s at step %d: %d vs batched %d%s\n", s, label, i, toks[i], bt[i],
+             tie ? " (near-tie, accepted)" : "");
+      if (!tie) *bad = 1;
+    }
+  }
+  return same;
+}
+
+static int check_model(accel_backend *b, accel_backend *cpu, const accel_model_desc *d, int ns, int gen) {
+  const int V = d->vocab;
+  int moe = 0;
+  for (int i = 0; i < d->n_layers; i++) moe |= d->layers[i].moe.experts > 0;
+  mlxrt_error err = {0};
+  seq *q = calloc((size_t)ns, sizeof *q), *r = calloc((size_t)ns, sizeof *r);
+  int32_t *bt = calloc((size_t)ns * gen, sizeof(int32_t)), *ot = calloc((size_t)ns * gen, sizeof(int32_t));
+  float *bl = calloc((size_t)ns * gen * V, sizeof(float)), *ol = calloc((size_t)ns * gen * V, sizeof(float));
+  int bad = 0;
+  if (!q || !r || !bt || !ot || !bl || !ol) {
+    printf("  FAIL: out of memory\n");
+    bad = 1;
+    goto done;
+  }
+  for (int s = 0; s < ns; s++) {
+    q[s].np = 3 + (s * 37) % 61;
+    q[s].join = (3 * s) % 11;
+    q[s].prompt = malloc((size_t)q[s].np * sizeof(int32_t));
+    q[s].toks = calloc((size_t)gen, sizeof(int32_t));
+    q[s].logits = calloc((size_t)gen * V, sizeof(float));
+    if (!q[s].prompt || !q[s].toks || !q[s].logits) {
+      printf("  FAIL: out of memory\n");
+      bad = 1;
+      goto done;
+    }
+    for (int i = 0; i < q[s].np; i++) q[s].prompt[i] = prompt_id(s, i, V);
+  }
+  for (int s = 0; s < ns; s++) {
+    r[s] = q[s];
+    r[s].toks = calloc((size_t)gen, sizeof(int32_t));
+    r[s].logits = calloc((size_t)gen * V, sizeof(float));
+    if (!r[s].toks || !r[s].logits) {
+      printf("  FAIL: out of memory\n");
+      bad = 1;
+      goto done;
+    }
+  }
+  if (run_alone(cpu, d, r, ns, gen, &err)) {
+    printf("  FAIL the CPU reference: %s\n", err.msg);
+    bad = 1;
+    goto done;
+  }
+  double t0 = now_s();
+  if (run_alone(b, d, q, ns, gen, &err)) {
+    printf("  FAIL alone: %s\n", err.msg);
+    bad = 1;
+    goto done;
+  }
+  double t1 = now_s();
+  if (run_batched(b, d, q, ns, gen, -1, bt, bl, &err)) {
+    printf("  FAIL batched: %s\n", err.msg);
+    bad = 1;
+    goto done;
+  }
+  double t2 = now_s();
+  printf("  %d sequences x %d tokens: alone %.2f s, batched %.2f s\n", ns, gen, t1 - t0, t2 - t1);
+  int tokens_equal = 0, exact = 0, ref_equal = 0;
+  double worst = 0, worst_ref = 0;
+  const char *label_alone = "alone", *label_ref = "the CPU reference";
+  for (int s = 0; s < ns; s++) {
+    if (run_batched(b, d, q, ns, gen, s, ot, ol, &err)) {
+      printf("  FAIL sequence %d alone in the batched path: %s\n", s, err.msg);
+      bad = 1;
+      continue;
+    }
+    const size_t off = (size_t)s * gen;
+    if (!memcmp(ot + off, bt + off, (size_t)gen * sizeof(int32_t)) &&
+        !memcmp(ol + off * V, bl + off * V, (size_t)gen * V * sizeof(float)))
+      exact++;
+    else if (!moe) {
+      printf("  FAIL sequence %d: its batched tokens or logits differ from a batch of its own\n", s);
+      bad = 1;
+    }
+    int same = compare(label_alone, s, q[s].toks, q[s].logits, bt + off, bl + off * V, gen, V, &worst, &bad);
+    const int same_ref = compare(label_ref, s, r[s].toks, r[s].logits, bt + off, bl + off * V, gen, V, &worst_ref, &bad);
+    ref_equal += same_ref == gen;
+    tokens_equal += same == gen;
+  }
+  printf("  batched vs alone: %d/%d sequences with every token equal, logits within %.3g of the range; "
+         "%d/%d bit-identical to a batch of their own%s\n",
+         tokens_equal, ns, worst, exact, ns, moe ? " (MoE: not required)" : "");
+  printf("  batched vs the CPU reference: %d/%d sequences with every token equal, logits within %.3g of the range\n",
+         ref_equal, ns, worst_ref);
+  if (!(worst <= 0.05) || !(worst_ref <= 0.05)) {
+    printf("  FAIL: logits differ by more than 5%% of their range\n");
+    bad = 1;
+  }
+done:
+  if (q)
+    for (int s = 0; s < ns; s++) {
+      free(q[s].prompt);
+      free(q[s].toks);
+      free(q[s].logits);
+      if (r) {
+        free(r[s].toks);
+        free(r[s].logits);
+      }
+    }
+  free(q);
+  free(r);
+  free(bt);
+  free(ot);
+  free(bl);
+  free(ol);
+  return bad;
+}
+
+/* B sequences of pp prompt tokens, then tg batched steps: aggregate and per-sequence t/s. */
+static int bench(accel_backend *b, const accel_model_desc *d, int B, int pp, int tg, int reps) {
+  mlxrt_error err = {0};
+  const int V = d->vocab;
+  accel_decoder *dec = b->decoder_create(b, d, pp + tg + 1, &err);
+  if (!dec || b->decoder_batch_init(dec, B, &err)) {
+    fprintf(stderr, "  bench B=%d: %s\n", B, err.msg);
+    if (dec) b->decoder_free(dec);
+    return -1;
+  }
+  int32_t *pr = malloc((size_t)pp * sizeof(int32_t)), *tok = malloc((size_t)B * sizeof(int32_t));
+  int *sl = malloc((size_t)B * sizeof(int));
+  int64_t *pos = malloc((size_t)B * sizeof(int64_t));
+  int rc = !pr || !tok || !sl || !pos;
+  for (int r = 0; r < reps && !rc; r++) {
+    double t0 = now_s();
+    for (int s = 0; s < B && !rc; s++) {
+      for (int i = 0; i < pp; i++) pr[i] = prompt_id(s + r * B, i, V);
+      sl[s] = s;
+      rc = b->decoder_slot_prompt(dec, s, pr, pp, 0, NULL, 0.0, NULL, &tok[s], &err);
+    }
+    double t1 = now_s();
+    for (int i = 0; i < tg && !rc; i++) {
+      for (int s = 0; s < B; s++) pos[s] = pp + i;
+      rc = b->decoder_batch_step(dec, B, sl, tok, pos, NULL, NULL, NULL, tok, &err);
+    }
+    double t2 = now_s();
+    if (!rc)
+      printf("  batch B=%-3d rep %d: pp%d %.1f t/s (%d prompts)   tg%d %.1f t/s aggregate, %.2f t/s per sequence "
+             "(%.2f ms/step)\n",
+             B, r, pp, (double)B * pp / (t1 - t0), B, tg, (double)B * tg / (t2 - t1), tg / (t2 - t1),
+             1e3 * (t2 - t1) / tg);
+  }
+  if (rc) fprintf(stderr, "  bench B=%d: %s\n", B, err.msg);
+  b->decoder_free(dec);
+  free(pr);
+  free(tok);
+  free(sl);
+  free(pos);
+  return rc ? -1 : 0;
+}
+
+int main(int argc, char **argv) {
+  int ns = 16, gen = 64, pp = 512, tg = 128, reps = 2;
+  const char *benchlist = NULL;
+  int first = 1;
+  for (; first + 1 < argc && argv[first][0] == '-'; first += 2) {
+    const char *a = argv[first], *v = argv[first + 1];
+    if (!strcmp(a, "--seqs")) ns = atoi(v);
+    else if (!strcmp(a, "--gen")) gen = atoi(v);
+    else if (!strcmp(a, "--pp")) pp = atoi(v);
+    else if (!strcmp(a, "--tg")) tg = atoi(v);
+    else if (!strcmp(a, "--reps")) reps = atoi(v);
+    else if (!strcmp(a, "--bench")) benchlist = v;
+    else break;
+  }
+  if (first >= argc || ns < 1 || gen < 2 || pp < 1 || tg < 1) {
+    fprintf(stderr, "usage: mlxrt-batch-test [--seqs 16] [--gen 64] [--bench 1,4,16,64 [--pp 512] [--tg 128] "
+                    "[--reps 2]] MODEL_DIR...\n(--bench: timing only, no checks)\n");
+    return 2;
+  }
+  mlxrt_error err = {0};
+  accel_options co = {.backend = "cuda"};
+  accel_backend *cuda = accel_create(&co, &err);
+  if (!cuda) {
+    fprintf(stderr, "cuda backend: %s\n", err.msg);
+    return 1;
+  }
+  if (!cuda->decoder_batch_init) {
+    fprintf(stderr, "the cuda backend offers no batched decode\n");
+    return 1;
+  }
+  accel_backend *cpu = accel_cpu_create(0, &err);
+  if (!cpu) {
+    fprintf(stderr, "CPU backend: %s\n", err.msg);
+    return 1;
+  }
+  int failures = 0;
+  for (int a = first; a < argc; a++) {
+    printf("== %s\n", argv[a]);
+    mx_model *m = mx_model_open(argv[a], &err);
+    if (!m) {
+      printf("  FAIL open: %s\n", err.msg);
+      failures++;
+      continue;
+    }
+    const char *why = mx_decoder_unsupported_reason(m);
+    mx_decoder_desc *dd = why ? NULL : mx_decoder_desc_create(m, &err);
+    int bad = 0;
+    if (why) printf("  skipped: the decoder does not run models with %s\n", why);
+    else if (!dd) {
+      printf("  FAIL description: %s\n", err.msg);
+      bad = 1;
+    } else if (benchlist) {
+      for (const char *p = benchlist; *p;) {
+        const int B = atoi(p);
+        if (B < 1 || bench(cuda, &dd->d, B, pp, tg, reps)) bad = 1;
+        p = strchr(p, ',');
+        if (!p) break;
+        p++;
+      }
+    } else {
+      bad = check_model(cuda, cpu, &dd->d, ns, gen);
+    }
+    printf("  %s\n", bad ? "FAIL" : "PASS");
+    failures += bad;
+    mx_decoder_desc_free(dd);
+    mx_model_close(m);
+  }
+  accel_destroy(cuda);
+  accel_destroy(cpu);
+  printf("%s: %d model(s) failed\n", failures ? "FAIL" : "PASS", failures);
+  return failures ? 1 : 0;
+}
