@@ -128,8 +128,8 @@ void mlxrt_session_reset(mlxrt_session *s);
  * each of any set of them at once, every weight read once for the whole set (continuous
  * batching: a slot's sequence may start, stop or be replaced between steps). A sequence's
  * tokens and logits do not depend on which others share its steps (on MoE models, within the
- * tolerance of the experts' grouped products). Greedy. A batch is used by one thread at a
- * time; batches of one shared model may run in different threads. */
+ * tolerance of the experts' grouped products). A batch is used by one thread at a time;
+ * batches of one shared model may run in different threads. */
 typedef struct mlxrt_batch mlxrt_batch;
 /* NULL with err set when the model's backend has no batched decode (the CPU's: run sessions),
  * or slots is outside 1..256, or capacity outside 1..the model's maximum. */
@@ -144,6 +144,13 @@ int mlxrt_batch_prompt(mlxrt_batch *b, int slot, const int32_t *tokens, int64_t 
  * no sequence has moved. */
 int mlxrt_batch_step(mlxrt_batch *b, int n, const int *slots, const int32_t *tokens, int32_t *next,
                      mlxrt_error *err);
+/* mlxrt_batch_step with row r's next token drawn by samplers[r] on the device, as
+ * mlxrt_session_step_sample draws it (NULL: greedy); the fed token joins that sampler's
+ * history. A sampler with a repetition penalty is refused (the device draws from the logits
+ * alone). */
+struct mlxrt_sampler;
+int mlxrt_batch_step_sample(mlxrt_batch *b, int n, const int *slots, const int32_t *tokens,
+                            struct mlxrt_sampler *const *samplers, int32_t *next, mlxrt_error *err);
 /* Tokens slot `slot`'s sequence holds (0: none). */
 int64_t mlxrt_batch_position(const mlxrt_batch *b, int slot);
 

@@ -112,10 +112,6 @@ int mlxrt_session_step_greedy(mlxrt_session *S, int32_t token, int32_t *next, ml
   return rc;
 }
 
-struct mlxrt_sampler {
-  mx_sampler *s;
-};
-
 mlxrt_sampler *mlxrt_sampler_new(const mlxrt_model *M, const mlxrt_gen_params *g, mlxrt_error *err) {
   mx_sampler_params sp;
   mx_sampler_params_default(&sp);

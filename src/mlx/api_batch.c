@@ -15,6 +15,8 @@ struct mlxrt_batch {
   int64_t capacity;
   int64_t *pos; /* per slot: tokens its sequence holds (0: none) */
   int64_t *rpos;
+  accel_sample_params *sp; /* a step's rows' sampling parameters and uniforms */
+  double *u;
 };
 
 mlxrt_batch *mlxrt_batch_new(mlxrt_model *M, int slots, int64_t capacity, mlxrt_error *err) {
@@ -42,7 +44,8 @@ mlxrt_batch *mlxrt_batch_new(mlxrt_model *M, int slots, int64_t capacity, mlxrt_
   B->slots = slots;
   B->capacity = capacity;
   if (!(B->pos = mx_calloc((size_t)slots, sizeof *B->pos, err)) ||
-      !(B->rpos = mx_calloc((size_t)slots, sizeof *B->rpos, err)))
+      !(B->rpos = mx_calloc((size_t)slots, sizeof *B->rpos, err)) ||
+      !(B->sp = mx_calloc((size_t)slots, sizeof *B->sp, err)) || !(B->u = mx_calloc((size_t)slots, sizeof *B->u, err)))
     goto fail;
   B->x = mx_decoder_open(M->m, M->b, capacity, M->b->verbose, err);
   if (!B->x) {
@@ -61,6 +64,8 @@ void mlxrt_batch_free(mlxrt_batch *B) {
   mx_decoder_close(B->x);
   free(B->pos);
   free(B->rpos);
+  free(B->sp);
+  free(B->u);
   free(B);
 }
 
@@ -77,8 +82,10 @@ int mlxrt_batch_prompt(mlxrt_batch *B, int slot, const int32_t *tokens, int64_t 
   return 0;
 }
 
-int mlxrt_batch_step(mlxrt_batch *B, int n, const int *slots, const int32_t *tokens, int32_t *next,
-                     mlxrt_error *err) {
+/* The rows checked (slots holding a sequence with room for one more token), their positions in
+ * B->rpos. */
+static int check_rows(mlxrt_batch *B, int n, const int *slots, const int32_t *tokens, const int32_t *next,
+                      mlxrt_error *err) {
   if (n < 1 || n > B->slots) return mx_fail(err, "batched decode: a step of %d sequences (1 to %d)", n, B->slots);
   if (!slots || !tokens || !next) return mx_fail(err, "batched decode: no slots, tokens or output");
   for (int r = 0; r < n; r++) {
@@ -89,10 +96,41 @@ int mlxrt_batch_step(mlxrt_batch *B, int n, const int *slots, const int32_t *tok
       return mx_fail(err, "batched decode: row %d: slot %d is full (%lld tokens)", r, s, (long long)B->capacity);
     B->rpos[r] = B->pos[s];
   }
+  return 0;
+}
+
+static int step(mlxrt_batch *B, int n, const int *slots, const int32_t *tokens, int sampled, int32_t *next,
+                mlxrt_error *err) {
   const accel_backend *b = B->model->b;
-  if (b->decoder_batch_step(B->x->dec, n, slots, tokens, B->rpos, NULL, NULL, NULL, next, err)) return -1;
+  if (b->decoder_batch_step(B->x->dec, n, slots, tokens, B->rpos, sampled ? B->sp : NULL, sampled ? B->u : NULL, NULL,
+                            next, err))
+    return -1;
   for (int r = 0; r < n; r++) B->pos[slots[r]]++;
   return 0;
+}
+
+int mlxrt_batch_step(mlxrt_batch *B, int n, const int *slots, const int32_t *tokens, int32_t *next,
+                     mlxrt_error *err) {
+  return check_rows(B, n, slots, tokens, next, err) || step(B, n, slots, tokens, 0, next, err) ? -1 : 0;
+}
+
+int mlxrt_batch_step_sample(mlxrt_batch *B, int n, const int *slots, const int32_t *tokens,
+                            struct mlxrt_sampler *const *samplers, int32_t *next, mlxrt_error *err) {
+  if (check_rows(B, n, slots, tokens, next, err)) return -1;
+  if (!samplers) return mx_fail(err, "batched decode: no samplers");
+  for (int r = 0; r < n; r++) {
+    const mx_sampler_params *p = samplers[r] ? mx_sampler_get_params(samplers[r]->s) : NULL;
+    if (p && p->repetition_penalty != 1.0f)
+      return mx_fail(err, "batched decode: row %d: a repetition penalty needs the logits on the host; the batch draws "
+                     "on the device", r);
+  }
+  for (int r = 0; r < n; r++) { /* as mlxrt_session_step_sample on a decoder */
+    const mx_sampler_params *p = samplers[r] ? mx_sampler_get_params(samplers[r]->s) : NULL;
+    if (samplers[r]) mx_sampler_accept(samplers[r]->s, tokens[r]);
+    B->sp[r] = p ? (accel_sample_params){p->temperature, p->top_k, p->top_p, p->min_p} : (accel_sample_params){0};
+    B->u[r] = p && p->temperature > 0.0f ? mx_sampler_uniform(samplers[r]->s) : 0.0;
+  }
+  return step(B, n, slots, tokens, 1, next, err);
 }
 
 int64_t mlxrt_batch_position(const mlxrt_batch *B, int slot) {

@@ -9,6 +9,7 @@
 #include "accel/accel.h"
 #include "mlx/gen_config.h"
 #include "mlx/model.h"
+#include "mlx/sampler.h"
 #include "mlx/session.h"
 #include "mlxrt.h"
 
@@ -19,6 +20,10 @@ struct mlxrt_model {
   char quant[48];
   mx_gen_config stops; /* generation_config eos ids + the chat turn terminator */
   int end_of_turn_id;  /* the turn terminator's id, -1 without a tokenizer */
+};
+
+struct mlxrt_sampler {
+  mx_sampler *s;
 };
 
 /* A session and the ids its cache holds: ids[0..mx_session_pos) always. */

@@ -59,9 +59,13 @@ static int run_alone(accel_backend *b, const accel_model_desc *d, seq *q, int ns
   return 0;
 }
 
-/* 2 and 3: the batched path; only >= 0: that sequence alone (a batch of one row) */
-static int run_batched(accel_backend *b, const accel_model_desc *d, seq *q, int ns, int gen, int only, int32_t *toks,
-                       float *logits, mlxrt_error *err) {
+/* A row's uniform number: a function of its sequence and step, whatever the batch */
+static double row_u(int s, int step) { return (double)(((uint64_t)(s * 131 + step) * 2654435761u) % 1000003u) / 1000003.0; }
+
+/* 2 and 3: the batched path; only >= 0: that sequence alone (a batch of one row); sampled: every
+ * row drawn at temperature 0.8, top_k 40, with row_u */
+static int run_batched(accel_backend *b, const accel_model_desc *d, seq *q, int ns, int gen, int only, int sampled,
+                       int32_t *toks, float *logits, mlxrt_error *err) {
   const int V = d->vocab;
   int64_t cap = 0;
   for (int s = 0; s < ns; s++)
@@ -74,8 +78,10 @@ static int run_batched(accel_backend *b, const accel_model_desc *d, seq *q, int 
           *rn = calloc((size_t)ns, sizeof(int32_t));
   int64_t *rp = calloc((size_t)ns, sizeof(int64_t));
   float *rl = calloc((size_t)ns * V, sizeof(float));
+  accel_sample_params *sp = calloc((size_t)ns, sizeof *sp);
+  double *u = calloc((size_t)ns, sizeof *u);
   int *rseq = calloc((size_t)ns, sizeof(int));
-  if (!slot || !done || !rs || !cur || !rt || !rn || !rp || !rl || !rseq) rc = -1;
+  if (!slot || !done || !rs || !cur || !rt || !rn || !rp || !rl || !rseq || !sp || !u) rc = -1;
   for (int s = 0; s < ns && !rc; s++) slot[s] = ns - 1 - s; /* rows and slots in different orders */
   for (int step = 0; !rc; step++) {
     int live = 0, all_done = 1;
@@ -95,11 +101,13 @@ static int run_batched(accel_backend *b, const accel_model_desc *d, seq *q, int 
       rs[live] = slot[s];
       rt[live] = cur[s];
       rp[live] = q[s].np + done[s] - 1;
+      sp[live] = (accel_sample_params){0.8f, 40, 0.0f, 0.0f};
+      u[live] = row_u(s, done[s]);
       live++;
     }
     if (rc || all_done) break;
     if (!live) continue;
-    rc = b->decoder_batch_step(dec, live, rs, rt, rp, NULL, NULL, rl, rn, err);
+    rc = b->decoder_batch_step(dec, live, rs, rt, rp, sampled ? sp : NULL, sampled ? u : NULL, rl, rn, err);
     for (int r = 0; r < live && !rc; r++) {
       const int s = rseq[r];
       cur[s] = rn[r];
@@ -118,6 +126,8 @@ static int run_batched(accel_backend *b, const accel_model_desc *d, seq *q, int 
   free(rp);
   free(rl);
   free(rseq);
+  free(sp);
+  free(u);
   return rc;
 }
 
@@ -198,7 +208,7 @@ static int check_model(accel_backend *b, accel_backend *cpu, const accel_model_d
     goto done;
   }
   double t1 = now_s();
-  if (run_batched(b, d, q, ns, gen, -1, bt, bl, &err)) {
+  if (run_batched(b, d, q, ns, gen, -1, 0, bt, bl, &err)) {
     printf("  FAIL batched: %s\n", err.msg);
     bad = 1;
     goto done;
@@ -209,7 +219,7 @@ static int check_model(accel_backend *b, accel_backend *cpu, const accel_model_d
   double worst = 0, worst_ref = 0;
   const char *label_alone = "alone", *label_ref = "the CPU reference";
   for (int s = 0; s < ns; s++) {
-    if (run_batched(b, d, q, ns, gen, s, ot, ol, &err)) {
+    if (run_batched(b, d, q, ns, gen, s, 0, ot, ol, &err)) {
       printf("  FAIL sequence %d alone in the batched path: %s\n", s, err.msg);
       bad = 1;
       continue;
@@ -232,6 +242,26 @@ static int check_model(accel_backend *b, accel_backend *cpu, const accel_model_d
          tokens_equal, ns, worst, exact, ns, moe ? " (MoE: not required)" : "");
   printf("  batched vs the CPU reference: %d/%d sequences with every token equal, logits within %.3g of the range\n",
          ref_equal, ns, worst_ref);
+  /* sampled: each row drawn on the device with its own parameters and uniform number; the same
+   * draws in a batch of its own */
+  if (run_batched(b, d, q, ns, gen, -1, 1, bt, bl, &err)) {
+    printf("  FAIL sampled batch: %s\n", err.msg);
+    bad = 1;
+  } else if (!moe) {
+    int same_draws = 0;
+    for (int s = 0; s < ns; s++) {
+      if (run_batched(b, d, q, ns, gen, s, 1, ot, ol, &err)) {
+        printf("  FAIL sampled sequence %d alone: %s\n", s, err.msg);
+        bad = 1;
+        break;
+      }
+      const size_t off = (size_t)s * gen;
+      same_draws += !memcmp(ot + off, bt + off, (size_t)gen * sizeof(int32_t));
+    }
+    printf("  sampled (temperature 0.8, top_k 40): %d/%d sequences draw the same tokens as in a batch of their own\n",
+           same_draws, ns);
+    if (same_draws != ns) bad = 1;
+  }
   if (!(worst <= 0.05) || !(worst_ref <= 0.05)) {
     printf("  FAIL: logits differ by more than 5%% of their range\n");
     bad = 1;

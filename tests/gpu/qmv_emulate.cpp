@@ -258,6 +258,20 @@ static int check_batches(const Case &c, const std::vector<Weights> &W, const int
   return bad;
 }
 
+/* n batches of nb random rows of x and their preps, in ck_xprep_batched's layout */
+struct XBatches {
+  std::vector<uint16_t> x, xp;
+  std::vector<float> xs;
+  std::vector<int> xexp;
+  XBatches(const Case &c, int n, int nb)
+      : x((size_t)n * nb * c.cols), xp((size_t)n * nb * c.cols, 0), xs((size_t)n * (c.cols / 32) * 8, 0.0f),
+        xexp((size_t)n * 8, 0) {
+    for (int b = 0; b < n; b++)
+      make_x(c, nb, &x[(size_t)b * nb * c.cols], &xp[(size_t)b * nb * c.cols], &xs[(size_t)b * (c.cols / 32) * 8],
+             &xexp[(size_t)b * 8]);
+  }
+};
+
 /* The expert mode (ck_qmv_experts): a weight of 3 slabs, batches z on slabs zslab[z] (−1: no
  * product, its outputs left as they were), x per batch (xper) or batch 0 for all. */
 static int run_expert_case(const Case &c, int xper) {
@@ -267,12 +281,10 @@ static int run_expert_case(const Case &c, int xper) {
   ck_layout L = layout_of(c, S);
   if (make_slabs(c, S, &L, W, rw, rs)) return 1;
   const int nb = c.nb, nbx = xper ? nz : 1; /* x batches made */
-  std::vector<uint16_t> x((size_t)nbx * nb * c.cols), xp((size_t)nbx * nb * c.cols, 0);
-  std::vector<float> xs((size_t)nbx * (c.cols / 32) * 8, 0.0f);
-  std::vector<int> xexp((size_t)nbx * 8, 0);
-  for (int b = 0; b < nbx; b++)
-    make_x(c, nb, &x[(size_t)b * nb * c.cols], &xp[(size_t)b * nb * c.cols], &xs[(size_t)b * (c.cols / 32) * 8],
-           &xexp[(size_t)b * 8]);
+  XBatches X(c, nbx, nb);
+  const std::vector<uint16_t> &x = X.x, &xp = X.xp;
+  const std::vector<float> &xs = X.xs;
+  const std::vector<int> &xexp = X.xexp;
   const int64_t zy = (int64_t)nb * c.rows + 3;
   std::vector<float> y((size_t)nz * zy, NAN);
   /* (the ids read before or after the kernel's wait: both ways, alternating) */
@@ -286,6 +298,36 @@ static int run_expert_case(const Case &c, int xper) {
   printf("%s experts: %-29s %s g%-3d %3d x %5d nb %d, x %s: worst %.2e of sum|w.x|\n", bad ? "FAIL" : "ok  ", c.what,
          fmt_name(c.fmt), c.gs, c.rows, c.cols, nb, xper ? "per batch" : "shared", worst);
   return bad != 0;
+}
+
+/* The batched decode's product (ck_qmv_rows): 3 batches of 8 rows on one weight, the batches of
+ * a tile side by side (blockIdx.x); against float64 products and, bit for bit, against the
+ * expert mode's tile-major order (ck_qmv_experts on slab 0 for every batch). */
+static int run_rows_case(const Case &c) {
+  const int nz = 3, nb = 8, zslab[nz] = {0, 0, 0};
+  std::vector<Weights> W;
+  std::vector<uint8_t> rw, rs;
+  ck_layout L = layout_of(c, 1);
+  if (make_slabs(c, 1, &L, W, rw, rs)) return 1;
+  XBatches X(c, nz, nb);
+  const std::vector<uint16_t> &x = X.x, &xp = X.xp;
+  const std::vector<float> &xs = X.xs;
+  const std::vector<int> &xexp = X.xexp;
+  const int64_t zy = (int64_t)nb * c.rows;
+  std::vector<float> y((size_t)nz * zy, NAN), ye((size_t)nz * zy, NAN);
+  int rc = ck_qmv_rows(&L, zslab, nz, xp.data(), xs.data(), xexp.data(), y.data(), c.rows, NULL);
+  if (!rc) rc = ck_qmv_experts(&L, zslab, nz, xp.data(), xs.data(), xexp.data(), nb, 1, ye.data(), c.rows, zy, 1, NULL);
+  if (rc) {
+    printf("FAIL %-34s rows launch rc=%d\n", c.what, rc);
+    return 1;
+  }
+  double worst = 0;
+  int bad = check_batches(c, W, zslab, nz, nb, x, 1, y, zy, &worst);
+  const int same = !memcmp(y.data(), ye.data(), y.size() * sizeof(float));
+  printf("%s rows: %-32s %s g%-3d %3d x %5d, 3 batches of 8: worst %.2e of sum|w.x|, %s\n",
+         bad || !same ? "FAIL" : "ok  ", c.what, fmt_name(c.fmt), c.gs, c.rows, c.cols, worst,
+         same ? "the tile-major order's bits" : "OTHER bits than the tile-major order's");
+  return bad || !same;
 }
 
 /* The grouped product (ck_qmm_grouped): a weight of 3 slabs, batches of 8 rows; with runs of
@@ -303,12 +345,10 @@ static int run_grouped_case(const Case &c, int with_runs) {
   ck_layout L = layout_of(c, S);
   if (make_slabs(c, S, &L, W, rw, rs)) return 1;
   const int nb = 8;
-  std::vector<uint16_t> x((size_t)nz * nb * c.cols), xp((size_t)nz * nb * c.cols, 0);
-  std::vector<float> xs((size_t)nz * (c.cols / 32) * 8, 0.0f);
-  std::vector<int> xexp((size_t)nz * 8, 0);
-  for (int b = 0; b < nz; b++)
-    make_x(c, nb, &x[(size_t)b * nb * c.cols], &xp[(size_t)b * nb * c.cols], &xs[(size_t)b * (c.cols / 32) * 8],
-           &xexp[(size_t)b * 8]);
+  XBatches X(c, nz, nb);
+  const std::vector<uint16_t> &x = X.x, &xp = X.xp;
+  const std::vector<float> &xs = X.xs;
+  const std::vector<int> &xexp = X.xexp;
   const int64_t zy = (int64_t)nb * c.rows + 3;
   std::vector<float> y((size_t)nz * zy, NAN);
   /* without runs: consecutive runs of 3 batches (the last partial), or of one */
@@ -390,5 +430,14 @@ int main(int argc, char **argv) {
   };
   for (const Case &c : grouped)
     for (int mode = 0; mode < 3; mode++) bad |= run_grouped_case(c, mode);
+  /* after the sets above, so that those draw the same random values as before these were added */
+  const Case rows[] = {
+      {"nvfp4", NV, 16, BF, 40, 64 * 37, 8, 1, false},
+      {"affine g64", AF, 64, BF, 24, 64 * 20, 8, 1, false},
+      {"affine 8-bit g32, f16", CK_AFF8, 32, F16, 24, 32 * 45, 8, 1, false},
+      {"mxfp4", CK_MXFP4, 32, BF, 40, 64 * 9, 8, 1, false},
+      {"dense bf16", CK_DBF16, 0, BF, 24, 32 * 13, 8, 1, false},
+  };
+  for (const Case &c : rows) bad |= run_rows_case(c);
   return bad;
 }

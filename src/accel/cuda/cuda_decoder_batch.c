@@ -21,7 +21,9 @@
 
 typedef struct dec_batch {
   int slots; /* sequences held, and the most rows a step takes */
-  int rows;  /* buffer rows: slots + 1 (a lone row's companion) */
+  int rows;  /* buffer rows: slots + 1 (a lone row's companion) rounded up to whole batches of 8 */
+  dec_row_prep prep; /* the products' x prep in batches of 8 rows, and the slab list of zeros */
+  int *zero;
   uint16_t **kc, **vc; /* per owning layer: every slot's K / V cache (vc == kc: K from V) */
   int64_t *kv_elems;   /* per layer: elements of one slot's cache (its source's for a reader) */
   size_t kv_bytes;
@@ -59,7 +61,7 @@ void dec_batch_free(accel_decoder *D) {
   free(B->kc);
   free(B->vc);
   free(B->kv_elems);
-  void *dev[] = {B->tok, B->next, B->pos, B->slot, B->h, B->y, B->q, B->ylog, B->logits, B->emb, B->xb,
+  void *dev[] = {B->prep.xp, B->prep.xs, B->prep.xexp, B->prep.pmax, B->zero, B->tok, B->next, B->pos, B->slot, B->h, B->y, B->q, B->ylog, B->logits, B->emb, B->xb,
                  B->attb, B->gub, B->scores, B->smax, B->ssum, B->pacc, B->counts, B->ple, B->ple_rows};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
   rt_host_free(B->h_tok);
@@ -90,7 +92,7 @@ int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
   if (!B) return -1;
   D->bt = B;
   B->slots = slots;
-  B->rows = slots + 1;
+  B->rows = (slots + 1 + 7) / 8 * 8;
   const int L = d->n_layers, H = d->hidden, nq = d->n_heads;
   const int64_t R = B->rows, V = d->vocab, LP = (int64_t)L * d->ple_dim;
   if (!(B->graph = mx_calloc((size_t)slots + 1, sizeof *B->graph, err)) ||
@@ -130,6 +132,15 @@ int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
     B->kc[i] = B->kc[src];
     B->vc[i] = B->vc[src];
     B->kv_elems[i] = B->kv_elems[src];
+  }
+  { /* x prep scratch for the widest input of any product, every batch of 8 rows */
+    const int64_t kp = (B->max_q > B->max_in ? B->max_q : B->max_in) + 128, nz = R / 8;
+    BALLOC(B->prep.xp, R * kp);
+    BALLOC(B->prep.xs, nz * (kp / 32 + 1) * 8);
+    BALLOC(B->prep.xexp, R);
+    BALLOC(B->prep.pmax, nz * (int64_t)ck_xprep_pmax_floats(kp));
+    BALLOC(B->zero, nz);
+    B->prep.zero = B->zero;
   }
   BALLOC(B->tok, R);
   BALLOC(B->next, R);
@@ -218,7 +229,7 @@ int cuda_decoder_slot_prompt(accel_decoder *D, int slot, const int32_t *tokens, 
 
 static int bt_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
                  mlxrt_error *err) {
-  return dec_rows_mv(D, mv, x, T, y, ldy, 1, err);
+  return dec_rows_mv(D, mv, x, T, y, ldy, &D->bt->prep, err);
 }
 
 /* A layer's splits of the batched attention: BATCH_SPLIT_KEYS keys each over its key range (the
@@ -235,7 +246,7 @@ static int bt_layers(accel_decoder *D, int T, mlxrt_error *err) {
   dec_batch *B = D->bt;
   const int H = d->hidden, nq = d->n_heads;
   void *st = D->stream;
-  const dec_rows R = {B->h, B->y, B->ple, B->xb, B->gub, B->ple_rows, B->emb, B->tok, 1};
+  const dec_rows R = {B->h, B->y, B->ple, B->xb, B->gub, B->ple_rows, B->emb, B->tok, &B->prep};
   if (dec_rows_embed(D, &R, T, err)) return -1;
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];

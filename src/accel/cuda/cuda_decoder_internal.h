@@ -141,21 +141,29 @@ int dec_upload_floats(accel_decoder *D, float *dst, const float *src, int64_t n,
  * as the head graph expects. */
 int dec_prefill_init(accel_decoder *D, mlxrt_error *err);
 void dec_prefill_free(accel_decoder *D);
+/* A batched step's product scratch: x prepared in batches of 8 rows (ck_xprep_batched) and the
+ * expert mode's slab list of zeros (ck_qmv_rows), sized for the batch's rows. */
+typedef struct dec_row_prep {
+  uint16_t *xp;
+  float *xs, *pmax;
+  int *xexp;
+  const int *zero;
+} dec_row_prep;
 /* Rows through the products and per-layer inputs, shared by the prompt pass and the batched
  * decode (cuda_decoder_prefill.c): their buffers (h [T, H], y, ple [T, L·P], xb, gub, ple_rows
- * [T, L·P]), their token ids (device), and whether each row's bits must not depend on the batch
- * (rowexact: dec_rows_mv). */
+ * [T, L·P]), their token ids (device), and (rowexact, the batched decode) the scratch of products
+ * whose rows' bits do not depend on the batch (dec_rows_mv). */
 typedef struct dec_rows {
   float *h, *y, *ple;
   uint16_t *xb, *gub, *ple_rows, *emb;
   const int32_t *tok;
-  int rowexact;
+  const dec_row_prep *rowexact;
 } dec_rows;
 /* The rows' scaled embeddings into h (emb: the gathered rows), their per-layer inputs, and
  * layer 0's input norm into xb. */
 int dec_rows_embed(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err);
-int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy, int rowexact,
-                mlxrt_error *err);
+int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
+                const dec_row_prep *rowexact, mlxrt_error *err);
 int dec_rows_ple_inputs(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err);
 int dec_rows_ple_layer(accel_decoder *D, const dec_rows *R, int i, const float *fy, int T, mlxrt_error *err);
 /* the most tokens of one chunk (the rows of the MoE blocks' prompt buffers, D->mb_pf) */

@@ -150,15 +150,24 @@ fail:
   return mx_prefix(err, "prompt pass: GEMM scratch of %lld bf16 values", (long long)P->max_w);
 }
 
-/* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. rowexact: each row's bits as
- * in any other batch (the batched decode): always the mat-vec in batches of 8 rows, a lone row
- * with a companion (the buffers hold one more row) so that it runs the kernel a full batch runs. */
-int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy, int rowexact,
-                mlxrt_error *err) {
+/* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. rowexact (the batched decode):
+ * each row's bits as in any other batch — the fast formats through ck_qmv_rows (whole batches of 8
+ * rows side by side, a tile's weights read from memory once for all), the generic layout in batches of 8 rows with a lone row
+ * given a companion (the buffers hold one more row) so that it runs the kernel a full batch runs. */
+int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
+                const dec_row_prep *rowexact, mlxrt_error *err) {
   dec_prefill *P = D->pf;
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
     float *yo = y + mv->off[i];
+    if (rowexact && L->fmt != CK_GENERIC) { /* whole batches of 8 rows (the buffers hold them) */
+      const int nz = (T + 7) / 8;
+      const dec_row_prep *R = rowexact;
+      if (rt_status(ck_xprep_batched(L, x, 8, nz, R->xp, R->xs, R->xexp, R->pmax, D->stream), "x prep launch", err) ||
+          rt_status(ck_qmv_rows(L, R->zero, nz, R->xp, R->xs, R->xexp, yo, ldy, D->stream), "mat-vec launch", err))
+        return -1;
+      continue;
+    }
     if (!rowexact && T > P->gemm_min) {
       if (prefill_gemm_ready(D, err) ||
           rt_status(pf_dequant(L, P->iota, P->wbuf, D->stream), "weight dequantization", err) ||
@@ -182,7 +191,7 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
 }
 static int pf_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
                  mlxrt_error *err) {
-  return dec_rows_mv(D, mv, x, T, y, ldy, 0, err);
+  return dec_rows_mv(D, mv, x, T, y, ldy, NULL, err);
 }
 
 /* T rows' per-layer embeddings from R->h (the scaled embeddings) into R->ple [T, L·P]. */
@@ -230,7 +239,7 @@ int dec_rows_embed(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err)
 }
 
 static dec_rows chunk_rows(const dec_prefill *P, const int32_t *tok) {
-  return (dec_rows){P->h, P->y, P->ple, P->xb, P->gub, P->ple_rows, P->emb, tok, 0};
+  return (dec_rows){P->h, P->y, P->ple, P->xb, P->gub, P->ple_rows, P->emb, tok, NULL};
 }
 
 /* One chunk: tokens all_tokens[p0 .. p0+T) through every layer; h holds the residuals after. */

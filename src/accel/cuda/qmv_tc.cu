@@ -53,6 +53,8 @@ struct QmvArgs {
   int64_t zy;
   int xper;
   int64_t amax_z; /* with the GeGLU epilogue: batch z's activations at act + z·acts, maxima at amax + z·amax_z */
+  int zfast; /* expert mode with the batches as blockIdx.x and the tiles as blockIdx.z: a tile's
+              * batches run side by side, its weights read from memory once (ck_qmv_rows) */
 };
 
 #define CK_MAX_WARPS 16
@@ -174,10 +176,11 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   __shared__ uint64_t mbar[NST];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t tile = blockIdx.x;
+  const int64_t tile = EXP && p.zfast ? blockIdx.z : blockIdx.x;
   const int ks = blockIdx.y;
+  const int zb = EXP && p.zfast ? blockIdx.x : blockIdx.z; /* the expert mode's batch */
   if (EXP) { /* batch z's activations and outputs (the slab is read after the wait: the router wrote it) */
-    const int64_t z = blockIdx.z, zx = p.xper ? z : 0;
+    const int64_t z = zb, zx = p.xper ? z : 0;
     p.xp += zx * p.nb * p.nslices * 4;
     p.xs += zx * p.nslices * 8;
     p.xexp += zx * 8;
@@ -223,7 +226,7 @@ __global__ void __launch_bounds__(CK_MAX_WARPS * 32) qmv_tc_kernel(QmvArgs p) {
   /* expert mode: the slab of this batch; before the wait when its producer completed before
    * this kernel's predecessor passed its own wait (p.early > 0: the caller's promise), else after */
   auto select_slab = [&]() -> bool {
-    const int e = p.zslab[blockIdx.z];
+    const int e = p.zslab[zb];
     if (e < 0) return false;
     wsrc += (size_t)e * p.w_slab;
     ssrc += (size_t)e * p.s_slab;
@@ -736,9 +739,9 @@ static qmv_fn pick_exp(const ck_layout *L, int nb) {
 
 static int exp_launch(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
                       const int *xexp, int nb, int xper, float *y, int64_t ldy, int64_t zy, int ids_ready, uint16_t *act,
-                      float *amax, int apblock, int64_t amax_z, void *stream) {
+                      float *amax, int apblock, int64_t amax_z, void *stream, int zfast = 0) {
   qmv_fn fn = L->fmt == CK_GENERIC ? nullptr : pick_exp(L, nb);
-  if (!fn || nz < 1 || nb < 1 || nb > 8 || L->cols % 32) return (int)cudaErrorInvalidValue;
+  if (!fn || nz < 1 || nb < 1 || nb > 8 || L->cols % 32 || (zfast && L->tiles > 65535)) return (int)cudaErrorInvalidValue;
   QmvArgs a = base_args(L, 0, xp, xs, xexp, nb, y, ldy);
   a.early = ids_ready ? QMV_EARLY_STAGES : 0;
   a.ksplit = 1;
@@ -752,12 +755,19 @@ static int exp_launch(const ck_layout *L, const int *zslab, int nz, const uint16
   a.acts = L->rows / 2;
   a.apblock = apblock;
   a.amax_z = amax_z;
+  a.zfast = zfast;
   const int smem = stages_for(L, nb) * smem_for(L, nb);
   if (smem > 48 * 1024) {
     cudaError_t e = allow_smem(fn, smem);
     if (e) return (int)e;
   }
-  return (int)ck_launch(fn, dim3((unsigned)L->tiles, 1, (unsigned)nz), 4 * 32, smem, (cudaStream_t)stream, a);
+  const dim3 grid = zfast ? dim3((unsigned)nz, 1, (unsigned)L->tiles) : dim3((unsigned)L->tiles, 1, (unsigned)nz);
+  return (int)ck_launch(fn, grid, 4 * 32, smem, (cudaStream_t)stream, a);
+}
+
+extern "C" int ck_qmv_rows(const ck_layout *L, const int *zero, int nz, const uint16_t *xp, const float *xs,
+                           const int *xexp, float *y, int64_t ldy, void *stream) {
+  return exp_launch(L, zero, nz, xp, xs, xexp, 8, 1, y, ldy, 8 * ldy, 1, NULL, NULL, 0, 0, stream, 1);
 }
 
 extern "C" int ck_qmv_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
