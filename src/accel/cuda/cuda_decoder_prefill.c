@@ -160,11 +160,13 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
     float *yo = y + mv->off[i];
-    if (rowexact && L->fmt != CK_GENERIC) { /* whole batches of 8 rows (the buffers hold them) */
-      const int nz = (T + 7) / 8;
+    if (rowexact && L->fmt != CK_GENERIC) {
+      /* whole batches of 8 rows (the buffers hold them), or below 8 rows one batch of T (a lone
+       * row with a companion: the batch kernel, whose rows' bits do not depend on the count) */
+      const int nb = T >= 8 ? 8 : T < 2 ? 2 : T, nz = (T + nb - 1) / nb;
       const dec_row_prep *R = rowexact;
-      if (rt_status(ck_xprep_batched(L, x, 8, nz, R->xp, R->xs, R->xexp, R->pmax, D->stream), "x prep launch", err) ||
-          rt_status(ck_qmv_rows(L, R->zero, nz, R->xp, R->xs, R->xexp, yo, ldy, D->stream), "mat-vec launch", err))
+      if (rt_status(ck_xprep_batched(L, x, nb, nz, R->xp, R->xs, R->xexp, R->pmax, D->stream), "x prep launch", err) ||
+          rt_status(ck_qmv_rows(L, R->zero, nz, nb, R->xp, R->xs, R->xexp, yo, ldy, D->stream), "mat-vec launch", err))
         return -1;
       continue;
     }

@@ -86,12 +86,13 @@ int ck_xprep_batched_premax(const ck_layout *L, const uint16_t *x, int nbatch, u
                             const float *pmax, void *stream);
 /* y[n*ldy + r] for n < nb ≤ 8, rows of slab `slab`; fast formats read xp/xs/xexp, the generic
  * kernel reads x directly. */
-/* nz batches of 8 rows (ck_xprep_batched's layout) times the weight L (zero: nz zeros on the
- * device, the expert mode's slab list) into y (row r at y + r·ldy), the batches of a tile side by
- * side so that its weights are read from memory once for all. A row's result is the same bits
- * in any batch and at any z. */
-int ck_qmv_rows(const ck_layout *L, const int *zero, int nz, const uint16_t *xp, const float *xs, const int *xexp,
-                float *y, int64_t ldy, void *stream);
+/* nz batches of nb rows (2 ≤ nb ≤ 8; ck_xprep_batched's layout) times the weight L (zero: nz
+ * zeros on the device, the expert mode's slab list) into y (row r at y + r·ldy), the batches of a
+ * tile side by side so that its weights are read from memory once for all. A row's result is the
+ * same bits in any batch, at any z and for any nb (the batch kernel's rows are independent
+ * columns of its mma; nb only says which rows of x are read). */
+int ck_qmv_rows(const ck_layout *L, const int *zero, int nz, int nb, const uint16_t *xp, const float *xs,
+                const int *xexp, float *y, int64_t ldy, void *stream);
 int ck_qmv(const ck_layout *L, int64_t slab, const uint16_t *x, const uint16_t *xp,
            const float *xs, const int *xexp, int nb, float *y, int64_t ldy, void *stream);
 /* The two halves of ck_qmv: tensor-core kernels (qmv_tc.cu) and the generic one. */

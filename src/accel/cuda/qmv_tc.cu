@@ -765,9 +765,10 @@ static int exp_launch(const ck_layout *L, const int *zslab, int nz, const uint16
   return (int)ck_launch(fn, grid, 4 * 32, smem, (cudaStream_t)stream, a);
 }
 
-extern "C" int ck_qmv_rows(const ck_layout *L, const int *zero, int nz, const uint16_t *xp, const float *xs,
+extern "C" int ck_qmv_rows(const ck_layout *L, const int *zero, int nz, int nb, const uint16_t *xp, const float *xs,
                            const int *xexp, float *y, int64_t ldy, void *stream) {
-  return exp_launch(L, zero, nz, xp, xs, xexp, 8, 1, y, ldy, 8 * ldy, 1, NULL, NULL, 0, 0, stream, 1);
+  if (nb < 2) return (int)cudaErrorInvalidValue; /* (one row would take the one-row kernel) */
+  return exp_launch(L, zero, nz, xp, xs, xexp, nb, 1, y, ldy, nb * ldy, 1, NULL, NULL, 0, 0, stream, 1);
 }
 
 extern "C" int ck_qmv_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
