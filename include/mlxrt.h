@@ -131,8 +131,10 @@ void mlxrt_session_reset(mlxrt_session *s);
  * tolerance of the experts' grouped products). A batch is used by one thread at a time;
  * batches of one shared model may run in different threads. */
 typedef struct mlxrt_batch mlxrt_batch;
-/* NULL with err set when the model's backend has no batched decode (the CPU's: run sessions),
- * or slots is outside 1..256, or capacity outside 1..the model's maximum. */
+/* NULL with err set when the model's backend has no batched decode, or slots is outside
+ * 1..256, or capacity outside 1..the model's maximum. The CUDA backend reads each weight once
+ * per step for several sequences; the CPU backend steps them one after another (the same
+ * results, no speed-up over sessions). */
 mlxrt_batch *mlxrt_batch_new(mlxrt_model *m, int slots, int64_t capacity, mlxrt_error *err);
 void mlxrt_batch_free(mlxrt_batch *b);
 /* Starts slot `slot`'s sequence anew with a prompt of n tokens (whatever it held is dropped)

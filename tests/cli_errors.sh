@@ -98,8 +98,12 @@ expect_error "-n expects an integer in 0..1073741824, got '-2'" "$MLXRT" logits 
 expect_error "nothing to measure: -p 0 and -n 0 skip every test" "$MLXRT" bench -m "$T/model" -p 0 -n 0
 expect_error "--batch takes sequence counts from 1 to 256, got 0" "$MLXRT" bench -m "$T/model" --batch 0
 expect_error "--batch measures greedy decode from fresh prompts" "$MLXRT" bench -m "$T/model" --batch 4 -d 16
-expect_error "batched decode: the cpu backend has none" "$MLXRT" bench -m "$T/model" --backend cpu -npl 1,2
 expect_error "-n has no meaning in perplexity" "$MLXRT" perplexity -m "$T/model" -f "$T/nofile.txt" -n 5
+# --batch on the CPU backend (its batched decode steps the rows one after another): a row per size
+timeout 120 "$MLXRT" bench -m "$T/model" --backend cpu -npl 1,2 -p 8 -n 4 -r 1 >"$T/out" 2>"$T/err"
+rc=$?
+if [ $rc -eq 0 ] && grep -q "| cpu | 8 | 4 | 1 |" "$T/out" && grep -q "| cpu | 8 | 4 | 2 |" "$T/out"; then pass=$((pass + 1))
+else fail=$((fail + 1)); echo "FAIL: bench --batch on the CPU: rc=$rc, stdout: $(cat "$T/out"), stderr: $(cat "$T/err")"; fi
 # run -n 0 generates nothing: it ends at once, exit 0, nothing on stdout or stderr
 timeout 20 "$MLXRT" run -m "$T/model" -p "hello world" -n 0 --no-chat-template >"$T/out" 2>"$T/err"
 rc=$?

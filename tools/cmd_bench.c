@@ -77,7 +77,8 @@ static void usage(FILE *f) {
           "  (minutes at 262144) can be skipped.\n"
           "  --batch B1,B2,... (or -npl): batched decode, as llama-batched-bench -npp P -ntg N -npl B:\n"
           "  B sequences of -p prompt tokens each (pp: the B prompts), then -n greedy steps of all B\n"
-          "  together (tg: aggregate and per-sequence t/s). A device decoder only (CUDA).\n");
+          "  together (tg: aggregate and per-sequence t/s). The CPU backend steps the B rows one\n"
+          "  after another.\n");
 }
 
 /* One timed repetition; returns seconds or < 0 on error. */

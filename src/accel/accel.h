@@ -163,7 +163,9 @@ struct accel_backend {
    * greedy argmax with sp NULL, else drawn with sp[r] and u[r] as decoder_step draws; logits
    * (may be NULL) receives [n, vocab]. A row's result does not depend on the other rows (the
    * same bits in any batch), except in MoE blocks, whose grouped expert products group the
-   * rows by expert (there within the tolerance of a prompt pass). One synchronisation per call. The decoder's own sequence
+   * rows by expert (there within the tolerance of a prompt pass). The CPU backend's steps its
+   * rows one after another, each its slot's decoder_step (no weight read shared). One
+   * synchronisation per call. The decoder's own sequence
    * (decoder_step) is separate from the slots. Not thread-safe: one caller per decoder. */
   int (*decoder_batch_init)(accel_decoder *dec, int slots, mlxrt_error *err);
   int (*decoder_slot_prompt)(accel_decoder *dec, int slot, const int32_t *tokens, int64_t n, int64_t pos,

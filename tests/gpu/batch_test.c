@@ -1,4 +1,6 @@
-/* mlxrt-batch-test: the CUDA decoder's batched decode (accel.h decoder_batch_*) on a GPU machine.
+/* mlxrt-batch-test: a backend's batched decode (accel.h decoder_batch_*): the CUDA decoder's on a
+ * GPU machine (the default), the CPU backend's in CTest (--backend cpu, where step 2 must equal
+ * step 1 bit for bit).
  * For each model folder:
  *   0. the reference: each sequence through the CPU backend's decoder (the reference path's
  *      math), --gen greedy tokens with their logits;
@@ -163,6 +165,8 @@ static int check_model(accel_backend *b, accel_backend *cpu, const accel_model_d
   const int V = d->vocab;
   int moe = 0;
   for (int i = 0; i < d->n_layers; i++) moe |= d->layers[i].moe.experts > 0;
+  /* the CPU backend's rows are its slots' decoder_step: every sequence bit for bit its step alone */
+  const int exact_alone = b == cpu;
   mlxrt_error err = {0};
   seq *q = calloc((size_t)ns, sizeof *q), *r = calloc((size_t)ns, sizeof *r);
   int32_t *bt = calloc((size_t)ns * gen, sizeof(int32_t)), *ot = calloc((size_t)ns * gen, sizeof(int32_t));
@@ -266,6 +270,10 @@ static int check_model(accel_backend *b, accel_backend *cpu, const accel_model_d
     printf("  FAIL: logits differ by more than 5%% of their range\n");
     bad = 1;
   }
+  if (exact_alone && (worst != 0 || tokens_equal != ns)) {
+    printf("  FAIL: the CPU backend's batched rows are not bit for bit their steps alone\n");
+    bad = 1;
+  }
 done:
   if (q)
     for (int s = 0; s < ns; s++) {
@@ -330,7 +338,7 @@ static int bench(accel_backend *b, const accel_model_desc *d, int B, int pp, int
 
 int main(int argc, char **argv) {
   int ns = 16, gen = 64, pp = 512, tg = 128, reps = 2;
-  const char *benchlist = NULL;
+  const char *benchlist = NULL, *backend = "cuda";
   int first = 1;
   for (; first + 1 < argc && argv[first][0] == '-'; first += 2) {
     const char *a = argv[first], *v = argv[first + 1];
@@ -340,27 +348,28 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--tg")) tg = atoi(v);
     else if (!strcmp(a, "--reps")) reps = atoi(v);
     else if (!strcmp(a, "--bench")) benchlist = v;
+    else if (!strcmp(a, "--backend")) backend = v;
     else break;
   }
   if (first >= argc || ns < 1 || gen < 2 || pp < 1 || tg < 1) {
-    fprintf(stderr, "usage: mlxrt-batch-test [--seqs 16] [--gen 64] [--bench 1,4,16,64 [--pp 512] [--tg 128] "
-                    "[--reps 2]] MODEL_DIR...\n(--bench: timing only, no checks)\n");
+    fprintf(stderr, "usage: mlxrt-batch-test [--backend cuda|cpu] [--seqs 16] [--gen 64] [--bench 1,4,16,64 [--pp 512] "
+                    "[--tg 128] [--reps 2]] MODEL_DIR...\n(--bench: timing only, no checks)\n");
     return 2;
   }
   mlxrt_error err = {0};
-  accel_options co = {.backend = "cuda"};
-  accel_backend *cuda = accel_create(&co, &err);
-  if (!cuda) {
-    fprintf(stderr, "cuda backend: %s\n", err.msg);
-    return 1;
-  }
-  if (!cuda->decoder_batch_init) {
-    fprintf(stderr, "the cuda backend offers no batched decode\n");
-    return 1;
-  }
   accel_backend *cpu = accel_cpu_create(0, &err);
   if (!cpu) {
     fprintf(stderr, "CPU backend: %s\n", err.msg);
+    return 1;
+  }
+  accel_options co = {.backend = backend};
+  accel_backend *cuda = strcmp(backend, "cpu") ? accel_create(&co, &err) : cpu;
+  if (!cuda) {
+    fprintf(stderr, "%s backend: %s\n", backend, err.msg);
+    return 1;
+  }
+  if (!cuda->decoder_batch_init) {
+    fprintf(stderr, "the %s backend offers no batched decode\n", backend);
     return 1;
   }
   int failures = 0;
@@ -395,7 +404,7 @@ int main(int argc, char **argv) {
     mx_decoder_desc_free(dd);
     mx_model_close(m);
   }
-  accel_destroy(cuda);
+  if (cuda != cpu) accel_destroy(cuda);
   accel_destroy(cpu);
   printf("%s: %d model(s) failed\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;

@@ -223,6 +223,9 @@ accel_backend *accel_cpu_create_numerics(int threads, const char *numerics, mlxr
   b->decoder_step = cpu_decoder_step;
   b->decoder_free = cpu_decoder_free;
   b->decoder_memory = cpu_decoder_memory;
+  b->decoder_batch_init = cpu_decoder_batch_init;
+  b->decoder_slot_prompt = cpu_decoder_slot_prompt;
+  b->decoder_batch_step = cpu_decoder_batch_step;
   b->read_bandwidth = cpu_backend_read_bandwidth;
   b->destroy = cpu_destroy;
   return b;

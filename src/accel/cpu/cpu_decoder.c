@@ -47,6 +47,9 @@ struct accel_decoder {
   /* per-layer embeddings: the chunk's inputs [chunk, n_layers · ple_dim], one table row (bf16) */
   float *ple;
   uint16_t *pe;
+  /* batched decode: a decoder of the same model and capacity per slot (cpu_decoder_batch_*) */
+  accel_decoder **slot;
+  int nslots;
 };
 
 /* ---- elementwise math (the reference path's rounding points) ------------------------------ */
@@ -115,6 +118,8 @@ static int linear(accel_decoder *D, const accel_weight *w, const float *x, int64
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 void cpu_decoder_free(accel_decoder *D) {
   if (!D) return;
+  for (int s = 0; s < D->nslots; s++) cpu_decoder_free(D->slot[s]);
+  free(D->slot);
   if (D->kv)
     for (int i = 0; i < D->d->n_layers; i++) {
       free(D->kv[i].k);
@@ -527,5 +532,66 @@ int cpu_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t
   if (logits) memcpy(logits, D->logits, (size_t)D->d->vocab * sizeof(float));
   if (accel_sample_ref(D->logits, D->d->vocab, sp, u, token, err)) return -1;
   if (*token <= ACCEL_TOKEN_NONFINITE(0)) return accel_fail_nonfinite(err, pos + n - 1, ACCEL_NONFINITE_ID(*token));
+  return 0;
+}
+
+/* ---- batched decode ------------------------------------------------------------------------- */
+#define CPU_BATCH_MAX 256
+
+int cpu_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
+  if (D->slot) return mx_fail(err, "CPU decoder: batched decode already has %d slots", D->nslots);
+  if (slots < 1 || slots > CPU_BATCH_MAX)
+    return mx_fail(err, "CPU decoder: %d sequence slots (1 to %d)", slots, CPU_BATCH_MAX);
+  if (!(D->slot = calloc((size_t)slots, sizeof *D->slot))) return mx_fail(err, "CPU decoder: out of memory");
+  for (int s = 0; s < slots; s++) {
+    if (!(D->slot[s] = cpu_decoder_create(D->b, D->d, D->capacity, err))) {
+      for (int k = 0; k < s; k++) cpu_decoder_free(D->slot[k]);
+      free(D->slot);
+      D->slot = NULL;
+      D->nslots = 0;
+      return mx_prefix(err, "CPU decoder: batched decode, slot %d of %d", s, slots);
+    }
+  }
+  D->nslots = slots;
+  return 0;
+}
+
+int cpu_decoder_slot_prompt(accel_decoder *D, int slot, const int32_t *tokens, int64_t n, int64_t pos,
+                            const accel_sample_params *sp, double u, float *logits, int32_t *token, mlxrt_error *err) {
+  if (!D->slot) return mx_fail(err, "CPU decoder: no batched decode (decoder_batch_init first)");
+  if (slot < 0 || slot >= D->nslots) return mx_fail(err, "CPU decoder: slot %d of %d", slot, D->nslots);
+  if (cpu_decoder_step(D->slot[slot], tokens, n, pos, sp, u, logits, token, err))
+    return mx_prefix(err, "CPU decoder: slot %d: prompt of %lld tokens", slot, (long long)n);
+  return 0;
+}
+
+/* Every row is checked before any slot moves; then the rows one after another, each its slot's
+ * decoder_step of one token (the same bits as that step alone, whatever the batch). */
+int cpu_decoder_batch_step(accel_decoder *D, int n, const int *slots, const int32_t *tokens, const int64_t *pos,
+                           const accel_sample_params *sp, const double *u, float *logits, int32_t *next,
+                           mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  if (!D->slot) return mx_fail(err, "CPU decoder: no batched decode (decoder_batch_init first)");
+  if (n < 1 || n > D->nslots) return mx_fail(err, "CPU decoder: a batched step of %d rows (1 to %d)", n, D->nslots);
+  if (!slots || !tokens || !pos || !next) return mx_fail(err, "CPU decoder: a batched step needs its rows' arrays");
+  for (int r = 0; r < n; r++) {
+    if (slots[r] < 0 || slots[r] >= D->nslots)
+      return mx_fail(err, "CPU decoder: batched row %d: slot %d of %d", r, slots[r], D->nslots);
+    for (int k = 0; k < r; k++)
+      if (slots[k] == slots[r]) return mx_fail(err, "CPU decoder: batched rows %d and %d share slot %d", k, r, slots[r]);
+    if (pos[r] < 0 || pos[r] >= D->capacity)
+      return mx_fail(err, "CPU decoder: batched row %d: position %lld outside the capacity of %lld", r,
+                     (long long)pos[r], (long long)D->capacity);
+    if (tokens[r] < 0 || tokens[r] >= d->vocab)
+      return mx_fail(err, "CPU decoder: batched row %d: token id %d is outside the vocabulary [0, %d)", r, tokens[r],
+                     d->vocab);
+    accel_sample_plan pl;
+    if (sp && accel_sample_plan_make(&sp[r], d->vocab, u ? u[r] : 0.0, &pl, err))
+      return mx_prefix(err, "CPU decoder: batched row %d", r);
+  }
+  for (int r = 0; r < n; r++)
+    if (cpu_decoder_step(D->slot[slots[r]], &tokens[r], 1, pos[r], sp ? &sp[r] : NULL, u ? u[r] : 0.0,
+                         logits ? logits + (size_t)r * (size_t)d->vocab : NULL, &next[r], err))
+      return mx_prefix(err, "batched row %d (slot %d)", r, slots[r]);
   return 0;
 }
