@@ -20,7 +20,7 @@
 #      the E2B-shaped fixtures (per-layer embeddings, KV sharing, double-wide MLP) again with a
 #      prompt of 80 tokens, 64 greedy steps and every prefill form (--prefill 1);
 #   4b. mlxrt-batch-test on the tiny fixtures: 16 sequences joining a batched decode at different
-#      steps, each one's tokens and logits against the CPU reference and the one-sequence step,
+#      steps, 128 greedy tokens each, its tokens and logits against the CPU reference and the one-sequence step,
 #      and bit-identical to a batch of its own (MoE: within tolerance);
 #   5. test_threads cuda: two threads on one model (and two models) give each its tokens alone;
 #   6. tests/cli_nonfinite.sh cuda: a non-finite logits row fails greedy and sampled steps, the
@@ -50,7 +50,7 @@ FIX=(tests/fixtures/models/gemma*)
 step decode_tiny 200 "$T/mlxrt-decode-test" --ref cpu --gen 24 --pp 64 --tg 64 --reps 1 "${FIX[@]}"
 step decode_variants 200 "$T/mlxrt-decode-test" --ref cpu --prompt 80 --gen 64 --prefill 1 --pp 64 --tg 64 --reps 1 \
   tests/fixtures/models/gemma4-moe-* tests/fixtures/models/gemma4-e2b-* tests/fixtures/models/gemma4-unified-*
-step batch_tiny 200 "$T/mlxrt-batch-test" --seqs 16 --gen 64 "${FIX[@]}"
+step batch_tiny 360 "$T/mlxrt-batch-test" --seqs 16 --gen 128 "${FIX[@]}"
 if "$T/mlxrt" synth --like gemma3-270m --mode affine4 -o /tmp/s270 >"$OUT/synth270.log" 2>&1; then
   step decode_s270 200 "$T/mlxrt-decode-test" --ref cpu --prompt 16 --gen 32 --pp 512 --tg 128 --reps 3 /tmp/s270
 fi
