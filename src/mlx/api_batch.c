@@ -122,7 +122,7 @@ int mlxrt_batch_step_sample(mlxrt_batch *B, int n, const int *slots, const int32
     const mx_sampler_params *p = samplers[r] ? mx_sampler_get_params(samplers[r]->s) : NULL;
     if (p && p->repetition_penalty != 1.0f)
       return mx_fail(err, "batched decode: row %d: a repetition penalty needs the logits on the host; the batch draws "
-                     "on the device", r);
+                     "in the backend, from the logits alone", r);
   }
   for (int r = 0; r < n; r++) { /* as mlxrt_session_step_sample on a decoder */
     const mx_sampler_params *p = samplers[r] ? mx_sampler_get_params(samplers[r]->s) : NULL;
