@@ -163,7 +163,7 @@ struct accel_backend {
    * greedy argmax with sp NULL, else drawn with sp[r] and u[r] as decoder_step draws; logits
    * (may be NULL) receives [n, vocab]. A row's result does not depend on the other rows (the
    * same bits in any batch), except in MoE blocks, whose grouped expert products group the
-   * rows by expert (there within the tolerance of a prompt pass). The CPU backend's steps its
+   * rows by expert (there within the tolerance of a prompt pass). The CPU backend steps its
    * rows one after another, each its slot's decoder_step (no weight read shared). One
    * synchronisation per call. The decoder's own sequence
    * (decoder_step) is separate from the slots. Not thread-safe: one caller per decoder. */
