@@ -32,7 +32,9 @@ typedef struct mlxrt_error {
  *     alone (tests/test_threads.c). On the CPU the products of concurrent sessions take turns
  *     on the model's worker pool; on CUDA each session's decoder has its own stream.
  *   - A session, a sampler and a chat are used by one thread at a time (no internal locking);
- *     different ones are independent.
+ *     different ones are independent. The sessions of one pool (mlxrt_pool_new) are meant to be
+ *     used by different threads at once: that is when their steps are batched
+ *     (tests/test_pool.c).
  *   - Several models may be loaded and used concurrently in one process.
  *   - Loading a model changes no process-wide state except that the CUDA plug-in is loaded
  *     once per process (cJSON's allocator hooks and the locale are left alone).
@@ -70,6 +72,10 @@ typedef struct mlxrt_model_info {
   int n_layers, hidden_size, vocab_size, sliding_window;
   uint64_t params, bytes_on_disk;
   uint64_t bytes_per_token; /* weights streamed by one decode step */
+  int batched_steps;        /* 1: the backend's decoder is its fast path and steps several
+                               sequences reading each weight once (CUDA), so sessions of a pool
+                               (mlxrt_pool_new) decoding at once outrun as many separate sessions;
+                               0: a pool gives the same results as sessions and no speed-up */
 } mlxrt_model_info;
 void mlxrt_model_get_info(const mlxrt_model *m, mlxrt_model_info *info);
 /* KV-cache bytes one decode step reads when `depth` tokens are already cached. */
@@ -155,6 +161,38 @@ int mlxrt_batch_step_sample(mlxrt_batch *b, int n, const int *slots, const int32
                             struct mlxrt_sampler *const *samplers, int32_t *next, mlxrt_error *err);
 /* Tokens slot `slot`'s sequence holds (0: none). */
 int64_t mlxrt_batch_position(const mlxrt_batch *b, int slot);
+
+/* ---- session pools: continuous batching for threads ----------------------------------------
+ * A pool is one batched decoder (as mlxrt_batch's) whose slots are sessions. A pool session is
+ * an ordinary session for one thread at a time — feed, step, mlxrt_session_generate with
+ * logprobs, samplers, repetition penalty, stop tokens and cancel — of the pool's capacity;
+ * speculative decoding is refused (last logits only, as on any decoder). What a pool adds:
+ * sessions of one pool used by different threads at the same time step together. Each
+ * one-token step joins the pool's next batched step, which runs when every sequence of the
+ * previous step has come back with its next token or has left (its answer ended, it is fed a
+ * prompt, it is freed), or after 2 ms, so the weights are read once per step for all of them.
+ * Prompts run one at a time on the pool's decoder in pieces of 512 tokens, taking turns with
+ * the batched steps: a long prompt slows the others' steps without stopping them. A pool
+ * session's tokens are those of the same sequence in an mlxrt_batch (on the CPU backend, those
+ * of a lone session bit for bit; on CUDA the batched step's numerics). Sessions of one pool used
+ * by one thread in turn still work, each step waiting up to 2 ms for the others.
+ * Thread-safe: mlxrt_pool_session_new and mlxrt_session_free of pool sessions from any thread;
+ * mlxrt_pool_free once every session of the pool is freed. */
+typedef struct mlxrt_pool mlxrt_pool;
+/* A pool of `slots` sessions (1..256) of `capacity` tokens each (1..the model's maximum; the
+ * decoder holds slots × capacity positions of KV cache). NULL with err set when the backend
+ * has no batched decode or its decoder does not run the model. */
+mlxrt_pool *mlxrt_pool_new(mlxrt_model *m, int slots, int64_t capacity, mlxrt_error *err);
+void mlxrt_pool_free(mlxrt_pool *p);
+/* A session on a free slot of the pool (NULL with err set when all are taken); free it with
+ * mlxrt_session_free, which frees the slot. mlxrt_session_memory reports the whole pool's. */
+mlxrt_session *mlxrt_pool_session_new(mlxrt_pool *p, mlxrt_error *err);
+/* Since the pool was made: batched steps run, the sequence steps they held (rows / steps = the
+ * mean batch), prompt pieces fed. Thread-safe. */
+typedef struct mlxrt_pool_stats {
+  int64_t steps, rows, prompt_pieces;
+} mlxrt_pool_stats;
+void mlxrt_pool_get_stats(mlxrt_pool *p, mlxrt_pool_stats *st);
 
 /* ---- inspection ----------------------------------------------------------------------------- */
 /* Describes a checkpoint without loading a backend: model type and variant, layer plan,

@@ -86,6 +86,9 @@ expect_error "--spec-ngram is for --spec lookup" "$MLXRT" run -m "$T/model" -p h
 expect_error "--spec has no meaning in perplexity" "$MLXRT" perplexity -m "$T/model" -f "$T/nofile.txt" --spec lookup
 expect_error "--draft-model: " "$MLXRT" run -m "$T/model" -p hi --draft-model "$T/broken"
 expect_error "--spec must be lookup or draft" "$MLXRT" serve -m "$T/model" --spec x
+expect_error "--cont-batching maybe: expected auto, on or off" "$MLXRT" serve -m "$T/model" --cont-batching maybe
+expect_error "speculative decoding (--spec) cannot run there" "$MLXRT" serve -m "$T/model" --backend cpu --port 0 \
+  --cont-batching on --spec lookup
 mkdir -p "$T/othertok"
 cp "$FIX/config.json" "$FIX/model.safetensors" "$T/othertok/"
 cp tests/fixtures/tokenizer/small-b.json "$T/othertok/tokenizer.json"

@@ -6,7 +6,7 @@ back to 0, far fewer tokens generated than the abandoned answers asked for), the
 serves afterwards, its RSS after the last round is within 5 % of the RSS after the first, and it
 stops cleanly (no sanitizer report).
 
-Usage: serve_load.py MLXRT_BINARY
+Usage: serve_load.py MLXRT_BINARY [SERVE OPTION...]  (e.g. --cont-batching on)
 """
 import json
 import os
@@ -157,7 +157,7 @@ def idle(srv, timeout=10):
 def main():
     tmp = tempfile.mkdtemp()
     model = tiny_model(os.path.join(tmp, "tiny"))
-    srv = Server(sys.argv[1], model, "--parallel", str(PARALLEL), "--queue", "64", "-c", str(CTX))
+    srv = Server(sys.argv[1], model, "--parallel", str(PARALLEL), "--queue", "64", "-c", str(CTX), *sys.argv[2:])
     try:
         # Every slot fills its context once first: the KV caches' pages are touched as positions
         # are reached, which is the slots' capacity, not growth.

@@ -95,6 +95,10 @@ struct accel_backend {
    * when it is the reference path's own math one step at a time (the CPU's: sessions keep the
    * reference path, which batches prompts). */
   int decoder_fast;
+  /* Tokens per chunk of the decoder's prompt pass (decoder_step, decoder_slot_prompt with n > 1):
+   * a caller that feeds a prompt in pieces of multiples of it from the prompt's start gets the
+   * bits of one call. 0: the decoder does not chunk by a fixed size. */
+  int decoder_prompt_chunk;
   /* 1 when products reproduce MLX's CPU kernels bit for bit (MLXRT_NUMERICS=mlx-cpu); the
    * model layer then computes its own MLX-side math (RoPE, softmax exp, RMSNorm mean) the
    * way MLX's CPU does. */

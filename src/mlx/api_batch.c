@@ -19,21 +19,19 @@ struct mlxrt_batch {
   double *u;
 };
 
-mlxrt_batch *mlxrt_batch_new(mlxrt_model *M, int slots, int64_t capacity, mlxrt_error *err) {
+int mx_api_check_slots(const mlxrt_model *M, int slots, int64_t capacity, const char *what, mlxrt_error *err) {
   const int64_t most = M->m->cfg.max_position_embeddings;
-  if (slots < 1 || slots > 256) {
-    mx_fail(err, "batched decode: %d slots (1 to 256)", slots);
-    return NULL;
-  }
-  if (capacity < 1 || (most > 0 && capacity > most)) {
-    mx_fail(err, "batched decode: a capacity of %lld tokens per slot (1 to the model's %lld)", (long long)capacity,
-            (long long)most);
-    return NULL;
-  }
-  if (M->m->cfg.assistant) {
-    mx_fail(err, "%s is a gemma4_assistant (an MTP drafter): it runs only as a draft model", M->m->path);
-    return NULL;
-  }
+  if (slots < 1 || slots > 256) return mx_fail(err, "%s: %d slots (1 to 256)", what, slots);
+  if (capacity < 1 || (most > 0 && capacity > most))
+    return mx_fail(err, "%s: a capacity of %lld tokens per slot (1 to the model's %lld)", what, (long long)capacity,
+                   (long long)most);
+  if (M->m->cfg.assistant)
+    return mx_fail(err, "%s is a gemma4_assistant (an MTP drafter): it runs only as a draft model", M->m->path);
+  return 0;
+}
+
+mlxrt_batch *mlxrt_batch_new(mlxrt_model *M, int slots, int64_t capacity, mlxrt_error *err) {
+  if (mx_api_check_slots(M, slots, capacity, "batched decode", err)) return NULL;
   if (!M->b->decoder_batch_init) {
     mx_fail(err, "batched decode: the %s backend has none (sessions run one sequence each)", M->b->name);
     return NULL;

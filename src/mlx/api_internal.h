@@ -34,6 +34,10 @@ struct mlxrt_session {
   mlxrt_session *draft; /* speculative decoding's draft-model session, kept between calls */
 };
 
+/* 0 when a batch or a pool of `slots` slots of `capacity` tokens can be made on the model
+ * (what: the message's subject), else -1 saying what is out of range. */
+int mx_api_check_slots(const mlxrt_model *M, int slots, int64_t capacity, const char *what, mlxrt_error *err);
+
 /* After tokens were fed starting at position pos0 (the call may have stopped part way): records
  * the ones the cache now holds. */
 void mx_api_session_track(mlxrt_session *S, const int32_t *tokens, int64_t pos0);

@@ -246,6 +246,7 @@ out_stream:
   mx_tok_stream_free(&ts);
   free(text.p);
 out:
+  mx_session_idle(s); /* a pool's batched steps stop waiting for this sequence */
   free(logits);
   mx_spec_free(sp);
   return rc;

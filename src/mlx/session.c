@@ -11,6 +11,7 @@
 #include "base/mlx_cpu_math.h"
 #include "accel/accel_sample.h"
 #include "mlx/ops.h"
+#include "mlx/step_pool.h"
 #include "mlx/sampler.h"
 #include "mlx/session_internal.h"
 
@@ -49,6 +50,7 @@ void mx_session_free(mx_session *s) {
   if (!s) return;
   const mx_model *m = s->m;
   mx_decoder_close(s->dec);
+  if (s->pool) mx_pool_release(s->pool, s->slot);
   if (s->kv)
     for (int i = 0; i < m->n_layers; i++) mx_kv_free(&s->kv[i]);
   if (s->chunk_k)
@@ -82,6 +84,30 @@ static void track_max(int64_t *mx, const mx_linear *l) {
 mx_session *mx_session_create(const mx_model *m, accel_backend *b, int64_t capacity, int batch,
                               mlxrt_error *err) {
   return mx_session_create_flags(m, b, capacity, batch, 0, err);
+}
+
+/* flags beyond session.h's: the session runs on a step pool (no decoder of its own) */
+enum { MX_SESSION_POOLED = 1u << 16 };
+
+mx_session *mx_session_create_pooled(const mx_model *m, accel_backend *b, mx_pool *pool, mlxrt_error *err) {
+  const int slot = mx_pool_acquire(pool);
+  if (slot < 0) {
+    mx_fail(err, "the step pool's %d slots are all taken (free a session of it first)", mx_pool_slots(pool));
+    return NULL;
+  }
+  /* the reference path never runs: scratch for one row */
+  mx_session *s = mx_session_create_flags(m, b, mx_pool_capacity(pool), 1, MX_SESSION_POOLED, err);
+  if (!s) {
+    mx_pool_release(pool, slot);
+    return NULL;
+  }
+  s->pool = pool;
+  s->slot = slot;
+  return s;
+}
+
+void mx_session_idle(mx_session *s) {
+  if (s->pool) mx_pool_leave(s->pool, s->slot);
 }
 
 mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t capacity, int batch,
@@ -166,6 +192,7 @@ mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t
   if (!s->inv_freq || !s->rope_pos_scale) goto fail;
   for (int i = 0; i < L; i++)
     if (!(s->inv_freq[i] = rope_table(c, i, s->mlx_cpu, &s->rope_pos_scale[i], err))) goto fail;
+  if (flags & MX_SESSION_POOLED) return s; /* the pool's decoder runs it */
   /* The decoder policy (session.h): an explicit request that cannot be honoured is an error,
    * never a silent fallback; a model the decoder does not run says so when verbose. */
   const char *want_dec = getenv("MLXRT_DECODER");
@@ -226,16 +253,30 @@ int mx_session_check_feed(const mx_session *s, const int32_t *tokens, int64_t n,
   return 0;
 }
 
-/* The whole step on the backend's decoder: the logits of the last token only. */
+static void advance(mx_session *s, int64_t n) {
+  s->pos += n;
+  if (s->pos > s->kv_hi) s->kv_hi = s->pos;
+}
+
+/* The whole step on the backend's decoder, the session's own or its pool's: the logits of the
+ * last token only. On a pool one token joins the batched step, more are a prompt (pieces
+ * between the steps, cancellable between them: 1). */
 static int decoder_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
-                        int all_positions, mlxrt_error *err) {
+                        int all_positions, const volatile int *cancel, mlxrt_error *err) {
   if (logits && all_positions && n > 1)
     return mx_fail(err, "the decoder runs this session and gives the last position's logits only "
                         "(ask for every position with MLXRT_SESSION_ALL_POSITIONS)");
   if (mx_session_check_feed(s, tokens, n, err)) return -1;
-  if (mx_decoder_feed(s->dec, tokens, n, s->pos, logits, NULL, err)) return -1;
-  s->pos += n;
-  if (s->pos > s->kv_hi) s->kv_hi = s->pos;
+  if (s->pool && n == 1) {
+    int32_t next;
+    if (mx_pool_step(s->pool, s->slot, tokens[0], s->pos, NULL, 0.0, logits, &next, err)) return -1;
+  } else if (s->pool) {
+    int64_t done = 0;
+    const int rc = mx_pool_feed(s->pool, s->slot, tokens, n, s->pos, NULL, 0.0, logits, NULL, cancel, &done, err);
+    if (rc >= 0) advance(s, done);
+    return rc;
+  } else if (mx_decoder_feed(s->dec, tokens, n, s->pos, logits, NULL, err)) return -1;
+  advance(s, n);
   return 0;
 }
 
@@ -247,7 +288,7 @@ int mx_session_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logi
 int mx_session_feed_cancel(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
                            int all_positions, const volatile int *cancel, mlxrt_error *err) {
   if (cancel && *cancel) return 1;
-  if (s->dec) return decoder_feed(s, tokens, n, logits, all_positions, err);
+  if (s->dec || s->pool) return decoder_feed(s, tokens, n, logits, all_positions, cancel, err);
   int64_t V = s->m->cfg.vocab_size;
   for (int64_t done = 0; done < n;) {
     if (done && cancel && *cancel) return 1;
@@ -273,11 +314,12 @@ static float *feed_one(mx_session *s, int32_t token, mlxrt_error *err) {
 }
 
 int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_error *err) {
-  if (s->dec) {
+  if (s->dec || s->pool) {
     if (mx_session_check_feed(s, &token, 1, err)) return -1;
-    if (mx_decoder_feed(s->dec, &token, 1, s->pos, NULL, next, err)) return -1;
-    s->pos++;
-    if (s->pos > s->kv_hi) s->kv_hi = s->pos;
+    if (s->pool ? mx_pool_step(s->pool, s->slot, token, s->pos, NULL, 0.0, NULL, next, err)
+                : mx_decoder_feed(s->dec, &token, 1, s->pos, NULL, next, err))
+      return -1;
+    advance(s, 1);
     return 0;
   }
   float *logits = feed_one(s, token, err);
@@ -291,18 +333,18 @@ int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_er
   return bad >= 0 ? accel_fail_nonfinite(err, s->pos - 1, bad) : 0;
 }
 
-int mx_session_uses_decoder(const mx_session *s) { return s->dec != NULL; }
+int mx_session_uses_decoder(const mx_session *s) { return s->dec != NULL || s->pool != NULL; }
 
 int mx_session_step_sample(mx_session *s, int32_t token, mx_sampler *smp, int32_t *next, mlxrt_error *err) {
   const mx_sampler_params *sp = mx_sampler_get_params(smp);
-  const accel_backend *b = s->dec ? s->dec->b : NULL;
-  if (b && sp->repetition_penalty == 1.0f) {
+  if ((s->dec || s->pool) && sp->repetition_penalty == 1.0f) {
     if (mx_session_check_feed(s, &token, 1, err)) return -1;
     accel_sample_params ap = {sp->temperature, sp->top_k, sp->top_p, sp->min_p};
     const double u = sp->temperature > 0.0f ? mx_sampler_uniform(smp) : 0.0;
-    if (b->decoder_step(s->dec->dec, &token, 1, s->pos, &ap, u, NULL, next, err)) return -1;
-    s->pos++;
-    if (s->pos > s->kv_hi) s->kv_hi = s->pos;
+    if (s->pool ? mx_pool_step(s->pool, s->slot, token, s->pos, &ap, u, NULL, next, err)
+                : s->b->decoder_step(s->dec->dec, &token, 1, s->pos, &ap, u, NULL, next, err))
+      return -1;
+    advance(s, 1);
     return 0;
   }
   float *logits = feed_one(s, token, err);
@@ -320,11 +362,13 @@ int64_t mx_session_capacity(const mx_session *s) { return s->capacity; }
 
 int mx_session_memory(const mx_session *s, mlxrt_memory *out, mlxrt_error *err) {
   memset(out, 0, sizeof *out);
-  if (s->dec) {
+  if (s->pool || s->dec) {
     accel_memory am;
     memset(&am, 0, sizeof am);
-    if (!s->b->decoder_memory) return mx_fail(err, "the %s decoder does not report its memory", s->b->name);
-    if (s->b->decoder_memory(s->dec->dec, &am, err)) return -1;
+    if (s->pool) {
+      if (mx_pool_memory(s->pool, &am, err)) return -1;
+    } else if (!s->b->decoder_memory) return mx_fail(err, "the %s decoder does not report its memory", s->b->name);
+    else if (s->b->decoder_memory(s->dec->dec, &am, err)) return -1;
     *out = (mlxrt_memory){am.kv_bytes, am.kv_positions, am.device_used, am.device_total};
     return 0;
   }
@@ -360,6 +404,9 @@ int mx_session_rewind(mx_session *s, int64_t pos) {
 }
 
 int mx_session_check_rowwise(const mx_session *s, mlxrt_error *err) {
+  if (s->pool)
+    return mx_fail(err, "the session runs on a step pool's decoder (batched with other sessions), which gives the "
+                        "last position's logits only");
   if (s->dec)
     return mx_fail(err, "the %s backend's whole-step decoder runs this session and gives the last position's "
                         "logits only", s->b->name);

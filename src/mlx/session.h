@@ -21,6 +21,15 @@ typedef struct mx_session mx_session;
 enum { MX_SESSION_REFERENCE = 1 };
 mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t capacity, int batch,
                                     unsigned flags, mlxrt_error *err);
+/* A session on a free slot of a step pool (step_pool.h), of the pool's capacity: its decoder steps
+ * batched with the pool's other sessions, its prompts run on the pool's decoder (last logits
+ * only, like any decoder session). NULL with err set when every slot is taken. Freeing the
+ * session frees the slot. */
+struct mx_pool;
+mx_session *mx_session_create_pooled(const mx_model *m, accel_backend *b, struct mx_pool *pool, mlxrt_error *err);
+/* The session will not step for a while (its answer ended): a pool's batched steps stop waiting
+ * for it. Nothing for other sessions. */
+void mx_session_idle(mx_session *s);
 /* mx_session_create_flags with no flags. */
 mx_session *mx_session_create(const mx_model *m, accel_backend *b, int64_t capacity, int batch,
                               mlxrt_error *err);
@@ -43,7 +52,7 @@ int mx_session_step_greedy(mx_session *s, int32_t token, int32_t *next, mlxrt_er
  * penalty (then the logits come back and smp samples on the host). Draws one uniform number of
  * smp's stream per non-greedy step either way; does not call mx_sampler_accept. */
 struct mx_sampler;
-/* 1 when the backend's whole-step decoder runs the session (MLXRT_DECODER=1). */
+/* 1 when a backend's whole-step decoder runs the session (its own or a step pool's). */
 int mx_session_uses_decoder(const mx_session *s);
 int mx_session_step_sample(mx_session *s, int32_t token, struct mx_sampler *smp, int32_t *next,
                            mlxrt_error *err);

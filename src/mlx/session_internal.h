@@ -10,6 +10,8 @@ struct mx_session {
   const mx_model *m;
   accel_backend *b;
   mx_decoder *dec;         /* MLXRT_DECODER=1: the backend's whole-step decoder runs the session */
+  struct mx_pool *pool;    /* or a slot of a step pool's decoder does (mx_session_create_pooled) */
+  int slot;
   int64_t pos, capacity;
   int64_t kv_hi;           /* 1 + the furthest position written into the KV rings (rewind) */
   int batch;

@@ -16,7 +16,8 @@
 
 static const char USAGE[] =
     "usage: mlxrt serve -m MODEL [--host ADDR] [--port N] [--api-key KEY | --api-key-file FILE]\n"
-    "                   [--parallel N] [--queue N] [-c CTX] [--chat-template FILE]\n"
+    "                   [--parallel N] [--cont-batching auto|on|off] [--queue N] [-c CTX]\n"
+    "                   [--chat-template FILE]\n"
     "                   [--backend auto|cpu|cuda] [-t THREADS] [--max-body BYTES] [--timeout S]\n"
     "                   [--max-messages N] [--numerics float32|mlx-cpu] [--spec lookup|draft]\n"
     "                   [--draft-model DIR] [--draft-max K] [--spec-ngram N] [--kv-k auto|bf16] [-v]\n"
@@ -26,6 +27,9 @@ static const char USAGE[] =
     "--port N: TCP port (default 8080; 0 picks a free one, printed at start).\n"
     "--api-key KEY: every endpoint but /health wants 'Authorization: Bearer KEY'.\n"
     "--parallel N: requests answered at once, each by its own slot and session (default 1).\n"
+    "--cont-batching auto|on|off: on, the slots' sessions share one batched decoder and the\n"
+    "slots answering at once decode as one batch, each weight read once per step for all of\n"
+    "them; auto (default) = on where the backend's decoder batches (CUDA) and N > 1.\n"
     "--queue N: requests waiting for a slot before 503 (default 64).\n"
     "-c CTX: tokens per slot: prompt + answer (default 4096, at most the model's maximum).\n"
     "--chat-template FILE: a Jinja chat template used instead of the model's.\n"
@@ -88,7 +92,13 @@ static int parse_args(serve_config *c, int argc, char **argv, int *ctx_given) {
     else if (!strcmp(f, "--api-key")) c->api_key = v;
     else if (!strcmp(f, "--api-key-file")) key_file = v;
     else if (!strcmp(f, "--parallel") || !strcmp(f, "-np")) bad = cli_int("serve", f, v, 1, 256, &c->parallel);
-    else if (!strcmp(f, "--queue")) bad = cli_int("serve", f, v, 0, 1 << 16, &c->queue_max);
+    else if (!strcmp(f, "--cont-batching")) {
+      c->batching = v;
+      if (strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "off")) {
+        cli_error("serve", "--cont-batching %s: expected auto, on or off", v);
+        return 2;
+      }
+    } else if (!strcmp(f, "--queue")) bad = cli_int("serve", f, v, 0, 1 << 16, &c->queue_max);
     else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) bad = cli_int64("serve", f, v, 2, 1 << 30, &c->ctx), *ctx_given = 1;
     else if (!strcmp(f, "--chat-template")) c->template_file = v;
     else if (!strcmp(f, "--backend")) c->backend = v;
@@ -190,6 +200,17 @@ int cmd_serve(int argc, char **argv) {
       goto out;
     }
   }
+  mlxrt_model_info info;
+  mlxrt_model_get_info(srv.model, &info);
+  if (c->batching && !strcmp(c->batching, "on")) {
+    if (c->spec_opt.mode) {
+      cli_error("serve", "--cont-batching on steps the slots on a batched decoder, which gives the last position's "
+                "logits only: speculative decoding (--spec) cannot run there");
+      goto out;
+    }
+    c->pooled = 1;
+  } else c->pooled = (!c->batching || !strcmp(c->batching, "auto")) && info.batched_steps && c->parallel > 1 &&
+                     !c->spec_opt.mode;
   if (strcmp(mlxrt_model_backend_name(srv.model), "cpu") == 0) {
     char what[96];
     snprintf(what, sizeof what, "--parallel %d x -c %lld", c->parallel, (long long)c->ctx);
@@ -219,9 +240,9 @@ int cmd_serve(int argc, char **argv) {
     cli_error("serve", "%s", why);
     goto sched;
   }
-  fprintf(stderr, "mlxrt serve: %s (%s backend) as '%s' on http://%s:%d (%d slot%s of %lld tokens)\n", c->model_dir,
-          mlxrt_model_backend_name(srv.model), c->model_id, c->host, c->port, c->parallel, c->parallel > 1 ? "s" : "",
-          (long long)c->ctx);
+  fprintf(stderr, "mlxrt serve: %s (%s backend) as '%s' on http://%s:%d (%d slot%s of %lld tokens%s)\n",
+          c->model_dir, mlxrt_model_backend_name(srv.model), c->model_id, c->host, c->port, c->parallel,
+          c->parallel > 1 ? "s" : "", (long long)c->ctx, c->pooled ? ", decoded as one batch" : "");
   int sig = 0;
   sigwait(&stop, &sig);
   fprintf(stderr, "mlxrt serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

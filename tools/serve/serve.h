@@ -27,6 +27,8 @@ typedef struct serve_config {
   const char *api_key;     /* NULL: no authentication */
   int key_owned;           /* api_key was read from --api-key-file (malloc'd) */
   int parallel;            /* slots */
+  const char *batching;    /* --cont-batching auto|on|off as given (NULL: auto) */
+  int pooled;              /* resolved: the slots are sessions of one pool (steps batched) */
   int queue_max;           /* requests waiting beyond the slots */
   const char *template_file;
   char *template_text;     /* --chat-template's contents (malloc'd) or NULL */
@@ -78,7 +80,8 @@ void serve_job_finish(serve_job *j, int status);
  * the context; fills j->ids, j->n_ids and j->max_tokens. -1 with e (400 with a clear message). */
 int serve_prompt_build(const serve_server *srv, serve_job *j, serve_error *e);
 
-/* serve_sched.c */
+/* serve_sched.c: with cfg.pooled the slots' sessions are a pool's (mlxrt_pool_new), so slots
+ * answering at once step as one batch. */
 serve_sched *serve_sched_new(serve_server *srv, mlxrt_error *err);
 /* Queues j (a slot takes a reference). -1 with e: 503 when the queue is full or stopping. */
 int serve_sched_submit(serve_sched *s, serve_job *j, serve_error *e);

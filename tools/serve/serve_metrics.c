@@ -83,6 +83,14 @@ int serve_metrics_render(serve_metrics *m, serve_buf *out) {
   rc |= put(out, "mlxrt_slots", G, "Generation slots (--parallel).", m->slots_total);
   rc |= put(out, "mlxrt_slots_busy", G, "Slots answering a request now.", m->slots_busy);
   rc |= put(out, "mlxrt_queue_depth", G, "Requests waiting for a slot.", m->queued);
+  if (m->pool) {
+    mlxrt_pool_stats ps;
+    mlxrt_pool_get_stats(m->pool, &ps);
+    rc |= put(out, "mlxrt_batched_steps_total", C, "Decode steps run for the slots together (--cont-batching).",
+              (double)ps.steps);
+    rc |= put(out, "mlxrt_batched_rows_total", C,
+              "Slot tokens those steps decoded (rows / steps = the mean batch).", (double)ps.rows);
+  }
   pthread_mutex_unlock(&m->mu);
   return rc ? -1 : 0;
 }

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "mlxrt.h"
 #include "serve_text.h"
 
 typedef enum {
@@ -29,6 +30,7 @@ typedef struct serve_metrics {
   double prompt_seconds, gen_seconds;
   double last_gen_tps, last_prompt_tps;
   int slots_total, slots_busy, queued;
+  mlxrt_pool *pool; /* the slots' pool (its step counts are rendered), or NULL */
 } serve_metrics;
 
 void serve_metrics_init(serve_metrics *m, int slots);

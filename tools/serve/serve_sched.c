@@ -1,4 +1,5 @@
-/* Slots and the fair queue. Each slot is a thread owning one session on the shared model. A
+/* Slots and the fair queue. Each slot is a thread owning one session on the shared model (with
+ * --cont-batching, a session of one pool: the slots answering at once step as one batch). A
  * request waits in one FIFO queue (bounded: 503 beyond it) until a slot is idle; among idle slots
  * it goes to the one whose cached tokens share the longest prefix with its prompt, so a
  * conversation that comes back finds its cache. */
@@ -23,6 +24,7 @@ typedef struct serve_slot {
 
 struct serve_sched {
   serve_server *srv;
+  mlxrt_pool *pool;      /* cfg.pooled: the slots' sessions are its */
   pthread_mutex_t mu;
   serve_slot *slots;
   int n_slots;
@@ -163,12 +165,14 @@ serve_sched *serve_sched_new(serve_server *srv, mlxrt_error *err) {
   s->slots = calloc((size_t)n, sizeof *s->slots);
   if (!s->queue || !s->slots) goto oom;
   s->n_slots = n;
+  for (int i = 0; i < n; i++) pthread_cond_init(&s->slots[i].cv, NULL);
+  if (srv->cfg.pooled && !(s->pool = mlxrt_pool_new(srv->model, n, srv->cfg.ctx, err))) goto fail;
+  srv->metrics.pool = s->pool;
   for (int i = 0; i < n; i++) {
     serve_slot *sl = &s->slots[i];
     sl->owner = s;
     sl->index = i;
-    pthread_cond_init(&sl->cv, NULL);
-    sl->session = mlxrt_session_new(srv->model, srv->cfg.ctx, err);
+    sl->session = s->pool ? mlxrt_pool_session_new(s->pool, err) : mlxrt_session_new(srv->model, srv->cfg.ctx, err);
     if (!sl->session) goto fail;
   }
   for (int i = 0; i < n; i++) {
@@ -279,6 +283,8 @@ void serve_sched_free(serve_sched *s) {
     free(s->slots[i].cached);
     pthread_cond_destroy(&s->slots[i].cv);
   }
+  s->srv->metrics.pool = NULL;
+  mlxrt_pool_free(s->pool); /* after its sessions */
   free(s->slots);
   free(s->queue);
   pthread_mutex_destroy(&s->mu);

@@ -216,6 +216,7 @@ accel_backend *accel_cpu_create_numerics(int threads, const char *numerics, mlxr
     return NULL;
   }
   b->name = "cpu";
+  b->decoder_prompt_chunk = CPU_DEC_CHUNK;
   b->qmatmul = cpu_qmatmul_entry;
   b->qmatmul_rowwise = cpu_qmatmul_rowwise_entry;
   b->embed_rows = cpu_embed_rows;

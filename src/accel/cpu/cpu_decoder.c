@@ -14,7 +14,6 @@
 #include "base/bf16.h"
 #include "base/error.h"
 
-#define CPU_DEC_CHUNK 512
 #define R mx_round_bf16
 
 typedef struct dec_kv {

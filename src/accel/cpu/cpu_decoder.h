@@ -6,6 +6,10 @@
 
 #include "accel/accel.h"
 
+/* A prompt's chunk: the reference session's default batch, so the products see its row counts
+ * (accel_backend.decoder_prompt_chunk). */
+#define CPU_DEC_CHUNK 512
+
 accel_decoder *cpu_decoder_create(accel_backend *b, const accel_model_desc *d, int64_t capacity,
                                   mlxrt_error *err);
 /* decoder_step; a sampled step is the step's logits, then accel_sample_ref (the algorithm the

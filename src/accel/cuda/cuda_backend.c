@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "cuda_decoder.h"
 #include "cuda_internal.h"
+#include "tuning.h"
 
 /* A resident weight. Heap-allocated so the layout pointer handed out stays valid when the
  * cache table grows (the decoder keeps those pointers for its whole life). */
@@ -429,6 +430,7 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   b->name = "cuda";
   b->impl = c;
   b->decoder_fast = 1;
+  b->decoder_prompt_chunk = PF_CHUNK;
   pthread_mutex_init(&c->lock, NULL);
   b->qmatmul = cuda_qmatmul;
   b->embed_rows = cuda_embed_rows;
