@@ -138,9 +138,9 @@ static void attention(mx_assistant *A, const mx_layer *ly, const mx_kv_layer *kv
   const mx_config *c = &A->a->cfg;
   const int hd = ly->head_dim, nq = c->num_heads, rep = nq / ly->n_kv_heads;
   const mx_kv_view view = {kv, NULL, NULL, A->pos, kv->dim};
-  for (int h = 0; h < nq; h++)
-    mx_ref_attend_head(&view, s->q + h * hd, hd, h / rep, (float)c->attn_scale, lo, A->pos - 1, A->scores, s->mlx_cpu,
-                       s->att + h * hd);
+  for (int h = 0; h < nq; h++) /* a head at a time: the scores scratch holds one row */
+    mx_ref_attend_group(&view, s->q + h * hd, 1, hd, h / rep, (float)c->attn_scale, lo, A->pos - 1, A->scores,
+                        s->mlx_cpu, s->att + h * hd);
 }
 
 static int layer(mx_assistant *A, int li, mlxrt_error *err) {

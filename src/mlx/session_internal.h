@@ -52,10 +52,11 @@ typedef struct mx_kv_view {
   int64_t pos0;
   int dim;
 } mx_kv_view;
-/* The reference path's attention of one query head (qv: hd ≤ 1024 values, RoPE'd; GQA group g)
- * over the keys lo … hi of kv into out [hd] (bf16 values); scores: hi − lo + 1 floats of scratch. */
-void mx_ref_attend_head(const mx_kv_view *kv, const float *qv, int hd, int g, float scale, int64_t lo, int64_t hi,
-                        float *scores, int mlx_cpu, float *out);
+/* The reference path's attention of nh query heads of GQA group g (qv: [nh, hd], hd ≤ 1024,
+ * RoPE'd) over the keys lo … hi of kv into out [nh, hd] (bf16 values); scores: min(nh, 4) ×
+ * (hi − lo + 1) floats of scratch. Each head's result is the same whatever nh. */
+void mx_ref_attend_group(const mx_kv_view *kv, const float *qv, int nh, int hd, int g, float scale, int64_t lo,
+                         int64_t hi, float *scores, int mlx_cpu, float *out);
 /* The reference path's matrix product through the backend (y[n, rows] = bf16(x[n, cols] · Wᵀ),
  * x holding bf16 values) and its GeGLU MLP on rows of `in` into `out`. */
 int mx_ref_linear(mx_session *s, const mx_linear *l, int expert, const float *x, int64_t n, float *y,
