@@ -171,17 +171,20 @@ int64_t mlxrt_batch_position(const mlxrt_batch *b, int slot);
  * one-token step joins the pool's next batched step, which runs when every sequence of the
  * previous step has come back with its next token or has left (its answer ended, it is fed a
  * prompt, it is freed), or after 2 ms, so the weights are read once per step for all of them.
- * Prompts run one at a time on the pool's decoder in pieces of 512 tokens, taking turns with
- * the batched steps: a long prompt slows the others' steps without stopping them. A pool
- * session's tokens are those of the same sequence in an mlxrt_batch (on the CPU backend, those
- * of a lone session bit for bit; on CUDA the batched step's numerics). Sessions of one pool used
- * by one thread in turn still work, each step waiting up to 2 ms for the others.
+ * Prompts run one at a time on the pool's decoder in pieces (its prompt pass's chunk, 512
+ * tokens), taking turns with the batched steps: a long prompt slows the others' steps without
+ * stopping them. A pool session's tokens are those of the same sequence in an mlxrt_batch (on
+ * the CPU backend, those of a lone session bit for bit; on CUDA the batched step's numerics,
+ * which on MoE models depend on the step's other sequences within the grouped products'
+ * tolerance). Sessions of one pool used by one thread in turn still work, each step waiting up
+ * to 2 ms for the others.
  * Thread-safe: mlxrt_pool_session_new and mlxrt_session_free of pool sessions from any thread;
  * mlxrt_pool_free once every session of the pool is freed. */
 typedef struct mlxrt_pool mlxrt_pool;
 /* A pool of `slots` sessions (1..256) of `capacity` tokens each (1..the model's maximum; the
- * decoder holds slots × capacity positions of KV cache). NULL with err set when the backend
- * has no batched decode or its decoder does not run the model. */
+ * CUDA decoder allocates slots × capacity positions of KV cache at once, where a session's
+ * cache grows by pages). NULL with err set when the backend has no batched decode or its
+ * decoder does not run the model. */
 mlxrt_pool *mlxrt_pool_new(mlxrt_model *m, int slots, int64_t capacity, mlxrt_error *err);
 void mlxrt_pool_free(mlxrt_pool *p);
 /* A session on a free slot of the pool (NULL with err set when all are taken); free it with

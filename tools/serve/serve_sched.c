@@ -166,7 +166,13 @@ serve_sched *serve_sched_new(serve_server *srv, mlxrt_error *err) {
   if (!s->queue || !s->slots) goto oom;
   s->n_slots = n;
   for (int i = 0; i < n; i++) pthread_cond_init(&s->slots[i].cv, NULL);
-  if (srv->cfg.pooled && !(s->pool = mlxrt_pool_new(srv->model, n, srv->cfg.ctx, err))) goto fail;
+  if (srv->cfg.pooled && !(s->pool = mlxrt_pool_new(srv->model, n, srv->cfg.ctx, err))) {
+    char why[sizeof err->msg - 160];
+    snprintf(why, sizeof why, "%s", err->msg);
+    snprintf(err->msg, sizeof err->msg, "%s (continuous batching holds --parallel x -c tokens of KV cache from the "
+             "start: a smaller -c or --cont-batching off)", why);
+    goto fail;
+  }
   srv->metrics.pool = s->pool;
   for (int i = 0; i < n; i++) {
     serve_slot *sl = &s->slots[i];
