@@ -10,22 +10,30 @@
  *      step 3·s mod 11 and decodes in the batch from then on), every step one batched call of
  *      the live rows; rows in a shuffled slot order;
  *   3. each sequence alone in the batched path (a batch of one row);
+ *   4. pooled: the sequences through a step pool (src/mlx/step_pool.c), a thread each, started
+ *      in the order of their joins: tokens and logits bit-identical to 2's (a row's result does
+ *      not depend on the batch; on MoE models within 2's tolerance), and steps that held
+ *      several sequences;
  *   checks: 2's tokens equal 1's and 0's (a first difference only at a near-tie of their logits),
  *   2's logits within 5 % of the range of 1's and of 0's, and 2's logits bit-identical to 3's (a row's result
  *   does not depend on the batch) — except on MoE models, whose experts' grouped products
  *   group the rows by expert (accel.h decoder_batch_step).
  *   --bench B1,B2,...: B sequences of --pp prompt tokens each, then --tg batched steps; the
- *   aggregate and per-sequence decode t/s (the shape of llama-batched-bench -npp -ntg -npl).
+ *   aggregate and per-sequence decode t/s (the shape of llama-batched-bench -npp -ntg -npl), then
+ *   the same through a step pool with a thread per sequence (what a server's slots run).
  * Exit status 0 when every model passes. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "accel/accel.h"
+#include "base/error.h"
 #include "mlx/decoder_desc.h"
 #include "mlx/session.h"
+#include "mlx/step_pool.h"
 
 static double now_s(void) {
   struct timespec t;
@@ -133,6 +141,71 @@ static int run_batched(accel_backend *b, const accel_model_desc *d, seq *q, int 
   return rc;
 }
 
+/* One sequence of 4 on its thread: its prompt, then greedy steps (logits kept when asked). */
+typedef struct pool_seq {
+  mx_pool *p;
+  int slot, np, gen, V;
+  const int32_t *prompt;
+  int32_t *toks;
+  float *logits;
+  pthread_barrier_t *prompted; /* bench: every thread's prompt done before the steps are timed */
+  int rc;
+  mlxrt_error err;
+} pool_seq;
+
+static void *pool_seq_run(void *arg) {
+  pool_seq *j = arg;
+  int32_t t = -1;
+  j->rc = mx_pool_feed(j->p, j->slot, j->prompt, j->np, 0, NULL, 0.0, j->logits, &t, NULL, NULL, &j->err);
+  if (j->prompted) pthread_barrier_wait(j->prompted);
+  for (int i = 0; i < j->gen && !j->rc; i++) {
+    j->toks[i] = t;
+    if (i + 1 < j->gen)
+      j->rc = mx_pool_step(j->p, j->slot, t, j->np + i, NULL, 0.0, j->logits ? j->logits + (size_t)(i + 1) * j->V : NULL,
+                           &t, &j->err);
+  }
+  mx_pool_leave(j->p, j->slot);
+  return NULL;
+}
+
+/* 4: thread s starts 2·join ms after the first, so the sequences join the pool's steps at
+ * different times; toks / logits as run_batched's. */
+static int run_pooled(const mx_model *m, accel_backend *b, const seq *q, int ns, int gen, int32_t *toks, float *logits,
+                      mx_pool_stats *st, mlxrt_error *err) {
+  const int V = m->cfg.vocab_size;
+  int64_t cap = 0;
+  for (int s = 0; s < ns; s++)
+    if (q[s].np + gen + 1 > cap) cap = q[s].np + gen + 1;
+  mx_pool *p = mx_pool_create(m, b, ns, cap, err);
+  if (!p) return -1;
+  pool_seq *j = calloc((size_t)ns, sizeof *j);
+  pthread_t *th = calloc((size_t)ns, sizeof *th);
+  int *live = calloc((size_t)ns, sizeof *live);
+  int rc = !j || !th || !live;
+  for (int w = 0; w <= 10 && !rc; w++) /* q[s].join is 0..10 */
+    for (int s = 0; s < ns && !rc; s++) {
+      if (q[s].join != w) continue;
+      j[s] = (pool_seq){p, mx_pool_acquire(p), q[s].np, gen, V, q[s].prompt, toks + (size_t)s * gen,
+                        logits + (size_t)s * gen * V, NULL, 0, {{0}}};
+      live[s] = !pthread_create(&th[s], NULL, pool_seq_run, &j[s]);
+      if (!live[s]) rc = mx_fail(err, "cannot start thread %d", s);
+      nanosleep(&(struct timespec){0, 2000000}, NULL);
+    }
+  for (int s = 0; s < ns && live; s++)
+    if (live[s]) pthread_join(th[s], NULL);
+  for (int s = 0; s < ns && !rc; s++)
+    if (j[s].rc) {
+      *err = j[s].err;
+      rc = -1;
+    }
+  mx_pool_get_stats(p, st);
+  mx_pool_free(p);
+  free(j);
+  free(th);
+  free(live);
+  return rc;
+}
+
 /* Sequence s's batched tokens bt / logits bl against another run's (toks, logits): the index of
  * the first differing token (gen: none); a difference not at a near-tie of the other run's
  * logits sets *bad; *worst raised to the logits' largest difference relative to the other
@@ -161,7 +234,8 @@ static int compare(const char *label, int s, const int32_t *toks, const float *l
   return same;
 }
 
-static int check_model(accel_backend *b, accel_backend *cpu, const accel_model_desc *d, int ns, int gen) {
+static int check_model(const mx_model *m, accel_backend *b, accel_backend *cpu, const accel_model_desc *d, int ns,
+                       int gen) {
   const int V = d->vocab;
   int moe = 0;
   for (int i = 0; i < d->n_layers; i++) moe |= d->layers[i].moe.experts > 0;
@@ -266,6 +340,33 @@ static int check_model(accel_backend *b, accel_backend *cpu, const accel_model_d
            same_draws, ns);
     if (same_draws != ns) bad = 1;
   }
+  /* pooled: the greedy batch's tokens and logits again, through a step pool's threads */
+  mx_pool_stats ps;
+  if (run_batched(b, d, q, ns, gen, -1, 0, bt, bl, &err) || run_pooled(m, b, q, ns, gen, ot, ol, &ps, &err)) {
+    printf("  FAIL pooled: %s\n", err.msg);
+    bad = 1;
+  } else {
+    int pool_exact = 0;
+    double worst_pool = 0;
+    for (int s = 0; s < ns; s++) {
+      const size_t off = (size_t)s * gen;
+      pool_exact += !memcmp(ot + off, bt + off, (size_t)gen * sizeof(int32_t)) &&
+                    !memcmp(ol + off * V, bl + off * V, (size_t)gen * V * sizeof(float));
+      compare("pooled", s, ot + off, ol + off * V, bt + off, bl + off * V, gen, V, &worst_pool, &bad);
+    }
+    printf("  pooled (a thread per sequence): %d/%d sequences bit-identical to the batch, logits within %.3g of the "
+           "range; %lld steps of %lld rows (%.2f per step)\n",
+           pool_exact, ns, worst_pool, (long long)ps.steps, (long long)ps.rows,
+           (double)ps.rows / (double)(ps.steps ? ps.steps : 1));
+    if ((!moe || exact_alone) && pool_exact != ns) {
+      printf("  FAIL: pooled sequences differ from the batch\n");
+      bad = 1;
+    }
+    if (!(worst_pool <= 0.05) || (ns > 1 && ps.rows <= ps.steps)) {
+      printf("  FAIL: pooled logits beyond 5%% of their range, or no step held two sequences\n");
+      bad = 1;
+    }
+  }
   if (!(worst <= 0.05) || !(worst_ref <= 0.05)) {
     printf("  FAIL: logits differ by more than 5%% of their range\n");
     bad = 1;
@@ -336,6 +437,55 @@ static int bench(accel_backend *b, const accel_model_desc *d, int B, int pp, int
   return rc ? -1 : 0;
 }
 
+/* bench's shape through a step pool: a thread per sequence feeds its prompt, then tg greedy
+ * steps; the steps are timed from the moment every prompt is done. */
+static int bench_pooled(const mx_model *m, accel_backend *b, int B, int pp, int tg, int reps) {
+  mlxrt_error err = {0};
+  mx_pool *p = mx_pool_create(m, b, B, pp + tg + 1, &err);
+  pool_seq *j = calloc((size_t)B, sizeof *j);
+  pthread_t *th = calloc((size_t)B, sizeof *th);
+  int32_t *pr = malloc((size_t)B * pp * sizeof(int32_t)), *toks = malloc((size_t)B * tg * sizeof(int32_t));
+  int rc = !p || !j || !th || !pr || !toks;
+  for (int r = 0; r < reps && !rc; r++) {
+    pthread_barrier_t prompted;
+    pthread_barrier_init(&prompted, NULL, (unsigned)B + 1);
+    mx_pool_stats s0, s1;
+    mx_pool_get_stats(p, &s0);
+    for (int s = 0; s < B; s++) {
+      for (int i = 0; i < pp; i++) pr[(size_t)s * pp + i] = prompt_id(s + r * B, i, m->cfg.vocab_size);
+      j[s] = (pool_seq){p, s, pp, tg, m->cfg.vocab_size, pr + (size_t)s * pp, toks + (size_t)s * tg, NULL, &prompted,
+                        0, {{0}}};
+      if (r == 0) j[s].slot = mx_pool_acquire(p);
+      if (pthread_create(&th[s], NULL, pool_seq_run, &j[s])) {
+        fprintf(stderr, "  pooled bench: cannot start thread %d\n", s);
+        exit(1); /* the barrier would wait for it */
+      }
+    }
+    pthread_barrier_wait(&prompted);
+    const double t1 = now_s();
+    for (int s = 0; s < B; s++) pthread_join(th[s], NULL);
+    const double t2 = now_s();
+    pthread_barrier_destroy(&prompted);
+    mx_pool_get_stats(p, &s1);
+    for (int s = 0; s < B && !rc; s++)
+      if (j[s].rc) {
+        err = j[s].err;
+        rc = -1;
+      }
+    if (!rc)
+      printf("  pool  B=%-3d rep %d: tg%d %.1f t/s aggregate, %.2f t/s per sequence (%.2f rows per step)\n", B, r, tg,
+             (double)B * (tg - 1) / (t2 - t1), (tg - 1) / (t2 - t1),
+             (double)(s1.rows - s0.rows) / (double)(s1.steps - s0.steps ? s1.steps - s0.steps : 1));
+  }
+  if (rc) fprintf(stderr, "  pooled bench B=%d: %s\n", B, err.msg);
+  mx_pool_free(p);
+  free(j);
+  free(th);
+  free(pr);
+  free(toks);
+  return rc ? -1 : 0;
+}
+
 int main(int argc, char **argv) {
   int ns = 16, gen = 64, pp = 512, tg = 128, reps = 2;
   const char *benchlist = NULL, *backend = "cuda";
@@ -391,13 +541,13 @@ int main(int argc, char **argv) {
     } else if (benchlist) {
       for (const char *p = benchlist; *p;) {
         const int B = atoi(p);
-        if (B < 1 || bench(cuda, &dd->d, B, pp, tg, reps)) bad = 1;
+        if (B < 1 || bench(cuda, &dd->d, B, pp, tg, reps) || bench_pooled(m, cuda, B, pp, tg, reps)) bad = 1;
         p = strchr(p, ',');
         if (!p) break;
         p++;
       }
     } else {
-      bad = check_model(cuda, cpu, &dd->d, ns, gen);
+      bad = check_model(m, cuda, cpu, &dd->d, ns, gen);
     }
     printf("  %s\n", bad ? "FAIL" : "PASS");
     failures += bad;
