@@ -176,8 +176,9 @@ int64_t mlxrt_batch_position(const mlxrt_batch *b, int slot);
  * stopping them. A pool session's tokens are those of the same sequence in an mlxrt_batch (on
  * the CPU backend, those of a lone session bit for bit; on CUDA the batched step's numerics,
  * which on MoE models depend on the step's other sequences within the grouped products'
- * tolerance). Sessions of one pool used by one thread in turn still work, each step waiting up
- * to 2 ms for the others.
+ * tolerance). A step that fails for one sequence (its logits overflowed) fails only that
+ * sequence's call. Sessions of one pool used by one thread in turn still work, each step
+ * waiting up to 2 ms for the others.
  * Thread-safe: mlxrt_pool_session_new and mlxrt_session_free of pool sessions from any thread;
  * mlxrt_pool_free once every session of the pool is freed. */
 typedef struct mlxrt_pool mlxrt_pool;

@@ -4,7 +4,8 @@
  * lengths (one longer than a prompt piece), then a follow-up that reuses the cached answer:
  * each thread's tokens and logprobs equal, bit for bit, those of a lone session given the same
  * calls, and the pool's steps held several sequences at once. Then, on one thread: two pool
- * sessions stepped in turn, cancellation, the refusals (slots, capacity, speculative decoding). */
+ * sessions stepped in turn, cancellation, the refusals (slots, capacity, speculative decoding).
+ * Last, a sequence whose step overflows fails alone: the one stepping with it goes on. */
 #include <pthread.h>
 #include <stdint.h>
 
@@ -234,6 +235,109 @@ out:
   mlxrt_pool_free(pool);
 }
 
+/* ---- one sequence's overflow stays its own ---------------------------------------------------- */
+/* The fixture's model.safetensors in dir, replaced by a copy whose embedding row 300 is the
+ * largest bf16 in its first element (as tests/cli_nonfinite.sh does): feeding token 300 makes
+ * that step's logits NaN. */
+static int poison_row_300(const char *dir, const char *fixture) {
+  char src[1024], dst[1024];
+  snprintf(src, sizeof src, "%s/model.safetensors", fixture);
+  snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+  size_t n = 0;
+  char *b = mx_read_file(src, &n, NULL);
+  if (!b || n < 8) return -1;
+  uint64_t hl = 0;
+  memcpy(&hl, b, 8);
+  cJSON *h = hl < n ? cJSON_ParseWithLength(b + 8, (size_t)hl) : NULL;
+  const cJSON *e = cJSON_GetObjectItem(h, "model.embed_tokens.weight");
+  const cJSON *off = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "data_offsets"), 0);
+  const cJSON *cols = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "shape"), 1);
+  int rc = -1;
+  if (off && cols) {
+    const size_t at = 8 + hl + (size_t)off->valuedouble + 2 * (300 * (size_t)cols->valuedouble);
+    memset(b + at, 0, 2 * (size_t)cols->valuedouble);
+    b[at] = (char)0x7F, b[at + 1] = (char)0x7F; /* little-endian 0x7F7F: 3.39e38 */
+    FILE *f = (unlink(dst), fopen(dst, "wb"));
+    rc = f && fwrite(b, 1, n, f) == n ? 0 : -1;
+    if (f) fclose(f);
+  }
+  cJSON_Delete(h);
+  free(b);
+  return rc;
+}
+
+typedef struct poisoned {
+  mlxrt_session *s;
+  pthread_barrier_t *start;
+  int steps, poison_at; /* poison_at < 0: never */
+  int32_t toks[24];
+  int rc_at;            /* the step that failed, or -1 */
+  char msg[1024];
+} poisoned;
+
+static void *poisoned_run(void *arg) {
+  poisoned *j = arg;
+  mlxrt_error err = {{0}};
+  j->rc_at = -1;
+  if (j->start) pthread_barrier_wait(j->start);
+  for (int i = 0; i < j->steps; i++) { /* scripted input (the greedy choice may be 300 itself) */
+    int32_t t = i == j->poison_at ? 300 : 20 + i;
+    if (mlxrt_session_step_greedy(j->s, t, &t, &err)) {
+      j->rc_at = i;
+      snprintf(j->msg, sizeof j->msg, "%s", err.msg);
+      break;
+    }
+    j->toks[i] = t;
+  }
+  return NULL;
+}
+
+/* Two sequences stepping together; one feeds the overflowing token at its sixth step: that
+ * sequence fails with the non-finite message, the other goes on with the tokens it has alone. */
+static void test_poisoned(void) {
+  char dir[256] = "/tmp/mlxrt_poison_XXXXXX";
+  mlxrt_error err = {{0}};
+  const char *fixture = FIXTURES "gemma4-dense-bf16";
+  if (make_model_dir(dir, fixture, TOKENIZER) || poison_row_300(dir, fixture)) {
+    CHECKF(0, "cannot make the poisoned model folder");
+    return;
+  }
+  mlxrt_options o = {"cpu", 2, 0, NULL, NULL};
+  mlxrt_model *m = mlxrt_model_load(dir, &o, &err);
+  CHECKF(m != NULL, "%s", err.msg);
+  mlxrt_pool *pool = m ? mlxrt_pool_new(m, 2, 64, &err) : NULL;
+  CHECKF(!m || pool, "%s", err.msg);
+  if (pool) {
+    int32_t p[4] = {11, 12, 13, 14};
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 2);
+    poisoned a = {mlxrt_pool_session_new(pool, &err), &start, 12, 5, {0}, 0, ""};
+    poisoned b = {mlxrt_pool_session_new(pool, &err), &start, 20, -1, {0}, 0, ""};
+    poisoned alone = {mlxrt_session_new(m, 64, &err), NULL, 20, -1, {0}, 0, ""};
+    CHECK(a.s && b.s && alone.s);
+    if (a.s && b.s && alone.s && !mlxrt_session_feed(a.s, p, 4, NULL, 0, &err) &&
+        !mlxrt_session_feed(b.s, p, 4, NULL, 0, &err) && !mlxrt_session_feed(alone.s, p, 4, NULL, 0, &err)) {
+      pthread_t ta, tb;
+      pthread_create(&ta, NULL, poisoned_run, &a);
+      pthread_create(&tb, NULL, poisoned_run, &b);
+      pthread_join(ta, NULL);
+      pthread_join(tb, NULL);
+      poisoned_run(&alone);
+      CHECKF(a.rc_at == 5 && strstr(a.msg, "not finite"), "the poisoned sequence failed at step %d: %s", a.rc_at,
+             a.msg);
+      CHECKF(b.rc_at == -1, "the other sequence failed at step %d: %s", b.rc_at, b.msg);
+      CHECK(alone.rc_at == -1 && !memcmp(b.toks, alone.toks, sizeof b.toks));
+    }
+    pthread_barrier_destroy(&start);
+    mlxrt_session_free(a.s);
+    mlxrt_session_free(b.s);
+    mlxrt_session_free(alone.s);
+    mlxrt_pool_free(pool);
+  }
+  mlxrt_model_free(m);
+  remove_model_dir(dir);
+}
+
 /* a dense Gemma 4 (sliding window 12: the follow-ups rewind its rings), a MoE one, one with
  * per-layer embeddings and KV sharing */
 static const char *const MODELS[] = {"gemma4-dense-nvfp4", "gemma4-moe-affine4-g64", "gemma4-e2b-affine4-g64"};
@@ -261,5 +365,6 @@ int main(void) {
     mlxrt_model_free(m);
     remove_model_dir(dir);
   }
+  test_poisoned();
   TEST_END();
 }

@@ -213,18 +213,29 @@ static void run_step_locked(mx_pool *p) {
       !(p->st_logits = mx_malloc((size_t)p->slots * (size_t)p->vocab * sizeof *p->st_logits, &err)))
     rc = -1;
   pthread_mutex_unlock(&p->mu);
-  if (!rc)
-    rc = p->b->decoder_batch_step(p->x->dec, n, p->st_slot, p->st_tok, p->st_pos, sampled ? p->st_sp : NULL,
-                                  sampled ? p->st_u : NULL, logits ? p->st_logits : NULL, p->st_next, &err);
+  /* (the rows' results are written while their threads wait for done, which is set under mu) */
+  for (int k = 0; k < n; k++) p->row[p->st_slot[k]].rc = rc;
+  if (!rc && p->b->decoder_batch_step(p->x->dec, n, p->st_slot, p->st_tok, p->st_pos, sampled ? p->st_sp : NULL,
+                                      sampled ? p->st_u : NULL, logits ? p->st_logits : NULL, p->st_next, &err)) {
+    /* One sequence's failure (logits that overflowed) stays its own: each row again alone, the
+     * same bits as in the batch, so the others get their tokens. */
+    for (int k = 0; k < n; k++) {
+      pool_row *r = &p->row[p->st_slot[k]];
+      r->err = err;
+      r->rc = n > 1 ? p->b->decoder_batch_step(p->x->dec, 1, p->st_slot + k, p->st_tok + k, p->st_pos + k,
+                                               sampled ? p->st_sp + k : NULL, sampled ? p->st_u + k : NULL,
+                                               logits ? p->st_logits + (size_t)k * (size_t)p->vocab : NULL,
+                                               p->st_next + k, &r->err)
+                    : -1;
+    }
+  } else if (rc) {
+    for (int k = 0; k < n; k++) p->row[p->st_slot[k]].err = err;
+  }
   pthread_mutex_lock(&p->mu);
   for (int k = 0; k < n; k++) {
     pool_row *r = &p->row[p->st_slot[k]];
-    r->rc = rc;
     r->done = 1;
-    if (rc) {
-      r->err = err;
-      continue;
-    }
+    if (r->rc) continue;
     r->next = p->st_next[k];
     if (r->logits) memcpy(r->logits, p->st_logits + (size_t)k * (size_t)p->vocab, (size_t)p->vocab * sizeof(float));
     r->expected = 1;
