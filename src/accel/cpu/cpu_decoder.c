@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accel/accel_attend.h"
 #include "accel/accel_ring.h"
 #include "accel/accel_sample.h"
 #include "base/bf16.h"
@@ -46,10 +47,25 @@ struct accel_decoder {
   /* per-layer embeddings: the chunk's inputs [chunk, n_layers · ple_dim], one table row (bf16) */
   float *ple;
   uint16_t *pe;
-  /* batched decode: a decoder of the same model and capacity per slot (cpu_decoder_batch_*) */
+  /* batched decode: a decoder of the same model and capacity per slot (cpu_decoder_batch_*),
+   * whose caches the parent's batched passes use; the passes' logits [nslots, vocab] */
   accel_decoder **slot;
   int nslots;
+  float *blogits;
+  int blogits_rows;
+  int rowwise; /* a batched pass: products row-exact (qmatmul_rowwise), each row's bits its own */
 };
+
+/* The rows a pass runs: a chunk of one sequence (D's own caches, positions pos0 .. pos0 + n − 1,
+ * causal among them), or a batched step's rows (row i: one token at pos[i] in the caches of
+ * slot decoder slot[i]). */
+typedef struct dec_rows {
+  int64_t n, pos0;
+  const int64_t *pos;
+  accel_decoder *const *slot; /* NULL: a chunk */
+} dec_rows;
+
+static int64_t row_pos(const dec_rows *rw, int64_t i) { return rw->slot ? rw->pos[i] : rw->pos0 + i; }
 
 /* ---- elementwise math (the reference path's rounding points) ------------------------------ */
 static void rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
@@ -105,7 +121,9 @@ static void to_bf16(uint16_t *dst, const float *src, int64_t n) {
 static int linear_e(accel_decoder *D, const accel_weight *w, int expert, const float *x, int64_t n, float *y,
                     mlxrt_error *err) {
   to_bf16(D->xb, x, n * w->spec.cols);
-  if (D->b->qmatmul(D->b, w, expert, D->xb, n, y, err)) return -1;
+  if (D->rowwise && n > 1 ? D->b->qmatmul_rowwise(D->b, w, expert, D->xb, n, y, err)
+                          : D->b->qmatmul(D->b, w, expert, D->xb, n, y, err))
+    return -1;
   for (int64_t i = 0; i < n * w->spec.rows; i++) y[i] = R(y[i]);
   return 0;
 }
@@ -118,6 +136,7 @@ static int linear(accel_decoder *D, const accel_weight *w, const float *x, int64
 void cpu_decoder_free(accel_decoder *D) {
   if (!D) return;
   for (int s = 0; s < D->nslots; s++) cpu_decoder_free(D->slot[s]);
+  free(D->blogits);
   free(D->slot);
   if (D->kv)
     for (int i = 0; i < D->d->n_layers; i++) {
@@ -284,51 +303,40 @@ static const uint16_t *value_at(const dec_kv *kv, const uint16_t *cv, int64_t po
   return p < pos0 ? kv->v + kv_slot(kv, p) * kv->dim : cv + (p - pos0) * kv->dim;
 }
 
+/* Query rows q [n, heads · head_dim] at positions pos0 .. pos0 + n − 1 into att: positions
+ * before pos0 from the cache, the rows' own from ck / cv (accel_attend.h's arithmetic). */
+typedef struct dec_view {
+  const dec_kv *kv;
+  const uint16_t *ck, *cv;
+  int64_t pos0;
+} dec_view;
+static const uint16_t *view_key(const void *v, int64_t p) {
+  const dec_view *w = v;
+  return key_at(w->kv, w->ck, w->pos0, p);
+}
+static const uint16_t *view_value(const void *v, int64_t p) {
+  const dec_view *w = v;
+  return value_at(w->kv, w->cv, w->pos0, p);
+}
+
 static int attention(accel_decoder *D, const accel_layer_desc *l, const dec_kv *kv, const uint16_t *ck,
-                     const uint16_t *cv, int64_t pos0, int64_t n, mlxrt_error *err) {
+                     const uint16_t *cv, int64_t pos0, int64_t n, const float *q, float *att, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  int hd = l->head_dim, nq = d->n_heads, rep = nq / l->n_kv_heads;
-  int64_t need = pos0 + n;
+  const int hd = l->head_dim, nq = d->n_heads, nkv = l->n_kv_heads, rep = nq / nkv;
+  const int64_t need = (pos0 + n) * (rep < ACCEL_ATTEND_GROUP ? rep : ACCEL_ATTEND_GROUP);
   if (need > D->scores_cap) {
     float *ns = realloc(D->scores, (size_t)need * sizeof(float));
-    if (!ns) return mx_fail(err, "decoder: out of memory for attention scores (%lld positions)", (long long)need);
+    if (!ns) return mx_fail(err, "decoder: out of memory for attention scores (%lld positions)", (long long)(pos0 + n));
     D->scores = ns;
     D->scores_cap = need;
   }
-  float scale = d->attn_scale, bscale = R(scale);
-  float qs[1024], acc[1024];
+  const dec_view view = {kv, ck, cv, pos0};
+  const accel_kv_rows rows = {&view, view_key, view_value};
   for (int64_t i = 0; i < n; i++) {
-    int64_t p = pos0 + i;
-    int64_t lo = kv->window > 0 && p - kv->window + 1 > 0 ? p - kv->window + 1 : 0;
-    for (int h = 0; h < nq; h++) {
-      const float *qv = D->q + (i * nq + h) * hd;
-      int g = h / rep;
-      for (int e = 0; e < hd; e++) qs[e] = scale == 1.0f ? qv[e] : R(qv[e] * bscale);
-      float mx = -INFINITY;
-      for (int64_t j = lo; j <= p; j++) {
-        const uint16_t *kk = key_at(kv, ck, pos0, j) + g * hd;
-        float dot = 0.0f;
-        for (int e = 0; e < hd; e++) dot += qs[e] * mx_bf16_to_f32(kk[e]);
-        float sc = R(dot);
-        D->scores[j] = sc;
-        if (sc > mx) mx = sc;
-      }
-      float sum = 0.0f;
-      for (int64_t j = lo; j <= p; j++) {
-        float e = expf(D->scores[j] - mx);
-        D->scores[j] = e;
-        sum += e;
-      }
-      float inv = 1.0f / sum;
-      memset(acc, 0, (size_t)hd * sizeof(float));
-      for (int64_t j = lo; j <= p; j++) {
-        float pr = R(D->scores[j] * inv);
-        const uint16_t *vv = value_at(kv, cv, pos0, j) + g * hd;
-        for (int e = 0; e < hd; e++) acc[e] += pr * mx_bf16_to_f32(vv[e]);
-      }
-      float *out = D->att + (i * nq + h) * hd;
-      for (int e = 0; e < hd; e++) out[e] = R(acc[e]);
-    }
+    const int64_t p = pos0 + i, lo = kv->window > 0 && p - kv->window + 1 > 0 ? p - kv->window + 1 : 0;
+    for (int g = 0; g < nkv; g++)
+      accel_attend_group(&rows, q + (i * nq + g * rep) * hd, rep, hd, g, d->attn_scale, lo, p, D->scores, 0,
+                         att + (i * nq + g * rep) * hd);
   }
   return 0;
 }
@@ -409,11 +417,11 @@ static int ple_inputs(accel_decoder *D, const int32_t *tokens, int64_t n, mlxrt_
   return 0;
 }
 
-static int layer(accel_decoder *D, int li, int64_t pos0, int64_t n, mlxrt_error *err) {
+static int layer(accel_decoder *D, int li, const dec_rows *rw, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   const accel_layer_desc *l = &d->layers[li];
   const int src = l->kv_source, own = src == li;
-  dec_kv *kv = &D->kv[src];
+  const int64_t n = rw->n;
   uint16_t *ck = D->fk[src] ? D->fk[src] : D->ck, *cv = D->fv[src] ? D->fv[src] : D->cv;
   int H = d->hidden, hd = l->head_dim, nq = d->n_heads, nkv = l->n_kv_heads, kvd = nkv * hd;
   float eps = d->eps;
@@ -423,20 +431,30 @@ static int layer(accel_decoder *D, int li, int64_t pos0, int64_t n, mlxrt_error 
   if (linear(D, l->q, D->x, n, D->q, err)) return -1;
   rmsnorm_rows(D->q, D->q, l->q_norm, n * nq, hd, eps);
   for (int64_t i = 0; i < n; i++)
-    for (int h = 0; h < nq; h++) rope(D->q + (i * nq + h) * hd, hd, l->inv_freq, (float)(pos0 + i), trad);
+    for (int h = 0; h < nq; h++) rope(D->q + (i * nq + h) * hd, hd, l->inv_freq, (float)row_pos(rw, i), trad);
   if (own) {
     if (linear(D, l->k, D->x, n, D->k, err)) return -1;
     if (l->k_eq_v) memcpy(D->v, D->k, (size_t)(n * kvd) * sizeof(float));
     else if (linear(D, l->v, D->x, n, D->v, err)) return -1;
     rmsnorm_rows(D->k, D->k, l->k_norm, n * nkv, hd, eps);
     for (int64_t i = 0; i < n; i++)
-      for (int h = 0; h < nkv; h++) rope(D->k + (i * nkv + h) * hd, hd, l->inv_freq, (float)(pos0 + i), trad);
+      for (int h = 0; h < nkv; h++) rope(D->k + (i * nkv + h) * hd, hd, l->inv_freq, (float)row_pos(rw, i), trad);
     if (d->v_norm) rmsnorm_rows(D->v, D->v, NULL, n * nkv, hd, eps);
     to_bf16(ck, D->k, n * kvd);
     to_bf16(cv, D->v, n * kvd);
   }
-  if (attention(D, l, kv, ck, cv, pos0, n, err)) return -1;
-  if (own && !D->feeds[li] && commit_kv(kv, ck, cv, pos0, n, err)) return -1;
+  if (!rw->slot) {
+    dec_kv *kv = &D->kv[src];
+    if (attention(D, l, kv, ck, cv, rw->pos0, n, D->q, D->att, err)) return -1;
+    if (own && !D->feeds[li] && commit_kv(kv, ck, cv, rw->pos0, n, err)) return -1;
+  } else { /* each row over its own slot's cache and its own K/V */
+    for (int64_t i = 0; i < n; i++) {
+      dec_kv *kv = &rw->slot[i]->kv[src];
+      const uint16_t *ki = ck + i * kvd, *vi = cv + i * kvd;
+      if (attention(D, l, kv, ki, vi, rw->pos[i], 1, D->q + i * nq * hd, D->att + i * nq * hd, err)) return -1;
+      if (own && !D->feeds[li] && commit_kv(kv, ki, vi, rw->pos[i], 1, err)) return -1;
+    }
+  }
   if (linear(D, l->o, D->att, n, D->o, err)) return -1;
   rmsnorm_rows(D->o, D->o, l->post_attn_norm, n, H, eps);
   add_rows(D->h, D->h, D->o, n * H);
@@ -468,9 +486,11 @@ static int layer(accel_decoder *D, int li, int64_t pos0, int64_t n, mlxrt_error 
   return 0;
 }
 
-static int chunk(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos0, float *logits,
-                 mlxrt_error *err) {
+/* tokens[0 .. rw->n) through every layer; logits (may be NULL): a chunk's last row [vocab], a
+ * batched step's every row [n, vocab]. */
+static int pass(accel_decoder *D, const int32_t *tokens, const dec_rows *rw, float *logits, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
+  const int64_t n = rw->n;
   int H = d->hidden;
   if (ensure_chunk(D, n, err)) return -1;
   if (D->b->embed_rows(D->b, d->embed, tokens, n, D->xb, err)) return -1;
@@ -478,15 +498,22 @@ static int chunk(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos
   scale_rows(D->h, D->h, d->embed_scale, n * H);
   if (d->ple_dim > 0 && ple_inputs(D, tokens, n, err)) return -1;
   for (int li = 0; li < d->n_layers; li++)
-    if (layer(D, li, pos0, n, err)) return mx_prefix(err, "layer %d", li);
-  for (int li = 0; li < d->n_layers; li++)
-    if (D->feeds[li] && commit_kv(&D->kv[li], D->fk[li], D->fv[li], pos0, n, err)) return mx_prefix(err, "layer %d", li);
+    if (layer(D, li, rw, err)) return mx_prefix(err, "layer %d", li);
+  for (int li = 0; li < d->n_layers; li++) {
+    if (!D->feeds[li]) continue;
+    const int64_t kvd = D->kv[li].dim;
+    for (int64_t i = 0; i < (rw->slot ? n : 1); i++)
+      if (rw->slot ? commit_kv(&rw->slot[i]->kv[li], D->fk[li] + i * kvd, D->fv[li] + i * kvd, rw->pos[i], 1, err)
+                   : commit_kv(&D->kv[li], D->fk[li], D->fv[li], rw->pos0, n, err))
+        return mx_prefix(err, "layer %d", li);
+  }
   if (!logits) return 0;
-  rmsnorm(D->x, D->h + (n - 1) * H, d->final_norm, H, d->eps);
-  if (linear(D, d->lm_head, D->x, 1, logits, err)) return -1;
+  const int64_t first = rw->slot ? 0 : n - 1, rows = n - first;
+  rmsnorm_rows(D->x, D->h + first * H, d->final_norm, rows, H, d->eps);
+  if (linear(D, d->lm_head, D->x, rows, logits, err)) return -1;
   if (d->final_softcap > 0) {
     float cap = d->final_softcap;
-    for (int64_t i = 0; i < d->vocab; i++) logits[i] = R(R(tanhf(R(logits[i] / cap))) * cap);
+    for (int64_t i = 0; i < rows * d->vocab; i++) logits[i] = R(R(tanhf(R(logits[i] / cap))) * cap);
   }
   return 0;
 }
@@ -506,7 +533,8 @@ static int step_greedy(accel_decoder *D, const int32_t *tokens, int64_t n, int64
   for (int64_t done = 0; done < n;) {
     int64_t k = n - done < CPU_DEC_CHUNK ? n - done : CPU_DEC_CHUNK;
     int last = done + k == n;
-    if (chunk(D, tokens + done, k, pos + done, last ? out : NULL, err)) return -1;
+    const dec_rows rw = {k, pos + done, NULL, NULL};
+    if (pass(D, tokens + done, &rw, last ? out : NULL, err)) return -1;
     done += k;
   }
   if (next_token) {
@@ -564,8 +592,9 @@ int cpu_decoder_slot_prompt(accel_decoder *D, int slot, const int32_t *tokens, i
   return 0;
 }
 
-/* Every row is checked before any slot moves; then the rows one after another, each its slot's
- * decoder_step of one token (the same bits as that step alone, whatever the batch). */
+/* Every row is checked before any slot moves; then one pass of every row over the slots' caches,
+ * the products row-exact with each weight read once for all rows (qmatmul_rowwise), the rest
+ * row by row: each row the bits of its slot's decoder_step of one token, whatever the batch. */
 int cpu_decoder_batch_step(accel_decoder *D, int n, const int *slots, const int32_t *tokens, const int64_t *pos,
                            const accel_sample_params *sp, const double *u, float *logits, int32_t *next,
                            mlxrt_error *err) {
@@ -588,9 +617,37 @@ int cpu_decoder_batch_step(accel_decoder *D, int n, const int *slots, const int3
     if (sp && accel_sample_plan_make(&sp[r], d->vocab, u ? u[r] : 0.0, &pl, err))
       return mx_prefix(err, "CPU decoder: batched row %d", r);
   }
-  for (int r = 0; r < n; r++)
-    if (cpu_decoder_step(D->slot[slots[r]], &tokens[r], 1, pos[r], sp ? &sp[r] : NULL, u ? u[r] : 0.0,
-                         logits ? logits + (size_t)r * (size_t)d->vocab : NULL, &next[r], err))
+  if (n > D->blogits_rows) {
+    free(D->blogits);
+    D->blogits_rows = 0;
+    if (!(D->blogits = mx_malloc((size_t)n * (size_t)d->vocab * sizeof(float), err))) return -1;
+    D->blogits_rows = n;
+  }
+  accel_decoder *of[CPU_BATCH_MAX];
+  for (int r = 0; r < n; r++) of[r] = D->slot[slots[r]];
+  const dec_rows rw = {n, 0, pos, of};
+  D->rowwise = 1;
+  const int rc = pass(D, tokens, &rw, D->blogits, err);
+  D->rowwise = 0;
+  if (rc) return mx_prefix(err, "CPU decoder: batched step");
+  for (int r = 0; r < n; r++) {
+    const float *row = D->blogits + (size_t)r * (size_t)d->vocab;
+    if (logits) memcpy(logits + (size_t)r * (size_t)d->vocab, row, (size_t)d->vocab * sizeof(float));
+    int bad = -1;
+    if (sp) {
+      if (accel_sample_ref(row, d->vocab, &sp[r], u ? u[r] : 0.0, &next[r], err))
+        return mx_prefix(err, "batched row %d (slot %d)", r, slots[r]);
+      if (next[r] <= ACCEL_TOKEN_NONFINITE(0)) bad = ACCEL_NONFINITE_ID(next[r]);
+    } else if ((bad = accel_logits_first_nonfinite(row, d->vocab)) < 0) {
+      int32_t best = 0;
+      for (int32_t i = 1; i < d->vocab; i++)
+        if (row[i] > row[best]) best = i;
+      next[r] = best;
+    }
+    if (bad >= 0) {
+      accel_fail_nonfinite(err, pos[r], bad);
       return mx_prefix(err, "batched row %d (slot %d)", r, slots[r]);
+    }
+  }
   return 0;
 }

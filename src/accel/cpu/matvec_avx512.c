@@ -241,6 +241,141 @@ static void matvec(const cpu_mv *a, int64_t r0, int64_t r1) {
   }
 }
 
+/* ---- several vectors of x (matvec_multi) --------------------------------------------------- */
+/* One weight row against XB vectors: the row's codes, scales and biases are decoded once, and
+ * each vector keeps the accumulators, order and rounding that rows_q / rows_nvfp4 / rows_dense
+ * give it alone, so its bits are the one-vector kernel's (qmatmul_rowwise). */
+#define XB_MAX 8
+AI void rows_q_x(const cpu_mv *a, int64_t r, const int XB, const int kind) {
+  const accel_spec *s = a->s;
+  const int64_t cols = s->cols, gs = s->group_size, G = cols / gs;
+  const int affine = s->mode == ACCEL_MODE_AFFINE, bits = s->bits;
+  const size_t es = affine ? (s->scales_dtype == ACCEL_F32 ? 4 : 2) : 1;
+  const __m512i m4 = _mm512_set1_epi32(15);
+  const __m512 lut = _mm512_loadu_ps(FP4);
+  const __m512i shifts = pack_shifts(bits), mask = _mm512_set1_epi64((1 << bits) - 1);
+  __m512 racc[XB_MAX], bacc[XB_MAX];
+  const uint8_t *w = a->w + (size_t)r * a->wrow;
+  for (int i = 0; i < XB; i++) racc[i] = bacc[i] = _mm512_setzero_ps();
+  for (int64_t g0 = 0; g0 < G; g0 += 16) {
+    const int64_t ng = G - g0 < 16 ? G - g0 : 16;
+    const __mmask16 gm = (__mmask16)((1u << ng) - 1u);
+    const uint8_t *ps = a->sc + (size_t)r * a->srow + (size_t)g0 * es;
+    __m512 sv;
+    if (affine) {
+      sv = params16(ps, s->scales_dtype, gm);
+      const __m512 bv = params16(a->bi + (size_t)r * a->srow + (size_t)g0 * es, s->scales_dtype, gm);
+      for (int i = 0; i < XB; i++)
+        bacc[i] = _mm512_fmadd_ps(bv, _mm512_maskz_loadu_ps(gm, a->xg + i * a->ldxg + g0), bacc[i]);
+    } else {
+      sv = e8m0_16(ps, gm);
+    }
+    for (int64_t j = 0; j < ng; j++) {
+      const int64_t c0 = (g0 + j) * gs;
+      __m512 acc[XB_MAX];
+      for (int i = 0; i < XB; i++) acc[i] = _mm512_setzero_ps();
+      if (kind == K_A4 || kind == K_F4) {
+        for (int64_t c = c0; c < c0 + gs; c += 32) {
+          __m512i v = load16_u8(w + c / 2);
+          __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_srli_epi32(v, 4);
+          __m512 ql = kind == K_A4 ? _mm512_cvtepi32_ps(lo) : _mm512_permutexvar_ps(lo, lut);
+          __m512 qh = kind == K_A4 ? _mm512_cvtepi32_ps(hi) : _mm512_permutexvar_ps(hi, lut);
+          for (int i = 0; i < XB; i++) {
+            const float *x = a->x + i * a->ldx + c;
+            acc[i] = _mm512_fmadd_ps(ql, _mm512_loadu_ps(x), acc[i]);
+            acc[i] = _mm512_fmadd_ps(qh, _mm512_loadu_ps(x + 16), acc[i]);
+          }
+        }
+      } else {
+        for (int64_t c = c0; c < c0 + gs; c += 16) {
+          __m512 q = kind == K_A8   ? _mm512_cvtepi32_ps(load16_u8(w + c))
+                     : kind == K_F8 ? e4m3_16(w + c)
+                                    : codes16(w + c / 8 * bits, bits, shifts, mask);
+          for (int i = 0; i < XB; i++) acc[i] = _mm512_fmadd_ps(q, _mm512_loadu_ps(a->x + i * a->ldx + c), acc[i]);
+        }
+      }
+      const __m512 sj = _mm512_permutexvar_ps(_mm512_set1_epi32((int)j), sv);
+      for (int i = 0; i < XB; i++) racc[i] = _mm512_fmadd_ps(acc[i], sj, racc[i]);
+    }
+  }
+  for (int i = 0; i < XB; i++)
+    a->y[i * a->ldy + r] = _mm512_reduce_add_ps(racc[i]) + _mm512_reduce_add_ps(bacc[i]);
+}
+
+AI void rows_nvfp4_x(const cpu_mv *a, int64_t r, const int XB) {
+  const int64_t cols = a->s->cols;
+  const __m512i m4 = _mm512_set1_epi32(15);
+  const __m512 lut = _mm512_loadu_ps(FP4);
+  const __m512i half = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const uint8_t *w = a->w + (size_t)r * a->wrow;
+  __m512 racc[XB_MAX];
+  for (int i = 0; i < XB; i++) racc[i] = _mm512_setzero_ps();
+  for (int64_t c0 = 0; c0 < cols; c0 += 256) {
+    int64_t nb = (cols - c0) / 32 < 8 ? (cols - c0) / 32 : 8;
+    __mmask16 sm = (__mmask16)((1u << (2 * nb)) - 1u);
+    const __m512 sf =
+        e4m3_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(sm, a->sc + (size_t)r * a->srow + (size_t)(c0 / 16))));
+    for (int64_t j = 0; j < nb; j++) {
+      __m512i v = load16_u8(w + (c0 + 32 * j) / 2);
+      const __m512 ql = _mm512_permutexvar_ps(_mm512_and_si512(v, m4), lut);
+      const __m512 qh = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut);
+      const __m512 sj = _mm512_permutexvar_ps(_mm512_add_epi32(half, _mm512_set1_epi32((int)(2 * j))), sf);
+      for (int i = 0; i < XB; i++) {
+        const float *xp = a->x + i * a->ldx + c0 + 32 * j;
+        __m512 t = _mm512_mul_ps(ql, _mm512_loadu_ps(xp));
+        t = _mm512_fmadd_ps(qh, _mm512_loadu_ps(xp + 16), t);
+        racc[i] = _mm512_fmadd_ps(t, sj, racc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < XB; i++) a->y[i * a->ldy + r] = _mm512_reduce_add_ps(racc[i]);
+}
+
+AI void rows_dense_x(const cpu_mv *a, int64_t r, const int XB) {
+  const int64_t cols = a->s->cols;
+  const accel_dtype dt = a->s->dense_dtype;
+  const uint8_t *w = a->w + (size_t)r * a->wrow;
+  __m512 acc[XB_MAX];
+  for (int i = 0; i < XB; i++) acc[i] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < cols; c += 16) {
+    __mmask16 m = cols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1u);
+    const __m512 q = dense16(w, c, dt, m);
+    for (int i = 0; i < XB; i++) acc[i] = _mm512_fmadd_ps(q, _mm512_maskz_loadu_ps(m, a->x + i * a->ldx + c), acc[i]);
+  }
+  for (int i = 0; i < XB; i++) a->y[i * a->ldy + r] = _mm512_reduce_add_ps(acc[i]);
+}
+
+AI void row_x(const cpu_mv *a, int64_t r, const int XB) {
+  switch (a->s->mode) {
+  case ACCEL_MODE_DENSE: rows_dense_x(a, r, XB); return;
+  case ACCEL_MODE_NVFP4: rows_nvfp4_x(a, r, XB); return;
+  case ACCEL_MODE_MXFP4: rows_q_x(a, r, XB, K_F4); return;
+  case ACCEL_MODE_MXFP8: rows_q_x(a, r, XB, K_F8); return;
+  default: rows_q_x(a, r, XB, a->s->bits == 4 ? K_A4 : a->s->bits == 8 ? K_A8 : K_ANY);
+  }
+}
+
+/* nx vectors, XB_MAX at a time per row (a constant XB per call, so the loops unroll). */
+static void matvec_multi(const cpu_mv *a, int nx, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; r++)
+    for (int i = 0; i < nx; i += XB_MAX) {
+      cpu_mv b = *a;
+      b.x += i * a->ldx;
+      b.xg += i * a->ldxg;
+      b.y += i * a->ldy;
+      switch (nx - i < XB_MAX ? nx - i : XB_MAX) {
+      case 1: row_x(&b, r, 1); break;
+      case 2: row_x(&b, r, 2); break;
+      case 3: row_x(&b, r, 3); break;
+      case 4: row_x(&b, r, 4); break;
+      case 5: row_x(&b, r, 5); break;
+      case 6: row_x(&b, r, 6); break;
+      case 7: row_x(&b, r, 7); break;
+      default: row_x(&b, r, 8); break;
+      }
+    }
+}
+
 /* ---- mat-mat: decode a tile to float, then a 4×4 register-blocked product ---------------- */
 static int tile_supports(const accel_spec *s) { return s->mode != ACCEL_MODE_DENSE; }
 
@@ -330,6 +465,7 @@ const cpu_isa_ops cpu_ops_avx512 = {
     .mv_supports = mv_supports,
     .prep_x = prep_x,
     .matvec = matvec,
+    .matvec_multi = matvec_multi,
     .tile_supports = tile_supports,
     .decode_tile = decode_tile,
     .gemm = gemm,

@@ -1,0 +1,104 @@
+/* The attention of a GQA group's query heads over cached bf16 keys and values with MLX's CPU
+ * rounding points (docs/NUMERICS.md): the one implementation under the reference path
+ * (src/mlx/reference.c) and the CPU backend's decoder (cpu/cpu_decoder.c). */
+#include "accel/accel_attend.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/bf16.h"
+#include "base/mlx_cpu_math.h"
+
+/* The scores of KEY_BLOCK consecutive keys for nh query heads at once. The keys are converted
+ * once for the heads that share them (a GQA group), then each score is a lane of float vectors
+ * (GNU vector extensions, 4 lanes: SSE on any x86-64): lane l adds q_d·k_d over d in order, one
+ * rounded product and one rounded sum per step as the one-key loop does, so every score is that
+ * loop's bits; the lanes are independent chains where the one-key loop waits on each sum. */
+#define KEY_BLOCK 16
+#define GROUP_MAX ACCEL_ATTEND_GROUP /* heads per pass: the scratch below stays at 96 KiB of stack */
+typedef float key_vec __attribute__((vector_size(16)));
+static void key_block_dots(const accel_kv_rows *kv, const float *qs, int nh, int hd, int g, int64_t j, float *out,
+                           int64_t ld) {
+  float kt[1024 * KEY_BLOCK]; /* the block's keys, dims outer */
+  for (int l = 0; l < KEY_BLOCK; l++) {
+    const uint16_t *kk = kv->key(kv->ctx, j + l) + g * hd;
+    for (int d = 0; d < hd; d++) kt[d * KEY_BLOCK + l] = mx_bf16_to_f32(kk[d]);
+  }
+  for (int h = 0; h < nh; h++) {
+    const float *q = qs + h * hd;
+    key_vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    for (int d = 0; d < hd; d++) {
+      const float *k = kt + d * KEY_BLOCK;
+      key_vec k0, k1, k2, k3;
+      memcpy(&k0, k, sizeof k0);
+      memcpy(&k1, k + 4, sizeof k1);
+      memcpy(&k2, k + 8, sizeof k2);
+      memcpy(&k3, k + 12, sizeof k3);
+      a0 = a0 + q[d] * k0;
+      a1 = a1 + q[d] * k1;
+      a2 = a2 + q[d] * k2;
+      a3 = a3 + q[d] * k3;
+    }
+    float *o = out + h * ld;
+    memcpy(o, &a0, sizeof a0);
+    memcpy(o + 4, &a1, sizeof a1);
+    memcpy(o + 8, &a2, sizeof a2);
+    memcpy(o + 12, &a3, sizeof a3);
+  }
+}
+
+/* MLX's sdpa on the CPU: q·bf16(scale) → bf16, scores → bf16, softmax in float32 → bf16,
+ * Σ p·v → bf16. MLX's softmax takes its own exp (base/mlx_cpu_math.h), libm's expf differs
+ * in the last bit now and then: mlx-cpu numerics use MLX's, the default libm's. Each head's
+ * arithmetic is its own; heads of one group only share the conversion of their keys and values. */
+static void attend_heads(const accel_kv_rows *kv, const float *qv, int nh, int hd, int g, float scale, int64_t lo,
+                         int64_t hi, float *scores, int mlx_cpu, float *out) {
+  const float bscale = mx_round_bf16(scale);
+  const int64_t n = hi - lo + 1;
+  float qs[GROUP_MAX * 1024], acc[GROUP_MAX * 1024], vf[1024];
+  for (int i = 0; i < nh * hd; i++) qs[i] = scale == 1.0f ? qv[i] : mx_round_bf16(qv[i] * bscale);
+  int64_t j = lo;
+  for (; j + KEY_BLOCK - 1 <= hi; j += KEY_BLOCK) key_block_dots(kv, qs, nh, hd, g, j, scores + (j - lo), n);
+  for (; j <= hi; j++) {
+    const uint16_t *kk = kv->key(kv->ctx, j) + g * hd;
+    for (int h = 0; h < nh; h++) {
+      float dot = 0.0f;
+      for (int d = 0; d < hd; d++) dot += qs[h * hd + d] * mx_bf16_to_f32(kk[d]);
+      scores[h * n + (j - lo)] = dot;
+    }
+  }
+  float inv[GROUP_MAX];
+  for (int h = 0; h < nh; h++) {
+    float *sc = scores + h * n, mx = -INFINITY, sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+      sc[i] = mx_round_bf16(sc[i]);
+      if (sc[i] > mx) mx = sc[i];
+    }
+    for (int64_t i = 0; i < n; i++) {
+      const float e = mlx_cpu ? mx_mlxcpu_expf(sc[i] - mx) : expf(sc[i] - mx);
+      sc[i] = e;
+      sum += e;
+    }
+    inv[h] = 1.0f / sum;
+  }
+  memset(acc, 0, (size_t)(nh * hd) * sizeof(float));
+  for (j = lo; j <= hi; j++) {
+    const uint16_t *vv = kv->value(kv->ctx, j) + g * hd;
+    for (int d = 0; d < hd; d++) vf[d] = mx_bf16_to_f32(vv[d]);
+    for (int h = 0; h < nh; h++) {
+      const float pr = mx_round_bf16(scores[h * n + (j - lo)] * inv[h]);
+      float *a = acc + h * hd;
+      for (int d = 0; d < hd; d++) a[d] += pr * vf[d];
+    }
+  }
+  for (int i = 0; i < nh * hd; i++) out[i] = mx_round_bf16(acc[i]);
+}
+
+void accel_attend_group(const accel_kv_rows *kv, const float *qv, int nh, int hd, int g, float scale, int64_t lo,
+                         int64_t hi, float *scores, int mlx_cpu, float *out) {
+  for (int h0 = 0; h0 < nh; h0 += GROUP_MAX) {
+    const int k = nh - h0 < GROUP_MAX ? nh - h0 : GROUP_MAX;
+    attend_heads(kv, qv + (int64_t)h0 * hd, k, hd, g, scale, lo, hi, scores, mlx_cpu, out + (int64_t)h0 * hd);
+  }
+}
+
