@@ -72,10 +72,10 @@ typedef struct mlxrt_model_info {
   int n_layers, hidden_size, vocab_size, sliding_window;
   uint64_t params, bytes_on_disk;
   uint64_t bytes_per_token; /* weights streamed by one decode step */
-  int batched_steps;        /* 1: the backend's decoder is its fast path and steps several
-                               sequences reading each weight once (CUDA), so sessions of a pool
-                               (mlxrt_pool_new) decoding at once outrun as many separate sessions;
-                               0: a pool gives the same results as sessions and no speed-up */
+  int batched_steps;        /* 1: the backend's decoder steps several sequences reading each
+                               weight once (CUDA; the CPU backend but with mlx-cpu numerics), so
+                               the sessions of a pool (mlxrt_pool_new) decoding at once outrun as
+                               many separate sessions; 0: no pool on this model */
 } mlxrt_model_info;
 void mlxrt_model_get_info(const mlxrt_model *m, mlxrt_model_info *info);
 /* KV-cache bytes one decode step reads when `depth` tokens are already cached. */
@@ -129,7 +129,8 @@ int mlxrt_session_memory(const mlxrt_session *s, mlxrt_memory *out, mlxrt_error 
 void mlxrt_session_reset(mlxrt_session *s);
 
 /* ---- batched decode ------------------------------------------------------------------------ */
-/* Many sequences decoded together on a backend's device decoder (CUDA): each of `slots` slots
+/* Many sequences decoded together on a backend's decoder (CUDA, or the CPU's unless it runs
+ * mlx-cpu numerics): each of `slots` slots
  * holds one sequence with its own KV cache of `capacity` tokens, and a step feeds one token to
  * each of any set of them at once, every weight read once for the whole set (continuous
  * batching: a slot's sequence may start, stop or be replaced between steps). A sequence's
@@ -138,9 +139,9 @@ void mlxrt_session_reset(mlxrt_session *s);
  * batches of one shared model may run in different threads. */
 typedef struct mlxrt_batch mlxrt_batch;
 /* NULL with err set when the model's backend has no batched decode, or slots is outside
- * 1..256, or capacity outside 1..the model's maximum. The CUDA backend reads each weight once
- * per step for several sequences; the CPU backend steps them one after another (the same
- * results, no speed-up over sessions). */
+ * 1..256, or capacity outside 1..the model's maximum. Both backends read each weight once per
+ * step for all the sequences the step holds; the CPU's results are a lone session's bit for
+ * bit. */
 mlxrt_batch *mlxrt_batch_new(mlxrt_model *m, int slots, int64_t capacity, mlxrt_error *err);
 void mlxrt_batch_free(mlxrt_batch *b);
 /* Starts slot `slot`'s sequence anew with a prompt of n tokens (whatever it held is dropped)

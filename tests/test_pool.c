@@ -358,7 +358,7 @@ int main(void) {
       printf("%s\n", MODELS[k]);
       mlxrt_model_info info;
       mlxrt_model_get_info(m, &info);
-      CHECK(info.batched_steps == 0); /* the CPU backend steps a pool's rows one after another */
+      CHECK(info.batched_steps == 1); /* the CPU backend reads each weight once per batched step */
       test_threads(m);
       if (k == 0) test_one_thread(m);
     }
@@ -366,5 +366,25 @@ int main(void) {
     remove_model_dir(dir);
   }
   test_poisoned();
+  { /* the decoder a pool runs does not emulate MLX's CPU arithmetic: refused, not approximated */
+    char dir[256] = "/tmp/mlxrt_pool_XXXXXX";
+    mlxrt_error err = {{0}};
+    if (!make_model_dir(dir, FIXTURES "gemma4-dense-bf16", TOKENIZER)) {
+      mlxrt_options o = {"cpu", 1, 0, "mlx-cpu", NULL};
+      mlxrt_model *m = mlxrt_model_load(dir, &o, &err);
+      CHECKF(m != NULL, "%s", err.msg);
+      if (m) {
+        mlxrt_model_info info;
+        mlxrt_model_get_info(m, &info);
+        CHECK(info.batched_steps == 0);
+        CHECK(mlxrt_pool_new(m, 2, 64, &err) == NULL);
+        CHECK_MSG(err, "mlx-cpu");
+        CHECK(mlxrt_batch_new(m, 2, 64, &err) == NULL);
+        CHECK_MSG(err, "mlx-cpu");
+      }
+      mlxrt_model_free(m);
+      remove_model_dir(dir);
+    }
+  }
   TEST_END();
 }

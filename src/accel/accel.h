@@ -99,6 +99,9 @@ struct accel_backend {
    * a caller that feeds a prompt in pieces of multiples of it from the prompt's start gets the
    * bits of one call. 0: the decoder does not chunk by a fixed size. */
   int decoder_prompt_chunk;
+  /* 1 when decoder_batch_step reads each weight once for all its rows, so sequences stepped
+   * together outrun as many separate sessions. */
+  int decoder_batch_shares_reads;
   /* 1 when products reproduce MLX's CPU kernels bit for bit (MLXRT_NUMERICS=mlx-cpu); the
    * model layer then computes its own MLX-side math (RoPE, softmax exp, RMSNorm mean) the
    * way MLX's CPU does. */
@@ -167,9 +170,9 @@ struct accel_backend {
    * greedy argmax with sp NULL, else drawn with sp[r] and u[r] as decoder_step draws; logits
    * (may be NULL) receives [n, vocab]. A row's result does not depend on the other rows (the
    * same bits in any batch), except in MoE blocks, whose grouped expert products group the
-   * rows by expert (there within the tolerance of a prompt pass). The CPU backend steps its
-   * rows one after another, each its slot's decoder_step (no weight read shared). One
-   * synchronisation per call. The decoder's own sequence
+   * rows by expert (there within the tolerance of a prompt pass). The CPU backend runs every
+   * row through one pass with row-exact products (qmatmul_rowwise), each row the bits of its
+   * slot's decoder_step. One synchronisation per call. The decoder's own sequence
    * (decoder_step) is separate from the slots. Not thread-safe: one caller per decoder. */
   int (*decoder_batch_init)(accel_decoder *dec, int slots, mlxrt_error *err);
   int (*decoder_slot_prompt)(accel_decoder *dec, int slot, const int32_t *tokens, int64_t n, int64_t pos,

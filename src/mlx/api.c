@@ -173,7 +173,8 @@ void mlxrt_model_get_info(const mlxrt_model *M, mlxrt_model_info *info) {
   info->params = M->stats.params;
   info->bytes_on_disk = M->stats.bytes_on_disk;
   info->bytes_per_token = M->stats.bytes_per_token;
-  info->batched_steps = M->b->decoder_fast && M->b->decoder_batch_init && mx_decoder_supported(M->m);
+  info->batched_steps = M->b->decoder_batch_shares_reads && M->b->decoder_batch_init && !M->b->mlx_cpu_numerics &&
+                        mx_decoder_supported(M->m);
 }
 
 uint64_t mlxrt_model_kv_bytes_per_token(const mlxrt_model *M, int64_t depth) {

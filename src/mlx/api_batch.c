@@ -27,6 +27,8 @@ int mx_api_check_slots(const mlxrt_model *M, int slots, int64_t capacity, const 
                    (long long)most);
   if (M->m->cfg.assistant)
     return mx_fail(err, "%s is a gemma4_assistant (an MTP drafter): it runs only as a draft model", M->m->path);
+  if (M->b->mlx_cpu_numerics)
+    return mx_fail(err, "%s: it runs the backend's decoder, which does not emulate mlx-cpu numerics", what);
   return 0;
 }
 

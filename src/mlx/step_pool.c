@@ -69,6 +69,10 @@ mx_pool *mx_pool_create(const mx_model *m, accel_backend *b, int slots, int64_t 
     mx_fail(err, "the %s backend has no batched decode", b->name);
     return NULL;
   }
+  if (b->mlx_cpu_numerics) {
+    mx_fail(err, "the %s backend's decoder does not emulate mlx-cpu numerics", b->name);
+    return NULL;
+  }
   mx_pool *p = mx_calloc(1, sizeof *p, err);
   if (!p) return NULL;
   p->b = b;

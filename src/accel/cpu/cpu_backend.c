@@ -217,6 +217,7 @@ accel_backend *accel_cpu_create_numerics(int threads, const char *numerics, mlxr
   }
   b->name = "cpu";
   b->decoder_prompt_chunk = CPU_DEC_CHUNK;
+  b->decoder_batch_shares_reads = 1;
   b->qmatmul = cpu_qmatmul_entry;
   b->qmatmul_rowwise = cpu_qmatmul_rowwise_entry;
   b->embed_rows = cpu_embed_rows;
