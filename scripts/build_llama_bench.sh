@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench from the pinned llama-cpp-python sdist (PyPI) into the cache,
-# once, and prints its path. Usage: build_llama_bench.sh [cpu|cuda]. Nothing of llama.cpp is
-# committed: the source lives in ${MLXRT_CACHE:-~/.cache/mlxrt}/src.
+# Builds llama.cpp's llama-bench and llama-batched-bench (beside it) from the pinned
+# llama-cpp-python sdist (PyPI) into the cache, once, and prints llama-bench's path.
+# Usage: build_llama_bench.sh [cpu|cuda]. Nothing of llama.cpp is committed: the source lives in
+# ${MLXRT_CACHE:-~/.cache/mlxrt}/src.
 set -euo pipefail
 KIND=${1:-cpu}
 VER=0.3.36
@@ -9,7 +10,7 @@ ROOT=${MLXRT_CACHE:-$HOME/.cache/mlxrt}/src
 SRC=$ROOT/llama_cpp_python-$VER/vendor/llama.cpp
 BUILD=$SRC/build-$KIND
 BIN=$BUILD/bin/llama-bench
-if [ -x "$BIN" ]; then echo "$BIN"; exit 0; fi
+if [ -x "$BIN" ] && [ -x "$BUILD/bin/llama-batched-bench" ]; then echo "$BIN"; exit 0; fi
 mkdir -p "$ROOT"
 if [ ! -d "$SRC" ]; then
   if [ ! -f "$ROOT/llama_cpp_python-$VER.tar.gz" ]; then
@@ -26,5 +27,5 @@ EXTRA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=
 if [ "$KIND" = cuda ]; then EXTRA+=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a); fi
 cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF "${EXTRA[@]}" >&2
-cmake --build "$BUILD" --target llama-bench -j"$(nproc)" >&2
+cmake --build "$BUILD" --target llama-bench llama-batched-bench -j"$(nproc)" >&2
 echo "$BIN"
