@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/flag.h"
 #include "accel/accel_sample.h"
 #include "base/error.h"
 #include "base/strbuf.h"
@@ -161,7 +162,7 @@ int mx_generate(mlxrt_session *S, const mx_gen_request *r, mlxrt_gen_stats *st, 
   double t1 = now_s();
   st->stopped_by = 1;
   for (int i = 0; max <= 0 || i < max; i++, pos++) {
-    if (r->cancel && *r->cancel) {
+    if (mx_flag_get(r->cancel)) {
       st->stopped_by = 2;
       break;
     }

@@ -31,12 +31,8 @@ void mx_rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, 
 }
 
 float mx_gelu_approx(float x) {
-  static float c_sqrt, c_k, c_half;
-  if (c_half == 0.0f) {
-    c_sqrt = R((float)sqrt(2.0 / M_PI));
-    c_k = R(0.044715f);
-    c_half = 0.5f;
-  }
+  /* the constants rounded to bf16 as MLX does (constants: folded at compile time, no shared state) */
+  const float c_sqrt = R((float)sqrt(2.0 / M_PI)), c_k = R(0.044715f), c_half = 0.5f;
   float x3 = R(x * x * x);
   float t = R(x + R(c_k * x3));
   t = R(c_sqrt * t);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/flag.h"
 #include "base/bf16.h"
 #include "base/error.h"
 #include "base/mlx_cpu_math.h"
@@ -287,11 +288,11 @@ int mx_session_feed(mx_session *s, const int32_t *tokens, int64_t n, float *logi
 
 int mx_session_feed_cancel(mx_session *s, const int32_t *tokens, int64_t n, float *logits,
                            int all_positions, const volatile int *cancel, mlxrt_error *err) {
-  if (cancel && *cancel) return 1;
+  if (mx_flag_get(cancel)) return 1;
   if (s->dec || s->pool) return decoder_feed(s, tokens, n, logits, all_positions, cancel, err);
   int64_t V = s->m->cfg.vocab_size;
   for (int64_t done = 0; done < n;) {
-    if (done && cancel && *cancel) return 1;
+    if (done && mx_flag_get(cancel)) return 1;
     int64_t k = n - done < s->batch ? n - done : s->batch;
     int last = done + k == n;
     float *out = NULL;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/flag.h"
 #include "base/error.h"
 #include "mlx/decoder_desc.h"
 #include "mlx/step_pool.h"
@@ -287,7 +288,7 @@ int mx_pool_feed(mx_pool *p, int slot, const int32_t *tokens, int64_t n, int64_t
   pthread_mutex_lock(&p->mu);
   leave_locked(p, slot);
   while (fed < n) {
-    if (cancel && *cancel) {
+    if (mx_flag_get(cancel)) {
       rc = 1;
       break;
     }

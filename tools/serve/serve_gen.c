@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "base/flag.h"
 #include "serve.h"
 #include "serve_response.h"
 
@@ -238,9 +239,9 @@ void serve_gen_run(serve_server *srv, mlxrt_session *sess, serve_job *j, void (*
   mlxrt_gen_stats st;
   memset(&st, 0, sizeof st);
   mlxrt_error err = {{0}};
-  int rc = j->cancel ? 0 : mlxrt_session_generate(sess, j->ids, j->n_ids, &o, on_token, &a, &st, &err);
+  int rc = mx_flag_get(&j->cancel) ? 0 : mlxrt_session_generate(sess, j->ids, j->n_ids, &o, on_token, &a, &st, &err);
   release(arg);
-  int cancelled = j->cancel || (rc == 0 && st.stopped_by == 2);
+  int cancelled = mx_flag_get(&j->cancel) || (rc == 0 && st.stopped_by == 2);
   serve_metrics_answer(&srv->metrics, st.prompt_tokens, st.prompt_tokens - st.prompt_processed, a.n_gen,
                        st.prompt_seconds, st.gen_seconds, cancelled);
   if (srv->cfg.verbose)

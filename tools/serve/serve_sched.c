@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/flag.h"
 #include "serve.h"
 
 typedef struct serve_slot {
@@ -234,7 +235,7 @@ static int unqueue(serve_sched *s, serve_job *j) {
 }
 
 void serve_sched_withdraw(serve_sched *s, serve_job *j) {
-  j->cancel = 1;
+  mx_flag_set(&j->cancel);
   pthread_mutex_lock(&s->mu);
   int was_queued = unqueue(s, j);
   if (was_queued) publish_load(s);
@@ -249,7 +250,7 @@ void serve_sched_stop(serve_sched *s) {
   pthread_mutex_lock(&s->mu);
   s->stopping = 1;
   for (int i = 0; i < s->n_slots; i++) {
-    if (s->slots[i].job) s->slots[i].job->cancel = 1;
+    if (s->slots[i].job) mx_flag_set(&s->slots[i].job->cancel);
     pthread_cond_signal(&s->slots[i].cv);
   }
   serve_job **waiting = s->q_len ? calloc(s->q_len, sizeof *waiting) : NULL;
@@ -259,7 +260,7 @@ void serve_sched_stop(serve_sched *s) {
     s->q_head = (s->q_head + 1) % s->q_cap;
     s->q_len--;
     if (waiting) waiting[n++] = j;
-    else j->cancel = 1; /* (no memory for the list: the reference stays; the process is ending) */
+    else mx_flag_set(&j->cancel); /* (no memory for the list: the reference stays; the process is ending) */
   }
   publish_load(s);
   pthread_mutex_unlock(&s->mu);
