@@ -178,8 +178,7 @@ static void wait_locked(mx_pool *p) {
   }
   const int64_t until = p->idle_since + POOL_WAIT_NS;
   struct timespec ts = {(time_t)(until / 1000000000LL), (long)(until % 1000000000LL)};
-  int rc = pthread_cond_timedwait(&p->cv, &p->mu, &ts);
-  (void)rc; /* ETIMEDOUT or a wake: the caller looks again either way */
+  pthread_cond_timedwait(&p->cv, &p->mu, &ts); /* timed out or woken: the caller looks again */
 }
 
 /* mu held: the decoder is free again; after a step a waiting prompt has the next turn, after a

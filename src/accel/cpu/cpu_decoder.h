@@ -19,10 +19,9 @@ int cpu_decoder_step(accel_decoder *dec, const int32_t *tokens, int64_t n, int64
 void cpu_decoder_free(accel_decoder *dec);
 int cpu_decoder_memory(accel_decoder *dec, accel_memory *m, mlxrt_error *err);
 /* Batched decode (accel.h decoder_batch_*): a decoder of the same model and capacity per slot
- * (its KV cache grows as its sequence does), the rows of a step fed one after another, each row
- * bit for bit its slot's decoder_step. The CPU reads the weights once per row: this is the
- * batched interface's semantics on the reference math, so that CI tests the interface and its
- * users, not a speed-up. */
+ * holds its sequence's caches (grown as the sequence grows); a step runs every row through one
+ * pass with row-exact products (qmatmul_rowwise: each weight read once for all rows), each row
+ * bit for bit its slot's decoder_step. */
 int cpu_decoder_batch_init(accel_decoder *dec, int slots, mlxrt_error *err);
 int cpu_decoder_slot_prompt(accel_decoder *dec, int slot, const int32_t *tokens, int64_t n, int64_t pos,
                             const accel_sample_params *sp, double u, float *logits, int32_t *token, mlxrt_error *err);
