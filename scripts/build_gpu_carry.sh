@@ -16,7 +16,7 @@ TARGETS=("$@")
 export PATH=/usr/local/cuda/bin:$PATH
 cmake -S "$ROOT" -B "$BUILD" -DMLXRT_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
 nice -n 5 cmake --build "$BUILD" -j"${JOBS:-2}" --target "${TARGETS[@]}"
-DEST=$ROOT/.gpu-carry/bin
+DEST=${DEST:-$ROOT/.gpu-carry/bin}
 rm -rf "$DEST" && mkdir -p "$DEST"
 # stripped: with llama-bench.gz the carried tree must stay under a call's 64 MiB
 for t in "${TARGETS[@]}"; do

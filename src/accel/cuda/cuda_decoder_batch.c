@@ -255,22 +255,28 @@ static int bt_layers(accel_decoder *D, int T, mlxrt_error *err) {
     const float *next_norm = i == d->n_layers - 1 ? D->final_norm : D->ly[i + 1].norms;
     const int64_t ldq = y->qkv.rows, inter = y->inter, qd = (int64_t)nq * y->hd;
     const dk_rows qr = {B->slot, B->kv_elems[i], ldq, qd}, ar = {B->slot, B->kv_elems[i], qd, qd};
-    if (bt_mv(D, &y->qkv, B->xb, T, B->y, ldq, err) ||
+    cprof *C = &D->prof;
+    if (cprof_mark(C, "batch: q|k|v product", err) || bt_mv(D, &y->qkv, B->xb, T, B->y, ldq, err) ||
+        cprof_mark(C, "batch: q/k/v norm+rope", err) ||
         rt_status(dk_qkv_post_rows(B->y, 1, 0, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
                                    nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
                                    B->pos, y->window, y->kv, B->q, y->own ? B->kc[i] : NULL,
                                    y->own ? B->vc[i] : NULL, &qr, T, st),
                   "q/k/v norm+rope", err) ||
+        cprof_mark(C, "batch: attention", err) ||
         rt_status(dk_attention_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale, B->pos, y->window,
                                     bt_splits(D, y), BATCH_SPLIT_KEYS, 0, D->capacity, B->scores, B->smax, B->ssum, B->pacc,
                                     B->counts, B->attb, NULL, 0, &ar, T, st),
                   "attention", err) ||
-        bt_mv(D, &y->o, B->attb, T, B->y, H, err) ||
+        cprof_mark(C, "batch: o product", err) || bt_mv(D, &y->o, B->attb, T, B->y, H, err) ||
+        cprof_mark(C, "batch: norms + residual", err) ||
         rt_status(pf_norm_rows(B->y, H, nrm + H, B->h, 0, 0.0f, nrm + 2 * (int64_t)H, B->xb, T, H, d->eps, st),
                   "attention residual", err) ||
-        (y->moe && dec_moe_route(D, i, D->mb_pf, B->h, T, err)) || bt_mv(D, &y->gu, B->xb, T, B->y, 2 * inter, err) ||
+        (y->moe && dec_moe_route(D, i, D->mb_pf, B->h, T, err)) || cprof_mark(C, "batch: gate|up product", err) ||
+        bt_mv(D, &y->gu, B->xb, T, B->y, 2 * inter, err) || cprof_mark(C, "batch: geglu", err) ||
         rt_status(pf_geglu(B->y, inter, T, B->gub, y->gu_il, st), "geglu", err) ||
-        bt_mv(D, &y->down, B->gub, T, B->y, H, err))
+        cprof_mark(C, "batch: down product", err) || bt_mv(D, &y->down, B->gub, T, B->y, H, err) ||
+        cprof_mark(C, "batch: norms + residual", err))
       return mx_prefix(err, "layer %d", i);
     const float *fy = B->y, *fpost = nrm + 3 * (int64_t)H;
     if ((y->moe && dec_moe_experts(D, i, D->mb_pf, B->y, H, 1, 0, T, NULL, &fy, err)) ||
@@ -295,10 +301,10 @@ static int bt_enqueue(accel_decoder *D, int T, mlxrt_error *err) {
   dec_batch *B = D->bt;
   const int64_t V = d->vocab;
   void *st = D->stream;
-  if (bt_layers(D, T, err) ||
+  if (bt_layers(D, T, err) || cprof_mark(&D->prof, "batch: head", err) ||
       rt_status(pf_norm_rows(NULL, 0, NULL, B->h, 0, 0.0f, D->final_norm, B->xb, T, d->hidden, d->eps, st), "final norm",
                 err) ||
-      bt_mv(D, &D->head, B->xb, T, B->ylog, V, err))
+      bt_mv(D, &D->head, B->xb, T, B->ylog, V, err) || cprof_mark(&D->prof, "batch: logits", err))
     return -1;
   for (int r = 0; r < T; r++)
     if (rt_status(dk_logits(B->ylog + r * V, B->logits + r * V, V, d->final_softcap, D->part_v, D->part_i,
@@ -378,7 +384,7 @@ int cuda_decoder_batch_step(accel_decoder *D, int n, const int *slots, const int
   free(kp);
   rc = rc || rt_d2h(B->h_next, B->next, (size_t)n * sizeof(int32_t), st, err) ||
        (logits && rt_d2h(B->h_logits, B->logits, (size_t)n * (size_t)V * sizeof(float), st, err)) ||
-       rt_stream_sync(st, err);
+       rt_stream_sync(st, err) || cprof_flush(&D->prof, err);
   if (rc) return mx_prefix(err, "CUDA decoder: batched step of %d rows", n);
   for (int r = 0; r < n; r++) {
     if (B->h_next[r] <= ACCEL_TOKEN_NONFINITE(0)) {
