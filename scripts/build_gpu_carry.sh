@@ -3,6 +3,7 @@
 # the binaries to .gpu-carry/bin (ignored; it travels with a device call's carry), so that the call
 # skips its ~200 s build:
 #   bash scripts/build_gpu_carry.sh [TARGET...]      default targets: mlxrt mlxrt_cuda
+#   (DEST=DIR puts them elsewhere, e.g. .gpu-carry/before for a side-by-side call)
 #   then, on the GPU machine (carry [".debs", ".gpu-carry"]):
 #   BUILD=$PWD/.gpu-carry/bin STAGES=timeline bash scripts/gpu_profile.sh   (no "build" stage)
 # The binaries load the plug-in from their own folder; the GPU image's CUDA 13 runtime libraries
