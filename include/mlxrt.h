@@ -56,7 +56,9 @@ typedef struct mlxrt_options {
   const char *kv_k;     /* the full-attention layers' K cache on a device: "auto" (default, NULL) keeps
                          * K from V where a layer's K and V share one projection (Gemma 4's
                          * attention_k_eq_v layers: 5/8 of the bytes, docs/DECODE.md), "bf16"
-                         * keeps K in bf16; the CPU keeps bf16 either way */
+                         * keeps K in bf16, "planar3" / "planar4" compress K (docs/KV.md: a
+                         * comparison mode, one sequence per decoder: no pools or batches); the
+                         * CPU keeps bf16 and refuses planar3 / planar4 when the model loads */
 } mlxrt_options;
 
 /* Opens an MLX checkpoint directory (config.json + *.safetensors) and the backend. */

@@ -9,5 +9,5 @@ cd "$(dirname "$0")/.."
 B=${1:-build-emu}
 bash scripts/deps.sh
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DMLXRT_CUDA=OFF >/dev/null
-cmake --build "$B" -j"$(nproc)" --target attention_emulate prefill_attn_emulate residual_norm_emulate sample_emulate
+cmake --build "$B" -j"$(nproc)" --target attention_emulate prefill_attn_emulate residual_norm_emulate sample_emulate attention_planar_emulate
 ctest --test-dir "$B" -L emulator-full --output-on-failure -j"$(nproc)"

@@ -64,12 +64,14 @@ same "run sampling flags as --flag=value" "$T/want" "$MLXRT" run --n-predict=4 -
   --temperature=0.8 --top-k=5 --top-p=0.9 --min-p=0.01 --seed=7 --repetition-penalty=1.1 \
   --repeat-last-n=8 --ctx-size=64 --backend=cpu --numerics=float32 --model="$M" --prompt=hello
 
-# --- --kv-k: the CPU keeps bf16 K whatever it says (the same text), a bad value refused in one line
+# --- --kv-k: the CPU keeps bf16 K for auto and bf16 (the same text), refuses a compressed K by
+# name when the model loads, and a bad value is refused in one line
 same "run --kv-k bf16 on the CPU" "$T/want" "$MLXRT" "${RUN[@]}" -m "$M" -p "hello world" --kv-k bf16
 same "run --kv-k=auto on the CPU" "$T/want" "$MLXRT" "${RUN[@]}" -m "$M" -p "hello world" --kv-k=auto
-expect_error "--kv-k must be auto or bf16, not 'planar3'" "$MLXRT" run -m "$M" -p hi --kv-k planar3
-expect_error "--kv-k must be auto or bf16, not 'q8'" "$MLXRT" bench -m "$M" --kv-k q8
-expect_error "--kv-k must be auto or bf16, not 'x'" "$MLXRT" serve -m "$M" --kv-k x
+expect_error "kv-k planar3: the cpu backend keeps its K cache in bf16" "$MLXRT" run -m "$M" -p hi --backend cpu --kv-k planar3
+expect_error "kv-k planar4: the cpu backend keeps its K cache in bf16" "$MLXRT" bench -m "$M" --backend cpu --kv-k planar4
+expect_error "--kv-k must be auto, bf16, planar3 or planar4, not 'q8'" "$MLXRT" bench -m "$M" --kv-k q8
+expect_error "--kv-k must be auto, bf16, planar3 or planar4, not 'x'" "$MLXRT" serve -m "$M" --kv-k x
 
 # --- speculative decoding: greedy text as without it, the figures on stderr
 ref "$MLXRT" run -n 8 --no-chat-template --temp 0 --backend cpu -t 1 -m "$M" -p "hello world hello world hello"

@@ -65,8 +65,8 @@ int main(void) {
     tested++;
   }
   closedir(d);
-  /* mlxrt_options.kv_k: auto and bf16 load (the CPU keeps bf16 K either way), another value is
-   * refused naming what it takes */
+  /* mlxrt_options.kv_k: auto and bf16 load (the CPU keeps bf16 K either way), planar3 / planar4
+   * are refused on the CPU by name, another value is refused naming what it takes */
   {
     mlxrt_error err = {{0}};
     const char *ok_values[] = {"auto", "bf16", ""};
@@ -76,10 +76,19 @@ int main(void) {
       CHECKF(m != NULL, "kv_k '%s': %s", ok_values[i], err.msg);
       mlxrt_model_free(m);
     }
-    mlxrt_options bad = {"cpu", 1, 0, NULL, "planar3"};
+    const char *cpu_refuses[] = {"planar3", "planar4"};
+    for (int i = 0; i < 2; i++) {
+      mlxrt_options opt = {"cpu", 1, 0, NULL, cpu_refuses[i]};
+      mlxrt_model *m = mlxrt_model_load(FIXTURES "/gemma4-dense-bf16", &opt, &err);
+      CHECK(m == NULL);
+      CHECK_MSG(err, "the cpu backend keeps its K cache in bf16");
+      CHECK_MSG(err, cpu_refuses[i]);
+      mlxrt_model_free(m);
+    }
+    mlxrt_options bad = {"cpu", 1, 0, NULL, "planar5"};
     mlxrt_model *m = mlxrt_model_load(FIXTURES "/gemma4-dense-bf16", &bad, &err);
     CHECK(m == NULL);
-    CHECK_MSG(err, "kv-k 'planar3': expected auto or bf16");
+    CHECK_MSG(err, "kv-k 'planar5': expected auto, bf16, planar3 or planar4");
     mlxrt_model_free(m);
   }
   /* a decoder session refuses to return every position's logits */

@@ -18,7 +18,7 @@ static const char USAGE[] =
     "                  [--backend auto|cpu|cuda] [--think] [--show-thinking] [-v]\n"
     "                  [--numerics float32|mlx-cpu] [--chat-template FILE]\n"
     "                  [--spec lookup|draft] [--draft-model DIR] [--draft-max K] [--spec-ngram N]\n"
-    "                  [--kv-k auto|bf16]\n"
+    "                  [--kv-k MODE]\n"
     "Type a message and press Enter. /reset starts over, /exit or Ctrl-D quits,\n"
     "Ctrl-C stops the current answer.\n" GEN_ARGS_N_HELP GEN_ARGS_TEMPLATE_HELP
     "-c CTX: tokens the conversation holds (0, the default: the model's maximum); an answer\n"

@@ -15,7 +15,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: mlxrt logits -m MODEL --tokens 2,5,17,... [-o OUT.safetensors] [-n|--decode N]\n"
           "                    [--backend auto|cpu|cuda] [-t THREADS] [--numerics float32|mlx-cpu]\n"
-          "                    [--kv-k auto|bf16]\n"
+          "                    [--kv-k MODE]\n"
           "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
           "Writes 'logits' [positions, vocab] (float32) and, with --decode N, 'greedy' [N] (int32)\n"
           "and 'greedy_logits' [N, vocab]. Without -o, prints the argmax of each position.\n"

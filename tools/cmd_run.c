@@ -15,7 +15,7 @@ static const char USAGE[] =
     "                 [--backend auto|cpu|cuda] [--system TEXT] [--no-chat-template]\n"
     "                 [--chat-template FILE] [--think] [--show-thinking]\n"
     "                 [--numerics float32|mlx-cpu] [--spec lookup|draft] [--draft-model DIR]\n"
-    "                 [--draft-max K] [--spec-ngram N] [--kv-k auto|bf16] [-v]\n"
+    "                 [--draft-max K] [--spec-ngram N] [--kv-k MODE] [-v]\n"
     "MODEL is a directory or a Hugging Face repo id (org/name) in the local HF cache.\n"
     "-p - reads the prompt from standard input, like -f -.\n"
     "-f FILE reads the prompt from a regular text file of at most 256 MiB without a NUL byte\n"

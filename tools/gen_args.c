@@ -153,8 +153,8 @@ int gen_spec_finish(const gen_spec_args *sa, mlxrt_spec_options *o, const char *
 }
 
 int gen_args_check_kv_k(const char *value, const char *cmd) {
-  if (value && strcmp(value, "auto") && strcmp(value, "bf16")) {
-    cli_error(cmd, "--kv-k must be auto or bf16, not '%.64s'", value);
+  if (value && strcmp(value, "auto") && strcmp(value, "bf16") && strcmp(value, "planar3") && strcmp(value, "planar4")) {
+    cli_error(cmd, "--kv-k must be auto, bf16, planar3 or planar4, not '%.64s'", value);
     return 2;
   }
   return 0;

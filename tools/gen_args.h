@@ -47,12 +47,15 @@ int gen_args_takes_value(const char *flag);
  * backend is an error). value NULL changes nothing. Returns 0, or 2 after printing a
  * one-line error. */
 int gen_args_apply_numerics(const char *value, const char **backend, const char *cmd);
-/* --kv-k VALUE: auto or bf16 (mlxrt_options.kv_k). Returns 0, or 2 after one error line. */
+/* --kv-k VALUE: auto, bf16, planar3 or planar4 (mlxrt_options.kv_k). Returns 0, or 2 after one
+ * error line. */
 int gen_args_check_kv_k(const char *value, const char *cmd);
-#define GEN_ARGS_KVK_HELP                                                                          \
-  "--kv-k auto|bf16: the full-attention layers' K cache on a GPU. auto (the default) keeps K from\n" \
-  "V where a layer's K and V share one projection (Gemma 4 31B, 26B-A4B: 5/8 of the cache's\n"     \
-  "bytes); bf16 keeps K in bf16. The CPU keeps bf16 either way.\n"
+#define GEN_ARGS_KVK_HELP                                                                              \
+  "--kv-k auto|bf16|planar3|planar4: the full-attention layers' K cache on a GPU. auto (the\n"         \
+  "default) keeps K from V where a layer's K and V share one projection (Gemma 4 31B, 26B-A4B: 5/8\n" \
+  "of the cache's bytes); bf16 keeps K in bf16; planar3 / planar4 compress K to 3.125 / 4.25 bits\n"  \
+  "a value (a comparison mode: on real models both lose too much, docs/KV.md; one sequence per\n"     \
+  "decoder). The CPU keeps bf16 and refuses planar3 / planar4.\n"
 
 /* The text the speculative options mean in run's, chat's and serve's --help. */
 #define GEN_ARGS_SPEC_HELP                                                                        \

@@ -95,15 +95,25 @@ accel_backend *accel_create(const accel_options *opt, mlxrt_error *err) {
   const char *kv_k = opt ? opt->kv_k : NULL;
   int kvk = ACCEL_KV_K_AUTO;
   if (kv_k && *kv_k && strcmp(kv_k, "auto")) {
-    if (strcmp(kv_k, "bf16")) {
-      mx_fail(err, "kv-k '%s': expected auto or bf16", kv_k);
+    kvk = !strcmp(kv_k, "bf16")      ? ACCEL_KV_K_BF16
+          : !strcmp(kv_k, "planar3") ? ACCEL_KV_K_PLANAR3
+          : !strcmp(kv_k, "planar4") ? ACCEL_KV_K_PLANAR4
+                                     : -1;
+    if (kvk < 0) {
+      mx_fail(err, "kv-k '%s': expected auto, bf16, planar3 or planar4", kv_k);
       return NULL;
     }
-    kvk = ACCEL_KV_K_BF16;
   }
   accel_backend *b = create_any(opt, err);
-  if (b) b->verbose = opt ? opt->verbose : 0;
-  if (b) b->kv_k = kvk;
+  if (!b) return NULL;
+  if ((kvk == ACCEL_KV_K_PLANAR3 || kvk == ACCEL_KV_K_PLANAR4) && !b->kv_k_planar) {
+    mx_fail(err, "kv-k %s: the %s backend keeps its K cache in bf16; a compressed K cache is a CUDA decoder mode",
+            kv_k, b->name);
+    accel_destroy(b);
+    return NULL;
+  }
+  b->verbose = opt ? opt->verbose : 0;
+  b->kv_k = kvk;
   return b;
 }
 

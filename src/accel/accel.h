@@ -110,8 +110,12 @@ struct accel_backend {
   /* accel_options.kv_k (set by accel_create): ACCEL_KV_K_AUTO lets a device decoder keep the
    * full-attention layers' K in the smallest exact-enough form it has (K from V where a layer's
    * K and V share their projection: docs/DECODE.md "The KV cache"); ACCEL_KV_K_BF16 keeps K in
-   * bf16 everywhere. The CPU always keeps bf16. */
+   * bf16 everywhere; ACCEL_KV_K_PLANAR3 / _PLANAR4 compress the full-attention layers' K into
+   * the planar3 / planar4 blocks of kv_codec.h (a comparison mode: on real models both lose too
+   * much, docs/KV.md). A backend that cannot keep a compressed K (kv_k_planar 0: the CPU, which
+   * always keeps bf16) is refused such a request by accel_create. */
   int kv_k;
+  int kv_k_planar; /* set by the backend: its whole-step decoder keeps a planar3 / planar4 K */
 
   /* y[n, rows] = x[n, cols] · Wᵀ, x in bf16, y in float32 (float32 accumulation).
    * expert selects the slab of a stacked weight (-1 or 0 for rank-2). */
@@ -188,9 +192,9 @@ typedef struct accel_options {
   int threads;          /* CPU worker threads; <= 0 = number of cores */
   int verbose;
   const char *numerics; /* "float32", "mlx-cpu" (CPU only); NULL = $MLXRT_NUMERICS or float32 */
-  const char *kv_k;     /* "auto" (NULL) or "bf16": accel_backend.kv_k */
+  const char *kv_k;     /* "auto" (NULL), "bf16", "planar3" or "planar4": accel_backend.kv_k */
 } accel_options;
-enum { ACCEL_KV_K_AUTO = 0, ACCEL_KV_K_BF16 = 1 };
+enum { ACCEL_KV_K_AUTO = 0, ACCEL_KV_K_BF16 = 1, ACCEL_KV_K_PLANAR3 = 3, ACCEL_KV_K_PLANAR4 = 4 };
 
 /* Creates the backend the options ask for. "auto" picks CUDA when the plug-in loads and a
  * device is present, else the CPU. An explicit "cuda" that cannot load is an error. */

@@ -234,6 +234,11 @@ mx_session *mx_session_create_flags(const mx_model *m, accel_backend *b, int64_t
       goto fail;
     }
   }
+  if (!s->dec && (b->kv_k == ACCEL_KV_K_PLANAR3 || b->kv_k == ACCEL_KV_K_PLANAR4)) {
+    mx_fail(err, "kv-k planar%d: this session runs on the reference path, whose cache keeps K in bf16; a compressed K "
+            "cache needs the %s backend's whole-step decoder", b->kv_k, b->name);
+    goto fail;
+  }
   (void)max_hd;
   return s;
 fail:

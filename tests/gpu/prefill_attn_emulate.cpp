@@ -15,6 +15,7 @@
  */
 #define EMU_WARPS 16
 #include "../../src/accel/cuda/prefill_attn.cu"
+#include "../../src/accel/cuda/prefill_attn_planar.cu" /* (pf_attention routes a compressed K there) */
 #include "../../src/accel/cuda/prefill_attn_wg.cu"
 
 #include <math.h>

@@ -20,7 +20,7 @@ static const char USAGE[] =
     "                   [--chat-template FILE]\n"
     "                   [--backend auto|cpu|cuda] [-t THREADS] [--max-body BYTES] [--timeout S]\n"
     "                   [--max-messages N] [--numerics float32|mlx-cpu] [--spec lookup|draft]\n"
-    "                   [--draft-model DIR] [--draft-max K] [--spec-ngram N] [--kv-k auto|bf16] [-v]\n"
+    "                   [--draft-model DIR] [--draft-max K] [--spec-ngram N] [--kv-k MODE] [-v]\n"
     "An OpenAI-compatible HTTP server (docs/SERVER.md): POST /v1/chat/completions,\n"
     "POST /v1/completions, GET /v1/models, GET /health, GET /metrics.\n"
     "--host ADDR: address to bind (default 127.0.0.1; 0.0.0.0 for every interface).\n"

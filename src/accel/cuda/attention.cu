@@ -19,6 +19,7 @@
 #include <atomic>
 
 #include "attention_common.cuh"
+#include "attention_planar.cuh"
 #include "ck_mma.cuh"
 #include "qmv_tc.cuh" /* the mbarrier and bulk-copy primitives */
 
@@ -92,8 +93,9 @@ __device__ __forceinline__ void at_tc_keys(LA load_a, LB load_b, int ka, int kb,
 
 /* grid (nkv, splits): the REP query heads of KV head g over the split's keys. Each warp
  * takes KPI keys at a time; a lane holds 8 consecutive dims of each 256-dim chunk (one
- * 16-byte load per key and chunk), so K is read once, coalesced, for all REP heads. */
-template <int REP>
+ * 16-byte load per key and chunk), so K is read once, coalesced, for all REP heads. KF 3 / 4:
+ * K in planar3 / planar4 blocks (kv.kfmt), scored in the rotated domain (attention_planar.cuh). */
+template <int REP, int KF = 0>
 __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
                                                             dk_kv_layout kv, float scale, const int *pos_p, int window,
                                                             at_splits sp, int64_t ctx_cap, float *scores,
@@ -118,6 +120,12 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
   if (lo == hi) return; /* past the live splits: nothing reads this split's results */
   float bscale = rb(scale);
   at_stage_q(q, g, REP, hd, scale, bscale, qs4);
+  __shared__ float cb[16]; /* (KF) the codebook */
+  if (KF) {
+    __syncthreads();
+    pc_rotate_rows(kv.kt, qs, REP * hd);
+    pc_stage_codebook(kv.kt, KF, cb);
+  }
   __syncthreads(); /* q staged */
   (void)nkv; /* (the rows' stride is kv.ps) */
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
@@ -135,15 +143,24 @@ __global__ void __launch_bounds__(AT_THREADS) scores_kernel(const float *q, cons
      * each pair writes its score (rounded; the keys past hi repeat key j and are dropped), and
      * each lane keeps the running max of its head's scores. */
     for (int j = lo + KPI * warp; j < hi; j += KPI * nw) {
-      const uint16_t *kp[KPI];
-#pragma unroll
-      for (int u = 0; u < KPI; u++) {
-        int jj = j + u < hi ? j + u : j;
-        int64_t sl = window > 0 ? jj % ck_ring(window) : jj;
-        kp[u] = kc + sl * kv.ps + (int64_t)g * hd;
-      }
       float dk[KPI][REP];
-      key_dots<REP, KPI, false>(kp, qs, hd, nch, lane, dk);
+      if constexpr (KF != 0) {
+        const uint8_t *kp[KPI];
+#pragma unroll
+        for (int u = 0; u < KPI; u++)
+          kp[u] = (const uint8_t *)kc + (int64_t)(j + u < hi ? j + u : j) * kv.kps +
+                  (int64_t)g * (hd / KVC_BLOCK) * (KF == 3 ? KVC_P3_BYTES : KVC_P4_BYTES);
+        pc_key_dots<REP, KPI, KF>(kp, qs, hd, lane, cb, dk);
+      } else {
+        const uint16_t *kp[KPI];
+#pragma unroll
+        for (int u = 0; u < KPI; u++) {
+          int jj = j + u < hi ? j + u : j;
+          int64_t sl = window > 0 ? jj % ck_ring(window) : jj;
+          kp[u] = kc + sl * kv.ps + (int64_t)g * hd;
+        }
+        key_dots<REP, KPI, false>(kp, qs, hd, nch, lane, dk);
+      }
       const float v = at_step_score<REP, KPI>(dk, lane);
       if (j + pu < hi) {
         if (pw) prow[j + pu] = v;
@@ -487,7 +504,7 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
   /* GQA 8 at head dims 256 and 512 with at most 4 KV heads: the scores with K streamed by bulk
    * copies (tg128 +2.4 % at depth 32768, +0.6 % at 4096), and with `deep` p·v with V streamed
    * likewise; every other shape, and p·v while few keys are live, through registers */
-  const bool tma = REP == 8 && (hd == 256 || hd == 512) && nkv <= AS_MAX_NKV && !rw.slot;
+  const bool tma = REP == 8 && (hd == 256 || hd == 512) && nkv <= AS_MAX_NKV && !rw.slot && !kv.kfmt;
   cudaError_t e = cudaSuccess;
   if constexpr (REP == 8)
     if (deep && tma && kv.vr > 0) { /* K from V: one pass over the rows (K and V in each), then the splits merged */
@@ -516,8 +533,11 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
                     scores, smax, ssum, amax, namax);
     }
   if (!tma)
-    e = ck_launch(scores_kernel<REP>, dim3(nkv, splits, nrows), AT_THREADS, smem, st, q, kc, nkv, hd, kv, scale, pos,
-                  window, sp, ctx_cap, scores, smax, ssum, amax, namax, rw);
+    e = ck_launch(kv.kfmt == 3   ? scores_kernel<REP, 3>
+                  : kv.kfmt == 4 ? scores_kernel<REP, 4>
+                                 : scores_kernel<REP, 0>,
+                  dim3(nkv, splits, nrows), AT_THREADS, smem, st, q, kc, nkv, hd, kv, scale, pos, window, sp, ctx_cap,
+                  scores, smax, ssum, amax, namax, rw);
   if (e) return e;
   void (*pv)(const uint16_t *, int, int, dk_kv_layout, const int *, int, at_splits, int64_t, const float *,
              const float *, const float *, float *, unsigned *, uint16_t *, float *, dk_rows) =
@@ -552,7 +572,7 @@ extern "C" int dk_attention_rows(const float *q, const uint16_t *kc, const uint1
   const bool batched = rows && rows->slot;
   if (!q || nkv <= 0 || nq % nkv || hd % 8 || hd > AT_MAX_HD || (size_t)(nq / nkv) * hd * sizeof(float) > 48 * 1024 ||
       splits < 1 || min_keys < 1 || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) || nrows < 1 || nrows > 65535 ||
-      (nrows > 1 && !batched) || (batched && (amax || deep)))
+      (nrows > 1 && !batched) || (batched && (amax || deep || kv.kfmt)))
     return (int)cudaErrorInvalidValue;
   const dk_rows rw = batched ? *rows : dk_rows{NULL, 0, 0, 0};
   cudaStream_t st = (cudaStream_t)stream;

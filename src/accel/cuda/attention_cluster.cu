@@ -369,7 +369,7 @@ extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const ui
                                     float *amax, int namax, float *bmax, unsigned *count, const dk_att_prep *prep,
                                     void *stream) {
   const dk_att_prep none = {NULL, NULL, 0, 0}, p = prep && prep->xp ? *prep : none;
-  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys, wide) || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) || (amax && (!bmax || !count || namax < 1)) ||
+  if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys, wide) || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) || kv.kfmt || (amax && (!bmax || !count || namax < 1)) ||
       (p.xp && (!p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)))
     return (int)cudaErrorInvalidValue;
   const int cl = dk_attention_cluster_size(wide), kpb = (int)((keys + cl - 1) / cl), rep = nq / nkv;

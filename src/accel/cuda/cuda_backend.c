@@ -430,6 +430,7 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   b->name = "cuda";
   b->impl = c;
   b->decoder_fast = 1;
+  b->kv_k_planar = 1;
   b->decoder_prompt_chunk = PF_CHUNK;
   b->decoder_batch_shares_reads = 1;
   pthread_mutex_init(&c->lock, NULL);

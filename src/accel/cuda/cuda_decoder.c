@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "accel/accel_ring.h"
+#include "accel/kv_codec.h"
 #include "cuda_timeline.h"
 #include "cuda_timeline_agg.h" /* the timeline's graph ids */
 #include "tuning.h"
@@ -295,6 +296,9 @@ void cuda_decoder_free(accel_decoder *D) {
   rt_host_free(D->h_pos);
   rt_host_free(D->h_next);
   rt_host_free(D->h_logits);
+  rt_free(D->kvc_tab);
+  rt_free(D->kvc_flags);
+  rt_host_free(D->h_kflags);
   free(D);
 }
 
@@ -319,9 +323,10 @@ static int kv_grow(accel_decoder *D, int64_t need, mlxrt_error *err) {
   for (int i = 0; i < D->d->n_layers; i++) {
     dec_layer *y = &D->ly[i];
     if (!y->own || !y->kvm[0].base) continue;
-    const size_t row = (size_t)y->kv.ps * sizeof(uint16_t);
     for (int k = 0; k < 2; k++) {
       if (!y->kvm[k].base) continue;
+      /* K's rows are codec blocks where the layer compresses K */
+      const size_t row = k == 0 && y->kv.kfmt ? (size_t)y->kv.kps : (size_t)y->kv.ps * sizeof(uint16_t);
       const size_t was = y->kvm[k].mapped;
       if (rt_vmem_grow(&y->kvm[k], (size_t)target * row, err))
         return mx_prefix(err, "CUDA decoder: the KV cache cannot grow to %lld positions (layer %d)", (long long)target, i);
@@ -367,11 +372,22 @@ static int kv_from_v_pairs(const accel_backend *b, const accel_model_desc *d, in
   return vr > 0 && 2 * vr < l->head_dim ? vr : 0;
 }
 
-/* The elements of one position's K/V rows of layer i (both arrays) */
-static int64_t kv_row_elems(const accel_backend *b, const accel_model_desc *d, int i, int64_t capacity) {
+/* The K codec of layer i's cache (kv_layout.h kfmt): 3 / 4 when --kv-k planar3 / planar4 asks for
+ * it and the layer is an owning full-attention layer, else 0 (sliding rings stay bf16). */
+static int kv_k_format(const accel_backend *b, const accel_model_desc *d, int i) {
   const accel_layer_desc *l = &d->layers[i];
+  if ((b->kv_k != ACCEL_KV_K_PLANAR3 && b->kv_k != ACCEL_KV_K_PLANAR4) || l->sliding || l->kv_source != i) return 0;
+  return b->kv_k == ACCEL_KV_K_PLANAR3 ? 3 : 4;
+}
+
+/* The bytes of one position's K/V rows of layer i (both arrays) */
+static int64_t kv_row_bytes(const accel_backend *b, const accel_model_desc *d, int i, int64_t capacity) {
+  const accel_layer_desc *l = &d->layers[i];
+  const int64_t kvd = (int64_t)l->n_kv_heads * l->head_dim;
+  const int kf = kv_k_format(b, d, i);
+  if (kf) return dk_kv_planar(l->n_kv_heads, l->head_dim, kf, NULL, NULL).kps + kvd * (int64_t)sizeof(uint16_t);
   const int vr = kv_from_v_pairs(b, d, i, capacity);
-  return vr ? dk_kv_from_v(l->n_kv_heads, l->head_dim, vr).ps : 2 * (int64_t)l->n_kv_heads * l->head_dim;
+  return (vr ? dk_kv_from_v(l->n_kv_heads, l->head_dim, vr).ps : 2 * kvd) * (int64_t)sizeof(uint16_t);
 }
 
 static int check_context_memory(const accel_backend *b, const accel_model_desc *d, int64_t capacity,
@@ -384,7 +400,7 @@ static int check_context_memory(const accel_backend *b, const accel_model_desc *
     const int64_t slots = l->sliding && d->sliding_window > 0 && d->sliding_window < capacity
                               ? d->sliding_window + ACCEL_RING_SLACK
                               : first;
-    need += (uint64_t)slots * (uint64_t)kv_row_elems(b, d, i, capacity) * sizeof(uint16_t);
+    need += (uint64_t)slots * (uint64_t)kv_row_bytes(b, d, i, capacity);
   }
   size_t free_b = 0, total_b = 0;
   if (rt_mem_info(&free_b, &total_b, err)) return mx_prefix(err, "CUDA decoder");
@@ -421,6 +437,14 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       check_context_memory(b, d, capacity, err))
     goto fail;
   if (!(D->ly = mx_calloc((size_t)L, sizeof *D->ly, err))) goto fail;
+  if (b->kv_k == ACCEL_KV_K_PLANAR3 || b->kv_k == ACCEL_KV_K_PLANAR4) {
+    if (rt_malloc((void **)&D->kvc_tab, sizeof *D->kvc_tab, err) ||
+        rt_h2d(D->kvc_tab, kvc_tables_get(), sizeof *D->kvc_tab, D->stream, err)) goto fail;
+    DALLOC(D->kvc_flags, 1);
+    if (rt_memset(D->kvc_flags, 0, sizeof *D->kvc_flags, D->stream, err) ||
+        rt_host_alloc((void **)&D->h_kflags, sizeof *D->h_kflags, err) || rt_stream_sync(D->stream, err))
+      goto fail;
+  }
   const int P = d->ple_dim;
   const int64_t LP = (int64_t)L * P;
   if (LP > max_rows) max_rows = LP;
@@ -460,10 +484,18 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     /* the short-context graph runs while position + 1 ≤ CLUSTER_KEYS, so no layer sees more keys
      * there, whatever the session's capacity: clusters of 8 (16 cost 0.6 % at depth 0) */
     y->ckeys = ctx < CLUSTER_KEYS ? ctx : CLUSTER_KEYS;
-    y->cluster = dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys, 0);
+    /* a compressed K (this layer's, or its KV source's) is scored by the split passes' register
+     * path alone: no one-cluster form */
+    const int kf = kv_k_format(b, d, i), kread = kv_k_format(b, d, l->kv_source);
+    if (kread && (l->head_dim % KVC_BLOCK || l->head_dim > 512)) {
+      mx_fail(err, "CUDA decoder: layer %d: a planar%d K cache needs head dims that are multiples of 128 up to 512, "
+              "not %d", i, kread, l->head_dim);
+      goto fail;
+    }
+    y->cluster = !kread && dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, y->ckeys, 0);
     /* a layer whose whole key range fits the wide form (the sliding rings: 1024 keys on the
      * 31B) takes it in the long-context graphs too */
-    y->lkeys = dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, ctx, 1) ? ctx : 0;
+    y->lkeys = !kread && dk_attention_cluster_fits(d->n_heads, l->n_kv_heads, l->head_dim, ctx, 1) ? ctx : 0;
     /* smax holds the cluster kernel's block maxima: (blocks per cluster)·nkv */
     const int cl_blocks = dk_attention_cluster_size(y->lkeys ? 1 : 0);
     if ((y->cluster || y->lkeys) && max_splits < cl_blocks) max_splits = cl_blocks;
@@ -497,14 +529,18 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     DALLOC(y->norms, 4 * (int64_t)H + 2 * l->head_dim);
     DALLOC(y->inv_freq, l->head_dim / 2);
     const int vr = y->own ? kv_from_v_pairs(b, d, i, capacity) : 0;
-    y->kv = vr ? dk_kv_from_v(y->nkv, y->hd, vr) : dk_kv_plain(y->nkv, y->hd);
+    y->kv = kf   ? dk_kv_planar(y->nkv, y->hd, kf, D->kvc_tab, D->kvc_flags)
+            : vr ? dk_kv_from_v(y->nkv, y->hd, vr)
+                 : dk_kv_plain(y->nkv, y->hd);
     D->any_kfv |= vr > 0;
+    D->any_planar |= kf > 0;
     if (y->own && y->window > 0) {
       DALLOC(y->kc, slots * kvd);
       DALLOC(y->vc, slots * kvd);
       D->kv_bytes += 2 * (size_t)slots * (size_t)kvd * sizeof(uint16_t);
     } else if (y->own) {
-      if (rt_vmem_reserve(&y->kvm[0], (size_t)slots * (size_t)y->kv.ps * sizeof(uint16_t), err) ||
+      const size_t krow = kf ? (size_t)y->kv.kps : (size_t)y->kv.ps * sizeof(uint16_t);
+      if (rt_vmem_reserve(&y->kvm[0], (size_t)slots * krow, err) ||
           (!vr && rt_vmem_reserve(&y->kvm[1], (size_t)slots * (size_t)kvd * sizeof(uint16_t), err)))
         goto fail;
       y->kc = y->kvm[0].base;
@@ -512,6 +548,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       if (b->verbose && vr)
         fprintf(stderr, "mlxrt cuda: layer %d keeps K from V (%d of %d dims of K stored per head)\n", i, 2 * vr,
                 y->hd);
+      if (b->verbose && kf)
+        fprintf(stderr, "mlxrt cuda: layer %d keeps K in planar%d (%lld bytes per position for %d heads of %d)\n", i,
+                kf, (long long)y->kv.kps, y->nkv, y->hd);
     } else {
       y->kc = D->ly[l->kv_source].kc;
       y->vc = D->ly[l->kv_source].vc;
@@ -910,8 +949,15 @@ int dec_head_select(accel_decoder *D, int64_t pos_last, int sample, const sk_par
                   cprof_flush(&D->prof, err))) ||
       rt_d2h(D->h_next, D->next, sizeof(int32_t), D->stream, err) ||
       (logits && rt_d2h(D->h_logits, D->logits, (size_t)d->vocab * sizeof(float), D->stream, err)) ||
+      (D->kvc_flags && rt_d2h(D->h_kflags, D->kvc_flags, sizeof *D->h_kflags, D->stream, err)) ||
       rt_stream_sync(D->stream, err))
     return mx_prefix(err, "CUDA decoder head");
+  if (D->kvc_flags && *D->h_kflags) { /* a K block the encoder could not store: the step fails */
+    const unsigned f = *D->h_kflags;
+    if (rt_memset(D->kvc_flags, 0, sizeof *D->kvc_flags, D->stream, err)) return mx_prefix(err, "CUDA decoder");
+    kvc_fail_flags(f, err);
+    return mx_prefix(err, "CUDA decoder: the K cache at a position up to %lld", (long long)pos_last);
+  }
   if (token && *D->h_next <= ACCEL_TOKEN_NONFINITE(0))
     return accel_fail_nonfinite(err, pos_last, ACCEL_NONFINITE_ID(*D->h_next));
   if (sample && *D->h_next < 0) return mx_fail(err, "CUDA decoder: every logit is -inf or NaN, no token can be chosen");

@@ -85,6 +85,9 @@ int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
   if (D->bt) return mx_fail(err, "CUDA decoder: batched decode already has %d slots", D->bt->slots);
   if (slots < 1 || slots > DEC_BATCH_MAX)
     return mx_fail(err, "CUDA decoder: %d sequence slots (1 to %d)", slots, DEC_BATCH_MAX);
+  if (D->any_planar)
+    return mx_fail(err, "CUDA decoder: batched decode keeps K in bf16 or from V; a compressed K cache (--kv-k planar3 "
+                   "or planar4) runs one sequence per decoder");
   if (D->mb_pf && slots > dec_prefill_rows(D))
     return mx_fail(err, "CUDA decoder: %d slots exceed the %d rows of the MoE blocks' buffers", slots,
                    dec_prefill_rows(D));

@@ -90,6 +90,11 @@ struct accel_decoder {
   int use_graph, warm_body[4], warm_head;
   int any_cluster; /* some layer can run the one-cluster attention */
   int any_kfv;     /* some layer keeps K from V */
+  /* a compressed K cache (--kv-k planar3 / planar4, kv_layout.h kfmt): the codec's tables on the
+   * device, the encoder's flags word (read back with each step's token) and its pinned copy */
+  int any_planar;
+  kvc_tables *kvc_tab;
+  unsigned *kvc_flags, *h_kflags;
   int short_ctx; /* this step's body runs the one-cluster attention (its position is below CLUSTER_KEYS) */
   /* this step's body runs the deep contexts' attention (dk_attention's `deep`): 0 nowhere, 1 on the
    * K-from-V layers (one pass; their live keys exceed ONEPASS_KEYS), 2 on every layer (DEEP_KEYS) */

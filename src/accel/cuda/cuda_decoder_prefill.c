@@ -264,7 +264,9 @@ static int pf_chunk(accel_decoder *D, int64_t p0, int T, mlxrt_error *err) {
      * full layers straight into their cache slots; sliding layers staged */
     const int src = l->kv_source;
     const dec_layer *sy = &D->ly[src];
-    uint16_t *kdst = sy->window > 0 ? (P->fks[src] ? P->fks[src] : P->ks) : sy->kc + p0 * sy->kv.ps;
+    uint16_t *kdst = sy->window > 0     ? (P->fks[src] ? P->fks[src] : P->ks)
+                     : sy->kv.kfmt > 0 ? (uint16_t *)((uint8_t *)sy->kc + p0 * sy->kv.kps)
+                                       : sy->kc + p0 * sy->kv.ps;
     uint16_t *vdst = sy->window > 0 ? (P->fvs[src] ? P->fvs[src] : P->vs) : sy->vc + p0 * sy->kv.ps;
     if (cprof_mark(C, "prefill: q|k|v product", err) || pf_mv(D, &y->qkv, P->xb, T, P->y, ldq, err) ||
         cprof_mark(C, "prefill: q/k/v norm+rope", err) ||

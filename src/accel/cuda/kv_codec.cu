@@ -1,9 +1,6 @@
 /* The planar3 / planar4 K-cache encoder (kv_codec_kernels.h; the format: src/accel/kv_codec.h).
- * One warp per 128-value block, lane l holding values 4l..4l+3 (rotation pairs 2l and 2l+1):
- * the lane arithmetic is kv_codec_math.h's, the two block sums are xor-shuffle reductions in
- * the order the C reference folds its lane sums, so the bytes are the reference's. planar3:
- * lane l writes qs byte l, even lanes the signs byte l/2 (their own 4 bits and their odd
- * neighbour's); planar4: lane l writes qs bytes 2l and 2l+1. */
+ * One warp per 128-value block, lane l holding values 4l..4l+3 (rotation pairs 2l and 2l+1),
+ * through kv_codec_warp.cuh. */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -11,6 +8,7 @@
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
 #include "kv_codec_kernels.h"
+#include "kv_codec_warp.cuh"
 
 /* The midpoints are read uniformly by a warp; the angles and squared codes per lane, which
  * serialises those constant reads — acceptable for an encoder that touches each K value once. */
@@ -40,35 +38,8 @@ __global__ void __launch_bounds__(KVE_WARPS * 32)
     bad |= (v & 0x7f80u) == 0x7f80u; /* bf16 NaN or infinity */
     x[i] = ck_bf16_to_f32(v);
   }
-  for (int o = 16; o > 0; o >>= 1) bad |= __shfl_xor_sync(0xffffffffu, bad, o);
-  if (bad) {
-    if (lane == 0) atomicOr(flags, KVC_FLAG_NONFINITE);
-    return;
-  }
-  /* lane i + lane i^o: lanes below o add in the reference's fold order, the others the same
-   * two values the other way round (the same float), so every lane ends with the same sum */
-  float s = kvc_lane_sumsq(x);
-  for (int o = 16; o > 0; o >>= 1) s = KVC_ADD(s, __shfl_xor_sync(0xffffffffu, s, o));
-  const float n = KVC_SQRT(s);
-  int c[4];
-  float cs = kvc_lane_codes(&kvc_tab, bits, lane, x, n, c);
-  for (int o = 16; o > 0; o >>= 1) cs = KVC_ADD(cs, __shfl_xor_sync(0xffffffffu, cs, o));
-  const uint16_t nh = kvc_norm_half(n, cs);
-  if (!kvc_half_finite(nh)) { /* the same value in every lane: the whole warp leaves */
-    if (lane == 0) atomicOr(flags, KVC_FLAG_RANGE);
-    return;
-  }
-  uint8_t *dst = out + t * o_tok + h * o_head + (int64_t)b * (bits == 3 ? KVC_P3_BYTES : KVC_P4_BYTES);
-  if (bits == 3) {
-    dst[KVC_P3_QS + lane] = kvc_pack3_qs(c);
-    const unsigned sg = kvc_pack3_signs(c), other = __shfl_xor_sync(0xffffffffu, sg, 1);
-    if (!(lane & 1)) dst[KVC_P3_SIGNS + lane / 2] = (uint8_t)(sg | other << 4);
-  } else {
-    dst[KVC_P4_QS + 2 * lane] = kvc_pack4(c[0], c[1]);
-    dst[KVC_P4_QS + 2 * lane + 1] = kvc_pack4(c[2], c[3]);
-    if (lane == 0) dst[KVC_P4_RNORM] = 0, dst[KVC_P4_RNORM + 1] = 0;
-  }
-  if (lane == 0) dst[0] = (uint8_t)(nh & 0xffu), dst[1] = (uint8_t)(nh >> 8);
+  kvc_warp_encode(&kvc_tab, bits, x, bad, out + t * o_tok + h * o_head + (int64_t)b * (bits == 3 ? KVC_P3_BYTES : KVC_P4_BYTES),
+                  flags, lane);
 }
 
 extern "C" int ck_kv_codec_upload(void *stream) {

@@ -12,15 +12,28 @@
  *     ps = nkv·(hd + 2·vr). The queries carry k_norm at the unmoved dims (q·k = Σ (q·k_norm)·V
  *     there), so a score reads one hd-element row as on the plain layout, and K's unmoved dims
  *     are never stored: 5/8 of the plain cache's bytes at hd 512, vr 64.
- * vr is a multiple of 8, so a 16-byte chunk of 8 dims is all moved or all unmoved. */
+ * vr is a multiple of 8, so a 16-byte chunk of 8 dims is all moved or all unmoved.
+ *   kfmt 3 / 4 (compressed K, full-attention layers): K is an array of its own in the planar3 /
+ *     planar4 blocks of src/accel/kv_codec.h, kps bytes per position, head g's hd/128 blocks at
+ *     g·(hd/128)·block bytes; V is plain (ps = nkv·hd). The q/k/v post steps encode K as they
+ *     write it (kv_codec_warp.cuh), and the attention scores against the blocks in the rotated
+ *     domain (q rotated once per head). kt: the codec's tables in device memory; kflags: the
+ *     device word the encoder ORs KVC_FLAG_* into for a block it cannot store. */
 #ifndef MLXRT_CUDA_KV_LAYOUT_H
 #define MLXRT_CUDA_KV_LAYOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "accel/kv_codec_math.h"
+
 typedef struct dk_kv_layout {
-  int64_t ps; /* elements from one position's row to the next */
+  int64_t ps; /* elements from one position's row to the next (V's, and K's unless kfmt) */
   int vr;     /* moved pairs per half whose V sits in the tail (0: plain) */
+  int kfmt;   /* 0: K in bf16 rows as above; 3 / 4: K in planar3 / planar4 blocks */
+  int64_t kps; /* bytes from one position's K row to the next (kfmt) */
+  const kvc_tables *kt; /* (kfmt) */
+  unsigned *kflags;     /* (kfmt) */
 } dk_kv_layout;
 
 #ifdef __CUDACC__
@@ -31,12 +44,18 @@ typedef struct dk_kv_layout {
 
 /* the plain layout of nkv heads of hd */
 KVL_HD dk_kv_layout dk_kv_plain(int nkv, int hd) {
-  dk_kv_layout L = {(int64_t)nkv * hd, 0};
+  dk_kv_layout L = {(int64_t)nkv * hd, 0, 0, 0, NULL, NULL};
   return L;
 }
 /* K from V for nkv heads of hd with vr moved pairs per half */
 KVL_HD dk_kv_layout dk_kv_from_v(int nkv, int hd, int vr) {
-  dk_kv_layout L = {(int64_t)nkv * (hd + 2 * vr), vr};
+  dk_kv_layout L = {(int64_t)nkv * (hd + 2 * vr), vr, 0, 0, NULL, NULL};
+  return L;
+}
+/* planar3 (fmt 3) / planar4 (fmt 4) K for nkv heads of hd (a multiple of 128), plain V */
+KVL_HD int dk_kv_block_bytes(int fmt) { return fmt == 3 ? KVC_P3_BYTES : fmt == 4 ? KVC_P4_BYTES : 0; }
+KVL_HD dk_kv_layout dk_kv_planar(int nkv, int hd, int fmt, const kvc_tables *kt, unsigned *kflags) {
+  dk_kv_layout L = {(int64_t)nkv * hd, 0, fmt, (int64_t)nkv * (hd / KVC_BLOCK) * dk_kv_block_bytes(fmt), kt, kflags};
   return L;
 }
 /* whether dim d of a head is moved by RoPE (K stored; V in the tail) */
@@ -55,6 +74,10 @@ KVL_HD int64_t dk_kv_vcol(dk_kv_layout L, int nkv, int hd, int g, int d) {
 
 /* whether kv describes caches kc / vc of nkv heads of hd (a sliding layer's ring: plain) */
 KVL_HD int dk_kv_layout_ok(dk_kv_layout L, int nkv, int hd, const void *kc, const void *vc, int window) {
+  if (L.kfmt)
+    return (L.kfmt == 3 || L.kfmt == 4) && L.vr == 0 && hd % KVC_BLOCK == 0 && L.ps >= (int64_t)nkv * hd &&
+           L.kps == (int64_t)nkv * (hd / KVC_BLOCK) * dk_kv_block_bytes(L.kfmt) && L.kt && L.kflags &&
+           (!kc || kc != vc) && window == 0;
   if (L.vr == 0) return L.ps >= (int64_t)nkv * hd;
   return L.vr > 0 && L.vr % 8 == 0 && 2 * L.vr < hd && L.ps == (int64_t)nkv * (hd + 2 * L.vr) && kc == vc &&
          window == 0;

@@ -10,6 +10,7 @@
 #include "ck_block.cuh"
 #include "ck_device.cuh"
 #include "ck_ring.cuh"
+#include "kv_codec_warp.cuh"
 #include "prefill_kernels.h"
 
 
@@ -214,8 +215,13 @@ __global__ void __launch_bounds__(128) pf_qkv_post_kernel(const float *y, int64_
   /* rows kv.ps apart (kv_layout.h): with K from V, K at the moved dims, V at the others and in
    * the tail (vdst == kdst) */
   uint16_t *krow = kdst + tok * kv.ps, *kd = krow + (int64_t)kh * hd, *vrow = vdst + tok * kv.ps;
-  for (int i = threadIdx.x; i < hd; i += blockDim.x)
-    if (kv.vr == 0 || dk_kv_moved(kv, hd, i)) kd[i] = ck_f32_to_bf16(sv[i]);
+  if (kv.kfmt) /* compressed K: the head's codec blocks at tok · kv.kps bytes */
+    kvc_encode_head(kv.kt, kv.kfmt, sv, hd,
+                    (uint8_t *)kdst + tok * kv.kps + (int64_t)kh * (hd / KVC_BLOCK) * dk_kv_block_bytes(kv.kfmt),
+                    kv.kflags);
+  else
+    for (int i = threadIdx.x; i < hd; i += blockDim.x)
+      if (kv.vr == 0 || dk_kv_moved(kv, hd, i)) kd[i] = ck_f32_to_bf16(sv[i]);
   const float *vs = k_eq_v ? src : yt + (int64_t)nq * hd + kvd + (int64_t)kh * hd;
   float rv = 1.0f;
   if (v_norm) {

@@ -450,7 +450,7 @@ extern "C" int pf_attention_wg(const float *q, const uint16_t *kc, const uint16_
                                const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
                                dk_kv_layout kv, uint16_t *att, void *stream) {
   if (T <= 0) return 0;
-  if (nkv <= 0 || nq % nkv || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) || (kv.vr > 0 && kch != vch))
+  if (nkv <= 0 || nq % nkv || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) || (kv.vr > 0 && kch != vch) || kv.kfmt)
     return (int)cudaErrorInvalidValue;
   const PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale, kv};
   cudaStream_t st = (cudaStream_t)stream;

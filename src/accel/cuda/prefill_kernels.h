@@ -29,7 +29,8 @@ int pf_norm_rows(const float *y, int64_t ldy, const float *w_post, float *h, int
  * (v = k's rows when k_eq_v): q = rope(rmsnorm(q)) at position p0 + t → q_out [T, nq·hd];
  * k = rope(rmsnorm(k)), v (weightless rmsnorm when v_norm) → kdst / vdst bf16, token t's rows
  * at t·kv.ps in the layout kv (kv_layout.h; K from V: vdst == kdst, and q's unmoved dims carry
- * kn); kdst NULL (a KV-shared layer, y = q only): the query heads alone. */
+ * kn; compressed K: token t's codec blocks at t·kv.kps bytes from kdst); kdst NULL (a KV-shared
+ * layer, y = q only): the query heads alone. */
 int pf_qkv_post(const float *y, int64_t ldy, int T, int64_t p0, int nq, int nkv, int hd, int k_eq_v,
                 const float *qn, const float *kn, const float *inv_freq, int traditional, int v_norm,
                 float eps, dk_kv_layout kv, float *q_out, uint16_t *kdst, uint16_t *vdst, void *stream);
@@ -51,6 +52,15 @@ int pf_geglu(const float *y, int64_t inter, int T, uint16_t *out, int il, void *
 int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const uint16_t *kch,
                  const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
                  dk_kv_layout kv, uint16_t *att, void *stream);
+
+/* Over a compressed K (kv.kfmt, kv_layout.h), pf_attention reads every key from the cache — the
+ * chunk's own too, which its q/k/v post encoded there, so kch / vch must be the cache's rows at
+ * p0 — through pf_attention_planar (prefill_attn_planar.cu): one block per KV head and query,
+ * its rotated query rows scored against the blocks (attention_planar.cuh), scores → bf16, and
+ * an online float32 softmax over tiles of keys (p unrounded, Σ p·v / Σ p → bf16 at the end): no
+ * chunk × context scores are kept. Head dims multiples of 128 up to 512; no window. */
+int pf_attention_planar(const float *q, const uint16_t *kc, const uint16_t *vc, int T, int64_t p0, int nq, int nkv,
+                        int hd, float scale, dk_kv_layout kv, uint16_t *att, void *stream);
 
 /* The warpgroup kernel alone (prefill_attn_wg.cu): whether it runs here (head dim 128, 256 or 512 on an
  * sm_90 device, where the sm_90a machine code loads), and its launcher. */

@@ -10,6 +10,7 @@
 
 #include "ck_block.cuh"
 #include "ck_device.cuh"
+#include "kv_codec_warp.cuh"
 #include "kv_layout.h"
 
 #define QP_T 128
@@ -89,13 +90,18 @@ static __device__ __forceinline__ void qp_head(const float *src, int ks, int64_t
 /* KV head kh's cache rows at slot (kv_layout.h): K from sv (qp_head of its k row), V from v's own
  * row of y (the raw k row when k_eq_v), through the weightless rmsnorm when v_norm. With K from V
  * (kv.vr > 0, vc == kc) the head's row holds K at the moved dims and V at the others, and V's
- * moved dims go to the tail: K's unmoved dims are bf16(V·k_norm), never stored. */
+ * moved dims go to the tail: K's unmoved dims are bf16(V·k_norm), never stored. With a compressed
+ * K (kv.kfmt) the head's K goes into its codec blocks at slot · kv.kps bytes, V to its plain row. */
 template <typename Sum = qp_sum>
 static __device__ __forceinline__ void qp_write_kv(const float *y, int ks, int64_t kstride, int nq, int nkv, int hd,
                                                    int kh, int k_eq_v, int v_norm, float eps, int64_t slot,
                                                    dk_kv_layout kv, const float *sv, uint16_t *kc, uint16_t *vc,
                                                    Sum sum = Sum()) {
   const int64_t kvd = (int64_t)nkv * hd;
+  if (kv.kfmt)
+    kvc_encode_head(kv.kt, kv.kfmt, sv, hd,
+                    (uint8_t *)kc + slot * kv.kps + (int64_t)kh * (hd / KVC_BLOCK) * dk_kv_block_bytes(kv.kfmt),
+                    kv.kflags);
   uint16_t *row = kc + slot * kv.ps, *kd = row + (int64_t)kh * hd, *vrow = vc + slot * kv.ps;
   const float *vs = k_eq_v ? y + (int64_t)nq * hd + (int64_t)kh * hd : y + (int64_t)nq * hd + kvd + (int64_t)kh * hd;
   float rv = 1.0f;
@@ -114,7 +120,7 @@ static __device__ __forceinline__ void qp_write_kv(const float *y, int ks, int64
     if (kv.vr > 0 && !dk_kv_moved(kv, hd, i)) {
       kd[i] = vb;
     } else {
-      kd[i] = ck_f32_to_bf16(sv[i]);
+      if (!kv.kfmt) kd[i] = ck_f32_to_bf16(sv[i]);
       vrow[dk_kv_vcol(kv, nkv, hd, kh, i)] = vb;
     }
   }
