@@ -5,7 +5,8 @@
  *     bytes the C reference encodes from the bf16 K the same step writes into a plain cache, V is
  *     the plain step's, and a K head holding NaN leaves its blocks untouched and raises the
  *     non-finite flag;
- *   - the decode attention (dk_attention, the split passes): every score within one bf16 step of
+ *   - the decode attention (dk_attention, the split passes, and at deep contexts p·v by bulk copies):
+ *     every score within one bf16 step of
  *     bf16(Σ_b kvc_dot_rotated) of the rotated bf16(q·bf16(scale)), and the output within 1 % of
  *     its largest value of a direct attention over those scores (exactly, on structure cases:
  *     q = 0 and one-hot V);
@@ -88,8 +89,9 @@ static bool close_bf(float a, float b) { /* within one bf16 step of the larger *
   return fabsf(a - b) <= (m > 0 ? ldexpf(1.0f, ilogbf(m) - 7) : 0.0f) * 1.0001f;
 }
 
-/* decode: one query row per head at pos over the cache */
-static int decode_case(int fmt, int rep, int nkv, int hd, int pos, int splits, bool structure) {
+/* decode: one query row per head at pos over the cache; deep: the deep contexts' form (on GQA 8
+ * at head dims 256 / 512 with up to 4 KV heads, p·v with V streamed by bulk copies) */
+static int decode_case(int fmt, int rep, int nkv, int hd, int pos, int splits, bool structure, int deep = 0) {
   const int nq = rep * nkv;
   const int64_t cap = pos + 1;
   Cache c = make_cache(fmt, nkv, hd, cap, structure);
@@ -103,7 +105,7 @@ static int decode_case(int fmt, int rep, int nkv, int hd, int pos, int splits, b
   std::vector<unsigned> count((size_t)nkv, 0u);
   std::vector<uint16_t> att((size_t)nq * hd, 0xffff);
   int p = pos;
-  int rc = dk_attention(q.data(), (const uint16_t *)c.k.data(), c.v.data(), nq, nkv, hd, L, scale, &p, 0, splits, 1, 1,
+  int rc = dk_attention(q.data(), (const uint16_t *)c.k.data(), c.v.data(), nq, nkv, hd, L, scale, &p, 0, splits, 1, deep,
                         cap, scores.data(), smax.data(), ssum.data(), pacc.data(), count.data(), att.data(), NULL, 0,
                         NULL);
   int bad = rc != 0;
@@ -144,8 +146,8 @@ static int decode_case(int fmt, int rep, int nkv, int hd, int pos, int splits, b
   }
   for (unsigned x : count) bad |= x != 0;
   if (flags) bad = 1, printf("FAIL flags %u\n", flags);
-  printf("%s decode  planar%d rep %2d nkv %d hd %3d pos %4d splits %2d %-9s worst %.2e\n", bad ? "FAIL" : "ok  ", fmt,
-         rep, nkv, hd, pos, splits, structure ? "structure" : "values", worst);
+  printf("%s decode  planar%d rep %2d nkv %d hd %3d pos %4d splits %2d %-9s%s worst %.2e\n", bad ? "FAIL" : "ok  ",
+         fmt, rep, nkv, hd, pos, splits, structure ? "structure" : "values", deep ? " deep" : "", worst);
   return bad;
 }
 
@@ -258,6 +260,8 @@ int main(int argc, char **argv) {
     fails += post_case(fmt, 2, 2, 256, 3, 1), n++;
     fails += decode_case(fmt, 8, 1, 512, 70, 5, true), n++;
     fails += decode_case(fmt, 8, 2, 512, 130, 7, false), n++;
+    fails += decode_case(fmt, 8, 4, 512, 100, 3, true, 1), n++;
+    fails += decode_case(fmt, 8, 2, 256, 90, 6, false, 1), n++;
     fails += decode_case(fmt, 16, 1, 256, 40, 3, false), n++;
     fails += decode_case(fmt, 2, 3, 128, 20, 40, false), n++;
     if (!quick) fails += decode_case(fmt, 1, 2, 256, 300, 16, false), n++;

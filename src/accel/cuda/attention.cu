@@ -504,7 +504,10 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
   /* GQA 8 at head dims 256 and 512 with at most 4 KV heads: the scores with K streamed by bulk
    * copies (tg128 +2.4 % at depth 32768, +0.6 % at 4096), and with `deep` p·v with V streamed
    * likewise; every other shape, and p·v while few keys are live, through registers */
-  const bool tma = REP == 8 && (hd == 256 || hd == 512) && nkv <= AS_MAX_NKV && !rw.slot && !kv.kfmt;
+  const bool tma = REP == 8 && (hd == 256 || hd == 512) && nkv <= AS_MAX_NKV && !rw.slot;
+  /* a compressed K (kv.kfmt) is scored on the register path; its V is plain rows, so p·v takes
+   * the bulk-copy form at deep contexts as bf16 K does */
+  const bool tma_scores = tma && !kv.kfmt;
   cudaError_t e = cudaSuccess;
   if constexpr (REP == 8)
     if (deep && tma && kv.vr > 0) { /* K from V: one pass over the rows (K and V in each), then the splits merged */
@@ -522,7 +525,7 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
       return e;
     }
   if constexpr (REP == 8)
-    if (tma) {
+    if (tma_scores) {
       const size_t tsm = as_smem_bytes(nkv, hd);
       void (*fn)(const float *, const uint16_t *, int, int, dk_kv_layout, float, const int *, int, at_splits, int64_t,
                  float *, float *, float *, float *, int) = hd == 512 ? scores_tma_kernel<16> : scores_tma_kernel<8>;
@@ -532,7 +535,7 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
       e = ck_launch(fn, dim3(splits), AT_THREADS, tsm, st, q, kc, nkv, hd, kv, scale, pos, window, sp, ctx_cap,
                     scores, smax, ssum, amax, namax);
     }
-  if (!tma)
+  if (!tma_scores)
     e = ck_launch(kv.kfmt == 3   ? scores_kernel<REP, 3>
                   : kv.kfmt == 4 ? scores_kernel<REP, 4>
                                  : scores_kernel<REP, 0>,
