@@ -8,6 +8,8 @@
 # On the GPU machine (carry [".debs", ".gpu-carry"]):
 #   bash scripts/gpu_profile.sh [--mode nvfp4] [-n 128] [-p 512] [-r 3] PRESET...
 #   TIMELINE=1 adds the in-graph timeline (MLXRT_CUDA_TIMELINE=1) of a tg run.
+#   BATCH=1,4,16,64 adds the batched step's profile (its `batch:` labels) at each of those row
+#   counts (prof-PRESET-batch.log), beside the one-sequence step's.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -37,6 +39,11 @@ for p in "${PRESETS[@]}"; do
   stamp "profile $p"
   MLXRT_CUDA_PROFILE=1 timeout 200 "$BIN/mlxrt" bench -m "$m" --backend cuda -p 0 -n 32 -r 1 >"$OUT/prof-$p.log" 2>&1 ||
     echo "profile $p: rc=$?"
+  if [ -n "${BATCH:-}" ]; then
+    stamp "batched profile $p"
+    MLXRT_CUDA_PROFILE=1 timeout 300 "$BIN/mlxrt" bench -m "$m" --backend cuda --batch "$BATCH" -p 64 -n 16 -r 1 \
+      >"$OUT/prof-$p-batch.log" 2>&1 || echo "batched profile $p: rc=$?"
+  fi
   stamp "bench $p"
   timeout 300 "$BIN/mlxrt" bench -m "$m" --backend cuda -p "$NP" -n "$NG" -r "$REPS" -o json >"$OUT/bench-$p.json" 2>"$OUT/bench-$p.err" ||
     { echo "bench $p: rc=$?"; tail -3 "$OUT/bench-$p.err"; }
