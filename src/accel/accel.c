@@ -148,3 +148,13 @@ static accel_backend *create_any(const accel_options *opt, mlxrt_error *err) {
 void accel_destroy(accel_backend *b) {
   if (b && b->destroy) b->destroy(b);
 }
+
+void accel_host_for(accel_backend *b, int64_t ntasks, accel_host_task fn, void *ctx) {
+  if (b->host_for) {
+    b->host_for(b, ntasks, fn, ctx);
+    return;
+  }
+  for (int64_t t = 0; t < ntasks; t++) fn(ctx, t, 0);
+}
+
+int accel_host_workers(const accel_backend *b) { return b->host_for && b->host_workers > 0 ? b->host_workers : 1; }

@@ -66,6 +66,8 @@ int accel_spec_check(const accel_spec *spec, const char *name, mlxrt_error *err)
 
 /* ---- backends ----------------------------------------------------------------------------- */
 typedef struct accel_backend accel_backend;
+/* One task of accel_host_for: task in [0, ntasks), worker in [0, accel_host_workers(b)). */
+typedef void (*accel_host_task)(void *ctx, int64_t task, int worker);
 /* A backend's whole-model decoder: weights resident, a KV cache that grows up to `capacity`
  * positions. */
 typedef struct accel_decoder accel_decoder;
@@ -156,6 +158,12 @@ struct accel_backend {
   /* Frees everything cached for this backend. */
   void (*destroy)(accel_backend *b);
 
+  /* Optional (NULL: accel_host_for runs the tasks in turn on the caller): the model layer's host
+   * work (attention, elementwise activations) spread over the backend's host threads, returning
+   * when every task ran. A task must not call the backend. Concurrent callers take turns. */
+  void (*host_for)(accel_backend *b, int64_t ntasks, accel_host_task fn, void *ctx);
+  int host_workers; /* (host_for) its threads, the caller's included */
+
   /* Optional (NULL: not offered): qmatmul whose row i of y is bit for bit what qmatmul gives
    * for row i of x alone (n = 1, a decode step's numerics), the weights read once for all n
    * rows. Speculative decoding verifies drafted tokens with it, so that they are judged on the
@@ -200,6 +208,10 @@ enum { ACCEL_KV_K_AUTO = 0, ACCEL_KV_K_BF16 = 1, ACCEL_KV_K_PLANAR3 = 3, ACCEL_K
  * device is present, else the CPU. An explicit "cuda" that cannot load is an error. */
 accel_backend *accel_create(const accel_options *opt, mlxrt_error *err);
 void accel_destroy(accel_backend *b);
+/* fn(ctx, t, worker) for every t in [0, ntasks), on the backend's host threads where it offers
+ * them (host_for), else in turn; and how many workers that is (the scratch a caller sizes). */
+void accel_host_for(accel_backend *b, int64_t ntasks, accel_host_task fn, void *ctx);
+int accel_host_workers(const accel_backend *b);
 
 /* The CPU backend (always linked): threads workers, numerics as accel_options.numerics. */
 accel_backend *accel_cpu_create_numerics(int threads, const char *numerics, mlxrt_error *err);

@@ -48,11 +48,39 @@ void mx_ref_attend_group(const mx_kv_view *kv, const float *qv, int nh, int hd, 
 }
 
 /* Every query row of the chunk: a sliding layer's query at p sees keys p−window < k ≤ p. */
+/* One task of the attention: query row i's heads h0 … h0 + nh − 1 of group g (a group's heads
+ * give the same bits whichever of them are computed together: accel_attend.h). */
+typedef struct att_job {
+  mx_session *s;
+  const mx_kv_view *kv;
+  int nq, nkv, rep, hd, window, hc; /* hc: heads per task (rep: a task per row and group) */
+  float scale;
+  int64_t per_worker; /* scores scratch per worker */
+} att_job;
+
+static void att_task(void *ctx, int64_t t, int worker) {
+  const att_job *j = ctx;
+  const int chunks = (j->rep + j->hc - 1) / j->hc;
+  const int64_t i = t / ((int64_t)j->nkv * chunks);
+  const int g = (int)(t / chunks % j->nkv), h0 = (int)(t % chunks) * j->hc;
+  const int nh = j->rep - h0 < j->hc ? j->rep - h0 : j->hc;
+  const int64_t p = j->kv->pos0 + i, lo = j->window > 0 && p - j->window + 1 > 0 ? p - j->window + 1 : 0;
+  const int64_t off = (i * j->nq + (int64_t)g * j->rep + h0) * j->hd;
+  mx_ref_attend_group(j->kv, j->s->q + off, nh, j->hd, g, j->scale, lo, p, j->s->scores + worker * j->per_worker,
+                      j->s->mlx_cpu, j->s->att + off);
+}
+
+/* Every row's groups as tasks on the backend's host threads; a lone row (a decode step) with
+ * fewer groups than threads splits each group's heads over them instead. */
 static int attention(mx_session *s, const mx_layer *ly, const mx_kv_view *kv, int64_t n,
                      float scale, int window, mlxrt_error *err) {
   const mx_config *c = &s->m->cfg;
   int hd = ly->head_dim, nq = c->num_heads, nkv = ly->n_kv_heads, rep = nq / nkv;
-  int64_t need = (kv->pos0 + n) * (rep < ACCEL_ATTEND_GROUP ? rep : ACCEL_ATTEND_GROUP);
+  const int workers = accel_host_workers(s->b);
+  att_job j = {s, kv, nq, nkv, rep, hd, window, rep, scale, 0};
+  if (n == 1 && nkv < workers && rep > 1) j.hc = (rep + workers - 1) / workers;
+  j.per_worker = (kv->pos0 + n) * (j.hc < ACCEL_ATTEND_GROUP ? j.hc : ACCEL_ATTEND_GROUP);
+  const int64_t need = j.per_worker * workers;
   if (need > s->scores_cap) {
     float *ns = realloc(s->scores, (size_t)need * sizeof(float));
     if (!ns) return mx_fail(err, "out of memory for attention scores (%lld positions)", (long long)need);
@@ -60,13 +88,7 @@ static int attention(mx_session *s, const mx_layer *ly, const mx_kv_view *kv, in
     s->scores_cap = need;
   }
   if (hd > 1024) return mx_fail(err, "head_dim %d exceeds the reference path's limit of 1024", hd);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t p = kv->pos0 + i;
-    int64_t lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-    for (int g = 0; g < nkv; g++)
-      mx_ref_attend_group(kv, s->q + (i * nq + g * rep) * hd, rep, hd, g, scale, lo, p, s->scores, s->mlx_cpu,
-                          s->att + (i * nq + g * rep) * hd);
-  }
+  accel_host_for(s->b, n * nkv * ((rep + j.hc - 1) / j.hc), att_task, &j);
   return 0;
 }
 
@@ -138,12 +160,27 @@ static int attention_block(mx_session *s, int li, int64_t n, mlxrt_error *err) {
   return 0;
 }
 
+/* GeGLU in chunks on the backend's host threads (elementwise: the same bits however cut) */
+#define GEGLU_CHUNK 4096
+typedef struct geglu_job {
+  float *out;
+  const float *g, *u;
+  int64_t n;
+} geglu_job;
+static void geglu_task(void *ctx, int64_t t, int worker) {
+  const geglu_job *j = ctx;
+  const int64_t a = t * GEGLU_CHUNK, len = j->n - a < GEGLU_CHUNK ? j->n - a : GEGLU_CHUNK;
+  (void)worker;
+  mx_geglu(j->out + a, j->g + a, j->u + a, len);
+}
+
 int mx_ref_mlp(mx_session *s, const mx_linear *gate, const mx_linear *up, const mx_linear *down, int expert,
                const float *in, int64_t n, float *out, mlxrt_error *err) {
   int64_t inter = gate->aw.spec.rows;
   if (mx_ref_linear(s, gate, expert, in, n, s->g, err)) return -1;
   if (mx_ref_linear(s, up, expert, in, n, s->u, err)) return -1;
-  mx_geglu(s->t1, s->g, s->u, n * inter);
+  const geglu_job j = {s->t1, s->g, s->u, n * inter};
+  accel_host_for(s->b, (j.n + GEGLU_CHUNK - 1) / GEGLU_CHUNK, geglu_task, (void *)&j);
   return mx_ref_linear(s, down, expert, s->t1, n, out, err);
 }
 

@@ -194,6 +194,10 @@ static void cpu_destroy(accel_backend *b) {
   free(b);
 }
 
+static void cpu_host_for(accel_backend *b, int64_t ntasks, accel_host_task fn, void *ctx) {
+  cpu_pool_run(((cpu_impl *)b->impl)->pool, ntasks, fn, ctx);
+}
+
 accel_backend *accel_cpu_create(int threads, mlxrt_error *err) { return accel_cpu_create_numerics(threads, NULL, err); }
 
 accel_backend *accel_cpu_create_numerics(int threads, const char *numerics, mlxrt_error *err) {
@@ -229,6 +233,8 @@ accel_backend *accel_cpu_create_numerics(int threads, const char *numerics, mlxr
   b->decoder_slot_prompt = cpu_decoder_slot_prompt;
   b->decoder_batch_step = cpu_decoder_batch_step;
   b->read_bandwidth = cpu_backend_read_bandwidth;
+  b->host_for = cpu_host_for;
+  b->host_workers = cpu_pool_threads(c->pool);
   b->destroy = cpu_destroy;
   return b;
 }

@@ -53,6 +53,7 @@ struct accel_decoder {
   int nslots;
   float *blogits;
   int blogits_rows;
+  struct dec_view *views; /* [nslots]: a batched pass's attention rows */
   int rowwise; /* a batched pass: products row-exact (qmatmul_rowwise), each row's bits its own */
 };
 
@@ -137,6 +138,7 @@ void cpu_decoder_free(accel_decoder *D) {
   if (!D) return;
   for (int s = 0; s < D->nslots; s++) cpu_decoder_free(D->slot[s]);
   free(D->blogits);
+  free(D->views);
   free(D->slot);
   if (D->kv)
     for (int i = 0; i < D->d->n_layers; i++) {
@@ -305,11 +307,12 @@ static const uint16_t *value_at(const dec_kv *kv, const uint16_t *cv, int64_t po
 
 /* Query rows q [n, heads · head_dim] at positions pos0 .. pos0 + n − 1 into att: positions
  * before pos0 from the cache, the rows' own from ck / cv (accel_attend.h's arithmetic). */
-typedef struct dec_view {
+struct dec_view {
   const dec_kv *kv;
   const uint16_t *ck, *cv;
   int64_t pos0;
-} dec_view;
+};
+typedef struct dec_view dec_view;
 static const uint16_t *view_key(const void *v, int64_t p) {
   const dec_view *w = v;
   return key_at(w->kv, w->ck, w->pos0, p);
@@ -319,25 +322,51 @@ static const uint16_t *view_value(const void *v, int64_t p) {
   return value_at(w->kv, w->cv, w->pos0, p);
 }
 
-static int attention(accel_decoder *D, const accel_layer_desc *l, const dec_kv *kv, const uint16_t *ck,
-                     const uint16_t *cv, int64_t pos0, int64_t n, const float *q, float *att, mlxrt_error *err) {
-  const accel_model_desc *d = D->d;
-  const int hd = l->head_dim, nq = d->n_heads, nkv = l->n_kv_heads, rep = nq / nkv;
-  const int64_t need = (pos0 + n) * (rep < ACCEL_ATTEND_GROUP ? rep : ACCEL_ATTEND_GROUP);
+/* Attention of `rows` query rows, row r's at q + r·qs into att + r·qs, as tasks on the backend's
+ * host threads: one per row and group, or with fewer of those than threads a group's heads split
+ * over them (a group's heads give the same bits whichever are computed together:
+ * accel_attend.h). chunk: the rows are a chunk's, over one view, row r at view.pos0 + r; else
+ * row r is views[r]'s one query, at its pos0 (a batched step's rows, each over its own slot). */
+typedef struct att_job {
+  const accel_decoder *D;
+  const dec_view *views;
+  int chunk;
+  const float *q;
+  float *att;
+  int64_t qs, per_worker;
+  int nkv, rep, hd, hc;
+} att_job;
+
+static void att_task(void *ctx, int64_t t, int worker) {
+  const att_job *j = ctx;
+  const int chunks = (j->rep + j->hc - 1) / j->hc;
+  const int64_t r = t / ((int64_t)j->nkv * chunks);
+  const int g = (int)(t / chunks % j->nkv), h0 = (int)(t % chunks) * j->hc;
+  const int nh = j->rep - h0 < j->hc ? j->rep - h0 : j->hc;
+  const dec_view *w = j->chunk ? j->views : &j->views[r];
+  const int64_t p = w->pos0 + (j->chunk ? r : 0);
+  const int64_t lo = w->kv->window > 0 && p - w->kv->window + 1 > 0 ? p - w->kv->window + 1 : 0;
+  const accel_kv_rows kr = {w, view_key, view_value};
+  const int64_t off = r * j->qs + ((int64_t)g * j->rep + h0) * j->hd;
+  accel_attend_group(&kr, j->q + off, nh, j->hd, g, j->D->d->attn_scale, lo, p, j->D->scores + worker * j->per_worker,
+                     0, j->att + off);
+}
+
+/* max_pos: the largest query position (the scores scratch's length) */
+static int attention(accel_decoder *D, const accel_layer_desc *l, const dec_view *views, int chunk, int64_t rows,
+                     int64_t max_pos, const float *q, float *att, mlxrt_error *err) {
+  const int nq = D->d->n_heads, nkv = l->n_kv_heads, rep = nq / nkv, workers = accel_host_workers(D->b);
+  att_job j = {D, views, chunk, q, att, (int64_t)nq * l->head_dim, 0, nkv, rep, l->head_dim, rep};
+  if (rows * nkv < workers && rep > 1) j.hc = (rep + workers - 1) / workers;
+  j.per_worker = (max_pos + 1) * (j.hc < ACCEL_ATTEND_GROUP ? j.hc : ACCEL_ATTEND_GROUP);
+  const int64_t need = j.per_worker * workers;
   if (need > D->scores_cap) {
     float *ns = realloc(D->scores, (size_t)need * sizeof(float));
-    if (!ns) return mx_fail(err, "decoder: out of memory for attention scores (%lld positions)", (long long)(pos0 + n));
+    if (!ns) return mx_fail(err, "decoder: out of memory for attention scores (%lld positions)", (long long)(max_pos + 1));
     D->scores = ns;
     D->scores_cap = need;
   }
-  const dec_view view = {kv, ck, cv, pos0};
-  const accel_kv_rows rows = {&view, view_key, view_value};
-  for (int64_t i = 0; i < n; i++) {
-    const int64_t p = pos0 + i, lo = kv->window > 0 && p - kv->window + 1 > 0 ? p - kv->window + 1 : 0;
-    for (int g = 0; g < nkv; g++)
-      accel_attend_group(&rows, q + (i * nq + g * rep) * hd, rep, hd, g, d->attn_scale, lo, p, D->scores, 0,
-                         att + (i * nq + g * rep) * hd);
-  }
+  accel_host_for(D->b, rows * nkv * ((rep + j.hc - 1) / j.hc), att_task, &j);
   return 0;
 }
 
@@ -417,6 +446,21 @@ static int ple_inputs(accel_decoder *D, const int32_t *tokens, int64_t n, mlxrt_
   return 0;
 }
 
+/* D->t1 = GeGLU(D->g, D->u) over n values, in chunks on the backend's host threads (elementwise:
+ * the same bits however cut) */
+#define GEGLU_CHUNK 4096
+typedef struct geglu_job {
+  accel_decoder *D;
+  int64_t n;
+} geglu_job;
+static void geglu_task(void *ctx, int64_t t, int worker) {
+  const geglu_job *j = ctx;
+  accel_decoder *D = j->D;
+  const int64_t a = t * GEGLU_CHUNK, b = j->n - a < GEGLU_CHUNK ? j->n : a + GEGLU_CHUNK;
+  (void)worker;
+  for (int64_t i = a; i < b; i++) D->t1[i] = R(gelu_approx(D->g[i]) * D->u[i]);
+}
+
 static int layer(accel_decoder *D, int li, const dec_rows *rw, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   const accel_layer_desc *l = &d->layers[li];
@@ -445,13 +489,19 @@ static int layer(accel_decoder *D, int li, const dec_rows *rw, mlxrt_error *err)
   }
   if (!rw->slot) {
     dec_kv *kv = &D->kv[src];
-    if (attention(D, l, kv, ck, cv, rw->pos0, n, D->q, D->att, err)) return -1;
+    const dec_view view = {kv, ck, cv, rw->pos0};
+    if (attention(D, l, &view, 1, n, rw->pos0 + n - 1, D->q, D->att, err)) return -1;
     if (own && !D->feeds[li] && commit_kv(kv, ck, cv, rw->pos0, n, err)) return -1;
   } else { /* each row over its own slot's cache and its own K/V */
+    int64_t max_pos = 0;
+    for (int64_t i = 0; i < n; i++) {
+      D->views[i] = (dec_view){&rw->slot[i]->kv[src], ck + i * kvd, cv + i * kvd, rw->pos[i]};
+      if (rw->pos[i] > max_pos) max_pos = rw->pos[i];
+    }
+    if (attention(D, l, D->views, 0, n, max_pos, D->q, D->att, err)) return -1;
     for (int64_t i = 0; i < n; i++) {
       dec_kv *kv = &rw->slot[i]->kv[src];
       const uint16_t *ki = ck + i * kvd, *vi = cv + i * kvd;
-      if (attention(D, l, kv, ki, vi, rw->pos[i], 1, D->q + i * nq * hd, D->att + i * nq * hd, err)) return -1;
       if (own && !D->feeds[li] && commit_kv(kv, ki, vi, rw->pos[i], 1, err)) return -1;
     }
   }
@@ -463,7 +513,8 @@ static int layer(accel_decoder *D, int li, const dec_rows *rw, mlxrt_error *err)
   int64_t I = l->intermediate;
   rmsnorm_rows(D->x, D->h, l->pre_ffw_norm, n, H, eps);
   if (linear(D, l->gate, D->x, n, D->g, err) || linear(D, l->up, D->x, n, D->u, err)) return -1;
-  for (int64_t i = 0; i < n * I; i++) D->t1[i] = R(gelu_approx(D->g[i]) * D->u[i]);
+  const geglu_job gj = {D, n * I};
+  accel_host_for(D->b, (gj.n + GEGLU_CHUNK - 1) / GEGLU_CHUNK, geglu_task, (void *)&gj);
   if (linear(D, l->down, D->t1, n, D->o, err)) return -1;
   if (l->moe.experts) { /* the dense MLP is the shared expert: its own post-norm, plus the experts' */
     rmsnorm_rows(D->o, D->o, l->moe.post_ffw_norm_1, n, H, eps);
@@ -569,12 +620,18 @@ int cpu_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
   if (D->slot) return mx_fail(err, "CPU decoder: batched decode already has %d slots", D->nslots);
   if (slots < 1 || slots > CPU_BATCH_MAX)
     return mx_fail(err, "CPU decoder: %d sequence slots (1 to %d)", slots, CPU_BATCH_MAX);
-  if (!(D->slot = calloc((size_t)slots, sizeof *D->slot))) return mx_fail(err, "CPU decoder: out of memory");
+  if (!(D->slot = calloc((size_t)slots, sizeof *D->slot)) || !(D->views = calloc((size_t)slots, sizeof *D->views))) {
+    free(D->slot);
+    D->slot = NULL;
+    return mx_fail(err, "CPU decoder: out of memory");
+  }
   for (int s = 0; s < slots; s++) {
     if (!(D->slot[s] = cpu_decoder_create(D->b, D->d, D->capacity, err))) {
       for (int k = 0; k < s; k++) cpu_decoder_free(D->slot[k]);
       free(D->slot);
+      free(D->views);
       D->slot = NULL;
+      D->views = NULL;
       D->nslots = 0;
       return mx_prefix(err, "CPU decoder: batched decode, slot %d of %d", s, slots);
     }
