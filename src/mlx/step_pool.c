@@ -48,6 +48,7 @@ struct mx_pool {
   int busy;            /* the decoder runs a step or a prompt piece */
   int prompts_waiting; /* threads waiting to feed a prompt piece */
   int prompt_turn;     /* a step ran while a prompt waited: the decoder is the prompt's next */
+  int held;            /* mx_pool_hold: no step starts; prompts run */
   int64_t idle_since;  /* ns: when the decoder last became free (missing rows are waited for from then) */
   mx_pool_stats stats;
   /* the step's rows */
@@ -264,7 +265,7 @@ int mx_pool_step(mx_pool *p, int slot, int32_t token, int64_t pos, const accel_s
   leave_locked(p, slot); /* it came back */
   while (!r->done) {
     expire_locked(p, now_ns());
-    if (!p->busy && !p->prompt_turn && p->n_pending > 0 && p->n_missing == 0) {
+    if (!p->busy && !p->held && !p->prompt_turn && p->n_pending > 0 && p->n_missing == 0) {
       run_step_locked(p);
       continue;
     }
@@ -294,7 +295,7 @@ int mx_pool_feed(mx_pool *p, int slot, const int32_t *tokens, int64_t n, int64_t
     p->prompts_waiting++;
     for (;;) {
       expire_locked(p, now_ns());
-      if (!p->busy && (p->prompt_turn || (p->n_pending == 0 && p->n_missing == 0))) break;
+      if (!p->busy && (p->prompt_turn || p->held || (p->n_pending == 0 && p->n_missing == 0))) break;
       wait_locked(p);
     }
     p->prompts_waiting--;
@@ -320,6 +321,14 @@ int mx_pool_feed(mx_pool *p, int slot, const int32_t *tokens, int64_t n, int64_t
 void mx_pool_get_stats(mx_pool *p, mx_pool_stats *st) {
   pthread_mutex_lock(&p->mu);
   *st = p->stats;
+  st->waiting = p->n_pending;
+  pthread_mutex_unlock(&p->mu);
+}
+
+void mx_pool_hold(mx_pool *p, int hold) {
+  pthread_mutex_lock(&p->mu);
+  p->held = hold != 0;
+  pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
 }
 

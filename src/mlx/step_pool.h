@@ -44,10 +44,14 @@ int mx_pool_step(mx_pool *p, int slot, int32_t token, int64_t pos, const accel_s
                  float *logits, int32_t *next, mlxrt_error *err);
 /* The slot's sequence will not step again soon: the next batched step does not wait for it. */
 void mx_pool_leave(mx_pool *p, int slot);
-/* Since the pool was made: batched steps, the rows they stepped, prompt pieces fed. */
+/* Since the pool was made: batched steps, the rows they stepped, prompt pieces fed; and the
+ * rows waiting for the next step now. */
 typedef struct mx_pool_stats {
-  int64_t steps, rows, prompt_pieces;
+  int64_t steps, rows, prompt_pieces, waiting;
 } mx_pool_stats;
+/* hold non-zero: no batched step starts (the rows gather) until a call with 0; prompts still
+ * run. Lets a caller start sequences in one step (tests/gpu/batch_test.c). */
+void mx_pool_hold(mx_pool *p, int hold);
 void mx_pool_get_stats(mx_pool *p, mx_pool_stats *st);
 /* The decoder's memory (accel_memory), for every slot together. */
 int mx_pool_memory(mx_pool *p, accel_memory *m, mlxrt_error *err);

@@ -149,6 +149,7 @@ typedef struct pool_seq {
   int32_t *toks;
   float *logits;
   pthread_barrier_t *prompted; /* bench: every thread's prompt done before the steps are timed */
+  int fed;                      /* its prompt has ended (atomic) */
   int rc;
   mlxrt_error err;
 } pool_seq;
@@ -157,6 +158,7 @@ static void *pool_seq_run(void *arg) {
   pool_seq *j = arg;
   int32_t t = -1;
   j->rc = mx_pool_feed(j->p, j->slot, j->prompt, j->np, 0, NULL, 0.0, j->logits, &t, NULL, NULL, &j->err);
+  __atomic_store_n(&j->fed, 1, __ATOMIC_RELEASE);
   if (j->prompted) pthread_barrier_wait(j->prompted);
   for (int i = 0; i < j->gen && !j->rc; i++) {
     j->toks[i] = t;
@@ -168,8 +170,22 @@ static void *pool_seq_run(void *arg) {
   return NULL;
 }
 
+/* Two rows wait for the pool's held step, or (all: every thread has been started) every thread
+ * has fed its prompt (some may have failed: nothing more will come). */
+static int pool_two_waiting(mx_pool *p, const pool_seq *j, int ns, const int *live, int all) {
+  mx_pool_stats st;
+  mx_pool_get_stats(p, &st);
+  if (st.waiting >= 2) return 1;
+  if (!all) return 0;
+  for (int s = 0; s < ns; s++)
+    if (live[s] && !__atomic_load_n(&j[s].fed, __ATOMIC_ACQUIRE)) return 0;
+  return 1;
+}
+
 /* 4: thread s starts 2·join ms after the first, so the sequences join the pool's steps at
- * different times; toks / logits as run_batched's. */
+ * different times; the pool's steps are held until two sequences wait for one (on a tiny model
+ * a sequence can otherwise end before the next thread is scheduled), so at least one step
+ * holds several; toks / logits as run_batched's. */
 static int run_pooled(const mx_model *m, accel_backend *b, const seq *q, int ns, int gen, int32_t *toks, float *logits,
                       mx_pool_stats *st, mlxrt_error *err) {
   const int V = m->cfg.vocab_size;
@@ -181,16 +197,24 @@ static int run_pooled(const mx_model *m, accel_backend *b, const seq *q, int ns,
   pool_seq *j = calloc((size_t)ns, sizeof *j);
   pthread_t *th = calloc((size_t)ns, sizeof *th);
   int *live = calloc((size_t)ns, sizeof *live);
-  int rc = !j || !th || !live;
+  int rc = !j || !th || !live, held = ns > 1;
+  mx_pool_hold(p, held);
   for (int w = 0; w <= 10 && !rc; w++) /* q[s].join is 0..10 */
     for (int s = 0; s < ns && !rc; s++) {
       if (q[s].join != w) continue;
       j[s] = (pool_seq){p, mx_pool_acquire(p), q[s].np, gen, V, q[s].prompt, toks + (size_t)s * gen,
-                        logits + (size_t)s * gen * V, NULL, 0, {{0}}};
+                        logits + (size_t)s * gen * V, NULL, 0, 0, {{0}}};
       live[s] = !pthread_create(&th[s], NULL, pool_seq_run, &j[s]);
       if (!live[s]) rc = mx_fail(err, "cannot start thread %d", s);
       nanosleep(&(struct timespec){0, 2000000}, NULL);
+      held = held && !pool_two_waiting(p, j, ns, live, 0);
+      if (!held) mx_pool_hold(p, 0);
     }
+  while (held && !rc) { /* all started: until two wait, or every prompt has ended */
+    held = !pool_two_waiting(p, j, ns, live, 1);
+    if (held) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  mx_pool_hold(p, 0);
   for (int s = 0; s < ns && live; s++)
     if (live[s]) pthread_join(th[s], NULL);
   for (int s = 0; s < ns && !rc; s++)
@@ -454,7 +478,7 @@ static int bench_pooled(const mx_model *m, accel_backend *b, int B, int pp, int 
     for (int s = 0; s < B; s++) {
       for (int i = 0; i < pp; i++) pr[(size_t)s * pp + i] = prompt_id(s + r * B, i, m->cfg.vocab_size);
       j[s] = (pool_seq){p, s, pp, tg, m->cfg.vocab_size, pr + (size_t)s * pp, toks + (size_t)s * tg, NULL, &prompted,
-                        0, {{0}}};
+                        0, 0, {{0}}};
       if (r == 0) j[s].slot = mx_pool_acquire(p);
       if (pthread_create(&th[s], NULL, pool_seq_run, &j[s])) {
         fprintf(stderr, "  pooled bench: cannot start thread %d\n", s);
