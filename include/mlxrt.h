@@ -164,6 +164,9 @@ int mlxrt_batch_step_sample(mlxrt_batch *b, int n, const int *slots, const int32
                             struct mlxrt_sampler *const *samplers, int32_t *next, mlxrt_error *err);
 /* Tokens slot `slot`'s sequence holds (0: none). */
 int64_t mlxrt_batch_position(const mlxrt_batch *b, int slot);
+/* Memory the batch holds (mlxrt_memory): every slot's KV cache together (kv_positions: the
+ * decoder's own sequence's), and the device's bytes in use. */
+int mlxrt_batch_memory(const mlxrt_batch *b, mlxrt_memory *out, mlxrt_error *err);
 
 /* ---- session pools: continuous batching for threads ----------------------------------------
  * A pool is one batched decoder (as mlxrt_batch's) whose slots are sessions. A pool session is

@@ -107,7 +107,14 @@ static void test_against_sessions(mlxrt_model *m) {
     CHECKF(b != NULL, "%s", err.msg);
     if (!b) return;
     int32_t bt[NS][GEN], st[GEN];
-    if (!batch_tokens(b, m, sampled, bt))
+    mlxrt_memory m0, m1;
+    CHECKF(!mlxrt_batch_memory(b, &m0, &err), "%s", err.msg);
+    const int brc = batch_tokens(b, m, sampled, bt);
+    /* the slots' caches count: they hold the sequences' positions now */
+    CHECKF(!mlxrt_batch_memory(b, &m1, &err), "%s", err.msg);
+    CHECKF(brc || m1.kv_bytes > m0.kv_bytes, "batch memory: %llu KV bytes before the sequences, %llu after",
+           (unsigned long long)m0.kv_bytes, (unsigned long long)m1.kv_bytes);
+    if (!brc)
       for (int s = 0; s < NS; s++)
         if (!session_tokens(m, s, sampled, st))
           CHECKF(!memcmp(st, bt[s], sizeof st), "%s sequence %d: the batch's tokens differ from a session's",

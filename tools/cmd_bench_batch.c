@@ -66,11 +66,17 @@ int bench_batched(mlxrt_model *m, const bench_args *o) {
   mlxrt_error err = {{0}};
   const int json = !strcmp(o->fmt, "json");
   double *pps = malloc((size_t)o->reps * sizeof *pps), *tgs = malloc((size_t)o->reps * sizeof *tgs);
-  int rc = 0, first = 1;
-  if (!pps || !tgs) {
+  /* what each run's batch held at its end, printed after the table */
+  const size_t nruns = (size_t)o->p.n * (size_t)o->n.n * (size_t)o->batch.n;
+  mlxrt_memory *mems = calloc(nruns, sizeof *mems);
+  int *mem_b = calloc(nruns, sizeof *mem_b);
+  int rc = 0, first = 1, nmem = 0;
+  if (!pps || !tgs || !mems || !mem_b) {
     fprintf(stderr, "mlxrt bench: out of memory\n");
     free(pps);
     free(tgs);
+    free(mems);
+    free(mem_b);
     return 1;
   }
   for (int pi = 0; pi < o->p.n && !rc; pi++)
@@ -89,7 +95,11 @@ int bench_batched(mlxrt_model *m, const bench_args *o) {
           pps[r] = (double)B * pp / tp;
           tgs[r] = tg > 0 ? (double)B * tg / tt : 0;
         }
+        mlxrt_memory mem = {0};
+        if (!rc && mlxrt_batch_memory(b, &mem, &err)) rc = 1;
         mlxrt_batch_free(b);
+        mems[nmem] = mem;
+        mem_b[nmem++] = B;
         if (rc) break;
         double pm, psd, tm, tsd;
         mean_sd(pps, o->reps, &pm, &psd);
@@ -102,9 +112,10 @@ int bench_batched(mlxrt_model *m, const bench_args *o) {
         if (json)
           printf("%s  {\"model\": \"%s\", \"quant\": \"%s\", \"backend\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
                  "\"n_batch\": %d, \"pp_avg_ts\": %.4f, \"pp_stddev_ts\": %.4f, \"tg_avg_ts\": %.4f, "
-                 "\"tg_stddev_ts\": %.4f, \"tg_per_sequence_ts\": %.4f}",
+                 "\"tg_stddev_ts\": %.4f, \"tg_per_sequence_ts\": %.4f, \"kv_bytes\": %llu, "
+                 "\"device_used_bytes\": %llu}",
                  first ? "" : ",\n", info.variant, info.quant, mlxrt_model_backend_name(m), pp, tg, B, pm, psd, tm,
-                 tsd, tm / B);
+                 tsd, tm / B, (unsigned long long)mem.kv_bytes, (unsigned long long)mem.device_used);
         else
           printf("| %s %s | %s | %d | %d | %d | %.2f ± %.2f | %.2f ± %.2f | %.2f |\n", info.variant, info.quant,
                  mlxrt_model_backend_name(m), pp, tg, B, pm, psd, tm, tsd, tm / B);
@@ -112,8 +123,18 @@ int bench_batched(mlxrt_model *m, const bench_args *o) {
         first = 0;
       }
   if (json && !first) printf("\n]\n");
+  if (!json && nmem) printf("\n");
+  for (int i = 0; i < nmem && !json; i++) {
+    printf("memory B=%d: KV cache %.1f MiB", mem_b[i], (double)mems[i].kv_bytes / 1048576.0);
+    if (mems[i].device_total)
+      printf("; device %.2f GiB in use of %.2f GiB", (double)mems[i].device_used / 1073741824.0,
+             (double)mems[i].device_total / 1073741824.0);
+    printf("\n");
+  }
   if (rc) fprintf(stderr, "mlxrt bench: %s\n", err.msg);
   free(pps);
   free(tgs);
+  free(mems);
+  free(mem_b);
   return rc;
 }

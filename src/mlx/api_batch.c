@@ -136,3 +136,13 @@ int mlxrt_batch_step_sample(mlxrt_batch *B, int n, const int *slots, const int32
 int64_t mlxrt_batch_position(const mlxrt_batch *B, int slot) {
   return slot >= 0 && slot < B->slots ? B->pos[slot] : 0;
 }
+
+int mlxrt_batch_memory(const mlxrt_batch *B, mlxrt_memory *out, mlxrt_error *err) {
+  memset(out, 0, sizeof *out);
+  accel_backend *b = B->x->b;
+  if (!b->decoder_memory) return mx_fail(err, "the %s decoder does not report its memory", b->name);
+  accel_memory am;
+  if (b->decoder_memory(B->x->dec, &am, err)) return -1;
+  *out = (mlxrt_memory){am.kv_bytes, am.kv_positions, am.device_used, am.device_total};
+  return 0;
+}

@@ -291,6 +291,11 @@ int cpu_decoder_memory(accel_decoder *D, accel_memory *m, mlxrt_error *err) {
     m->kv_bytes += 2 * (uint64_t)kv->alloc * (uint64_t)kv->dim * sizeof(uint16_t);
     if (kv->window == 0 && kv->alloc < m->kv_positions) m->kv_positions = kv->alloc;
   }
+  for (int s = 0; s < D->nslots; s++) { /* batched decode: the slots' caches too */
+    accel_memory sm;
+    cpu_decoder_memory(D->slot[s], &sm, err);
+    m->kv_bytes += sm.kv_bytes;
+  }
   return 0;
 }
 
