@@ -1,6 +1,7 @@
 /* MLX's own CPU sin/cos/exp (src/base/mlx_cpu_math.c) and the RoPE tables of mlx-cpu numerics
  * (src/mlx/ops.c) against golden values from MLX itself (scripts/golden_mlx_cpu_math.py,
- * tests/fixtures/mlx_cpu_math.safetensors): every value must be bit-identical.
+ * tests/fixtures/mlx_cpu_math.safetensors): every value must be bit-identical. Also the
+ * gelu_approx table (src/base/gelu.c) against its op-by-op definition on every input.
  * A larger file made by that script can be given as argv[1]. */
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 
 #include "base/bf16.h"
 #include "base/error.h"
+#include "base/gelu.h"
 #include "base/mlx_cpu_math.h"
 #include "mlx/ops.h"
 #include "mlx/safetensors.h"
@@ -96,7 +98,29 @@ static void check_rope(const st_file *f, int i) {
   CHECKF(bad_bf16 == 0, "%s: %lld bf16 RoPE values differ", key, (long long)bad_bf16);
 }
 
+/* The table's gelu_approx is the definition's bit for bit: on all 65,536 bf16 inputs (NaNs and
+ * infinities included) and on inputs that are not bf16 values (the definition itself). */
+static void check_gelu_table(void) {
+  const uint16_t *t = mx_gelu_table_ready();
+  int bad = 0;
+  for (uint32_t i = 0; i < (1u << 16); i++) {
+    const uint32_t b = i << 16;
+    float x;
+    memcpy(&x, &b, 4);
+    const float want = mx_gelu_approx_exact(x), got = mx_gelu_approx_bf16(t, x);
+    if (bits(want) != bits(got) && bad++ < 4)
+      fprintf(stderr, "gelu of bf16 %04x: table %08x, definition %08x\n", i, bits(got), bits(want));
+  }
+  CHECKF(bad == 0, "gelu table: %d of 65536 bf16 inputs differ from the definition", bad);
+  const float off[] = {0.3f, -1.2345678f, 3.0e-5f, 7.77777f, -0.0078125001f};
+  for (size_t k = 0; k < sizeof off / sizeof off[0]; k++)
+    CHECK(bits(mx_gelu_approx_bf16(t, off[k])) == bits(mx_gelu_approx_exact(off[k])));
+  CHECK(mx_gelu_approx_exact(0.0f) == 0.0f && mx_gelu_approx_exact(-20.0f) == 0.0f);
+  CHECK(fabsf(mx_gelu_approx_exact(2.0f) - 1.9545977f) < 0.01f); /* 0.5·2·(1 + tanh(1.5957691·1.08943)) */
+}
+
 int main(int argc, char **argv) {
+  check_gelu_table();
   char path[1024];
   if (argc > 1) snprintf(path, sizeof path, "%s", argv[1]);
   else snprintf(path, sizeof path, "%s/tests/fixtures/mlx_cpu_math.safetensors", MLXRT_SOURCE_DIR);

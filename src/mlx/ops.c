@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "base/bf16.h"
+#include "base/gelu.h"
 #include "base/mlx_cpu_math.h"
 
 #define R mx_round_bf16
@@ -30,18 +31,11 @@ void mx_rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, 
   mx_rmsnorm_rows_mode(y, x, w, rows, n, eps, 0);
 }
 
-float mx_gelu_approx(float x) {
-  /* the constants rounded to bf16 as MLX does (constants: folded at compile time, no shared state) */
-  const float c_sqrt = R((float)sqrt(2.0 / M_PI)), c_k = R(0.044715f), c_half = 0.5f;
-  float x3 = R(x * x * x);
-  float t = R(x + R(c_k * x3));
-  t = R(c_sqrt * t);
-  float th = R(tanhf(t));
-  return R(R(c_half * x) * R(1.0f + th));
-}
+float mx_gelu_approx(float x) { return mx_gelu_approx_bf16(mx_gelu_table_ready(), x); }
 
 void mx_geglu(float *out, const float *g, const float *u, int64_t n) {
-  for (int64_t i = 0; i < n; i++) out[i] = R(mx_gelu_approx(g[i]) * u[i]);
+  const uint16_t *table = mx_gelu_table_ready();
+  for (int64_t i = 0; i < n; i++) out[i] = R(mx_gelu_approx_bf16(table, g[i]) * u[i]);
 }
 
 void mx_rope_angles(float *c, float *s, int half, const float *inv_freq, float pos, int mlx_cpu) {

@@ -15,7 +15,7 @@ void mx_rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, 
 void mx_rmsnorm_mode(float *y, const float *x, const float *w, int n, float eps, int mlx_cpu);
 void mx_rmsnorm_rows_mode(float *y, const float *x, const float *w, int rows, int n, float eps, int mlx_cpu);
 
-/* gelu_approx op by op in bf16: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). */
+/* gelu_approx op by op in bf16: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (base/gelu.h). */
 float mx_gelu_approx(float x);
 /* out[i] = bf16(gelu_approx(g[i]) · u[i]) */
 void mx_geglu(float *out, const float *g, const float *u, int64_t n);

@@ -14,6 +14,7 @@
 #include "accel/accel_sample.h"
 #include "base/bf16.h"
 #include "base/error.h"
+#include "base/gelu.h"
 
 #define R mx_round_bf16
 
@@ -83,15 +84,8 @@ static void rmsnorm_rows(float *y, const float *x, const float *w, int64_t rows,
   for (int64_t r = 0; r < rows; r++) rmsnorm(y + r * n, x + r * n, w, n, eps);
 }
 
-/* gelu_approx op by op in bf16 */
-static float gelu_approx(float x) {
-  const float c_sqrt = R((float)sqrt(2.0 / 3.14159265358979323846)), c_k = R(0.044715f);
-  float x3 = R(x * x * x);
-  float t = R(x + R(c_k * x3));
-  t = R(c_sqrt * t);
-  float th = R(tanhf(t));
-  return R(R(0.5f * x) * R(1.0f + th));
-}
+/* gelu_approx op by op in bf16 (base/gelu.h: by table on bf16 inputs, the same bits) */
+static float gelu_approx(float x) { return mx_gelu_approx_bf16(mx_gelu_table_ready(), x); }
 
 static void rope(float *x, int dim, const float *inv_freq, float pos, int traditional) {
   int half = dim / 2;
@@ -406,7 +400,8 @@ static int moe_block(accel_decoder *D, const accel_layer_desc *l, int64_t n, flo
     const int64_t I = m->intermediate;
     for (int k = 0; k < K; k++) {
       if (linear_e(D, m->gate, idx[k], xin, 1, D->g, err) || linear_e(D, m->up, idx[k], xin, 1, D->u, err)) return -1;
-      for (int64_t i = 0; i < I; i++) D->t1[i] = R(gelu_approx(D->g[i]) * D->u[i]);
+      const uint16_t *gt = mx_gelu_table_ready();
+      for (int64_t i = 0; i < I; i++) D->t1[i] = R(mx_gelu_approx_bf16(gt, D->g[i]) * D->u[i]);
       if (linear_e(D, m->down, idx[k], D->t1, 1, y, err)) return -1;
       for (int i = 0; i < H; i++) acc[i] += R(wts[k] * y[i]);
     }
@@ -463,7 +458,8 @@ static void geglu_task(void *ctx, int64_t t, int worker) {
   accel_decoder *D = j->D;
   const int64_t a = t * GEGLU_CHUNK, b = j->n - a < GEGLU_CHUNK ? j->n : a + GEGLU_CHUNK;
   (void)worker;
-  for (int64_t i = a; i < b; i++) D->t1[i] = R(gelu_approx(D->g[i]) * D->u[i]);
+  const uint16_t *gt = mx_gelu_table_ready();
+  for (int64_t i = a; i < b; i++) D->t1[i] = R(mx_gelu_approx_bf16(gt, D->g[i]) * D->u[i]);
 }
 
 static int layer(accel_decoder *D, int li, const dec_rows *rw, mlxrt_error *err) {
