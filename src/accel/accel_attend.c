@@ -10,40 +10,48 @@
 #include "base/mlx_cpu_math.h"
 
 /* The scores of KEY_BLOCK consecutive keys for nh query heads at once. The keys are converted
- * once for the heads that share them (a GQA group), then each score is a lane of float vectors
- * (GNU vector extensions, 4 lanes: SSE on any x86-64): lane l adds q_d·k_d over d in order, one
- * rounded product and one rounded sum per step as the one-key loop does, so every score is that
- * loop's bits; the lanes are independent chains where the one-key loop waits on each sum. */
+ * once for the heads that share them (a GQA group), then each score is a lane of a 16-float
+ * vector (GNU vector extensions: one AVX-512 register, or several narrower ones): lane l adds
+ * q_d·k_d over d in order, one rounded product and one rounded sum per step as the one-key loop
+ * does (ISO C: no contraction into fused multiply-adds), so every score is that loop's bits
+ * whatever the vector width; the lanes are independent chains where the one-key loop waits on
+ * each sum. */
 #define KEY_BLOCK 16
 #define GROUP_MAX ACCEL_ATTEND_GROUP /* heads per pass: the scratch below stays at 96 KiB of stack */
-typedef float key_vec __attribute__((vector_size(16)));
-static void key_block_dots(const accel_kv_rows *kv, const float *qs, int nh, int hd, int g, int64_t j, float *out,
-                           int64_t ld) {
+typedef float key_vec __attribute__((vector_size(64)));
+static inline __attribute__((always_inline)) void key_block_dots(const accel_kv_rows *kv, const float *qs, int nh,
+                                                                 int hd, int g, int64_t j, float *out, int64_t ld) {
   float kt[1024 * KEY_BLOCK]; /* the block's keys, dims outer */
   for (int l = 0; l < KEY_BLOCK; l++) {
     const uint16_t *kk = kv->key(kv->ctx, j + l) + g * hd;
     for (int d = 0; d < hd; d++) kt[d * KEY_BLOCK + l] = mx_bf16_to_f32(kk[d]);
   }
-  for (int h = 0; h < nh; h++) {
-    const float *q = qs + h * hd;
+  int h = 0;
+  for (; h + 4 <= nh; h += 4) { /* four heads: four independent chains per key */
+    const float *q0 = qs + h * hd, *q1 = q0 + hd, *q2 = q1 + hd, *q3 = q2 + hd;
     key_vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
     for (int d = 0; d < hd; d++) {
-      const float *k = kt + d * KEY_BLOCK;
-      key_vec k0, k1, k2, k3;
-      memcpy(&k0, k, sizeof k0);
-      memcpy(&k1, k + 4, sizeof k1);
-      memcpy(&k2, k + 8, sizeof k2);
-      memcpy(&k3, k + 12, sizeof k3);
-      a0 = a0 + q[d] * k0;
-      a1 = a1 + q[d] * k1;
-      a2 = a2 + q[d] * k2;
-      a3 = a3 + q[d] * k3;
+      key_vec k;
+      memcpy(&k, kt + d * KEY_BLOCK, sizeof k);
+      a0 = a0 + q0[d] * k;
+      a1 = a1 + q1[d] * k;
+      a2 = a2 + q2[d] * k;
+      a3 = a3 + q3[d] * k;
     }
-    float *o = out + h * ld;
-    memcpy(o, &a0, sizeof a0);
-    memcpy(o + 4, &a1, sizeof a1);
-    memcpy(o + 8, &a2, sizeof a2);
-    memcpy(o + 12, &a3, sizeof a3);
+    memcpy(out + h * ld, &a0, sizeof a0);
+    memcpy(out + (h + 1) * ld, &a1, sizeof a1);
+    memcpy(out + (h + 2) * ld, &a2, sizeof a2);
+    memcpy(out + (h + 3) * ld, &a3, sizeof a3);
+  }
+  for (; h < nh; h++) {
+    const float *q = qs + h * hd;
+    key_vec a = {0};
+    for (int d = 0; d < hd; d++) {
+      key_vec k;
+      memcpy(&k, kt + d * KEY_BLOCK, sizeof k);
+      a = a + q[d] * k;
+    }
+    memcpy(out + h * ld, &a, sizeof a);
   }
 }
 
@@ -51,8 +59,11 @@ static void key_block_dots(const accel_kv_rows *kv, const float *qs, int nh, int
  * Σ p·v → bf16. MLX's softmax takes its own exp (base/mlx_cpu_math.h), libm's expf differs
  * in the last bit now and then: mlx-cpu numerics use MLX's, the default libm's. Each head's
  * arithmetic is its own; heads of one group only share the conversion of their keys and values. */
-static void attend_heads(const accel_kv_rows *kv, const float *qv, int nh, int hd, int g, float scale, int64_t lo,
-                         int64_t hi, float *scores, int mlx_cpu, float *out) {
+/* Compiled for AVX-512, AVX2 and the baseline, chosen at load time: the same operations in
+ * wider registers, so the same bits. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+attend_heads(const accel_kv_rows *kv, const float *qv, int nh, int hd, int g, float scale, int64_t lo, int64_t hi,
+             float *scores, int mlx_cpu, float *out) {
   const float bscale = mx_round_bf16(scale);
   const int64_t n = hi - lo + 1;
   float qs[GROUP_MAX * 1024], acc[GROUP_MAX * 1024], vf[1024];
