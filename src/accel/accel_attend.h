@@ -21,4 +21,34 @@ void accel_attend_group(const accel_kv_rows *kv, const float *qv, int nh, int hd
 /* The heads accel_attend_group takes per pass (its scratch's multiple). */
 #define ACCEL_ATTEND_GROUP 4
 
+/* The attention of `rows` query rows as tasks for a host thread pool: a task is one row's heads
+ * h0 … h0 + nh − 1 of KV group g — all of the group's rep heads, or, when the rows' groups are
+ * fewer than the workers (a decode step), the group's heads split over them (the same bits:
+ * each head's result does not depend on the others). */
+typedef struct accel_attend_split {
+  int nkv, rep, hc; /* hc: heads per task */
+} accel_attend_split;
+static inline accel_attend_split accel_attend_split_make(int64_t rows, int nkv, int rep, int workers) {
+  accel_attend_split s = {nkv, rep, rep};
+  if (rows * nkv < workers && rep > 1) s.hc = (rep + workers - 1) / workers;
+  return s;
+}
+static inline int64_t accel_attend_tasks(const accel_attend_split *s, int64_t rows) {
+  return rows * s->nkv * ((s->rep + s->hc - 1) / s->hc);
+}
+/* The scores scratch one task needs for `keys` keys. */
+static inline int64_t accel_attend_scratch(const accel_attend_split *s, int64_t keys) {
+  return keys * (s->hc < ACCEL_ATTEND_GROUP ? s->hc : ACCEL_ATTEND_GROUP);
+}
+/* Task t's row, group, first head and head count; *off: its heads' offset (in heads) in the row */
+static inline void accel_attend_task(const accel_attend_split *s, int64_t t, int64_t *row, int *g, int *h0, int *nh,
+                                     int *off) {
+  const int chunks = (s->rep + s->hc - 1) / s->hc;
+  *row = t / ((int64_t)s->nkv * chunks);
+  *g = (int)(t / chunks % s->nkv);
+  *h0 = (int)(t % chunks) * s->hc;
+  *nh = s->rep - *h0 < s->hc ? s->rep - *h0 : s->hc;
+  *off = *g * s->rep + *h0;
+}
+
 #endif

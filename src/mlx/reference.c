@@ -48,38 +48,35 @@ void mx_ref_attend_group(const mx_kv_view *kv, const float *qv, int nh, int hd, 
 }
 
 /* Every query row of the chunk: a sliding layer's query at p sees keys p−window < k ≤ p. */
-/* One task of the attention: query row i's heads h0 … h0 + nh − 1 of group g (a group's heads
- * give the same bits whichever of them are computed together: accel_attend.h). */
+/* One task of the attention (accel_attend.h accel_attend_task). */
 typedef struct att_job {
   mx_session *s;
   const mx_kv_view *kv;
-  int nq, nkv, rep, hd, window, hc; /* hc: heads per task (rep: a task per row and group) */
+  int nq, hd, window;
   float scale;
   int64_t per_worker; /* scores scratch per worker */
+  accel_attend_split sp;
 } att_job;
 
 static void att_task(void *ctx, int64_t t, int worker) {
   const att_job *j = ctx;
-  const int chunks = (j->rep + j->hc - 1) / j->hc;
-  const int64_t i = t / ((int64_t)j->nkv * chunks);
-  const int g = (int)(t / chunks % j->nkv), h0 = (int)(t % chunks) * j->hc;
-  const int nh = j->rep - h0 < j->hc ? j->rep - h0 : j->hc;
+  int64_t i;
+  int g, h0, nh, hoff;
+  accel_attend_task(&j->sp, t, &i, &g, &h0, &nh, &hoff);
   const int64_t p = j->kv->pos0 + i, lo = j->window > 0 && p - j->window + 1 > 0 ? p - j->window + 1 : 0;
-  const int64_t off = (i * j->nq + (int64_t)g * j->rep + h0) * j->hd;
+  const int64_t off = (i * j->nq + hoff) * j->hd;
   mx_ref_attend_group(j->kv, j->s->q + off, nh, j->hd, g, j->scale, lo, p, j->s->scores + worker * j->per_worker,
                       j->s->mlx_cpu, j->s->att + off);
 }
 
-/* Every row's groups as tasks on the backend's host threads; a lone row (a decode step) with
- * fewer groups than threads splits each group's heads over them instead. */
+/* Every row's groups as tasks on the backend's host threads (accel_attend_split). */
 static int attention(mx_session *s, const mx_layer *ly, const mx_kv_view *kv, int64_t n,
                      float scale, int window, mlxrt_error *err) {
   const mx_config *c = &s->m->cfg;
   int hd = ly->head_dim, nq = c->num_heads, nkv = ly->n_kv_heads, rep = nq / nkv;
   const int workers = accel_host_workers(s->b);
-  att_job j = {s, kv, nq, nkv, rep, hd, window, rep, scale, 0};
-  if (n == 1 && nkv < workers && rep > 1) j.hc = (rep + workers - 1) / workers;
-  j.per_worker = (kv->pos0 + n) * (j.hc < ACCEL_ATTEND_GROUP ? j.hc : ACCEL_ATTEND_GROUP);
+  att_job j = {s, kv, nq, hd, window, scale, 0, accel_attend_split_make(n, nkv, rep, workers)};
+  j.per_worker = accel_attend_scratch(&j.sp, kv->pos0 + n);
   const int64_t need = j.per_worker * workers;
   if (need > s->scores_cap) {
     float *ns = realloc(s->scores, (size_t)need * sizeof(float));
@@ -88,7 +85,7 @@ static int attention(mx_session *s, const mx_layer *ly, const mx_kv_view *kv, in
     s->scores_cap = need;
   }
   if (hd > 1024) return mx_fail(err, "head_dim %d exceeds the reference path's limit of 1024", hd);
-  accel_host_for(s->b, n * nkv * ((rep + j.hc - 1) / j.hc), att_task, &j);
+  accel_host_for(s->b, accel_attend_tasks(&j.sp, n), att_task, &j);
   return 0;
 }
 

@@ -333,20 +333,20 @@ typedef struct att_job {
   const float *q;
   float *att;
   int64_t qs, per_worker;
-  int nkv, rep, hd, hc;
+  int hd;
+  accel_attend_split sp;
 } att_job;
 
 static void att_task(void *ctx, int64_t t, int worker) {
   const att_job *j = ctx;
-  const int chunks = (j->rep + j->hc - 1) / j->hc;
-  const int64_t r = t / ((int64_t)j->nkv * chunks);
-  const int g = (int)(t / chunks % j->nkv), h0 = (int)(t % chunks) * j->hc;
-  const int nh = j->rep - h0 < j->hc ? j->rep - h0 : j->hc;
+  int64_t r;
+  int g, h0, nh, hoff;
+  accel_attend_task(&j->sp, t, &r, &g, &h0, &nh, &hoff);
   const dec_view *w = j->chunk ? j->views : &j->views[r];
   const int64_t p = w->pos0 + (j->chunk ? r : 0);
   const int64_t lo = w->kv->window > 0 && p - w->kv->window + 1 > 0 ? p - w->kv->window + 1 : 0;
   const accel_kv_rows kr = {w, view_key, view_value};
-  const int64_t off = r * j->qs + ((int64_t)g * j->rep + h0) * j->hd;
+  const int64_t off = r * j->qs + (int64_t)hoff * j->hd;
   accel_attend_group(&kr, j->q + off, nh, j->hd, g, j->D->d->attn_scale, lo, p, j->D->scores + worker * j->per_worker,
                      0, j->att + off);
 }
@@ -355,9 +355,9 @@ static void att_task(void *ctx, int64_t t, int worker) {
 static int attention(accel_decoder *D, const accel_layer_desc *l, const dec_view *views, int chunk, int64_t rows,
                      int64_t max_pos, const float *q, float *att, mlxrt_error *err) {
   const int nq = D->d->n_heads, nkv = l->n_kv_heads, rep = nq / nkv, workers = accel_host_workers(D->b);
-  att_job j = {D, views, chunk, q, att, (int64_t)nq * l->head_dim, 0, nkv, rep, l->head_dim, rep};
-  if (rows * nkv < workers && rep > 1) j.hc = (rep + workers - 1) / workers;
-  j.per_worker = (max_pos + 1) * (j.hc < ACCEL_ATTEND_GROUP ? j.hc : ACCEL_ATTEND_GROUP);
+  att_job j = {D, views, chunk, q, att, (int64_t)nq * l->head_dim, 0, l->head_dim,
+               accel_attend_split_make(rows, nkv, rep, workers)};
+  j.per_worker = accel_attend_scratch(&j.sp, max_pos + 1);
   const int64_t need = j.per_worker * workers;
   if (need > D->scores_cap) {
     float *ns = realloc(D->scores, (size_t)need * sizeof(float));
@@ -365,7 +365,7 @@ static int attention(accel_decoder *D, const accel_layer_desc *l, const dec_view
     D->scores = ns;
     D->scores_cap = need;
   }
-  accel_host_for(D->b, rows * nkv * ((rep + j.hc - 1) / j.hc), att_task, &j);
+  accel_host_for(D->b, accel_attend_tasks(&j.sp, rows), att_task, &j);
   return 0;
 }
 
