@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "accel/kv_codec.h"
+#include "base/bf16.h"
 #include "emu_rng.h"
 
 #include "emu_block_runner.h"
@@ -82,6 +83,45 @@ static float ref_score(const Cache &c, const float *qh, float scale, int g, int6
   kvc_rotate_q(qs.data(), c.hd, qr.data(), &err);
   const size_t row = kvc_row_bytes((kvc_format)c.fmt, c.hd);
   return bf(kvc_dot_rotated_row((kvc_format)c.fmt, qr.data(), c.hd, &c.k[(size_t)(j * c.kps) + (size_t)g * row]));
+}
+
+static float h16(float x) { return mx_f16_to_f32(mx_f32_to_f16(x)); }
+
+/* The warpgroup prompt kernel's keys: every cached key's values in the rotated domain as it
+ * decodes them, fp16(n'·fp16(C[code])) ([cap][nkv][hd]) — the codes read from the blocks by the
+ * layout of src/accel/kv_codec.h (planar3: a lane's 2-bit parts in its qs byte, its sign bits
+ * in half a signs byte; planar4: two codes a byte, the even value's in the low nibble). */
+static std::vector<float> rotated_keys(const Cache &c) {
+  std::vector<float> out((size_t)(c.cap * c.nkv * c.hd));
+  const kvc_tables *t = kvc_tables_get();
+  const size_t row = kvc_row_bytes((kvc_format)c.fmt, c.hd), bb = kvc_block_bytes((kvc_format)c.fmt);
+  for (int64_t j = 0; j < c.cap; j++)
+    for (int g = 0; g < c.nkv; g++)
+      for (int d = 0; d < c.hd; d++) {
+        const uint8_t *blk = &c.k[(size_t)(j * c.kps) + (size_t)g * row + (size_t)(d / KVC_BLOCK) * bb];
+        const int v = d % KVC_BLOCK, lane = v / 4, i = v % 4;
+        int code;
+        if (c.fmt == 3)
+          code = ((blk[2 + lane] >> (2 * i)) & 3) | ((blk[34 + lane / 2] >> (4 * (lane & 1) + i)) & 1) << 2;
+        else
+          code = (blk[4 + 2 * lane + i / 2] >> (4 * (i & 1))) & 15;
+        const float n = mx_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        out[(size_t)((j * c.nkv + g) * c.hd + d)] = h16(n * h16(c.fmt == 3 ? t->cb3[code] : t->cb4[code]));
+      }
+  return out;
+}
+
+/* The warpgroup prompt kernel's score of key j: the rotated query rounded to fp16 times the key's
+ * values (rotated_keys), the sum rounded to bf16. */
+static float ref_score_tiles(const Cache &c, const std::vector<float> &kr, const float *qh, float scale, int g,
+                             int64_t j) {
+  std::vector<float> qs((size_t)c.hd), qr((size_t)c.hd);
+  for (int d = 0; d < c.hd; d++) qs[(size_t)d] = scale == 1.0f ? qh[d] : bf(qh[d] * bf(scale));
+  mlxrt_error err;
+  kvc_rotate_q(qs.data(), c.hd, qr.data(), &err);
+  double sum = 0;
+  for (int d = 0; d < c.hd; d++) sum += (double)h16(qr[(size_t)d]) * kr[(size_t)((j * c.nkv + g) * c.hd + d)];
+  return bf((float)sum);
 }
 
 static bool close_bf(float a, float b) { /* within one bf16 step of the larger */
@@ -151,11 +191,16 @@ static int decode_case(int fmt, int rep, int nkv, int hd, int pos, int splits, b
   return bad;
 }
 
-/* the prompt pass: T queries at p0 … p0 + T − 1 over the cache of p0 + T positions */
+/* the prompt pass: T queries at p0 … p0 + T − 1 over the cache of p0 + T positions. pf_attention
+ * picks the warpgroup kernel for head dims 128, 256 and 512 (keys decoded to bf16 tiles, p =
+ * bf16(exp(s − M)·(1/Σ)) with the final max and sum: ref_score_tiles), else the block-per-query
+ * kernel (scores in the rotated domain in float32, p unrounded, the sum divided at the end). */
 static int prefill_case(int fmt, int rep, int nkv, int hd, int p0, int T, bool structure) {
+  const bool tiles = pf_attention_wg_supported(hd);
   const int nq = rep * nkv;
   const int64_t cap = p0 + T;
   Cache c = make_cache(fmt, nkv, hd, cap, structure);
+  const std::vector<float> kr = tiles ? rotated_keys(c) : std::vector<float>();
   std::vector<float> q((size_t)T * nq * hd);
   for (auto &x : q) x = structure ? 0.0f : bf(sym() * 2);
   const float scale = structure ? 1.0f : 1.0f / sqrtf((float)hd);
@@ -178,12 +223,14 @@ static int prefill_case(int fmt, int rep, int nkv, int hd, int p0, int T, bool s
       const int64_t n = p0 + t + 1;
       std::vector<float> s((size_t)n);
       float m = -INFINITY;
-      for (int64_t j = 0; j < n; j++) m = fmaxf(m, s[(size_t)j] = ref_score(c, qh, scale, h / rep, j));
+      for (int64_t j = 0; j < n; j++)
+        m = fmaxf(m, s[(size_t)j] = tiles ? ref_score_tiles(c, kr, qh, scale, h / rep, j) : ref_score(c, qh, scale, h / rep, j));
       double total = 0;
       std::vector<double> o((size_t)hd, 0.0);
+      for (int64_t j = 0; j < n; j++) total += exp((double)s[(size_t)j] - m);
       for (int64_t j = 0; j < n; j++) {
-        const double e = exp((double)s[(size_t)j] - m);
-        total += e;
+        double e = exp((double)s[(size_t)j] - m);
+        if (tiles) e = bf((float)e * (float)(1.0 / total)) * total; /* p rounded; total divided back out below */
         for (int d = 0; d < hd; d++) o[(size_t)d] += e * fromb(c.v[(size_t)((j * nkv + h / rep) * hd + d)]);
       }
       float mx = 0;
@@ -201,8 +248,8 @@ static int prefill_case(int fmt, int rep, int nkv, int hd, int p0, int T, bool s
       }
     }
   if (flags) bad = 1, printf("FAIL flags %u\n", flags);
-  printf("%s prefill planar%d rep %2d nkv %d hd %3d p0 %4d T %3d %-9s worst %.2e\n", bad ? "FAIL" : "ok  ", fmt, rep,
-         nkv, hd, p0, T, structure ? "structure" : "values", worst);
+  printf("%s prefill planar%d rep %2d nkv %d hd %3d p0 %4d T %3d %-9s %s worst %.2e\n", bad ? "FAIL" : "ok  ", fmt,
+         rep, nkv, hd, p0, T, structure ? "structure" : "values", tiles ? "tiles" : "rows ", worst);
   return bad;
 }
 
@@ -268,8 +315,11 @@ int main(int argc, char **argv) {
     fails += prefill_case(fmt, 8, 1, 512, 40, 3, true), n++;
     fails += prefill_case(fmt, 8, 2, 512, 33, 4, false), n++;
     fails += prefill_case(fmt, 16, 1, 256, 0, 5, false), n++;
-    if (!quick) fails += prefill_case(fmt, 2, 2, 384, 70, 6, false), n++;
+    fails += (quick ? prefill_case(fmt, 2, 1, 384, 9, 3, false) : prefill_case(fmt, 2, 2, 384, 70, 6, false)), n++;
     fails += prefill_case(fmt, 4, 1, 128, 0, 1, false), n++;
+    /* several key tiles and query blocks: the next tile decoded while one is scored */
+    fails += prefill_case(fmt, 2, 1, 128, 150, 70, false), n++;
+    fails += prefill_case(fmt, 8, 1, 512, 100, 9, false), n++;
   }
   printf("%d passed, %d failed\n", n - fails, fails);
   return fails ? 1 : 0;

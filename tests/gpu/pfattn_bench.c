@@ -6,6 +6,10 @@
  * tensor work (4·hd flops per query head and visible key) per second.
  *   mlxrt-pfattn-bench                              the default cases
  *   mlxrt-pfattn-bench --case full|sliding P0 T     one case (for ncu)
+ *   --kv-k planar3|planar4: the full layers' K compressed (encoded on the device, the host's
+ *   reference keys decoded from the same blocks by the C codec), timed through pf_attention's
+ *   pick (kind 0) and the block-per-query kernel (kind 8, pf_attention_planar); sliding cases
+ *   stay bf16
  * Exit status 1 when a check fails, 2 on a CUDA or usage error. */
 #include <math.h>
 #include <stdio.h>
@@ -13,9 +17,11 @@
 #include <string.h>
 
 #include "accel/accel_ring.h"
+#include "accel/kv_codec.h"
 #include "base/bf16.h"
 #include "base/error.h"
 #include "gpu_test_util.h"
+#include "kv_codec_kernels.h"
 #include "prefill_kernels.h"
 #include "runtime.h"
 
@@ -86,7 +92,7 @@ static void host_row(const shape *s, const float *q, const uint16_t *kc, const u
 
 /* kinds 1 (plain), 2 (the old tensor-core form) and 9 (wgmma: its score sums grouped otherwise)
  * are checked against the host only */
-static int same_bits_group(int kind) { return kind != 1 && kind != 2 && kind != 9; }
+static int same_bits_group(int kind) { return kind != 1 && kind != 2 && kind != 8 && kind != 9; }
 
 /* kind 9's wgmma primitives alone against host products (pf_wg_selftest): 0 when both agree */
 static int wg_selftest(uint64_t *rng) {
@@ -130,10 +136,12 @@ static int wg_selftest(uint64_t *rng) {
 }
 
 /* one case, every kind: returns the number of failed checks */
-static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk, uint64_t *rng) {
+static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk, int kfmt, uint64_t *rng) {
   mlxrt_error err = {{0}};
   const int64_t kvd = (int64_t)s->nkv * s->hd, qn = (int64_t)T * s->nq * s->hd;
-  const int64_t slots = s->window > 0 ? s->window + ACCEL_RING_SLACK : (p0 > 0 ? p0 : 1);
+  if (s->window > 0) kfmt = 0;
+  /* compressed K: the chunk's rows live in the cache after the p0 cached ones */
+  const int64_t slots = s->window > 0 ? s->window + ACCEL_RING_SLACK : kfmt ? p0 + T : (p0 > 0 ? p0 : 1);
   const float scale = 1.0f / sqrtf((float)s->hd);
   float *q = malloc((size_t)qn * 4);
   uint16_t *kc = malloc((size_t)(slots * kvd) * 2), *vc = malloc((size_t)(slots * kvd) * 2);
@@ -158,10 +166,48 @@ static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk,
       rt_malloc(&dkch, (size_t)(T * kvd) * 2, &err) || rt_malloc(&dvch, (size_t)(T * kvd) * 2, &err) ||
       rt_malloc(&datt, (size_t)qn * 2, &err) || rt_event_create(&e0, &err) || rt_event_create(&e1, &err))
     die("setup", &err);
+  if (kfmt) { /* the chunk's rows are the cache's last T */
+    memcpy(kch, kc + p0 * kvd, (size_t)(T * kvd) * 2);
+    memcpy(vch, vc + p0 * kvd, (size_t)(T * kvd) * 2);
+  }
   if (rt_h2d(dq, q, (size_t)qn * 4, st, &err) || rt_h2d(dkc, kc, (size_t)(slots * kvd) * 2, st, &err) ||
       rt_h2d(dvc, vc, (size_t)(slots * kvd) * 2, st, &err) || rt_h2d(dkch, kch, (size_t)(T * kvd) * 2, st, &err) ||
       rt_h2d(dvch, vch, (size_t)(T * kvd) * 2, st, &err) || rt_stream_sync(st, &err))
     die("upload", &err);
+  dk_kv_layout kv = dk_kv_plain(s->nkv, s->hd);
+  void *dkz = NULL, *dtab = NULL, *dflags = NULL;
+  if (kfmt) { /* K encoded on the device; the host reference reads the keys those blocks decode to */
+    kv = dk_kv_planar(s->nkv, s->hd, kfmt, NULL, NULL);
+    const size_t zb = (size_t)(slots * kv.kps), row = kvc_row_bytes((kvc_format)kfmt, s->hd);
+    uint8_t *kz = malloc(zb);
+    unsigned flags = 0;
+    if (!kz || rt_malloc(&dkz, zb, &err) || rt_malloc(&dtab, sizeof(kvc_tables), &err) ||
+        rt_malloc(&dflags, sizeof flags, &err) || rt_h2d(dtab, kvc_tables_get(), sizeof(kvc_tables), st, &err) ||
+        rt_memset(dflags, 0, sizeof flags, st, &err) || rt_status(ck_kv_codec_upload(st), "codec upload", &err) ||
+        rt_status(ck_kv_encode(kfmt, dkc, (int)slots, s->nkv, s->hd, kvd, s->hd, dkz, kv.kps, (int64_t)row, dflags, st),
+                  "ck_kv_encode", &err) ||
+        rt_d2h(kz, dkz, zb, st, &err) || rt_d2h(&flags, dflags, sizeof flags, st, &err) || rt_stream_sync(st, &err) ||
+        kvc_fail_flags(flags, &err))
+      die("compressed K", &err);
+    float x[KVC_BLOCK];
+    for (int64_t j = 0; j < slots; j++)
+      for (int g = 0; g < s->nkv; g++)
+        for (int b = 0; b < s->hd / KVC_BLOCK; b++) {
+          if (kvc_decode_block((kvc_format)kfmt, kz + j * kv.kps + (int64_t)g * row + (int64_t)b * kvc_block_bytes((kvc_format)kfmt), x, &err))
+            die("decode", &err);
+          for (int i = 0; i < KVC_BLOCK; i++) kc[j * kvd + (int64_t)g * s->hd + b * KVC_BLOCK + i] = mx_f32_to_bf16(x[i]);
+        }
+    memcpy(kch, kc + p0 * kvd, (size_t)(T * kvd) * 2);
+    free(kz);
+    kv = dk_kv_planar(s->nkv, s->hd, kfmt, dtab, dflags);
+  }
+  /* the launch of kind k: pf_attention's pick, or (8) the block-per-query kernel over compressed K */
+  const uint16_t *lkc = kfmt ? (const uint16_t *)dkz : dkc;
+  const uint16_t *lkch = kfmt ? (const uint16_t *)((uint8_t *)dkz + p0 * kv.kps) : dkch;
+  const uint16_t *lvch = kfmt ? (const uint16_t *)dvc + p0 * kvd : dvch;
+#define PF_LAUNCH(kind)                                                                                               \
+  ((kind) == 8 ? pf_attention_planar(dq, lkc, dvc, T, p0, s->nq, s->nkv, s->hd, scale, kv, datt, st)                   \
+               : pf_attention(dq, lkc, dvc, lkch, lvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, kv, datt, st))
   /* the useful work: every query head's visible keys, 4·hd flops each (q·k and p·v) */
   double keys = 0;
   for (int t = 0; t < T; t++) keys += (double)(p0 + t - first_key(s, p0 + t) + 1);
@@ -176,9 +222,9 @@ static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk,
   }
   int fails = 0;
   for (int k = 0; k < nk; k++) {
+    if (kinds[k] == 8 && !kfmt) continue; /* (a bf16 case of a --kv-k run) */
     if (rt_memset(datt, 0xff, (size_t)qn * 2, st, &err)) die("memset", &err);
-    if (rt_status(pf_attention(dq, dkc, dvc, dkch, dvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, dk_kv_plain(s->nkv, s->hd), datt, st),
-                  "pf_attention", &err) ||
+    if (rt_status(PF_LAUNCH(kinds[k]), "pf_attention", &err) ||
         rt_d2h(att, datt, (size_t)qn * 2, st, &err) || rt_stream_sync(st, &err))
       die("pf_attention", &err);
     double worst = 0;
@@ -201,20 +247,21 @@ static int run_case(const shape *s, int64_t p0, int T, const int *kinds, int nk,
     float t[TIMED];
     for (int r = 0; r < TIMED; r++)
       if (rt_event_record(e0, st, &err) ||
-          rt_status(pf_attention(dq, dkc, dvc, dkch, dvch, T, p0, s->nq, s->nkv, s->hd, scale, s->window, dk_kv_plain(s->nkv, s->hd), datt, st),
-                    "pf_attention", &err) ||
+          rt_status(PF_LAUNCH(kinds[k]), "pf_attention", &err) ||
           rt_event_record(e1, st, &err) || rt_event_ms(e0, e1, &t[r], &err))
         die("timing", &err);
     qsort(t, TIMED, sizeof *t, cmp_float);
     const double us = t[TIMED / 2] * 1000.0;
-    printf("| %s | %lld | %d | %d | %.1f | %.1f | %.2e | %lld | %s |\n", s->name, (long long)p0, T, kinds[k], us,
+    printf("| %s%s | %lld | %d | %d | %.1f | %.1f | %.2e | %lld | %s |\n", s->name,
+           kfmt == 3 ? " planar3" : kfmt == 4 ? " planar4" : "", (long long)p0, T, kinds[k], us,
            flops / (us * 1e-6) / 1e12, worst, (long long)differ, bad_ref || bad_bits ? "FAIL" : "ok");
     fails += bad_ref + bad_bits;
   }
   fflush(stdout);
   rt_event_destroy(e0);
   rt_event_destroy(e1);
-  void *dev[] = {dq, dkc, dvc, dkch, dvch, datt};
+#undef PF_LAUNCH
+  void *dev[] = {dq, dkc, dvc, dkch, dvch, datt, dkz, dtab, dflags};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
   rt_stream_destroy(st);
   free(q), free(kc), free(vc), free(kch), free(vch), free(att), free(first), free(ref);
@@ -225,8 +272,18 @@ int main(int argc, char **argv) {
   int kinds[MAX_KINDS] = {0}, nk = 1; /* one dispatch: the kernel pf_attention picks */
   const shape *one = NULL;
   int64_t one_p0 = 0;
-  int one_T = 0;
+  int one_T = 0, kfmt = 0;
   for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--kv-k") && i + 1 < argc) {
+      kfmt = !strcmp(argv[i + 1], "planar3") ? 3 : !strcmp(argv[i + 1], "planar4") ? 4 : !strcmp(argv[i + 1], "bf16") ? 0 : -1;
+      if (kfmt < 0) {
+        fprintf(stderr, "mlxrt-pfattn-bench: --kv-k %s: expected planar3, planar4 or bf16\n", argv[i + 1]);
+        return 2;
+      }
+      if (kfmt) kinds[nk++] = 8;
+      i++;
+      continue;
+    }
     if (!strcmp(argv[i], "--case") && i + 3 < argc) {
       for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++)
         if (!strcmp(argv[i + 1], SHAPES[k].name)) one = &SHAPES[k];
@@ -239,7 +296,7 @@ int main(int argc, char **argv) {
       }
       i += 3;
     } else {
-      fprintf(stderr, "usage: mlxrt-pfattn-bench [--case full|sliding P0 T]\n");
+      fprintf(stderr, "usage: mlxrt-pfattn-bench [--case full|sliding P0 T] [--kv-k planar3|planar4|bf16]\n");
       return 2;
     }
   }
@@ -257,7 +314,7 @@ int main(int argc, char **argv) {
   printf("| shape | P0 | T | kind | us | TFLOP/s (useful) | worst vs host | bits differing from the first kind | check |\n"
          "|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
   if (one) {
-    fails += run_case(one, one_p0, one_T, kinds, nk, &rng);
+    fails += run_case(one, one_p0, one_T, kinds, nk, kfmt, &rng);
     cases += nk;
   } else {
     static const struct {
@@ -265,7 +322,7 @@ int main(int argc, char **argv) {
       int64_t p0;
     } list[] = {{0, 0}, {0, 4096}, {0, 32768}, {1, 0}, {1, 32768}};
     for (size_t c = 0; c < sizeof list / sizeof list[0]; c++) {
-      fails += run_case(&SHAPES[list[c].shape], list[c].p0, 512, kinds, nk, &rng);
+      fails += run_case(&SHAPES[list[c].shape], list[c].p0, 512, kinds, nk, list[c].shape == 0 ? kfmt : 0, &rng);
       cases += nk;
     }
   }

@@ -47,6 +47,11 @@ template <int N>
 __device__ __forceinline__ void wg_mma_rs_t(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int scale_d) {
   emu_wgmma(d, N, 0, a, db, true, scale_d);
 }
+/* wg_mma_ss with fp16 operands */
+template <int N>
+__device__ __forceinline__ void wg_mma_ss_f16(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
+  emu_wgmma(d, N, da, nullptr, db, false, scale_d, true);
+}
 #else
 /* Keeps the compiler from touching an accumulator while a wgmma writes it asynchronously (call
  * after wg_wait, and before the first wgmma of a chain), or from reusing an A fragment's
@@ -63,6 +68,8 @@ template <int N>
 __device__ __forceinline__ void wg_mma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d);
 template <int N>
 __device__ __forceinline__ void wg_mma_rs_t(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int scale_d);
+template <int N>
+__device__ __forceinline__ void wg_mma_ss_f16(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d);
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* orders this warpgroup's register accesses before the wgmma that follow */
@@ -72,20 +79,25 @@ template <int N>
 __device__ __forceinline__ void wg_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
-template <>
-__device__ __forceinline__ void wg_mma_ss<64>(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(scale_d));
-}
+/* m64n64k16 with both operands from shared memory, TYPE bf16 or f16 */
+#define CK_WG_MMA_SS64(NAME, TYPE)                                                                                     \
+  template <>                                                                                                          \
+  __device__ __forceinline__ void NAME<64>(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {                    \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                          \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                                       \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                              \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"                      \
+                 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"                                                                     \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),     \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),           \
+                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),         \
+                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),         \
+                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                               \
+                 : "l"(da), "l"(db), "r"(scale_d));                                                                    \
+  }
+CK_WG_MMA_SS64(wg_mma_ss, "bf16")
+CK_WG_MMA_SS64(wg_mma_ss_f16, "f16")
+#undef CK_WG_MMA_SS64
 
 template <>
 __device__ __forceinline__ void wg_mma_rs_t<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int scale_d) {
@@ -168,6 +180,10 @@ __device__ __forceinline__ void wg_mma_ss(float (&)[N / 2], uint64_t, uint64_t, 
 }
 template <int N>
 __device__ __forceinline__ void wg_mma_rs_t(float (&)[N / 2], const uint32_t (&)[4], uint64_t, int) {
+  __trap();
+}
+template <int N>
+__device__ __forceinline__ void wg_mma_ss_f16(float (&)[N / 2], uint64_t, uint64_t, int) {
   __trap();
 }
 #endif

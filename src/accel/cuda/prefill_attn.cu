@@ -394,11 +394,14 @@ extern "C" int pf_attention(const float *q, const uint16_t *kc, const uint16_t *
   if (nkv <= 0 || nq % nkv || hd <= 0 || hd > 1024 || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) ||
       (kv.vr > 0 && kch != vch))
     return (int)cudaErrorInvalidValue;
-  /* compressed K: every key from the cache, the chunk's own encoded there by the q/k/v post */
-  if (kv.kfmt)
-    return kch != (const uint16_t *)((const uint8_t *)kc + p0 * kv.kps) || vch != vc + p0 * kv.ps
-               ? (int)cudaErrorInvalidValue
-               : pf_attention_planar(q, kc, vc, T, p0, nq, nkv, hd, scale, kv, att, stream);
+  /* compressed K: every key from the cache, the chunk's own encoded there by the q/k/v post; the
+   * warpgroup kernel decodes its tiles where it runs, else one block per KV head and query */
+  if (kv.kfmt) {
+    if (kch != (const uint16_t *)((const uint8_t *)kc + p0 * kv.kps) || vch != vc + p0 * kv.ps)
+      return (int)cudaErrorInvalidValue;
+    return pf_attention_wg_supported(hd) ? pf_attention_wg(q, kc, vc, kch, vch, T, p0, nq, nkv, hd, scale, window, kv, att, stream)
+                                         : pf_attention_planar(q, kc, vc, T, p0, nq, nkv, hd, scale, kv, att, stream);
+  }
   cudaStream_t st = (cudaStream_t)stream;
   PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale, kv};
   /* the warpgroup kernel (prefill_attn_wg.cu) for head dims 128, 256, 512 on sm_90a; the mma.sync

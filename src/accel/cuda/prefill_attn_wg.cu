@@ -15,6 +15,14 @@
  * tile i's scores, K of tile i + 1 during tile i's p·v), and pass 1 (K only) alternates two
  * buffers. A full layer at depth 32768 runs 2.23x the mma.sync kernel (pp512 +49.9 %).
  *
+ * Over a compressed K (planar3 / planar4, KF) the K tiles are decoded from the blocks into fp16
+ * in the rotated domain (pw_tile_decode) while the tensor cores work on the tile before, and the
+ * query is rotated and rounded to fp16 (the scores are fp16 products summed in float32; p·v and
+ * the roundings after the scores are the bf16 cache's). At depth 131072 on an H100 a full layer's
+ * chunk of 512 takes 54 ms against 24.5 ms over bf16 K and 477 ms in the block-per-query kernel
+ * (prefill_attn_planar.cu); decoding to bf16 with a float multiply per value took 80 ms: the
+ * decode's ALU work bounds it, so a pair of values is one table load and one HMUL2.
+ *
  * The mma.sync kernel (prefill_attn.cu) uses 16 × 8 warp tiles; this one sums
  * each score over the head dim in another grouping, so its bits differ from theirs (a bf16
  * rounding of a score may land the other way), not its math. Head dims 128, 256 and 512. */
@@ -30,6 +38,7 @@
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
 #include "ck_mma.cuh"
+#include "attention_planar.cuh"
 #include "ck_wgmma.cuh"
 #include "prefill_attn_common.cuh"
 #include "prefill_kernels.h"
@@ -98,8 +107,10 @@ __device__ __forceinline__ void pw_tile_load(unsigned char *dst, const uint16_t 
 }
 
 /* the block's 64 query rows of head h as bf16(q·bf16(scale)), swizzled; padding rows repeat the
- * last valid query */
-template <int HD>
+ * last valid query. Over a compressed K (KF 3 / 4) each pair is turned by the codec's rotation
+ * and rounded to fp16 instead (the keys are scored in the rotated domain, attention_planar.cuh,
+ * as fp16 tiles: pw_tile_decode). */
+template <int HD, int KF>
 __device__ __forceinline__ void pw_stage_q(unsigned char *Qs, const PaArgs &a, int q0, int h, int nvalid) {
   constexpr int CPR = HD / 8;
   const int64_t qstride = (int64_t)a.nq * HD;
@@ -115,15 +126,96 @@ __device__ __forceinline__ void pw_stage_q(unsigned char *Qs, const PaArgs &a, i
     for (int e = 0; e < 8; e += 2) {
       float u0 = v[e], u1 = v[e + 1];
       if (a.scale != 1.0f) u0 = rb(__fmul_rn(u0, bscale)), u1 = rb(__fmul_rn(u1, bscale));
-      w[e / 2] = (uint32_t)ck_f32_to_bf16(u0) | (uint32_t)ck_f32_to_bf16(u1) << 16;
+      if (KF) {
+        const int p = ((c * 8 + e) % KVC_BLOCK) / 2;
+        kvc_rotate(a.kv.kt->cos[p], a.kv.kt->sin[p], u0, u1, &u0, &u1);
+        w[e / 2] = (uint32_t)ck_f32_to_f16(u0) | (uint32_t)ck_f32_to_f16(u1) << 16;
+      } else {
+        w[e / 2] = (uint32_t)ck_f32_to_bf16(u0) | (uint32_t)ck_f32_to_bf16(u1) << 16;
+      }
     }
     *reinterpret_cast<uint4 *>(Qs + wg_off(PW_QT, r, c * 8)) = make_uint4(w[0], w[1], w[2], w[3]);
   }
 }
 
+/* Two fp16 values times the fp16 n' in both halves, each product rounded to fp16 (HMUL2; the
+ * emulation forms the same exact product in float and rounds it once). */
+__device__ __forceinline__ uint32_t pw_hmul2(uint32_t n2, uint32_t c2) {
+#ifdef CK_EMULATION
+  const float n = ck_f16_to_f32((uint16_t)n2);
+  return (uint32_t)ck_f32_to_f16(n * ck_f16_to_f32((uint16_t)c2)) |
+         (uint32_t)ck_f32_to_f16(n * ck_f16_to_f32((uint16_t)(c2 >> 16))) << 16;
+#else
+  const __half2 r = __hmul2(*reinterpret_cast<const __half2 *>(&n2), *reinterpret_cast<const __half2 *>(&c2));
+  return *reinterpret_cast<const uint32_t *>(&r);
+#endif
+}
+
+/* The pair table of a format: entry i holds two neighbouring values' codebook entries as fp16,
+ * the even value's in the low half. planar3 (64 entries): i = the pair's two 2-bit code parts
+ * (bits 0–3, the even value's low) | their two sign bits << 4 — the bits as a qs byte and a
+ * signs byte hold them; planar4 (256): i = the qs byte. Threads of the block; the caller
+ * synchronises before use. */
+template <int KF>
+__device__ __forceinline__ void pw_stage_pairs(const kvc_tables *t, uint32_t *pairs) {
+  for (int i = threadIdx.x; i < (KF == 3 ? 64 : 256); i += blockDim.x) {
+    int c0, c1;
+    if (KF == 3)
+      c0 = (i & 3) | ((i >> 4) & 1) << 2, c1 = ((i >> 2) & 3) | ((i >> 5) & 1) << 2;
+    else
+      c0 = i & 15, c1 = i >> 4;
+    const float *cb = KF == 3 ? t->cb3 : t->cb4;
+    pairs[i] = (uint32_t)ck_f32_to_f16(cb[c0]) | (uint32_t)ck_f32_to_f16(cb[c1]) << 16;
+  }
+}
+
+/* Keys k0 … k0 + 63 of KV head gkv from a compressed K cache (planar3 / planar4 blocks, kv_layout.h
+ * kfmt; rows kps bytes apart) decoded into a swizzled fp16 tile in the rotated domain: value i of
+ * a block is fp16(n'·fp16(C[code_i])), with the block's stored fp16 n' — a pair of values is one
+ * table load and one HMUL2 (pw_stage_pairs). The scores multiply it by the rotated query in
+ * fp16 (pw_stage_q), float32 sums: q·x̂ of attention_planar.cuh's float32 form up to the fp16
+ * roundings of q, C and the product (fp16: 3 more bits than the bf16 cache's keys). Rows past
+ * hi zeroed. Thread i of 256 takes the 8 values of column chunk c = i % (HD/8) in rows
+ * i / (HD/8) + k·256/(HD/8): lanes 2c', 2c' + 1 of block c / 16 (c' = c mod 16), so its bytes are
+ * one 16-bit word and a signs byte (planar3) or one 32-bit word (planar4) per row. Every load of
+ * the tile is issued before the first value is formed. */
+template <int HD, int KF>
+__device__ __forceinline__ void pw_tile_decode(unsigned char *dst, const uint8_t *kc, int64_t k0, int64_t hi,
+                                               int64_t kps, int64_t koff, const uint32_t *pairs) {
+  static_assert(KF == 3 || KF == 4, "planar3 or planar4");
+  constexpr int CPR = HD / 8, RSTEP = 256 / CPR, NR = PW_KT / RSTEP;
+  constexpr int BB = KF == 3 ? KVC_P3_BYTES : KVC_P4_BYTES, CPB = KVC_BLOCK / 8; /* chunks per block */
+  const int c = threadIdx.x % CPR, r0 = threadIdx.x / CPR, cc = c % CPB;
+  const uint8_t *base = kc + koff + (int64_t)(c / CPB) * BB + k0 * kps + (int64_t)r0 * kps;
+  uint32_t code[NR], nrm[NR];
+#pragma unroll
+  for (int k = 0; k < NR; k++) {
+    const uint8_t *blk = base + (int64_t)k * RSTEP * kps;
+    const bool live = k0 + r0 + k * RSTEP <= hi;
+    nrm[k] = live ? *reinterpret_cast<const uint16_t *>(blk) : 0u;
+    if (KF == 3)
+      code[k] = live ? (uint32_t)*reinterpret_cast<const uint16_t *>(blk + KVC_P3_QS + 2 * cc) |
+                           (uint32_t)blk[KVC_P3_SIGNS + cc] << 16
+                     : 0u;
+    else
+      code[k] = live ? *reinterpret_cast<const uint32_t *>(blk + KVC_P4_QS + 4 * cc) : 0u;
+  }
+  const uint32_t d0 = wg_off(PW_KT, r0, c * 8), d1 = wg_off(PW_KT, r0 + RSTEP, c * 8) - RSTEP * 128;
+#pragma unroll
+  for (int k = 0; k < NR; k++) {
+    const uint32_t n2 = nrm[k] * 0x10001u, q = code[k]; /* a dead row: n' = 0, all zero */
+    uint32_t w[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) /* values 2e, 2e + 1 */
+      w[e] = pw_hmul2(n2, pairs[KF == 3 ? ((q >> (4 * e)) & 15u) | ((q >> (16 + 2 * e)) & 3u) << 4 : (q >> (8 * e)) & 255u]);
+    *reinterpret_cast<uint4 *>(dst + ((RSTEP % 8 == 0 || !(k & 1)) ? d0 : d1) + (uint32_t)(k * RSTEP * 128)) =
+        make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
 /* This warpgroup's partial scores of a key tile: its half of Q times its half of K, issued (acc
  * is written asynchronously: wg_wait, then wg_pin, before reading it) ... */
-template <int HD>
+template <int HD, bool F16 = false>
 __device__ __forceinline__ void pw_scores_issue(float (&acc)[32], uint32_t q_s, uint32_t k_s, int wg) {
   using S = PwShape<HD>;
 #pragma unroll
@@ -133,14 +225,18 @@ __device__ __forceinline__ void pw_scores_issue(float (&acc)[32], uint32_t q_s, 
 #pragma unroll
   for (int kk = 0; kk < S::KS; kk++) {
     const uint32_t cb = (uint32_t)(wg * S::CB + kk / 4), ko = (uint32_t)(kk % 4) * 32u;
-    wg_mma_ss<64>(acc, wg_desc(q_s + cb * (PW_QT * 128) + ko, 16), wg_desc(k_s + cb * (PW_KT * 128) + ko, 16), 1);
+    const uint64_t da = wg_desc(q_s + cb * (PW_QT * 128) + ko, 16), db = wg_desc(k_s + cb * (PW_KT * 128) + ko, 16);
+    if (F16)
+      wg_mma_ss_f16<64>(acc, da, db, 1);
+    else
+      wg_mma_ss<64>(acc, da, db, 1);
   }
   wg_commit();
 }
 /* ... or issued and waited for */
-template <int HD>
+template <int HD, bool F16 = false>
 __device__ __forceinline__ void pw_scores(float (&acc)[32], uint32_t q_s, uint32_t k_s, int wg) {
-  pw_scores_issue<HD>(acc, q_s, k_s, wg);
+  pw_scores_issue<HD, F16>(acc, q_s, k_s, wg);
   wg_wait<0>();
   wg_pin(acc);
 }
@@ -186,11 +282,15 @@ __device__ __forceinline__ void pw_row_push(float &m, float &l, int r, Score sco
                              __fadd_rn(__fadd_rn(e[4], e[5]), __fadd_rn(e[6], e[7]))));
 }
 
-/* grid (ceil(T / 64), nq), 256 threads */
-template <int HD, bool KFV>
+/* grid (ceil(T / 64), nq), 256 threads. KF 3 / 4: K in planar3 / planar4 blocks, every key from
+ * the cache (a.kc as bytes; the chunk's own were encoded there), decoded tile by tile while the
+ * tensor cores work on the tile before (pass 1: the scores of tile it; pass 2: its p·v). */
+template <int HD, bool KFV, int KF>
 __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
   using S = PwShape<HD>;
+  static_assert(!(KFV && KF), "K from V has plain K");
   CK_DYNAMIC_SHARED(unsigned char, pw_raw);
+  __shared__ uint32_t pairs[KF ? 256 : 1]; /* (KF) the codebook's pairs, pw_stage_pairs */
   const uint32_t raw_s = ck_smem_off(pw_raw);
   unsigned char *Qs = pw_raw + (((raw_s + 1023u) & ~1023u) - raw_s);
   unsigned char *Kb = Qs + S::QB, *Vb = Kb + S::TB;
@@ -229,8 +329,18 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
   auto load_v = [&](unsigned char *dst, int it) {
     pw_tile_load<HD>(dst, a.vc, a.vch, lo_blk + (int64_t)it * PW_KT, hi_blk, a.p0, a.window, a.kv.ps, vcol);
   };
+  const int64_t koff = KF ? (int64_t)gkv * (HD / KVC_BLOCK) * dk_kv_block_bytes(KF) : 0;
+  auto decode = [&](unsigned char *dst, int it) {
+    if constexpr (KF != 0)
+      pw_tile_decode<HD, KF>(dst, reinterpret_cast<const uint8_t *>(a.kc), lo_blk + (int64_t)it * PW_KT, hi_blk,
+                             a.kv.kps, koff, pairs);
+  };
 
-  pw_stage_q<HD>(Qs, a, q0, h, nvalid);
+  if constexpr (KF != 0) {
+    pw_stage_pairs<KF>(a.kv.kt, pairs);
+    __syncthreads();
+  }
+  pw_stage_q<HD, KF>(Qs, a, q0, h, nvalid);
   /* X: the partial scores [warpgroup][4][thread] float4 (16 KB), then the p fragments
    * [warpgroup][thread] 2 × uint4 (8 KB) */
   uint4 *PX = reinterpret_cast<uint4 *>(X + 2 * 4 * 128 * 4);
@@ -246,22 +356,37 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
 #pragma unroll
       for (int r = 0; r < 2; r++) pw_row_push<H>(m[r], l[r], r, [&](int i) { return score(acc, i, it, msk); });
     };
-    load(Kb, a.kc, a.kch, 0);
-    at_cp_commit();
-    for (int it = 0; it < ntiles; it++) {
-      if (it + 1 < ntiles) {
-        load((it & 1) ? Kb : Vb, a.kc, a.kch, it + 1); /* that buffer's wgmma ended before the last exchange */
-        at_cp_commit();
-        at_cp_wait<1>();
-      } else {
-        at_cp_wait<0>();
+    if (KF) { /* tile it + 1 decoded while the tensor cores score tile it */
+      decode(Kb, 0);
+      for (int it = 0; it < ntiles; it++) {
+        fence_proxy_async_smem(); /* this thread's writes (tile it, Q) visible to the wgmma */
+        __syncthreads();
+        float acc[32];
+        pw_scores_issue<HD, true>(acc, q_s, (it & 1) ? v_s : k_s, wg);
+        if (it + 1 < ntiles) decode((it & 1) ? Kb : Vb, it + 1); /* its wgmma ended before the last exchange */
+        wg_wait<0>();
+        wg_pin(acc);
+        pw_exchange<H>(acc, X);
+        push(acc, it);
       }
-      fence_proxy_async_smem(); /* this thread's writes (copies, zeros, Q) visible to the wgmma */
-      __syncthreads();
-      float acc[32];
-      pw_scores<HD>(acc, q_s, (it & 1) ? v_s : k_s, wg);
-      pw_exchange<H>(acc, X);
-      push(acc, it);
+    } else {
+      load(Kb, a.kc, a.kch, 0);
+      at_cp_commit();
+      for (int it = 0; it < ntiles; it++) {
+        if (it + 1 < ntiles) {
+          load((it & 1) ? Kb : Vb, a.kc, a.kch, it + 1); /* that buffer's wgmma ended before the last exchange */
+          at_cp_commit();
+          at_cp_wait<1>();
+        } else {
+          at_cp_wait<0>();
+        }
+        fence_proxy_async_smem(); /* this thread's writes (copies, zeros, Q) visible to the wgmma */
+        __syncthreads();
+        float acc[32];
+        pw_scores<HD>(acc, q_s, (it & 1) ? v_s : k_s, wg);
+        pw_exchange<H>(acc, X);
+        push(acc, it);
+      }
     }
     /* the row's (max, sum) over the quad, then over both halves (commutative: the same bits in both
      * warpgroups) */
@@ -288,7 +413,10 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
 #pragma unroll
     for (int i = 0; i < S::OREG; i++) o[i] = 0.f;
     __syncthreads(); /* both buffers and X free */
-    load(Kb, a.kc, a.kch, 0);
+    if (KF)
+      decode(Kb, 0);
+    else
+      load(Kb, a.kc, a.kch, 0);
     at_cp_commit();
     for (int it = 0; it < ntiles; it++) {
       at_cp_wait<0>(); /* K of tile it */
@@ -297,9 +425,9 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
       load_v(Vb, it);
       at_cp_commit();
       float acc[32];
-      pw_scores<HD>(acc, q_s, k_s, wg);
+      pw_scores<HD, KF != 0>(acc, q_s, k_s, wg);
       pw_exchange<H>(acc, X);
-      if (it + 1 < ntiles) {
+      if (!KF && it + 1 < ntiles) {
         load(Kb, a.kc, a.kch, it + 1);
         at_cp_commit();
       }
@@ -321,7 +449,7 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
         }
         PX[(H * 2 + kq) * 128 + (threadIdx.x & 127)] = make_uint4(pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
       }
-      if (it + 1 < ntiles)
+      if (!KF && it + 1 < ntiles)
         at_cp_wait<1>(); /* V of tile it (K of it + 1 may still be in flight) */
       else
         at_cp_wait<0>();
@@ -341,6 +469,7 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
                                                 PW_KT * 128),
                              1);
       wg_commit();
+      if (KF && it + 1 < ntiles) decode(Kb, it + 1); /* K of tile it was free after the exchange */
       wg_wait<0>();
       wg_pin(o);
 #pragma unroll
@@ -361,21 +490,22 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
     run(std::integral_constant<int, 1>{});
 }
 
-template <int HD, bool KFV>
+template <int HD, bool KFV, int KF>
 static int pw_launch_kv(const PaArgs &a, cudaStream_t st) {
   static std::atomic<int> attr_set{0};
   constexpr size_t smem = PwShape<HD>::SMEM;
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(pw_kernel<HD, KFV>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(pw_kernel<HD, KFV, KF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e) return (int)e;
     attr_set = 1;
   }
-  return (int)ck_launch(pw_kernel<HD, KFV>, dim3((unsigned)((a.T + PW_QT - 1) / PW_QT), (unsigned)a.nq), 256, smem,
+  return (int)ck_launch(pw_kernel<HD, KFV, KF>, dim3((unsigned)((a.T + PW_QT - 1) / PW_QT), (unsigned)a.nq), 256, smem,
                         st, a);
 }
 template <int HD>
 static int pw_launch(const PaArgs &a, cudaStream_t st) {
-  return a.kv.vr > 0 ? pw_launch_kv<HD, true>(a, st) : pw_launch_kv<HD, false>(a, st);
+  if (a.kv.kfmt) return a.kv.kfmt == 3 ? pw_launch_kv<HD, false, 3>(a, st) : pw_launch_kv<HD, false, 4>(a, st);
+  return a.kv.vr > 0 ? pw_launch_kv<HD, true, 0>(a, st) : pw_launch_kv<HD, false, 0>(a, st);
 }
 
 /* The primitives alone (pf_wg_selftest): one warpgroup forms D1 = A·Bᵀ (A, B: 64 × 64, both
@@ -450,7 +580,10 @@ extern "C" int pf_attention_wg(const float *q, const uint16_t *kc, const uint16_
                                const uint16_t *vch, int T, int64_t p0, int nq, int nkv, int hd, float scale, int window,
                                dk_kv_layout kv, uint16_t *att, void *stream) {
   if (T <= 0) return 0;
-  if (nkv <= 0 || nq % nkv || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) || (kv.vr > 0 && kch != vch) || kv.kfmt)
+  if (nkv <= 0 || nq % nkv || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) || (kv.vr > 0 && kch != vch))
+    return (int)cudaErrorInvalidValue;
+  /* compressed K: every key from the cache (pf_attention's rule) */
+  if (kv.kfmt && (kch != (const uint16_t *)((const uint8_t *)kc + p0 * kv.kps) || vch != vc + p0 * kv.ps))
     return (int)cudaErrorInvalidValue;
   const PaArgs a = {q, kc, vc, kch, vch, att, T, nq, nkv, hd, window, p0, scale, kv};
   cudaStream_t st = (cudaStream_t)stream;

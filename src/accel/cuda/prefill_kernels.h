@@ -55,10 +55,13 @@ int pf_attention(const float *q, const uint16_t *kc, const uint16_t *vc, const u
 
 /* Over a compressed K (kv.kfmt, kv_layout.h), pf_attention reads every key from the cache — the
  * chunk's own too, which its q/k/v post encoded there, so kch / vch must be the cache's rows at
- * p0 — through pf_attention_planar (prefill_attn_planar.cu): one block per KV head and query,
- * its rotated query rows scored against the blocks (attention_planar.cuh), scores → bf16, and
- * an online float32 softmax over tiles of keys (p unrounded, Σ p·v / Σ p → bf16 at the end): no
- * chunk × context scores are kept. Head dims multiples of 128 up to 512; no window. */
+ * p0. Where the warpgroup kernel runs (head dims 128, 256, 512 on sm_90a) it decodes each key
+ * tile to fp16 in the rotated domain and scores it on the tensor cores against the rotated query
+ * in fp16 (prefill_attn_wg.cu pw_tile_decode), with the bf16 cache's softmax; elsewhere
+ * pf_attention_planar (prefill_attn_planar.cu): one block per KV head and query, its rotated
+ * query rows scored against the blocks (attention_planar.cuh), scores → bf16, and an online
+ * float32 softmax over tiles of keys (p unrounded, Σ p·v / Σ p → bf16 at the end). Neither keeps
+ * chunk × context scores. Head dims multiples of 128 up to 512; no window. */
 int pf_attention_planar(const float *q, const uint16_t *kc, const uint16_t *vc, int T, int64_t p0, int nq, int nkv,
                         int hd, float scale, dk_kv_layout kv, uint16_t *att, void *stream);
 

@@ -148,13 +148,13 @@ static inline void emu_mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t 
 static inline void emu_mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   emu_mma<emu_h2f>(c, a, b0, b1);
 }
-/* wgmma (m64nNk16, bf16 in, f32 accumulate) for one warpgroup, ck_wgmma.cuh's layouts: each
+/* wgmma (m64nNk16, bf16 — or with f16, fp16 — in, f32 accumulate) for one warpgroup, ck_wgmma.cuh's layouts: each
  * thread forms its own accumulator elements — rows 16w + g and 16w + g + 8 of its warp w, the
  * mma.sync column pairs of every 8-column block — from shared memory read through the operand
  * descriptors (128-byte swizzle: the 16-byte chunk bits of an address XOR its row-in-atom bits),
  * or for a register A from its quad's fragments. Products summed in k order in float32, as
  * emu_mma does (a check of layouts and index math, not of the hardware's bits). */
-static inline float emu_wg_elem(uint64_t desc, int mn, int k, bool mn_major) {
+static inline float emu_wg_elem(uint64_t desc, int mn, int k, bool mn_major, bool f16 = false) {
   const uint32_t start = (uint32_t)(desc & 0x3fffu) << 4, lbo = (uint32_t)((desc >> 16) & 0x3fffu) << 4,
                  sbo = (uint32_t)((desc >> 32) & 0x3fffu) << 4;
   if ((desc >> 62) != 1 || ((desc >> 49) & 7) != 0 || ((start >> 7) & 7) != 0 || (!mn_major && (start & 127) + 32 > 128)) {
@@ -168,9 +168,10 @@ static inline float emu_wg_elem(uint64_t desc, int mn, int k, bool mn_major) {
   off ^= ((off >> 7) & 7u) << 4;
   uint16_t v;
   memcpy(&v, emu_dyn_smem + off, 2);
-  return emu_bf2f(v);
+  return f16 ? emu_h2f(v) : emu_bf2f(v);
 }
-static inline void emu_wgmma(float *d, int N, uint64_t da, const uint32_t *a, uint64_t db, bool b_mn_major, int scale_d) {
+static inline void emu_wgmma(float *d, int N, uint64_t da, const uint32_t *a, uint64_t db, bool b_mn_major, int scale_d,
+                             bool f16 = false) {
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, w = wid & 3, g = lane >> 2, t = lane & 3;
   float A[2][16];
   if (a) {
@@ -186,12 +187,12 @@ static inline void emu_wgmma(float *d, int N, uint64_t da, const uint32_t *a, ui
     pthread_barrier_wait(&emu_warp_barrier[wid]);
   } else {
     for (int r = 0; r < 2; r++)
-      for (int k = 0; k < 16; k++) A[r][k] = emu_wg_elem(da, 16 * w + g + 8 * r, k, false);
+      for (int k = 0; k < 16; k++) A[r][k] = emu_wg_elem(da, 16 * w + g + 8 * r, k, false, f16);
   }
   for (int i = 0; i < N / 2; i++) {
     const int r = (i >> 1) & 1, col = 8 * (i >> 2) + 2 * t + (i & 1);
     float acc = scale_d ? d[i] : 0.f;
-    for (int k = 0; k < 16; k++) acc += A[r][k] * emu_wg_elem(db, col, k, b_mn_major);
+    for (int k = 0; k < 16; k++) acc += A[r][k] * emu_wg_elem(db, col, k, b_mn_major, f16);
     d[i] = acc;
   }
 }
