@@ -188,10 +188,9 @@ int mlxrt_batch_memory(const mlxrt_batch *b, mlxrt_memory *out, mlxrt_error *err
  * Thread-safe: mlxrt_pool_session_new and mlxrt_session_free of pool sessions from any thread;
  * mlxrt_pool_free once every session of the pool is freed. */
 typedef struct mlxrt_pool mlxrt_pool;
-/* A pool of `slots` sessions (1..256) of `capacity` tokens each (1..the model's maximum; the
- * CUDA decoder allocates slots × capacity positions of KV cache at once, where a session's
- * cache grows by pages). NULL with err set when the backend has no batched decode or its
- * decoder does not run the model. */
+/* A pool of `slots` sessions (1..256) of `capacity` tokens each (1..the model's maximum; each
+ * slot's KV cache grows as its context does, as a session's). NULL with err set when the
+ * backend has no batched decode or its decoder does not run the model. */
 mlxrt_pool *mlxrt_pool_new(mlxrt_model *m, int slots, int64_t capacity, mlxrt_error *err);
 void mlxrt_pool_free(mlxrt_pool *p);
 /* A session on a free slot of the pool (NULL with err set when all are taken); free it with

@@ -21,7 +21,8 @@
 #      prompt of 80 tokens, 64 greedy steps and every prefill form (--prefill 1);
 #   4b. mlxrt-batch-test on the tiny fixtures: 16 sequences joining a batched decode at different
 #      steps, 128 greedy tokens each, its tokens and logits against the CPU reference and the one-sequence step,
-#      and bit-identical to a batch of its own (MoE: within tolerance); then the same sequences
+#      and bit-identical to a batch of its own (MoE: within tolerance), the slots' KV held at the
+#      model's whole context no more than at the capacity they need; then the same sequences
 #      through a session pool's step pool, a thread each: bit-identical to the batch;
 #   5. test_threads cuda: two threads on one model (and two models) give each its tokens alone;
 #   6. tests/cli_nonfinite.sh cuda: a non-finite logits row fails greedy and sampled steps, the

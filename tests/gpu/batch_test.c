@@ -8,7 +8,9 @@
  *      --gen greedy tokens with their logits;
  *   2. batched: the same sequences joining at different steps (sequence s starts its prompt at
  *      step 3·s mod 11 and decodes in the batch from then on), every step one batched call of
- *      the live rows; rows in a shuffled slot order;
+ *      the live rows; rows in a shuffled slot order; on a GPU at the model's whole context, then
+ *      again at the capacity the sequences need: the KV held (decoder_memory) must not grow with
+ *      the capacity beyond a page per lane (the slots' caches grow by pages);
  *   3. each sequence alone in the batched path (a batch of one row);
  *   4. pooled: the sequences through a step pool (src/mlx/step_pool.c), a thread each, started
  *      in the order of their joins: tokens and logits bit-identical to 2's (a row's result does
@@ -73,13 +75,15 @@ static int run_alone(accel_backend *b, const accel_model_desc *d, seq *q, int ns
 static double row_u(int s, int step) { return (double)(((uint64_t)(s * 131 + step) * 2654435761u) % 1000003u) / 1000003.0; }
 
 /* 2 and 3: the batched path; only >= 0: that sequence alone (a batch of one row); sampled: every
- * row drawn at temperature 0.8, top_k 40, with row_u */
+ * row drawn at temperature 0.8, top_k 40, with row_u. capacity: the decoder's (0: what the
+ * sequences need); kv_held (may be NULL): the KV bytes its decoder held at the end (0: no report) */
 static int run_batched(accel_backend *b, const accel_model_desc *d, seq *q, int ns, int gen, int only, int sampled,
-                       int32_t *toks, float *logits, mlxrt_error *err) {
+                       int64_t capacity, int32_t *toks, float *logits, uint64_t *kv_held, mlxrt_error *err) {
   const int V = d->vocab;
   int64_t cap = 0;
   for (int s = 0; s < ns; s++)
     if (q[s].np + gen + 1 > cap) cap = q[s].np + gen + 1;
+  if (capacity > cap) cap = capacity;
   accel_decoder *dec = b->decoder_create(b, d, cap, err);
   if (!dec) return -1;
   int rc = b->decoder_batch_init(dec, ns, err);
@@ -126,6 +130,8 @@ static int run_batched(accel_backend *b, const accel_model_desc *d, seq *q, int 
       done[s]++;
     }
   }
+  accel_memory mem = {0};
+  if (kv_held) *kv_held = !rc && b->decoder_memory && !b->decoder_memory(dec, &mem, err) ? mem.kv_bytes : 0;
   b->decoder_free(dec);
   free(slot);
   free(done);
@@ -310,18 +316,49 @@ static int check_model(const mx_model *m, accel_backend *b, accel_backend *cpu, 
     goto done;
   }
   double t1 = now_s();
-  if (run_batched(b, d, q, ns, gen, -1, 0, bt, bl, &err)) {
+  /* at the model's whole context on a backend whose cache grows by pages: the slots hold pages
+   * for the positions they use, not the capacity */
+  const int64_t most = b == cpu ? 0 : m->cfg.max_position_embeddings;
+  uint64_t held = 0;
+  if (run_batched(b, d, q, ns, gen, -1, 0, most, bt, bl, &held, &err)) {
     printf("  FAIL batched: %s\n", err.msg);
     bad = 1;
     goto done;
   }
   double t2 = now_s();
   printf("  %d sequences x %d tokens: alone %.2f s, batched %.2f s\n", ns, gen, t1 - t0, t2 - t1);
+  if (most > 0 && held > 0) {
+    /* The same batch at the capacity its sequences need: a cache that grows by pages holds the
+     * same pages whatever the capacity, up to the rounding of a lane's last page (one 2 MiB page
+     * per owning layer's K and V array, for each slot and the decoder's own sequence); one
+     * allocated up front would grow with it. */
+    uint64_t held_need = 0, lanes = 0, whole = 0;
+    for (int i = 0; i < d->n_layers; i++)
+      if (d->layers[i].kv_source == i) {
+        lanes += 2ull * (uint64_t)(ns + 1);
+        if (!d->layers[i].sliding)
+          whole += 2ull * (uint64_t)ns * (uint64_t)most * (uint64_t)d->layers[i].n_kv_heads *
+                   (uint64_t)d->layers[i].head_dim * 2u;
+      }
+    if (run_batched(b, d, q, ns, gen, -1, 0, 0, ot, ol, &held_need, &err)) {
+      printf("  FAIL batched at the capacity the sequences need: %s\n", err.msg);
+      bad = 1;
+      goto done;
+    }
+    printf("  KV held by %d slots: %.1f MiB at a capacity of %lld, %.1f MiB at the capacity they need (full "
+           "layers' K/V for the whole capacity: %.1f MiB)\n",
+           ns, held / 1048576.0, (long long)most, held_need / 1048576.0, whole / 1048576.0);
+    if (held_need == 0 || held > held_need + lanes * (2u << 20)) {
+      printf("  FAIL the slots' caches grow with the capacity (more than a page per lane beyond what the sequences "
+             "need)\n");
+      bad = 1;
+    }
+  }
   int tokens_equal = 0, exact = 0, ref_equal = 0;
   double worst = 0, worst_ref = 0;
   const char *label_alone = "alone", *label_ref = "the CPU reference";
   for (int s = 0; s < ns; s++) {
-    if (run_batched(b, d, q, ns, gen, s, 0, ot, ol, &err)) {
+    if (run_batched(b, d, q, ns, gen, s, 0, 0, ot, ol, NULL, &err)) {
       printf("  FAIL sequence %d alone in the batched path: %s\n", s, err.msg);
       bad = 1;
       continue;
@@ -346,13 +383,13 @@ static int check_model(const mx_model *m, accel_backend *b, accel_backend *cpu, 
          ref_equal, ns, worst_ref);
   /* sampled: each row drawn with its own parameters and uniform number; the same draws in a
    * batch of its own (on MoE models only where the rows are exact: the CPU backend) */
-  if (run_batched(b, d, q, ns, gen, -1, 1, bt, bl, &err)) {
+  if (run_batched(b, d, q, ns, gen, -1, 1, 0, bt, bl, NULL, &err)) {
     printf("  FAIL sampled batch: %s\n", err.msg);
     bad = 1;
   } else if (!moe || exact_alone) {
     int same_draws = 0;
     for (int s = 0; s < ns; s++) {
-      if (run_batched(b, d, q, ns, gen, s, 1, ot, ol, &err)) {
+      if (run_batched(b, d, q, ns, gen, s, 1, 0, ot, ol, NULL, &err)) {
         printf("  FAIL sampled sequence %d alone: %s\n", s, err.msg);
         bad = 1;
         break;
@@ -366,7 +403,7 @@ static int check_model(const mx_model *m, accel_backend *b, accel_backend *cpu, 
   }
   /* pooled: the greedy batch's tokens and logits again, through a step pool's threads */
   mx_pool_stats ps;
-  if (run_batched(b, d, q, ns, gen, -1, 0, bt, bl, &err) || run_pooled(m, b, q, ns, gen, ot, ol, &ps, &err)) {
+  if (run_batched(b, d, q, ns, gen, -1, 0, 0, bt, bl, NULL, &err) || run_pooled(m, b, q, ns, gen, ot, ol, &ps, &err)) {
     printf("  FAIL pooled: %s\n", err.msg);
     bad = 1;
   } else {

@@ -345,7 +345,8 @@ static int kv_grow(accel_decoder *D, int64_t need, mlxrt_error *err) {
 int cuda_decoder_memory(accel_decoder *D, accel_memory *m, mlxrt_error *err) {
   size_t free_b = 0, total_b = 0;
   if (rt_mem_info(&free_b, &total_b, err)) return mx_prefix(err, "CUDA decoder");
-  *m = (accel_memory){D->kv_bytes, D->kv_positions, total_b - free_b, total_b};
+  /* with batched decode, the slots' pages too (its positions are the decoder's own) */
+  *m = (accel_memory){D->kv_bytes + dec_batch_kv_bytes(D), D->kv_positions, total_b - free_b, total_b};
   return 0;
 }
 

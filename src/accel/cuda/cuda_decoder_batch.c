@@ -1,6 +1,7 @@
 /* The CUDA decoder's batched decode (continuous batching; docs/DECODE.md "Batched decode"):
- * sequences in slots, each with its own K/V (per layer one array holding every slot's cache,
- * of the decoder's capacity or ring), a slot's prompt through the prompt pass on its cache, and
+ * sequences in slots, each with its own K/V (per layer one growable array of a lane per slot:
+ * the ring, or the decoder's capacity backed by pages as the slot's positions are used), a
+ * slot's prompt through the prompt pass on its cache, and
  * a step of one token for each of up to `slots` sequences at their own positions, each weight
  * read once per 8 rows.
  *
@@ -25,7 +26,10 @@ typedef struct dec_batch {
   dec_row_prep prep; /* the products' x prep in batches of 8 rows, and the slab list of zeros */
   int *zero;
   uint16_t **kc, **vc; /* per owning layer: every slot's K / V cache (vc == kc: K from V) */
-  int64_t *kv_elems;   /* per layer: elements of one slot's cache (its source's for a reader) */
+  rt_vmem *kvm;        /* [2 · layers] an owning layer's K and V arrays, a lane per slot */
+  int64_t *kv_elems;   /* per layer: elements between two slots' caches (its source's for a reader) */
+  int64_t *backed;     /* per slot: positions of the full layers backed by pages (0: none yet) */
+  unsigned char *ring_on; /* per slot: its sliding layers' rings backed */
   size_t kv_bytes;
   int32_t *tok, *next;
   int *pos, *slot;
@@ -48,19 +52,18 @@ typedef struct dec_batch {
 void dec_batch_free(accel_decoder *D) {
   dec_batch *B = D->bt;
   if (!B) return;
-  if (B->kc)
-    for (int i = 0; i < D->d->n_layers; i++) {
-      if (!D->ly[i].own) continue;
-      if (B->vc[i] != B->kc[i]) rt_free(B->vc[i]);
-      rt_free(B->kc[i]);
-    }
+  if (B->kvm)
+    for (int k = 0; k < 2 * D->d->n_layers; k++) rt_vmem_free(&B->kvm[k]);
   if (B->graph)
     for (int n = 0; n <= B->slots; n++) rt_graph_destroy(B->graph[n]);
   free(B->graph);
   free(B->warm);
   free(B->kc);
   free(B->vc);
+  free(B->kvm);
   free(B->kv_elems);
+  free(B->backed);
+  free(B->ring_on);
   void *dev[] = {B->prep.xp, B->prep.xs, B->prep.xexp, B->prep.pmax, B->zero, B->tok, B->next, B->pos, B->slot, B->h, B->y, B->q, B->ylog, B->logits, B->emb, B->xb,
                  B->attb, B->gub, B->scores, B->smax, B->ssum, B->pacc, B->counts, B->ple, B->ple_rows};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
@@ -101,7 +104,10 @@ int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
   if (!(B->graph = mx_calloc((size_t)slots + 1, sizeof *B->graph, err)) ||
       !(B->warm = mx_calloc((size_t)slots + 1, sizeof *B->warm, err)) ||
       !(B->kc = mx_calloc((size_t)L, sizeof *B->kc, err)) || !(B->vc = mx_calloc((size_t)L, sizeof *B->vc, err)) ||
-      !(B->kv_elems = mx_calloc((size_t)L, sizeof *B->kv_elems, err)))
+      !(B->kvm = mx_calloc(2 * (size_t)L, sizeof *B->kvm, err)) ||
+      !(B->kv_elems = mx_calloc((size_t)L, sizeof *B->kv_elems, err)) ||
+      !(B->backed = mx_calloc((size_t)slots, sizeof *B->backed, err)) ||
+      !(B->ring_on = mx_calloc((size_t)slots, sizeof *B->ring_on, err)))
     goto fail;
   B->max_rows = H;
   B->max_in = H;
@@ -117,17 +123,14 @@ int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
     if (y->splits > B->max_splits) B->max_splits = y->splits;
     if (y->hd > B->max_hd) B->max_hd = y->hd;
     if (!y->own) continue;
-    /* one slot's cache: the ring, or the capacity's rows (the layout of the decoder's own) */
-    B->kv_elems[i] = (y->window > 0 ? (int64_t)y->window + ACCEL_RING_SLACK : D->capacity) * y->kv.ps;
-    const size_t bytes = (size_t)slots * (size_t)B->kv_elems[i] * sizeof(uint16_t);
-    BALLOC(B->kc[i], (size_t)slots * B->kv_elems[i]);
-    B->kv_bytes += bytes;
-    if (y->kv.vr > 0) {
-      B->vc[i] = B->kc[i];
-    } else {
-      BALLOC(B->vc[i], (size_t)slots * B->kv_elems[i]);
-      B->kv_bytes += bytes;
-    }
+    /* one slot's cache, a lane of its own: the ring, or the capacity's rows (the layout of the
+     * decoder's own), reserved and backed when the slot uses it (bt_grow) */
+    const int64_t lane = (y->window > 0 ? (int64_t)y->window + ACCEL_RING_SLACK : D->capacity) * y->kv.ps;
+    for (int k = 0; k < (y->kv.vr > 0 ? 1 : 2); k++)
+      if (rt_vmem_reserve_lanes(&B->kvm[2 * i + k], slots, (size_t)lane * sizeof(uint16_t), err)) goto fail;
+    B->kv_elems[i] = (int64_t)(B->kvm[2 * i].stride / sizeof(uint16_t));
+    B->kc[i] = B->kvm[2 * i].base;
+    B->vc[i] = y->kv.vr > 0 ? B->kc[i] : B->kvm[2 * i + 1].base;
   }
   for (int i = 0; i < L; i++) { /* a reader's cache is its source's */
     const int src = d->layers[i].kv_source;
@@ -175,13 +178,15 @@ int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
       rt_stream_sync(D->stream, err))
     goto fail;
   if (D->b->verbose)
-    fprintf(stderr, "mlxrt cuda: batched decode: %d slots of %lld positions, %.1f MiB of K/V\n", slots,
-            (long long)D->capacity, (double)B->kv_bytes / (1 << 20));
+    fprintf(stderr, "mlxrt cuda: batched decode: %d slots of %lld positions, their K/V backed by pages as used\n",
+            slots, (long long)D->capacity);
   return 0;
 fail:
   dec_batch_free(D);
   return mx_prefix(err, "CUDA decoder: batched decode of %d slots", slots);
 }
+
+size_t dec_batch_kv_bytes(const accel_decoder *D) { return D->bt ? D->bt->kv_bytes : 0; }
 
 /* Points every layer's cache at slot s's (swap: the decoder's own caches back, from saved). */
 static void slot_caches(accel_decoder *D, int s, uint16_t **saved) {
@@ -198,6 +203,42 @@ static void slot_caches(accel_decoder *D, int s, uint16_t **saved) {
     y->kc = B->kc[i] + (int64_t)s * B->kv_elems[i];
     y->vc = B->vc[i] + (int64_t)s * B->kv_elems[i];
   }
+}
+
+/* Backs slot s's cache for positions [0, need): its rings whole on first use, its full layers'
+ * lanes KV_MARGIN positions beyond (the attention kernels' tiles read a little past the last
+ * key) and at least an eighth more than before, as the decoder's own cache grows (kv_grow).
+ * Pages are only added, so no byte of any slot's cache moves; runs before anything of the
+ * call is enqueued, so a cache that cannot grow fails the call with nothing changed. */
+static int bt_grow(accel_decoder *D, int s, int64_t need, mlxrt_error *err) {
+  dec_batch *B = D->bt;
+  const int ring = !B->ring_on[s];
+  if (!ring && need <= B->backed[s]) return 0;
+  int64_t target = need + KV_MARGIN, geo = B->backed[s] + B->backed[s] / 8;
+  if (target < geo) target = geo;
+  if (target > D->capacity) target = D->capacity;
+  const size_t before = B->kv_bytes;
+  for (int i = 0; i < D->d->n_layers; i++) {
+    const dec_layer *y = &D->ly[i];
+    if (!y->own || (y->window > 0 && !ring)) continue;
+    const int64_t rows = y->window > 0 ? (int64_t)y->window + ACCEL_RING_SLACK : target;
+    for (int k = 0; k < 2; k++) {
+      rt_vmem *v = &B->kvm[2 * i + k];
+      if (!v->base) continue;
+      const size_t was = v->mapped;
+      if (rt_vmem_grow_lane(v, s, (size_t)rows * (size_t)y->kv.ps * sizeof(uint16_t), err))
+        return mx_prefix(err, "CUDA decoder: slot %d: the KV cache cannot grow to %lld positions (layer %d)", s,
+                         (long long)target, i);
+      B->kv_bytes += v->mapped - was;
+    }
+  }
+  B->ring_on[s] = 1;
+  if (target > B->backed[s]) B->backed[s] = target;
+  if (D->b->verbose && B->kv_bytes != before)
+    fprintf(stderr, "mlxrt cuda: batched decode: slot %d backs %lld of %lld positions: +%.1f MiB of pages, %.1f MiB held\n",
+            s, (long long)B->backed[s], (long long)D->capacity, (double)(B->kv_bytes - before) / (1 << 20),
+            (double)B->kv_bytes / (1 << 20));
+  return 0;
 }
 
 static int check_tokens(const accel_model_desc *d, const int32_t *tokens, int64_t n, mlxrt_error *err) {
@@ -218,7 +259,9 @@ int cuda_decoder_slot_prompt(accel_decoder *D, int slot, const int32_t *tokens, 
                    (long long)(pos + n - 1), (long long)D->capacity);
   sk_params kp;
   int sample;
-  if (check_tokens(D->d, tokens, n, err) || dec_sample_plan(D, sp, u, token != NULL, &sample, &kp, err)) return -1;
+  if (check_tokens(D->d, tokens, n, err) || dec_sample_plan(D, sp, u, token != NULL, &sample, &kp, err) ||
+      bt_grow(D, slot, pos + n, err))
+    return -1;
   uint16_t **saved = mx_malloc(2 * (size_t)D->d->n_layers * sizeof *saved, err);
   if (!saved) return -1;
   slot_caches(D, slot, saved);
@@ -367,6 +410,8 @@ int cuda_decoder_batch_step(accel_decoder *D, int n, const int *slots, const int
     B->h_pos[r] = (int)pos[r];
     B->h_slot[r] = slots[r];
   }
+  for (int r = 0; r < n; r++)
+    if (bt_grow(D, slots[r], pos[r] + 1, err)) return mx_prefix(err, "batched row %d", r);
   if (sp) {
     if (!(kp = mx_calloc((size_t)n, sizeof *kp, err))) return -1;
     for (int r = 0; r < n; r++) {

@@ -185,6 +185,7 @@ int dec_head_select(accel_decoder *D, int64_t pos_last, int sample, const sk_par
                     int32_t *token, mlxrt_error *err);
 /* The batched decode's slots and buffers, freed with the decoder (cuda_decoder_batch.c). */
 void dec_batch_free(accel_decoder *D);
+size_t dec_batch_kv_bytes(const accel_decoder *D); /* the batch slots' K/V pages held (0: no batch) */
 
 /* The activation-prep exponent fixed by the bound of a norm's output (cuda_decoder.c:
  * |x| ≤ √H·max|w|), or DK_XE_ROWMAX where w has no finite positive maximum. */

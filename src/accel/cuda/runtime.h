@@ -74,26 +74,34 @@ void rt_graph_destroy(void *exec);
 
 /* A growable device array (runtime_vmem.c): a virtual address range reserved once for its
  * largest size, backed by physical memory in whole pages of `page` bytes as it grows (one
- * allocation per growth, mapped after the ones before it). Its address never
- * changes and mapped pages are never moved or copied, so kernels and captured graphs that hold
- * the address keep working while it grows. Reading past `mapped` bytes faults: callers map a
- * margin beyond what their kernels read. Not thread-safe: one owner grows it. */
+ * allocation per growth). The range is `lanes` equal lanes, `stride` bytes apart (a whole
+ * number of pages), each backed from its start on: one lane for a sequence's cache, one per
+ * slot for a batch's. Its address never changes and mapped pages are never moved or copied,
+ * so kernels and captured graphs that hold the address keep working while it grows. Reading
+ * past a lane's mapped bytes faults: callers map a margin beyond what their kernels read. Not
+ * thread-safe: one owner grows it. */
 typedef struct rt_vmem {
   void *base;        /* the reserved range (NULL: none) */
-  size_t reserved;   /* its bytes, a multiple of page */
-  size_t mapped;     /* bytes backed from base on, a multiple of page */
+  size_t reserved;   /* its bytes: lanes · stride */
+  size_t stride;     /* bytes between two lanes' starts, a multiple of page */
+  size_t mapped;     /* bytes backed, every lane's together */
   size_t page;       /* the device's allocation granularity */
   int device;
+  int lanes;
+  size_t *lane_mapped;         /* [lanes] bytes backed from each lane's start, a multiple of page */
   int npieces;                 /* physical allocations mapped, one per growth */
   unsigned long long *handles; /* [max pages] each piece's allocation */
-  size_t *sizes;               /* [max pages] its bytes */
+  size_t *offsets, *sizes;     /* [max pages] its place in the range, its bytes */
 } rt_vmem;
-int rt_vmem_reserve_at(rt_vmem *v, size_t max_bytes, const char *file, int line, mlxrt_error *err);
-#define rt_vmem_reserve(v, n, err) rt_vmem_reserve_at((v), (n), __FILE__, __LINE__, (err))
-/* Maps pages until at least min(bytes, reserved) bytes are backed; nothing when they are. On
- * failure (out of device memory) the pages mapped before the call stay as they were. */
-int rt_vmem_grow_at(rt_vmem *v, size_t bytes, const char *file, int line, mlxrt_error *err);
-#define rt_vmem_grow(v, n, err) rt_vmem_grow_at((v), (n), __FILE__, __LINE__, (err))
+/* lanes lanes of lane_bytes each (rounded up to whole pages), nothing backed yet */
+int rt_vmem_reserve_lanes_at(rt_vmem *v, int lanes, size_t lane_bytes, const char *file, int line, mlxrt_error *err);
+#define rt_vmem_reserve_lanes(v, lanes, n, err) rt_vmem_reserve_lanes_at((v), (lanes), (n), __FILE__, __LINE__, (err))
+#define rt_vmem_reserve(v, n, err) rt_vmem_reserve_lanes_at((v), 1, (n), __FILE__, __LINE__, (err))
+/* Maps pages until at least min(bytes, stride) bytes of the lane are backed; nothing when they
+ * are. On failure (out of device memory) the pages mapped before the call stay as they were. */
+int rt_vmem_grow_lane_at(rt_vmem *v, int lane, size_t bytes, const char *file, int line, mlxrt_error *err);
+#define rt_vmem_grow_lane(v, lane, n, err) rt_vmem_grow_lane_at((v), (lane), (n), __FILE__, __LINE__, (err))
+#define rt_vmem_grow(v, n, err) rt_vmem_grow_lane_at((v), 0, (n), __FILE__, __LINE__, (err))
 void rt_vmem_free(rt_vmem *v); /* unmaps, releases and frees the range; a zeroed v is fine */
 
 /* Free and total device memory in bytes. */

@@ -92,8 +92,9 @@ static CUmemAllocationProp page_prop(int device) {
   return p;
 }
 
-int rt_vmem_reserve_at(rt_vmem *v, size_t max_bytes, const char *file, int line, mlxrt_error *err) {
+int rt_vmem_reserve_lanes_at(rt_vmem *v, int lanes, size_t lane_bytes, const char *file, int line, mlxrt_error *err) {
   memset(v, 0, sizeof *v);
+  if (lanes < 1) return mx_fail(err, "CUDA growable array of %d lanes", lanes);
   if (load_driver(file, line, err)) return -1;
   if (cudaGetDevice(&v->device) != cudaSuccess) {
     cudaGetLastError();
@@ -102,8 +103,11 @@ int rt_vmem_reserve_at(rt_vmem *v, size_t max_bytes, const char *file, int line,
   CUmemAllocationProp p = page_prop(v->device);
   CUresult r = drv.granularity(&v->page, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
   if (r != CUDA_SUCCESS || !v->page) return fail_cu(r, "cuMemGetAllocationGranularity", file, line, err);
-  const size_t pages = (max_bytes ? max_bytes + v->page - 1 : v->page) / v->page;
-  if (pages > 0x7fffffff) return mx_fail(err, "CUDA growable array of %zu bytes: too many pages", max_bytes);
+  const size_t lane_pages = (lane_bytes ? lane_bytes + v->page - 1 : v->page) / v->page;
+  if (lane_pages > 0x7fffffff / (size_t)lanes)
+    return mx_fail(err, "CUDA growable array of %d × %zu bytes: too many pages", lanes, lane_bytes);
+  const size_t pages = lane_pages * (size_t)lanes;
+  v->stride = lane_pages * v->page;
   v->reserved = pages * v->page;
   CUdeviceptr base = 0;
   if ((r = drv.reserve(&base, v->reserved, v->page, 0, 0)) != CUDA_SUCCESS) {
@@ -111,19 +115,25 @@ int rt_vmem_reserve_at(rt_vmem *v, size_t max_bytes, const char *file, int line,
     return fail_cu(r, "cuMemAddressReserve", file, line, err);
   }
   v->base = (void *)(uintptr_t)base;
-  if (!(v->handles = mx_calloc(pages, sizeof *v->handles, err)) || !(v->sizes = mx_calloc(pages, sizeof *v->sizes, err))) {
+  v->lanes = lanes;
+  if (!(v->lane_mapped = mx_calloc((size_t)lanes, sizeof *v->lane_mapped, err)) ||
+      !(v->handles = mx_calloc(pages, sizeof *v->handles, err)) || !(v->offsets = mx_calloc(pages, sizeof *v->offsets, err)) ||
+      !(v->sizes = mx_calloc(pages, sizeof *v->sizes, err))) {
     rt_vmem_free(v);
     return -1;
   }
   return 0;
 }
 
-int rt_vmem_grow_at(rt_vmem *v, size_t bytes, const char *file, int line, mlxrt_error *err) {
-  if (bytes > v->reserved) bytes = v->reserved;
-  if (bytes <= v->mapped) return 0;
-  const size_t add = (bytes - v->mapped + v->page - 1) / v->page * v->page;
+int rt_vmem_grow_lane_at(rt_vmem *v, int lane, size_t bytes, const char *file, int line, mlxrt_error *err) {
+  if (lane < 0 || lane >= v->lanes) return mx_fail(err, "CUDA growable array: lane %d of %d", lane, v->lanes);
+  if (bytes > v->stride) bytes = v->stride;
+  const size_t have = v->lane_mapped[lane];
+  if (bytes <= have) return 0;
+  const size_t add = (bytes - have + v->page - 1) / v->page * v->page;
+  const size_t off = (size_t)lane * v->stride + have;
   CUmemAllocationProp p = page_prop(v->device);
-  const CUdeviceptr at = (CUdeviceptr)(uintptr_t)v->base + v->mapped;
+  const CUdeviceptr at = (CUdeviceptr)(uintptr_t)v->base + off;
   CUmemGenericAllocationHandle h;
   CUresult r = drv.create(&h, add, &p, 0);
   const char *what = "cuMemCreate";
@@ -138,7 +148,9 @@ int rt_vmem_grow_at(rt_vmem *v, size_t bytes, const char *file, int line, mlxrt_
       what = "cuMemSetAccess";
       if ((r = drv.set_access(at, add, &a, 1)) == CUDA_SUCCESS) {
         v->handles[v->npieces] = h;
+        v->offsets[v->npieces] = off;
         v->sizes[v->npieces++] = add;
+        v->lane_mapped[lane] += add;
         v->mapped += add;
         return 0;
       }
@@ -159,14 +171,15 @@ void rt_vmem_free(rt_vmem *v) {
   if (!v) return;
   const CUdeviceptr base = (CUdeviceptr)(uintptr_t)v->base;
   if (base) {
-    size_t off = 0;
-    for (int k = 0; k < v->npieces; off += v->sizes[k++]) {
-      drv.unmap(base + off, v->sizes[k]);
+    for (int k = 0; k < v->npieces; k++) {
+      drv.unmap(base + v->offsets[k], v->sizes[k]);
       drv.release(v->handles[k]);
     }
     drv.addr_free(base, v->reserved);
   }
+  free(v->lane_mapped);
   free(v->handles);
+  free(v->offsets);
   free(v->sizes);
   memset(v, 0, sizeof *v);
 }
