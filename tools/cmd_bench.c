@@ -129,6 +129,30 @@ done:
   return t;
 }
 
+static void print_json_row(const result *R, const mlxrt_model_info *info, const mlxrt_model *m, int threads, double bw,
+                           const char *sampler_spec, int after_another) {
+  printf("%s  {\"model\": \"%s\", \"quant\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, "
+         "\"backend\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
+         "\"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"gbs\": %.2f, \"bandwidth_gbs\": %.2f, "
+         "\"roofline_pct\": %.2f, \"logits_hash\": \"%016llx\", \"sampler\": \"%s\", \"kv_bytes\": %llu, "
+         "\"kv_positions\": %lld, \"device_used_bytes\": %llu}",
+         after_another ? ",\n" : "", info->variant, info->quant, (unsigned long long)info->bytes_on_disk,
+         (unsigned long long)info->params, mlxrt_model_backend_name(m), threads, R->n_prompt, R->n_gen, R->depth,
+         R->mean, R->sd, R->gbs, bw, R->pct, (unsigned long long)R->hash, R->sampled ? sampler_spec : "greedy",
+         (unsigned long long)R->mem.kv_bytes, (long long)R->mem.kv_positions, (unsigned long long)R->mem.device_used);
+}
+
+static void print_md_row(const result *R, const mlxrt_model_info *info, const mlxrt_model *m, int threads, double bw) {
+  char gb[32] = "", pc[32] = "";
+  if (R->n_gen) {
+    snprintf(gb, sizeof gb, "%.1f", R->gbs);
+    if (bw > 0) snprintf(pc, sizeof pc, "%.1f %%", R->pct);
+  }
+  printf("| %s %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s | %s | %016llx |\n", info->variant, info->quant,
+         (double)info->bytes_on_disk / 1048576.0, (double)info->params / 1e6, mlxrt_model_backend_name(m), threads,
+         R->test, R->mean, R->sd, gb, pc, (unsigned long long)R->hash);
+}
+
 int cmd_bench(int argc, char **argv) {
   bench_args o;
   int r = bench_args_parse(&o, argc, argv);
@@ -180,6 +204,16 @@ int cmd_bench(int argc, char **argv) {
     rc = 1;
     goto out;
   }
+  /* each row printed as it is measured: a run cut short keeps what it measured (the JSON array is
+   * closed on an error too) */
+  const int json = !strcmp(fmt, "json");
+  if (json)
+    printf("[\n");
+  else
+    printf("| model | size | params | backend | threads | test | t/s | GB/s | %% of %.0f GB/s | logits hash |\n"
+           "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |\n",
+           bw);
+  fflush(stdout);
   for (int di = 0; di < D.n && !rc; di++)
     for (int kind = 0; kind < 3 && !rc; kind++) { /* pp, tg, tg with the sampler */
       const bench_list *L = kind ? &N : &P;
@@ -234,41 +268,21 @@ int cmd_bench(int argc, char **argv) {
           R->gbs = bytes * R->mean / 1e9;
           R->pct = bw > 0 ? 100.0 * R->gbs / bw : 0;
         }
+        if (json)
+          print_json_row(R, &info, m, threads, bw, sampler_spec, nres > 1);
+        else
+          print_md_row(R, &info, m, threads, bw);
+        fflush(stdout);
       }
     }
   if (rc) {
+    if (json) printf(nres ? "\n]\n" : "]\n");
     fprintf(stderr, "mlxrt bench: %s\n", err.msg);
     goto out;
   }
-  if (!strcmp(fmt, "json")) {
-    printf("[\n");
-    for (int i = 0; i < nres; i++)
-      printf("  {\"model\": \"%s\", \"quant\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, "
-             "\"backend\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
-             "\"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"gbs\": %.2f, \"bandwidth_gbs\": %.2f, "
-             "\"roofline_pct\": %.2f, \"logits_hash\": \"%016llx\", \"sampler\": \"%s\", \"kv_bytes\": %llu, "
-             "\"kv_positions\": %lld, \"device_used_bytes\": %llu}%s\n",
-             info.variant, info.quant, (unsigned long long)info.bytes_on_disk,
-             (unsigned long long)info.params, mlxrt_model_backend_name(m), threads, res[i].n_prompt,
-             res[i].n_gen, res[i].depth, res[i].mean, res[i].sd, res[i].gbs, bw, res[i].pct,
-             (unsigned long long)res[i].hash, res[i].sampled ? sampler_spec : "greedy",
-             (unsigned long long)res[i].mem.kv_bytes, (long long)res[i].mem.kv_positions,
-             (unsigned long long)res[i].mem.device_used, i + 1 < nres ? "," : "");
-    printf("]\n");
+  if (json) {
+    printf(nres ? "\n]\n" : "]\n");
   } else {
-    printf("| model | size | params | backend | threads | test | t/s | GB/s | %% of %.0f GB/s | logits hash |\n", bw);
-    printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |\n");
-    for (int i = 0; i < nres; i++) {
-      char gb[32] = "", pc[32] = "";
-      if (res[i].n_gen) {
-        snprintf(gb, sizeof gb, "%.1f", res[i].gbs);
-        if (bw > 0) snprintf(pc, sizeof pc, "%.1f %%", res[i].pct);
-      }
-      printf("| %s %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s | %s | %016llx |\n",
-             info.variant, info.quant, (double)info.bytes_on_disk / 1048576.0,
-             (double)info.params / 1e6, mlxrt_model_backend_name(m), threads, res[i].test, res[i].mean,
-             res[i].sd, gb, pc, (unsigned long long)res[i].hash);
-    }
     if (sampler_spec) printf("\n+sampler: every tg step drawn with %s\n", sampler_spec);
     /* what a run holds at its end (the KV cache only grows during a run) */
     printf("\n");
