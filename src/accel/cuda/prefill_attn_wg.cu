@@ -38,7 +38,6 @@
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
 #include "ck_mma.cuh"
-#include "attention_planar.cuh"
 #include "ck_wgmma.cuh"
 #include "prefill_attn_common.cuh"
 #include "prefill_kernels.h"
