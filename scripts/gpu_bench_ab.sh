@@ -8,9 +8,11 @@
 #   (in the tree of the change)  bash scripts/build_gpu_carry.sh     # -> .gpu-carry/bin
 # On the GPU machine (device call with carry [".debs", ".gpu-carry"]):
 #   bash scripts/gpu_bench_ab.sh [--like gemma4-31b] [--mode nvfp4] [--rounds 2]
-#        [-p 512] [-n 128] [-d 0,4096] [-r 3] [--layers N]
+#        [-p 512] [-n 128] [-d 0,4096] [-r 3] [--layers N] [--extra "BENCH ARGS"]
+# (--extra: more `mlxrt bench` arguments for both sides, e.g. "--kv-k planar3 --warmup-depth 0")
 # Each round runs `mlxrt bench` of A (.gpu-carry/before) then B (.gpu-carry/bin); the JSON of
-# every run and a summary (median t/s per test, B/A, hashes) go to $OUT.
+# every run and a summary (median t/s per test, B/A, hashes) go to $OUT. KEEP_MODEL=1 leaves the
+# checkpoint (/dev/shm/mlxrt-ab-LIKE-MODE) for later steps of the same call.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -18,7 +20,7 @@ A=${A:-$ROOT/.gpu-carry/before}
 B=${B:-$ROOT/.gpu-carry/bin}
 OUT=${OUT:-$ROOT/gpu-out}
 BACKEND=${BACKEND:-cuda}   # (cpu: a local dry run of the script)
-LIKE=gemma4-31b MODE=nvfp4 ROUNDS=2 NP=512 NG=128 DEPTHS=0,4096 REPS=3 LAYERS=()
+LIKE=gemma4-31b MODE=nvfp4 ROUNDS=2 NP=512 NG=128 DEPTHS=0,4096 REPS=3 LAYERS=() EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --like) LIKE=$2; shift 2 ;;
@@ -29,6 +31,7 @@ while [ $# -gt 0 ]; do
     -d) DEPTHS=$2; shift 2 ;;
     -r) REPS=$2; shift 2 ;;
     --layers) LAYERS=(--layers "$2"); shift 2 ;;
+    --extra) read -r -a EXTRA <<<"$2"; shift 2 ;;
     *) echo "gpu_bench_ab.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -50,11 +53,11 @@ for r in $(seq 1 "$ROUNDS"); do
     bin=$A; [ $side = B ] && bin=$B
     t0=$(date +%s)
     MLXRT_DECODER=1 "$bin/mlxrt" bench -m "$MODEL" --backend "$BACKEND" -p "$NP" -n "$NG" -d "$DEPTHS" -r "$REPS" -o json \
-      >"$OUT/bench-$side-$r.json" 2>"$OUT/bench-$side-$r.log" || { tail -5 "$OUT/bench-$side-$r.log"; exit 1; }
+      "${EXTRA[@]}" >"$OUT/bench-$side-$r.json" 2>"$OUT/bench-$side-$r.log" || { tail -5 "$OUT/bench-$side-$r.log"; exit 1; }
     echo "round $r $side: $(( $(date +%s) - t0 )) s"
   done
 done
-rm -rf "$MODEL"
+[ -n "${KEEP_MODEL:-}" ] || rm -rf "$MODEL"
 python3 - "$OUT" "$ROUNDS" <<'EOF' | tee "$OUT/summary.md"
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])

@@ -13,9 +13,9 @@
  * A sliding layer (window > 0) keeps a ring: position j lives in slot j % ck_ring(window).
  * For GQA 8 at head dims 256 and 512 the scores pass streams K by bulk copies, one block per
  * split for every KV head (attention_scores_tma.cuh), and at deep contexts the p·v pass does the
- * same for V (attention_pv_tma.cuh); over a cache that keeps K from V, deep contexts take one
- * pass over the rows instead, under an online softmax (attention_onepass_tma.cuh: its rounding
- * of p differs, docs/NUMERICS.md). */
+ * same for V (attention_pv_tma.cuh); over a cache that keeps K from V or a compressed K, deep
+ * contexts take one pass over the rows instead, under an online softmax (attention_onepass_tma.cuh:
+ * its rounding of p differs, docs/NUMERICS.md). */
 #include <atomic>
 
 #include "attention_common.cuh"
@@ -45,10 +45,10 @@ __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
  * the group's eight q rows: per 32-dim unit u, load_a(u, a, b) gives the lane's 16 bytes of its
  * two keys and load_b(u) its B fragment (the k order permuted alike in both). Two accumulator
  * chains (each unit's first and second 16 dims), added at the end: 16 dependent mmas per chain
- * instead of 32. c receives the unrounded sums: heads 2t, 2t + 1 of key gq in c[0], c[1], of key
+ * instead of 32 (F16: fp16 operands). c receives the unrounded sums: heads 2t, 2t + 1 of key gq in c[0], c[1], of key
  * gq + 8 in c[2], c[3]. UB units' loads are issued before their mmas (ptxas interleaves: ~5
  * ahead); a kernel short of registers takes fewer at a time, the same operations in order. */
-template <int NU, int UB = 8, typename LA, typename LB>
+template <int NU, int UB = 8, bool F16 = false, typename LA, typename LB>
 __device__ __forceinline__ void at_tc_dots(LA load_a, LB load_b, float (&c)[4]) {
   static_assert(NU % UB == 0, "whole batches of units");
   float c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -63,8 +63,13 @@ __device__ __forceinline__ void at_tc_dots(LA load_a, LB load_b, float (&c)[4]) 
     for (int u = 0; u < UB; u++) {
       const uint4 b = load_b(u0 + u);
       const uint32_t a0[4] = {la[u].x, lb[u].x, la[u].y, lb[u].y}, a1[4] = {la[u].z, lb[u].z, la[u].w, lb[u].w};
-      at_mma_bf16(c, a0, b.x, b.y);
-      at_mma_bf16(c2, a1, b.z, b.w);
+      if (F16) {
+        at_mma_f16(c, a0, b.x, b.y);
+        at_mma_f16(c2, a1, b.z, b.w);
+      } else {
+        at_mma_bf16(c, a0, b.x, b.y);
+        at_mma_bf16(c2, a1, b.z, b.w);
+      }
     }
   }
 #pragma unroll
@@ -505,19 +510,31 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
    * copies (tg128 +2.4 % at depth 32768, +0.6 % at 4096), and with `deep` p·v with V streamed
    * likewise; every other shape, and p·v while few keys are live, through registers */
   const bool tma = REP == 8 && (hd == 256 || hd == 512) && nkv <= AS_MAX_NKV && !rw.slot;
-  /* a compressed K (kv.kfmt) is scored on the register path; its V is plain rows, so p·v takes
-   * the bulk-copy form at deep contexts as bf16 K does */
+  /* a compressed K (kv.kfmt) is scored on the register path, but at deep contexts in the one
+   * pass where its rows allow (dk_attention_onepass); else its V, plain rows, takes the p·v pass
+   * by bulk copies as bf16 K does */
   const bool tma_scores = tma && !kv.kfmt;
   cudaError_t e = cudaSuccess;
   if constexpr (REP == 8)
-    if (deep && tma && kv.vr > 0) { /* K from V: one pass over the rows (K and V in each), then the splits merged */
-      const size_t osm = op_smem_bytes(kv.ps, nkv, hd);
-      void (*fn)(const float *, const uint16_t *, int, int, dk_kv_layout, float, const int *, int, at_splits, float *,
-                 float *, float *, float *, int) = hd == 512 ? onepass_tma_kernel<16, 8> : onepass_tma_kernel<8, 4>;
-      static std::atomic<size_t> oattr_set[2] = {{0}, {0}};
-      e = at_allow_smem(fn, osm, &oattr_set[hd == 512]);
+    if (deep && tma && dk_attention_onepass(nkv * REP, nkv, hd, kv)) {
+      /* K from V or a compressed K: one pass over the rows (K from V: K and V in each; else V's
+       * with the positions' K blocks beside), then the splits merged */
+      const size_t osm = op_smem_bytes(kv.ps, kv.kfmt ? kv.kps : 0, nkv, hd);
+      void (*fn)(const float *, const uint16_t *, const uint16_t *, int, int, dk_kv_layout, float, const int *, int,
+                 at_splits, float *, float *, float *, float *, int);
+      const int f = (kv.kfmt == 3 ? 1 : kv.kfmt == 4 ? 2 : 0) * 2 + (hd == 512);
+      switch (f) {
+      case 0: fn = onepass_tma_kernel<8, 4, 0>; break;
+      case 1: fn = onepass_tma_kernel<16, 8, 0>; break;
+      case 2: fn = onepass_tma_kernel<8, 4, 3>; break;
+      case 3: fn = onepass_tma_kernel<16, 8, 3>; break;
+      case 4: fn = onepass_tma_kernel<8, 4, 4>; break;
+      default: fn = onepass_tma_kernel<16, 8, 4>; break;
+      }
+      static std::atomic<size_t> oattr_set[6] = {{0}, {0}, {0}, {0}, {0}, {0}};
+      e = at_allow_smem(fn, osm, &oattr_set[f]);
       if (!e)
-        e = ck_launch(fn, dim3(splits), AT_THREADS, osm, st, q, kc, nkv, hd, kv, scale, pos, window, sp, smax, ssum,
+        e = ck_launch(fn, dim3(splits), AT_THREADS, osm, st, q, kc, vc, nkv, hd, kv, scale, pos, window, sp, smax, ssum,
                       pacc, amax, namax);
       if (!e)
         e = ck_launch(onepass_combine_kernel, dim3(nkv * REP, (hd + 31) / 32), AT_THREADS, 0, st, smax, ssum, pacc,
@@ -565,6 +582,11 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
   if (e || splits <= AT_LAST_BLOCK_SPLITS) return e;
   return ck_launch(combine_kernel, dim3(nkv * REP, (hd + 31) / 32, nrows), AT_THREADS, 0, st, pacc, pos, window, sp, hd,
                    att, amax, rw);
+}
+
+extern "C" int dk_attention_onepass(int nq, int nkv, int hd, dk_kv_layout kv) {
+  return nkv > 0 && nq == 8 * nkv && (hd == 256 || hd == 512) && nkv <= AS_MAX_NKV &&
+         (kv.vr > 0 || ((kv.kfmt == 3 || kv.kfmt == 4) && kv.kps % 16 == 0));
 }
 
 extern "C" int dk_attention_rows(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,

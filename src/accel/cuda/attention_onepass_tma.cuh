@@ -22,26 +22,41 @@
  * reduced over gq) and its share of their sums. p goes through 256 bytes of shared memory per
  * warp to become the p·v products' B operand (head gq at keys t, t + 4, t + 8, t + 12). The
  * q fragments (64 registers at head dim 512) live in shared memory, each lane's its own, beside
- * the 128 accumulator registers. */
+ * the 128 accumulator registers.
+ *
+ * Over a compressed K (kv_layout.h kfmt, KF 3 / 4) the rows are V's and each stage also copies
+ * its positions' K blocks (as_pipe rows2, kps bytes a position); the scores are fp16 tensor-core
+ * products in the rotated domain, as the prompt pass's tile kernel forms them (prefill_attn_wg.cu):
+ * q rotated once and rounded to fp16 in its fragments, and lane (gq, t) forms its 8 values of a
+ * key's 32-dim unit from one code word and four pair-table loads (attention_planar.cuh
+ * pc_values8), in the A operand's place of the bf16 rows' 16 bytes. The register path's scores
+ * (scores_kernel<REP, KF>: float32 products, one lookup and multiply-add per value and head) are
+ * latency-bound: a full layer of the 31B at depth 32768 took 167.6 us there against 100.8 us for
+ * K from V's one pass (H100). */
 
-/* shared memory: the stages, then each warp's q fragments (lane-private) */
+/* shared memory: the stages (rows; over a compressed K each stage's K blocks after them all),
+ * then each warp's q fragments (lane-private) */
 __host__ __device__ constexpr size_t op_q_bytes(int nkv, int hd) { return (size_t)nkv * hd * 16; }
-__host__ __device__ constexpr size_t op_stage_bytes(int64_t ps) { return (size_t)AS_KEYS * pt_row_stride(ps); }
-/* AS_NST stages where they fit beside the q fragments (K-from-V rows at head dim 256), else two
- * (the 31B's 5 KB rows) */
-__host__ __device__ constexpr int op_stages(int64_t ps, int nkv, int hd) {
-  return AS_NST * op_stage_bytes(ps) + op_q_bytes(nkv, hd) <= 226 * 1024 ? AS_NST : 2;
+__host__ __device__ constexpr size_t op_stage_bytes(int64_t ps, int64_t kps) {
+  return (size_t)AS_KEYS * (pt_row_stride(ps) + (size_t)kps);
 }
-__host__ __device__ constexpr size_t op_smem_bytes(int64_t ps, int nkv, int hd) {
-  return (size_t)op_stages(ps, nkv, hd) * op_stage_bytes(ps) + op_q_bytes(nkv, hd);
+/* AS_NST stages where they fit beside the q fragments (K-from-V rows at head dim 256), else two
+ * (the 31B's 5 KB rows, or its 4 KB V rows with their K blocks) */
+__host__ __device__ constexpr int op_stages(int64_t ps, int64_t kps, int nkv, int hd) {
+  return AS_NST * op_stage_bytes(ps, kps) + op_q_bytes(nkv, hd) <= 226 * 1024 ? AS_NST : 2;
+}
+__host__ __device__ constexpr size_t op_smem_bytes(int64_t ps, int64_t kps, int nkv, int hd) {
+  return (size_t)op_stages(ps, kps, nkv, hd) * op_stage_bytes(ps, kps) + op_q_bytes(nkv, hd);
 }
 
 /* grid (splits): every KV head of split blockIdx.x. Writes per query head h and live split s:
  * smax[h·splits + s] = m_s (the split's max score), ssum[…] = l_s = Σ exp(s − m_s) and
  * pacc[(h·splits + s)·hd + d] = Σ bf16(exp(s − m_s)) · v_d. NU: 32-dim units per head (hd / 32),
- * NG: 64-dim groups (hd / 64). */
-template <int NU, int NG>
-__global__ void __launch_bounds__(AT_THREADS, 1) onepass_tma_kernel(const float *q, const uint16_t *kc, int nkv, int hd,
+ * NG: 64-dim groups (hd / 64). KF 0: K from V (vc == kc, the rows); 3 / 4: K in planar3 / planar4
+ * blocks at kc, V's rows at vc. */
+template <int NU, int NG, int KF>
+__global__ void __launch_bounds__(AT_THREADS, 1) onepass_tma_kernel(const float *q, const uint16_t *kc,
+                                                                  const uint16_t *vc, int nkv, int hd,
                                                                   dk_kv_layout kv, float scale, const int *pos_p,
                                                                   int window, at_splits sp, float *smax, float *ssum,
                                                                   float *pacc, float *amax, int namax) {
@@ -49,19 +64,29 @@ __global__ void __launch_bounds__(AT_THREADS, 1) onepass_tma_kernel(const float 
   CK_DYNAMIC_SHARED(uint8_t, smem);
   __shared__ uint64_t mbar[AS_NST];
   __shared__ uint32_t ptr[NW][AS_KEYS][REP / 2]; /* per warp: p of each key as bf16 pairs of heads */
+  __shared__ uint32_t pairs[KF == 3 ? 64 : KF == 4 ? 256 : 1]; /* (KF) pc_stage_pairs */
   const int s = blockIdx.x, splits = sp.n;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, t = lane & 3;
-  const int ns = op_stages(kv.ps, nkv, hd);
-  uint4 *qfs = reinterpret_cast<uint4 *>(smem + (size_t)ns * op_stage_bytes(kv.ps));
-  as_pipe pipe = as_make(smem, mbar, pt_row_stride(kv.ps), (uint32_t)kv.ps * 2, kv.ps, ns, kc, window, pos_p, sp);
+  const int64_t kps = KF ? kv.kps : 0;
+  const int ns = op_stages(kv.ps, kps, nkv, hd);
+  const size_t rs = pt_row_stride(kv.ps);
+  uint4 *qfs = reinterpret_cast<uint4 *>(smem + (size_t)ns * op_stage_bytes(kv.ps, kps));
+  as_pipe pipe = as_make(smem, mbar, rs, (uint32_t)kv.ps * 2, kv.ps, ns, vc, window, pos_p, sp);
+  if (KF) { /* (the tables are the session's, written before any step) */
+    pipe.rows2 = reinterpret_cast<const uint8_t *>(kc);
+    pipe.mem2 = smem + (size_t)ns * AS_KEYS * rs;
+    pipe.rowb2 = (uint32_t)kps;
+    pc_stage_pairs<KF>(kv.kt, pairs);
+  }
   as_wait(pipe, ns, pos_p, sp);
   amax_zero(amax, namax);
   const int lo = pipe.lo, hi = pipe.hi, nst = pipe.nst;
   if (lo == hi) return; /* past the live splits: the combine reads only the live ones */
+  if (KF) __syncthreads(); /* the pair table staged */
   const int g = warp;
   const bool active = g < nkv;
   uint4 *qf = qfs + (size_t)g * NU * 32 + lane; /* unit u at qf[32u] */
-  if (active) { /* q's fragments, as the scores pass forms them */
+  if (active) { /* q's fragments, as the scores pass forms them (KF: rotated, fp16) */
     const float bscale = rb(scale);
     const float *qh = q + ((int64_t)g * REP + gq) * hd + 8 * t;
 #pragma unroll 4
@@ -74,8 +99,21 @@ __global__ void __launch_bounds__(AT_THREADS, 1) onepass_tma_kernel(const float 
         x1 = make_float4(rb(__fmul_rn(x1.x, bscale)), rb(__fmul_rn(x1.y, bscale)), rb(__fmul_rn(x1.z, bscale)),
                          rb(__fmul_rn(x1.w, bscale)));
       }
-      qf[32 * u] = make_uint4(bf16_pair(x0.x, x0.y), bf16_pair(x0.z, x0.w), bf16_pair(x1.x, x1.y),
-                              bf16_pair(x1.z, x1.w));
+      if (KF) {
+        const float v[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        uint32_t w[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int pr = ((32 * u + 8 * t + 2 * e) % KVC_BLOCK) / 2;
+          float r0, r1;
+          kvc_rotate(kv.kt->cos[pr], kv.kt->sin[pr], v[2 * e], v[2 * e + 1], &r0, &r1);
+          w[e] = (uint32_t)ck_f32_to_f16(r0) | (uint32_t)ck_f32_to_f16(r1) << 16;
+        }
+        qf[32 * u] = make_uint4(w[0], w[1], w[2], w[3]);
+      } else {
+        qf[32 * u] = make_uint4(bf16_pair(x0.x, x0.y), bf16_pair(x0.z, x0.w), bf16_pair(x1.x, x1.y),
+                                bf16_pair(x1.z, x1.w));
+      }
     }
   }
   /* heads 2t (a) and 2t + 1 (b): running max (the same in every lane of the warp) and this
@@ -96,15 +134,27 @@ __global__ void __launch_bounds__(AT_THREADS, 1) onepass_tma_kernel(const float 
     const uint8_t *base = as_stage(pipe, st);
     if (active) {
       const int ia = gq < n ? gq : 0, ib = gq + 8 < n ? gq + 8 : 0;
-      const uint8_t *ra = base + (size_t)ia * pipe.rs + (size_t)g * hd * 2 + 16 * t;
-      const uint8_t *rb8 = base + (size_t)ib * pipe.rs + (size_t)g * hd * 2 + 16 * t;
       float c[4];
-      at_tc_dots<NU, 4>(
-          [&](int u, uint4 &a, uint4 &b) {
-            a = *reinterpret_cast<const uint4 *>(ra + u * 64);
-            b = *reinterpret_cast<const uint4 *>(rb8 + u * 64);
-          },
-          [&](int u) { return qf[32 * u]; }, c);
+      if constexpr (KF != 0) { /* lane t's 8 values of unit u: chunk 4(u mod 4) + t of block u / 4 */
+        constexpr int BB = KF == 3 ? KVC_P3_BYTES : KVC_P4_BYTES;
+        const uint8_t *kst = pipe.mem2 + (size_t)(st % ns) * AS_KEYS * kps + (size_t)g * (hd / KVC_BLOCK) * BB;
+        const uint8_t *ka = kst + (size_t)ia * kps, *kb = kst + (size_t)ib * kps;
+        at_tc_dots<NU, 4, true>(
+            [&](int u, uint4 &a, uint4 &b) {
+              a = pc_values8<KF>(ka + (u / 4) * BB, 4 * (u % 4) + t, pairs);
+              b = pc_values8<KF>(kb + (u / 4) * BB, 4 * (u % 4) + t, pairs);
+            },
+            [&](int u) { return qf[32 * u]; }, c);
+      } else {
+        const uint8_t *ra = base + (size_t)ia * pipe.rs + (size_t)g * hd * 2 + 16 * t;
+        const uint8_t *rb8 = base + (size_t)ib * pipe.rs + (size_t)g * hd * 2 + 16 * t;
+        at_tc_dots<NU, 4>(
+            [&](int u, uint4 &a, uint4 &b) {
+              a = *reinterpret_cast<const uint4 *>(ra + u * 64);
+              b = *reinterpret_cast<const uint4 *>(rb8 + u * 64);
+            },
+            [&](int u) { return qf[32 * u]; }, c);
+      }
       const float s0 = gq < n ? rb(c[0]) : -INFINITY, s1 = gq < n ? rb(c[1]) : -INFINITY;
       const float s2 = gq + 8 < n ? rb(c[2]) : -INFINITY, s3 = gq + 8 < n ? rb(c[3]) : -INFINITY;
       float xa = fmaxf(s0, s2), xb = fmaxf(s1, s3);

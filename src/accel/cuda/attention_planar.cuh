@@ -3,9 +3,15 @@
  * so q·x̂ = Σ_b n'_b · Σ_j (R q)_j · C[idx_j] over the head's 128-value blocks b. The query rows
  * are rotated once (pc_rotate_rows), after which a key costs one codebook lookup and one
  * multiply-add per value; keys are never decoded. Used by the decode scores pass (attention.cu)
- * and the prompt pass's attention over compressed K (prefill_attn_planar.cu). */
+ * and the prompt pass's attention over compressed K (prefill_attn_planar.cu). The tensor-core
+ * forms (the prompt's tile kernel, prefill_attn_wg.cu, and the deep contexts' one pass,
+ * attention_onepass_tma.cuh) instead form each value as fp16(n'·fp16(C)), a pair of values one
+ * pair-table load and one HMUL2 (pc_stage_pairs, pc_hmul2), against a query rotated and rounded
+ * to fp16. */
 #ifndef MLXRT_CUDA_ATTENTION_PLANAR_CUH
 #define MLXRT_CUDA_ATTENTION_PLANAR_CUH
+
+#include <cuda_fp16.h>
 
 #include "accel/kv_codec_math.h"
 #include "ck_device.cuh"
@@ -72,6 +78,60 @@ __device__ __forceinline__ void pc_key_dots(const uint8_t *const (&kp)[KPI], con
       }
     }
   }
+}
+
+/* Two fp16 values times the fp16 n' in both halves, each product rounded to fp16 (HMUL2; the
+ * emulation forms the same exact product in float and rounds it once). */
+__device__ __forceinline__ uint32_t pc_hmul2(uint32_t n2, uint32_t c2) {
+#ifdef CK_EMULATION
+  const float n = ck_f16_to_f32((uint16_t)n2);
+  return (uint32_t)ck_f32_to_f16(n * ck_f16_to_f32((uint16_t)c2)) |
+         (uint32_t)ck_f32_to_f16(n * ck_f16_to_f32((uint16_t)(c2 >> 16))) << 16;
+#else
+  const __half2 r = __hmul2(*reinterpret_cast<const __half2 *>(&n2), *reinterpret_cast<const __half2 *>(&c2));
+  return *reinterpret_cast<const uint32_t *>(&r);
+#endif
+}
+
+/* The pair table of a format: entry i holds two neighbouring values' codebook entries as fp16,
+ * the even value's in the low half. planar3 (64 entries): i = the pair's two 2-bit code parts
+ * (bits 0–3, the even value's low) | their two sign bits << 4 — the bits as a qs byte and a
+ * signs byte hold them; planar4 (256): i = the qs byte. Threads of the block; the caller
+ * synchronises before use. */
+template <int KF>
+__device__ __forceinline__ void pc_stage_pairs(const kvc_tables *t, uint32_t *pairs) {
+  for (int i = threadIdx.x; i < (KF == 3 ? 64 : 256); i += blockDim.x) {
+    int c0, c1;
+    if (KF == 3)
+      c0 = (i & 3) | ((i >> 4) & 1) << 2, c1 = ((i >> 2) & 3) | ((i >> 5) & 1) << 2;
+    else
+      c0 = i & 15, c1 = i >> 4;
+    const float *cb = KF == 3 ? t->cb3 : t->cb4;
+    pairs[i] = (uint32_t)ck_f32_to_f16(cb[c0]) | (uint32_t)ck_f32_to_f16(cb[c1]) << 16;
+  }
+}
+
+/* A block's 8 values 8c … 8c + 7 (encoder lanes 2c, 2c + 1) as one code word: planar3 their qs
+ * bytes (a 16-bit word) | their signs byte << 16, planar4 their four qs bytes. */
+template <int KF>
+__device__ __forceinline__ uint32_t pc_code8(const uint8_t *blk, int c) {
+  if (KF == 3)
+    return (uint32_t)*reinterpret_cast<const uint16_t *>(blk + KVC_P3_QS + 2 * c) | (uint32_t)blk[KVC_P3_SIGNS + c] << 16;
+  return *reinterpret_cast<const uint32_t *>(blk + KVC_P4_QS + 4 * c);
+}
+/* The pair-table index (pc_stage_pairs) of values 2e, 2e + 1 of a code word (pc_code8). */
+template <int KF>
+__device__ __forceinline__ uint32_t pc_pair_index(uint32_t code, int e) {
+  return KF == 3 ? ((code >> (4 * e)) & 15u) | ((code >> (16 + 2 * e)) & 3u) << 4 : (code >> (8 * e)) & 255u;
+}
+
+/* Values 8c … 8c + 7 of a block as four fp16 pairs in the rotated domain, fp16(n'·fp16(C)) each
+ * (pairs: pc_stage_pairs). */
+template <int KF>
+__device__ __forceinline__ uint4 pc_values8(const uint8_t *blk, int c, const uint32_t *pairs) {
+  const uint32_t n2 = (uint32_t)*reinterpret_cast<const uint16_t *>(blk) * 0x10001u, code = pc_code8<KF>(blk, c);
+  return make_uint4(pc_hmul2(n2, pairs[pc_pair_index<KF>(code, 0)]), pc_hmul2(n2, pairs[pc_pair_index<KF>(code, 1)]),
+                    pc_hmul2(n2, pairs[pc_pair_index<KF>(code, 2)]), pc_hmul2(n2, pairs[pc_pair_index<KF>(code, 3)]));
 }
 
 #endif

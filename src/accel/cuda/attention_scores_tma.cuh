@@ -73,6 +73,12 @@ struct as_pipe {
                * kernels trigger before they wait */
   int pos, lo, hi, nst;
   int issued; /* stages issued so far (thread 0's count) */
+  /* a second array copied beside the rows on the same barriers (NULL: none): position j's rowb2
+   * bytes at rows2 + j·rowb2 into mem2, AS_KEYS·rowb2 bytes a stage, unpadded (a compressed K's
+   * blocks beside plain V rows; no ring) */
+  const uint8_t *rows2;
+  uint8_t *mem2;
+  uint32_t rowb2;
 };
 __device__ __forceinline__ void as_range(as_pipe &p, const int *pos_p, at_splits sp) {
   p.pos = *pos_p;
@@ -83,7 +89,7 @@ __device__ __forceinline__ void as_range(as_pipe &p, const int *pos_p, at_splits
  * a barrier after) */
 __device__ __forceinline__ as_pipe as_make(uint8_t *mem, uint64_t *mbar, size_t rs, uint32_t rowb, int64_t ps, int ns,
                                            const uint16_t *cache, int window, const int *pos_p, at_splits sp) {
-  as_pipe p = {mem, mbar, rs, rowb, ps, ns, cache, window, true, 0, 0, 0, 0, 0};
+  as_pipe p = {mem, mbar, rs, rowb, ps, ns, cache, window, true, 0, 0, 0, 0, 0, NULL, NULL, 0};
   if (p.early) as_range(p, pos_p, sp);
   if (threadIdx.x == 0) {
     for (int i = 0; i < AS_NST; i++) mbar_init(&p.mbar[i], 1);
@@ -98,13 +104,15 @@ __device__ __forceinline__ void as_issue(const as_pipe &p, int st) {
   const int slot = st % p.ns, j0 = p.lo + st * AS_KEYS;
   const int n = p.hi - j0 < AS_KEYS ? p.hi - j0 : AS_KEYS;
   const int copied = n - (j0 <= p.pos && p.pos < j0 + n ? 1 : 0);
-  mbar_expect(&p.mbar[slot], (uint32_t)copied * p.rowb);
+  mbar_expect(&p.mbar[slot], (uint32_t)copied * (p.rowb + p.rowb2));
   uint8_t *dst = p.mem + (size_t)slot * AS_KEYS * p.rs;
   for (int i = 0; i < n; i++) {
     const int j = j0 + i;
     if (j == p.pos) continue;
     const int64_t sl = p.window > 0 ? j % ck_ring(p.window) : j;
     bulk_copy(dst + (size_t)i * p.rs, p.cache + sl * p.ps, p.rowb, &p.mbar[slot]);
+    if (p.rows2)
+      bulk_copy(p.mem2 + ((size_t)slot * AS_KEYS + i) * p.rowb2, p.rows2 + (int64_t)j * p.rowb2, p.rowb2, &p.mbar[slot]);
   }
 }
 /* thread 0: the stages up to the n-th (of the first ns) not issued yet */
@@ -129,6 +137,11 @@ __device__ __forceinline__ uint8_t *as_stage(const as_pipe &p, int st) {
     const uint4 *src = reinterpret_cast<const uint4 *>(p.cache + (p.window > 0 ? p.pos % ck_ring(p.window) : p.pos) * p.ps);
     uint4 *dst = reinterpret_cast<uint4 *>(base + (size_t)(p.pos - j0) * p.rs);
     for (int i = threadIdx.x; i < (int)(p.rowb / 16); i += blockDim.x) dst[i] = __ldcg(src + i);
+    if (p.rows2) {
+      const uint4 *src2 = reinterpret_cast<const uint4 *>(p.rows2 + (int64_t)p.pos * p.rowb2);
+      uint4 *dst2 = reinterpret_cast<uint4 *>(p.mem2 + ((size_t)slot * AS_KEYS + (p.pos - j0)) * p.rowb2);
+      for (int i = threadIdx.x; i < (int)(p.rowb2 / 16); i += blockDim.x) dst2[i] = __ldcg(src2 + i);
+    }
     __syncthreads();
   }
   return base;

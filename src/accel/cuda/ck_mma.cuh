@@ -20,6 +20,18 @@ __device__ __forceinline__ void at_mma_bf16(float (&c)[4], const uint32_t (&a)[4
 #endif
 }
 
+/* The same with fp16 operands (the compressed K cache's rotated-domain keys: attention_planar.cuh). */
+__device__ __forceinline__ void at_mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#ifdef CK_EMULATION
+  emu_mma_f16(c, a, b0, b1);
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
 /* 16 bytes global → shared without passing through registers (cp.async; the host emulation
  * copies at once and its commit / wait are no-ops). */
 __device__ __forceinline__ void at_cp16(void *dst, const void *src) {

@@ -533,7 +533,6 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
     y->kv = kf   ? dk_kv_planar(y->nkv, y->hd, kf, D->kvc_tab, D->kvc_flags)
             : vr ? dk_kv_from_v(y->nkv, y->hd, vr)
                  : dk_kv_plain(y->nkv, y->hd);
-    D->any_kfv |= vr > 0;
     D->any_planar |= kf > 0;
     if (y->own && y->window > 0) {
       DALLOC(y->kc, slots * kvd);
@@ -557,6 +556,8 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
       y->vc = D->ly[l->kv_source].vc;
       y->kv = D->ly[l->kv_source].kv;
     }
+    y->onepass = y->window == 0 && dk_attention_onepass(d->n_heads, y->nkv, y->hd, y->kv);
+    D->any_onepass |= y->onepass;
     if (P > 0) {
       if (dec_make_mv(D, &l->ple_gate, 1, "per_layer_input_gate", i, &y->pg, err) ||
           dec_make_mv(D, &l->ple_proj, 1, "per_layer_projection", i, &y->pp, err))
@@ -690,7 +691,7 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                      "attention (one cluster)", err);
   }
   return rt_status(dk_attention(D->q, y->kc, y->vc, nq, y->nkv, y->hd, y->kv, d->attn_scale, D->pos, y->window, y->splits,
-                                SPLIT_KEYS, D->deep_ctx >= (y->kv.vr > 0 ? 1 : 2), D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
+                                SPLIT_KEYS, D->deep_ctx >= (y->onepass ? 1 : 2), D->capacity, D->scores, D->smax, D->ssum, D->pacc, D->counts,
                                 D->attb, amax, namax, st),
                    "attention", err);
 }
@@ -997,9 +998,9 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
       return mx_prefix(err, "CUDA decoder");
     /* the one-cluster attention while every layer's live keys (at most position + 1) are few */
     D->short_ctx = D->any_cluster && pos + 1 <= CLUSTER_KEYS;
-    /* the deep contexts' attention: on K-from-V layers once their live keys exceed ONEPASS_KEYS,
-     * on every layer once they exceed DEEP_KEYS */
-    D->deep_ctx = D->short_ctx ? 0 : pos + 1 > DEEP_KEYS ? 2 : D->any_kfv && pos + 1 > ONEPASS_KEYS ? 1 : 0;
+    /* the deep contexts' attention: on the one-pass layers (K from V, compressed K) once their
+     * live keys exceed ONEPASS_KEYS, on every layer once they exceed DEEP_KEYS */
+    D->deep_ctx = D->short_ctx ? 0 : pos + 1 > DEEP_KEYS ? 2 : D->any_onepass && pos + 1 > ONEPASS_KEYS ? 1 : 0;
     if (launch(D, 0, err) || cprof_flush(&D->prof, err))
       return mx_prefix(err, "CUDA decoder at position %lld", (long long)pos);
     /* the staging buffers are refilled by the next call: without a head, wait for the copies */

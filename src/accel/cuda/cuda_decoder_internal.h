@@ -42,6 +42,7 @@ typedef struct dec_layer {
   rt_vmem kvm[2]; /* an owning full-attention layer's K and V (kc, vc): growable by pages; with
                    * K from V one array (kvm[1] unused, vc == kc) */
   dk_kv_layout kv; /* the layout of kc / vc (kv_layout.h) */
+  int onepass;     /* its cache is a full layer's that the deep contexts read in one pass (dk_attention_onepass) */
   int feeds; /* later layers read its cache (the prompt pass commits a ring's chunk after them) */
   dec_mv pg, pp;   /* per-layer embeddings: per_layer_input_gate, per_layer_projection */
   float *ple_norm; /* device: post_per_layer_input_norm [H] */
@@ -84,12 +85,12 @@ struct accel_decoder {
   int32_t *h_next;
   float *h_logits;
   /* body graphs: [0] the split attention, [1] the one-cluster form, [2] the split attention in the
-   * deep contexts' forms on every layer (more than DEEP_KEYS live keys), [3] on the K-from-V layers
+   * deep contexts' forms on every layer (more than DEEP_KEYS live keys), [3] on the one-pass layers
    * alone (more than ONEPASS_KEYS) */
   void *g_body[4], *g_head;
   int use_graph, warm_body[4], warm_head;
   int any_cluster; /* some layer can run the one-cluster attention */
-  int any_kfv;     /* some layer keeps K from V */
+  int any_onepass; /* some layer's deep contexts take the one pass (dec_layer onepass) */
   /* a compressed K cache (--kv-k planar3 / planar4, kv_layout.h kfmt): the codec's tables on the
    * device, the encoder's flags word (read back with each step's token) and its pinned copy */
   int any_planar;
@@ -97,7 +98,7 @@ struct accel_decoder {
   unsigned *kvc_flags, *h_kflags;
   int short_ctx; /* this step's body runs the one-cluster attention (its position is below CLUSTER_KEYS) */
   /* this step's body runs the deep contexts' attention (dk_attention's `deep`): 0 nowhere, 1 on the
-   * K-from-V layers (one pass; their live keys exceed ONEPASS_KEYS), 2 on every layer (DEEP_KEYS) */
+   * one-pass layers (their live keys exceed ONEPASS_KEYS), 2 on every layer (DEEP_KEYS) */
   int deep_ctx;
   int max_ks; /* largest k split of any mat-vec (the y buffer holds that many partials) */
   int xe_final;     /* the final norm's fixed prep exponent */

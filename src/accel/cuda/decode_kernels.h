@@ -95,6 +95,10 @@ int dk_attention_rows(const float *q, const uint16_t *kc, const uint16_t *vc, in
                       float scale, const int *pos, int window, int splits, int min_keys, int deep, int64_t ctx_cap,
                       float *scores, float *smax, float *ssum, float *pacc, unsigned *count, uint16_t *att, float *amax,
                       int namax, const dk_rows *rows, int nrows, void *stream);
+/* Whether dk_attention with `deep` takes one pass over the rows (attention_onepass_tma.cuh) for
+ * this shape and layout: GQA 8 at head dims 256 / 512 with at most 4 KV heads, over K from V or a
+ * compressed K whose position rows are whole 16-byte units (else `deep` streams V alone). */
+int dk_attention_onepass(int nq, int nkv, int hd, dk_kv_layout kv);
 /* Decode attention in one launch (attention_cluster.cu) for a key range of at most
  * cluster·DK_CLUSTER_MAX_KPB keys — a sliding layer's ring, or a full layer while few keys are
  * live: a cluster of 8 blocks per KV head (wide: 16, half the keys each) exchanging the

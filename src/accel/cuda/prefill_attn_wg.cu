@@ -38,6 +38,7 @@
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
 #include "ck_mma.cuh"
+#include "attention_planar.cuh"
 #include "ck_wgmma.cuh"
 #include "prefill_attn_common.cuh"
 #include "prefill_kernels.h"
@@ -137,41 +138,10 @@ __device__ __forceinline__ void pw_stage_q(unsigned char *Qs, const PaArgs &a, i
   }
 }
 
-/* Two fp16 values times the fp16 n' in both halves, each product rounded to fp16 (HMUL2; the
- * emulation forms the same exact product in float and rounds it once). */
-__device__ __forceinline__ uint32_t pw_hmul2(uint32_t n2, uint32_t c2) {
-#ifdef CK_EMULATION
-  const float n = ck_f16_to_f32((uint16_t)n2);
-  return (uint32_t)ck_f32_to_f16(n * ck_f16_to_f32((uint16_t)c2)) |
-         (uint32_t)ck_f32_to_f16(n * ck_f16_to_f32((uint16_t)(c2 >> 16))) << 16;
-#else
-  const __half2 r = __hmul2(*reinterpret_cast<const __half2 *>(&n2), *reinterpret_cast<const __half2 *>(&c2));
-  return *reinterpret_cast<const uint32_t *>(&r);
-#endif
-}
-
-/* The pair table of a format: entry i holds two neighbouring values' codebook entries as fp16,
- * the even value's in the low half. planar3 (64 entries): i = the pair's two 2-bit code parts
- * (bits 0–3, the even value's low) | their two sign bits << 4 — the bits as a qs byte and a
- * signs byte hold them; planar4 (256): i = the qs byte. Threads of the block; the caller
- * synchronises before use. */
-template <int KF>
-__device__ __forceinline__ void pw_stage_pairs(const kvc_tables *t, uint32_t *pairs) {
-  for (int i = threadIdx.x; i < (KF == 3 ? 64 : 256); i += blockDim.x) {
-    int c0, c1;
-    if (KF == 3)
-      c0 = (i & 3) | ((i >> 4) & 1) << 2, c1 = ((i >> 2) & 3) | ((i >> 5) & 1) << 2;
-    else
-      c0 = i & 15, c1 = i >> 4;
-    const float *cb = KF == 3 ? t->cb3 : t->cb4;
-    pairs[i] = (uint32_t)ck_f32_to_f16(cb[c0]) | (uint32_t)ck_f32_to_f16(cb[c1]) << 16;
-  }
-}
-
 /* Keys k0 … k0 + 63 of KV head gkv from a compressed K cache (planar3 / planar4 blocks, kv_layout.h
  * kfmt; rows kps bytes apart) decoded into a swizzled fp16 tile in the rotated domain: value i of
  * a block is fp16(n'·fp16(C[code_i])), with the block's stored fp16 n' — a pair of values is one
- * table load and one HMUL2 (pw_stage_pairs). The scores multiply it by the rotated query in
+ * table load and one HMUL2 (pc_stage_pairs). The scores multiply it by the rotated query in
  * fp16 (pw_stage_q), float32 sums: q·x̂ of attention_planar.cuh's float32 form up to the fp16
  * roundings of q, C and the product (fp16: 3 more bits than the bf16 cache's keys). Rows past
  * hi zeroed. Thread i of 256 takes the 8 values of column chunk c = i % (HD/8) in rows
@@ -192,12 +162,7 @@ __device__ __forceinline__ void pw_tile_decode(unsigned char *dst, const uint8_t
     const uint8_t *blk = base + (int64_t)k * RSTEP * kps;
     const bool live = k0 + r0 + k * RSTEP <= hi;
     nrm[k] = live ? *reinterpret_cast<const uint16_t *>(blk) : 0u;
-    if (KF == 3)
-      code[k] = live ? (uint32_t)*reinterpret_cast<const uint16_t *>(blk + KVC_P3_QS + 2 * cc) |
-                           (uint32_t)blk[KVC_P3_SIGNS + cc] << 16
-                     : 0u;
-    else
-      code[k] = live ? *reinterpret_cast<const uint32_t *>(blk + KVC_P4_QS + 4 * cc) : 0u;
+    code[k] = live ? pc_code8<KF>(blk, cc) : 0u;
   }
   const uint32_t d0 = wg_off(PW_KT, r0, c * 8), d1 = wg_off(PW_KT, r0 + RSTEP, c * 8) - RSTEP * 128;
 #pragma unroll
@@ -206,7 +171,7 @@ __device__ __forceinline__ void pw_tile_decode(unsigned char *dst, const uint8_t
     uint32_t w[4];
 #pragma unroll
     for (int e = 0; e < 4; e++) /* values 2e, 2e + 1 */
-      w[e] = pw_hmul2(n2, pairs[KF == 3 ? ((q >> (4 * e)) & 15u) | ((q >> (16 + 2 * e)) & 3u) << 4 : (q >> (8 * e)) & 255u]);
+      w[e] = pc_hmul2(n2, pairs[pc_pair_index<KF>(q, e)]);
     *reinterpret_cast<uint4 *>(dst + ((RSTEP % 8 == 0 || !(k & 1)) ? d0 : d1) + (uint32_t)(k * RSTEP * 128)) =
         make_uint4(w[0], w[1], w[2], w[3]);
   }
@@ -289,7 +254,7 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
   using S = PwShape<HD>;
   static_assert(!(KFV && KF), "K from V has plain K");
   CK_DYNAMIC_SHARED(unsigned char, pw_raw);
-  __shared__ uint32_t pairs[KF ? 256 : 1]; /* (KF) the codebook's pairs, pw_stage_pairs */
+  __shared__ uint32_t pairs[KF ? 256 : 1]; /* (KF) the codebook's pairs, pc_stage_pairs */
   const uint32_t raw_s = ck_smem_off(pw_raw);
   unsigned char *Qs = pw_raw + (((raw_s + 1023u) & ~1023u) - raw_s);
   unsigned char *Kb = Qs + S::QB, *Vb = Kb + S::TB;
@@ -336,7 +301,7 @@ __global__ void __launch_bounds__(256, 1) pw_kernel(PaArgs a) {
   };
 
   if constexpr (KF != 0) {
-    pw_stage_pairs<KF>(a.kv.kt, pairs);
+    pc_stage_pairs<KF>(a.kv.kt, pairs);
     __syncthreads();
   }
   pw_stage_q<HD, KF>(Qs, a, q0, h, nvalid);

@@ -36,10 +36,11 @@
  * are live: ahead of the register path from depth 32768 on (+0.6-1.2 %, +6.7 % at 131072), behind
  * at 4096 (-1.0 %); alone (mlxrt-attn-bench --deep, a full layer) it loses up to 24576 keys. */
 #define DEEP_KEYS 32768
-/* Over K from V the one pass over the rows once more than ONEPASS_KEYS keys are live
- * (mlxrt-attn-bench --kfv, a full layer of the 31B, 256 splits: 64.0 / 63.0 us one pass / two
+/* Over K from V or a compressed K the one pass over the rows once more than ONEPASS_KEYS keys are
+ * live (mlxrt-attn-bench --kfv, a full layer of the 31B, 256 splits: 64.0 / 63.0 us one pass / two
  * passes at 8192 keys, 70.2 / 77.5 at 12288, 75.8 / 89.2 at 16384, 98.9 / 136.6 at 32768; tg128
- * +2.4 % at depth 16384, +8.3 % at 65536, 92.4 t/s at 262144 against 78.2 with bf16 K). */
+ * +2.4 % at depth 16384, +8.3 % at 65536, 92.4 t/s at 262144 against 78.2 with bf16 K; planar3
+ * tg64 +6.4 % at 16384, +15.5 % at 65536 against its register-path scores, H100). */
 #define ONEPASS_KEYS 8192
 
 /* ---- the prompt pass (cuda_decoder_prefill.c) --------------------------------------------- */
