@@ -80,7 +80,8 @@ typedef struct mlxrt_model_info {
                                many separate sessions; 0: no pool on this model */
 } mlxrt_model_info;
 void mlxrt_model_get_info(const mlxrt_model *m, mlxrt_model_info *info);
-/* KV-cache bytes one decode step reads when `depth` tokens are already cached. */
+/* KV-cache bytes one decode step reads when `depth` tokens are already cached, with K and V in
+ * bf16 (the reference path's cache). */
 uint64_t mlxrt_model_kv_bytes_per_token(const mlxrt_model *m, int64_t depth);
 /* Streaming-read bandwidth of the backend's memory in GB/s, measured now (0 = unknown). */
 double mlxrt_model_read_bandwidth(mlxrt_model *m);
@@ -127,6 +128,10 @@ typedef struct mlxrt_memory {
   uint64_t device_used, device_total;
 } mlxrt_memory;
 int mlxrt_session_memory(const mlxrt_session *s, mlxrt_memory *out, mlxrt_error *err);
+/* KV-cache bytes one decode step of this session reads when `depth` tokens are cached, the
+ * cache as its decoder stores it (the device decoder's K from V or compressed K read fewer bytes
+ * than mlxrt_model_kv_bytes_per_token counts). */
+uint64_t mlxrt_session_kv_read_bytes(const mlxrt_session *s, int64_t depth);
 /* Drops every cached token (the session is reusable from scratch). */
 void mlxrt_session_reset(mlxrt_session *s);
 

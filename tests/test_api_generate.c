@@ -127,6 +127,9 @@ static void test_reuse(mlxrt_model *m, float temp) {
   mlxrt_memory mem;
   CHECK(!mlxrt_session_memory(a, &mem, &err) && mem.kv_bytes > 0 && mem.kv_positions >= 47 &&
         mem.kv_positions <= CAP && mem.device_used == 0 && mem.device_total == 0);
+  /* the bytes a step reads: the host decoders keep K and V in bf16, the model's count */
+  CHECK(mlxrt_session_kv_read_bytes(a, 46) == mlxrt_model_kv_bytes_per_token(m, 46) &&
+        mlxrt_session_kv_read_bytes(a, 46) > mlxrt_session_kv_read_bytes(a, 10) && mlxrt_session_kv_read_bytes(a, 0) > 0);
   CHECK(nt == 47 && !memcmp(held, p, 40 * sizeof *p) && !memcmp(held + 40, r1.ids, 7 * sizeof *p));
   for (int i = 0; i < 8; i++) CHECK(r1.pos[i] == 40 + i);
 

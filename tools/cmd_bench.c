@@ -1,7 +1,8 @@
 /* mlxrt bench: llama-bench's protocol and table on an MLX checkpoint. pp = one batched
  * prompt pass of -p tokens; tg = -n greedy decode steps (argmax, no sampler, as llama-bench);
  * -d DEPTH tokens are cached first (untimed). Reports mean ± sd t/s over -r runs, plus the
- * bytes a decode step streams, GB/s, % of the backend's read bandwidth measured in this run,
+ * bytes a decode step streams (the weights and the KV cache as the session's decoder stores it),
+ * GB/s, % of the backend's read bandwidth measured in this run,
  * and a hash of the last logits (a determinism check). --sampler SPEC adds, for each tg, the
  * same tg with every step drawn by that sampler (on the device with MLXRT_DECODER=1: only the
  * token id comes back), so the sampler's cost is measured, not guessed. */
@@ -52,6 +53,7 @@ typedef struct {
   double mean, sd, gbs, pct;
   uint64_t hash;
   mlxrt_memory mem; /* at the end of the last run: the KV cache held, the device's memory in use */
+  uint64_t kv_read; /* the KV bytes a decode step reads at the run's average depth */
 } result;
 
 static void usage(FILE *f) {
@@ -85,7 +87,7 @@ static void usage(FILE *f) {
 /* One timed repetition; returns seconds or < 0 on error. */
 static double run_once(mlxrt_model *m, int64_t ctx, int depth, int pp, int tg, const mlxrt_gen_params *sampler,
                        float *logits, int32_t *toks, uint64_t *seed, uint64_t *hash, mlxrt_memory *mem,
-                       mlxrt_error *err) {
+                       uint64_t *kv_read, mlxrt_error *err) {
   int V = mlxrt_model_vocab_size(m);
   mlxrt_sampler *smp = sampler ? mlxrt_sampler_new(m, sampler, err) : NULL;
   if (sampler && !smp) return -1;
@@ -123,6 +125,7 @@ static double run_once(mlxrt_model *m, int64_t ctx, int depth, int pp, int tg, c
     *hash = hash_floats(logits, V);
   }
   if (mlxrt_session_memory(s, mem, err)) t = -1;
+  *kv_read = mlxrt_session_kv_read_bytes(s, depth + tg / 2);
 done:
   mlxrt_session_free(s);
   mlxrt_sampler_free(smp);
@@ -226,14 +229,15 @@ int cmd_bench(int argc, char **argv) {
         /* one warm-up run (first-use uploads, page faults), as llama-bench does */
         const int wdepth = warmup_depth >= 0 && warmup_depth < depth ? warmup_depth : depth;
         mlxrt_memory mem;
+        uint64_t kv_read = 0;
         if (run_once(m, ctx, wdepth, pp ? pp : 0, tg ? (tg < 4 ? tg : 4) : 0, smp, logits, toks, &seed, &hash, &mem,
-                     &err) < 0) {
+                     &kv_read, &err) < 0) {
           rc = 1;
           break;
         }
         for (int r = 0; r < reps; r++) {
           seed = 0x9e3779b97f4a7c15ull;
-          times[r] = run_once(m, ctx, depth, pp, tg, smp, logits, toks, &seed, &hash, &mem, &err);
+          times[r] = run_once(m, ctx, depth, pp, tg, smp, logits, toks, &seed, &hash, &mem, &kv_read, &err);
           if (times[r] < 0) {
             rc = 1;
             break;
@@ -256,6 +260,7 @@ int cmd_bench(int argc, char **argv) {
         R->depth = depth;
         R->hash = hash;
         R->mem = mem;
+        R->kv_read = kv_read;
         R->sampled = smp != NULL;
         snprintf(R->test, sizeof R->test, "%s%d", pp ? "pp" : "tg", nt);
         if (depth) snprintf(R->test + strlen(R->test), sizeof R->test - strlen(R->test), " @ d%d", depth);
@@ -263,8 +268,7 @@ int cmd_bench(int argc, char **argv) {
         if (ctx) snprintf(R->test + strlen(R->test), sizeof R->test - strlen(R->test), " ctx %lld", ctx);
         if (tg) {
           /* bytes per step: weights + the KV read at the average depth of the run */
-          double bytes = (double)info.bytes_per_token +
-                         (double)mlxrt_model_kv_bytes_per_token(m, depth + tg / 2);
+          double bytes = (double)info.bytes_per_token + (double)kv_read;
           R->gbs = bytes * R->mean / 1e9;
           R->pct = bw > 0 ? 100.0 * R->gbs / bw : 0;
         }

@@ -154,6 +154,10 @@ struct accel_backend {
   void (*decoder_free)(accel_decoder *dec);
   /* Optional: what the decoder holds now (accel_memory). */
   int (*decoder_memory)(accel_decoder *dec, struct accel_memory *m, mlxrt_error *err);
+  /* Optional: the bytes of K and V a decode step at position pos reads, the cache as this
+   * decoder stores it (every layer's live keys; a KV-shared layer reads its source's). Without
+   * it the reference's bf16 K and V are counted. */
+  uint64_t (*decoder_kv_read_bytes)(accel_decoder *dec, int64_t pos);
 
   /* Frees everything cached for this backend. */
   void (*destroy)(accel_backend *b);

@@ -177,17 +177,10 @@ void mlxrt_model_get_info(const mlxrt_model *M, mlxrt_model_info *info) {
                         mx_decoder_supported(M->m);
 }
 
-uint64_t mlxrt_model_kv_bytes_per_token(const mlxrt_model *M, int64_t depth) {
-  const mx_model *m = M->m;
-  uint64_t b = 0;
-  for (int i = 0; i < m->n_layers; i++) {
-    const mx_layer *L = &m->layers[i];
-    int64_t seen = depth + 1;
-    if (L->type == MX_LAYER_SLIDING && seen > m->cfg.sliding_window) seen = m->cfg.sliding_window;
-    /* K and V, bf16; KV-shared layers read their source's cache too */
-    b += (uint64_t)seen * 2u * (uint64_t)L->n_kv_heads * (uint64_t)L->head_dim * 2u;
-  }
-  return b;
+uint64_t mlxrt_model_kv_bytes_per_token(const mlxrt_model *M, int64_t depth) { return mx_model_kv_read_bytes(M->m, depth); }
+
+uint64_t mlxrt_session_kv_read_bytes(const mlxrt_session *S, int64_t depth) {
+  return mx_session_kv_read_bytes(S->s, depth);
 }
 
 double mlxrt_model_read_bandwidth(mlxrt_model *M) {

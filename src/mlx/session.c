@@ -366,6 +366,23 @@ int mx_session_step_sample(mx_session *s, int32_t token, mx_sampler *smp, int32_
 int64_t mx_session_pos(const mx_session *s) { return s->pos; }
 int64_t mx_session_capacity(const mx_session *s) { return s->capacity; }
 
+uint64_t mx_model_kv_read_bytes(const mx_model *m, int64_t pos) {
+  uint64_t b = 0;
+  for (int i = 0; i < m->n_layers; i++) {
+    const mx_layer *L = &m->layers[i];
+    int64_t seen = pos + 1;
+    if (L->type == MX_LAYER_SLIDING && seen > m->cfg.sliding_window) seen = m->cfg.sliding_window;
+    /* K and V, bf16; KV-shared layers read their source's cache too */
+    b += (uint64_t)seen * 2u * (uint64_t)L->n_kv_heads * (uint64_t)L->head_dim * 2u;
+  }
+  return b;
+}
+
+uint64_t mx_session_kv_read_bytes(const mx_session *s, int64_t pos) {
+  if (s->dec && !s->pool && s->b->decoder_kv_read_bytes) return s->b->decoder_kv_read_bytes(s->dec->dec, pos);
+  return mx_model_kv_read_bytes(s->m, pos);
+}
+
 int mx_session_memory(const mx_session *s, mlxrt_memory *out, mlxrt_error *err) {
   memset(out, 0, sizeof *out);
   if (s->pool || s->dec) {

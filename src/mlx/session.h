@@ -60,6 +60,11 @@ int64_t mx_session_pos(const mx_session *s);
 int64_t mx_session_capacity(const mx_session *s);
 /* The KV cache held and the device's memory in use (mlxrt_session_memory). */
 int mx_session_memory(const mx_session *s, mlxrt_memory *out, mlxrt_error *err);
+/* The bytes of K and V a decode step at position pos reads: as the reference path keeps them
+ * (bf16 K and V of every layer's live keys; a KV-shared layer reads its source's) ... */
+uint64_t mx_model_kv_read_bytes(const mx_model *m, int64_t pos);
+/* ... or as the session's decoder stores them (accel_backend decoder_kv_read_bytes) */
+uint64_t mx_session_kv_read_bytes(const mx_session *s, int64_t pos);
 /* A sliding layer's ring holds its window plus this many positions, on the reference path and
  * in a backend's decoder (ACCEL_RING_SLACK, accel_ring.h), so that up to
  * MX_SESSION_REWIND_MAX + 1 positions just fed can always be taken back (drafted tokens a

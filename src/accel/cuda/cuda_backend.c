@@ -443,6 +443,7 @@ accel_backend *mlxrt_cuda_backend_create(const accel_options *opt, mlxrt_error *
   b->decoder_batch_step = cuda_decoder_batch_step;
   b->decoder_free = cuda_decoder_free;
   b->decoder_memory = cuda_decoder_memory;
+  b->decoder_kv_read_bytes = cuda_decoder_kv_read_bytes;
   b->read_bandwidth = cuda_read_bandwidth;
   b->destroy = cuda_destroy;
   c->verbose = opt ? opt->verbose : 0;

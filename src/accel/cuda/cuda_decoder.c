@@ -342,6 +342,21 @@ static int kv_grow(accel_decoder *D, int64_t need, mlxrt_error *err) {
   return 0;
 }
 
+/* A layer's cache bytes per position as stored (kv_layout.h): K from V one row of ps elements,
+ * a compressed K its blocks beside plain V, else K and V of nkv·hd elements each. */
+uint64_t cuda_decoder_kv_read_bytes(accel_decoder *D, int64_t pos) {
+  uint64_t b = 0;
+  for (int i = 0; i < D->d->n_layers; i++) {
+    const dec_layer *y = &D->ly[i];
+    const int64_t seen = y->window > 0 && pos + 1 > y->window ? y->window : pos + 1;
+    const uint64_t row = y->kv.kfmt  ? (uint64_t)y->kv.kps + (uint64_t)y->nkv * (uint64_t)y->hd * 2u
+                         : y->kv.vr ? (uint64_t)y->kv.ps * 2u
+                                    : (uint64_t)y->nkv * (uint64_t)y->hd * 4u;
+    b += (uint64_t)seen * row;
+  }
+  return b;
+}
+
 int cuda_decoder_memory(accel_decoder *D, accel_memory *m, mlxrt_error *err) {
   size_t free_b = 0, total_b = 0;
   if (rt_mem_info(&free_b, &total_b, err)) return mx_prefix(err, "CUDA decoder");
