@@ -17,9 +17,9 @@
  * The batched step's form (dk_attention_rows: rows over slots of one cache array) runs on the
  * cases of at most 100 keys and 7 splits: a row over this cache gives the bits of the call of its
  * own, a row over another slot at another position its own direct attention.
- * A CTest (slow: the threads meet at a barrier for every __syncthreads and shuffle).
- * Build and run from the repository root:
- *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
+ * A CTest (a block's threads are fibers that meet at a barrier for every __syncthreads, shuffle
+ * and mma: emu_fiber.h). Build and run from the repository root:
+ *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_FIBERS -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
  *       -Iinclude tests/gpu/attention_emulate.cpp -o /tmp/attention_emulate -lm
  *   /tmp/attention_emulate [seed]
  */
@@ -35,45 +35,10 @@
 
 #include "emu_rng.h"
 
-
-thread_local emu_dim3 threadIdx;
-emu_dim3 blockIdx, gridDim, blockDim;
-pthread_barrier_t emu_block_barrier, emu_warp_barrier[8];
-uint64_t emu_xbuf[8][32];
-uint32_t emu_mma_buf[8][32][6];
-alignas(16) unsigned char emu_dyn_smem[227 * 1024]; /* the largest a block may take: the bulk-copy passes' 3
-                                                      * stages of 16 rows of 4 KB, the one pass's 2 of 5 KB and q */
-
-/* A pool of AT_THREADS host threads runs one block at a time. */
-static pthread_barrier_t start_b, end_b;
-static const std::function<void()> *g_body;
-static bool g_quit;
-
-static void *worker(void *arg) {
-  threadIdx.x = (unsigned)(uintptr_t)arg;
-  threadIdx.y = threadIdx.z = 0;
-  for (;;) {
-    pthread_barrier_wait(&start_b);
-    if (g_quit) return NULL;
-    (*g_body)();
-    pthread_barrier_wait(&end_b);
-  }
-}
-
-int emu_run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body) {
-  if (block.x != AT_THREADS || block.y != 1 || block.z != 1 || smem > sizeof emu_dyn_smem) return 1;
-  g_body = &body;
-  gridDim = {grid.x, grid.y, grid.z};
-  blockDim = {block.x, 1, 1};
-  for (unsigned z = 0; z < grid.z; z++)
-    for (unsigned y = 0; y < grid.y; y++)
-      for (unsigned x = 0; x < grid.x; x++) {
-        blockIdx = {x, y, z};
-        pthread_barrier_wait(&start_b);
-        pthread_barrier_wait(&end_b);
-      }
-  return 0;
-}
+#define EMU_STALE_BYTE 0xff /* a NaN pattern in bf16 and float32 */
+#define EMU_SMEM_BYTES (227 * 1024) /* the largest a block may take: the bulk-copy passes' 3 stages of
+                                      * 16 rows of 4 KB, the one pass's 2 of 5 KB and q */
+#include "emu_block_runner.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd() { return emu_xorshift64(&g_rng); }
@@ -329,12 +294,6 @@ int main(int argc, char **argv) {
   const int stride = sparse ? 9 : 3;
   if (argc > 1 + quick) g_rng = strtoull(argv[1 + quick], NULL, 0) | 1;
   int case_index = 0;
-  pthread_barrier_init(&emu_block_barrier, NULL, AT_THREADS);
-  for (int w = 0; w < AT_THREADS / 32; w++) pthread_barrier_init(&emu_warp_barrier[w], NULL, 32);
-  pthread_barrier_init(&start_b, NULL, AT_THREADS + 1);
-  pthread_barrier_init(&end_b, NULL, AT_THREADS + 1);
-  pthread_t th[AT_THREADS];
-  for (int t = 0; t < AT_THREADS; t++) pthread_create(&th[t], NULL, worker, (void *)(uintptr_t)t);
 
   /* the 31B's layers (sliding: 16 KV heads of 256, rep 2, window 1024; full: 4 of 512, rep 8)
    * scaled down in heads, and the other query-group sizes; splits from one to more than keys */
@@ -391,9 +350,6 @@ int main(int argc, char **argv) {
     fails += run_case(c);
     n++;
   }
-  g_quit = true;
-  pthread_barrier_wait(&start_b);
-  for (int t = 0; t < AT_THREADS; t++) pthread_join(th[t], NULL);
   printf("%d passed, %d failed\n", n - fails, fails);
   return fails ? 1 : 0;
 }

@@ -16,7 +16,7 @@
  *     way, against a direct attention with its online softmax's rounding (p unrounded, the sum
  *     divided at the end).
  * A CTest (label emulator). Build and run from the repository root:
- *   g++ -std=c++17 -O2 -pthread -ffp-contract=off -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc \
+ *   g++ -std=c++17 -O2 -pthread -ffp-contract=off -DCK_EMULATION -DEMU_LAUNCH -DEMU_FIBERS -Itests/gpu/emu -Isrc \
  *       -Isrc/accel/cuda -Iinclude tests/gpu/attention_planar_emulate.cpp build/libmlxrt.a -o /tmp/ape \
  *       -lcjson -lm && /tmp/ape
  */

@@ -11,7 +11,7 @@
  * left as it was and its flag raised (each flag alone in its own cases); a launch before the
  * tables are uploaded must write nothing and say so. A CTest. Build and run from the
  * repository root, after building the library (build/libmlxrt.a):
- *   g++ -std=c++17 -O2 -pthread -ffp-contract=off -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc \
+ *   g++ -std=c++17 -O2 -pthread -ffp-contract=off -DCK_EMULATION -DEMU_LAUNCH -DEMU_FIBERS -Itests/gpu/emu -Isrc \
  *       -Isrc/accel/cuda -Iinclude tests/gpu/kv_codec_emulate.cpp build/libmlxrt.a -o /tmp/kve -lcjson -lm
  *   /tmp/kve [seed]
  */

@@ -12,7 +12,7 @@
  *     squares are grouped differently; the maxima dk_moe_norms zeroes (the one-block kernels:
  *     the step's cluster forms are moe_cluster_emulate.cpp's).
  * A CTest. Build and run from the repository root:
- *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
+ *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_FIBERS -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
  *       -Iinclude tests/gpu/moe_emulate.cpp -o /tmp/moe_emulate -lm && /tmp/moe_emulate
  */
 #include "../../src/accel/cuda/moe.cu"

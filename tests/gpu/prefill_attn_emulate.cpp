@@ -9,7 +9,7 @@
  *   - pf_attention's pick gives the bits of the kernel it picks for the head dim.
  * A CTest (slow: up to 512 host threads meet at a barrier for every mma and ldmatrix).
  * Build and run from the repository root:
- *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
+ *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_FIBERS -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
  *       -Iinclude tests/gpu/prefill_attn_emulate.cpp -o /tmp/prefill_attn_emulate -lm
  *   /tmp/prefill_attn_emulate [seed]
  */

@@ -10,7 +10,7 @@
  *   - every output within 2e-5 of its row's Σ|w·x| (float32 sums in another order);
  *   - a second run: the same bits.
  * A CTest. Build and run from the repository root:
- *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
+ *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_FIBERS -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
  *       -Iinclude tests/gpu/qmv_emulate.cpp -o /tmp/qmv_emulate -lm && /tmp/qmv_emulate
  */
 #include "../../src/accel/cuda/qmv_tc.cu"

@@ -5,7 +5,7 @@
  * given (ck_xprep_fixed: the decoder's bound-derived exponents), dense bf16 as it is. Checked
  * bit for bit, for nvfp4, affine 4-bit g32 / g64 and dense bf16, rows of 64 to 21504 values.
  * A CTest. Build and run from the repository root:
- *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
+ *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_FIBERS -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
  *       -Iinclude tests/gpu/xprep_emulate.cpp -o /tmp/xprep_emulate -lm
  */
 #include "../../src/accel/cuda/xprep.cu"

@@ -1,7 +1,7 @@
 /* Host emulation of the CUDA features sample.cu and attention.cu use
  * (tests/gpu/sample_emulate.cpp, tests/gpu/attention_emulate.cpp; with EMU_CLUSTER, the
  * blocks of a cluster side by side: attention_cluster_emulate.cpp): a block's threads are host
- * threads, __syncthreads a barrier, warp shuffles go through a per-warp buffer between two
+ * threads (with EMU_FIBERS fibers on one host thread: emu_fiber.h), __syncthreads a barrier, warp shuffles go through a per-warp buffer between two
  * warp barriers, __shared__ variables are statics (blocks run one at a time; dynamic shared
  * memory is emu_dyn_smem, see CK_DYNAMIC_SHARED in ck_block.cuh), atomics are host atomics.
  * With EMU_LAUNCH, cudaLaunchKernelEx runs a kernel over its grid on those threads
@@ -30,6 +30,9 @@ struct emu_dim3 {
 #ifndef EMU_WARPS
 #define EMU_WARPS 8
 #endif
+#if defined(EMU_CLUSTER) && defined(EMU_FIBERS)
+#error "a cluster's blocks run side by side on host threads: EMU_FIBERS is for the plain emulation"
+#endif
 #ifdef EMU_CLUSTER
 /* A cluster's blocks run side by side (tests/gpu/attention_cluster_emulate.cpp): each thread
  * points at its block's barriers, warp buffers and dynamic shared memory. Static __shared__
@@ -52,15 +55,27 @@ extern emu_dim3 gridDim, blockDim;
 #define emu_xbuf (emu_blk->xbuf)
 #define emu_mma_buf (emu_blk->mma)
 #define emu_dyn_smem (emu_blk->smem)
+#define EMU_BARRIER_WAIT(b) pthread_barrier_wait(b)
+#define EMU_YIELD() sched_yield()
 #else
 extern thread_local emu_dim3 threadIdx;
 extern emu_dim3 blockIdx, gridDim, blockDim;
-extern pthread_barrier_t emu_block_barrier, emu_warp_barrier[EMU_WARPS];
+#ifdef EMU_FIBERS /* a block's threads as fibers on one host thread (emu_fiber.h) */
+#include "emu_fiber.h"
+typedef emu_bar emu_barrier_t;
+#define EMU_BARRIER_WAIT(b) emu_bar_wait(b)
+#define EMU_YIELD() emu_yield()
+#else
+typedef pthread_barrier_t emu_barrier_t;
+#define EMU_BARRIER_WAIT(b) pthread_barrier_wait(b)
+#define EMU_YIELD() sched_yield()
+#endif
+extern emu_barrier_t emu_block_barrier, emu_warp_barrier[EMU_WARPS];
 extern uint64_t emu_xbuf[EMU_WARPS][32];
 extern unsigned char emu_dyn_smem[];
 #endif
 
-static inline void __syncthreads() { pthread_barrier_wait(&emu_block_barrier); }
+static inline void __syncthreads() { EMU_BARRIER_WAIT(&emu_block_barrier); }
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 template <typename T> static inline T __ldcg(const T *p) {
@@ -97,10 +112,10 @@ template <typename T> static inline T emu_exchange(T v, int src_lane, bool use) 
   uint64_t b = 0;
   memcpy(&b, &v, sizeof v);
   emu_xbuf[w][lane] = b;
-  pthread_barrier_wait(&emu_warp_barrier[w]);
+  EMU_BARRIER_WAIT(&emu_warp_barrier[w]);
   T r = v;
   if (use) memcpy(&r, &emu_xbuf[w][src_lane], sizeof r);
-  pthread_barrier_wait(&emu_warp_barrier[w]);
+  EMU_BARRIER_WAIT(&emu_warp_barrier[w]);
   return r;
 }
 /* mma.sync.m16n8k16 (bf16 or fp16 in, f32 accumulate) for one warp, fragments per the PTX layout:
@@ -123,7 +138,7 @@ static inline void emu_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, u
   for (int i = 0; i < 4; i++) emu_mma_buf[w][lane][i] = a[i];
   emu_mma_buf[w][lane][4] = b0;
   emu_mma_buf[w][lane][5] = b1;
-  pthread_barrier_wait(&emu_warp_barrier[w]);
+  EMU_BARRIER_WAIT(&emu_warp_barrier[w]);
   float A[16][16], B[16][8];
   for (int l = 0; l < 32; l++) {
     const int g = l >> 2, t = l & 3;
@@ -135,7 +150,7 @@ static inline void emu_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, u
     B[2 * t][g] = CV(f[4]), B[2 * t + 1][g] = CV(f[4] >> 16);
     B[2 * t + 8][g] = CV(f[5]), B[2 * t + 9][g] = CV(f[5] >> 16);
   }
-  pthread_barrier_wait(&emu_warp_barrier[w]);
+  EMU_BARRIER_WAIT(&emu_warp_barrier[w]);
   const int g = lane >> 2, t = lane & 3;
   const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
   for (int i = 0; i < 4; i++)
@@ -176,7 +191,7 @@ static inline void emu_wgmma(float *d, int N, uint64_t da, const uint32_t *a, ui
   float A[2][16];
   if (a) {
     for (int i = 0; i < 4; i++) emu_mma_buf[wid][lane][i] = a[i];
-    pthread_barrier_wait(&emu_warp_barrier[wid]);
+    EMU_BARRIER_WAIT(&emu_warp_barrier[wid]);
     for (int q = 0; q < 4; q++) {
       const uint32_t *f = emu_mma_buf[wid][4 * g + q];
       A[0][2 * q] = emu_bf2f(f[0]), A[0][2 * q + 1] = emu_bf2f(f[0] >> 16);
@@ -184,7 +199,7 @@ static inline void emu_wgmma(float *d, int N, uint64_t da, const uint32_t *a, ui
       A[0][2 * q + 8] = emu_bf2f(f[2]), A[0][2 * q + 9] = emu_bf2f(f[2] >> 16);
       A[1][2 * q + 8] = emu_bf2f(f[3]), A[1][2 * q + 9] = emu_bf2f(f[3] >> 16);
     }
-    pthread_barrier_wait(&emu_warp_barrier[wid]);
+    EMU_BARRIER_WAIT(&emu_warp_barrier[wid]);
   } else {
     for (int r = 0; r < 2; r++)
       for (int k = 0; k < 16; k++) A[r][k] = emu_wg_elem(da, 16 * w + g + 8 * r, k, false, f16);
@@ -196,7 +211,7 @@ static inline void emu_wgmma(float *d, int N, uint64_t da, const uint32_t *a, ui
     d[i] = acc;
   }
 }
-static inline void __syncwarp(unsigned = 0xffffffffu) { pthread_barrier_wait(&emu_warp_barrier[threadIdx.x >> 5]); }
+static inline void __syncwarp(unsigned = 0xffffffffu) { EMU_BARRIER_WAIT(&emu_warp_barrier[threadIdx.x >> 5]); }
 template <typename T> static inline T min(T a, T b) { return a < b ? a : b; }
 
 /* mbarriers (sm_90) for the kernels with bulk-copy stages (qmv_tc.cuh, qmv_chain.cu): the 64-bit
@@ -267,10 +282,10 @@ static inline void emu_mbar_wait(uint64_t *m, unsigned parity) {
       fprintf(stderr, "emulation: an mbarrier wait never ended\n");
       abort();
     }
-    sched_yield();
+    EMU_YIELD();
   }
 }
-static inline void __nanosleep(unsigned) { sched_yield(); }
+static inline void __nanosleep(unsigned) { EMU_YIELD(); }
 
 /* ldmatrix (m8n8, b16) over emu_dyn_smem: lane l gives the byte offset of row l & 7 of matrix
  * l >> 3; without trans lane l receives row l / 4, columns 2(l % 4) and 2(l % 4) + 1 of each
@@ -278,7 +293,7 @@ static inline void __nanosleep(unsigned) { sched_yield(); }
 static inline void emu_ldmatrix(uint32_t (&r)[4], int n, bool trans, uint32_t off) {
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   emu_xbuf[w][lane] = off;
-  pthread_barrier_wait(&emu_warp_barrier[w]);
+  EMU_BARRIER_WAIT(&emu_warp_barrier[w]);
   for (int i = 0; i < n; i++) {
     uint16_t lo, hi;
     if (!trans) {
@@ -291,7 +306,7 @@ static inline void emu_ldmatrix(uint32_t (&r)[4], int n, bool trans, uint32_t of
     }
     r[i] = (uint32_t)lo | (uint32_t)hi << 16;
   }
-  pthread_barrier_wait(&emu_warp_barrier[w]);
+  EMU_BARRIER_WAIT(&emu_warp_barrier[w]);
 }
 template <typename T> static inline T __shfl_up_sync(unsigned, T v, int o) {
   const int lane = threadIdx.x & 31;
