@@ -47,6 +47,9 @@ struct emu_fiber_sched {
   const std::function<void()> *body = nullptr;
   const void *main_bottom = nullptr; /* (ASan) the scheduler's stack */
   size_t main_size = 0;
+  ~emu_fiber_sched() { /* the stacks are kept from block to block */
+    for (emu_fiber &x : f) free(x.stack);
+  }
 };
 inline emu_fiber_sched emu_fs;
 #ifdef EMU_FIBER_ASAN
