@@ -45,8 +45,8 @@ __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
  * the group's eight q rows: per 32-dim unit u, load_a(u, a, b) gives the lane's 16 bytes of its
  * two keys and load_b(u) its B fragment (the k order permuted alike in both). Two accumulator
  * chains (each unit's first and second 16 dims), added at the end: 16 dependent mmas per chain
- * instead of 32 (F16: fp16 operands). c receives the unrounded sums: heads 2t, 2t + 1 of key gq in c[0], c[1], of key
- * gq + 8 in c[2], c[3]. UB units' loads are issued before their mmas (ptxas interleaves: ~5
+ * instead of 32 (F16: fp16 operands). c receives the unrounded sums: heads 2t, 2t + 1 of key gq
+ * in c[0], c[1], of key gq + 8 in c[2], c[3]. UB units' loads are issued before their mmas (ptxas interleaves: ~5
  * ahead); a kernel short of registers takes fewer at a time, the same operations in order. */
 template <int NU, int UB = 8, bool F16 = false, typename LA, typename LB>
 __device__ __forceinline__ void at_tc_dots(LA load_a, LB load_b, float (&c)[4]) {

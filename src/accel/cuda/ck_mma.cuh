@@ -7,30 +7,29 @@
 #include <stdint.h>
 #include <string.h>
 
-/* c += A·B, mma.sync.m16n8k16 with bf16 operands and float32 accumulators (PTX fragment
- * layout; the host emulation forms the same products, summed in k order). */
+/* c += A·B, mma.sync.m16n8k16 with bf16 (or, at_mma_f16, fp16) operands and float32 accumulators
+ * (PTX fragment layout; the host emulation forms the same products, summed in k order). */
+#define AT_MMA_ASM(T)                                                                                               \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." T "." T ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "   \
+               "{%0,%1,%2,%3};"                                                                                     \
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                     \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 __device__ __forceinline__ void at_mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #ifdef CK_EMULATION
   emu_mma_bf16(c, a, b0, b1);
 #else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  AT_MMA_ASM("bf16");
 #endif
 }
-
-/* The same with fp16 operands (the compressed K cache's rotated-domain keys: attention_planar.cuh). */
+/* (the compressed K cache's rotated-domain keys: attention_planar.cuh) */
 __device__ __forceinline__ void at_mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #ifdef CK_EMULATION
   emu_mma_f16(c, a, b0, b1);
 #else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  AT_MMA_ASM("f16");
 #endif
 }
+#undef AT_MMA_ASM
 
 /* 16 bytes global → shared without passing through registers (cp.async; the host emulation
  * copies at once and its commit / wait are no-ops). */
