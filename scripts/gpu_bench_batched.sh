@@ -14,6 +14,10 @@
 #       the Q4_0 GGUF of the preset's shapes for llama.cpp and the nvfp4 checkpoint for mlxrt
 #       (both synthetic, the same shapes), then llama-batched-bench (flash attention on, every
 #       layer on the GPU, a context of max(npl)·(p + n)) and mlxrt bench --batch.
+#     BEFORE=DIR (another build's mlxrt and plug-in): mlxrt bench alternates DIR and BIN, ROUNDS
+#       times each (default 2), in the same call, for a change's A/B beside llama.cpp.
+#     PROFILE=1: then the batched step's pieces at the largest B (MLXRT_CUDA_PROFILE=1).
+#   The llama.cpp binary may be carried gzipped or xz-compressed (llama-batched-bench.gz / .xz).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -59,11 +63,32 @@ say "writing the $LIKE Q4_0 GGUF (background) and the nvfp4 checkpoint"
 GP=$!
 "$BIN/mlxrt" synth --like "$LIKE" --mode nvfp4 -o "$MODELS/nvfp4" --no-sync >"$WORK/synth.log" 2>&1 ||
   { tail -5 "$WORK/synth.log"; exit 1; }
-say "mlxrt bench --batch $NPL -p $NP -n $NG -r 2"
-"$BIN/mlxrt" bench -m "$MODELS/nvfp4" --backend cuda --batch "$NPL" -p "$NP" -n "$NG" -r 2 2>&1 | tee "$OUT/mlxrt-batched.txt"
+if [ -n "${BEFORE:-}" ]; then
+  for r in $(seq 1 "${ROUNDS:-2}"); do
+    for side in before after; do
+      b=$BIN; [ $side = before ] && b=$BEFORE
+      say "mlxrt bench --batch $NPL -p $NP -n $NG -r 1 ($side, round $r)"
+      "$b/mlxrt" bench -m "$MODELS/nvfp4" --backend cuda --batch "$NPL" -p "$NP" -n "$NG" -r 1 2>&1 |
+        tee "$OUT/mlxrt-batched-$side-$r.txt"
+    done
+  done
+else
+  say "mlxrt bench --batch $NPL -p $NP -n $NG -r 2"
+  "$BIN/mlxrt" bench -m "$MODELS/nvfp4" --backend cuda --batch "$NPL" -p "$NP" -n "$NG" -r 2 2>&1 | tee "$OUT/mlxrt-batched.txt"
+fi
+if [ -n "${PROFILE:-}" ]; then # the batched step's pieces at the largest B (MLXRT_CUDA_PROFILE=1: no graphs)
+  say "mlxrt bench --batch $MAXB -n 8, MLXRT_CUDA_PROFILE=1"
+  MLXRT_CUDA_PROFILE=1 "$BIN/mlxrt" bench -m "$MODELS/nvfp4" --backend cuda --batch "$MAXB" -p "$NP" -n 8 -r 1 \
+    >"$OUT/mlxrt-profile.txt" 2>&1 || true
+  grep "batch:" "$OUT/mlxrt-profile.txt" || tail -3 "$OUT/mlxrt-profile.txt"
+fi
 rm -rf "$MODELS/nvfp4"
 wait "$GP" || { tail -5 "$WORK/gguf.log"; exit 1; }
-gzip -dc "$CARRY/llama-batched-bench.gz" >"$WORK/llama-batched-bench"
+if [ -f "$CARRY/llama-batched-bench.xz" ]; then
+  xz -dc "$CARRY/llama-batched-bench.xz" >"$WORK/llama-batched-bench"
+else
+  gzip -dc "$CARRY/llama-batched-bench.gz" >"$WORK/llama-batched-bench"
+fi
 chmod +x "$WORK/llama-batched-bench"
 say "llama-batched-bench -c $CTX -npp $NP -ntg $NG -npl $NPL -ngl 99 -fa on"
 "$WORK/llama-batched-bench" -m "$MODELS/q4_0.gguf" -c "$CTX" -b 2048 -ub 512 -npp "$NP" -ntg "$NG" -npl "$NPL" \
