@@ -14,9 +14,11 @@
 #       the Q4_0 GGUF of the preset's shapes for llama.cpp and the nvfp4 checkpoint for mlxrt
 #       (both synthetic, the same shapes), then llama-batched-bench (flash attention on, every
 #       layer on the GPU, a context of max(npl)·(p + n)) and mlxrt bench --batch.
-#     BEFORE=DIR (another build's mlxrt and plug-in): mlxrt bench alternates DIR and BIN, ROUNDS
-#       times each (default 2), in the same call, for a change's A/B beside llama.cpp.
+#     BEFORE="DIR ..." (other builds' mlxrt and plug-in): mlxrt bench alternates each DIR and BIN,
+#       ROUNDS times each (default 2), in the same call, for a change's A/B beside llama.cpp.
 #     PROFILE=1: then the batched step's pieces at the largest B (MLXRT_CUDA_PROFILE=1).
+#     KEEP_MODEL=1: the checkpoint and the GGUF stay in /dev/shm/mlxrt-batched for a later call on
+#       the same warm machine.
 #   The llama.cpp binary may be carried gzipped or xz-compressed (llama-batched-bench.gz / .xz).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,7 +50,7 @@ BIN=${BIN:-$CARRY/bin}
 mkdir -p "$OUT"
 WORK=/tmp/mlxrt-batched; rm -rf "$WORK"; mkdir -p "$WORK"
 MODELS=/dev/shm/mlxrt-batched; rm -rf "$MODELS"; mkdir -p "$MODELS"
-trap 'rm -rf "$MODELS"' EXIT
+[ -n "${KEEP_MODEL:-}" ] || trap 'rm -rf "$MODELS"' EXIT
 T0=$(date +%s)
 say() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 source scripts/gpu_cjson.sh
@@ -65,8 +67,8 @@ GP=$!
   { tail -5 "$WORK/synth.log"; exit 1; }
 if [ -n "${BEFORE:-}" ]; then
   for r in $(seq 1 "${ROUNDS:-2}"); do
-    for side in before after; do
-      b=$BIN; [ $side = before ] && b=$BEFORE
+    for b in $BEFORE $BIN; do
+      side=$(basename "$b")
       say "mlxrt bench --batch $NPL -p $NP -n $NG -r 1 ($side, round $r)"
       "$b/mlxrt" bench -m "$MODELS/nvfp4" --backend cuda --batch "$NPL" -p "$NP" -n "$NG" -r 1 2>&1 |
         tee "$OUT/mlxrt-batched-$side-$r.txt"
@@ -82,7 +84,7 @@ if [ -n "${PROFILE:-}" ]; then # the batched step's pieces at the largest B (MLX
     >"$OUT/mlxrt-profile.txt" 2>&1 || true
   grep "batch:" "$OUT/mlxrt-profile.txt" || tail -3 "$OUT/mlxrt-profile.txt"
 fi
-rm -rf "$MODELS/nvfp4"
+[ -n "${KEEP_MODEL:-}" ] || rm -rf "$MODELS/nvfp4"
 wait "$GP" || { tail -5 "$WORK/gguf.log"; exit 1; }
 if [ -f "$CARRY/llama-batched-bench.xz" ]; then
   xz -dc "$CARRY/llama-batched-bench.xz" >"$WORK/llama-batched-bench"
