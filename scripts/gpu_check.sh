@@ -21,9 +21,9 @@
 #      prompt of 80 tokens, 64 greedy steps and every prefill form (--prefill 1);
 #   4b. mlxrt-batch-test on the tiny fixtures: 16 sequences joining a batched decode at different
 #      steps, 128 greedy tokens each, its tokens and logits against the CPU reference and the one-sequence step,
-#      and bit-identical to a batch of its own (MoE: within tolerance), the slots' KV held at the
-#      model's whole context no more than at the capacity they need; then the same sequences
-#      through a session pool's step pool, a thread each: bit-identical to the batch;
+#      and bit-identical to the same batch with its rows reversed (MoE: within tolerance), the
+#      slots' KV held at the model's whole context no more than at the capacity they need; then
+#      the same sequences through a session pool's step pool, a thread each: the batch's tokens;
 #   5. test_threads cuda: two threads on one model (and two models) give each its tokens alone;
 #   6. tests/cli_nonfinite.sh cuda: a non-finite logits row fails greedy and sampled steps, the
 #      reference path and the device decoder, with the CPU's message;

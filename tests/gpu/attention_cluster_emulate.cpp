@@ -23,7 +23,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "emu_rng.h"
@@ -165,6 +167,39 @@ static int run_case(const Case &c) {
   return bad;
 }
 
+/* A batched step's rows (dk_attention_cluster_rows): three rows on slots 2, 0, 1 of one array
+ * of caches, each at its own position; row z must be, bit for bit, the one-row launch on its
+ * slot's cache at its position. */
+static int run_rows(int rep, int nkv, int hd, int window, int keys, int wide) {
+  const int nq = rep * nkv, R = 3, slot_of[R] = {2, 0, 1}, pos_of[R] = {window > 0 ? 3 * window / 2 : keys - 1, 0, 17};
+  const int64_t kvd = (int64_t)nkv * hd, slots = window > 0 ? ck_ring(window) : keys, lane = slots * kvd + 8;
+  const float scale = 1.0f / sqrtf((float)hd);
+  std::vector<float> q((size_t)(R * nq * hd));
+  std::vector<uint16_t> K((size_t)(R * lane)), V((size_t)(R * lane));
+  for (auto &x : q) x = rb(unit() * 4 - 2);
+  for (auto &x : K) x = ck_f32_to_bf16(unit() * 2 - 1);
+  for (auto &x : V) x = ck_f32_to_bf16(unit() * 2 - 1);
+  const dk_kv_layout L = dk_kv_plain(nkv, hd);
+  std::vector<uint16_t> att((size_t)(R * nq * hd), 0xffff), one((size_t)(nq * hd));
+  const dk_rows rw = {slot_of, lane, (int64_t)nq * hd, (int64_t)nq * hd};
+  int rc = dk_attention_cluster_rows(q.data(), K.data(), V.data(), nq, nkv, hd, L, scale, pos_of, window, keys, wide,
+                                     att.data(), NULL, 0, NULL, NULL, NULL, &rw, R, NULL);
+  int bad = rc != 0;
+  for (int z = 0; z < R && !rc; z++) {
+    int pos = pos_of[z];
+    const int64_t off = slot_of[z] * lane;
+    std::fill(one.begin(), one.end(), (uint16_t)0xffff);
+    rc = dk_attention_cluster(q.data() + (size_t)z * nq * hd, K.data() + off, V.data() + off, nq, nkv, hd, L, scale,
+                              &pos, window, keys, wide, one.data(), NULL, 0, NULL, NULL, NULL, NULL);
+    if (rc || memcmp(one.data(), att.data() + (size_t)z * nq * hd, one.size() * 2)) {
+      printf("  row %d (slot %d, position %d) differs from its one-row launch\n", z, slot_of[z], pos_of[z]);
+      bad = 1;
+    }
+  }
+  printf("%s rows: rep %d nkv %d hd %4d window %4d keys %4d, rows on slots 2 0 1\n", bad ? "FAIL" : "ok  ", rep, nkv, hd,
+         window, keys);
+  return bad;
+}
 
 int main(int argc, char **argv) {
   if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
@@ -192,5 +227,6 @@ int main(int argc, char **argv) {
   const int wide = 0;
 #endif
   for (size_t i = 0; i < NC; i++) all[i] = cases[i], all[i].wide = wide;
-  return emu_run_cases(all, run_case);
+  const int rows_bad = run_rows(2, 2, 256, 64, 64, wide) + run_rows(4, 1, 128, 0, 200, wide);
+  return emu_run_cases(all, run_case) || rows_bad;
 }

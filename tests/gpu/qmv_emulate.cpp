@@ -16,6 +16,7 @@
 #include "../../src/accel/cuda/qmv_tc.cu"
 #include "../../src/accel/cuda/repack.cu"
 #include "../../src/accel/cuda/qmm_grouped.cu"
+#include "../../src/accel/cuda/qmm_rows.cu"
 
 #include <math.h>
 #include <stdio.h>
@@ -338,6 +339,45 @@ static int run_rows_case(const Case &c) {
   return bad || !same || !same3;
 }
 
+/* The batched step's product (ck_qmm_rows): 40 rows (5 batches of 8) with c.ksplit k splits, against
+ * float64 products; launched again, the same bits (the split counters were left at zero); the
+ * first 13 rows alone (the kernel with registers for 2 batches): the same bits as among 40. */
+static int run_qmm_rows_case(const Case &c) {
+  const int nz = 5, nb = 8, nr = nz * nb, zslab[nz] = {0, 0, 0, 0, 0};
+  std::vector<Weights> W;
+  std::vector<uint8_t> rw, rs;
+  ck_layout L = layout_of(c, 1);
+  if (make_slabs(c, 1, &L, W, rw, rs)) return 1;
+  XBatches X(c, nz, nb);
+  const int64_t groups = L.tiles;
+  std::vector<float> y((size_t)nr * c.rows, NAN), y2(y.size(), NAN), y13((size_t)13 * c.rows, NAN);
+  std::vector<float> part((size_t)c.ksplit * nr * L.tiles * 16, NAN);
+  std::vector<unsigned> cnt((size_t)groups, 0u);
+  int rc = ck_qmm_rows(&L, nr, c.ksplit, X.xp.data(), X.xs.data(), X.xexp.data(), y.data(), c.rows, part.data(),
+                       cnt.data(), NULL);
+  if (!rc)
+    rc = ck_qmm_rows(&L, nr, c.ksplit, X.xp.data(), X.xs.data(), X.xexp.data(), y2.data(), c.rows, part.data(),
+                     cnt.data(), NULL);
+  if (!rc)
+    rc = ck_qmm_rows(&L, 13, c.ksplit, X.xp.data(), X.xs.data(), X.xexp.data(), y13.data(), c.rows, part.data(),
+                     cnt.data(), NULL);
+  if (rc) {
+    printf("FAIL %-34s qmm_rows launch rc=%d\n", c.what, rc);
+    return 1;
+  }
+  double worst = 0;
+  int bad = check_batches(c, W, zslab, nz, nb, X.x, 1, y, (int64_t)nb * c.rows, &worst);
+  const int again = !memcmp(y.data(), y2.data(), y.size() * sizeof(float));
+  const int same13 = !memcmp(y13.data(), y.data(), y13.size() * sizeof(float));
+  int zero = 1;
+  for (unsigned v : cnt) zero &= v == 0;
+  printf("%s qmm_rows: %-28s %s g%-3d %3d x %5d, 40 rows, %d split(s): worst %.2e of sum|w.x|, %s, %s%s\n",
+         bad || !again || !same13 || !zero ? "FAIL" : "ok  ", c.what, fmt_name(c.fmt), c.gs, c.rows, c.cols, c.ksplit,
+         worst, again ? "again the same bits" : "again OTHER bits",
+         same13 ? "13 rows the same bits" : "13 rows OTHER bits", zero ? "" : ", counters NOT back at zero");
+  return bad || !again || !same13 || !zero;
+}
+
 /* The grouped product (ck_qmm_grouped): a weight of 3 slabs, batches of 8 rows; with runs of
  * one slab (mode 1, as dk_moe_group writes them: a full run, a partial one, a batch on no slab
  * left out, an empty run), or without runs (every batch on slab 0, consecutive runs of 3 batches
@@ -447,5 +487,19 @@ int main(int argc, char **argv) {
       {"dense bf16", CK_DBF16, 0, BF, 24, 32 * 13, 8, 1, false},
   };
   for (const Case &c : rows) bad |= run_rows_case(c);
+  /* 3 tiles (one block, 3 of its warps busy) or 9 (two blocks); 37 units = partial stages */
+  const Case qrows[] = {
+      {"nvfp4, partial block, 3 splits", NV, 16, BF, 40, 64 * 37, 8, 3, false},
+      {"nvfp4, two blocks, zero scale, 2 splits", NV, 16, BF, 144, 64 * 20, 8, 2, true},
+      {"affine g64", AF, 64, BF, 24, 64 * 20, 8, 1, false},
+      {"affine g32, f16, 2 splits", AF, 32, F16, 40, 64 * 9, 8, 2, false},
+      {"affine g128", AF, 128, BF, 24, 128 * 5, 8, 1, false},
+      {"affine 8-bit g32, f16, 3 splits", CK_AFF8, 32, F16, 24, 32 * 45, 8, 3, false},
+      {"mxfp4", CK_MXFP4, 32, BF, 40, 64 * 9, 8, 1, false},
+      {"mxfp8, 2 splits", CK_MXFP8, 32, BF, 24, 32 * 45, 8, 2, false},
+      {"dense bf16", CK_DBF16, 0, BF, 40, 32 * 45, 8, 1, false},
+      {"dense f16, 2 splits", CK_DF16, 0, BF, 24, 32 * 13, 8, 2, false},
+  };
+  for (const Case &c : qrows) bad |= run_qmm_rows_case(c);
   return bad;
 }

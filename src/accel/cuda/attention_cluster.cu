@@ -93,7 +93,7 @@ __device__ __forceinline__ void ac_stage_kv(const uint16_t *kc, const uint16_t *
   }
 }
 
-/* grid (CL, nkv), cluster (CL, 1, 1): block `rank` of KV head g takes keys
+/* grid (CL, nkv, rows), cluster (CL, 1, 1): block `rank` of KV head g takes keys
  * [first + rank·len, …) of the live range, len = ceil(count / CL) ≤ kpb: 4 keys per warp and
  * score step, and each thread DPT dims of every key's V row in p·v. The block's K and V rows
  * are staged in shared memory (ac_stage_kv). */
@@ -102,8 +102,17 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
     cluster_attention_kernel(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd, dk_kv_layout kv,
                              float scale,
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
-                             float *bmax, unsigned *count, dk_att_prep prep) {
+                             float *bmax, unsigned *count, dk_att_prep prep, dk_rows rw) {
   cg::cluster_group cl = cg::this_cluster();
+  if (rw.slot) { /* a batched step's row z: its queries, its slot's cache, its position, its output */
+    const int z = (int)blockIdx.z;
+    const int64_t sl = rw.slot[z];
+    q += z * rw.in;
+    kc += sl * rw.kv;
+    vc += sl * rw.kv;
+    pos_p += z;
+    att += z * rw.out;
+  }
   CK_DYNAMIC_SHARED(float4, sm4);
   float *qs = reinterpret_cast<float *>(sm4), *ps = qs + REP * hd, *red = ps + REP * kpb;
   float *st_m = red + REP * 32, *st_l = st_m + REP, *gm = st_l + REP, *ginv = gm + REP;
@@ -296,22 +305,24 @@ template <int REP, int DPT, int CL>
 static cudaError_t launch_cluster_s(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
                                     dk_kv_layout kv, float scale,
                                     const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
-                                    float *bmax, unsigned *count, const dk_att_prep &prep, cudaStream_t st) {
+                                    float *bmax, unsigned *count, const dk_att_prep &prep, const dk_rows &rw,
+                                    int nrows, cudaStream_t st) {
   const size_t smem = ac_smem_bytes(REP, hd, kpb);
   auto fn = cluster_attention_kernel<REP, DPT, CL>;
   static std::atomic<size_t> allowed{48 * 1024};
   static std::atomic<bool> cl_done{false};
   if (cudaError_t e = ac_allow(fn, CL, smem, &allowed, &cl_done)) return e;
-  return ck_launch(fn, dim3(CL, (unsigned)nkv), AT_THREADS, smem, st, q, kc, vc, nkv, hd, kv, scale, pos, window, kpb,
-                   att, amax, namax, bmax, count, prep);
+  return ck_launch(fn, dim3(CL, (unsigned)nkv, (unsigned)nrows), AT_THREADS, smem, st, q, kc, vc, nkv, hd, kv, scale,
+                   pos, window, kpb, att, amax, namax, bmax, count, prep, rw);
 }
 
 template <int REP>
 static cudaError_t launch_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
                                   dk_kv_layout kv, float scale,
                                   const int *pos, int window, int kpb, uint16_t *att, float *amax, int namax,
-                                  float *bmax, unsigned *count, const dk_att_prep &prep, int wide, cudaStream_t st) {
-#define AC_ARGS q, kc, vc, nkv, hd, kv, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, st
+                                  float *bmax, unsigned *count, const dk_att_prep &prep, int wide, const dk_rows &rw,
+                                  int nrows, cudaStream_t st) {
+#define AC_ARGS q, kc, vc, nkv, hd, kv, scale, pos, window, kpb, att, amax, namax, bmax, count, prep, rw, nrows, st
 #define AC_BY_DPT(DPT) \
   return wide ? launch_cluster_s<REP, DPT, 2 * AC_CL>(AC_ARGS) : launch_cluster_s<REP, DPT, AC_CL>(AC_ARGS)
   if (hd <= AT_THREADS) AC_BY_DPT(1);
@@ -364,17 +375,21 @@ extern "C" int dk_attention_cluster_fits(int nq, int nkv, int hd, int64_t keys, 
          ac_smem_bytes(rep, hd, (int)kpb) <= 200 * 1024;
 }
 
-extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                                    dk_kv_layout kv, float scale, const int *pos, int window, int64_t keys, int wide, uint16_t *att,
-                                    float *amax, int namax, float *bmax, unsigned *count, const dk_att_prep *prep,
-                                    void *stream) {
+extern "C" int dk_attention_cluster_rows(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv,
+                                         int hd, dk_kv_layout kv, float scale, const int *pos, int window, int64_t keys,
+                                         int wide, uint16_t *att, float *amax, int namax, float *bmax, unsigned *count,
+                                         const dk_att_prep *prep, const dk_rows *rows, int nrows, void *stream) {
   const dk_att_prep none = {NULL, NULL, 0, 0}, p = prep && prep->xp ? *prep : none;
+  const bool batched = rows && rows->slot;
   if (!q || !dk_attention_cluster_fits(nq, nkv, hd, keys, wide) || !dk_kv_layout_ok(kv, nkv, hd, kc, vc, window) || kv.kfmt || (amax && (!bmax || !count || namax < 1)) ||
-      (p.xp && (!p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)))
+      (p.xp && (!p.xexp || p.xmode < 1 || p.xmode > 2 || (nq * hd) % 32)) || nrows < 1 || nrows > 65535 ||
+      (nrows > 1 && !batched) || (batched && (amax || p.xp)))
     return (int)cudaErrorInvalidValue;
+  const dk_rows rw = batched ? *rows : dk_rows{NULL, 0, 0, 0};
   const int cl = dk_attention_cluster_size(wide), kpb = (int)((keys + cl - 1) / cl), rep = nq / nkv;
   cudaStream_t st = (cudaStream_t)stream;
-#define AC_CALL(R) launch_cluster<R>(q, kc, vc, nkv, hd, kv, scale, pos, window, kpb, att, amax, namax, bmax, count, p, wide, st)
+#define AC_CALL(R) \
+  launch_cluster<R>(q, kc, vc, nkv, hd, kv, scale, pos, window, kpb, att, amax, namax, bmax, count, p, wide, rw, nrows, st)
   switch (rep) {
   case 1: return (int)AC_CALL(1);
   case 2: return (int)AC_CALL(2);
@@ -382,6 +397,14 @@ extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const ui
   default: return (int)AC_CALL(8);
   }
 #undef AC_CALL
+}
+
+extern "C" int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                                    dk_kv_layout kv, float scale, const int *pos, int window, int64_t keys, int wide, uint16_t *att,
+                                    float *amax, int namax, float *bmax, unsigned *count, const dk_att_prep *prep,
+                                    void *stream) {
+  return dk_attention_cluster_rows(q, kc, vc, nq, nkv, hd, kv, scale, pos, window, keys, wide, att, amax, namax, bmax,
+                                   count, prep, NULL, 1, stream);
 }
 
 CK_TIMELINE_SETTER(ck_tl_attention_cluster)

@@ -23,7 +23,7 @@
 typedef struct dec_batch {
   int slots; /* sequences held, and the most rows a step takes */
   int rows;  /* buffer rows: slots + 1 (a lone row's companion) rounded up to whole batches of 8 */
-  dec_row_prep prep; /* the products' x prep in batches of 8 rows, and the slab list of zeros */
+  dec_row_prep prep; /* the products' x prep in batches of 8 rows, the slab list of zeros, the k splits' scratch */
   int *zero;
   uint16_t **kc, **vc; /* per owning layer: every slot's K / V cache (vc == kc: K from V) */
   rt_vmem *kvm;        /* [2 · layers] an owning layer's K and V arrays, a lane per slot */
@@ -64,7 +64,7 @@ void dec_batch_free(accel_decoder *D) {
   free(B->kv_elems);
   free(B->backed);
   free(B->ring_on);
-  void *dev[] = {B->prep.xp, B->prep.xs, B->prep.xexp, B->prep.pmax, B->zero, B->tok, B->next, B->pos, B->slot, B->h, B->y, B->q, B->ylog, B->logits, B->emb, B->xb,
+  void *dev[] = {B->prep.xp, B->prep.xs, B->prep.xexp, B->prep.pmax, B->zero, B->prep.part, B->prep.cnt, B->tok, B->next, B->pos, B->slot, B->h, B->y, B->q, B->ylog, B->logits, B->emb, B->xb,
                  B->attb, B->gub, B->scores, B->smax, B->ssum, B->pacc, B->counts, B->ple, B->ple_rows};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) rt_free(dev[i]);
   rt_host_free(B->h_tok);
@@ -82,6 +82,18 @@ void dec_batch_free(accel_decoder *D) {
   if (rt_malloc((void **)&(p), (size_t)(count) * sizeof *(p), err) ||                                          \
       rt_memset((p), 0, (size_t)(count) * sizeof *(p), D->stream, err))                                         \
   goto fail
+
+/* The most partial sums and counters the k splits of mv's batched products need. */
+static void scratch_of(const dec_mv *mv, int sms, int64_t *part, int64_t *cnt) {
+  for (int i = 0; i < mv->n; i++) {
+    const ck_layout *L = mv->L[i];
+    int64_t p = 0, c = 0;
+    if (!L || L->fmt == CK_GENERIC) continue;
+    ck_qmm_rows_scratch(L, sms, &p, &c);
+    if (p > *part) *part = p;
+    if (c > *cnt) *cnt = c;
+  }
+}
 
 int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
@@ -147,6 +159,17 @@ int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
     BALLOC(B->prep.pmax, nz * (int64_t)ck_xprep_pmax_floats(kp));
     BALLOC(B->zero, nz);
     B->prep.zero = B->zero;
+    int64_t part = 0, cnt = 0;
+    B->prep.sms = cudab_device(D->b)->sms;
+    for (int i = 0; i < L; i++) {
+      const dec_layer *y = &D->ly[i];
+      const dec_mv *mv[] = {&y->qkv, &y->o, &y->gu, &y->down, &y->pg, &y->pp};
+      for (int k = 0; k < 6; k++) scratch_of(mv[k], B->prep.sms, &part, &cnt);
+    }
+    scratch_of(&D->head, B->prep.sms, &part, &cnt);
+    scratch_of(&D->ple_mp, B->prep.sms, &part, &cnt);
+    BALLOC(B->prep.part, part > 0 ? part : 1);
+    BALLOC(B->prep.cnt, cnt > 0 ? cnt : 1);
   }
   BALLOC(B->tok, R);
   BALLOC(B->next, R);
@@ -310,7 +333,10 @@ static int bt_layers(accel_decoder *D, int T, mlxrt_error *err) {
                                    y->own ? B->vc[i] : NULL, &qr, T, st),
                   "q/k/v norm+rope", err) ||
         cprof_mark(C, "batch: attention", err) ||
-        rt_status(dk_attention_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale, B->pos, y->window,
+        rt_status(y->lkeys ? dk_attention_cluster_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale,
+                                                       B->pos, y->window, y->lkeys, 1, B->attb, NULL, 0, NULL, NULL,
+                                                       NULL, &ar, T, st)
+                           : dk_attention_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale, B->pos, y->window,
                                     bt_splits(D, y), BATCH_SPLIT_KEYS, 0, D->capacity, B->scores, B->smax, B->ssum, B->pacc,
                                     B->counts, B->attb, NULL, 0, &ar, T, st),
                   "attention", err) ||

@@ -153,7 +153,10 @@ typedef struct dec_row_prep {
   uint16_t *xp;
   float *xs, *pmax;
   int *xexp;
-  const int *zero;
+  const int *zero; /* the expert mode's slab list of zeros (ck_qmv_rows) */
+  int sms;       /* the device's SMs: with a weight's shape they decide its k splits */
+  float *part;   /* the k splits' partial sums (ck_qmm_rows) */
+  unsigned *cnt; /* and their counters, zero between products */
 } dec_row_prep;
 /* Rows through the products and per-layer inputs, shared by the prompt pass and the batched
  * decode (cuda_decoder_prefill.c): their buffers (h [T, H], y, ple [T, L·P], xb, gub, ple_rows

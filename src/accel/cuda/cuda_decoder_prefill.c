@@ -160,6 +160,31 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
     float *yo = y + mv->off[i];
+    if (rowexact && L->fmt != CK_GENERIC && T == 1) {
+      /* a lone row: the one-row kernels of decoder_step (the batch kernel streams no faster
+       * for one row than for eight) */
+      const dec_row_prep *R = rowexact;
+      if (rt_status(ck_xprep(L, x, 1, R->xp, R->xs, R->xexp, R->pmax, D->stream), "x prep launch", err) ||
+          rt_status(ck_qmv(L, 0, x, R->xp, R->xs, R->xexp, 1, yo, ldy, D->stream), "mat-vec launch", err))
+        return -1;
+      continue;
+    }
+    if (rowexact && L->fmt != CK_GENERIC && T >= ROWS_MIN) {
+      /* every row's x in batches of 8 (rows past T are the buffers' zeros), then the product
+       * over all of them, each weight byte read and decoded once (ck_qmm_rows_max rows per launch) */
+      const dec_row_prep *R = rowexact;
+      const int nz = (T + 7) / 8, most = ck_qmm_rows_max(), ks = ck_qmm_rows_splits(L, R->sms);
+      const int64_t nsl = L->cols / 32;
+      if (rt_status(ck_xprep_batched(L, x, 8, nz, R->xp, R->xs, R->xexp, R->pmax, D->stream), "x prep launch", err))
+        return -1;
+      for (int r0 = 0; r0 < T; r0 += most)
+        if (rt_status(ck_qmm_rows(L, T - r0 < most ? T - r0 : most, ks, R->xp + (int64_t)r0 * L->cols,
+                                  R->xs + (int64_t)(r0 / 8) * nsl * 8, R->xexp + r0, yo + (int64_t)r0 * ldy, ldy,
+                                  R->part, R->cnt, D->stream),
+                      "batched product launch", err))
+          return -1;
+      continue;
+    }
     if (rowexact && L->fmt != CK_GENERIC) {
       /* whole batches of 8 rows (the buffers hold them), or below 8 rows one batch of T (a lone
        * row with a companion: the batch kernel, whose rows' bits do not depend on the count) */

@@ -29,6 +29,7 @@ extern "C" int ck_tl_residual_norm_timeline(unsigned long long *t, unsigned *n, 
 extern "C" int ck_tl_moe_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_moe_cluster_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_qmm_grouped_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_qmm_rows_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_qmv_generic_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st) {
   int e = ck_tl_attention_timeline(t, n, cap, last, st);
@@ -41,6 +42,7 @@ extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap,
   if (!e) e = ck_tl_moe_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_moe_cluster_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_qmm_grouped_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_qmm_rows_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_qmv_generic_timeline(t, n, cap, last, st);
   return e;
 }

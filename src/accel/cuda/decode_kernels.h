@@ -126,6 +126,14 @@ int dk_attention_cluster(const float *q, const uint16_t *kc, const uint16_t *vc,
                          dk_kv_layout kv, float scale,
                          const int *pos, int window, int64_t keys, int wide, uint16_t *att, float *amax, int namax,
                          float *bmax, unsigned *count, const dk_att_prep *prep, void *stream);
+/* The same for the nrows rows of a batched step (kv_layout.h dk_rows: row z's queries at
+ * q + z·in, its output at att + z·out, its position pos[z], slot slot[z]'s cache), a cluster per
+ * row and KV head, without amax or prep. rows NULL, nrows 1: dk_attention_cluster. A row's
+ * result does not depend on the other rows. */
+int dk_attention_cluster_rows(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                              dk_kv_layout kv, float scale, const int *pos, int window, int64_t keys, int wide,
+                              uint16_t *att, float *amax, int namax, float *bmax, unsigned *count,
+                              const dk_att_prep *prep, const dk_rows *rows, int nrows, void *stream);
 
 #ifdef __cplusplus
 }

@@ -137,6 +137,19 @@ int ck_qmm_group_batches(void);
 int ck_qmm_grouped(const ck_layout *L, const int *item_e, const int *runs, int nruns, int nitems, int len,
                    const uint16_t *xp, const float *xs, const int *xexp, float *y, int64_t ldy, int64_t zy,
                    void *stream);
+/* The batched decode step's product (qmm_rows.cu): nr ≤ ck_qmm_rows_max() rows of x
+ * (ck_xprep_batched's layout, batches of 8 rows, the last one padded) times the weight L into y
+ * (row r at y + r·ldy), each weight byte read and decoded once for all rows. ks k splits
+ * (ck_qmm_rows_splits; ks > 1 needs part: ks·nr·tiles·16 floats, and cnt: one counter per group
+ * of tiles, zero at the first launch and left at zero). A row's bits depend on neither nr nor
+ * the row's place. Fast formats (not the generic layout); one launch. */
+int ck_qmm_rows(const ck_layout *L, int nr, int ks, const uint16_t *xp, const float *xs, const int *xexp, float *y,
+                int64_t ldy, float *part, unsigned *cnt, void *stream);
+/* The k splits of L's product on a device of sms SMs (its shape and sms alone decide). */
+int ck_qmm_rows_splits(const ck_layout *L, int sms);
+/* The splits, and the scratch ck_qmm_rows needs for them at the most rows. */
+int ck_qmm_rows_scratch(const ck_layout *L, int sms, int64_t *part_floats, int64_t *counters);
+int ck_qmm_rows_max(void);
 /* The same for the generic layout: batch z is the nb bf16 rows at x + z·xz. */
 int ck_qmv_generic_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *x, int64_t xz, int nb,
                            float *y, int64_t ldy, int64_t zy, void *stream);

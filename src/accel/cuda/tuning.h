@@ -59,6 +59,20 @@
 #define QMM_GROUP_TILES 4
 #define QMM_GROUP_STAGES 2
 
+/* The batched step's product (qmm_rows.cu): ROWS_TILES 16-row tiles per block (one per warp),
+ * ROWS_STAGES stages of ROWS_UNITS units of weights and every row's x in flight, at most
+ * ROWS_MAX rows per launch.
+ * The k range is split until the tile groups give ROWS_BLOCKS_PER_SM blocks per SM, each split
+ * at least ROWS_SPLIT_UNITS units long, at most ROWS_MAX_SPLITS splits. */
+#define ROWS_TILES 8
+#define ROWS_STAGES 2
+#define ROWS_UNITS 4
+#define ROWS_MAX 64
+#define ROWS_MIN 16 /* fewer rows take the mat-vec's batch kernel (ck_qmv_rows) */
+#define ROWS_BLOCKS_PER_SM 2
+#define ROWS_SPLIT_UNITS 16
+#define ROWS_MAX_SPLITS 16
+
 /* ---- the KV cache (cuda_decoder.c) ------------------------------------------------------ */
 /* Positions backed by pages beyond the last one fed: the attention kernels read whole tiles
  * (up to 128 keys) past the live ones, and must not touch an unmapped page. */
