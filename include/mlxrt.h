@@ -141,8 +141,10 @@ void mlxrt_session_reset(mlxrt_session *s);
  * holds one sequence with its own KV cache of `capacity` tokens, and a step feeds one token to
  * each of any set of them at once, every weight read once for the whole set (continuous
  * batching: a slot's sequence may start, stop or be replaced between steps). A sequence's
- * tokens and logits do not depend on which others share its steps (on MoE models, within the
- * tolerance of the experts' grouped products). A batch is used by one thread at a time;
+ * tokens and logits do not depend on which others share its steps, only, on CUDA, on how many
+ * do (a lone row, 2-15 rows and 16 or more take different product kernels: the same tokens, the
+ * logits within bf16 noise); on MoE models within the tolerance of the experts' grouped
+ * products. A batch is used by one thread at a time;
  * batches of one shared model may run in different threads. */
 typedef struct mlxrt_batch mlxrt_batch;
 /* NULL with err set when the model's backend has no batched decode, or slots is outside

@@ -184,9 +184,10 @@ struct accel_backend {
    * decoder_batch_step feeds one token to each of n sequences — row r: tokens[r] at position
    * pos[r] of slot slots[r] (distinct slots) — and writes row r's next token to next[r]: the
    * greedy argmax with sp NULL, else drawn with sp[r] and u[r] as decoder_step draws; logits
-   * (may be NULL) receives [n, vocab]. A row's result does not depend on the other rows (the
-   * same bits in any batch), except in MoE blocks, whose grouped expert products group the
-   * rows by expert (there within the tolerance of a prompt pass). The CPU backend runs every
+   * (may be NULL) receives [n, vocab]. A row's result does not depend on which other rows
+   * share the step, their order or its slot; a backend may choose its kernels by n (CUDA: one
+   * row, 2-15, 16 and more), so its bits may depend on n. MoE blocks group the rows by expert
+   * (there within the tolerance of a prompt pass). The CPU backend runs every
    * row through one pass with row-exact products (qmatmul_rowwise), each row the bits of its
    * slot's decoder_step. One synchronisation per call. The decoder's own sequence
    * (decoder_step) is separate from the slots. Not thread-safe: one caller per decoder. */

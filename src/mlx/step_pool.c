@@ -222,8 +222,9 @@ static void run_step_locked(mx_pool *p) {
   for (int k = 0; k < n; k++) p->row[p->st_slot[k]].rc = rc;
   if (!rc && p->b->decoder_batch_step(p->x->dec, n, p->st_slot, p->st_tok, p->st_pos, sampled ? p->st_sp : NULL,
                                       sampled ? p->st_u : NULL, logits ? p->st_logits : NULL, p->st_next, &err)) {
-    /* One sequence's failure (logits that overflowed) stays its own: each row again alone, the
-     * same bits as in the batch, so the others get their tokens. */
+    /* One sequence's failure (logits that overflowed) stays its own: each row again alone (the
+     * same tokens as in the batch up to a near-tie: a backend may choose kernels by the row
+     * count), so the others get their tokens. */
     for (int k = 0; k < n; k++) {
       pool_row *r = &p->row[p->st_slot[k]];
       r->err = err;
