@@ -13,10 +13,12 @@
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_FIBERS -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
  *       -Iinclude tests/gpu/qmv_emulate.cpp -o /tmp/qmv_emulate -lm && /tmp/qmv_emulate
  */
+#define EMU_WARPS 9 /* (the warpgroup product's 8 warps and its producer) */
 #include "../../src/accel/cuda/qmv_tc.cu"
 #include "../../src/accel/cuda/repack.cu"
 #include "../../src/accel/cuda/qmm_grouped.cu"
 #include "../../src/accel/cuda/qmm_rows.cu"
+#include "../../src/accel/cuda/qmm_wg.cu"
 
 #include <math.h>
 #include <stdio.h>
@@ -378,6 +380,64 @@ static int run_qmm_rows_case(const Case &c) {
   return bad || !again || !same13 || !zero;
 }
 
+/* x rows (bf16, exponents xexp per row) in ck_xprep_wg's layout for one launch of nr rows: fp16
+ * x·2^e at wg_off(n, r, k), rows n > r ≥ nr zero; rows taken in the order perm[] */
+static std::vector<uint16_t> wg_layout(const Case &c, const std::vector<uint16_t> &x, const std::vector<int> &xexp,
+                                       const int *perm, int nr) {
+  const int n = wg_rows_n(nr);
+  std::vector<uint16_t> xw((size_t)n * c.cols, 0);
+  for (int r = 0; r < nr; r++)
+    for (int k = 0; k < c.cols; k++) {
+      const int src = perm[r];
+      xw[wg_off(n, r, k) / 2] = ck_f32_to_f16(ldexpf(ck_bf16_to_f32(x[(size_t)src * c.cols + k]), xexp[src]));
+    }
+  return xw;
+}
+
+/* The warpgroup product (ck_qmm_wg, nvfp4): 40 rows (n 64) with c.ksplit k splits against float64
+ * products; again with the rows in reverse order: each row the same bits; the counters back at
+ * zero; 13 rows (n 16) against float64. */
+static int run_qmm_wg_case(const Case &c, int v) {
+  const int nz = 5, nb = 8, nr = nz * nb, zslab[nz] = {0, 0, 0, 0, 0};
+  std::vector<Weights> W;
+  std::vector<uint8_t> rw, rs;
+  ck_layout L = layout_of(c, 1);
+  if (make_slabs(c, 1, &L, W, rw, rs)) return 1;
+  XBatches X(c, nz, nb);
+  int fwd[nr], rev[nr];
+  for (int r = 0; r < nr; r++) fwd[r] = r, rev[r] = nr - 1 - r;
+  std::vector<int> xe_fwd(X.xexp), xe_rev((size_t)nr);
+  for (int r = 0; r < nr; r++) xe_rev[r] = X.xexp[rev[r]];
+  const std::vector<uint16_t> xf = wg_layout(c, X.x, X.xexp, fwd, nr), xr = wg_layout(c, X.x, X.xexp, rev, nr),
+                              x13 = wg_layout(c, X.x, X.xexp, fwd, 13);
+  std::vector<float> y((size_t)nr * c.rows, NAN), yr(y.size(), NAN), y13((size_t)nb * 2 * c.rows, NAN);
+  std::vector<float> part((size_t)c.ksplit * nr * L.tiles * 16, NAN);
+  std::vector<unsigned> cnt((size_t)L.tiles, 0u);
+  int rc = ck_qmm_wg_study(v, &L, nr, c.ksplit, xf.data(), xe_fwd.data(), y.data(), c.rows, part.data(), cnt.data(), NULL);
+  if (!rc)
+    rc = ck_qmm_wg_study(v, &L, nr, c.ksplit, xr.data(), xe_rev.data(), yr.data(), c.rows, part.data(), cnt.data(), NULL);
+  if (!rc)
+    rc = ck_qmm_wg_study(v, &L, 13, c.ksplit, x13.data(), xe_fwd.data(), y13.data(), c.rows, part.data(), cnt.data(), NULL);
+  if (rc) {
+    printf("FAIL %-34s qmm_wg launch rc=%d\n", c.what, rc);
+    return 1;
+  }
+  double worst = 0;
+  int bad = check_batches(c, W, zslab, nz, nb, X.x, 1, y, (int64_t)nb * c.rows, &worst);
+  const int zs[2] = {0, 0};
+  for (size_t i = (size_t)13 * c.rows; i < y13.size(); i++) y13[i] = y[i]; /* (rows 13.. not computed) */
+  bad += check_batches(c, W, zs, 2, nb, X.x, 1, y13, (int64_t)nb * c.rows, &worst);
+  int same = 1;
+  for (int r = 0; r < nr; r++)
+    same &= !memcmp(&y[(size_t)rev[r] * c.rows], &yr[(size_t)r * c.rows], (size_t)c.rows * sizeof(float));
+  int zero = 1;
+  for (unsigned v : cnt) zero &= v == 0;
+  printf("%s qmm_wg: %-30s %s g%-3d %3d x %5d, 40 and 13 rows, %d split(s): worst %.2e of sum|w.x|, %s%s\n",
+         bad || !same || !zero ? "FAIL" : "ok  ", c.what, fmt_name(c.fmt), c.gs, c.rows, c.cols, c.ksplit, worst,
+         same ? "reversed rows the same bits" : "reversed rows OTHER bits", zero ? "" : ", counters NOT back at zero");
+  return bad || !same || !zero;
+}
+
 /* The grouped product (ck_qmm_grouped): a weight of 3 slabs, batches of 8 rows; with runs of
  * one slab (mode 1, as dk_moe_group writes them: a full run, a partial one, a batch on no slab
  * left out, an empty run), or without runs (every batch on slab 0, consecutive runs of 3 batches
@@ -501,5 +561,14 @@ int main(int argc, char **argv) {
       {"dense f16, 2 splits", CK_DF16, 0, BF, 24, 32 * 13, 8, 2, false},
   };
   for (const Case &c : qrows) bad |= run_qmm_rows_case(c);
+  /* 3 tiles (one block, one warpgroup busy), 9 (two blocks, the second's second warpgroup idle),
+   * 20 (3 blocks); partial stages */
+  const Case qwg[] = {
+      {"nvfp4, partial block, 3 splits", NV, 16, BF, 40, 64 * 37, 8, 3, false},
+      {"nvfp4, two blocks, zero scale", NV, 16, BF, 144, 64 * 20, 8, 1, true},
+      {"nvfp4, three blocks, 2 splits", NV, 16, BF, 320, 64 * 9, 8, 2, false},
+  };
+  for (const Case &c : qwg)
+    for (int v = 0; v < 6; v++) bad |= run_qmm_wg_case(c, v);
   return bad;
 }

@@ -89,7 +89,9 @@ int main(int argc, char **argv) {
     p++;
   }
   uint64_t rng = 7;
-  double step_us[16][2] = {{0}}; /* [batch][kernel] sum over the four products */
+  enum { NK = 8 }; /* qmv_rows, qmm_rows, qmm_wg shapes 0-5 */
+  const char *knames[NK] = {"qmv_rows", "qmm_rows", "wg u4 s4", "wg u4 s2", "wg u8 s2", "wg u2 s6", "ws u4 s4", "ws u2 s8"};
+  double step_us[16][NK] = {{0}}; /* [batch][kernel] sum over the four products */
   int bad = 0;
   printf("| product | B | kernel | us | GB/s | %% of read |\n| --- | ---: | --- | ---: | ---: | ---: |\n");
   for (int si = 0; si < nshape; si++) {
@@ -117,13 +119,14 @@ int main(int argc, char **argv) {
     const int64_t cols = sh->cols, nz = RMAX / 8;
     uint16_t *hx = malloc((size_t)(RMAX * cols) * 2);
     for (int64_t i = 0; i < RMAX * cols; i++) hx[i] = mx_f32_to_bf16((float)(rng_unit(&rng) * 2 - 1));
-    uint16_t *x = NULL, *xp = NULL;
+    uint16_t *x = NULL, *xp = NULL, *xw = NULL;
     float *xs = NULL, *pmax = NULL, *y = NULL, *part = NULL;
     int *xexp = NULL, *zero = NULL;
     unsigned *cnt = NULL;
     int64_t pf = 0, nc = 0;
     const int ks = ck_qmm_rows_scratch(L[0], dev.sms, &pf, &nc);
     TRY(rt_malloc((void **)&x, (size_t)(RMAX * cols) * 2, &err) || rt_malloc((void **)&xp, (size_t)(RMAX * cols) * 2, &err) ||
+        rt_malloc((void **)&xw, (size_t)(RMAX * cols) * 2, &err) ||
         rt_malloc((void **)&xs, (size_t)(nz * (cols / 32) * 8) * 4, &err) ||
         rt_malloc((void **)&xexp, (size_t)RMAX * 4, &err) ||
         rt_malloc((void **)&pmax, (size_t)(nz * (int64_t)ck_xprep_pmax_floats(cols)) * 4, &err) ||
@@ -152,18 +155,51 @@ int main(int argc, char **argv) {
       free(h0);
       free(h1);
     }
+    /* the warpgroup product against ck_qmm_rows at each B (other summation order: a tolerance) */
+    int *xexp_w = NULL;
+    TRY(rt_malloc((void **)&xexp_w, (size_t)RMAX * 4, &err));
+    {
+      const size_t n = (size_t)RMAX * (size_t)sh->rows;
+      float *h0 = malloc(n * 4), *h1 = malloc(n * 4);
+      for (int b = 0; b < nb; b++) {
+        const size_t m = (size_t)bs[b] * (size_t)sh->rows;
+        TRY(rt_status(ck_qmm_rows(L[0], bs[b], ks, xp, xs, xexp, y, sh->rows, part, cnt, st), "rows", &err) ||
+            rt_d2h(h0, y, m * 4, st, &err) ||
+            rt_status(ck_xprep_wg(L[0], x, bs[b], xw, xexp_w, pmax, st), "wg prep", &err));
+        for (int v = 0; v < NK - 2; v++) {
+          TRY(rt_memset(y, 0xff, m * 4, st, &err) ||
+              rt_status(ck_qmm_wg_study(v, L[0], bs[b], ks, xw, xexp_w, y, sh->rows, part, cnt, st), "wg", &err) ||
+              rt_d2h(h1, y, m * 4, st, &err) || rt_stream_sync(st, &err));
+          double big = 0, worst = 0;
+          for (size_t i = 0; i < m; i++) big = fmax(big, fabs(h0[i]));
+          for (size_t i = 0; i < m; i++) {
+            const double d = fabs((double)h1[i] - h0[i]);
+            worst = d > worst || d != d ? (d != d ? INFINITY : d) : worst;
+          }
+          if (!(worst <= 1e-3 * big)) {
+            printf("FAIL %s: %d rows: %s differs from qmm_rows by %.3g (max |y| %.3g)\n", sh->name, bs[b], knames[2 + v],
+                   worst, big);
+            bad = 1;
+          }
+        }
+      }
+      free(h0);
+      free(h1);
+    }
     void *e0 = NULL, *e1 = NULL;
     TRY(rt_event_create(&e0, &err) || rt_event_create(&e1, &err));
     const int iters = copies * 4;
     for (int b = 0; b < nb; b++)
-      for (int k = 0; k < 2; k++) { /* 0: the mat-vec's batch kernel, 1: ck_qmm_rows */
+      for (int k = 0; k < NK; k++) { /* 0: the mat-vec's batch kernel, 1: ck_qmm_rows, 2..: ck_qmm_wg */
         const int B = bs[b], nzb = (B + 7) / 8, nbb = B >= 8 ? 8 : B < 2 ? 2 : B;
+        if (k >= 2) TRY(rt_status(ck_xprep_wg(L[0], x, B, xw, xexp_w, pmax, st), "wg prep", &err));
         void *graph = NULL;
         int rc = rt_graph_begin(st, &err);
         for (int i = 0; i < iters && !rc; i++) {
           const ck_layout *Li = L[i % copies];
-          rc = k == 0 ? ck_qmv_rows(Li, zero, B >= 8 ? nzb : 1, nbb, xp, xs, xexp, y, sh->rows, st)
-                     : ck_qmm_rows(Li, B, ks, xp, xs, xexp, y, sh->rows, part, cnt, st);
+          rc = k == 0   ? ck_qmv_rows(Li, zero, B >= 8 ? nzb : 1, nbb, xp, xs, xexp, y, sh->rows, st)
+               : k == 1 ? ck_qmm_rows(Li, B, ks, xp, xs, xexp, y, sh->rows, part, cnt, st)
+                        : ck_qmm_wg_study(k - 2, Li, B, ks, xw, xexp_w, y, sh->rows, part, cnt, st);
         }
         mlxrt_error e2;
         if (rt_graph_end(st, &graph, rc ? &e2 : &err) || rc) {
@@ -180,21 +216,25 @@ int main(int argc, char **argv) {
         rt_graph_destroy(graph);
         qsort(t, 5, sizeof *t, cmp_float);
         const double gbs = (double)wbytes / (t[2] * 1e-6) / 1e9;
-        const char *kname = k == 0 ? "qmv_rows" : "qmm_rows";
+        const char *kname = knames[k];
         printf("| %s | %d | %s | %.1f | %.0f | %.1f |\n", sh->name, B, kname, t[2], gbs, 100.0 * gbs / bw);
         step_us[b][k] += t[2];
       }
     rt_event_destroy(e0);
     rt_event_destroy(e1);
-    void *dv[] = {x, xp, xs, pmax, y, part, cnt, xexp, zero};
+    void *dv[] = {x, xp, xw, xexp_w, xs, pmax, y, part, cnt, xexp, zero};
     for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) rt_free(dv[i]);
     free(L);
     free(cp);
     host_weight_free(&base);
   }
-  printf("\nfour products of a sliding layer, us (x 60 layers = ms per step):\n| B | qmv_rows | qmm_rows |\n");
+  printf("\nfour products of a sliding layer, us (x 60 layers = ms per step):\n| B |");
+  for (int k = 0; k < NK; k++) printf(" %s |", knames[k]);
+  printf("\n");
   for (int b = 0; b < nb; b++) {
-    printf("| %d | %.1f | %.1f |\n", bs[b], step_us[b][0], step_us[b][1]);
+    printf("| %d |", bs[b]);
+    for (int k = 0; k < NK; k++) printf(" %.1f |", step_us[b][k]);
+    printf("\n");
   }
   accel_destroy(cu);
   printf("rows-bench: %s\n", bad ? "FAIL" : "ok");

@@ -4,7 +4,7 @@
  * sums of those fp16 values, and xexp — e from the row maximum (max |x·2^e| in [2^14, 2^15)) or
  * given (ck_xprep_fixed: the decoder's bound-derived exponents), dense bf16 as it is. Checked
  * bit for bit, for nvfp4, affine 4-bit g32 / g64 and dense bf16, rows of 64 to 21504 values.
- * A CTest. Build and run from the repository root:
+ * And ck_xprep_wg, the warpgroup product's layout of the same values. A CTest. Build and run from the repository root:
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_FIBERS -Itests/gpu/emu -Isrc -Isrc/accel/cuda \
  *       -Iinclude tests/gpu/xprep_emulate.cpp -o /tmp/xprep_emulate -lm
  */
@@ -146,6 +146,40 @@ static int run_rows_case(const Case &c) {
   return why != NULL;
 }
 
+/* ck_xprep_wg (the warpgroup product's x: launches of up to 64 rows, each n = wg_rows_n rows in
+ * the wgmma B layout, rows past T zero) against a direct layout of the same fp16 values: the same
+ * bytes, exponents, and nothing written past the last launch's n rows. */
+static int run_wg_case(int T, int cols) {
+  ck_layout L = {};
+  L.fmt = CK_NVFP4;
+  L.group_size = 16;
+  L.rows = 16;
+  L.cols = cols;
+  const int nblk = (cols + XP_BLOCK - 1) / XP_BLOCK, R8 = (T + 7) / 8 * 8, R64 = (T + 63) / 64 * 64;
+  std::vector<uint16_t> x((size_t)R8 * cols, 0);
+  for (size_t i = 0; i < (size_t)T * cols; i++)
+    x[i] = ck_f32_to_bf16((unit() * 2 - 1) * ldexpf(1.0f, -(int)(unit() * 24)) * 5.0f);
+  std::vector<uint16_t> xw((size_t)R64 * cols, 0xffff), want = xw;
+  std::vector<float> pmax((size_t)R8 * nblk, 0.0f);
+  std::vector<int> e((size_t)R64, 777), ewant = e;
+  const int last = (T - 1) / 64, rows = 64 * last + wg_rows_n(T - 64 * last);
+  for (int r = 0; r < rows; r++) {
+    const int c = r / 64, rl = r % 64, n = wg_rows_n(T - 64 * c < 64 ? T - 64 * c : 64);
+    float m = 0;
+    for (int k = 0; r < T && k < cols; k++) m = fmaxf(m, fabsf(ck_bf16_to_f32(x[(size_t)r * cols + k])));
+    const int er = r < T ? prep_exp(m, 1) : 0;
+    ewant[(size_t)r] = er;
+    for (int k = 0; k < cols; k++)
+      want[(size_t)c * 64 * cols + wg_off(n, rl, k) / 2] =
+          r < T ? ck_f32_to_f16(ldexpf(ck_bf16_to_f32(x[(size_t)r * cols + k]), er)) : 0;
+  }
+  const int rc = ck_xprep_wg(&L, x.data(), T, xw.data(), e.data(), pmax.data(), NULL);
+  const char *why = rc ? "launch" : xw != want ? "layout or values" : e != ewant ? "exponents" : NULL;
+  printf("%s nvfp4   %3d rows cols %5d, warpgroup layout%s%s\n", why ? "FAIL" : "ok  ", T, cols, why ? ": " : "",
+         why ? why : "");
+  return why != NULL;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
   /* |x| < 7 here: the fixed exponents 11 (the bound's) and 5 (far below the row maximum's) */
@@ -157,5 +191,9 @@ int main(int argc, char **argv) {
   int bad = emu_run_cases(cases, run_case);
   const Case rows[] = {{CK_NVFP4, 16, 2816, 0}, {CK_AFF4, 64, 704, 0}, {CK_AFF4, 32, 2048, 0}, {CK_DBF16, 0, 320, 0}};
   for (const Case &c : rows) bad |= run_rows_case(c);
+  /* one launch of n 16 and of n 64; two launches, the second of n 8 */
+  bad |= run_wg_case(13, 2816);
+  bad |= run_wg_case(40, 192);
+  bad |= run_wg_case(70, 1024);
   return bad;
 }

@@ -1,6 +1,6 @@
 /* Warpgroup tensor-core primitives (sm_90a wgmma) for prefill_attn_wg.cu, each with a host
  * emulation (tests/gpu/emu/cuda_runtime.h) so the kernel's layouts can be checked on a machine
- * without a GPU.
+ * without a GPU. Also the batched step's product (qmm_wg.cu): fp16 A from registers.
  *
  * Shared-memory operands use the 128-byte swizzle: a tile of R rows × C bf16 columns is stored
  * as C/64 column blocks of R rows × 128 bytes, each 1024-byte group of 8 rows one swizzle atom
@@ -20,6 +20,9 @@ __host__ __device__ __forceinline__ uint32_t wg_off(int R, int r, int c) {
   return (uint32_t)(c >> 6) * (uint32_t)(R * 128) + (uint32_t)r * 128u + ((uint32_t)(((c >> 3) & 7) ^ (r & 7)) << 4) +
          (uint32_t)(c & 7) * 2u;
 }
+
+/* The batched step's wgmma width for nr rows of x (qmm_wg.cu; ck_xprep_wg lays x out for it). */
+__host__ __device__ __forceinline__ int wg_rows_n(int nr) { return nr <= 8 ? 8 : nr <= 16 ? 16 : nr <= 32 ? 32 : 64; }
 
 /* the operand descriptor: start address (a shared-window address), the stride between
  * 64-column blocks (MN-major only; 16 = unused for K-major), 8-row groups 1024 bytes apart,
@@ -52,6 +55,11 @@ template <int N>
 __device__ __forceinline__ void wg_mma_ss_f16(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
   emu_wgmma(d, N, da, nullptr, db, false, scale_d, true);
 }
+/* fp16 A from registers, fp16 B K-major */
+template <int N>
+__device__ __forceinline__ void wg_mma_rs_f16(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+  emu_wgmma(d, N, 0, a, db, false, scale_d, true);
+}
 #else
 /* Keeps the compiler from touching an accumulator while a wgmma writes it asynchronously (call
  * after wg_wait, and before the first wgmma of a chain), or from reusing an A fragment's
@@ -70,6 +78,8 @@ template <int N>
 __device__ __forceinline__ void wg_mma_rs_t(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int scale_d);
 template <int N>
 __device__ __forceinline__ void wg_mma_ss_f16(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d);
+template <int N>
+__device__ __forceinline__ void wg_mma_rs_f16(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int scale_d);
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* orders this warpgroup's register accesses before the wgmma that follow */
@@ -167,6 +177,39 @@ __device__ __forceinline__ void wg_mma_rs_t<256>(float (&d)[128], const uint32_t
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }
+/* m64nNk16, fp16 A from registers, fp16 B K-major (N = 8, 16, 32, 64: the batched step's rows) */
+template <>
+__device__ __forceinline__ void wg_mma_rs_f16<8>(float (&d)[4], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
+template <>
+__device__ __forceinline__ void wg_mma_rs_f16<16>(float (&d)[8], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+               "{%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
+template <>
+__device__ __forceinline__ void wg_mma_rs_f16<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+               "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
+template <>
+__device__ __forceinline__ void wg_mma_rs_f16<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+               "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
 #else
 /* wgmma exists on sm_90a only: the compute_90 PTX build (newer GPUs) gets a trap; the launcher
  * never picks this kernel there (pf_attention_wg_supported) */
@@ -184,6 +227,10 @@ __device__ __forceinline__ void wg_mma_rs_t(float (&)[N / 2], const uint32_t (&)
 }
 template <int N>
 __device__ __forceinline__ void wg_mma_ss_f16(float (&)[N / 2], uint64_t, uint64_t, int) {
+  __trap();
+}
+template <int N>
+__device__ __forceinline__ void wg_mma_rs_f16(float (&)[N / 2], const uint32_t (&)[4], uint64_t, int) {
   __trap();
 }
 #endif

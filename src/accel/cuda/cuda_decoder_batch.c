@@ -153,7 +153,7 @@ int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
   }
   { /* x prep scratch for the widest input of any product, every batch of 8 rows */
     const int64_t kp = (B->max_q > B->max_in ? B->max_q : B->max_in) + 128, nz = R / 8;
-    BALLOC(B->prep.xp, R * kp);
+    BALLOC(B->prep.xp, (R + 63) / 64 * 64 * kp); /* (ck_xprep_wg: launches of 64 rows) */
     BALLOC(B->prep.xs, nz * (kp / 32 + 1) * 8);
     BALLOC(B->prep.xexp, R);
     BALLOC(B->prep.pmax, nz * (int64_t)ck_xprep_pmax_floats(kp));
@@ -161,6 +161,8 @@ int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
     B->prep.zero = B->zero;
     int64_t part = 0, cnt = 0;
     B->prep.sms = cudab_device(D->b)->sms;
+    B->prep.cc_major = cudab_device(D->b)->cc_major;
+    B->prep.cc_minor = cudab_device(D->b)->cc_minor;
     for (int i = 0; i < L; i++) {
       const dec_layer *y = &D->ly[i];
       const dec_mv *mv[] = {&y->qkv, &y->o, &y->gu, &y->down, &y->pg, &y->pp};

@@ -155,6 +155,7 @@ typedef struct dec_row_prep {
   int *xexp;
   const int *zero; /* the expert mode's slab list of zeros (ck_qmv_rows) */
   int sms;       /* the device's SMs: with a weight's shape they decide its k splits */
+  int cc_major, cc_minor; /* the device's compute capability (ck_qmm_wg_supported) */
   float *part;   /* the k splits' partial sums (ck_qmm_rows) */
   unsigned *cnt; /* and their counters, zero between products */
 } dec_row_prep;

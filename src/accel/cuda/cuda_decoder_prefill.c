@@ -169,6 +169,20 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
         return -1;
       continue;
     }
+    if (rowexact && T >= WG_MIN && ck_qmm_wg_supported(L, rowexact->cc_major, rowexact->cc_minor)) {
+      /* nvfp4 on the warpgroup tensor cores: x laid out as their B operand, up to 64 rows a
+       * launch, each weight byte read and decoded once per launch */
+      const dec_row_prep *R = rowexact;
+      const int ks = ck_qmm_rows_splits(L, R->sms);
+      if (rt_status(ck_xprep_wg(L, x, T, R->xp, R->xexp, R->pmax, D->stream), "x prep launch", err))
+        return -1;
+      for (int r0 = 0; r0 < T; r0 += 64)
+        if (rt_status(ck_qmm_wg(L, T - r0 < 64 ? T - r0 : 64, ks, R->xp + (int64_t)r0 * L->cols, R->xexp + r0,
+                                yo + (int64_t)r0 * ldy, ldy, R->part, R->cnt, D->stream),
+                      "batched product launch", err))
+          return -1;
+      continue;
+    }
     if (rowexact && L->fmt != CK_GENERIC && T >= ROWS_MIN) {
       /* every row's x in batches of 8 (rows past T are the buffers' zeros), then the product
        * over all of them, each weight byte read and decoded once (ck_qmm_rows_max rows per launch) */

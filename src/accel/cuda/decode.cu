@@ -30,6 +30,7 @@ extern "C" int ck_tl_moe_timeline(unsigned long long *t, unsigned *n, unsigned c
 extern "C" int ck_tl_moe_cluster_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_qmm_grouped_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_qmm_rows_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_qmm_wg_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_qmv_generic_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st) {
   int e = ck_tl_attention_timeline(t, n, cap, last, st);
@@ -43,6 +44,7 @@ extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap,
   if (!e) e = ck_tl_moe_cluster_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_qmm_grouped_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_qmm_rows_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_qmm_wg_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_qmv_generic_timeline(t, n, cap, last, st);
   return e;
 }

@@ -73,6 +73,14 @@
 #define ROWS_SPLIT_UNITS 16
 #define ROWS_MAX_SPLITS 16
 
+/* The batched step's nvfp4 product on the warpgroup tensor cores (qmm_wg.cu): WG_TILES 16-row
+ * tiles per block (two warpgroups; the k splits are ck_qmm_rows_splits', so ROWS_TILES too),
+ * WG_STAGES stages of WG_UNITS units (64 k) of weights and every row's x in flight. */
+#define WG_TILES 8
+#define WG_UNITS 4
+#define WG_STAGES 4
+#define WG_MIN 2 /* a lone row takes the one-row kernels */
+
 /* ---- the KV cache (cuda_decoder.c) ------------------------------------------------------ */
 /* Positions backed by pages beyond the last one fed: the attention kernels read whole tiles
  * (up to 128 keys) past the live ones, and must not touch an unmapped page. */

@@ -10,6 +10,7 @@
 
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
+#include "ck_wgmma.cuh"
 
 /* ---- activation prep ------------------------------------------------------------------- */
 /* Pass 1: per (2048-value block, row) max|x| into pmax[n][blk]. */
@@ -204,5 +205,55 @@ extern "C" int ck_xprep_fixed(const ck_layout *L, const uint16_t *x, uint16_t *x
                         1, bf16, gs, (const float *)NULL, 0, xp, xs, xexp, bf16 ? 0 : e);
 }
 
+/* ck_xprep_wg: the warpgroup product's x (qmm_wg.cu). Rows in launches of up to 64 (launch c's
+ * at xw + c·64·cols), each launch's n = wg_rows_n(its rows) rows as the wgmma B operand: column
+ * blocks of 64 k, n rows × 128 bytes each, 128-byte swizzle (wg_off), rows past T zero. The
+ * values and exponents are xfill_body's: fp16 x·2^e, e from the row's maximum. One thread per
+ * (row, 8 values). */
+__global__ void xfill_wg_kernel(const uint16_t *x, int64_t cols, int T, const float *pmax, int nblk, uint16_t *xw,
+                                int *xexp) {
+  ck_pdl_enter();
+  const int r = blockIdx.y, c = r >> 6, rl = r & 63;
+  const int n = wg_rows_n(T - 64 * c < 64 ? T - 64 * c : 64);
+  if (rl >= n) return;
+  const int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  int e = 0;
+  if (r < T) {
+    float m = 0.f;
+    for (int b = 0; b < nblk; b++) m = fmaxf(m, pmax[(int64_t)r * nblk + b]);
+    if (m > 0.f && m <= 3.0e38f) {
+      frexpf(m, &e);
+      e = 15 - e;
+    }
+  }
+  if (k == 0) xexp[r] = e;
+  if (k >= cols) return;
+  uint32_t o[4] = {0, 0, 0, 0};
+  if (r < T) {
+    const uint4 v = *reinterpret_cast<const uint4 *>(x + (int64_t)r * cols + k);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const uint32_t lo = ck_f32_to_f16(ldexpf(ck_bf16_to_f32((uint16_t)w[i]), e));
+      const uint32_t hi = ck_f32_to_f16(ldexpf(ck_bf16_to_f32((uint16_t)(w[i] >> 16)), e));
+      o[i] = lo | hi << 16;
+    }
+  }
+  uint8_t *dst = reinterpret_cast<uint8_t *>(xw + (int64_t)c * 64 * cols) + wg_off(n, rl, (int)k);
+  *reinterpret_cast<uint4 *>(dst) = make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+extern "C" int ck_xprep_wg(const ck_layout *L, const uint16_t *x, int T, uint16_t *xw, int *xexp, float *pmax,
+                           void *stream) {
+  if (T < 1 || L->cols % 64 || L->cols > (int64_t)1 << 30 || L->fmt == CK_DBF16) return (int)cudaErrorInvalidValue;
+  cudaStream_t st = (cudaStream_t)stream;
+  const int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK), nz = (T + 7) / 8;
+  cudaError_t e = ck_launch(xmax_batched_kernel, dim3(nblk, 8, nz), 256, 0, st, x, L->cols, 8, pmax, nblk,
+                            (const int *)nullptr);
+  if (e) return (int)e;
+  const int last = (T - 1) / 64, rows = 64 * last + wg_rows_n(T - 64 * last);
+  return (int)ck_launch(xfill_wg_kernel, dim3((unsigned)((L->cols / 8 + 127) / 128), (unsigned)rows), 128, 0, st, x,
+                        L->cols, T, (const float *)pmax, nblk, xw, xexp);
+}
 
 CK_TIMELINE_SETTER(ck_tl_xprep)

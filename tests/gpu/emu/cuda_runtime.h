@@ -194,10 +194,11 @@ static inline void emu_wgmma(float *d, int N, uint64_t da, const uint32_t *a, ui
     EMU_BARRIER_WAIT(&emu_warp_barrier[wid]);
     for (int q = 0; q < 4; q++) {
       const uint32_t *f = emu_mma_buf[wid][4 * g + q];
-      A[0][2 * q] = emu_bf2f(f[0]), A[0][2 * q + 1] = emu_bf2f(f[0] >> 16);
-      A[1][2 * q] = emu_bf2f(f[1]), A[1][2 * q + 1] = emu_bf2f(f[1] >> 16);
-      A[0][2 * q + 8] = emu_bf2f(f[2]), A[0][2 * q + 9] = emu_bf2f(f[2] >> 16);
-      A[1][2 * q + 8] = emu_bf2f(f[3]), A[1][2 * q + 9] = emu_bf2f(f[3] >> 16);
+      float (*cv)(uint32_t) = f16 ? emu_h2f : emu_bf2f;
+      A[0][2 * q] = cv(f[0]), A[0][2 * q + 1] = cv(f[0] >> 16);
+      A[1][2 * q] = cv(f[1]), A[1][2 * q + 1] = cv(f[1] >> 16);
+      A[0][2 * q + 8] = cv(f[2]), A[0][2 * q + 9] = cv(f[2] >> 16);
+      A[1][2 * q + 8] = cv(f[3]), A[1][2 * q + 9] = cv(f[3] >> 16);
     }
     EMU_BARRIER_WAIT(&emu_warp_barrier[wid]);
   } else {
