@@ -89,8 +89,9 @@ int main(int argc, char **argv) {
     p++;
   }
   uint64_t rng = 7;
-  enum { NK = 8 }; /* qmv_rows, qmm_rows, qmm_wg shapes 0-5 */
-  const char *knames[NK] = {"qmv_rows", "qmm_rows", "wg u4 s4", "wg u4 s2", "wg u8 s2", "wg u2 s6", "ws u4 s4", "ws u2 s8"};
+  enum { NK = 7 }; /* qmv_rows, qmm_rows, qmm_wg shapes 0-4 */
+  const char *knames[NK] = {"qmv_rows", "qmm_rows", "wg t8 u4 s2", "wg t16 u4 s2", "wg t16 u4 s3", "wg t16 u2 s4",
+                            "wg t8 u4 s2 b3"};
   double step_us[16][NK] = {{0}}; /* [batch][kernel] sum over the four products */
   int bad = 0;
   printf("| product | B | kernel | us | GB/s | %% of read |\n| --- | ---: | --- | ---: | ---: | ---: |\n");
@@ -131,7 +132,7 @@ int main(int argc, char **argv) {
         rt_malloc((void **)&xexp, (size_t)RMAX * 4, &err) ||
         rt_malloc((void **)&pmax, (size_t)(nz * (int64_t)ck_xprep_pmax_floats(cols)) * 4, &err) ||
         rt_malloc((void **)&y, (size_t)(RMAX * sh->rows) * 4 * 2, &err) ||
-        rt_malloc((void **)&part, (size_t)(pf > 0 ? pf : 1) * 4, &err) ||
+        rt_malloc((void **)&part, (size_t)(16 * 64 * L[0]->tiles * 16) * 4, &err) ||
         rt_malloc((void **)&cnt, (size_t)nc * 4, &err) || rt_malloc((void **)&zero, (size_t)nz * 4, &err) ||
         rt_memset(cnt, 0, (size_t)nc * 4, st, &err) || rt_memset(zero, 0, (size_t)nz * 4, st, &err) ||
         rt_h2d(x, hx, (size_t)(RMAX * cols) * 2, st, &err));
@@ -168,7 +169,7 @@ int main(int argc, char **argv) {
             rt_status(ck_xprep_wg(L[0], x, bs[b], xw, xexp_w, pmax, st), "wg prep", &err));
         for (int v = 0; v < NK - 2; v++) {
           TRY(rt_memset(y, 0xff, m * 4, st, &err) ||
-              rt_status(ck_qmm_wg_study(v, L[0], bs[b], ks, xw, xexp_w, y, sh->rows, part, cnt, st), "wg", &err) ||
+              rt_status(ck_qmm_wg_study(v, dev.sms, L[0], bs[b], 0, xw, xexp_w, y, sh->rows, part, cnt, st), "wg", &err) ||
               rt_d2h(h1, y, m * 4, st, &err) || rt_stream_sync(st, &err));
           double big = 0, worst = 0;
           for (size_t i = 0; i < m; i++) big = fmax(big, fabs(h0[i]));
@@ -199,7 +200,7 @@ int main(int argc, char **argv) {
           const ck_layout *Li = L[i % copies];
           rc = k == 0   ? ck_qmv_rows(Li, zero, B >= 8 ? nzb : 1, nbb, xp, xs, xexp, y, sh->rows, st)
                : k == 1 ? ck_qmm_rows(Li, B, ks, xp, xs, xexp, y, sh->rows, part, cnt, st)
-                        : ck_qmm_wg_study(k - 2, Li, B, ks, xw, xexp_w, y, sh->rows, part, cnt, st);
+                        : ck_qmm_wg_study(k - 2, dev.sms, Li, B, 0, xw, xexp_w, y, sh->rows, part, cnt, st);
         }
         mlxrt_error e2;
         if (rt_graph_end(st, &graph, rc ? &e2 : &err) || rc) {

@@ -45,9 +45,9 @@ struct WgArgs {
 
 /* A stage: x of SU units (N rows × 128 bytes each, 1024-byte aligned for the swizzle atoms),
  * then the 8 tiles' codes (512 bytes a unit) and scales (64). */
-template <int N, int SU>
+template <int N, int SU, int TBX>
 struct WgShape {
-  static constexpr int TB = WG_TILES, UW = 512, US = 64, XB = N * 128;
+  static constexpr int TB = TBX, UW = 512, US = 64, XB = N * 128;
   static constexpr int X_OFF = 0, W_OFF = SU * XB, S_OFF = W_OFF + TB * SU * UW;
   static constexpr int STAGE = (S_OFF + TB * SU * US + 1023) / 1024 * 1024;
 };
@@ -98,9 +98,9 @@ __device__ __forceinline__ void wg_pin_unit(const uint32_t (&a)[4][4]) {
 }
 
 /* Block (x, z): tiles x·8 … x·8 + 7 (warp w: tile w), k split z. Warp 0 streams the stages. */
-template <int N, int SU, int NST>
-__global__ void __launch_bounds__(WG_TILES * 32, 1) qmm_wg_kernel(WgArgs p) {
-  typedef WgShape<N, SU> Q;
+template <int N, int SU, int NST, int TBX, int MINB = 1>
+__global__ void __launch_bounds__(TBX * 32, MINB) qmm_wg_kernel(WgArgs p) {
+  typedef WgShape<N, SU, TBX> Q;
   constexpr int TB = Q::TB, STAGE = Q::STAGE;
   CK_DYNAMIC_SHARED(uint8_t, raw);
   __shared__ uint64_t mbar[NST];
@@ -226,190 +226,36 @@ __global__ void __launch_bounds__(WG_TILES * 32, 1) qmm_wg_kernel(WgArgs p) {
   if (threadIdx.x == 0) p.cnt[blockIdx.x] = 0;
 }
 
-__device__ __forceinline__ void wg_mbar_arrive(uint64_t *m) {
-#ifdef CK_EMULATION
-  emu_mbar_arrive(m, 0);
-#else
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(m)) : "memory");
-#endif
-}
-
-/* STUDY: warp-specialised: warp 8 streams the stages, a slot refilled once the 8 consumer warps
- * have released it (an mbarrier of 8 arrivals: a warp arrives once its warpgroup's wgmma that read
- * the slot are complete); no block-wide barrier per stage */
-template <int N, int SU, int NST>
-__global__ void __launch_bounds__(WG_TILES * 32 + 32, 1) qmm_wg_ws_kernel(WgArgs p) {
-  typedef WgShape<N, SU> Q;
-  constexpr int TB = Q::TB, STAGE = Q::STAGE;
-  CK_DYNAMIC_SHARED(uint8_t, raw);
-  __shared__ uint64_t full[NST], empty[NST];
-  __shared__ int last;
-  const uint32_t raw_s = ck_smem_off(raw);
-  uint8_t *stage_mem = raw + (((raw_s + 1023u) & ~1023u) - raw_s);
-  const uint32_t stage_s = ck_smem_off(stage_mem);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int64_t tile0 = (int64_t)blockIdx.x * TB, wtile = tile0 + warp;
-  const int ntl = p.tiles - tile0 < TB ? (int)(p.tiles - tile0) : TB;
-  const int kz = blockIdx.y;
-  const int ubeg = p.ks == 1 ? 0 : (int)((int64_t)p.nunits * kz / p.ks);
-  const int uend = p.ks == 1 ? p.nunits : (int)((int64_t)p.nunits * (kz + 1) / p.ks);
-  const int nunits = uend - ubeg, nstages = (nunits + SU - 1) / SU;
-  const uint8_t *wsrc = p.w + ((size_t)tile0 * p.nunits + ubeg) * Q::UW;
-  const uint8_t *ssrc = p.s + ((size_t)tile0 * p.nunits + ubeg) * Q::US;
-
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < NST; i++) {
-      mbar_init(&full[i], 1);
-      mbar_init(&empty[i], TB);
-    }
-    mbar_init_fence();
-  }
-  __syncthreads();
-  auto issue = [&](int st, bool W, bool X) {
-    const int slot = st % NST, u0 = st * SU, nu = nunits - u0 < SU ? nunits - u0 : SU;
-    uint8_t *dst = stage_mem + slot * STAGE;
-    const uint32_t wb = (uint32_t)(nu * Q::UW), sb = (uint32_t)(nu * Q::US), xb = (uint32_t)(nu * Q::XB);
-    if (W && lane == 0) mbar_expect(&full[slot], (uint32_t)ntl * (wb + sb) + xb);
-    __syncwarp();
-    if (W)
-      for (int c = lane; c < 2 * ntl; c += 32) {
-        const int w = c >> 1;
-        if (!(c & 1))
-          bulk_copy(dst + Q::W_OFF + w * SU * Q::UW, wsrc + ((size_t)w * p.nunits + u0) * Q::UW, wb, &full[slot]);
-        else
-          bulk_copy(dst + Q::S_OFF + w * SU * Q::US, ssrc + ((size_t)w * p.nunits + u0) * Q::US, sb, &full[slot]);
-      }
-    if (X && lane == 0) bulk_copy(dst + Q::X_OFF, p.x + (size_t)(ubeg + u0) * Q::XB, xb, &full[slot]);
-  };
-  const bool producer = warp == TB;
-  if (producer)
-    for (int st = 0; st < NST && st < nstages; st++) issue(st, true, false);
-  ck_pdl_enter();
-  float acc[N / 2];
-#pragma unroll
-  for (int i = 0; i < N / 2; i++) acc[i] = 0.f;
-  const bool active = !producer && (warp & ~3) < ntl;
-  if (producer) {
-    for (int st = 0; st < NST && st < nstages; st++) issue(st, false, true);
-    for (int st = NST; st < nstages; st++) {
-      mbar_wait(&empty[st % NST], (uint32_t)((st / NST - 1) & 1));
-      issue(st, true, true);
-    }
-  } else if (!active) {
-    for (int st = 0; st < nstages; st++) {
-      mbar_wait(&full[st % NST], (uint32_t)((st / NST) & 1));
-      __syncwarp();
-      if (lane == 0) wg_mbar_arrive(&empty[st % NST]);
-    }
-  } else {
-    uint32_t a0[4][4], a1[4][4];
-    wg_pin(acc);
-    for (int st = 0; st < nstages; st++) {
-      const int slot = st % NST, u0 = st * SU, nu = nunits - u0 < SU ? nunits - u0 : SU;
-      mbar_wait(&full[slot], (uint32_t)((st / NST) & 1));
-      const uint8_t *base = stage_mem + slot * STAGE;
-      const uint32_t xs = stage_s + slot * STAGE + Q::X_OFF;
-#pragma unroll
-      for (int ul = 0; ul < SU; ul++) {
-        if (ul >= nu) break;
-        const uint4 wv = reinterpret_cast<const uint4 *>(base + Q::W_OFF + (warp * SU + ul) * Q::UW)[lane];
-        const uint2 sc = *reinterpret_cast<const uint2 *>(base + Q::S_OFF + (warp * SU + ul) * Q::US + g * 8);
-        if (ul & 1) {
-          wg_decode_unit(wv, sc, a1);
-          wg_unit_mma<N>(acc, a1, xs + (uint32_t)(ul * Q::XB));
-          wg_wait<1>();
-          wg_pin_unit(a0);
-        } else {
-          wg_decode_unit(wv, sc, a0);
-          wg_unit_mma<N>(acc, a0, xs + (uint32_t)(ul * Q::XB));
-          wg_wait<1>();
-          wg_pin_unit(a1);
-        }
-      }
-      /* this warp is done with the slot (its warpgroup's wgmma complete): release it */
-      wg_wait<0>();
-      wg_pin(acc);
-      wg_pin_unit(a0);
-      wg_pin_unit(a1);
-      __syncwarp();
-      if (lane == 0) wg_mbar_arrive(&empty[slot]);
-    }
-    wg_wait<0>();
-    wg_pin(acc);
-    wg_pin_unit(a0);
-    wg_pin_unit(a1);
-  }
-
-  const int64_t prow = p.tiles * 16;
-  if (active)
-#pragma unroll
-    for (int i = 0; i < N / 2; i++) {
-      const int64_t row = wtile * 16 + g + 8 * ((i >> 1) & 1);
-      const int r = 8 * (i >> 2) + 2 * t + (i & 1);
-      if (r >= p.nr || wtile >= p.tiles) continue;
-      if (p.ks == 1) {
-        if (row < p.rows) p.y[(int64_t)r * p.ldy + row] = ck_scale_pow2(acc[i], 7 - p.xexp[r]);
-      } else {
-        p.part[((int64_t)kz * p.nr + r) * prow + row] = acc[i];
-      }
-    }
-  if (p.ks == 1) return;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&p.cnt[blockIdx.x], 1u) == (unsigned)p.ks - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  if (!producer && wtile < p.tiles)
-    for (int i = lane; i < 16 * p.nr; i += 32) {
-      const int r = i >> 4;
-      const int64_t row = wtile * 16 + (i & 15);
-      if (row >= p.rows) continue;
-      float s = 0.f;
-      for (int z = 0; z < p.ks; z++) s += __ldcg(p.part + ((int64_t)z * p.nr + r) * prow + row);
-      p.y[(int64_t)r * p.ldy + row] = ck_scale_pow2(s, 7 - p.xexp[r]);
-    }
-  if (threadIdx.x == 0) p.cnt[blockIdx.x] = 0;
-}
 
 /* ---- launcher ---------------------------------------------------------------------------- */
 typedef void (*wg_fn)(WgArgs);
 
-template <int N>
-static wg_fn wg_k(int *smem) {
-  *smem = WG_STAGES * WgShape<N, WG_UNITS>::STAGE + 1024;
-  return qmm_wg_kernel<N, WG_UNITS, WG_STAGES>;
-}
-static wg_fn wg_pick(int n, int *smem) {
-  return n == 8 ? wg_k<8>(smem) : n == 16 ? wg_k<16>(smem) : n == 32 ? wg_k<32>(smem) : wg_k<64>(smem);
-}
-template <int SU, int NST>
+template <int SU, int NST, int TB, int MINB = 1>
 static wg_fn wg_pick_v(int n, int *smem) {
-  if (n == 8) { *smem = NST * WgShape<8, SU>::STAGE + 1024; return qmm_wg_kernel<8, SU, NST>; }
-  if (n == 16) { *smem = NST * WgShape<16, SU>::STAGE + 1024; return qmm_wg_kernel<16, SU, NST>; }
-  if (n == 32) { *smem = NST * WgShape<32, SU>::STAGE + 1024; return qmm_wg_kernel<32, SU, NST>; }
-  *smem = NST * WgShape<64, SU>::STAGE + 1024;
-  return qmm_wg_kernel<64, SU, NST>;
+  if (n == 8) { *smem = NST * WgShape<8, SU, TB>::STAGE + 1024; return qmm_wg_kernel<8, SU, NST, TB, MINB>; }
+  if (n == 16) { *smem = NST * WgShape<16, SU, TB>::STAGE + 1024; return qmm_wg_kernel<16, SU, NST, TB, MINB>; }
+  if (n == 32) { *smem = NST * WgShape<32, SU, TB>::STAGE + 1024; return qmm_wg_kernel<32, SU, NST, TB>; }
+  *smem = NST * WgShape<64, SU, TB>::STAGE + 1024;
+  return qmm_wg_kernel<64, SU, NST, TB>;
 }
-template <int SU, int NST>
-static wg_fn wg_pick_ws(int n, int *smem) {
-  if (n == 8) { *smem = NST * WgShape<8, SU>::STAGE + 1024; return qmm_wg_ws_kernel<8, SU, NST>; }
-  if (n == 16) { *smem = NST * WgShape<16, SU>::STAGE + 1024; return qmm_wg_ws_kernel<16, SU, NST>; }
-  if (n == 32) { *smem = NST * WgShape<32, SU>::STAGE + 1024; return qmm_wg_ws_kernel<32, SU, NST>; }
-  *smem = NST * WgShape<64, SU>::STAGE + 1024;
-  return qmm_wg_ws_kernel<64, SU, NST>;
-}
-/* STUDY: block shapes (units per stage, stages) */
-static wg_fn wg_pick_study(int v, int n, int *smem) {
+/* STUDY: block shapes (tiles per block, units per stage, stages) */
+static wg_fn wg_pick_study(int v, int n, int *smem, int *tb) {
   switch (v) {
-  case 4: return wg_pick_ws<4, 4>(n, smem);
-  case 5: return wg_pick_ws<2, 8>(n, smem);
-  case 1: return wg_pick_v<4, 2>(n, smem);
-  case 2: return wg_pick_v<8, 2>(n, smem);
-  case 3: return wg_pick_v<2, 6>(n, smem);
-  default: return wg_pick(n, smem);
+  case 1: *tb = 16; return wg_pick_v<4, 2, 16>(n, smem);
+  case 2: *tb = 16; return wg_pick_v<4, 3, 16>(n, smem);
+  case 3: *tb = 16; return wg_pick_v<2, 4, 16>(n, smem);
+  case 4: *tb = 8; return wg_pick_v<4, 2, 8, 3>(n, smem); /* (3 blocks per SM up to 16 rows) */
+  default: *tb = WG_TILES; return wg_pick_v<WG_UNITS, WG_STAGES, WG_TILES>(n, smem);
   }
+}
+/* STUDY: the k splits for tb tiles per block, bps blocks per SM */
+static int wg_splits(const ck_layout *L, int sms, int tb, int bps) {
+  const int64_t groups = (L->tiles + tb - 1) / tb;
+  int64_t ks = ((int64_t)bps * sms + groups - 1) / groups;
+  const int64_t most = L->nunits / ROWS_SPLIT_UNITS;
+  if (ks > most) ks = most;
+  if (ks > ROWS_MAX_SPLITS) ks = ROWS_MAX_SPLITS;
+  return ks < 1 ? 1 : (int)ks;
 }
 
 static std::mutex wg_memo_lock;
@@ -429,14 +275,15 @@ extern "C" int ck_qmm_wg_supported(const ck_layout *L, int cc_major, int cc_mino
   return L->fmt == CK_NVFP4 && cc_major == 9 && cc_minor == 0 && L->cols % 64 == 0;
 }
 
-extern "C" int ck_qmm_wg_study(int v, const ck_layout *L, int nr, int ks, const uint16_t *xw, const int *xexp, float *y,
-                         int64_t ldy, float *part, unsigned *cnt, void *stream) {
-  const int64_t groups = (L->tiles + WG_TILES - 1) / WG_TILES;
+extern "C" int ck_qmm_wg_study(int v, int sms, const ck_layout *L, int nr, int ks, const uint16_t *xw, const int *xexp,
+                               float *y, int64_t ldy, float *part, unsigned *cnt, void *stream) {
+  int smem = 0, tb = 8;
+  wg_fn fn = wg_pick_study(v, wg_rows_n(nr), &smem, &tb);
+  if (ks == 0) ks = wg_splits(L, sms, tb, tb == 8 ? 2 : 1);
+  const int64_t groups = (L->tiles + tb - 1) / tb;
   if (L->fmt != CK_NVFP4 || nr < 1 || nr > 64 || ks < 1 || ks > L->nunits || L->cols % 64 || groups > 2147483647 ||
       (ks > 1 && (!part || !cnt)))
     return (int)cudaErrorInvalidValue;
-  int smem = 0;
-  wg_fn fn = wg_pick_study(v, wg_rows_n(nr), &smem);
   WgArgs a = {};
   a.w = (const uint8_t *)L->w;
   a.s = (const uint8_t *)L->s;
@@ -453,13 +300,12 @@ extern "C" int ck_qmm_wg_study(int v, const ck_layout *L, int nr, int ks, const 
   a.ks = ks;
   cudaError_t e = wg_allow_smem(fn, smem);
   if (e) return (int)e;
-  return (int)ck_launch(fn, dim3((unsigned)groups, (unsigned)ks), WG_TILES * 32 + (v >= 4 ? 32 : 0), smem,
-                        (cudaStream_t)stream, a);
+  return (int)ck_launch(fn, dim3((unsigned)groups, (unsigned)ks), tb * 32, smem, (cudaStream_t)stream, a);
 }
 
 extern "C" int ck_qmm_wg(const ck_layout *L, int nr, int ks, const uint16_t *xw, const int *xexp, float *y,
                          int64_t ldy, float *part, unsigned *cnt, void *stream) {
-  return ck_qmm_wg_study(0, L, nr, ks, xw, xexp, y, ldy, part, cnt, stream);
+  return ck_qmm_wg_study(0, 0, L, nr, ks, xw, xexp, y, ldy, part, cnt, stream);
 }
 
 CK_TIMELINE_SETTER(ck_tl_qmm_wg)

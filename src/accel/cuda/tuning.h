@@ -78,7 +78,7 @@
  * WG_STAGES stages of WG_UNITS units (64 k) of weights and every row's x in flight. */
 #define WG_TILES 8
 #define WG_UNITS 4
-#define WG_STAGES 4
+#define WG_STAGES 2
 #define WG_MIN 2 /* a lone row takes the one-row kernels */
 
 /* ---- the KV cache (cuda_decoder.c) ------------------------------------------------------ */
