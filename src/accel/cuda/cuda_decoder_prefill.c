@@ -151,9 +151,12 @@ fail:
 }
 
 /* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. rowexact (the batched decode):
- * each row's bits as in any other batch — the fast formats through ck_qmv_rows (whole batches of 8
- * rows side by side, a tile's weights read from memory once for all), the generic layout in batches of 8 rows with a lone row
- * given a companion (the buffers hold one more row) so that it runs the kernel a full batch runs. */
+ * each row's bits independent of the other rows and its place among them — a lone row through
+ * the one-row kernels, 2 to 15 rows of the fast formats through ck_qmv_rows (whole batches of 8
+ * rows side by side, a tile's weights read from memory once for all), 16 or more through
+ * ck_qmm_wg (nvfp4 on sm_90a) or ck_qmm_rows; the generic layout in batches of 8 rows with a lone
+ * row given a companion (the buffers hold one more row) so that it runs the kernel a full batch
+ * runs. */
 int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
                 const dec_row_prep *rowexact, mlxrt_error *err) {
   dec_prefill *P = D->pf;
@@ -171,7 +174,8 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
     }
     if (rowexact && T >= WG_MIN && ck_qmm_wg_supported(L, rowexact->cc_major, rowexact->cc_minor)) {
       /* nvfp4 on the warpgroup tensor cores: x laid out as their B operand, up to 64 rows a
-       * launch, each weight byte read and decoded once per launch */
+       * launch, each weight byte read and decoded once per launch (a row's bits depend on its
+       * launch's row count rounded up to 8, 16, 32 or 64, never on the other rows) */
       const dec_row_prep *R = rowexact;
       const int ks = ck_qmm_rows_splits(L, R->sms);
       if (rt_status(ck_xprep_wg(L, x, T, R->xp, R->xexp, R->pmax, D->stream), "x prep launch", err))

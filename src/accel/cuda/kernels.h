@@ -157,8 +157,6 @@ int ck_qmm_rows_max(void);
 int ck_qmm_wg(const ck_layout *L, int nr, int ks, const uint16_t *xw, const int *xexp, float *y, int64_t ldy,
               float *part, unsigned *cnt, void *stream);
 int ck_qmm_wg_supported(const ck_layout *L, int cc_major, int cc_minor);
-int ck_qmm_wg_study(int v, int sms, const ck_layout *L, int nr, int ks, const uint16_t *xw, const int *xexp, float *y,
-                    int64_t ldy, float *part, unsigned *cnt, void *stream);
 /* x (T bf16 rows) for ck_qmm_wg: launches of up to 64 rows, launch c's at xw + c·64·cols (xw
  * holds 64·ceil(T/64)·cols values), xexp per row (pmax: ck_xprep_batched's, ceil(T/8) batches). */
 int ck_xprep_wg(const ck_layout *L, const uint16_t *x, int T, uint16_t *xw, int *xexp, float *pmax, void *stream);

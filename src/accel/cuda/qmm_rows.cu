@@ -59,27 +59,6 @@ struct RowsShape {
   static constexpr int STAGE = XS_OFF + (S::AFF ? MB * XSB : 0);
 };
 
-/* fp16 pair (h, h) of nvfp4 scale q of word w times 2^7: the scale code c (bits 20..26 of the
- * field, ck_nv_code: s·2^10 = 2^(1 + c/8)·(1 + (c mod 8)/8)) placed as fp16 exponent and
- * mantissa, the exponent biased so that the pair holds s·2^7. */
-__device__ __forceinline__ uint32_t nv_scale_h2(uint32_t w, int q) {
-  const uint32_t h = ((ck_nv_field(w, q) >> 13) & 0x3F80u) + 0x3400u;
-  return h * 0x10001u;
-}
-
-/* fp16 pair product, exact here (see the file's comment). */
-__device__ __forceinline__ uint32_t h2_mul(uint32_t a, uint32_t b) {
-#ifdef CK_EMULATION
-  const float a0 = ck_f16_to_f32((uint16_t)a), a1 = ck_f16_to_f32((uint16_t)(a >> 16));
-  const float b0 = ck_f16_to_f32((uint16_t)b), b1 = ck_f16_to_f32((uint16_t)(b >> 16));
-  return (uint32_t)ck_f32_to_f16(a0 * b0) | (uint32_t)ck_f32_to_f16(a1 * b1) << 16;
-#else
-  uint32_t d;
-  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-#endif
-}
-
 /* One unit of the warp's MT tiles (codes w[j], scale words sc[j]) times the batches b < nrun: x
  * of batch b row g at xl + b·8·XROW (this lane's 16 bytes, the unit's halves 64 bytes apart) —
  * loaded once for the MT tiles — and the affine group sums at xsl + b·XSB. Per (tile, batch) the

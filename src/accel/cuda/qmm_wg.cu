@@ -52,23 +52,6 @@ struct WgShape {
   static constexpr int STAGE = (S_OFF + TB * SU * US + 1023) / 1024 * 1024;
 };
 
-/* fp16 pair (h, h) of nvfp4 scale q of word w times 2^7 (qmm_rows.cu's nv_scale_h2) */
-__device__ __forceinline__ uint32_t wg_scale_h2(uint32_t w, int q) {
-  const uint32_t h = ((ck_nv_field(w, q) >> 13) & 0x3F80u) + 0x3400u;
-  return h * 0x10001u;
-}
-__device__ __forceinline__ uint32_t wg_h2_mul(uint32_t a, uint32_t b) {
-#ifdef CK_EMULATION
-  const float a0 = ck_f16_to_f32((uint16_t)a), a1 = ck_f16_to_f32((uint16_t)(a >> 16));
-  const float b0 = ck_f16_to_f32((uint16_t)b), b1 = ck_f16_to_f32((uint16_t)(b >> 16));
-  return (uint32_t)ck_f32_to_f16(a0 * b0) | (uint32_t)ck_f32_to_f16(a1 * b1) << 16;
-#else
-  uint32_t d;
-  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-#endif
-}
-
 /* The four A fragments (16 k each) of one unit of the lane's tile: codes wv, scale words sc. */
 __device__ __forceinline__ void wg_decode_unit(uint4 wv, uint2 sc, uint32_t (&a)[4][4]) {
   const uint32_t *wd = reinterpret_cast<const uint32_t *>(&wv);
@@ -76,11 +59,11 @@ __device__ __forceinline__ void wg_decode_unit(uint4 wv, uint2 sc, uint32_t (&a)
   for (int m = 0; m < 4; m++) {
     decode_a<CK_NVFP4>(wd, m, a[m]);
     const uint32_t sw = (m >> 1) ? sc.y : sc.x;
-    const uint32_t s0 = wg_scale_h2(sw, m & 1), s8 = wg_scale_h2(sw, 2 + (m & 1));
-    a[m][0] = wg_h2_mul(a[m][0], s0);
-    a[m][1] = wg_h2_mul(a[m][1], s8);
-    a[m][2] = wg_h2_mul(a[m][2], s0);
-    a[m][3] = wg_h2_mul(a[m][3], s8);
+    const uint32_t s0 = nv_scale_h2(sw, m & 1), s8 = nv_scale_h2(sw, 2 + (m & 1));
+    a[m][0] = h2_mul(a[m][0], s0);
+    a[m][1] = h2_mul(a[m][1], s8);
+    a[m][2] = h2_mul(a[m][2], s0);
+    a[m][3] = h2_mul(a[m][3], s8);
   }
 }
 
@@ -230,43 +213,26 @@ __global__ void __launch_bounds__(TBX * 32, MINB) qmm_wg_kernel(WgArgs p) {
 /* ---- launcher ---------------------------------------------------------------------------- */
 typedef void (*wg_fn)(WgArgs);
 
-template <int SU, int NST, int TB, int MINB = 1>
-static wg_fn wg_pick_v(int n, int *smem) {
-  if (n == 8) { *smem = NST * WgShape<8, SU, TB>::STAGE + 1024; return qmm_wg_kernel<8, SU, NST, TB, MINB>; }
-  if (n == 16) { *smem = NST * WgShape<16, SU, TB>::STAGE + 1024; return qmm_wg_kernel<16, SU, NST, TB, MINB>; }
-  if (n == 32) { *smem = NST * WgShape<32, SU, TB>::STAGE + 1024; return qmm_wg_kernel<32, SU, NST, TB>; }
-  *smem = NST * WgShape<64, SU, TB>::STAGE + 1024;
-  return qmm_wg_kernel<64, SU, NST, TB>;
+/* The kernel for n rows: WG_TILES tiles per block, WG_STAGES stages of WG_UNITS units; up to 16
+ * rows registers for 3 blocks per SM (docs/DECODE.md "Batched decode"). */
+template <int N>
+static wg_fn wg_k(int *smem) {
+  *smem = WG_STAGES * WgShape<N, WG_UNITS, WG_TILES>::STAGE + 1024;
+  return qmm_wg_kernel<N, WG_UNITS, WG_STAGES, WG_TILES, N <= 16 ? WG_BLOCKS_SMALL : 1>;
 }
-/* STUDY: block shapes (tiles per block, units per stage, stages) */
-static wg_fn wg_pick_study(int v, int n, int *smem, int *tb) {
-  switch (v) {
-  case 1: *tb = 16; return wg_pick_v<4, 2, 16>(n, smem);
-  case 2: *tb = 16; return wg_pick_v<4, 3, 16>(n, smem);
-  case 3: *tb = 16; return wg_pick_v<2, 4, 16>(n, smem);
-  case 4: *tb = 8; return wg_pick_v<4, 2, 8, 3>(n, smem); /* (3 blocks per SM up to 16 rows) */
-  default: *tb = WG_TILES; return wg_pick_v<WG_UNITS, WG_STAGES, WG_TILES>(n, smem);
-  }
-}
-/* STUDY: the k splits for tb tiles per block, bps blocks per SM */
-static int wg_splits(const ck_layout *L, int sms, int tb, int bps) {
-  const int64_t groups = (L->tiles + tb - 1) / tb;
-  int64_t ks = ((int64_t)bps * sms + groups - 1) / groups;
-  const int64_t most = L->nunits / ROWS_SPLIT_UNITS;
-  if (ks > most) ks = most;
-  if (ks > ROWS_MAX_SPLITS) ks = ROWS_MAX_SPLITS;
-  return ks < 1 ? 1 : (int)ks;
+static wg_fn wg_pick(int n, int *smem) {
+  return n == 8 ? wg_k<8>(smem) : n == 16 ? wg_k<16>(smem) : n == 32 ? wg_k<32>(smem) : wg_k<64>(smem);
 }
 
 static std::mutex wg_memo_lock;
 static cudaError_t wg_allow_smem(wg_fn fn, int smem) {
-  static wg_fn done[32];
+  static wg_fn done[4];
   static int ndone;
   std::lock_guard<std::mutex> hold(wg_memo_lock);
   for (int i = 0; i < ndone; i++)
     if (done[i] == fn) return cudaSuccess;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (e == cudaSuccess && ndone < 32) done[ndone++] = fn;
+  if (e == cudaSuccess && ndone < 4) done[ndone++] = fn;
   return e;
 }
 
@@ -275,15 +241,14 @@ extern "C" int ck_qmm_wg_supported(const ck_layout *L, int cc_major, int cc_mino
   return L->fmt == CK_NVFP4 && cc_major == 9 && cc_minor == 0 && L->cols % 64 == 0;
 }
 
-extern "C" int ck_qmm_wg_study(int v, int sms, const ck_layout *L, int nr, int ks, const uint16_t *xw, const int *xexp,
-                               float *y, int64_t ldy, float *part, unsigned *cnt, void *stream) {
-  int smem = 0, tb = 8;
-  wg_fn fn = wg_pick_study(v, wg_rows_n(nr), &smem, &tb);
-  if (ks == 0) ks = wg_splits(L, sms, tb, tb == 8 ? 2 : 1);
-  const int64_t groups = (L->tiles + tb - 1) / tb;
+extern "C" int ck_qmm_wg(const ck_layout *L, int nr, int ks, const uint16_t *xw, const int *xexp, float *y,
+                         int64_t ldy, float *part, unsigned *cnt, void *stream) {
+  const int64_t groups = (L->tiles + WG_TILES - 1) / WG_TILES;
   if (L->fmt != CK_NVFP4 || nr < 1 || nr > 64 || ks < 1 || ks > L->nunits || L->cols % 64 || groups > 2147483647 ||
       (ks > 1 && (!part || !cnt)))
     return (int)cudaErrorInvalidValue;
+  int smem = 0;
+  wg_fn fn = wg_pick(wg_rows_n(nr), &smem);
   WgArgs a = {};
   a.w = (const uint8_t *)L->w;
   a.s = (const uint8_t *)L->s;
@@ -300,12 +265,7 @@ extern "C" int ck_qmm_wg_study(int v, int sms, const ck_layout *L, int nr, int k
   a.ks = ks;
   cudaError_t e = wg_allow_smem(fn, smem);
   if (e) return (int)e;
-  return (int)ck_launch(fn, dim3((unsigned)groups, (unsigned)ks), tb * 32, smem, (cudaStream_t)stream, a);
-}
-
-extern "C" int ck_qmm_wg(const ck_layout *L, int nr, int ks, const uint16_t *xw, const int *xexp, float *y,
-                         int64_t ldy, float *part, unsigned *cnt, void *stream) {
-  return ck_qmm_wg_study(0, 0, L, nr, ks, xw, xexp, y, ldy, part, cnt, stream);
+  return (int)ck_launch(fn, dim3((unsigned)groups, (unsigned)ks), WG_TILES * 32, smem, (cudaStream_t)stream, a);
 }
 
 CK_TIMELINE_SETTER(ck_tl_qmm_wg)

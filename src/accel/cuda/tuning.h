@@ -75,11 +75,18 @@
 
 /* The batched step's nvfp4 product on the warpgroup tensor cores (qmm_wg.cu): WG_TILES 16-row
  * tiles per block (two warpgroups; the k splits are ck_qmm_rows_splits', so ROWS_TILES too),
- * WG_STAGES stages of WG_UNITS units (64 k) of weights and every row's x in flight. */
+ * WG_STAGES stages of WG_UNITS units (64 k) of weights and every row's x in flight; up to 16
+ * rows, registers for WG_BLOCKS_SMALL blocks per SM. On the 31B's sliding-layer products (H100,
+ * µs at B = 4 / 16 / 32 / 64): 145 / 166 / 247 / 330 with these; 16 tiles per block 259-403 /
+ * 284-419 / 321-439 / 413-535; 2 blocks per SM up to 16 rows 213 at 16; 4 stages 189 / 214 /
+ * 308 / 394; a producer warp and per-slot release 156 / 183 / 260 / 349. */
 #define WG_TILES 8
 #define WG_UNITS 4
 #define WG_STAGES 2
-#define WG_MIN 2 /* a lone row takes the one-row kernels */
+#define WG_BLOCKS_SMALL 3
+/* From WG_MIN rows on (ROWS_MIN); fewer take ck_qmv_rows: the whole step at B = 4 ran 266.4
+ * t/s through this kernel against 269.9 through that one (H100, same call). */
+#define WG_MIN ROWS_MIN
 
 /* ---- the KV cache (cuda_decoder.c) ------------------------------------------------------ */
 /* Positions backed by pages beyond the last one fed: the attention kernels read whole tiles
