@@ -284,12 +284,7 @@ __global__ void __launch_bounds__(TPB * 32) qmm_rows_kernel(RowsArgs p) {
         }
   if (p.ks == 1) return;
   /* the last block of the group to finish adds the splits in order */
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&p.cnt[blockIdx.x], 1u) == (unsigned)p.ks - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!split_group_last(&p.cnt[blockIdx.x], p.ks, last)) return;
   if (active)
     for (int j = 0; j < MT; j++)
       for (int r = 2 * t; r < p.nr; r += 8)

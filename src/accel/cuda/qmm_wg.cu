@@ -191,12 +191,7 @@ __global__ void __launch_bounds__(TBX * 32, MINB) qmm_wg_kernel(WgArgs p) {
     }
   if (p.ks == 1) return;
   /* the last block of the group to finish adds the splits in order */
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&p.cnt[blockIdx.x], 1u) == (unsigned)p.ks - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!split_group_last(&p.cnt[blockIdx.x], p.ks, last)) return;
   if (wtile < p.tiles)
     for (int i = lane; i < 16 * p.nr; i += 32) {
       const int r = i >> 4;

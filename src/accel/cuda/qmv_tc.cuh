@@ -162,6 +162,19 @@ __device__ __forceinline__ uint32_t h2_mul(uint32_t a, uint32_t b) {
 #endif
 }
 
+/* The k splits' hand-over (the batched products): once every thread of the block has written its
+ * partial sums, true in the block of the group that finishes last (*cnt counts the group's
+ * blocks; that block resets it), its reads after the other blocks' writes. last: a __shared__ int. */
+__device__ __forceinline__ bool split_group_last(unsigned *cnt, int ks, int &last) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(cnt, 1u) == (unsigned)ks - 1;
+  __syncthreads();
+  if (!last) return false;
+  __threadfence();
+  return true;
+}
+
 /* Compile-time shape of one format's work. A stage is SU units: about 8 KB of codes plus
  * their scales, copied global → shared by the bulk-copy engine; the kernel's NST stages are in
  * flight. */
