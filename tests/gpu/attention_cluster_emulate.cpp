@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "emu_attention_ref.h"
 #include "emu_rng.h"
 
 /* ACE_WIDE: the form with clusters of 16 blocks, run by a pool as wide */
@@ -49,35 +50,6 @@ struct Case {
   int wide = 0; /* clusters of 16 blocks */
   int vr = 0;   /* > 0: the cache in the K-from-V layout (kv_layout.h) with vr moved pairs per half */
 };
-
-/* Head h's output with the reference path's rounding points: q·bf16(scale) → bf16, scores →
- * bf16, p = bf16(exp(s − M)/Σ), Σ p·v → bf16 (sums in double). */
-static std::vector<float> direct(const Case &c, const std::vector<float> &q, const std::vector<uint16_t> &K,
-                                 const std::vector<uint16_t> &V, float scale, int h) {
-  const int hd = c.hd, g = h / c.rep, first = c.window > 0 && c.pos - c.window + 1 > 0 ? c.pos - c.window + 1 : 0;
-  const int64_t kvd = (int64_t)c.nkv * hd;
-  auto row = [&](const std::vector<uint16_t> &X, int j) { return &X[(c.window > 0 ? j % ck_ring(c.window) : j) * kvd + g * hd]; };
-  std::vector<double> s;
-  double m = -INFINITY, total = 0;
-  for (int j = first; j <= c.pos; j++) {
-    double a = 0;
-    for (int d = 0; d < hd; d++) {
-      const float qd = scale == 1.0f ? q[(size_t)h * hd + d] : rb(q[(size_t)h * hd + d] * rb(scale));
-      a += (double)qd * fromb(row(K, j)[d]);
-    }
-    s.push_back(rb((float)a));
-    m = fmax(m, s.back());
-  }
-  for (double v : s) total += exp(v - m);
-  std::vector<double> o((size_t)hd, 0.0);
-  for (int j = first; j <= c.pos; j++) {
-    const double p = rb((float)(exp(s[(size_t)(j - first)] - m) / total));
-    for (int d = 0; d < hd; d++) o[(size_t)d] += p * fromb(row(V, j)[d]);
-  }
-  std::vector<float> out((size_t)hd);
-  for (int d = 0; d < hd; d++) out[(size_t)d] = rb((float)o[(size_t)d]);
-  return out;
-}
 
 static int run_case(const Case &c) {
   const int nq = c.rep * c.nkv, hd = c.hd, nb = dk_attention_cluster_size(c.wide) * c.nkv;
@@ -132,7 +104,8 @@ static int run_case(const Case &c) {
   int bad = count != 0; /* the last block leaves the counter clean for the next step */
   double worst = 0;
   for (int h = 0; h < nq; h++) {
-    const std::vector<float> ref = direct(c, q, K, V, scale, h);
+    const std::vector<float> ref =
+        emu_attention_ref(c.rep, c.nkv, c.hd, c.window, q.data(), K.data(), V.data(), c.pos, scale, h);
     float mx = 0;
     for (float v : ref) mx = fmaxf(mx, fabsf(v));
     for (int d = 0; d < hd; d++) {

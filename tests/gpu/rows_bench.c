@@ -7,16 +7,22 @@
  * bytes against the device's streaming read bandwidth measured in the same run. Before timing,
  * each shape's outputs are checked: the first rows of a B-row product bit-identical to the same
  * rows among ck_qmm_rows_max(), and ck_qmm_wg's within 1e-3 of the largest |y| of ck_qmm_rows'
- * (another summation order).
+ * (another summation order). Then the sliding layer's attention at B rows, positions 512–639
+ * (the batched bench's): the one-launch cluster kernel (dk_attention_cluster_rows, clusters of
+ * 16) and the streaming kernel (dk_attention_stream_rows), GB/s of the live K and V rows, the
+ * rows on other slots each launch so that the cache comes from memory; the streaming kernel's
+ * output checked against the cluster kernel's (each head within 1 % of its largest |value|).
  *   mlxrt-rows-bench [--batch 1,4,16,64] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "accel/accel_ring.h"
 #include "base/bf16.h"
 #include "base/error.h"
 #include "cuda_internal.h"
+#include "decode_kernels.h"
 #include "gpu_test_util.h"
 
 static int cmp_float(const void *a, const void *b) {
@@ -32,10 +38,132 @@ static int cmp_float(const void *a, const void *b) {
     }                                                                                                              \
   } while (0)
 
+/* Ends the capture begun on st (rc: the capture's launches' status), then replays the graph six
+ * times: the median of the last five, in µs per launch of the iters it holds. */
+static int graph_median_us(void *st, int rc, int iters, void *e0, void *e1, float *us, mlxrt_error *err) {
+  void *graph = NULL;
+  mlxrt_error e2;
+  if (rt_graph_end(st, &graph, rc ? &e2 : err) || rc) {
+    rt_graph_destroy(graph);
+    if (rc) mx_fail(err, "a launch in the graph failed (%d)", rc);
+    return 1;
+  }
+  float t[5];
+  for (int r = -1; r < 5; r++) {
+    float ms;
+    if (rt_event_record(e0, st, err) || rt_graph_launch(graph, st, err) || rt_event_record(e1, st, err) ||
+        rt_event_ms(e0, e1, &ms, err)) {
+      rt_graph_destroy(graph);
+      return 1;
+    }
+    if (r >= 0) t[r] = ms * 1000.0f / (float)iters;
+  }
+  rt_graph_destroy(graph);
+  qsort(t, 5, sizeof *t, cmp_float);
+  *us = t[2];
+  return 0;
+}
+
 typedef struct shape {
   const char *name;
   int64_t rows, cols;
 } shape;
+
+/* The sliding layer's attention (31B: 32 query heads, 16 KV heads of 256, a ring of 1024) for B
+ * rows on S slots: each of `iters` launches in one graph takes rows on other slots. */
+static int attention_rows(accel_backend *cu, const int *bs, int nb, double bw, int *bad) {
+  enum { NQ = 32, NKV = 16, HD = 256, WIN = 1024, S = 64, ITERS = 16 };
+  mlxrt_error err = {{0}};
+  void *st = cudab_stream(cu);
+  const int64_t ring = (int64_t)WIN + ACCEL_RING_SLACK, kvd = (int64_t)NKV * HD, lane = ring * kvd, qd = (int64_t)NQ * HD;
+  const dk_kv_layout L = dk_kv_plain(NKV, HD);
+  uint16_t *kc = NULL, *vc = NULL, *att = NULL, *att2 = NULL;
+  float *q = NULL;
+  int *slots = NULL, *pos = NULL;
+  uint64_t rng = 99;
+  const size_t cache = (size_t)(S * lane);
+  uint16_t *h = malloc(cache * 2);
+  float *hq = malloc((size_t)(S * qd) * 4);
+  int *hs = malloc((size_t)ITERS * S * 4), *hp = malloc((size_t)S * 4);
+  for (size_t i = 0; i < cache; i++) h[i] = mx_f32_to_bf16((float)(rng_unit(&rng) * 2 - 1));
+  for (int64_t i = 0; i < S * qd; i++) hq[i] = (float)(rng_unit(&rng) * 4 - 2);
+  for (int z = 0; z < S; z++) hp[z] = 512 + (z * 37) % 128;
+  TRY(rt_malloc((void **)&kc, cache * 2, &err) || rt_malloc((void **)&vc, cache * 2, &err) ||
+      rt_malloc((void **)&att, (size_t)(S * qd) * 2, &err) || rt_malloc((void **)&att2, (size_t)(S * qd) * 2, &err) ||
+      rt_malloc((void **)&q, (size_t)(S * qd) * 4, &err) || rt_malloc((void **)&slots, (size_t)ITERS * S * 4, &err) ||
+      rt_malloc((void **)&pos, (size_t)S * 4, &err) || rt_h2d(kc, h, cache * 2, st, &err));
+  for (size_t i = 0; i < cache; i++) h[i] = mx_f32_to_bf16((float)(rng_unit(&rng) * 2 - 1));
+  TRY(rt_h2d(vc, h, cache * 2, st, &err) || rt_h2d(q, hq, (size_t)(S * qd) * 4, st, &err) ||
+      rt_h2d(pos, hp, (size_t)S * 4, st, &err) || rt_stream_sync(st, &err));
+  const float scale = 1.0f / 16.0f;
+  printf("\nthe sliding layer's attention (positions 512-639, live K and V rows):\n"
+         "| B | cluster us | GB/s | stream us | GB/s | %% of read | stream / cluster |\n"
+         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  uint16_t *o1 = malloc((size_t)(S * qd) * 2), *o2 = malloc((size_t)(S * qd) * 2);
+  void *e0 = NULL, *e1 = NULL;
+  TRY(rt_event_create(&e0, &err) || rt_event_create(&e1, &err));
+  for (int b = 0; b < nb; b++) {
+    const int B = bs[b] < S ? bs[b] : S;
+    double bytes = 0;
+    for (int i = 0; i < ITERS; i++)
+      for (int z = 0; z < B; z++) {
+        const int sl = (i * B + z) % S;
+        hs[i * S + z] = sl;
+        bytes += (double)(hp[z] + 1) * NKV * HD * 2 * 2; /* row z sits at position hp[z] */
+      }
+    bytes /= ITERS;
+    TRY(rt_h2d(slots, hs, (size_t)ITERS * S * 4, st, &err));
+    /* the check: the streaming kernel against the cluster kernel on the first launch's rows */
+    const dk_rows rw0 = {slots, lane, qd, qd};
+    TRY(rt_status(dk_attention_cluster_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, WIN, 1, att, NULL, 0, NULL,
+                                            NULL, NULL, &rw0, B, st), "cluster", &err) ||
+        rt_status(dk_attention_stream_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, WIN, att2, &rw0, B, st),
+                  "stream", &err) ||
+        rt_d2h(o1, att, (size_t)(B * qd) * 2, st, &err) || rt_d2h(o2, att2, (size_t)(B * qd) * 2, st, &err) ||
+        rt_stream_sync(st, &err));
+    for (int64_t hh = 0; hh < (int64_t)B * NQ; hh++) {
+      float mx = 0, worst = 0;
+      for (int d = 0; d < HD; d++) mx = fmaxf(mx, fabsf(mx_bf16_to_f32(o1[hh * HD + d])));
+      for (int d = 0; d < HD; d++) {
+        const float e = fabsf(mx_bf16_to_f32(o2[hh * HD + d]) - mx_bf16_to_f32(o1[hh * HD + d]));
+        worst = e > worst || e != e ? (e != e ? INFINITY : e) : worst;
+      }
+      if (!(worst <= 0.01f * mx)) {
+        printf("FAIL attention: B %d, row %d head %d: the streaming kernel differs by %g (max |att| %g)\n", B,
+               (int)(hh / NQ), (int)(hh % NQ), worst, mx);
+        *bad = 1;
+        break;
+      }
+    }
+    double us[2];
+    for (int k = 0; k < 2; k++) {
+      int rc = rt_graph_begin(st, &err);
+      for (int i = 0; i < ITERS && !rc; i++) {
+        const dk_rows rw = {slots + i * S, lane, qd, qd};
+        rc = k == 0 ? dk_attention_cluster_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, WIN, 1, att, NULL, 0, NULL,
+                                                NULL, NULL, &rw, B, st)
+                    : dk_attention_stream_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, WIN, att, &rw, B, st);
+      }
+      float t;
+      TRY(graph_median_us(st, rc, ITERS, e0, e1, &t, &err));
+      us[k] = t;
+    }
+    const double g0 = bytes / (us[0] * 1e-6) / 1e9, g1 = bytes / (us[1] * 1e-6) / 1e9;
+    printf("| %d | %.1f | %.0f | %.1f | %.0f | %.1f | %.3f |\n", B, us[0], g0, us[1], g1, 100.0 * g1 / bw,
+           us[1] / us[0]);
+  }
+  rt_event_destroy(e0);
+  rt_event_destroy(e1);
+  void *dv[] = {kc, vc, att, att2, q, slots, pos};
+  for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) rt_free(dv[i]);
+  free(h);
+  free(hq);
+  free(hs);
+  free(hp);
+  free(o1);
+  free(o2);
+  return 0;
+}
 
 int main(int argc, char **argv) {
   const char *blist = "1,4,16,64";
@@ -195,7 +323,6 @@ int main(int argc, char **argv) {
       for (int k = 0; k < NK; k++) { /* 0: the mat-vec's batch kernel, 1: ck_qmm_rows, 2..: ck_qmm_wg */
         const int B = bs[b], nzb = (B + 7) / 8, nbb = B >= 8 ? 8 : B < 2 ? 2 : B;
         if (k >= 2) TRY(rt_status(ck_xprep_wg(L[0], x, B, xw, xexp_w, pmax, st), "wg prep", &err));
-        void *graph = NULL;
         int rc = rt_graph_begin(st, &err);
         for (int i = 0; i < iters && !rc; i++) {
           const ck_layout *Li = L[i % copies];
@@ -203,24 +330,11 @@ int main(int argc, char **argv) {
                : k == 1 ? ck_qmm_rows(Li, B, ks, xp, xs, xexp, y, sh->rows, part, cnt, st)
                         : ck_qmm_wg(Li, B, ks, xw, xexp_w, y, sh->rows, part, cnt, st);
         }
-        mlxrt_error e2;
-        if (rt_graph_end(st, &graph, rc ? &e2 : &err) || rc) {
-          rt_graph_destroy(graph);
-          TRY(1);
-        }
-        float t[5];
-        for (int r = -1; r < 5; r++) {
-          float ms;
-          TRY(rt_event_record(e0, st, &err) || rt_graph_launch(graph, st, &err) || rt_event_record(e1, st, &err) ||
-              rt_event_ms(e0, e1, &ms, &err));
-          if (r >= 0) t[r] = ms * 1000.0f / (float)iters;
-        }
-        rt_graph_destroy(graph);
-        qsort(t, 5, sizeof *t, cmp_float);
-        const double gbs = (double)wbytes / (t[2] * 1e-6) / 1e9;
-        const char *kname = knames[k];
-        printf("| %s | %d | %s | %.1f | %.0f | %.1f |\n", sh->name, B, kname, t[2], gbs, 100.0 * gbs / bw);
-        step_us[b][k] += t[2];
+        float us;
+        TRY(graph_median_us(st, rc, iters, e0, e1, &us, &err));
+        const double gbs = (double)wbytes / (us * 1e-6) / 1e9;
+        printf("| %s | %d | %s | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], us, gbs, 100.0 * gbs / bw);
+        step_us[b][k] += us;
       }
     rt_event_destroy(e0);
     rt_event_destroy(e1);
@@ -238,6 +352,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < NK; k++) printf(" %.1f |", step_us[b][k]);
     printf("\n");
   }
+  if (attention_rows(cu, bs, nb, bw, &bad)) bad = 1;
   accel_destroy(cu);
   printf("rows-bench: %s\n", bad ? "FAIL" : "ok");
   return bad;

@@ -104,15 +104,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(AT_THREADS)
                              const int *pos_p, int window, int kpb, uint16_t *att, float *amax, int namax,
                              float *bmax, unsigned *count, dk_att_prep prep, dk_rows rw) {
   cg::cluster_group cl = cg::this_cluster();
-  if (rw.slot) { /* a batched step's row z: its queries, its slot's cache, its position, its output */
-    const int z = (int)blockIdx.z;
-    const int64_t sl = rw.slot[z];
-    q += z * rw.in;
-    kc += sl * rw.kv;
-    vc += sl * rw.kv;
-    pos_p += z;
-    att += z * rw.out;
-  }
+  if (rw.slot) at_row_move(rw, (int)blockIdx.z, q, kc, vc, pos_p, att);
   CK_DYNAMIC_SHARED(float4, sm4);
   float *qs = reinterpret_cast<float *>(sm4), *ps = qs + REP * hd, *red = ps + REP * kpb;
   float *st_m = red + REP * 32, *st_l = st_m + REP, *gm = st_l + REP, *ginv = gm + REP;

@@ -49,6 +49,18 @@ __device__ __forceinline__ int live_splits(int pos, int window, at_splits sp) {
   return live < sp.n ? live : sp.n;
 }
 
+/* A batched step's row z (kv_layout.h dk_rows): its queries, its slot's cache, its position and
+ * its output. */
+__device__ __forceinline__ void at_row_move(const dk_rows &rw, int z, const float *&q, const uint16_t *&kc,
+                                            const uint16_t *&vc, const int *&pos, uint16_t *&att) {
+  const int64_t sl = rw.slot[z];
+  q += z * rw.in;
+  kc += sl * rw.kv;
+  vc += sl * rw.kv;
+  pos += z;
+  att += z * rw.out;
+}
+
 /* Eight bf16 values packed in u as floats. */
 __device__ __forceinline__ void unpack8(uint4 u, float *f) {
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};

@@ -335,7 +335,11 @@ static int bt_layers(accel_decoder *D, int T, mlxrt_error *err) {
                                    y->own ? B->vc[i] : NULL, &qr, T, st),
                   "q/k/v norm+rope", err) ||
         cprof_mark(C, "batch: attention", err) ||
-        rt_status(y->lkeys ? dk_attention_cluster_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale,
+        rt_status(y->lkeys && T >= STREAM_ATT_MIN &&
+                          dk_attention_stream_fits(nq, y->nkv, y->hd, y->kv, y->window, y->lkeys)
+                      ? dk_attention_stream_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale,
+                                                 B->pos, y->window, y->lkeys, B->attb, &ar, T, st)
+                  : y->lkeys ? dk_attention_cluster_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale,
                                                        B->pos, y->window, y->lkeys, 1, B->attb, NULL, 0, NULL, NULL,
                                                        NULL, &ar, T, st)
                            : dk_attention_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale, B->pos, y->window,

@@ -87,6 +87,10 @@
 /* From WG_MIN rows on (ROWS_MIN); fewer take ck_qmv_rows: the whole step at B = 4 ran 266.4
  * t/s through this kernel against 269.9 through that one (H100, same call). */
 #define WG_MIN ROWS_MIN
+/* From STREAM_ATT_MIN rows on, a batched step's attention over a layer's whole key range (the
+ * sliding rings) streams each row and KV head through one block (attention_stream.cu); fewer rows
+ * take the one-launch cluster kernel, whose clusters split a row's keys over 16 blocks. */
+#define STREAM_ATT_MIN ROWS_MIN
 
 /* ---- the KV cache (cuda_decoder.c) ------------------------------------------------------ */
 /* Positions backed by pages beyond the last one fed: the attention kernels read whole tiles
