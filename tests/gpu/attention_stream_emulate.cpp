@@ -3,7 +3,8 @@
  * fibers (tests/gpu/emu): a check of the kernel's logic on a machine without a GPU — the ring of
  * staged chunks (K chunks, then V chunks, each stage reused on its mbarrier's next phase, the
  * copies of the keys before the newest issued ahead of the predecessor wait), the sliding ring's
- * slots, GQA, the p·v groups and the rows' slots and positions. Three kinds of case:
+ * slots, GQA, the p·v groups, the K-from-V layout, scores in global scratch, and the rows' slots
+ * and positions. Three kinds of case:
  *   - structure: q = 0 and one-hot V (key j → dim j mod hd), so every p is the same bf16(1/n)
  *     and each output is exactly (live keys on that dim) · p: every live key read once, no other;
  *   - values: random q, K, V against a direct attention with the reference path's rounding
@@ -39,6 +40,7 @@ struct Case {
   int rep, nkv, hd, window, keys; /* keys: the call's key bound (the window, or the capacity) */
   std::vector<int> pos;           /* one row per position, on slots in reverse order */
   bool structure;
+  int vr = 0; /* > 0: the cache in the K-from-V layout (kv_layout.h) with vr moved pairs per half */
 };
 
 static int run_case(const Case &c) {
@@ -64,12 +66,32 @@ static int run_case(const Case &c) {
             ck_f32_to_bf16(c.structure ? (d == (int)(j % hd) && j <= p ? 1.0f : 0.0f) : unit() * 2 - 1);
       }
   }
-  const dk_kv_layout L = dk_kv_plain(c.nkv, hd);
-  const int64_t qd = (int64_t)nq * hd;
-  const dk_rows rw = {slot.data(), lane, qd, qd};
+  /* K from V: one array in that layout (its own slot pitch), each head's row K at the moved dims
+   * and V at the others, V's moved dims in the tail; K takes V's values at the unmoved dims, so
+   * the direct attention on the plain arrays reads what the kernel reads */
+  const dk_kv_layout L = c.vr ? dk_kv_from_v(c.nkv, hd, c.vr) : dk_kv_plain(c.nkv, hd);
+  const int64_t clane = slots * L.ps + 64;
+  std::vector<uint16_t> C;
+  if (c.vr) {
+    C.assign((size_t)(R * clane), 0x7fc1); /* NaN where nothing should read */
+    for (int64_t sl = 0; sl < R * slots; sl++) {
+      const int64_t zs = sl / slots, ps = sl % slots;
+      for (int g = 0; g < c.nkv; g++)
+        for (int d = 0; d < hd; d++) {
+          const size_t i = (size_t)(zs * lane + ps * kvd + (int64_t)g * hd + d);
+          if (!dk_kv_moved(L, hd, d)) K[i] = V[i];
+          C[(size_t)(zs * clane + ps * L.ps + (int64_t)g * hd + d)] = K[i];
+          C[(size_t)(zs * clane + ps * L.ps + dk_kv_vcol(L, c.nkv, hd, g, d))] = V[i];
+        }
+    }
+  }
+  const uint16_t *kc = c.vr ? C.data() : K.data(), *vc = c.vr ? C.data() : V.data();
+  const int64_t qd = (int64_t)nq * hd, pitch = c.vr ? clane : lane;
+  const dk_rows rw = {slot.data(), pitch, qd, qd};
   std::vector<uint16_t> att((size_t)(R * qd), 0xffff);
-  int rc = dk_attention_stream_rows(q.data(), K.data(), V.data(), nq, c.nkv, hd, L, scale, pos.data(), c.window,
-                                    c.keys, att.data(), &rw, R, NULL);
+  std::vector<float> scores((size_t)(R * nq) * c.keys, NAN);
+  int rc = dk_attention_stream_rows(q.data(), kc, vc, nq, c.nkv, hd, L, scale, pos.data(), c.window, c.keys,
+                                    scores.data(), att.data(), &rw, R, NULL);
   if (rc) {
     printf("FAIL launch rc=%d (rep %d nkv %d hd %d keys %d)\n", rc, c.rep, c.nkv, hd, c.keys);
     return 1;
@@ -98,10 +120,10 @@ static int run_case(const Case &c) {
   /* each row alone, on its slot, bit for bit; then the rows reversed */
   std::vector<uint16_t> one((size_t)qd);
   for (int z = 0; z < R && !bad; z++) {
-    const dk_rows r1 = {&slot[(size_t)z], lane, qd, qd};
+    const dk_rows r1 = {&slot[(size_t)z], pitch, qd, qd};
     std::fill(one.begin(), one.end(), (uint16_t)0xffff);
-    rc = dk_attention_stream_rows(q.data() + z * qd, K.data(), V.data(), nq, c.nkv, hd, L, scale, &pos[(size_t)z],
-                                  c.window, c.keys, one.data(), &r1, 1, NULL);
+    rc = dk_attention_stream_rows(q.data() + z * qd, kc, vc, nq, c.nkv, hd, L, scale, &pos[(size_t)z], c.window,
+                                  c.keys, scores.data(), one.data(), &r1, 1, NULL);
     if (rc || memcmp(one.data(), att.data() + z * qd, (size_t)qd * 2)) {
       printf("  row %d (slot %d, position %d) differs from its launch alone\n", z, slot[(size_t)z], pos[(size_t)z]);
       bad = 1;
@@ -115,10 +137,10 @@ static int run_case(const Case &c) {
       memcpy(&qr[(size_t)(w * qd)], &q[(size_t)(z * qd)], (size_t)qd * 4);
       sr[(size_t)w] = slot[(size_t)z], pr[(size_t)w] = pos[(size_t)z];
     }
-    const dk_rows rr = {sr.data(), lane, qd, qd};
+    const dk_rows rr = {sr.data(), pitch, qd, qd};
     std::vector<uint16_t> ar(att.size(), 0xffff);
-    rc = dk_attention_stream_rows(qr.data(), K.data(), V.data(), nq, c.nkv, hd, L, scale, pr.data(), c.window, c.keys,
-                                  ar.data(), &rr, R, NULL);
+    rc = dk_attention_stream_rows(qr.data(), kc, vc, nq, c.nkv, hd, L, scale, pr.data(), c.window, c.keys,
+                                  scores.data(), ar.data(), &rr, R, NULL);
     for (int z = 0; z < R && !rc; z++)
       if (memcmp(&ar[(size_t)((R - 1 - z) * qd)], &att[(size_t)(z * qd)], (size_t)qd * 2)) {
         printf("  row %d differs with the rows reversed\n", z);
@@ -126,9 +148,10 @@ static int run_case(const Case &c) {
       }
     bad |= rc != 0;
   }
-  printf("%s rep %d nkv %d hd %4d window %4d keys %4d rows %d (positions %d..%d) %-9s worst %.2e\n", bad ? "FAIL" : "ok  ",
-         c.rep, c.nkv, hd, c.window, c.keys, R, *std::min_element(pos.begin(), pos.end()),
-         *std::max_element(pos.begin(), pos.end()), c.structure ? "structure" : "values", worst);
+  printf("%s rep %d nkv %d hd %4d window %4d keys %4d rows %d (positions %d..%d) %-9s%s%s worst %.2e\n",
+         bad ? "FAIL" : "ok  ", c.rep, c.nkv, hd, c.window, c.keys, R, *std::min_element(pos.begin(), pos.end()),
+         *std::max_element(pos.begin(), pos.end()), c.structure ? "structure" : "values", c.vr ? " K from V" : "",
+         (int64_t)c.rep * c.keys * 4 > 32 * 1024 ? " global scores" : "", worst);
   return bad;
 }
 
@@ -153,12 +176,21 @@ int main(int argc, char **argv) {
       {2, 2, 32, 8, 8, {3, 40, 7}, false},
       {4, 1, 16, 8, 8, {0, 50, 9}, false},
       {2, 2, 64, 0, 300, {299, 64}, false},
+      /* the 31B's full layer (GQA 8, head dim 512, K from V, scores in global scratch) scaled
+       * down in heads, and the tiny fixtures' full layers */
+      {8, 1, 512, 0, 1100, {575, 1099, 40}, true, 64},
+      {8, 2, 512, 0, 1100, {575, 100}, false, 64},
+      {4, 2, 128, 0, 3000, {2999, 31}, false, 16},
+      {2, 2, 32, 0, 5000, {4000, 7}, false, 8},
+      {2, 2, 256, 0, 5000, {1200, 33}, false},
   };
   /* refusals: a layout the kernel does not read, a key bound below the window */
-  const int refused = dk_attention_stream_fits(4, 2, 256, dk_kv_from_v(2, 256, 16), 0, 256) ||
-                      dk_attention_stream_fits(4, 2, 256, dk_kv_plain(2, 256), 1024, 512) ||
-                      dk_attention_stream_fits(6, 2, 256, dk_kv_plain(2, 256), 0, 256) ||
-                      dk_attention_stream_fits(4, 2, 192, dk_kv_plain(2, 192), 0, 256);
-  if (refused) printf("FAIL a shape the kernel cannot run passed dk_attention_stream_fits\n");
+  const int refused = dk_attention_stream_fits(4, 2, 256, dk_kv_plain(2, 256), 1024, 512, 1) ||
+                      dk_attention_stream_fits(6, 2, 256, dk_kv_plain(2, 256), 0, 256, 1) ||
+                      dk_attention_stream_fits(4, 2, 192, dk_kv_plain(2, 192), 0, 256, 1) ||
+                      dk_attention_stream_fits(16, 2, 512, dk_kv_from_v(2, 512, 64), 0, 100000, 0) ||
+                      dk_attention_stream_fits(16, 2, 512, dk_kv_from_v(2, 512, 12), 0, 256, 1) ||
+                      !dk_attention_stream_fits(16, 2, 512, dk_kv_from_v(2, 512, 64), 0, 100000, 1);
+  if (refused) printf("FAIL dk_attention_stream_fits: a shape the kernel cannot run passed, or one it runs did not\n");
   return emu_run_cases(cases, run_case) || refused;
 }

@@ -7,11 +7,13 @@
  * bytes against the device's streaming read bandwidth measured in the same run. Before timing,
  * each shape's outputs are checked: the first rows of a B-row product bit-identical to the same
  * rows among ck_qmm_rows_max(), and ck_qmm_wg's within 1e-3 of the largest |y| of ck_qmm_rows'
- * (another summation order). Then the sliding layer's attention at B rows, positions 512–639
- * (the batched bench's): the one-launch cluster kernel (dk_attention_cluster_rows, clusters of
- * 16) and the streaming kernel (dk_attention_stream_rows), GB/s of the live K and V rows, the
- * rows on other slots each launch so that the cache comes from memory; the streaming kernel's
- * output checked against the cluster kernel's (each head within 1 % of its largest |value|).
+ * (another summation order). Then the attention of a sliding and of a full layer at B rows,
+ * positions 512–639 (the batched bench's) and for the full layer also 8192–8319: the kernels the
+ * batched step runs below 16 rows (the one-launch cluster kernel, dk_attention_cluster_rows, on
+ * the ring; the split passes, dk_attention_rows, on the full layer) and the streaming kernel
+ * (dk_attention_stream_rows), GB/s of the live K and V rows, the rows on other slots each launch
+ * so that the cache comes from memory; the streaming kernel's output checked against the other
+ * kernel's (each head within 1 % of its largest |value|).
  *   mlxrt-rows-bench [--batch 1,4,16,64] */
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@
 #include "base/error.h"
 #include "cuda_internal.h"
 #include "decode_kernels.h"
+#include "tuning.h"
 #include "gpu_test_util.h"
 
 static int cmp_float(const void *a, const void *b) {
@@ -69,16 +72,33 @@ typedef struct shape {
   int64_t rows, cols;
 } shape;
 
-/* The sliding layer's attention (31B: 32 query heads, 16 KV heads of 256, a ring of 1024) for B
- * rows on S slots: each of `iters` launches in one graph takes rows on other slots. */
-static int attention_rows(accel_backend *cu, const int *bs, int nb, double bw, int *bad) {
-  enum { NQ = 32, NKV = 16, HD = 256, WIN = 1024, S = 64, ITERS = 16 };
+/* A layer's attention for the bench: the 31B's sliding layer (32 query heads, 16 KV heads of 256,
+ * a ring of 1024, plain K and V; the old kernel the one-launch cluster kernel) or its full layer
+ * (4 KV heads of 512, K from V with 64 moved pairs, a capacity of cap positions, rows at
+ * positions depth … depth + 127; the old kernel the split passes as the batched step runs them). */
+typedef struct att_layer {
+  const char *name;
+  int nkv, hd, window, vr, depth;
+  int64_t cap;
+} att_layer;
+
+/* The layer's attention for B rows on S slots, the old kernel against the streaming one: each of
+ * ITERS launches in one graph takes rows on other slots, so that the cache comes from memory. */
+static int attention_rows(accel_backend *cu, const att_layer *ly, const int *bs, int nb, double bw, int *bad) {
+  enum { NQ = 32, S = 64, ITERS = 16 };
   mlxrt_error err = {{0}};
   void *st = cudab_stream(cu);
-  const int64_t ring = (int64_t)WIN + ACCEL_RING_SLACK, kvd = (int64_t)NKV * HD, lane = ring * kvd, qd = (int64_t)NQ * HD;
-  const dk_kv_layout L = dk_kv_plain(NKV, HD);
+  const int sms = cudab_device(cu)->sms, NKV = ly->nkv, HD = ly->hd, WIN = ly->window;
+  const dk_kv_layout L = ly->vr ? dk_kv_from_v(NKV, HD, ly->vr) : dk_kv_plain(NKV, HD);
+  const int64_t slots_per = WIN > 0 ? (int64_t)WIN + ACCEL_RING_SLACK : ly->cap, lane = slots_per * L.ps;
+  const int64_t qd = (int64_t)NQ * HD, keys = WIN > 0 ? WIN : ly->cap;
+  /* the split passes' shape in the batched step (bt_splits) */
+  int splits = (int)((ly->cap + BATCH_SPLIT_KEYS - 1) / BATCH_SPLIT_KEYS), cap_sp = (SPLIT_BLOCKS_PER_SM * sms + NKV - 1) / NKV;
+  if (splits > cap_sp) splits = cap_sp;
+  if (splits > MAX_SPLITS) splits = MAX_SPLITS;
   uint16_t *kc = NULL, *vc = NULL, *att = NULL, *att2 = NULL;
-  float *q = NULL;
+  float *q = NULL, *scores = NULL, *smax = NULL, *ssum = NULL, *pacc = NULL;
+  unsigned *counts = NULL;
   int *slots = NULL, *pos = NULL;
   uint64_t rng = 99;
   const size_t cache = (size_t)(S * lane);
@@ -87,37 +107,51 @@ static int attention_rows(accel_backend *cu, const int *bs, int nb, double bw, i
   int *hs = malloc((size_t)ITERS * S * 4), *hp = malloc((size_t)S * 4);
   for (size_t i = 0; i < cache; i++) h[i] = mx_f32_to_bf16((float)(rng_unit(&rng) * 2 - 1));
   for (int64_t i = 0; i < S * qd; i++) hq[i] = (float)(rng_unit(&rng) * 4 - 2);
-  for (int z = 0; z < S; z++) hp[z] = 512 + (z * 37) % 128;
-  TRY(rt_malloc((void **)&kc, cache * 2, &err) || rt_malloc((void **)&vc, cache * 2, &err) ||
-      rt_malloc((void **)&att, (size_t)(S * qd) * 2, &err) || rt_malloc((void **)&att2, (size_t)(S * qd) * 2, &err) ||
-      rt_malloc((void **)&q, (size_t)(S * qd) * 4, &err) || rt_malloc((void **)&slots, (size_t)ITERS * S * 4, &err) ||
-      rt_malloc((void **)&pos, (size_t)S * 4, &err) || rt_h2d(kc, h, cache * 2, st, &err));
-  for (size_t i = 0; i < cache; i++) h[i] = mx_f32_to_bf16((float)(rng_unit(&rng) * 2 - 1));
-  TRY(rt_h2d(vc, h, cache * 2, st, &err) || rt_h2d(q, hq, (size_t)(S * qd) * 4, st, &err) ||
-      rt_h2d(pos, hp, (size_t)S * 4, st, &err) || rt_stream_sync(st, &err));
+  for (int z = 0; z < S; z++) hp[z] = ly->depth + (z * 37) % 128;
+  TRY(rt_malloc((void **)&kc, cache * 2, &err) || rt_malloc((void **)&att, (size_t)(S * qd) * 2, &err) ||
+      rt_malloc((void **)&att2, (size_t)(S * qd) * 2, &err) || rt_malloc((void **)&q, (size_t)(S * qd) * 4, &err) ||
+      rt_malloc((void **)&scores, (size_t)(S * NQ * keys) * 4, &err) ||
+      rt_malloc((void **)&smax, (size_t)(S * NQ * splits) * 4, &err) ||
+      rt_malloc((void **)&ssum, (size_t)(S * NQ * splits) * 4, &err) ||
+      rt_malloc((void **)&pacc, (size_t)(S * NQ * splits * HD) * 4, &err) ||
+      rt_malloc((void **)&counts, (size_t)(S * NQ) * 4, &err) || rt_memset(counts, 0, (size_t)(S * NQ) * 4, st, &err) ||
+      rt_malloc((void **)&slots, (size_t)ITERS * S * 4, &err) || rt_malloc((void **)&pos, (size_t)S * 4, &err) ||
+      rt_h2d(kc, h, cache * 2, st, &err));
+  vc = kc;
+  if (!ly->vr) {
+    for (size_t i = 0; i < cache; i++) h[i] = mx_f32_to_bf16((float)(rng_unit(&rng) * 2 - 1));
+    TRY(rt_malloc((void **)&vc, cache * 2, &err) || rt_h2d(vc, h, cache * 2, st, &err));
+  }
+  TRY(rt_h2d(q, hq, (size_t)(S * qd) * 4, st, &err) || rt_h2d(pos, hp, (size_t)S * 4, st, &err) ||
+      rt_stream_sync(st, &err));
   const float scale = 1.0f / 16.0f;
-  printf("\nthe sliding layer's attention (positions 512-639, live K and V rows):\n"
-         "| B | cluster us | GB/s | stream us | GB/s | %% of read | stream / cluster |\n"
-         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  printf("\n%s, positions %d-%d (live K and V bytes; old: %s):\n"
+         "| B | old us | GB/s | stream us | GB/s | %% of read | stream / old |\n"
+         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+         ly->name, ly->depth, ly->depth + 127, WIN > 0 ? "the cluster kernel" : "the split passes");
   uint16_t *o1 = malloc((size_t)(S * qd) * 2), *o2 = malloc((size_t)(S * qd) * 2);
   void *e0 = NULL, *e1 = NULL;
   TRY(rt_event_create(&e0, &err) || rt_event_create(&e1, &err));
+#define OLD_ATT(RW)                                                                                                  \
+  (WIN > 0 ? dk_attention_cluster_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, WIN, 1, att, NULL, 0, NULL, NULL, \
+                                       NULL, RW, B, st)                                                              \
+           : dk_attention_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, splits, BATCH_SPLIT_KEYS, 0, ly->cap,     \
+                               scores, smax, ssum, pacc, counts, att, NULL, 0, RW, B, st))
   for (int b = 0; b < nb; b++) {
     const int B = bs[b] < S ? bs[b] : S;
     double bytes = 0;
     for (int i = 0; i < ITERS; i++)
       for (int z = 0; z < B; z++) {
-        const int sl = (i * B + z) % S;
-        hs[i * S + z] = sl;
-        bytes += (double)(hp[z] + 1) * NKV * HD * 2 * 2; /* row z sits at position hp[z] */
+        hs[i * S + z] = (i * B + z) % S;
+        const int live = WIN > 0 && hp[z] + 1 > WIN ? WIN : hp[z] + 1; /* row z sits at position hp[z] */
+        bytes += (double)live * NKV * (2 * HD + (ly->vr ? 2 * ly->vr - HD : 0)) * 2;
       }
     bytes /= ITERS;
     TRY(rt_h2d(slots, hs, (size_t)ITERS * S * 4, st, &err));
-    /* the check: the streaming kernel against the cluster kernel on the first launch's rows */
+    /* the check: the streaming kernel against the old one on the first launch's rows */
     const dk_rows rw0 = {slots, lane, qd, qd};
-    TRY(rt_status(dk_attention_cluster_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, WIN, 1, att, NULL, 0, NULL,
-                                            NULL, NULL, &rw0, B, st), "cluster", &err) ||
-        rt_status(dk_attention_stream_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, WIN, att2, &rw0, B, st),
+    TRY(rt_status(OLD_ATT(&rw0), "old attention", &err) ||
+        rt_status(dk_attention_stream_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, keys, scores, att2, &rw0, B, st),
                   "stream", &err) ||
         rt_d2h(o1, att, (size_t)(B * qd) * 2, st, &err) || rt_d2h(o2, att2, (size_t)(B * qd) * 2, st, &err) ||
         rt_stream_sync(st, &err));
@@ -129,32 +163,31 @@ static int attention_rows(accel_backend *cu, const int *bs, int nb, double bw, i
         worst = e > worst || e != e ? (e != e ? INFINITY : e) : worst;
       }
       if (!(worst <= 0.01f * mx)) {
-        printf("FAIL attention: B %d, row %d head %d: the streaming kernel differs by %g (max |att| %g)\n", B,
+        printf("FAIL %s: B %d, row %d head %d: the streaming kernel differs by %g (max |att| %g)\n", ly->name, B,
                (int)(hh / NQ), (int)(hh % NQ), worst, mx);
         *bad = 1;
         break;
       }
     }
-    double us[2];
+    float us[2];
     for (int k = 0; k < 2; k++) {
       int rc = rt_graph_begin(st, &err);
       for (int i = 0; i < ITERS && !rc; i++) {
         const dk_rows rw = {slots + i * S, lane, qd, qd};
-        rc = k == 0 ? dk_attention_cluster_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, WIN, 1, att, NULL, 0, NULL,
-                                                NULL, NULL, &rw, B, st)
-                    : dk_attention_stream_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, WIN, att, &rw, B, st);
+        rc = k == 0 ? OLD_ATT(&rw)
+                    : dk_attention_stream_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, keys, scores, att, &rw, B, st);
       }
-      float t;
-      TRY(graph_median_us(st, rc, ITERS, e0, e1, &t, &err));
-      us[k] = t;
+      TRY(graph_median_us(st, rc, ITERS, e0, e1, &us[k], &err));
     }
     const double g0 = bytes / (us[0] * 1e-6) / 1e9, g1 = bytes / (us[1] * 1e-6) / 1e9;
     printf("| %d | %.1f | %.0f | %.1f | %.0f | %.1f | %.3f |\n", B, us[0], g0, us[1], g1, 100.0 * g1 / bw,
            us[1] / us[0]);
   }
+#undef OLD_ATT
   rt_event_destroy(e0);
   rt_event_destroy(e1);
-  void *dv[] = {kc, vc, att, att2, q, slots, pos};
+  if (vc != kc) rt_free(vc);
+  void *dv[] = {kc, att, att2, q, scores, smax, ssum, pacc, counts, slots, pos};
   for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) rt_free(dv[i]);
   free(h);
   free(hq);
@@ -352,7 +385,11 @@ int main(int argc, char **argv) {
     for (int k = 0; k < NK; k++) printf(" %.1f |", step_us[b][k]);
     printf("\n");
   }
-  if (attention_rows(cu, bs, nb, bw, &bad)) bad = 1;
+  const att_layer layers[] = {{"the sliding layer's attention", 16, 256, 1024, 0, 512, 0},
+                              {"the full layer's attention", 4, 512, 0, 64, 512, 8448},
+                              {"the full layer's attention, deep", 4, 512, 0, 64, 8192, 8448}};
+  for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
+    if (attention_rows(cu, &layers[i], bs, nb, bw, &bad)) bad = 1;
   accel_destroy(cu);
   printf("rows-bench: %s\n", bad ? "FAIL" : "ok");
   return bad;

@@ -1,5 +1,5 @@
 /* Decode attention for the many rows of a batched step: one block per row and KV head streaming
- * that row's K rows, then its V rows, through a ring of staged chunks (bulk copies, ST_STAGES
+ * that row's K rows, then its V rows, through a ring of staged chunks (bulk copies, 2 or 4
  * chunks of ST_CHUNK keys in flight), so that the memory pipe never waits on the block's
  * arithmetic. The one-launch cluster kernel (attention_cluster.cu) suits a few rows: its
  * clusters split a row's keys over 16 blocks, each staging its whole share before any
@@ -20,100 +20,133 @@
 
 #define ST_THREADS 256
 #define ST_WARPS (ST_THREADS / 32)
-#define ST_KPI 4                      /* keys per warp and score step */
-#define ST_CHUNK (ST_KPI * ST_WARPS)  /* keys per staged chunk: one score step of every warp */
-#define ST_STAGES 4                   /* chunks in flight */
+#define ST_KPI 4                     /* keys per warp and score step */
+#define ST_CHUNK (ST_KPI * ST_WARPS) /* keys per staged chunk: one score step of every warp */
+#define ST_SMEM_SCORES (32 * 1024) /* a row's scores beyond this many bytes live in global scratch */
 
 /* p·v: a thread takes st_dpt(hd) dims of a group's keys; hd / st_dpt(hd) threads cover a row, so
  * ST_THREADS · st_dpt(hd) / hd groups split each chunk's keys */
 __host__ __device__ constexpr int st_dpt(int hd) { return hd >= 32 ? 4 : 2; }
 __host__ __device__ constexpr int st_groups(int hd) { return ST_THREADS * st_dpt(hd) / hd; }
 
-/* Dynamic shared memory: the ring [ST_STAGES][ST_CHUNK][hd] bf16 (at the end the groups' p·v
- * partials [groups][REP][hd] floats), then floats q [REP][hd], scores and p [REP][keys], the
- * reductions' [REP][32], 1/total [REP], then the ring's mbarriers. */
-__host__ __device__ constexpr size_t st_ring_bytes(int rep, int hd) {
-  return (size_t)ST_STAGES * ST_CHUNK * hd * 2 > (size_t)st_groups(hd) * rep * hd * 4
-             ? (size_t)ST_STAGES * ST_CHUNK * hd * 2
-             : (size_t)st_groups(hd) * rep * hd * 4;
+/* The kernel's two forms: plain K and V with the scores in shared memory (the sliding rings), and
+ * the full form for K from V or scores in global scratch (a full layer's capacity), whose staged
+ * rows are longer (so fewer stages at head dim 512) and whose layout and pitch are run-time. */
+__host__ __device__ constexpr int st_stages(int hd, bool full) { return full && hd >= 512 ? 2 : 4; }
+
+/* A launch's shared-memory plan. A staged key row is rl = hd + 2·vr elements: the K row, and for
+ * V with K from V (kv_layout.h) the K row (V at the unmoved dims) and the tail of V's moved dims.
+ * Dynamic shared memory: the ring [stages][ST_CHUNK][rl] bf16 (at the end the groups' p·v
+ * partials [groups][rep][hd] floats), then floats q [rep][hd], the scores and p [rep][keys] unless
+ * they live in global scratch, the reductions' [rep][32], 1/total [rep]; then the mbarriers. */
+struct st_plan {
+  bool full, gscores;
+  int64_t ring, floats_off, bar_off, bytes;
+};
+static st_plan st_plan_for(int rep, int hd, int vr, int64_t keys) {
+  st_plan P;
+  P.gscores = (int64_t)rep * keys * 4 > ST_SMEM_SCORES;
+  P.full = P.gscores || vr > 0;
+  const int64_t stage = (int64_t)ST_CHUNK * (hd + 2 * vr) * 2, part = (int64_t)st_groups(hd) * rep * hd * 4;
+  const int stages = st_stages(hd, P.full);
+  P.ring = stages * stage > part ? stages * stage : part;
+  P.floats_off = P.ring;
+  const int64_t floats = (int64_t)rep * hd + (P.gscores ? 0 : (int64_t)rep * keys) + (int64_t)rep * 32 + rep;
+  P.bar_off = (P.floats_off + floats * 4 + 7) / 8 * 8;
+  P.bytes = P.bar_off + stages * 8;
+  return P;
 }
-__host__ __device__ constexpr size_t st_floats(int rep, int hd, int64_t keys) {
-  return (size_t)rep * hd + (size_t)rep * keys + (size_t)rep * 32 + (size_t)rep;
-}
-__host__ __device__ constexpr size_t st_bar_off(int rep, int hd, int64_t keys) {
-  return (st_ring_bytes(rep, hd) + st_floats(rep, hd, keys) * 4 + 7) / 8 * 8;
-}
-__host__ __device__ constexpr size_t st_smem_bytes(int rep, int hd, int64_t keys) {
-  return st_bar_off(rep, hd, keys) + ST_STAGES * 8;
-}
+
+struct StArgs {
+  const float *q;
+  const uint16_t *kc, *vc; /* with K from V one array: vc == kc */
+  int64_t ps;              /* elements between positions' rows */
+  int vr;                  /* K from V: moved pairs per half (0: plain) */
+  float scale;
+  const int *pos;
+  int window;
+  int64_t keys;  /* the most keys a row sees: the scores' pitch */
+  float *gsc;    /* (full form) the scores: row z's head h at gsc + (z·nq + h)·keys (NULL: shared) */
+  uint16_t *att;
+  dk_rows rw;
+  int64_t floats_off, bar_off;
+};
 
 /* grid (nkv, rows), ST_THREADS threads: row z's KV head g over the live keys [first, pos] of its
  * slot's cache. Items 0 … nc − 1 are the K chunks, nc … 2·nc − 1 the V chunks; item t goes to
- * stage t % ST_STAGES on its mbarrier's phase (t / ST_STAGES) & 1, and is issued once every warp
- * is done with item t − ST_STAGES. */
-template <int REP, int HD>
-__global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(const float *q, const uint16_t *kc,
-                                                                      const uint16_t *vc, int64_t ps, float scale,
-                                                                      const int *pos_p, int window, int keys,
-                                                                      uint16_t *att, dk_rows rw) {
+ * stage t % stages on its mbarrier's phase (t / stages) & 1, and is issued once every warp is
+ * done with item t − stages. */
+template <int REP, int HD, bool FULL>
+__global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(StArgs a) {
   constexpr int DPT = st_dpt(HD), TPC = HD / DPT, G = st_groups(HD), KPG = ST_CHUNK / G, NP = ST_KPI * REP;
   static_assert(ST_THREADS % TPC == 0 && G <= ST_CHUNK && ST_CHUNK % G == 0, "p·v groups");
   static_assert(NP <= 32, "one transposed warp sum per step");
-  const int g = (int)blockIdx.x;
-  at_row_move(rw, (int)blockIdx.y, q, kc, vc, pos_p, att);
+  constexpr int S = st_stages(HD, FULL);
+  const int g = (int)blockIdx.x, z = (int)blockIdx.y, nkv = (int)gridDim.x, vr = FULL ? a.vr : 0;
+  const float *q = a.q;
+  const uint16_t *kc = a.kc, *vc = a.vc;
+  const int *pos_p = a.pos;
+  uint16_t *att = a.att;
+  at_row_move(a.rw, z, q, kc, vc, pos_p, att);
+  const int64_t RL = FULL ? HD + 2 * vr : HD, keys = a.keys;
   CK_DYNAMIC_SHARED(float4, sm4);
   unsigned char *base = reinterpret_cast<unsigned char *>(sm4);
   uint16_t *ring = reinterpret_cast<uint16_t *>(base);
-  float *qs = reinterpret_cast<float *>(base + st_ring_bytes(REP, HD)), *sc = qs + REP * HD, *red = sc + (int64_t)REP * keys;
-  float *inv = red + REP * 32;
-  uint64_t *bar = reinterpret_cast<uint64_t *>(base + st_bar_off(REP, HD, keys));
+  float *qs = reinterpret_cast<float *>(base + a.floats_off);
+  float *gsc = FULL ? a.gsc : NULL;
+  float *sc = gsc ? gsc + ((int64_t)z * nkv + g) * REP * keys : qs + REP * HD;
+  float *red = qs + REP * HD + (gsc ? 0 : REP * keys), *inv = red + REP * 32;
+  uint64_t *bar = reinterpret_cast<uint64_t *>(base + a.bar_off);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   /* the position (and the slot) were written by the step's first copy or the last step's end,
    * long complete: the copies of keys before the newest go out before the wait */
-  const int pos = *pos_p, first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+  const int pos = *pos_p, window = a.window, first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
   const int n = pos - first + 1, nc = (n + ST_CHUNK - 1) / ST_CHUNK, items = 2 * nc;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < ST_STAGES; s++) mbar_init(&bar[s], 1);
+    for (int s = 0; s < S; s++) mbar_init(&bar[s], 1);
     mbar_init_fence();
   }
   __syncthreads();
-  /* item t's rows, one bulk copy per key by warp 0's lanes */
+  /* item t's rows by warp 0's lanes: a bulk copy per key of its K row, and for V its V row or,
+   * with K from V, its K row and its tail */
   auto issue = [&](int t) {
     const bool isv = t >= nc;
     const int c = isv ? t - nc : t, j0 = first + c * ST_CHUNK;
     const int cnt = pos + 1 - j0 < ST_CHUNK ? pos + 1 - j0 : ST_CHUNK;
-    uint64_t *b = &bar[t % ST_STAGES];
-    if (lane == 0) mbar_expect(b, (uint32_t)cnt * HD * 2);
+    uint64_t *b = &bar[t % S];
+    const bool tail = isv && vr > 0;
+    if (lane == 0) mbar_expect(b, (uint32_t)cnt * (HD + (tail ? 2 * vr : 0)) * 2);
     __syncwarp();
     if (lane < cnt) {
       const int j = j0 + lane;
       const int64_t s = window > 0 ? j % ck_ring(window) : j;
-      bulk_copy(ring + ((int64_t)(t % ST_STAGES) * ST_CHUNK + lane) * HD, (isv ? vc : kc) + s * ps + (int64_t)g * HD,
-                HD * 2, b);
+      uint16_t *dst = ring + ((int64_t)(t % S) * ST_CHUNK + lane) * RL;
+      bulk_copy(dst, (isv && !tail ? vc : kc) + s * a.ps + (int64_t)g * HD, HD * 2, b);
+      if (tail) bulk_copy(dst + HD, kc + s * a.ps + (int64_t)nkv * HD + (int64_t)2 * vr * g, 4 * vr, b);
     }
   };
-  const int pre = items < ST_STAGES ? items : ST_STAGES;
+  const int pre = items < S ? items : S;
   if (warp == 0)
     for (int t = 0; t < pre && t < nc - 1; t++) issue(t);
   ck_pdl_enter(); /* the newest row and the queries are the predecessor's */
   if (warp == 0)
     for (int t = nc - 1 > 0 ? nc - 1 : 0; t < pre; t++) issue(t);
 
-  const float bscale = rb(scale);
-  at_stage_q(q, g, REP, HD, scale, bscale, sm4 + st_ring_bytes(REP, HD) / 16);
+  const float bscale = rb(a.scale);
+  at_stage_q(q, g, REP, HD, a.scale, bscale, reinterpret_cast<float4 *>(qs));
   __syncthreads();
 
   /* scores: warp w takes keys 4w … 4w + 3 of each chunk (the cluster kernel's score step) */
   const int pl = lane / (32 / NP), pu = pl / REP, pr = pl % REP, pw = (lane & (32 / NP - 1)) == 0;
   float mxl = -INFINITY;
   for (int c = 0; c < nc; c++) {
-    mbar_wait(&bar[c % ST_STAGES], (uint32_t)(c / ST_STAGES) & 1u);
+    mbar_wait(&bar[c % S], (uint32_t)(c / S) & 1u);
     const int k0 = c * ST_CHUNK + ST_KPI * warp; /* this warp's first key, from `first` */
     if (k0 < n) {
-      const uint16_t *stage = ring + (int64_t)(c % ST_STAGES) * ST_CHUNK * HD;
+      const uint16_t *stage = ring + (int64_t)(c % S) * ST_CHUNK * RL;
       const uint16_t *kp[ST_KPI];
 #pragma unroll
-      for (int u = 0; u < ST_KPI; u++) kp[u] = stage + (int64_t)(ST_KPI * warp + (k0 + u < n ? u : 0)) * HD;
+      for (int u = 0; u < ST_KPI; u++) kp[u] = stage + (int64_t)(ST_KPI * warp + (k0 + u < n ? u : 0)) * RL;
       float dk[ST_KPI][REP];
       key_dots<REP, ST_KPI, true>(kp, qs, HD, (HD + 255) / 256, lane, dk);
       const float v = at_step_score<REP, ST_KPI>(dk, lane);
@@ -123,7 +156,7 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(const floa
       }
     }
     __syncthreads(); /* every warp is done with the stage */
-    if (warp == 0 && c + ST_STAGES < items) issue(c + ST_STAGES);
+    if (warp == 0 && c + S < items) issue(c + S);
   }
 
   /* the softmax over the row's keys (one block: its max and total are the row's) */
@@ -155,8 +188,14 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(const floa
   }
   __syncthreads();
 
-  /* Σ p·v: thread t owns dims d0 … d0 + DPT − 1 of group t / TPC's keys (KPG of each chunk) */
+  /* Σ p·v: thread t owns dims d0 … d0 + DPT − 1 of group t / TPC's keys (KPG of each chunk), read
+   * from the staged V row, or with K from V from the K row (unmoved dims) or the tail (moved) */
   const int grp = (int)threadIdx.x / TPC, d0 = ((int)threadIdx.x % TPC) * DPT;
+  int voff = d0;
+  if (vr > 0) {
+    const int h = HD / 2, m = d0 < h ? d0 : d0 - h;
+    if (m < vr) voff = HD + (d0 < h ? m : vr + m);
+  }
   float acc[REP][DPT];
 #pragma unroll
   for (int r = 0; r < REP; r++)
@@ -164,12 +203,12 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(const floa
     for (int i = 0; i < DPT; i++) acc[r][i] = 0.0f;
   for (int c = 0; c < nc; c++) {
     const int t = nc + c;
-    mbar_wait(&bar[t % ST_STAGES], (uint32_t)(t / ST_STAGES) & 1u);
-    const uint16_t *stage = ring + (int64_t)(t % ST_STAGES) * ST_CHUNK * HD;
+    mbar_wait(&bar[t % S], (uint32_t)(t / S) & 1u);
+    const uint16_t *stage = ring + (int64_t)(t % S) * ST_CHUNK * RL + voff;
     const int kb = c * ST_CHUNK + grp * KPG; /* the group's first key of the chunk, from `first` */
     float v[KPG][DPT];
 #pragma unroll
-    for (int u = 0; u < KPG; u++) load_n_shared(stage + (int64_t)(grp * KPG + u) * HD + d0, DPT, v[u]);
+    for (int u = 0; u < KPG; u++) load_n_shared(stage + (int64_t)(grp * KPG + u) * RL, DPT, v[u]);
 #pragma unroll
     for (int u = 0; u < KPG; u++) {
       if (kb + u >= n) break;
@@ -181,7 +220,7 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(const floa
       }
     }
     __syncthreads();
-    if (warp == 0 && t + ST_STAGES < items) issue(t + ST_STAGES);
+    if (warp == 0 && t + S < items) issue(t + S);
   }
   /* every copy has landed and been read: the ring holds the groups' partials, added in order */
   float *part = reinterpret_cast<float *>(ring);
@@ -198,53 +237,67 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(const floa
   }
 }
 
-extern "C" int dk_attention_stream_fits(int nq, int nkv, int hd, dk_kv_layout kv, int window, int64_t keys) {
+extern "C" int dk_attention_stream_fits(int nq, int nkv, int hd, dk_kv_layout kv, int window, int64_t keys,
+                                        int gscores) {
   const int rep = nkv > 0 ? nq / nkv : 0;
-  return nkv > 0 && nq % nkv == 0 && (rep == 1 || rep == 2 || rep == 4 || rep == 8) &&
-         (hd == 16 || hd == 32 || hd == 64 || hd == 128 || hd == 256 || hd == 512) && kv.vr == 0 && kv.kfmt == 0 && kv.ps >= (int64_t)nkv * hd &&
-         kv.ps % 8 == 0 && keys >= 1 && keys <= (1 << 20) && (window <= 0 || keys >= window) &&
-         st_smem_bytes(rep, hd, keys) <= 200 * 1024;
+  if (!(nkv > 0 && nq % nkv == 0 && (rep == 1 || rep == 2 || rep == 4 || rep == 8) &&
+        (hd == 16 || hd == 32 || hd == 64 || hd == 128 || hd == 256 || hd == 512) && kv.kfmt == 0 && kv.vr >= 0 &&
+        kv.vr % 8 == 0 && 2 * kv.vr <= hd && (kv.vr == 0 || hd % 16 == 0) &&
+        kv.ps >= (int64_t)nkv * (hd + 2 * kv.vr) && kv.ps % 8 == 0 && keys >= 1 && keys <= (1 << 30) &&
+        (window <= 0 || keys >= window)))
+    return 0;
+  const st_plan P = st_plan_for(rep, hd, kv.vr, keys);
+  return (!P.gscores || gscores) && P.bytes <= 200 * 1024;
 }
 
-template <int REP, int HD>
-static cudaError_t launch_stream(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int64_t ps,
-                                 float scale, const int *pos, int window, int keys, uint16_t *att, const dk_rows &rw,
-                                 int nrows, cudaStream_t st) {
-  const size_t smem = st_smem_bytes(REP, HD, keys);
-  auto fn = stream_attention_kernel<REP, HD>;
+template <int REP, int HD, bool FULL>
+static cudaError_t launch_stream(const StArgs &a, int nkv, int nrows, size_t smem, cudaStream_t st) {
+  auto fn = stream_attention_kernel<REP, HD, FULL>;
   static std::atomic<size_t> allowed{48 * 1024};
   if (smem > allowed.load()) {
     if (cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) return e;
     allowed.store(smem);
   }
-  return ck_launch(fn, dim3((unsigned)nkv, (unsigned)nrows), ST_THREADS, smem, st, q, kc, vc, ps, scale, pos, window,
-                   keys, att, rw);
+  return ck_launch(fn, dim3((unsigned)nkv, (unsigned)nrows), ST_THREADS, smem, st, a);
 }
 
+template <int REP, bool FULL>
+static cudaError_t launch_stream_hd(const StArgs &a, int hd, int nkv, int nrows, size_t smem, cudaStream_t st) {
+  switch (hd) {
+  case 16: return launch_stream<REP, 16, FULL>(a, nkv, nrows, smem, st);
+  case 32: return launch_stream<REP, 32, FULL>(a, nkv, nrows, smem, st);
+  case 64: return launch_stream<REP, 64, FULL>(a, nkv, nrows, smem, st);
+  case 128: return launch_stream<REP, 128, FULL>(a, nkv, nrows, smem, st);
+  case 256: return launch_stream<REP, 256, FULL>(a, nkv, nrows, smem, st);
+  default: return launch_stream<REP, 512, FULL>(a, nkv, nrows, smem, st);
+  }
+}
 template <int REP>
-static cudaError_t launch_stream_hd(const float *q, const uint16_t *kc, const uint16_t *vc, int nkv, int hd,
-                                    int64_t ps, float scale, const int *pos, int window, int keys, uint16_t *att,
-                                    const dk_rows &rw, int nrows, cudaStream_t st) {
-  if (hd == 16) return launch_stream<REP, 16>(q, kc, vc, nkv, ps, scale, pos, window, keys, att, rw, nrows, st);
-  if (hd == 32) return launch_stream<REP, 32>(q, kc, vc, nkv, ps, scale, pos, window, keys, att, rw, nrows, st);
-  if (hd == 64) return launch_stream<REP, 64>(q, kc, vc, nkv, ps, scale, pos, window, keys, att, rw, nrows, st);
-  if (hd == 128) return launch_stream<REP, 128>(q, kc, vc, nkv, ps, scale, pos, window, keys, att, rw, nrows, st);
-  if (hd == 256) return launch_stream<REP, 256>(q, kc, vc, nkv, ps, scale, pos, window, keys, att, rw, nrows, st);
-  return launch_stream<REP, 512>(q, kc, vc, nkv, ps, scale, pos, window, keys, att, rw, nrows, st);
+static cudaError_t launch_stream_rep(const StArgs &a, bool full, int hd, int nkv, int nrows, size_t smem,
+                                     cudaStream_t st) {
+  return full ? launch_stream_hd<REP, true>(a, hd, nkv, nrows, smem, st)
+              : launch_stream_hd<REP, false>(a, hd, nkv, nrows, smem, st);
 }
 
 extern "C" int dk_attention_stream_rows(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv,
                                         int hd, dk_kv_layout kv, float scale, const int *pos, int window,
-                                        int64_t keys, uint16_t *att, const dk_rows *rows, int nrows, void *stream) {
+                                        int64_t keys, float *scores, uint16_t *att, const dk_rows *rows, int nrows,
+                                        void *stream) {
   if (!q || !kc || !vc || !att || !pos || !rows || !rows->slot || nrows < 1 || nrows > 65535 ||
-      !dk_attention_stream_fits(nq, nkv, hd, kv, window, keys))
+      !dk_attention_stream_fits(nq, nkv, hd, kv, window, keys, scores != NULL) || (kv.vr > 0 && vc != kc))
     return (int)cudaErrorInvalidValue;
-  const int rep = nq / nkv, k = (int)keys;
+  const int rep = nq / nkv;
+  const st_plan P = st_plan_for(rep, hd, kv.vr, keys);
+  StArgs a = {};
+  a.q = q, a.kc = kc, a.vc = vc, a.ps = kv.ps, a.vr = kv.vr, a.scale = scale, a.pos = pos, a.window = window;
+  a.keys = keys, a.gsc = P.gscores ? scores : NULL, a.att = att, a.rw = *rows;
+  a.floats_off = P.floats_off, a.bar_off = P.bar_off;
   cudaStream_t st = (cudaStream_t)stream;
+  const size_t smem = (size_t)P.bytes;
   switch (rep) {
-  case 1: return (int)launch_stream_hd<1>(q, kc, vc, nkv, hd, kv.ps, scale, pos, window, k, att, *rows, nrows, st);
-  case 2: return (int)launch_stream_hd<2>(q, kc, vc, nkv, hd, kv.ps, scale, pos, window, k, att, *rows, nrows, st);
-  case 4: return (int)launch_stream_hd<4>(q, kc, vc, nkv, hd, kv.ps, scale, pos, window, k, att, *rows, nrows, st);
-  default: return (int)launch_stream_hd<8>(q, kc, vc, nkv, hd, kv.ps, scale, pos, window, k, att, *rows, nrows, st);
+  case 1: return (int)launch_stream_rep<1>(a, P.full, hd, nkv, nrows, smem, st);
+  case 2: return (int)launch_stream_rep<2>(a, P.full, hd, nkv, nrows, smem, st);
+  case 4: return (int)launch_stream_rep<4>(a, P.full, hd, nkv, nrows, smem, st);
+  default: return (int)launch_stream_rep<8>(a, P.full, hd, nkv, nrows, smem, st);
   }
 }

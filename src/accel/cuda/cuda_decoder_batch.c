@@ -311,6 +311,34 @@ static int bt_splits(const accel_decoder *D, const dec_layer *y) {
   return sp < y->splits ? (int)sp : y->splits;
 }
 
+/* Layer i's attention for the T rows: from STREAM_ATT_MIN rows (a full layer: from
+ * STREAM_FULL_BLOCKS rows × KV heads) a block per row and KV head streaming its keys (scores in
+ * B->scores where a row's do not fit shared memory); otherwise a layer whose whole key range fits
+ * one cluster (lkeys) through the one-launch cluster kernel and the others through the split
+ * passes. */
+static int bt_attention(accel_decoder *D, int i, int T, const dk_rows *ar, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  dec_batch *B = D->bt;
+  const dec_layer *y = &D->ly[i];
+  const int nq = d->n_heads;
+  const int64_t keys = y->lkeys ? y->lkeys : D->capacity;
+  void *st = D->stream;
+  if (T >= STREAM_ATT_MIN && (y->window > 0 || (int64_t)T * y->nkv >= STREAM_FULL_BLOCKS) &&
+      dk_attention_stream_fits(nq, y->nkv, y->hd, y->kv, y->window, keys, 1))
+    return rt_status(dk_attention_stream_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale, B->pos,
+                                              y->window, keys, B->scores, B->attb, ar, T, st),
+                     "attention", err);
+  if (y->lkeys)
+    return rt_status(dk_attention_cluster_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale,
+                                               B->pos, y->window, y->lkeys, 1, B->attb, NULL, 0, NULL, NULL, NULL, ar,
+                                               T, st),
+                     "attention", err);
+  return rt_status(dk_attention_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale, B->pos,
+                                     y->window, bt_splits(D, y), BATCH_SPLIT_KEYS, 0, D->capacity, B->scores, B->smax,
+                                     B->ssum, B->pacc, B->counts, B->attb, NULL, 0, ar, T, st),
+                   "attention", err);
+}
+
 /* Every layer for the T rows staged in B (tok, pos, slot); B->xb holds their final norms after. */
 static int bt_layers(accel_decoder *D, int T, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
@@ -335,17 +363,7 @@ static int bt_layers(accel_decoder *D, int T, mlxrt_error *err) {
                                    y->own ? B->vc[i] : NULL, &qr, T, st),
                   "q/k/v norm+rope", err) ||
         cprof_mark(C, "batch: attention", err) ||
-        rt_status(y->lkeys && T >= STREAM_ATT_MIN &&
-                          dk_attention_stream_fits(nq, y->nkv, y->hd, y->kv, y->window, y->lkeys)
-                      ? dk_attention_stream_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale,
-                                                 B->pos, y->window, y->lkeys, B->attb, &ar, T, st)
-                  : y->lkeys ? dk_attention_cluster_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale,
-                                                       B->pos, y->window, y->lkeys, 1, B->attb, NULL, 0, NULL, NULL,
-                                                       NULL, &ar, T, st)
-                           : dk_attention_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale, B->pos, y->window,
-                                    bt_splits(D, y), BATCH_SPLIT_KEYS, 0, D->capacity, B->scores, B->smax, B->ssum, B->pacc,
-                                    B->counts, B->attb, NULL, 0, &ar, T, st),
-                  "attention", err) ||
+        bt_attention(D, i, T, &ar, err) ||
         cprof_mark(C, "batch: o product", err) || bt_mv(D, &y->o, B->attb, T, B->y, H, err) ||
         cprof_mark(C, "batch: norms + residual", err) ||
         rt_status(pf_norm_rows(B->y, H, nrm + H, B->h, 0, 0.0f, nrm + 2 * (int64_t)H, B->xb, T, H, d->eps, st),

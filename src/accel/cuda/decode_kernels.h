@@ -138,14 +138,16 @@ int dk_attention_cluster_rows(const float *q, const uint16_t *kc, const uint16_t
 /* Decode attention for the nrows rows of a batched step (attention_stream.cu; rows as
  * dk_attention_cluster_rows'): a block per row and KV head streams the row's live K rows, then
  * its V rows, through stages of 32 keys copied ahead of the arithmetic, with dk_attention's
- * rounding points (the p·v sums grouped by key range). keys: the most keys a row can see (the
- * window, or the graph's bound; the scores of one row stay in shared memory). Plain bf16 K and V
- * only; dk_attention_stream_fits says whether a shape runs. A row's result does not depend on
+ * rounding points (the p·v sums grouped by key range). Plain or K-from-V bf16 rows (no
+ * compressed K). keys: the most keys a row can see (the window, or the capacity); a row's scores
+ * stay in shared memory up to 32 KB, beyond that in scores (row z's query head h at
+ * scores + (z·nq + h)·keys floats; NULL: such shapes refused). dk_attention_stream_fits says
+ * whether a shape runs (gscores: whether scores will be given). A row's result does not depend on
  * the other rows. */
-int dk_attention_stream_fits(int nq, int nkv, int hd, dk_kv_layout kv, int window, int64_t keys);
+int dk_attention_stream_fits(int nq, int nkv, int hd, dk_kv_layout kv, int window, int64_t keys, int gscores);
 int dk_attention_stream_rows(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
-                             dk_kv_layout kv, float scale, const int *pos, int window, int64_t keys, uint16_t *att,
-                             const dk_rows *rows, int nrows, void *stream);
+                             dk_kv_layout kv, float scale, const int *pos, int window, int64_t keys, float *scores,
+                             uint16_t *att, const dk_rows *rows, int nrows, void *stream);
 
 #ifdef __cplusplus
 }

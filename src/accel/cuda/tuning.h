@@ -87,10 +87,16 @@
 /* From WG_MIN rows on (ROWS_MIN); fewer take ck_qmv_rows: the whole step at B = 4 ran 266.4
  * t/s through this kernel against 269.9 through that one (H100, same call). */
 #define WG_MIN ROWS_MIN
-/* From STREAM_ATT_MIN rows on, a batched step's attention over a layer's whole key range (the
- * sliding rings) streams each row and KV head through one block (attention_stream.cu); fewer rows
- * take the one-launch cluster kernel, whose clusters split a row's keys over 16 blocks. */
+/* From STREAM_ATT_MIN rows on, a batched step's attention streams each row and KV head through
+ * one block (attention_stream.cu); fewer rows take the one-launch cluster kernel on the sliding
+ * rings (its clusters split a row's keys over 16 blocks) and the split passes on the full layers.
+ * A full layer's keys stream only from STREAM_FULL_BLOCKS blocks (rows × KV heads) on: its block
+ * reads K twice (K from V) and does GQA 8's arithmetic alone, so with fewer blocks the split
+ * passes win. The 31B's full layer on an H200 (µs, stream against split passes, B = 16 / 32 /
+ * 64): positions 512–639 124.7 / 127.3 / 163.4 against 87.1 / 156.8 / 290.4; positions
+ * 8192–8319 1566.6 / 1571.7 / 2078.6 against 697.2 / 1365.2 / 2691.6. */
 #define STREAM_ATT_MIN ROWS_MIN
+#define STREAM_FULL_BLOCKS 256
 
 /* ---- the KV cache (cuda_decoder.c) ------------------------------------------------------ */
 /* Positions backed by pages beyond the last one fed: the attention kernels read whole tiles
