@@ -7,7 +7,8 @@
  * bytes against the device's streaming read bandwidth measured in the same run. Before timing,
  * each shape's outputs are checked: the first rows of a B-row product bit-identical to the same
  * rows among ck_qmm_rows_max(), and ck_qmm_wg's within 1e-3 of the largest |y| of ck_qmm_rows'
- * (another summation order). Then the attention of a sliding and of a full layer at B rows,
+ * (another summation order). Beside them, as the reference, the one-sequence step's one-row kernel
+ * (ck_qmv) on one row. Then the attention of a sliding and of a full layer at B rows,
  * positions 512–639 (the batched bench's) and for the full layer also 8192–8319: the kernels the
  * batched step runs below 16 rows (the one-launch cluster kernel, dk_attention_cluster_rows, on
  * the ring; the split passes, dk_attention_rows, on the full layer) and the streaming kernel
@@ -255,6 +256,7 @@ int main(int argc, char **argv) {
   enum { NK = 3 };
   const char *knames[NK] = {"qmv_rows", "qmm_rows", "qmm_wg"};
   double step_us[16][NK] = {{0}}; /* [batch][kernel] sum over the four products */
+  double one_row_us = 0;          /* the one-row kernel's, the same sum */
   int bad = 0;
   printf("| product | B | kernel | us | GB/s | %% of read |\n| --- | ---: | --- | ---: | ---: | ---: |\n");
   for (int si = 0; si < nshape; si++) {
@@ -369,6 +371,18 @@ int main(int argc, char **argv) {
         printf("| %s | %d | %s | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], us, gbs, 100.0 * gbs / bw);
         step_us[b][k] += us;
       }
+    /* the reference: the one-sequence step's one-row kernel (x prepped once; in the step the
+     * producer of x writes its prep) */
+    {
+      TRY(rt_status(ck_xprep(L[0], x, 1, xp, xs, xexp, pmax, st), "one-row prep", &err));
+      int rc = rt_graph_begin(st, &err);
+      for (int i = 0; i < iters && !rc; i++) rc = ck_qmv(L[i % copies], 0, x, xp, xs, xexp, 1, y, sh->rows, st);
+      float us;
+      TRY(graph_median_us(st, rc, iters, e0, e1, &us, &err));
+      const double gbs = (double)wbytes / (us * 1e-6) / 1e9;
+      printf("| %s | 1 | qmv (one row) | %.1f | %.0f | %.1f |\n", sh->name, us, gbs, 100.0 * gbs / bw);
+      one_row_us += us;
+    }
     rt_event_destroy(e0);
     rt_event_destroy(e1);
     void *dv[] = {x, xp, xw, xexp_w, xs, pmax, y, part, cnt, xexp, zero};
@@ -385,6 +399,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < NK; k++) printf(" %.1f |", step_us[b][k]);
     printf("\n");
   }
+  printf("the one-sequence step's one-row kernel (ck_qmv, 1 row): %.1f us\n", one_row_us);
   const att_layer layers[] = {{"the sliding layer's attention", 16, 256, 1024, 0, 512, 0},
                               {"the full layer's attention", 4, 512, 0, 64, 512, 8448},
                               {"the full layer's attention, deep", 4, 512, 0, 64, 8192, 8448}};
