@@ -16,7 +16,8 @@
 #       layer on the GPU, a context of max(npl)·(p + n)) and mlxrt bench --batch.
 #     BEFORE="DIR ..." (other builds' mlxrt and plug-in): mlxrt bench alternates each DIR and BIN,
 #       ROUNDS times each (default 2), in the same call, for a change's A/B beside llama.cpp.
-#     PROFILE=1: then the batched step's pieces at the largest B (MLXRT_CUDA_PROFILE=1).
+#     PROFILE=1: then the batched step's pieces at the largest B (MLXRT_CUDA_PROFILE=1); PROFILE=4,16:
+#       at each B listed.
 #     KEEP_MODEL=1: the checkpoint and the GGUF stay in /dev/shm/mlxrt-batched for a later call on
 #       the same warm machine.
 #   The llama.cpp binary may be carried gzipped or xz-compressed (llama-batched-bench.gz / .xz).
@@ -78,11 +79,14 @@ else
   say "mlxrt bench --batch $NPL -p $NP -n $NG -r 2"
   "$BIN/mlxrt" bench -m "$MODELS/nvfp4" --backend cuda --batch "$NPL" -p "$NP" -n "$NG" -r 2 2>&1 | tee "$OUT/mlxrt-batched.txt"
 fi
-if [ -n "${PROFILE:-}" ]; then # the batched step's pieces at the largest B (MLXRT_CUDA_PROFILE=1: no graphs)
-  say "mlxrt bench --batch $MAXB -n 8, MLXRT_CUDA_PROFILE=1"
-  MLXRT_CUDA_PROFILE=1 "$BIN/mlxrt" bench -m "$MODELS/nvfp4" --backend cuda --batch "$MAXB" -p "$NP" -n 8 -r 1 \
-    >"$OUT/mlxrt-profile.txt" 2>&1 || true
-  grep "batch:" "$OUT/mlxrt-profile.txt" || tail -3 "$OUT/mlxrt-profile.txt"
+if [ -n "${PROFILE:-}" ]; then # the batched step's pieces (MLXRT_CUDA_PROFILE=1: no graphs)
+  [ "$PROFILE" = 1 ] && PROFILE=$MAXB
+  for b in ${PROFILE//,/ }; do
+    say "mlxrt bench --batch $b -n 8, MLXRT_CUDA_PROFILE=1"
+    MLXRT_CUDA_PROFILE=1 "$BIN/mlxrt" bench -m "$MODELS/nvfp4" --backend cuda --batch "$b" -p "$NP" -n 8 -r 1 \
+      >"$OUT/mlxrt-profile-$b.txt" 2>&1 || true
+    grep "batch:" "$OUT/mlxrt-profile-$b.txt" || tail -3 "$OUT/mlxrt-profile-$b.txt"
+  done
 fi
 [ -n "${KEEP_MODEL:-}" ] || rm -rf "$MODELS/nvfp4"
 wait "$GP" || { tail -5 "$WORK/gguf.log"; exit 1; }
