@@ -1,5 +1,6 @@
 /* mlxrt-rows-bench: the batched step's products alone, on the Gemma 4 31B's sliding-layer shapes
- * in nvfp4 (q|k|v, o, gate|up, down), at B rows: the warpgroup product the step runs (ck_qmm_wg,
+ * in nvfp4 (q|k|v, o, gate|up, down; then the full layer's q|k and o and the head, and the sum of
+ * a step's products), at B rows: the warpgroup product the step runs (ck_qmm_wg,
  * x laid out by ck_xprep_wg), ck_qmm_rows and the mat-vec's batch kernel (ck_qmv_rows, batches
  * of 8 side by side). Each product is timed in a
  * captured graph (as the decoder launches it: programmatic dependent launch), rotating over
@@ -71,6 +72,8 @@ static int graph_median_us(void *st, int rc, int iters, void *e0, void *e1, floa
 typedef struct shape {
   const char *name;
   int64_t rows, cols;
+  int per_step; /* times a step runs it (the 31B: 50 sliding layers, 10 full, the head once) */
+  int sliding;  /* one of a sliding layer's four products */
 } shape;
 
 /* A layer's attention for the bench: the 31B's sliding layer (32 query heads, 16 KV heads of 256,
@@ -235,11 +238,14 @@ int main(int argc, char **argv) {
     rt_event_destroy(e1);
   }
   printf("device: %d SMs, streaming read %.0f GB/s\n", dev.sms, bw);
-  const shape shapes[] = {{"q|k|v 5376->16384", 16384, 5376},
-                          {"o 8192->5376", 5376, 8192},
-                          {"gate|up 5376->43008", 43008, 5376},
-                          {"down 21504->5376", 5376, 21504}};
-  const int nshape = 4, RMAX = ck_qmm_rows_max();
+  const shape shapes[] = {{"q|k|v 5376->16384", 16384, 5376, 50, 1},
+                          {"o 8192->5376", 5376, 8192, 50, 1},
+                          {"gate|up 5376->43008", 43008, 5376, 60, 1},
+                          {"down 21504->5376", 5376, 21504, 60, 1},
+                          {"full q|k 5376->18432", 18432, 5376, 10, 0},
+                          {"full o 16384->5376", 5376, 16384, 10, 0},
+                          {"lm_head 5376->262144", 262144, 5376, 1, 0}};
+  const int nshape = (int)(sizeof shapes / sizeof shapes[0]), RMAX = ck_qmm_rows_max();
   int bs[16], nb = 0;
   for (const char *p = blist; *p && nb < 16;) {
     bs[nb] = atoi(p);
@@ -255,8 +261,9 @@ int main(int argc, char **argv) {
   uint64_t rng = 7;
   enum { NK = 3 };
   const char *knames[NK] = {"qmv_rows", "qmm_rows", "qmm_wg"};
-  double step_us[16][NK] = {{0}}; /* [batch][kernel] sum over the four products */
-  double one_row_us = 0;          /* the one-row kernel's, the same sum */
+  double step_us[16][NK] = {{0}}; /* [batch][kernel] sum over a sliding layer's four products */
+  double all_us[16][NK] = {{0}};  /* [batch][kernel] a step's products: each shape per_step times */
+  double one_row_us = 0, one_row_all = 0; /* the one-row kernel's, the same sums */
   int bad = 0;
   printf("| product | B | kernel | us | GB/s | %% of read |\n| --- | ---: | --- | ---: | ---: | ---: |\n");
   for (int si = 0; si < nshape; si++) {
@@ -369,7 +376,8 @@ int main(int argc, char **argv) {
         TRY(graph_median_us(st, rc, iters, e0, e1, &us, &err));
         const double gbs = (double)wbytes / (us * 1e-6) / 1e9;
         printf("| %s | %d | %s | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], us, gbs, 100.0 * gbs / bw);
-        step_us[b][k] += us;
+        if (sh->sliding) step_us[b][k] += us;
+        all_us[b][k] += sh->per_step * (double)us;
       }
     /* the reference: the one-sequence step's one-row kernel (x prepped once; in the step the
      * producer of x writes its prep) */
@@ -381,7 +389,8 @@ int main(int argc, char **argv) {
       TRY(graph_median_us(st, rc, iters, e0, e1, &us, &err));
       const double gbs = (double)wbytes / (us * 1e-6) / 1e9;
       printf("| %s | 1 | qmv (one row) | %.1f | %.0f | %.1f |\n", sh->name, us, gbs, 100.0 * gbs / bw);
-      one_row_us += us;
+      if (sh->sliding) one_row_us += us;
+      one_row_all += sh->per_step * (double)us;
     }
     rt_event_destroy(e0);
     rt_event_destroy(e1);
@@ -400,6 +409,15 @@ int main(int argc, char **argv) {
     printf("\n");
   }
   printf("the one-sequence step's one-row kernel (ck_qmv, 1 row): %.1f us\n", one_row_us);
+  printf("\na step's products (50 sliding and 10 full layers, the head), ms:\n| B |");
+  for (int k = 0; k < NK; k++) printf(" %s |", knames[k]);
+  printf("\n");
+  for (int b = 0; b < nb; b++) {
+    printf("| %d |", bs[b]);
+    for (int k = 0; k < NK; k++) printf(" %.2f |", all_us[b][k] / 1000.0);
+    printf("\n");
+  }
+  printf("the one-row kernel (1 row): %.2f ms\n", one_row_all / 1000.0);
   const att_layer layers[] = {{"the sliding layer's attention", 16, 256, 1024, 0, 512, 0},
                               {"the full layer's attention", 4, 512, 0, 64, 512, 8448},
                               {"the full layer's attention, deep", 4, 512, 0, 64, 8192, 8448}};
