@@ -903,15 +903,12 @@ static int enqueue_head(accel_decoder *D, mlxrt_error *err) {
                    "logits", err);
 }
 
-/* Eager the first time (occupancy queries and lazy module loading happen outside any
- * capture), then captured once and replayed. The captured kernels overlap their predecessors'
- * tails (programmatic dependent launch: ck_launch.cuh). */
-static int launch(accel_decoder *D, int head, mlxrt_error *err) {
-  int (*enq)(accel_decoder *, mlxrt_error *) = head ? enqueue_head : enqueue_body;
-  const int b = D->short_ctx ? 1 : D->deep_ctx == 2 ? 2 : D->deep_ctx == 1 ? 3 : 0;
-  void **graph = head ? &D->g_head : &D->g_body[b];
-  int *warm = head ? &D->warm_head : &D->warm_body[b];
-  const int tg = head ? CTL_HEAD : b == 0 ? 0 : b + 1; /* the timeline's graph id */
+/* enq as *graph: eager the first time (occupancy queries and lazy module loading happen outside
+ * any capture), then captured once and replayed. The captured kernels overlap their
+ * predecessors' tails (programmatic dependent launch: ck_launch.cuh). tg: the timeline's graph
+ * id. */
+static int graph_launch(accel_decoder *D, int (*enq)(accel_decoder *, mlxrt_error *), void **graph, int *warm,
+                        int tg, mlxrt_error *err) {
   if (!D->use_graph || !*warm) {
     *warm = 1;
     return enq(D, err);
@@ -939,6 +936,22 @@ static int launch(accel_decoder *D, int head, mlxrt_error *err) {
          ctl_replay_end(D->stream, err);
 }
 
+int dec_body_step(accel_decoder *D, int32_t token, int64_t pos, void **graphs, int *warm, mlxrt_error *err) {
+  *D->h_toks = token;
+  *D->h_pos = (int)pos;
+  if (rt_h2d(D->all_tokens + pos, D->h_toks, sizeof(int32_t), D->stream, err) ||
+      rt_h2d(D->pos, D->h_pos, sizeof(int), D->stream, err))
+    return mx_prefix(err, "CUDA decoder");
+  /* the one-cluster attention while every layer's live keys (at most position + 1) are few */
+  D->short_ctx = D->any_cluster && pos + 1 <= CLUSTER_KEYS;
+  /* the deep contexts' attention: on the one-pass layers (K from V, compressed K) once their
+   * live keys exceed ONEPASS_KEYS, on every layer once they exceed DEEP_KEYS */
+  D->deep_ctx = D->short_ctx ? 0 : pos + 1 > DEEP_KEYS ? 2 : D->any_onepass && pos + 1 > ONEPASS_KEYS ? 1 : 0;
+  const int b = D->short_ctx ? 1 : D->deep_ctx == 2 ? 2 : D->deep_ctx == 1 ? 3 : 0;
+  if (graph_launch(D, enqueue_body, &graphs[b], &warm[b], b == 0 ? 0 : b + 1, err) || cprof_flush(&D->prof, err))
+    return mx_prefix(err, "CUDA decoder at position %lld", (long long)pos);
+  return 0;
+}
 
 /* The device's token selection for sp and u (greedy without sp) as sample.cu's parameters;
  * *sample = 0 without sp or token. Fails before anything is enqueued. */
@@ -960,7 +973,7 @@ int dec_sample_plan(accel_decoder *D, const accel_sample_params *sp, double u, i
 int dec_head_select(accel_decoder *D, int64_t pos_last, int sample, const sk_params *kp, float *logits,
                     int32_t *token, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  if (launch(D, 1, err) || cprof_flush(&D->prof, err) ||
+  if (graph_launch(D, enqueue_head, &D->g_head, &D->warm_head, CTL_HEAD, err) || cprof_flush(&D->prof, err) ||
       (sample && (cprof_mark(&D->prof, "sampling", err) ||
                   rt_status(sk_sample(D->logits, d->vocab, kp, D->sk_state, D->next, D->stream), "sampling", err) ||
                   cprof_flush(&D->prof, err))) ||
@@ -1006,18 +1019,7 @@ int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_
   if (n > 1) {
     if (dec_prefill_run(D, tokens, n, pos, err)) return mx_prefix(err, "CUDA decoder prompt of %lld tokens", (long long)n);
   } else {
-    *D->h_toks = tokens[0];
-    *D->h_pos = (int)pos;
-    if (rt_h2d(D->all_tokens + pos, D->h_toks, sizeof(int32_t), D->stream, err) ||
-        rt_h2d(D->pos, D->h_pos, sizeof(int), D->stream, err))
-      return mx_prefix(err, "CUDA decoder");
-    /* the one-cluster attention while every layer's live keys (at most position + 1) are few */
-    D->short_ctx = D->any_cluster && pos + 1 <= CLUSTER_KEYS;
-    /* the deep contexts' attention: on the one-pass layers (K from V, compressed K) once their
-     * live keys exceed ONEPASS_KEYS, on every layer once they exceed DEEP_KEYS */
-    D->deep_ctx = D->short_ctx ? 0 : pos + 1 > DEEP_KEYS ? 2 : D->any_onepass && pos + 1 > ONEPASS_KEYS ? 1 : 0;
-    if (launch(D, 0, err) || cprof_flush(&D->prof, err))
-      return mx_prefix(err, "CUDA decoder at position %lld", (long long)pos);
+    if (dec_body_step(D, tokens[0], pos, D->g_body, D->warm_body, err)) return -1;
     /* the staging buffers are refilled by the next call: without a head, wait for the copies */
     if (!head && rt_stream_sync(D->stream, err)) return mx_prefix(err, "CUDA decoder");
   }

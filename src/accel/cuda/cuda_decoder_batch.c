@@ -47,6 +47,10 @@ typedef struct dec_batch {
    * runs eagerly, outside any capture: lazy module loading, occupancy queries) */
   void **graph;
   unsigned char *warm;
+  /* a step of one row: the one-sequence step's body, its graphs (4 per slot, by the attention's
+   * depth class) captured with that slot's caches */
+  void **g_one;
+  int *warm_one;
 } dec_batch;
 
 void dec_batch_free(accel_decoder *D) {
@@ -58,6 +62,10 @@ void dec_batch_free(accel_decoder *D) {
     for (int n = 0; n <= B->slots; n++) rt_graph_destroy(B->graph[n]);
   free(B->graph);
   free(B->warm);
+  if (B->g_one)
+    for (int k = 0; k < 4 * B->slots; k++) rt_graph_destroy(B->g_one[k]);
+  free(B->g_one);
+  free(B->warm_one);
   free(B->kc);
   free(B->vc);
   free(B->kvm);
@@ -115,6 +123,8 @@ int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
   const int64_t R = B->rows, V = d->vocab, LP = (int64_t)L * d->ple_dim;
   if (!(B->graph = mx_calloc((size_t)slots + 1, sizeof *B->graph, err)) ||
       !(B->warm = mx_calloc((size_t)slots + 1, sizeof *B->warm, err)) ||
+      !(B->g_one = mx_calloc(4 * (size_t)slots, sizeof *B->g_one, err)) ||
+      !(B->warm_one = mx_calloc(4 * (size_t)slots, sizeof *B->warm_one, err)) ||
       !(B->kc = mx_calloc((size_t)L, sizeof *B->kc, err)) || !(B->vc = mx_calloc((size_t)L, sizeof *B->vc, err)) ||
       !(B->kvm = mx_calloc(2 * (size_t)L, sizeof *B->kvm, err)) ||
       !(B->kv_elems = mx_calloc((size_t)L, sizeof *B->kv_elems, err)) ||
@@ -438,6 +448,23 @@ static int bt_launch(accel_decoder *D, int T, mlxrt_error *err) {
   return rt_graph_launch(B->graph[T], D->stream, err);
 }
 
+/* A step of one row: the one-sequence step itself (decoder_step's body and head, bit for bit) on
+ * slot s's caches, through the slot's own body graphs; the head and the selection are the
+ * decoder's. */
+static int bt_step_one(accel_decoder *D, int s, int32_t token, int64_t pos, int sample, const sk_params *kp,
+                       float *logits, int32_t *next, mlxrt_error *err) {
+  dec_batch *B = D->bt;
+  uint16_t **saved = mx_malloc(2 * (size_t)D->d->n_layers * sizeof *saved, err);
+  if (!saved) return -1;
+  slot_caches(D, s, saved);
+  const int rc = dec_body_step(D, token, pos, B->g_one + 4 * (size_t)s, B->warm_one + 4 * (size_t)s, err);
+  slot_caches(D, -1, saved); /* (the enqueued kernels and the captured graphs keep the slot's pointers) */
+  free(saved);
+  if (rc || dec_head_select(D, pos, sample, kp, logits, next, err))
+    return mx_prefix(err, "CUDA decoder: batched row 0 (slot %d)", s);
+  return 0;
+}
+
 int cuda_decoder_batch_step(accel_decoder *D, int n, const int *slots, const int32_t *tokens, const int64_t *pos,
                             const accel_sample_params *sp, const double *u, float *logits, int32_t *next,
                             mlxrt_error *err) {
@@ -471,6 +498,12 @@ int cuda_decoder_batch_step(accel_decoder *D, int n, const int *slots, const int
         return mx_prefix(err, "batched row %d", r);
       }
     }
+  }
+  if (n == 1) {
+    /* (the one-sequence step's kernels, which fuse each product's x prep into its producer) */
+    sk_params k1 = kp ? kp[0] : (sk_params){0};
+    free(kp);
+    return bt_step_one(D, slots[0], tokens[0], pos[0], sp != NULL, &k1, logits, next, err);
   }
   void *st = D->stream;
   const int64_t V = d->vocab;

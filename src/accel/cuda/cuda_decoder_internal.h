@@ -180,6 +180,10 @@ int dec_rows_ple_layer(accel_decoder *D, const dec_rows *R, int i, const float *
 int dec_prefill_rows(const accel_decoder *D);
 int dec_prefill_run(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, mlxrt_error *err);
 
+/* The body of a one-token step at pos (its token written to the history first) through
+ * graphs[4] / warm[4], one per attention depth class: the decoder's own (g_body), or a batch
+ * slot's, captured while the layers' caches point at that slot's. */
+int dec_body_step(accel_decoder *D, int32_t token, int64_t pos, void **graphs, int *warm, mlxrt_error *err);
 /* The device's selection for sp, u (cuda_decoder.c): *sample = 0 without sp or want_token;
  * fails before anything is enqueued. */
 int dec_sample_plan(accel_decoder *D, const accel_sample_params *sp, double u, int want_token, int *sample,

@@ -150,28 +150,19 @@ fail:
   return mx_prefix(err, "prompt pass: GEMM scratch of %lld bf16 values", (long long)P->max_w);
 }
 
-/* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. rowexact (the batched decode):
- * each row's bits independent of the other rows and its place among them — a lone row through
- * the one-row kernels, 2 to 15 rows of the fast formats through ck_qmv_rows (whole batches of 8
- * rows side by side, a tile's weights read from memory once for all), 16 or more through
- * ck_qmm_wg (nvfp4 on sm_90a) or ck_qmm_rows; the generic layout in batches of 8 rows with a lone
- * row given a companion (the buffers hold one more row) so that it runs the kernel a full batch
- * runs. */
+/* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. rowexact (the batched decode,
+ * whose steps of one row run the one-sequence step instead): each row's bits independent of the
+ * other rows and its place among them — 2 to 15 rows of the fast formats through ck_qmv_rows
+ * (whole batches of 8 rows side by side, a tile's weights read from memory once for all), 16 or
+ * more through ck_qmm_wg (nvfp4 on sm_90a) or ck_qmm_rows; the generic layout in batches of 8
+ * rows (a lone row, which no batched step has, given a companion: the buffers hold one more
+ * row). */
 int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
                 const dec_row_prep *rowexact, mlxrt_error *err) {
   dec_prefill *P = D->pf;
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
     float *yo = y + mv->off[i];
-    if (rowexact && L->fmt != CK_GENERIC && T == 1) {
-      /* a lone row: the one-row kernels of decoder_step (the batch kernel streams no faster
-       * for one row than for eight) */
-      const dec_row_prep *R = rowexact;
-      if (rt_status(ck_xprep(L, x, 1, R->xp, R->xs, R->xexp, R->pmax, D->stream), "x prep launch", err) ||
-          rt_status(ck_qmv(L, 0, x, R->xp, R->xs, R->xexp, 1, yo, ldy, D->stream), "mat-vec launch", err))
-        return -1;
-      continue;
-    }
     if (rowexact && T >= WG_MIN && ck_qmm_wg_supported(L, rowexact->cc_major, rowexact->cc_minor)) {
       /* nvfp4 on the warpgroup tensor cores: x laid out as their B operand, up to 64 rows a
        * launch, each weight byte read and decoded once per launch (a row's bits depend on its
