@@ -308,9 +308,31 @@ int cuda_decoder_slot_prompt(accel_decoder *D, int slot, const int32_t *tokens, 
   return dec_head_select(D, pos + n - 1, sample, &kp, logits, token, err);
 }
 
-static int bt_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
+static int bt_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy, int xready,
                  mlxrt_error *err) {
-  return dec_rows_mv(D, mv, x, T, y, ldy, &D->bt->prep, err);
+  return dec_rows_mv(D, mv, x, T, y, ldy, &D->bt->prep, xready, err);
+}
+
+/* The rows' residual norm into B->h and B->xb (pf_norm_rows' arguments; y NULL: the input norm
+ * alone): a cluster per row (dk_residual_norm_rows), which also writes the prep of next, the
+ * product that reads xb, where that product's rows take it (dec_rows_xmode; *xready says so).
+ * A row too long for the clusters takes pf_norm_rows. */
+static int bt_norm(accel_decoder *D, const float *y, const float *w_post, int use_scalar, float scalar,
+                   const float *w_next, const dec_mv *next, int T, int *xready, mlxrt_error *err) {
+  const accel_model_desc *d = D->d;
+  dec_batch *B = D->bt;
+  const int H = d->hidden;
+  *xready = 0;
+  if (!dk_residual_norm_rows_fits(H))
+    return rt_status(pf_norm_rows(y, H, w_post, B->h, use_scalar, scalar, w_next, B->xb, T, H, d->eps, D->stream),
+                     "residual norm", err);
+  const int xmode = next ? dec_rows_xmode(next, T, &B->prep) : 0;
+  if (rt_status(dk_residual_norm_rows(y, H, w_post, B->h, use_scalar, scalar, w_next, B->xb, H, d->eps,
+                                      xmode ? B->prep.xp : NULL, xmode ? B->prep.xexp : NULL, xmode, T, D->stream),
+                "residual norm", err))
+    return -1;
+  *xready = xmode != 0;
+  return 0;
 }
 
 /* A layer's splits of the batched attention: BATCH_SPLIT_KEYS keys each over its key range (the
@@ -349,14 +371,16 @@ static int bt_attention(accel_decoder *D, int i, int T, const dk_rows *ar, mlxrt
                    "attention", err);
 }
 
-/* Every layer for the T rows staged in B (tok, pos, slot); B->xb holds their final norms after. */
-static int bt_layers(accel_decoder *D, int T, mlxrt_error *err) {
+/* Every layer for the T rows staged in B (tok, pos, slot); B->xb holds their final norms after,
+ * and *head_ready says whether the head's prep is made too. */
+static int bt_layers(accel_decoder *D, int T, int *head_ready, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   dec_batch *B = D->bt;
   const int H = d->hidden, nq = d->n_heads;
   void *st = D->stream;
   const dec_rows R = {B->h, B->y, B->ple, B->xb, B->gub, B->ple_rows, B->emb, B->tok, &B->prep};
   if (dec_rows_embed(D, &R, T, err)) return -1;
+  int xq = 0, xg = 0; /* the q|k|v and gate|up products' prep made by the norms before them */
   for (int i = 0; i < d->n_layers; i++) {
     const accel_layer_desc *l = &d->layers[i];
     dec_layer *y = &D->ly[i];
@@ -365,7 +389,7 @@ static int bt_layers(accel_decoder *D, int T, mlxrt_error *err) {
     const int64_t ldq = y->qkv.rows, inter = y->inter, qd = (int64_t)nq * y->hd;
     const dk_rows qr = {B->slot, B->kv_elems[i], ldq, qd}, ar = {B->slot, B->kv_elems[i], qd, qd};
     cprof *C = &D->prof;
-    if (cprof_mark(C, "batch: q|k|v product", err) || bt_mv(D, &y->qkv, B->xb, T, B->y, ldq, err) ||
+    if (cprof_mark(C, "batch: q|k|v product", err) || bt_mv(D, &y->qkv, B->xb, T, B->y, ldq, xq, err) ||
         cprof_mark(C, "batch: q/k/v norm+rope", err) ||
         rt_status(dk_qkv_post_rows(B->y, 1, 0, nq, y->nkv, y->hd, l->k_eq_v, nrm + 4 * (int64_t)H,
                                    nrm + 4 * (int64_t)H + y->hd, y->inv_freq, d->rope_traditional, d->v_norm, d->eps,
@@ -374,14 +398,13 @@ static int bt_layers(accel_decoder *D, int T, mlxrt_error *err) {
                   "q/k/v norm+rope", err) ||
         cprof_mark(C, "batch: attention", err) ||
         bt_attention(D, i, T, &ar, err) ||
-        cprof_mark(C, "batch: o product", err) || bt_mv(D, &y->o, B->attb, T, B->y, H, err) ||
+        cprof_mark(C, "batch: o product", err) || bt_mv(D, &y->o, B->attb, T, B->y, H, 0, err) ||
         cprof_mark(C, "batch: norms + residual", err) ||
-        rt_status(pf_norm_rows(B->y, H, nrm + H, B->h, 0, 0.0f, nrm + 2 * (int64_t)H, B->xb, T, H, d->eps, st),
-                  "attention residual", err) ||
+        bt_norm(D, B->y, nrm + H, 0, 0.0f, nrm + 2 * (int64_t)H, &y->gu, T, &xg, err) ||
         (y->moe && dec_moe_route(D, i, D->mb_pf, B->h, T, err)) || cprof_mark(C, "batch: gate|up product", err) ||
-        bt_mv(D, &y->gu, B->xb, T, B->y, 2 * inter, err) || cprof_mark(C, "batch: geglu", err) ||
+        bt_mv(D, &y->gu, B->xb, T, B->y, 2 * inter, xg, err) || cprof_mark(C, "batch: geglu", err) ||
         rt_status(pf_geglu(B->y, inter, T, B->gub, y->gu_il, st), "geglu", err) ||
-        cprof_mark(C, "batch: down product", err) || bt_mv(D, &y->down, B->gub, T, B->y, H, err) ||
+        cprof_mark(C, "batch: down product", err) || bt_mv(D, &y->down, B->gub, T, B->y, H, 0, err) ||
         cprof_mark(C, "batch: norms + residual", err))
       return mx_prefix(err, "layer %d", i);
     const float *fy = B->y, *fpost = nrm + 3 * (int64_t)H;
@@ -392,11 +415,11 @@ static int bt_layers(accel_decoder *D, int T, mlxrt_error *err) {
       fy = B->y;
       fpost = y->ple_norm;
     }
-    if (rt_status(pf_norm_rows(fy, H, fpost, B->h, d->has_layer_scalar, l->layer_scalar, next_norm, B->xb, T, H, d->eps,
-                               st),
-                  "FFN residual", err))
-      return mx_prefix(err, "layer %d", i);
+    const dec_mv *next = i == d->n_layers - 1 ? &D->head : &D->ly[i + 1].qkv;
+    if (bt_norm(D, fy, fpost, d->has_layer_scalar, l->layer_scalar, next_norm, next, T, &xq, err))
+      return mx_prefix(err, "layer %d: FFN residual", i);
   }
+  *head_ready = xq;
   return 0;
 }
 
@@ -407,10 +430,10 @@ static int bt_enqueue(accel_decoder *D, int T, mlxrt_error *err) {
   dec_batch *B = D->bt;
   const int64_t V = d->vocab;
   void *st = D->stream;
-  if (bt_layers(D, T, err) || cprof_mark(&D->prof, "batch: head", err) ||
-      rt_status(pf_norm_rows(NULL, 0, NULL, B->h, 0, 0.0f, D->final_norm, B->xb, T, d->hidden, d->eps, st), "final norm",
-                err) ||
-      bt_mv(D, &D->head, B->xb, T, B->ylog, V, err) || cprof_mark(&D->prof, "batch: logits", err))
+  int head_ready = 0;
+  /* (the last layer's FFN residual norm ends in the final norm) */
+  if (bt_layers(D, T, &head_ready, err) || cprof_mark(&D->prof, "batch: head", err) ||
+      bt_mv(D, &D->head, B->xb, T, B->ylog, V, head_ready, err) || cprof_mark(&D->prof, "batch: logits", err))
     return -1;
   for (int r = 0; r < T; r++)
     if (rt_status(dk_logits(B->ylog + r * V, B->logits + r * V, V, d->final_softcap, D->part_v, D->part_i,

@@ -173,7 +173,8 @@ typedef struct dec_rows {
  * layer 0's input norm into xb. */
 int dec_rows_embed(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err);
 int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
-                const dec_row_prep *rowexact, mlxrt_error *err);
+                const dec_row_prep *rowexact, int xready, mlxrt_error *err);
+int dec_rows_xmode(const dec_mv *mv, int T, const dec_row_prep *rowexact);
 int dec_rows_ple_inputs(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err);
 int dec_rows_ple_layer(accel_decoder *D, const dec_rows *R, int i, const float *fy, int T, mlxrt_error *err);
 /* the most tokens of one chunk (the rows of the MoE blocks' prompt buffers, D->mb_pf) */

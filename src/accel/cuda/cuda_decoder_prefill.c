@@ -150,15 +150,26 @@ fail:
   return mx_prefix(err, "prompt pass: GEMM scratch of %lld bf16 values", (long long)P->max_w);
 }
 
+/* The prep a kernel making the T rows' x can write for mv (dk_residual_norm_rows' xmode) where
+ * dec_rows_mv takes the batch kernel on every part at T rows: each row's prep at its own row of
+ * rowexact->xp (the layout ck_xprep_batched gives batches of 8 rows, or of T below 8), its
+ * exponent at xexp[row]; 0 where a product preps x itself. */
+int dec_rows_xmode(const dec_mv *mv, int T, const dec_row_prep *rowexact) {
+  if (!rowexact || T < 2 || T >= ROWS_MIN || !mv->xmode) return 0;
+  for (int i = 0; i < mv->n; i++)
+    if (mv->L[i]->fmt == CK_GENERIC) return 0;
+  return mv->xmode;
+}
+
 /* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. rowexact (the batched decode,
  * whose steps of one row run the one-sequence step instead): each row's bits independent of the
  * other rows and its place among them — 2 to 15 rows of the fast formats through ck_qmv_rows
  * (whole batches of 8 rows side by side, a tile's weights read from memory once for all), 16 or
  * more through ck_qmm_wg (nvfp4 on sm_90a) or ck_qmm_rows; the generic layout in batches of 8
  * rows (a lone row, which no batched step has, given a companion: the buffers hold one more
- * row). */
+ * row). xready: the rows' prep is already in rowexact's buffers (dec_rows_xmode). */
 int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
-                const dec_row_prep *rowexact, mlxrt_error *err) {
+                const dec_row_prep *rowexact, int xready, mlxrt_error *err) {
   dec_prefill *P = D->pf;
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
@@ -199,7 +210,8 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
        * row with a companion: the batch kernel, whose rows' bits do not depend on the count) */
       const int nb = T >= 8 ? 8 : T < 2 ? 2 : T, nz = (T + nb - 1) / nb;
       const dec_row_prep *R = rowexact;
-      if (rt_status(ck_xprep_batched(L, x, nb, nz, R->xp, R->xs, R->xexp, R->pmax, D->stream), "x prep launch", err) ||
+      if ((!xready &&
+           rt_status(ck_xprep_batched(L, x, nb, nz, R->xp, R->xs, R->xexp, R->pmax, D->stream), "x prep launch", err)) ||
           rt_status(ck_qmv_rows(L, R->zero, nz, nb, R->xp, R->xs, R->xexp, yo, ldy, D->stream), "mat-vec launch", err))
         return -1;
       continue;
@@ -227,7 +239,7 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
 }
 static int pf_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
                  mlxrt_error *err) {
-  return dec_rows_mv(D, mv, x, T, y, ldy, NULL, err);
+  return dec_rows_mv(D, mv, x, T, y, ldy, NULL, 0, err);
 }
 
 /* T rows' per-layer embeddings from R->h (the scaled embeddings) into R->ple [T, L·P]. */
@@ -238,7 +250,7 @@ int dec_rows_ple_inputs(accel_decoder *D, const dec_rows *R, int T, mlxrt_error 
   return cprof_mark(&D->prof, "prefill: per-layer inputs", err) ||
          rt_status(pf_norm_rows(NULL, 0, NULL, R->h, 0, 0.0f, NULL, R->xb, T, d->hidden, d->eps, st), "per-layer input",
                    err) ||
-         dec_rows_mv(D, &D->ple_mp, R->xb, T, R->y, LP, R->rowexact, err) ||
+         dec_rows_mv(D, &D->ple_mp, R->xb, T, R->y, LP, R->rowexact, 0, err) ||
          rt_status(ck_embed(D->ple_emb, R->tok, T, R->ple_rows, st), "per-layer embedding gather", err) ||
          rt_status(dk_ple_inputs(R->y, 1, 0, LP, R->ple_rows, D->ple_pnorm, d->n_layers, d->ple_dim, d->ple_model_scale,
                                  d->ple_embed_scale, d->ple_mix_scale, d->eps, R->ple, T, st),
@@ -255,11 +267,11 @@ int dec_rows_ple_layer(accel_decoder *D, const dec_rows *R, int i, const float *
   return rt_status(pf_norm_rows(fy, H, y->norms + 3 * (int64_t)H, R->h, 0, 0.0f, NULL, R->xb, T, H, d->eps, st),
                    "FFN residual", err) ||
          cprof_mark(&D->prof, "prefill: per-layer input", err) ||
-         dec_rows_mv(D, &y->pg, R->xb, T, R->y, Pd, R->rowexact, err) ||
+         dec_rows_mv(D, &y->pg, R->xb, T, R->y, Pd, R->rowexact, 0, err) ||
          rt_status(dk_ple_gate(R->y, 1, 0, Pd, R->ple + (int64_t)i * Pd, (int64_t)d->n_layers * Pd, Pd, R->gub, T, NULL,
                                NULL, 0, st),
                    "per-layer input gelu", err) ||
-         dec_rows_mv(D, &y->pp, R->gub, T, R->y, H, R->rowexact, err);
+         dec_rows_mv(D, &y->pp, R->gub, T, R->y, H, R->rowexact, 0, err);
 }
 
 int dec_rows_embed(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err) {

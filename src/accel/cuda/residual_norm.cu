@@ -13,7 +13,8 @@
  * All shared state is in dynamic shared memory, so that the host emulation can run a cluster's
  * blocks side by side (tests/gpu/residual_norm_emulate.cpp). One pass of the cluster covers
  * RN_CL·RN_BT values, which is the activation prep's pblock: the pass's max|xb| is pmax of that
- * pblock. */
+ * pblock. A grid of several rows (the batched step, dk_residual_norm_rows) gives each row a
+ * cluster of its own (blockIdx.y): its bits are those of the same row alone. */
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -56,10 +57,20 @@ __device__ __forceinline__ float cluster_total(cg::cluster_group &cl, rn_shared 
 }
 
 __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
-    residual_norm_kernel(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar,
-                         float scalar, const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
-                         uint16_t *xp, int *xexp, int xmode, int xe_fixed, float *zero, int nzero) {
+    residual_norm_kernel(const float *y, int ks, int64_t kstride, int64_t ldy, const float *w_post, float *h,
+                         int use_scalar, float scalar, const float *w_next, uint16_t *xb, int H, float eps,
+                         float *pmax, int pblock, uint16_t *xp, int *xexp, int xmode, int xe_fixed, float *zero,
+                         int nzero) {
   cg::cluster_group cl = cg::this_cluster();
+  /* row blockIdx.y (rows H apart in h, xb and the prep; ldy apart in y) */
+  const int64_t row = blockIdx.y;
+  if (row) {
+    if (y) y += row * ldy;
+    h += row * H;
+    xb += row * H;
+    if (xp) xp += row * H;
+    if (xexp) xexp += row;
+  }
   cl.barrier_arrive(); /* waited for before the first write into another block */
   CK_DYNAMIC_SHARED(rn_shared, sh);
   const int g = (int)cl.block_rank() * RN_BT + threadIdx.x, step = RN_CL * RN_BT;
@@ -190,9 +201,21 @@ extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const f
       (xmode && (!xp || !xexp || H % 32)) || nzero < 0 || (nzero && !zero) ||
       (xe_fixed != DK_XE_ROWMAX && (pmax || xe_fixed < -126 || xe_fixed > 127)))
     return (int)cudaErrorInvalidValue;
-  return (int)ck_launch(residual_norm_kernel, RN_CL, RN_BT,
-                        sizeof(rn_shared), (cudaStream_t)stream, y, ks, kstride, w_post, h, use_scalar, scalar, w_next,
-                        xb, H, eps, pmax, pblock, xp, xexp, xmode, xe_fixed, zero, nzero);
+  return (int)ck_launch(residual_norm_kernel, RN_CL, RN_BT, sizeof(rn_shared), (cudaStream_t)stream, y, ks, kstride,
+                        (int64_t)0, w_post, h, use_scalar, scalar, w_next, xb, H, eps, pmax, pblock, xp, xexp, xmode,
+                        xe_fixed, zero, nzero);
 }
+
+extern "C" int dk_residual_norm_rows(const float *y, int64_t ldy, const float *w_post, float *h, int use_scalar,
+                                     float scalar, const float *w_next, uint16_t *xb, int H, float eps, uint16_t *xp,
+                                     int *xexp, int xmode, int T, void *stream) {
+  if (T < 1 || T > 65535 || !dk_residual_norm_rows_fits(H) || xmode < 0 || xmode > 2 || (xmode && (!xp || !xexp)))
+    return (int)cudaErrorInvalidValue;
+  return (int)ck_launch(residual_norm_kernel, dim3(RN_CL, (unsigned)T), RN_BT, sizeof(rn_shared), (cudaStream_t)stream,
+                        y, 1, (int64_t)0, ldy, w_post, h, use_scalar, scalar, w_next, xb, H, eps, (float *)NULL,
+                        RN_CL * RN_BT, xp, xexp, xmode, (int)DK_XE_ROWMAX, (float *)NULL, 0);
+}
+
+extern "C" int dk_residual_norm_rows_fits(int H) { return H >= 1 && H <= RN_CL * RN_BT * RN_VPT && H % 32 == 0; }
 
 CK_TIMELINE_SETTER(ck_tl_residual_norm)
