@@ -12,6 +12,9 @@
  *     than the direct one's, so a bf16 rounding of a score may differ);
  *   - rows: several rows on permuted slots at their own positions, each bit for bit the same row
  *     launched alone, and the rows reversed giving the same bits.
+ * With -DEMU_CLUSTER -DAST_SPLIT (CTest attention_stream_emulate_split) the same checks run the
+ * split form (dk_attention_stream_split_rows: a cluster of 4 blocks per row and KV head, the
+ * blocks side by side on host threads) on the plain cases.
  * Build and run from the repository root (also a CTest):
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_FIBERS -Itests/gpu/emu -Isrc \
  *       -Isrc/accel/cuda -Iinclude tests/gpu/attention_stream_emulate.cpp -o /tmp/ase -lm
@@ -27,10 +30,27 @@
 #include <algorithm>
 #include <vector>
 
-#include "emu_cases.h"
 #include "emu_attention_ref.h"
 #include "emu_rng.h"
+#ifdef AST_SPLIT
+#define EMU_POOL_CL ST_SPLIT
+#define EMU_POOL_T ST_THREADS
+#include "emu_cluster_pool.h"
+/* the split launcher (no global scores: its shapes keep them in shared memory) */
+static int launch(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, dk_kv_layout kv,
+                  float scale, const int *pos, int window, int64_t keys, float *, uint16_t *att, const dk_rows *rows,
+                  int nrows) {
+  return dk_attention_stream_split_rows(q, kc, vc, nq, nkv, hd, kv, scale, pos, window, keys, att, rows, nrows, NULL);
+}
+#else
+#include "emu_cases.h"
 #include "emu_block_runner.h"
+static int launch(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd, dk_kv_layout kv,
+                  float scale, const int *pos, int window, int64_t keys, float *scores, uint16_t *att,
+                  const dk_rows *rows, int nrows) {
+  return dk_attention_stream_rows(q, kc, vc, nq, nkv, hd, kv, scale, pos, window, keys, scores, att, rows, nrows, NULL);
+}
+#endif
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
 static float unit() { return (float)((double)(emu_xorshift64(&g_rng) >> 11) * 0x1p-53); }
@@ -90,8 +110,8 @@ static int run_case(const Case &c) {
   const dk_rows rw = {slot.data(), pitch, qd, qd};
   std::vector<uint16_t> att((size_t)(R * qd), 0xffff);
   std::vector<float> scores((size_t)(R * nq) * c.keys, NAN);
-  int rc = dk_attention_stream_rows(q.data(), kc, vc, nq, c.nkv, hd, L, scale, pos.data(), c.window, c.keys,
-                                    scores.data(), att.data(), &rw, R, NULL);
+  int rc = launch(q.data(), kc, vc, nq, c.nkv, hd, L, scale, pos.data(), c.window, c.keys, scores.data(), att.data(),
+                  &rw, R);
   if (rc) {
     printf("FAIL launch rc=%d (rep %d nkv %d hd %d keys %d)\n", rc, c.rep, c.nkv, hd, c.keys);
     return 1;
@@ -122,8 +142,8 @@ static int run_case(const Case &c) {
   for (int z = 0; z < R && !bad; z++) {
     const dk_rows r1 = {&slot[(size_t)z], pitch, qd, qd};
     std::fill(one.begin(), one.end(), (uint16_t)0xffff);
-    rc = dk_attention_stream_rows(q.data() + z * qd, kc, vc, nq, c.nkv, hd, L, scale, &pos[(size_t)z], c.window,
-                                  c.keys, scores.data(), one.data(), &r1, 1, NULL);
+    rc = launch(q.data() + z * qd, kc, vc, nq, c.nkv, hd, L, scale, &pos[(size_t)z], c.window, c.keys, scores.data(),
+                one.data(), &r1, 1);
     if (rc || memcmp(one.data(), att.data() + z * qd, (size_t)qd * 2)) {
       printf("  row %d (slot %d, position %d) differs from its launch alone\n", z, slot[(size_t)z], pos[(size_t)z]);
       bad = 1;
@@ -139,8 +159,8 @@ static int run_case(const Case &c) {
     }
     const dk_rows rr = {sr.data(), pitch, qd, qd};
     std::vector<uint16_t> ar(att.size(), 0xffff);
-    rc = dk_attention_stream_rows(qr.data(), kc, vc, nq, c.nkv, hd, L, scale, pr.data(), c.window, c.keys,
-                                  scores.data(), ar.data(), &rr, R, NULL);
+    rc = launch(qr.data(), kc, vc, nq, c.nkv, hd, L, scale, pr.data(), c.window, c.keys, scores.data(), ar.data(), &rr,
+                R);
     for (int z = 0; z < R && !rc; z++)
       if (memcmp(&ar[(size_t)((R - 1 - z) * qd)], &att[(size_t)(z * qd)], (size_t)qd * 2)) {
         printf("  row %d differs with the rows reversed\n", z);
@@ -157,6 +177,31 @@ static int run_case(const Case &c) {
 
 int main(int argc, char **argv) {
   if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
+#ifdef AST_SPLIT
+  emu_pool_start();
+  /* the sliding layers' shapes (plain rows, scores in shared memory), the 31B's scaled down in
+   * heads and keys; positions with fewer chunks than blocks (a block with no keys), chunk counts
+   * that do not divide among the blocks, past a wrapped ring */
+  const Case cases[] = {
+      {2, 2, 256, 64, 64, {0, 5, 63, 200}, true},
+      {2, 1, 256, 512, 512, {700, 200}, true},
+      {2, 2, 32, 8, 8, {3, 40, 7}, true},
+      {4, 1, 16, 8, 8, {0, 50}, true},
+      {2, 2, 256, 64, 64, {5, 200, 64}, false},
+      {2, 1, 256, 512, 512, {900, 95, 127, 128}, false},
+      {2, 2, 32, 8, 8, {3, 40, 7}, false},
+      {4, 1, 16, 8, 8, {0, 50, 9}, false},
+      {2, 2, 64, 0, 300, {299, 64, 160}, false},
+      {8, 1, 128, 0, 200, {129, 0}, false},
+      {1, 3, 128, 0, 400, {300, 33}, false},
+  };
+  /* refusals: the full form's shapes (K from V, scores beyond shared memory) */
+  const int refused = dk_attention_stream_split_fits(16, 2, 512, dk_kv_from_v(2, 512, 64), 0, 1100) ||
+                      dk_attention_stream_split_fits(4, 2, 256, dk_kv_plain(2, 256), 0, 5000) ||
+                      !dk_attention_stream_split_fits(4, 2, 256, dk_kv_plain(2, 256), 1024, 1024);
+  if (refused) printf("FAIL dk_attention_stream_split_fits: a shape the split form cannot run passed, or one it runs did not\n");
+  return emu_run_cases(cases, run_case) || refused;
+#else
   /* the 31B's sliding layer (rep 2, head dim 256, a ring) scaled down in heads, other group
    * sizes and head dims; positions from the first (one key) past a wrapped ring, chunk counts
    * below, at and above the stages' */
@@ -193,4 +238,5 @@ int main(int argc, char **argv) {
                       !dk_attention_stream_fits(16, 2, 512, dk_kv_from_v(2, 512, 64), 0, 100000, 1);
   if (refused) printf("FAIL dk_attention_stream_fits: a shape the kernel cannot run passed, or one it runs did not\n");
   return emu_run_cases(cases, run_case) || refused;
+#endif
 }

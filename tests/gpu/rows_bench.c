@@ -13,9 +13,10 @@
  * positions 512–639 (the batched bench's) and for the full layer also 8192–8319: the kernels the
  * batched step runs below 16 rows (the one-launch cluster kernel, dk_attention_cluster_rows, on
  * the ring; the split passes, dk_attention_rows, on the full layer) and the streaming kernel
- * (dk_attention_stream_rows), GB/s of the live K and V rows, the rows on other slots each launch
- * so that the cache comes from memory; the streaming kernel's output checked against the other
- * kernel's (each head within 1 % of its largest |value|).
+ * (dk_attention_stream_rows), on the sliding layer also its split form (a cluster of 4 blocks per
+ * row and KV head, dk_attention_stream_split_rows), GB/s of the live K and V rows, the rows on
+ * other slots each launch so that the cache comes from memory; the streaming kernels' outputs
+ * checked against the other kernel's (each head within 1 % of its largest |value|).
  *   mlxrt-rows-bench [--batch 1,4,16,64] */
 #include <math.h>
 #include <stdio.h>
@@ -129,9 +130,10 @@ static int attention_rows(accel_backend *cu, const att_layer *ly, const int *bs,
   TRY(rt_h2d(q, hq, (size_t)(S * qd) * 4, st, &err) || rt_h2d(pos, hp, (size_t)S * 4, st, &err) ||
       rt_stream_sync(st, &err));
   const float scale = 1.0f / 16.0f;
+  const int split = WIN > 0 && dk_attention_stream_split_fits(NQ, NKV, HD, L, WIN, keys);
   printf("\n%s, positions %d-%d (live K and V bytes; old: %s):\n"
-         "| B | old us | GB/s | stream us | GB/s | %% of read | stream / old |\n"
-         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+         "| B | old us | GB/s | stream us | GB/s | %% of read | stream / old | split us | split / old |\n"
+         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
          ly->name, ly->depth, ly->depth + 127, WIN > 0 ? "the cluster kernel" : "the split passes");
   uint16_t *o1 = malloc((size_t)(S * qd) * 2), *o2 = malloc((size_t)(S * qd) * 2);
   void *e0 = NULL, *e1 = NULL;
@@ -154,38 +156,48 @@ static int attention_rows(accel_backend *cu, const att_layer *ly, const int *bs,
     TRY(rt_h2d(slots, hs, (size_t)ITERS * S * 4, st, &err));
     /* the check: the streaming kernel against the old one on the first launch's rows */
     const dk_rows rw0 = {slots, lane, qd, qd};
-    TRY(rt_status(OLD_ATT(&rw0), "old attention", &err) ||
-        rt_status(dk_attention_stream_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, keys, scores, att2, &rw0, B, st),
-                  "stream", &err) ||
-        rt_d2h(o1, att, (size_t)(B * qd) * 2, st, &err) || rt_d2h(o2, att2, (size_t)(B * qd) * 2, st, &err) ||
-        rt_stream_sync(st, &err));
-    for (int64_t hh = 0; hh < (int64_t)B * NQ; hh++) {
-      float mx = 0, worst = 0;
-      for (int d = 0; d < HD; d++) mx = fmaxf(mx, fabsf(mx_bf16_to_f32(o1[hh * HD + d])));
-      for (int d = 0; d < HD; d++) {
-        const float e = fabsf(mx_bf16_to_f32(o2[hh * HD + d]) - mx_bf16_to_f32(o1[hh * HD + d]));
-        worst = e > worst || e != e ? (e != e ? INFINITY : e) : worst;
-      }
-      if (!(worst <= 0.01f * mx)) {
-        printf("FAIL %s: B %d, row %d head %d: the streaming kernel differs by %g (max |att| %g)\n", ly->name, B,
-               (int)(hh / NQ), (int)(hh % NQ), worst, mx);
-        *bad = 1;
-        break;
+    for (int k = 1; k < 2 + split; k++) {
+      TRY(rt_status(OLD_ATT(&rw0), "old attention", &err) ||
+          rt_status(k == 1 ? dk_attention_stream_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, keys, scores, att2, &rw0,
+                                                      B, st)
+                           : dk_attention_stream_split_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, keys, att2, &rw0,
+                                                            B, st),
+                    "stream", &err) ||
+          rt_d2h(o1, att, (size_t)(B * qd) * 2, st, &err) || rt_d2h(o2, att2, (size_t)(B * qd) * 2, st, &err) ||
+          rt_stream_sync(st, &err));
+      for (int64_t hh = 0; hh < (int64_t)B * NQ; hh++) {
+        float mx = 0, worst = 0;
+        for (int d = 0; d < HD; d++) mx = fmaxf(mx, fabsf(mx_bf16_to_f32(o1[hh * HD + d])));
+        for (int d = 0; d < HD; d++) {
+          const float e = fabsf(mx_bf16_to_f32(o2[hh * HD + d]) - mx_bf16_to_f32(o1[hh * HD + d]));
+          worst = e > worst || e != e ? (e != e ? INFINITY : e) : worst;
+        }
+        if (!(worst <= 0.01f * mx)) {
+          printf("FAIL %s: B %d, row %d head %d: the %s kernel differs by %g (max |att| %g)\n", ly->name, B,
+                 (int)(hh / NQ), (int)(hh % NQ), k == 1 ? "streaming" : "split streaming", worst, mx);
+          *bad = 1;
+          break;
+        }
       }
     }
-    float us[2];
-    for (int k = 0; k < 2; k++) {
+    float us[3] = {0, 0, 0};
+    for (int k = 0; k < 2 + split; k++) {
       int rc = rt_graph_begin(st, &err);
       for (int i = 0; i < ITERS && !rc; i++) {
         const dk_rows rw = {slots + i * S, lane, qd, qd};
-        rc = k == 0 ? OLD_ATT(&rw)
-                    : dk_attention_stream_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, keys, scores, att, &rw, B, st);
+        rc = k == 0   ? OLD_ATT(&rw)
+             : k == 1 ? dk_attention_stream_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, keys, scores, att, &rw, B,
+                                                 st)
+                      : dk_attention_stream_split_rows(q, kc, vc, NQ, NKV, HD, L, scale, pos, WIN, keys, att, &rw, B,
+                                                       st);
       }
       TRY(graph_median_us(st, rc, ITERS, e0, e1, &us[k], &err));
     }
     const double g0 = bytes / (us[0] * 1e-6) / 1e9, g1 = bytes / (us[1] * 1e-6) / 1e9;
-    printf("| %d | %.1f | %.0f | %.1f | %.0f | %.1f | %.3f |\n", B, us[0], g0, us[1], g1, 100.0 * g1 / bw,
+    printf("| %d | %.1f | %.0f | %.1f | %.0f | %.1f | %.3f |", B, us[0], g0, us[1], g1, 100.0 * g1 / bw,
            us[1] / us[0]);
+    if (split) printf(" %.1f | %.3f |\n", us[2], us[2] / us[0]);
+    else printf(" - | - |\n");
   }
 #undef OLD_ATT
   rt_event_destroy(e0);

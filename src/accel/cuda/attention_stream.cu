@@ -12,7 +12,13 @@
  * p = bf16(exp(s − M) / total), Σ p·v in float32 → bf16. The p·v sums are grouped by key range
  * (st_groups(hd) groups, each adding its keys in order, the groups added in order): a
  * result may differ from the cluster kernel's in a last bit. A row's result depends on nothing
- * but its own queries, cache and position. */
+ * but its own queries, cache and position.
+ *
+ * The split form (a sliding layer's rows below 16, too few (row, KV head) pairs to fill the
+ * device): a cluster of ST_SPLIT blocks per row and KV head, block r streaming chunks r,
+ * r + ST_SPLIT, …; each block's maximum and total of exp(s − its max) meet at one cluster barrier
+ * (M = the largest, total = Σ l·exp(m − M) in rank order, as the cluster kernel), and the blocks'
+ * p·v partials at a second, block r completing its share of the outputs in rank order. */
 #include <atomic>
 
 #include "attention_common.cuh"
@@ -23,6 +29,14 @@
 #define ST_KPI 4                     /* keys per warp and score step */
 #define ST_CHUNK (ST_KPI * ST_WARPS) /* keys per staged chunk: one score step of every warp */
 #define ST_SMEM_SCORES (32 * 1024) /* a row's scores beyond this many bytes live in global scratch */
+#define ST_SPLIT 4                 /* the split form's blocks per row and KV head */
+
+#if !defined(CK_EMULATION) || defined(EMU_CLUSTER)
+#include <cooperative_groups.h>
+#define ST_HAS_SPLIT 1
+#else
+#define ST_HAS_SPLIT 0 /* (the plain emulation has no clusters) */
+#endif
 
 /* p·v: a thread takes st_dpt(hd) dims of a group's keys; hd / st_dpt(hd) threads cover a row, so
  * ST_THREADS · st_dpt(hd) / hd groups split each chunk's keys */
@@ -37,8 +51,9 @@ __host__ __device__ constexpr int st_stages(int hd, bool full) { return full && 
 /* A launch's shared-memory plan. A staged key row is rl = hd + 2·vr elements: the K row, and for
  * V with K from V (kv_layout.h) the K row (V at the unmoved dims) and the tail of V's moved dims.
  * Dynamic shared memory: the ring [stages][ST_CHUNK][rl] bf16 (at the end the groups' p·v
- * partials [groups][rep][hd] floats), then floats q [rep][hd], the scores and p [rep][keys] unless
- * they live in global scratch, the reductions' [rep][32], 1/total [rep]; then the mbarriers. */
+ * partials [groups][rep][hd] floats), then floats q [rep][hd] (the split form's partials after
+ * the scores), the scores and p [rep][keys] unless they live in global scratch, the reductions'
+ * [rep][32], 1/total [rep], the split form's exchange [2][rep]; then the mbarriers. */
 struct st_plan {
   bool full, gscores;
   int64_t ring, floats_off, bar_off, bytes;
@@ -51,7 +66,7 @@ static st_plan st_plan_for(int rep, int hd, int vr, int64_t keys) {
   const int stages = st_stages(hd, P.full);
   P.ring = stages * stage > part ? stages * stage : part;
   P.floats_off = P.ring;
-  const int64_t floats = (int64_t)rep * hd + (P.gscores ? 0 : (int64_t)rep * keys) + (int64_t)rep * 32 + rep;
+  const int64_t floats = (int64_t)rep * hd + (P.gscores ? 0 : (int64_t)rep * keys) + (int64_t)rep * 32 + 3 * rep;
   P.bar_off = (P.floats_off + floats * 4 + 7) / 8 * 8;
   P.bytes = P.bar_off + stages * 8;
   return P;
@@ -72,17 +87,20 @@ struct StArgs {
   int64_t floats_off, bar_off;
 };
 
-/* grid (nkv, rows), ST_THREADS threads: row z's KV head g over the live keys [first, pos] of its
- * slot's cache. Items 0 … nc − 1 are the K chunks, nc … 2·nc − 1 the V chunks; item t goes to
- * stage t % stages on its mbarrier's phase (t / stages) & 1, and is issued once every warp is
- * done with item t − stages. */
-template <int REP, int HD, bool FULL>
-__global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(StArgs a) {
+/* grid (nkv·CL, rows), ST_THREADS threads: row z's KV head g over the live keys [first, pos] of its
+ * slot's cache, with CL > 1 block `rank` of g's cluster over chunks rank, rank + CL, … of them.
+ * Items 0 … nc − 1 are the block's K chunks, nc … 2·nc − 1 its V chunks; item t goes to stage
+ * t % stages on its mbarrier's phase (t / stages) & 1, and is issued once every warp is done with
+ * item t − stages. */
+template <int REP, int HD, bool FULL, int CL>
+__device__ __forceinline__ void stream_attention_body(const StArgs &a) {
   constexpr int DPT = st_dpt(HD), TPC = HD / DPT, G = st_groups(HD), KPG = ST_CHUNK / G, NP = ST_KPI * REP;
   static_assert(ST_THREADS % TPC == 0 && G <= ST_CHUNK && ST_CHUNK % G == 0, "p·v groups");
   static_assert(NP <= 32, "one transposed warp sum per step");
+  static_assert(CL == 1 || !FULL, "the split form is plain");
   constexpr int S = st_stages(HD, FULL);
-  const int g = (int)blockIdx.x, z = (int)blockIdx.y, nkv = (int)gridDim.x, vr = FULL ? a.vr : 0;
+  const int g = (int)blockIdx.x / CL, rank = (int)blockIdx.x % CL, z = (int)blockIdx.y, nkv = (int)gridDim.x / CL;
+  const int vr = FULL ? a.vr : 0;
   const float *q = a.q;
   const uint16_t *kc = a.kc, *vc = a.vc;
   const int *pos_p = a.pos;
@@ -101,7 +119,10 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(StArgs a) 
   /* the position (and the slot) were written by the step's first copy or the last step's end,
    * long complete: the copies of keys before the newest go out before the wait */
   const int pos = *pos_p, window = a.window, first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-  const int n = pos - first + 1, nc = (n + ST_CHUNK - 1) / ST_CHUNK, items = 2 * nc;
+  const int n = pos - first + 1, nall = (n + ST_CHUNK - 1) / ST_CHUNK;
+  /* this block's chunks (all of them, or every CL-th from its rank) and item t's chunk */
+  const int nc = CL == 1 ? nall : nall > rank ? (nall - rank + CL - 1) / CL : 0, items = 2 * nc;
+  auto chunk = [&](int t) { return rank + (t < nc ? t : t - nc) * CL; };
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; s++) mbar_init(&bar[s], 1);
     mbar_init_fence();
@@ -111,7 +132,7 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(StArgs a) 
    * with K from V, its K row and its tail */
   auto issue = [&](int t) {
     const bool isv = t >= nc;
-    const int c = isv ? t - nc : t, j0 = first + c * ST_CHUNK;
+    const int c = chunk(t), j0 = first + c * ST_CHUNK;
     const int cnt = pos + 1 - j0 < ST_CHUNK ? pos + 1 - j0 : ST_CHUNK;
     uint64_t *b = &bar[t % S];
     const bool tail = isv && vr > 0;
@@ -126,11 +147,12 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(StArgs a) 
     }
   };
   const int pre = items < S ? items : S;
+  int t0 = 0; /* (warp 0's) */
   if (warp == 0)
-    for (int t = 0; t < pre && t < nc - 1; t++) issue(t);
+    for (; t0 < pre && t0 < nc && chunk(t0) < nall - 1; t0++) issue(t0);
   ck_pdl_enter(); /* the newest row and the queries are the predecessor's */
   if (warp == 0)
-    for (int t = nc - 1 > 0 ? nc - 1 : 0; t < pre; t++) issue(t);
+    for (; t0 < pre; t0++) issue(t0);
 
   const float bscale = rb(a.scale);
   at_stage_q(q, g, REP, HD, a.scale, bscale, reinterpret_cast<float4 *>(qs));
@@ -141,7 +163,7 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(StArgs a) 
   float mxl = -INFINITY;
   for (int c = 0; c < nc; c++) {
     mbar_wait(&bar[c % S], (uint32_t)(c / S) & 1u);
-    const int k0 = c * ST_CHUNK + ST_KPI * warp; /* this warp's first key, from `first` */
+    const int k0 = chunk(c) * ST_CHUNK + ST_KPI * warp; /* this warp's first key, from `first` */
     if (k0 < n) {
       const uint16_t *stage = ring + (int64_t)(c % S) * ST_CHUNK * RL;
       const uint16_t *kp[ST_KPI];
@@ -159,18 +181,51 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(StArgs a) 
     if (warp == 0 && c + S < items) issue(c + S);
   }
 
-  /* the softmax over the row's keys (one block: its max and total are the row's) */
+  /* the softmax over the row's keys (one block: its max and total are the row's; split: the
+   * cluster's, from each block's) */
   float mx[REP], sum[REP];
 #pragma unroll
   for (int r = 0; r < REP; r++) mx[r] = r == pr ? mxl : -INFINITY;
   block_reduce_n_in<REP>(mx, ck_op_max(), -INFINITY, red);
+  /* the block's keys: index i < nk, key kj(i) from `first` (past n: none) */
+  const int nk = CL == 1 ? n : nc * ST_CHUNK;
+  auto kj = [&](int i) { return CL == 1 ? i : chunk(i / ST_CHUNK) * ST_CHUNK + i % ST_CHUNK; };
 #pragma unroll
   for (int r = 0; r < REP; r++) {
     sum[r] = 0.0f;
-    for (int j = threadIdx.x; j < n; j += ST_THREADS) sum[r] += expf(__fsub_rn(sc[(int64_t)r * keys + j], mx[r]));
+    if (CL == 1 || mx[r] > -INFINITY)
+      for (int i = threadIdx.x; i < nk; i += ST_THREADS) {
+        const int j = kj(i);
+        if (CL == 1 || j < n) sum[r] += expf(__fsub_rn(sc[(int64_t)r * keys + j], mx[r]));
+      }
   }
   block_reduce_n_in<REP>(sum, ck_op_add(), 0.0f, red);
-  if (threadIdx.x < REP) {
+#if ST_HAS_SPLIT
+  if constexpr (CL > 1) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    float *xch = inv + REP; /* [2][REP]: this block's maxima and totals */
+    if (threadIdx.x == 0)
+#pragma unroll
+      for (int r = 0; r < REP; r++) xch[r] = mx[r], xch[REP + r] = sum[r];
+    cl.sync();
+    /* each head's M and total over the blocks, in rank order */
+    if (threadIdx.x < REP) {
+      const int r = (int)threadIdx.x;
+      float M = -INFINITY, t = 0.0f;
+      for (int b = 0; b < CL; b++) M = fmaxf(M, cl.map_shared_rank(xch, b)[r]);
+      for (int b = 0; b < CL; b++) {
+        const float mb = cl.map_shared_rank(xch, b)[r], lb = cl.map_shared_rank(xch, b)[REP + r];
+        if (mb > -INFINITY) t = fmaf(lb, expf(__fsub_rn(mb, M)), t);
+      }
+      red[r] = M, inv[r] = __fdiv_rn(1.0f, t);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < REP; r++) mx[r] = red[r];
+  }
+#endif
+  if (CL == 1 && threadIdx.x < REP) {
     float t = 0.0f;
 #pragma unroll
     for (int r = 0; r < REP; r++)
@@ -178,8 +233,9 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(StArgs a) 
     inv[threadIdx.x] = __fdiv_rn(1.0f, t);
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < REP * n; i += ST_THREADS) {
-    const int r = i / n, j = i - r * n;
+  for (int i = threadIdx.x; i < REP * nk; i += ST_THREADS) {
+    const int r = i / nk, j = kj(i - r * nk);
+    if (CL > 1 && j >= n) continue;
     float m = 0.0f;
 #pragma unroll
     for (int rr = 0; rr < REP; rr++)
@@ -205,7 +261,7 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(StArgs a) 
     const int t = nc + c;
     mbar_wait(&bar[t % S], (uint32_t)(t / S) & 1u);
     const uint16_t *stage = ring + (int64_t)(t % S) * ST_CHUNK * RL + voff;
-    const int kb = c * ST_CHUNK + grp * KPG; /* the group's first key of the chunk, from `first` */
+    const int kb = chunk(c) * ST_CHUNK + grp * KPG; /* the group's first key of the chunk, from `first` */
     float v[KPG][DPT];
 #pragma unroll
     for (int u = 0; u < KPG; u++) load_n_shared(stage + (int64_t)(grp * KPG + u) * RL, DPT, v[u]);
@@ -229,13 +285,50 @@ __global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(StArgs a) 
 #pragma unroll
     for (int i = 0; i < DPT; i++) part[((int64_t)grp * REP + r) * HD + d0 + i] = acc[r][i];
   __syncthreads();
-  for (int o = threadIdx.x; o < REP * HD; o += ST_THREADS) {
-    float s = part[o];
+  if constexpr (CL == 1) {
+    for (int o = threadIdx.x; o < REP * HD; o += ST_THREADS) {
+      float s = part[o];
 #pragma unroll
-    for (int b = 1; b < G; b++) s += part[(int64_t)b * REP * HD + o];
-    att[(int64_t)g * REP * HD + o] = ck_f32_to_bf16(s);
+      for (int b = 1; b < G; b++) s += part[(int64_t)b * REP * HD + o];
+      att[(int64_t)g * REP * HD + o] = ck_f32_to_bf16(s);
+    }
+  } else {
+#if ST_HAS_SPLIT
+    /* the block's partials where q was, then block `rank` completes its share of the outputs,
+     * adding the blocks' partials in rank order */
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    for (int o = threadIdx.x; o < REP * HD; o += ST_THREADS) {
+      float s = part[o];
+#pragma unroll
+      for (int b = 1; b < G; b++) s += part[(int64_t)b * REP * HD + o];
+      qs[o] = s;
+    }
+    cl.sync();
+    constexpr int PER = (REP * HD + CL - 1) / CL;
+    const int o_end = (rank + 1) * PER < REP * HD ? (rank + 1) * PER : REP * HD;
+    for (int o = rank * PER + (int)threadIdx.x; o < o_end; o += ST_THREADS) {
+      float s = 0.0f;
+#pragma unroll
+      for (int b = 0; b < CL; b++) s += *cl.map_shared_rank(qs + o, b);
+      att[(int64_t)g * REP * HD + o] = ck_f32_to_bf16(s);
+    }
+    cl.sync(); /* no block leaves while another still reads its partials */
+#endif
   }
 }
+
+template <int REP, int HD, bool FULL>
+__global__ void __launch_bounds__(ST_THREADS) stream_attention_kernel(StArgs a) {
+  stream_attention_body<REP, HD, FULL, 1>(a);
+}
+
+#if ST_HAS_SPLIT
+template <int REP, int HD>
+__global__ void __cluster_dims__(ST_SPLIT, 1, 1) __launch_bounds__(ST_THREADS) stream_attention_split_kernel(StArgs a) {
+  stream_attention_body<REP, HD, false, ST_SPLIT>(a);
+}
+#endif
 
 extern "C" int dk_attention_stream_fits(int nq, int nkv, int hd, dk_kv_layout kv, int window, int64_t keys,
                                         int gscores) {
@@ -260,6 +353,30 @@ static cudaError_t launch_stream(const StArgs &a, int nkv, int nrows, size_t sme
   }
   return ck_launch(fn, dim3((unsigned)nkv, (unsigned)nrows), ST_THREADS, smem, st, a);
 }
+
+#if ST_HAS_SPLIT
+template <int REP, int HD>
+static cudaError_t launch_split(const StArgs &a, int nkv, int nrows, size_t smem, cudaStream_t st) {
+  auto fn = stream_attention_split_kernel<REP, HD>;
+  static std::atomic<size_t> allowed{48 * 1024};
+  if (smem > allowed.load()) {
+    if (cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) return e;
+    allowed.store(smem);
+  }
+  return ck_launch(fn, dim3((unsigned)(nkv * ST_SPLIT), (unsigned)nrows), ST_THREADS, smem, st, a);
+}
+template <int REP>
+static cudaError_t launch_split_hd(const StArgs &a, int hd, int nkv, int nrows, size_t smem, cudaStream_t st) {
+  switch (hd) {
+  case 16: return launch_split<REP, 16>(a, nkv, nrows, smem, st);
+  case 32: return launch_split<REP, 32>(a, nkv, nrows, smem, st);
+  case 64: return launch_split<REP, 64>(a, nkv, nrows, smem, st);
+  case 128: return launch_split<REP, 128>(a, nkv, nrows, smem, st);
+  case 256: return launch_split<REP, 256>(a, nkv, nrows, smem, st);
+  default: return launch_split<REP, 512>(a, nkv, nrows, smem, st);
+  }
+}
+#endif
 
 template <int REP, bool FULL>
 static cudaError_t launch_stream_hd(const StArgs &a, int hd, int nkv, int nrows, size_t smem, cudaStream_t st) {
@@ -300,4 +417,37 @@ extern "C" int dk_attention_stream_rows(const float *q, const uint16_t *kc, cons
   case 4: return (int)launch_stream_rep<4>(a, P.full, hd, nkv, nrows, smem, st);
   default: return (int)launch_stream_rep<8>(a, P.full, hd, nkv, nrows, smem, st);
   }
+}
+
+extern "C" int dk_attention_stream_split_fits(int nq, int nkv, int hd, dk_kv_layout kv, int window, int64_t keys) {
+  return ST_HAS_SPLIT && dk_attention_stream_fits(nq, nkv, hd, kv, window, keys, 0) &&
+         !st_plan_for(nq / nkv, hd, kv.vr, keys).full;
+}
+
+extern "C" int dk_attention_stream_split_rows(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv,
+                                              int hd, dk_kv_layout kv, float scale, const int *pos, int window,
+                                              int64_t keys, uint16_t *att, const dk_rows *rows, int nrows,
+                                              void *stream) {
+  if (!q || !kc || !vc || !att || !pos || !rows || !rows->slot || nrows < 1 || nrows > 65535 ||
+      (int64_t)nkv * ST_SPLIT > 0x7fffffff || !dk_attention_stream_split_fits(nq, nkv, hd, kv, window, keys))
+    return (int)cudaErrorInvalidValue;
+#if ST_HAS_SPLIT
+  const int rep = nq / nkv;
+  const st_plan P = st_plan_for(rep, hd, kv.vr, keys);
+  StArgs a = {};
+  a.q = q, a.kc = kc, a.vc = vc, a.ps = kv.ps, a.vr = 0, a.scale = scale, a.pos = pos, a.window = window;
+  a.keys = keys, a.gsc = NULL, a.att = att, a.rw = *rows;
+  a.floats_off = P.floats_off, a.bar_off = P.bar_off;
+  cudaStream_t st = (cudaStream_t)stream;
+  const size_t smem = (size_t)P.bytes;
+  switch (rep) {
+  case 1: return (int)launch_split_hd<1>(a, hd, nkv, nrows, smem, st);
+  case 2: return (int)launch_split_hd<2>(a, hd, nkv, nrows, smem, st);
+  case 4: return (int)launch_split_hd<4>(a, hd, nkv, nrows, smem, st);
+  default: return (int)launch_split_hd<8>(a, hd, nkv, nrows, smem, st);
+  }
+#else
+  (void)scale, (void)stream;
+  return (int)cudaErrorInvalidValue;
+#endif
 }

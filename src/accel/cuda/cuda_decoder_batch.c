@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "cuda_decoder_internal.h"
+#include "cuda_timeline.h"
 #include "prefill_kernels.h"
 
 typedef struct dec_batch {
@@ -345,9 +346,11 @@ static int bt_splits(const accel_decoder *D, const dec_layer *y) {
 
 /* Layer i's attention for the T rows: from STREAM_ATT_MIN rows (a full layer: from
  * STREAM_FULL_BLOCKS rows × KV heads) a block per row and KV head streaming its keys (scores in
- * B->scores where a row's do not fit shared memory); otherwise a layer whose whole key range fits
- * one cluster (lkeys) through the one-launch cluster kernel and the others through the split
- * passes. */
+ * B->scores where a row's do not fit shared memory); fewer rows of a layer whose whole key range
+ * fits one cluster (lkeys: a sliding ring, or a capacity that small) through the same kernel's
+ * split form (a cluster of 4 blocks per row and KV head) where its plain form runs it (plain
+ * rows, the scores in shared memory), else through the one-launch cluster kernel; the others
+ * through the split passes. */
 static int bt_attention(accel_decoder *D, int i, int T, const dk_rows *ar, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   dec_batch *B = D->bt;
@@ -359,6 +362,10 @@ static int bt_attention(accel_decoder *D, int i, int T, const dk_rows *ar, mlxrt
       dk_attention_stream_fits(nq, y->nkv, y->hd, y->kv, y->window, keys, 1))
     return rt_status(dk_attention_stream_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale, B->pos,
                                               y->window, keys, B->scores, B->attb, ar, T, st),
+                     "attention", err);
+  if (T < STREAM_ATT_MIN && y->lkeys && dk_attention_stream_split_fits(nq, y->nkv, y->hd, y->kv, y->window, keys))
+    return rt_status(dk_attention_stream_split_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale,
+                                                    B->pos, y->window, keys, B->attb, ar, T, st),
                      "attention", err);
   if (y->lkeys)
     return rt_status(dk_attention_cluster_rows(B->q, B->kc[i], B->vc[i], nq, y->nkv, y->hd, y->kv, d->attn_scale,
@@ -445,7 +452,8 @@ static int bt_enqueue(accel_decoder *D, int T, mlxrt_error *err) {
 
 /* bt_enqueue as graph[T]: eager on its first use, then captured once and replayed (the rows'
  * tokens, positions and slots are read from device memory). A capture that fails runs eagerly,
- * said once. */
+ * said once. The in-graph timeline (MLXRT_CUDA_TIMELINE=1) logs a batched step's graph as the
+ * body's (graph 0), so it times a run of steps of one row count (mlxrt bench --batch B). */
 static int bt_launch(accel_decoder *D, int T, mlxrt_error *err) {
   dec_batch *B = D->bt;
   if (!D->use_graph || !B->warm[T]) {
@@ -457,7 +465,9 @@ static int bt_launch(accel_decoder *D, int T, mlxrt_error *err) {
     void *exec = NULL;
     int rc = rt_graph_begin(D->stream, &ce);
     if (!rc) {
+      ctl_capture_begin(0);
       rc = bt_enqueue(D, T, &ce);
+      ctl_capture_end();
       if (rt_graph_end(D->stream, &exec, rc ? &e2 : &ce)) rc = -1;
     }
     if (rc) {
@@ -468,7 +478,8 @@ static int bt_launch(accel_decoder *D, int T, mlxrt_error *err) {
     }
     B->graph[T] = exec;
   }
-  return rt_graph_launch(B->graph[T], D->stream, err);
+  return ctl_replay_begin(0, D->stream, err) || rt_graph_launch(B->graph[T], D->stream, err) ||
+         ctl_replay_end(D->stream, err);
 }
 
 /* A step of one row: the one-sequence step itself (decoder_step's body and head, bit for bit) on

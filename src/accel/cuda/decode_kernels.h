@@ -156,6 +156,14 @@ int dk_attention_stream_fits(int nq, int nkv, int hd, dk_kv_layout kv, int windo
 int dk_attention_stream_rows(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
                              dk_kv_layout kv, float scale, const int *pos, int window, int64_t keys, float *scores,
                              uint16_t *att, const dk_rows *rows, int nrows, void *stream);
+/* The same with each row and KV head split over a cluster of 4 blocks (few rows: 4× the blocks),
+ * plain bf16 rows with the scores in shared memory only (dk_attention_stream_split_fits). Its
+ * p·v sums and softmax total are grouped by the blocks' key ranges: a row's bits differ from the
+ * unsplit launch's, and still depend on nothing but the row. */
+int dk_attention_stream_split_fits(int nq, int nkv, int hd, dk_kv_layout kv, int window, int64_t keys);
+int dk_attention_stream_split_rows(const float *q, const uint16_t *kc, const uint16_t *vc, int nq, int nkv, int hd,
+                                   dk_kv_layout kv, float scale, const int *pos, int window, int64_t keys,
+                                   uint16_t *att, const dk_rows *rows, int nrows, void *stream);
 
 #ifdef __cplusplus
 }

@@ -88,8 +88,9 @@
  * t/s through this kernel against 269.9 through that one (H100, same call). */
 #define WG_MIN ROWS_MIN
 /* From STREAM_ATT_MIN rows on, a batched step's attention streams each row and KV head through
- * one block (attention_stream.cu); fewer rows take the one-launch cluster kernel on the sliding
- * rings (its clusters split a row's keys over 16 blocks) and the split passes on the full layers.
+ * one block (attention_stream.cu); fewer rows take the same kernel's split form on the sliding
+ * rings (a cluster of 4 blocks per row and KV head: 21.1 against the one-launch cluster kernel's
+ * 38.8 us at B = 4, H100) and the split passes on the full layers.
  * A full layer's keys stream only from STREAM_FULL_BLOCKS blocks (rows × KV heads) on: its block
  * reads K twice (K from V) and does GQA 8's arithmetic alone, so with fewer blocks the split
  * passes win. The 31B's full layer on an H200 (µs, stream against split passes, B = 16 / 32 /
