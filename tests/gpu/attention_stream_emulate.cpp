@@ -14,7 +14,7 @@
  *     launched alone, and the rows reversed giving the same bits.
  * With -DEMU_CLUSTER -DAST_SPLIT (CTest attention_stream_emulate_split) the same checks run the
  * split form (dk_attention_stream_split_rows: a cluster of 4 blocks per row and KV head, the
- * blocks side by side on host threads) on the plain cases; --sparse runs every other one.
+ * blocks side by side on host threads) on the plain cases.
  * Build and run from the repository root (also a CTest):
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_FIBERS -Itests/gpu/emu -Isrc \
  *       -Isrc/accel/cuda -Iinclude tests/gpu/attention_stream_emulate.cpp -o /tmp/ase -lm
@@ -176,11 +176,6 @@ static int run_case(const Case &c) {
 }
 
 int main(int argc, char **argv) {
-#ifdef AST_SPLIT
-  /* --sparse (the sanitizer build's CTest): every other case */
-  const bool sparse = argc > 1 && !strcmp(argv[1], "--sparse");
-  if (sparse) argc--, argv++;
-#endif
   if (argc > 1) g_rng = strtoull(argv[1], NULL, 0) | 1;
 #ifdef AST_SPLIT
   emu_pool_start();
@@ -204,8 +199,7 @@ int main(int argc, char **argv) {
                       dk_attention_stream_split_fits(4, 2, 256, dk_kv_plain(2, 256), 0, 5000) ||
                       !dk_attention_stream_split_fits(4, 2, 256, dk_kv_plain(2, 256), 1024, 1024);
   if (refused) printf("FAIL dk_attention_stream_split_fits: a shape the split form cannot run passed, or one it runs did not\n");
-  int i = 0;
-  return emu_run_cases(cases, [&](const Case &c) { return sparse && i++ % 2 ? 0 : run_case(c); }) || refused;
+  return emu_run_cases(cases, run_case) || refused;
 #else
   /* the 31B's sliding layer (rep 2, head dim 256, a ring) scaled down in heads, other group
    * sizes and head dims; positions from the first (one key) past a wrapped ring, chunk counts
