@@ -52,6 +52,7 @@ typedef struct dec_batch {
    * depth class) captured with that slot's caches */
   void **g_one;
   int *warm_one;
+  uint16_t **saved; /* the decoder's own caches while a slot's are in place (slot_caches) */
 } dec_batch;
 
 void dec_batch_free(accel_decoder *D) {
@@ -67,6 +68,7 @@ void dec_batch_free(accel_decoder *D) {
     for (int k = 0; k < 4 * B->slots; k++) rt_graph_destroy(B->g_one[k]);
   free(B->g_one);
   free(B->warm_one);
+  free(B->saved);
   free(B->kc);
   free(B->vc);
   free(B->kvm);
@@ -126,6 +128,7 @@ int cuda_decoder_batch_init(accel_decoder *D, int slots, mlxrt_error *err) {
       !(B->warm = mx_calloc((size_t)slots + 1, sizeof *B->warm, err)) ||
       !(B->g_one = mx_calloc(4 * (size_t)slots, sizeof *B->g_one, err)) ||
       !(B->warm_one = mx_calloc(4 * (size_t)slots, sizeof *B->warm_one, err)) ||
+      !(B->saved = mx_calloc(2 * (size_t)L, sizeof *B->saved, err)) ||
       !(B->kc = mx_calloc((size_t)L, sizeof *B->kc, err)) || !(B->vc = mx_calloc((size_t)L, sizeof *B->vc, err)) ||
       !(B->kvm = mx_calloc(2 * (size_t)L, sizeof *B->kvm, err)) ||
       !(B->kv_elems = mx_calloc((size_t)L, sizeof *B->kv_elems, err)) ||
@@ -298,12 +301,9 @@ int cuda_decoder_slot_prompt(accel_decoder *D, int slot, const int32_t *tokens, 
   if (check_tokens(D->d, tokens, n, err) || dec_sample_plan(D, sp, u, token != NULL, &sample, &kp, err) ||
       bt_grow(D, slot, pos + n, err))
     return -1;
-  uint16_t **saved = mx_malloc(2 * (size_t)D->d->n_layers * sizeof *saved, err);
-  if (!saved) return -1;
-  slot_caches(D, slot, saved);
+  slot_caches(D, slot, B->saved);
   const int rc = dec_prefill_run(D, tokens, n, pos, err);
-  slot_caches(D, -1, saved);
-  free(saved);
+  slot_caches(D, -1, B->saved);
   if (rc) return mx_prefix(err, "CUDA decoder: slot %d: prompt of %lld tokens", slot, (long long)n);
   if (!logits && !token) return 0;
   return dec_head_select(D, pos + n - 1, sample, &kp, logits, token, err);
@@ -488,12 +488,9 @@ static int bt_launch(accel_decoder *D, int T, mlxrt_error *err) {
 static int bt_step_one(accel_decoder *D, int s, int32_t token, int64_t pos, int sample, const sk_params *kp,
                        float *logits, int32_t *next, mlxrt_error *err) {
   dec_batch *B = D->bt;
-  uint16_t **saved = mx_malloc(2 * (size_t)D->d->n_layers * sizeof *saved, err);
-  if (!saved) return -1;
-  slot_caches(D, s, saved);
+  slot_caches(D, s, B->saved);
   const int rc = dec_body_step(D, token, pos, B->g_one + 4 * (size_t)s, B->warm_one + 4 * (size_t)s, err);
-  slot_caches(D, -1, saved); /* (the enqueued kernels and the captured graphs keep the slot's pointers) */
-  free(saved);
+  slot_caches(D, -1, B->saved); /* (the enqueued kernels and the captured graphs keep the slot's pointers) */
   if (rc || dec_head_select(D, pos, sample, kp, logits, next, err))
     return mx_prefix(err, "CUDA decoder: batched row 0 (slot %d)", s);
   return 0;
