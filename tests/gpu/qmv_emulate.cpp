@@ -320,24 +320,41 @@ static int run_rows_case(const Case &c) {
   const int64_t zy = (int64_t)nb * c.rows;
   std::vector<float> y((size_t)nz * zy, NAN), ye((size_t)nz * zy, NAN);
   std::vector<float> y3((size_t)3 * c.rows, NAN);
-  int rc = ck_qmv_rows(&L, zslab, nz, nb, xp.data(), xs.data(), xexp.data(), y.data(), c.rows, NULL);
+  int rc = ck_qmv_rows(&L, zslab, nz, nb, xp.data(), xs.data(), xexp.data(), y.data(), c.rows, 1, 0, NULL);
   if (!rc) rc = ck_qmv_experts(&L, zslab, nz, xp.data(), xs.data(), xexp.data(), nb, 1, ye.data(), c.rows, zy, 1, NULL);
   if (!rc)
     rc = ck_qmv_rows(&L, zslab, 1, 3, xp.data() + (size_t)nb * c.cols, xs.data() + (size_t)(c.cols / 32) * 8,
-                     xexp.data() + 8, y3.data(), c.rows, NULL);
+                     xexp.data() + 8, y3.data(), c.rows, 1, 0, NULL);
+  /* k splits (3, or as many as the units allow): the partial sums split s at s·kstride, added in
+   * order against float64; the first 3 rows of batch 1 as a batch of 3 with the same splits: the
+   * same bits */
+  const int ks = L.nunits < 3 ? (int)L.nunits : 3;
+  const int64_t kstride = (int64_t)nz * zy, kstride3 = (int64_t)3 * c.rows;
+  std::vector<float> yk((size_t)ks * kstride, NAN), yk3((size_t)ks * kstride3, NAN), ysum((size_t)nz * zy, 0.0f);
+  if (!rc) rc = ck_qmv_rows(&L, zslab, nz, nb, xp.data(), xs.data(), xexp.data(), yk.data(), c.rows, ks, kstride, NULL);
+  if (!rc)
+    rc = ck_qmv_rows(&L, zslab, 1, 3, xp.data() + (size_t)nb * c.cols, xs.data() + (size_t)(c.cols / 32) * 8,
+                     xexp.data() + 8, yk3.data(), c.rows, ks, kstride3, NULL);
   if (rc) {
     printf("FAIL %-34s rows launch rc=%d\n", c.what, rc);
     return 1;
   }
-  double worst = 0;
+  double worst = 0, worst_k = 0;
   int bad = check_batches(c, W, zslab, nz, nb, x, 1, y, zy, &worst);
   const int same = !memcmp(y.data(), ye.data(), y.size() * sizeof(float));
   const int same3 = !memcmp(y3.data(), y.data() + zy, y3.size() * sizeof(float));
-  printf("%s rows: %-32s %s g%-3d %3d x %5d, 3 batches of 8: worst %.2e of sum|w.x|, %s, %s\n",
-         bad || !same || !same3 ? "FAIL" : "ok  ", c.what, fmt_name(c.fmt), c.gs, c.rows, c.cols, worst,
-         same ? "the tile-major order's bits" : "OTHER bits than the tile-major order's",
-         same3 ? "a batch of 3 the same bits" : "a batch of 3 OTHER bits");
-  return bad || !same || !same3;
+  int same3k = 1;
+  for (int s = 0; s < ks; s++) {
+    for (size_t i = 0; i < ysum.size(); i++) ysum[i] += yk[(size_t)s * kstride + i];
+    same3k &= !memcmp(yk3.data() + (size_t)s * kstride3, yk.data() + (size_t)s * kstride + zy, (size_t)kstride3 * 4);
+  }
+  const int bad_k = check_batches(c, W, zslab, nz, nb, x, 1, ysum, zy, &worst_k);
+  printf("%s rows: %-32s %s g%-3d %3d x %5d, 3 batches of 8: worst %.2e of sum|w.x| (%d k splits %.2e), %s, %s%s\n",
+         bad || bad_k || !same || !same3 || !same3k ? "FAIL" : "ok  ", c.what, fmt_name(c.fmt), c.gs, c.rows, c.cols,
+         worst, ks, worst_k, same ? "the tile-major order's bits" : "OTHER bits than the tile-major order's",
+         same3 ? "a batch of 3 the same bits" : "a batch of 3 OTHER bits",
+         same3k ? "" : ", a batch of 3 OTHER bits with k splits");
+  return bad || bad_k || !same || !same3 || !same3k;
 }
 
 /* The batched step's product (ck_qmm_rows): 40 rows (5 batches of 8) with c.ksplit k splits, against

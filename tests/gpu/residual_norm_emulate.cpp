@@ -9,8 +9,9 @@
  *     order, so a rounding may land on the other side);
  *   - pmax[b] = max |xb| over pblock b exactly, and the prep (xmode 1: fp16 · 2^e in fragment
  *     order, with e from max |xb|; 2: bf16 as it is) exactly what prep_store makes of xb;
- *   - several rows in one launch (dk_residual_norm_rows: y rows ldy apart, a cluster per row):
- *     each row's h, xb, prep and exponent bit for bit its own one-row launch.
+ *   - several rows in one launch (dk_residual_norm_rows: y rows ldy apart, with or without k
+ *     splits, a cluster per row): each row's h, xb, prep and exponent bit for bit its own
+ *     one-row launch.
  * Build and run from the repository root (also a CTest):
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_CLUSTER -Itests/gpu/emu -Isrc \
  *       -Isrc/accel/cuda -Iinclude tests/gpu/residual_norm_emulate.cpp -o /tmp/rne -lm
@@ -151,9 +152,9 @@ static int run_case(const Case &c) {
 }
 
 /* T rows through dk_residual_norm_rows against each row through dk_residual_norm alone */
-static int run_rows(int H, int T, int with_y, int use_scalar, int xmode) {
-  const int64_t ldy = H + 64;
-  std::vector<float> y((size_t)ldy * T), h0((size_t)H * T), wp((size_t)H), wn((size_t)H);
+static int run_rows(int H, int T, int with_y, int use_scalar, int xmode, int ks = 1) {
+  const int64_t ldy = H + 64, kstride = ldy * T + 32;
+  std::vector<float> y((size_t)kstride * ks), h0((size_t)H * T), wp((size_t)H), wn((size_t)H);
   for (auto &v : y) v = (unit() * 2 - 1) * 3.0f;
   for (int t = 0; t < T; t++) /* rows of different scales: different exponents */
     for (int i = 0; i < H; i++) h0[(size_t)t * H + i] = rb((unit() * 2 - 1) * 20.0f * (float)(1 << (3 * t)));
@@ -164,14 +165,14 @@ static int run_rows(int H, int T, int with_y, int use_scalar, int xmode) {
   std::vector<uint16_t> xb((size_t)H * T, 0xffff), xp((size_t)H * T + 32, 0xffff);
   std::vector<int> xexp((size_t)T + 1, 777);
   const char *why = NULL;
-  if (dk_residual_norm_rows(with_y ? y.data() : NULL, ldy, wp.data(), h.data(), use_scalar, scalar, wn.data(), xb.data(),
+  if (dk_residual_norm_rows(with_y ? y.data() : NULL, ks, kstride, ldy, wp.data(), h.data(), use_scalar, scalar, wn.data(), xb.data(),
                             H, 1e-6f, xmode ? xp.data() : NULL, xmode ? xexp.data() : NULL, xmode, T, NULL))
     why = "launch";
   for (int t = 0; t < T && !why; t++) {
     std::vector<float> h1(h0.begin() + (ptrdiff_t)t * H, h0.begin() + (ptrdiff_t)(t + 1) * H);
     std::vector<uint16_t> xb1((size_t)H, 0xffff), xp1((size_t)H + 32, 0xffff);
     int xe1 = 777;
-    if (dk_residual_norm(with_y ? y.data() + (size_t)t * ldy : NULL, 1, H, wp.data(), h1.data(), use_scalar, scalar,
+    if (dk_residual_norm(with_y ? y.data() + (size_t)t * ldy : NULL, ks, kstride, wp.data(), h1.data(), use_scalar, scalar,
                          wn.data(), xb1.data(), H, 1e-6f, NULL, RN_CL * RN_BT, xmode ? xp1.data() : NULL,
                          xmode ? &xe1 : NULL, xmode, DK_XE_ROWMAX, NULL, 0, NULL)) {
       why = "one-row launch";
@@ -183,8 +184,8 @@ static int run_rows(int H, int T, int with_y, int use_scalar, int xmode) {
       why = "prep";
   }
   if (!why && xexp[(size_t)T] != 777) why = "an exponent past the rows";
-  printf("%s rows: H %5d T %d y %d scalar %d xmode %d%s%s\n", why ? "FAIL" : "ok  ", H, T, with_y, use_scalar, xmode,
-         why ? ": " : "", why ? why : "");
+  printf("%s rows: H %5d T %d y %d (%d k splits) scalar %d xmode %d%s%s\n", why ? "FAIL" : "ok  ", H, T, with_y, ks,
+         use_scalar, xmode, why ? ": " : "", why ? why : "");
   return why != NULL;
 }
 
@@ -214,5 +215,6 @@ int main(int argc, char **argv) {
   int bad = run_rows(5376, 3, 1, 0, 1);
   bad |= run_rows(640, 4, 1, 1, 2);
   bad |= run_rows(5376, 2, 0, 0, 0);
+  bad |= run_rows(5376, 4, 1, 1, 1, 3);
   return emu_run_cases(cases, run_selected) | bad;
 }

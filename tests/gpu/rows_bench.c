@@ -17,7 +17,9 @@
  * row and KV head, dk_attention_stream_split_rows), GB/s of the live K and V rows, the rows on
  * other slots each launch so that the cache comes from memory; the streaming kernels' outputs
  * checked against the other kernel's (each head within 1 % of its largest |value|).
- *   mlxrt-rows-bench [--batch 1,4,16,64] */
+ * The batch kernel runs at the k splits the step gives it (ck_qmv_rows_splits), and with --ks
+ * also at each of those.
+ *   mlxrt-rows-bench [--batch 1,4,16,64] [--ks 1,2,4] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,9 +217,23 @@ static int attention_rows(accel_backend *cu, const att_layer *ly, const int *bs,
 }
 
 int main(int argc, char **argv) {
-  const char *blist = "1,4,16,64";
-  for (int i = 1; i + 1 < argc; i += 2)
+  const char *blist = "1,4,16,64", *kslist = "";
+  for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--batch")) blist = argv[i + 1];
+    if (!strcmp(argv[i], "--ks")) kslist = argv[i + 1];
+  }
+  int kss[8], nks = 0; /* --ks: the batch kernel also at these k splits */
+  for (const char *p = kslist; *p && nks < 8;) {
+    kss[nks] = atoi(p);
+    if (kss[nks] < 1 || kss[nks] > 8) {
+      printf("rows-bench: --ks entries 1..8\n");
+      return 2;
+    }
+    nks++;
+    p = strchr(p, ',');
+    if (!p) break;
+    p++;
+  }
   mlxrt_error err = {{0}};
   accel_options o = {"cuda", 0, 0, NULL, NULL};
   accel_backend *cu = mlxrt_cuda_backend_create(&o, &err);
@@ -339,6 +355,38 @@ int main(int argc, char **argv) {
       free(h0);
       free(h1);
     }
+    /* the batch kernel at the k splits the step gives it, its partial sums added in order,
+     * against ck_qmm_rows at each B below ROWS_MIN (another summation order: a tolerance) */
+    {
+      const size_t n = (size_t)RMAX * (size_t)sh->rows;
+      float *h0 = malloc(n * 4), *h1 = malloc(2 * n * 4);
+      for (int b = 0; b < nb; b++) {
+        const int B = bs[b];
+        if (B < 2 || B >= ROWS_MIN) continue;
+        const int qks = ck_qmv_rows_splits(L[0], B, 1, dev.sms);
+        const size_t m = (size_t)B * (size_t)sh->rows;
+        TRY(rt_status(ck_qmm_rows(L[0], B, ks, xp, xs, xexp, y, sh->rows, part, cnt, st), "rows", &err) ||
+            rt_d2h(h0, y, m * 4, st, &err) ||
+            rt_status(ck_qmv_rows(L[0], zero, 1, B, xp, xs, xexp, y, sh->rows, qks, (int64_t)m, st), "batch kernel",
+                      &err) ||
+            rt_d2h(h1, y, (size_t)qks * m * 4, st, &err) || rt_stream_sync(st, &err));
+        double big = 0, worst = 0;
+        for (size_t i = 0; i < m; i++) big = fmax(big, fabs(h0[i]));
+        for (size_t i = 0; i < m; i++) {
+          double v = 0;
+          for (int k = 0; k < qks; k++) v += h1[(size_t)k * m + i];
+          const double d = fabs(v - h0[i]);
+          worst = d > worst || d != d ? (d != d ? INFINITY : d) : worst;
+        }
+        if (!(worst <= 1e-3 * big)) {
+          printf("FAIL %s: %d rows: %s at %d k splits differs from qmm_rows by %.3g (max |y| %.3g)\n", sh->name, B,
+                 knames[0], qks, worst, big);
+          bad = 1;
+        }
+      }
+      free(h0);
+      free(h1);
+    }
     /* the warpgroup product against ck_qmm_rows at each B (other summation order: a tolerance) */
     int *xexp_w = NULL;
     TRY(rt_malloc((void **)&xexp_w, (size_t)RMAX * 4, &err));
@@ -375,21 +423,38 @@ int main(int argc, char **argv) {
     const int iters = copies * 4;
     for (int b = 0; b < nb; b++)
       for (int k = 0; k < NK; k++) { /* 0: the mat-vec's batch kernel, 1: ck_qmm_rows, 2..: ck_qmm_wg */
-        const int B = bs[b], nzb = (B + 7) / 8, nbb = B >= 8 ? 8 : B < 2 ? 2 : B;
+        const int B = bs[b], nzb = (B + 7) / 8, nbb = B >= 8 ? 8 : B < 2 ? 2 : B, nzq = B >= 8 ? nzb : 1;
+        /* the batch kernel at the k splits the step takes (ck_qmv_rows_splits) */
+        const int qks = ck_qmv_rows_splits(L[0], nbb, nzq, dev.sms);
+        const int64_t qstride = (int64_t)nzq * nbb * sh->rows;
         if (k >= 2) TRY(rt_status(ck_xprep_wg(L[0], x, B, xw, xexp_w, pmax, st), "wg prep", &err));
         int rc = rt_graph_begin(st, &err);
         for (int i = 0; i < iters && !rc; i++) {
           const ck_layout *Li = L[i % copies];
-          rc = k == 0   ? ck_qmv_rows(Li, zero, B >= 8 ? nzb : 1, nbb, xp, xs, xexp, y, sh->rows, st)
+          rc = k == 0   ? ck_qmv_rows(Li, zero, nzq, nbb, xp, xs, xexp, y, sh->rows, qks, qstride, st)
                : k == 1 ? ck_qmm_rows(Li, B, ks, xp, xs, xexp, y, sh->rows, part, cnt, st)
                         : ck_qmm_wg(Li, B, ks, xw, xexp_w, y, sh->rows, part, cnt, st);
         }
         float us;
         TRY(graph_median_us(st, rc, iters, e0, e1, &us, &err));
         const double gbs = (double)wbytes / (us * 1e-6) / 1e9;
-        printf("| %s | %d | %s | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], us, gbs, 100.0 * gbs / bw);
+        if (k == 0)
+          printf("| %s | %d | %s (%d k splits) | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], qks, us, gbs,
+                 100.0 * gbs / bw);
+        else
+          printf("| %s | %d | %s | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], us, gbs, 100.0 * gbs / bw);
         if (sh->sliding) step_us[b][k] += us;
         all_us[b][k] += sh->per_step * (double)us;
+        for (int j = 0; k == 0 && j < nks; j++) { /* --ks (the splits y holds: 2·RMAX rows) */
+          if (kss[j] * qstride > 2 * (int64_t)RMAX * sh->rows) continue;
+          rc = rt_graph_begin(st, &err);
+          for (int i = 0; i < iters && !rc; i++)
+            rc = ck_qmv_rows(L[i % copies], zero, nzq, nbb, xp, xs, xexp, y, sh->rows, kss[j], qstride, st);
+          TRY(graph_median_us(st, rc, iters, e0, e1, &us, &err));
+          const double g2 = (double)wbytes / (us * 1e-6) / 1e9;
+          printf("| %s | %d | %s at %d k splits | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], kss[j], us, g2,
+                 100.0 * g2 / bw);
+        }
       }
     /* the reference: the one-sequence step's one-row kernel (x prepped once; in the step the
      * producer of x writes its prep) */

@@ -141,8 +141,24 @@ static int run_rows_case(const Case &c) {
   const char *why = rc ? "launch" : xp1 != xp2 ? "prep" : e1 != e2 ? "exponents" : NULL;
   for (size_t i = 0; !why && i < nxs; i++)
     if (memcmp(&xs1[i], &xs2[i], 4)) why = "group sums";
-  printf("%s %-7s g%-3d cols %5d gathered rows%s%s\n", why ? "FAIL" : "ok  ", fmt_name(c.fmt), c.gs, cols,
-         why ? ": " : "", why ? why : "");
+  /* ck_xprep_batched_fixed: each row the bytes, sums and exponent of ck_xprep_fixed on it alone */
+  const int efix = 11, nsl = cols / 32;
+  if (!why && c.fmt != CK_DBF16) {
+    std::vector<uint16_t> xpf((size_t)nbatch * 8 * cols, 0xffff), xp0((size_t)cols);
+    std::vector<float> xsf(nxs, -7.0f), xs0((size_t)nsl * 8 + 8);
+    std::vector<int> ef((size_t)nbatch * 8, 777);
+    if (ck_xprep_batched_fixed(&L, xg.data(), 8, nbatch, xpf.data(), xsf.data(), ef.data(), efix, NULL)) why = "fixed launch";
+    for (int r = 0; !why && r < nbatch * 8; r++) {
+      int e0 = 777;
+      if (ck_xprep_fixed(&L, xg.data() + (size_t)r * cols, xp0.data(), xs0.data(), &e0, efix, NULL)) why = "fixed one-row launch";
+      else if (memcmp(xp0.data(), xpf.data() + (size_t)r * cols, (size_t)cols * 2) || ef[(size_t)r] != efix || e0 != efix)
+        why = "fixed prep";
+      for (int g = 0; !why && (c.fmt == CK_AFF4 || c.fmt == CK_AFF8) && g < cols / c.gs; g++)
+        if (memcmp(&xs0[(size_t)g * 8], &xsf[(size_t)(r / 8) * nsl * 8 + (size_t)g * 8 + r % 8], 4)) why = "fixed group sums";
+    }
+  }
+  printf("%s %-7s g%-3d cols %5d gathered rows, fixed exponent%s%s\n", why ? "FAIL" : "ok  ", fmt_name(c.fmt), c.gs,
+         cols, why ? ": " : "", why ? why : "");
   return why != NULL;
 }
 

@@ -311,15 +311,25 @@ int cuda_decoder_slot_prompt(accel_decoder *D, int slot, const int32_t *tokens, 
 
 static int bt_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy, int xready,
                  mlxrt_error *err) {
-  return dec_rows_mv(D, mv, x, T, y, ldy, &D->bt->prep, xready, err);
+  return dec_rows_mv(D, mv, x, T, y, ldy, &D->bt->prep, xready, NULL, err);
+}
+
+/* A product into B->y read by bt_norm alone, which adds its k splits (dec_rows_mv): *ks says
+ * how many it wrote. */
+static int bt_mv_split(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, int64_t ldy, dec_ksplit *ks,
+                       mlxrt_error *err) {
+  dec_batch *B = D->bt;
+  ks->cap = dk_residual_norm_rows_fits(D->d->hidden) ? (int64_t)B->rows * B->max_rows : 0;
+  return dec_rows_mv(D, mv, x, T, B->y, ldy, &B->prep, 0, ks, err);
 }
 
 /* The rows' residual norm into B->h and B->xb (pf_norm_rows' arguments; y NULL: the input norm
- * alone): a cluster per row (dk_residual_norm_rows), which also writes the prep of next, the
- * product that reads xb, where that product's rows take it (dec_rows_xmode; *xready says so).
- * A row too long for the clusters takes pf_norm_rows. */
-static int bt_norm(accel_decoder *D, const float *y, const float *w_post, int use_scalar, float scalar,
-                   const float *w_next, const dec_mv *next, int T, int *xready, mlxrt_error *err) {
+ * alone; y's k splits ks->n, ks->stride apart, or ks NULL: one): a cluster per row
+ * (dk_residual_norm_rows), which also writes the prep of next, the product that reads xb, where
+ * that product's rows take it (dec_rows_xmode; *xready says so). A row too long for the
+ * clusters takes pf_norm_rows (its product was not split: bt_mv_split). */
+static int bt_norm(accel_decoder *D, const float *y, const dec_ksplit *ks, const float *w_post, int use_scalar,
+                   float scalar, const float *w_next, const dec_mv *next, int T, int *xready, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
   dec_batch *B = D->bt;
   const int H = d->hidden;
@@ -328,7 +338,8 @@ static int bt_norm(accel_decoder *D, const float *y, const float *w_post, int us
     return rt_status(pf_norm_rows(y, H, w_post, B->h, use_scalar, scalar, w_next, B->xb, T, H, d->eps, D->stream),
                      "residual norm", err);
   const int xmode = next ? dec_rows_xmode(next, T, &B->prep) : 0;
-  if (rt_status(dk_residual_norm_rows(y, H, w_post, B->h, use_scalar, scalar, w_next, B->xb, H, d->eps,
+  if (rt_status(dk_residual_norm_rows(y, ks ? ks->n : 1, ks ? ks->stride : 0, H, w_post, B->h, use_scalar, scalar,
+                                      w_next, B->xb, H, d->eps,
                                       xmode ? B->prep.xp : NULL, xmode ? B->prep.xexp : NULL, xmode, T, D->stream),
                 "residual norm", err))
     return -1;
@@ -395,6 +406,9 @@ static int bt_layers(accel_decoder *D, int T, int *head_ready, mlxrt_error *err)
     const float *next_norm = i == d->n_layers - 1 ? D->final_norm : D->ly[i + 1].norms;
     const int64_t ldq = y->qkv.rows, inter = y->inter, qd = (int64_t)nq * y->hd;
     const dk_rows qr = {B->slot, B->kv_elems[i], ldq, qd}, ar = {B->slot, B->kv_elems[i], qd, qd};
+    /* o's and (a layer whose FFN output goes straight to its residual norm) down's k splits */
+    dec_ksplit ko = {0}, kd = {0};
+    const int plain = !y->moe && d->ple_dim == 0;
     cprof *C = &D->prof;
     if (cprof_mark(C, "batch: q|k|v product", err) || bt_mv(D, &y->qkv, B->xb, T, B->y, ldq, xq, err) ||
         cprof_mark(C, "batch: q/k/v norm+rope", err) ||
@@ -405,13 +419,14 @@ static int bt_layers(accel_decoder *D, int T, int *head_ready, mlxrt_error *err)
                   "q/k/v norm+rope", err) ||
         cprof_mark(C, "batch: attention", err) ||
         bt_attention(D, i, T, &ar, err) ||
-        cprof_mark(C, "batch: o product", err) || bt_mv(D, &y->o, B->attb, T, B->y, H, 0, err) ||
+        cprof_mark(C, "batch: o product", err) || bt_mv_split(D, &y->o, B->attb, T, H, &ko, err) ||
         cprof_mark(C, "batch: norms + residual", err) ||
-        bt_norm(D, B->y, nrm + H, 0, 0.0f, nrm + 2 * (int64_t)H, &y->gu, T, &xg, err) ||
+        bt_norm(D, B->y, &ko, nrm + H, 0, 0.0f, nrm + 2 * (int64_t)H, &y->gu, T, &xg, err) ||
         (y->moe && dec_moe_route(D, i, D->mb_pf, B->h, T, err)) || cprof_mark(C, "batch: gate|up product", err) ||
         bt_mv(D, &y->gu, B->xb, T, B->y, 2 * inter, xg, err) || cprof_mark(C, "batch: geglu", err) ||
         rt_status(pf_geglu(B->y, inter, T, B->gub, y->gu_il, st), "geglu", err) ||
-        cprof_mark(C, "batch: down product", err) || bt_mv(D, &y->down, B->gub, T, B->y, H, 0, err) ||
+        cprof_mark(C, "batch: down product", err) ||
+        (plain ? bt_mv_split(D, &y->down, B->gub, T, H, &kd, err) : bt_mv(D, &y->down, B->gub, T, B->y, H, 0, err)) ||
         cprof_mark(C, "batch: norms + residual", err))
       return mx_prefix(err, "layer %d", i);
     const float *fy = B->y, *fpost = nrm + 3 * (int64_t)H;
@@ -423,7 +438,7 @@ static int bt_layers(accel_decoder *D, int T, int *head_ready, mlxrt_error *err)
       fpost = y->ple_norm;
     }
     const dec_mv *next = i == d->n_layers - 1 ? &D->head : &D->ly[i + 1].qkv;
-    if (bt_norm(D, fy, fpost, d->has_layer_scalar, l->layer_scalar, next_norm, next, T, &xq, err))
+    if (bt_norm(D, fy, plain ? &kd : NULL, fpost, d->has_layer_scalar, l->layer_scalar, next_norm, next, T, &xq, err))
       return mx_prefix(err, "layer %d: FFN residual", i);
   }
   *head_ready = xq;

@@ -172,9 +172,17 @@ typedef struct dec_rows {
 /* The rows' scaled embeddings into h (emb: the gathered rows), their per-layer inputs, and
  * layer 0's input norm into xb. */
 int dec_rows_embed(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err);
+/* k splits of a product whose consumer adds them (dec_rows_mv): the floats y holds, then the
+ * splits written and the floats between them */
+typedef struct dec_ksplit {
+  int64_t cap;
+  int n;
+  int64_t stride;
+} dec_ksplit;
 int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
-                const dec_row_prep *rowexact, int xready, mlxrt_error *err);
+                const dec_row_prep *rowexact, int xready, dec_ksplit *ks, mlxrt_error *err);
 int dec_rows_xmode(const dec_mv *mv, int T, const dec_row_prep *rowexact);
+
 int dec_rows_ple_inputs(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err);
 int dec_rows_ple_layer(accel_decoder *D, const dec_rows *R, int i, const float *fy, int T, mlxrt_error *err);
 /* the most tokens of one chunk (the rows of the MoE blocks' prompt buffers, D->mb_pf) */

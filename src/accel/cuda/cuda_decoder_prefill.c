@@ -163,14 +163,21 @@ int dec_rows_xmode(const dec_mv *mv, int T, const dec_row_prep *rowexact) {
 
 /* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. rowexact (the batched decode,
  * whose steps of one row run the one-sequence step instead): each row's bits independent of the
- * other rows and its place among them — 2 to 15 rows of the fast formats through ck_qmv_rows
- * (whole batches of 8 rows side by side, a tile's weights read from memory once for all), 16 or
+ * other rows and its place among them — 2 to 8 rows (below ROWS_MIN) of the fast formats
+ * through ck_qmv_rows (one batch of the T rows, a tile's weights read from memory once for all),
  * more through ck_qmm_wg (nvfp4 on sm_90a) or ck_qmm_rows; the generic layout in batches of 8
  * rows (a lone row, which no batched step has, given a companion: the buffers hold one more
- * row). xready: the rows' prep is already in rowexact's buffers (dec_rows_xmode). */
+ * row). xready: the rows' prep is already in rowexact's buffers (dec_rows_xmode). ksp: NULL, or
+ * (a consumer that adds k splits' partial sums: the batched step's residual norms) the floats y
+ * may take (ksp->cap) and, on return, the splits written and their stride — more than one only
+ * through ck_qmv_rows on a one-part product: split s of row r at y + s·stride + r·ldy. */
 int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
-                const dec_row_prep *rowexact, int xready, mlxrt_error *err) {
+                const dec_row_prep *rowexact, int xready, dec_ksplit *ksp, mlxrt_error *err) {
   dec_prefill *P = D->pf;
+  if (ksp) {
+    ksp->n = 1;
+    ksp->stride = 0;
+  }
   for (int i = 0; i < mv->n; i++) {
     const ck_layout *L = mv->L[i];
     float *yo = y + mv->off[i];
@@ -206,14 +213,30 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
       continue;
     }
     if (rowexact && L->fmt != CK_GENERIC) {
-      /* whole batches of 8 rows (the buffers hold them), or below 8 rows one batch of T (a lone
-       * row with a companion: the batch kernel, whose rows' bits do not depend on the count) */
+      /* one batch of the T rows, whole batches of 8 where ROWS_MIN allows more (the buffers hold
+       * them; a lone row with a companion: the batch kernel, whose rows' bits do not depend on
+       * the count) */
       const int nb = T >= 8 ? 8 : T < 2 ? 2 : T, nz = (T + nb - 1) / nb;
       const dec_row_prep *R = rowexact;
-      if ((!xready &&
-           rt_status(ck_xprep_batched(L, x, nb, nz, R->xp, R->xs, R->xexp, R->pmax, D->stream), "x prep launch", err)) ||
-          rt_status(ck_qmv_rows(L, R->zero, nz, nb, R->xp, R->xs, R->xexp, yo, ldy, D->stream), "mat-vec launch", err))
+      /* k splits where the consumer adds them: each the nz·nb rows the kernel writes */
+      const int64_t stride = (int64_t)nz * nb * ldy;
+      int split = ksp && mv->n == 1 ? ck_qmv_rows_splits(L, nb, nz, R->sms) : 1;
+      if (split > 1 && split * stride > ksp->cap) split = (int)(ksp->cap / stride);
+      if (split < 1) split = 1;
+      /* x's prep: made by its producer, or with the product's fixed exponent (o after an
+       * attention over RMS-normed V: one launch, no maxima), or from the rows' maxima */
+      const int prep = xready ? 0
+                       : mv->fix_e != CK_XE_ROWMAX && L->fmt != CK_DBF16
+                           ? ck_xprep_batched_fixed(L, x, nb, nz, R->xp, R->xs, R->xexp, mv->fix_e, D->stream)
+                           : ck_xprep_batched(L, x, nb, nz, R->xp, R->xs, R->xexp, R->pmax, D->stream);
+      if (rt_status(prep, "x prep launch", err) ||
+          rt_status(ck_qmv_rows(L, R->zero, nz, nb, R->xp, R->xs, R->xexp, yo, ldy, split, stride, D->stream),
+                    "mat-vec launch", err))
         return -1;
+      if (ksp) {
+        ksp->n = split;
+        ksp->stride = stride;
+      }
       continue;
     }
     if (!rowexact && T > P->gemm_min) {
@@ -239,7 +262,7 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
 }
 static int pf_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
                  mlxrt_error *err) {
-  return dec_rows_mv(D, mv, x, T, y, ldy, NULL, 0, err);
+  return dec_rows_mv(D, mv, x, T, y, ldy, NULL, 0, NULL, err);
 }
 
 /* T rows' per-layer embeddings from R->h (the scaled embeddings) into R->ple [T, L·P]. */
@@ -250,7 +273,7 @@ int dec_rows_ple_inputs(accel_decoder *D, const dec_rows *R, int T, mlxrt_error 
   return cprof_mark(&D->prof, "prefill: per-layer inputs", err) ||
          rt_status(pf_norm_rows(NULL, 0, NULL, R->h, 0, 0.0f, NULL, R->xb, T, d->hidden, d->eps, st), "per-layer input",
                    err) ||
-         dec_rows_mv(D, &D->ple_mp, R->xb, T, R->y, LP, R->rowexact, 0, err) ||
+         dec_rows_mv(D, &D->ple_mp, R->xb, T, R->y, LP, R->rowexact, 0, NULL, err) ||
          rt_status(ck_embed(D->ple_emb, R->tok, T, R->ple_rows, st), "per-layer embedding gather", err) ||
          rt_status(dk_ple_inputs(R->y, 1, 0, LP, R->ple_rows, D->ple_pnorm, d->n_layers, d->ple_dim, d->ple_model_scale,
                                  d->ple_embed_scale, d->ple_mix_scale, d->eps, R->ple, T, st),
@@ -267,11 +290,11 @@ int dec_rows_ple_layer(accel_decoder *D, const dec_rows *R, int i, const float *
   return rt_status(pf_norm_rows(fy, H, y->norms + 3 * (int64_t)H, R->h, 0, 0.0f, NULL, R->xb, T, H, d->eps, st),
                    "FFN residual", err) ||
          cprof_mark(&D->prof, "prefill: per-layer input", err) ||
-         dec_rows_mv(D, &y->pg, R->xb, T, R->y, Pd, R->rowexact, 0, err) ||
+         dec_rows_mv(D, &y->pg, R->xb, T, R->y, Pd, R->rowexact, 0, NULL, err) ||
          rt_status(dk_ple_gate(R->y, 1, 0, Pd, R->ple + (int64_t)i * Pd, (int64_t)d->n_layers * Pd, Pd, R->gub, T, NULL,
                                NULL, 0, st),
                    "per-layer input gelu", err) ||
-         dec_rows_mv(D, &y->pp, R->gub, T, R->y, H, R->rowexact, 0, err);
+         dec_rows_mv(D, &y->pp, R->gub, T, R->y, H, R->rowexact, 0, NULL, err);
 }
 
 int dec_rows_embed(accel_decoder *D, const dec_rows *R, int T, mlxrt_error *err) {

@@ -33,13 +33,14 @@ int dk_embed_scale(const uint16_t *e, float *h, int H, float scale, void *stream
 int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_post, float *h, int use_scalar, float scalar,
                      const float *w_next, uint16_t *xb, int H, float eps, float *pmax, int pblock,
                      uint16_t *xp, int *xexp, int xmode, int xe_fixed, float *zero, int nzero, void *stream);
-/* The same for T rows (the batched step): row t's y at y + t·ldy, its h, xb and prep (xmode
- * as above, the exponent from the row's maximum) at t·H, its exponent at xexp[t]; a cluster per
- * row, so each row's bits are its launch alone's. No maxima, no scratch to clear. H must fit
- * (dk_residual_norm_rows_fits: at most 16384 values, a multiple of 32). */
-int dk_residual_norm_rows(const float *y, int64_t ldy, const float *w_post, float *h, int use_scalar, float scalar,
-                          const float *w_next, uint16_t *xb, int H, float eps, uint16_t *xp, int *xexp, int xmode, int T,
-                          void *stream);
+/* The same for T rows (the batched step): row t's y at y + t·ldy (its ks k splits kstride
+ * apart, added in order), its h, xb and prep (xmode as above, the exponent from the row's
+ * maximum) at t·H, its exponent at xexp[t]; a cluster per row, so each row's bits are its launch
+ * alone's. No maxima, no scratch to clear. H must fit (dk_residual_norm_rows_fits: at most
+ * 16384 values, a multiple of 32). */
+int dk_residual_norm_rows(const float *y, int ks, int64_t kstride, int64_t ldy, const float *w_post, float *h,
+                          int use_scalar, float scalar, const float *w_next, uint16_t *xb, int H, float eps, uint16_t *xp,
+                          int *xexp, int xmode, int T, void *stream);
 int dk_residual_norm_rows_fits(int H);
 /* Per head after the q|k|v product y = [q nq·hd | k nkv·hd | v nkv·hd] (v = k's rows when
  * k_eq_v): q = rope(rmsnorm(q, qn)) → q_out; k = rope(rmsnorm(k, kn)) and v (weightless

@@ -80,6 +80,9 @@ int ck_xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, 
  * map[8b + n] of x (rows of cols), a zero row where map is < 0 (written as zeros). */
 int ck_xprep_rows(const ck_layout *L, const uint16_t *x, const int *map, int nbatch, uint16_t *xp, float *xs, int *xexp,
                   float *pmax, void *stream);
+/* ck_xprep_batched with every row's exponent e given (ck_xprep_fixed's: no max pass, one launch). */
+int ck_xprep_batched_fixed(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs,
+                           int *xexp, int e, void *stream);
 /* ck_xprep_batched of one row per batch whose block maxima are given (pmax + b·8·nblk: what
  * ck_qmv_experts_geglu's amax holds with amax_z = 8·nblk): no max pass. */
 int ck_xprep_batched_premax(const ck_layout *L, const uint16_t *x, int nbatch, uint16_t *xp, float *xs, int *xexp,
@@ -88,11 +91,16 @@ int ck_xprep_batched_premax(const ck_layout *L, const uint16_t *x, int nbatch, u
  * kernel reads x directly. */
 /* nz batches of nb rows (2 ≤ nb ≤ 8; ck_xprep_batched's layout) times the weight L (zero: nz
  * zeros on the device, the expert mode's slab list) into y (row r at y + r·ldy), the batches of a
- * tile side by side so that its weights are read from memory once for all. A row's result is the
- * same bits in any batch, at any z and for any nb (the batch kernel's rows are independent
- * columns of its mma; nb only says which rows of x are read). */
+ * tile side by side so that its weights are read from memory once for all. ksplit > 1: the k
+ * range in that many splits, split s's partial sums at y + s·kstride (kstride ≥ nz·nb·ldy), for
+ * the consumer to add in split order. A row's result is the same bits in any batch, at any z and
+ * for any nb (the batch kernel's rows are independent columns of its mma; nb only says which
+ * rows of x are read); the splits change the sums' grouping. */
 int ck_qmv_rows(const ck_layout *L, const int *zero, int nz, int nb, const uint16_t *xp, const float *xs,
-                const int *xexp, float *y, int64_t ldy, void *stream);
+                const int *xexp, float *y, int64_t ldy, int ksplit, int64_t kstride, void *stream);
+/* The k splits ck_qmv_rows takes on L for nz batches of nb rows on a device of sms SMs: those
+ * that fill one wave of its resident blocks (QMV_ROWS_SPLIT_UNITS, QMV_ROWS_MAX_SPLITS). */
+int ck_qmv_rows_splits(const ck_layout *L, int nb, int nz, int sms);
 int ck_qmv(const ck_layout *L, int64_t slab, const uint16_t *x, const uint16_t *xp,
            const float *xs, const int *xexp, int nb, float *y, int64_t ldy, void *stream);
 /* The two halves of ck_qmv: tensor-core kernels (qmv_tc.cu) and the generic one. */

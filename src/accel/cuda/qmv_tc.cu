@@ -739,12 +739,16 @@ static qmv_fn pick_exp(const ck_layout *L, int nb) {
 
 static int exp_launch(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,
                       const int *xexp, int nb, int xper, float *y, int64_t ldy, int64_t zy, int ids_ready, uint16_t *act,
-                      float *amax, int apblock, int64_t amax_z, void *stream, int zfast = 0) {
+                      float *amax, int apblock, int64_t amax_z, void *stream, int zfast = 0, int ksplit = 1,
+                      int64_t kstride = 0) {
   qmv_fn fn = L->fmt == CK_GENERIC ? nullptr : pick_exp(L, nb);
-  if (!fn || nz < 1 || nb < 1 || nb > 8 || L->cols % 32 || (zfast && L->tiles > 65535)) return (int)cudaErrorInvalidValue;
+  if (!fn || nz < 1 || nb < 1 || nb > 8 || L->cols % 32 || (zfast && L->tiles > 65535) || ksplit < 1 ||
+      ksplit > L->nunits || ksplit > 65535)
+    return (int)cudaErrorInvalidValue;
   QmvArgs a = base_args(L, 0, xp, xs, xexp, nb, y, ldy);
   a.early = ids_ready ? QMV_EARLY_STAGES : 0;
-  a.ksplit = 1;
+  a.ksplit = ksplit;
+  a.kstride = kstride;
   a.zslab = zslab;
   a.w_slab = L->w_slab;
   a.s_slab = L->s_slab;
@@ -761,14 +765,33 @@ static int exp_launch(const ck_layout *L, const int *zslab, int nz, const uint16
     cudaError_t e = allow_smem(fn, smem);
     if (e) return (int)e;
   }
-  const dim3 grid = zfast ? dim3((unsigned)nz, 1, (unsigned)L->tiles) : dim3((unsigned)L->tiles, 1, (unsigned)nz);
+  const dim3 grid = zfast ? dim3((unsigned)nz, (unsigned)ksplit, (unsigned)L->tiles)
+                          : dim3((unsigned)L->tiles, (unsigned)ksplit, (unsigned)nz);
   return (int)ck_launch(fn, grid, 4 * 32, smem, (cudaStream_t)stream, a);
 }
 
 extern "C" int ck_qmv_rows(const ck_layout *L, const int *zero, int nz, int nb, const uint16_t *xp, const float *xs,
-                           const int *xexp, float *y, int64_t ldy, void *stream) {
+                           const int *xexp, float *y, int64_t ldy, int ksplit, int64_t kstride, void *stream) {
   if (nb < 2) return (int)cudaErrorInvalidValue; /* (one row would take the one-row kernel) */
-  return exp_launch(L, zero, nz, xp, xs, xexp, nb, 1, y, ldy, nb * ldy, 1, NULL, NULL, 0, 0, stream, 1);
+  if (ksplit > 1 && kstride < (int64_t)nz * nb * ldy) return (int)cudaErrorInvalidValue; /* splits overlapping rows */
+  return exp_launch(L, zero, nz, xp, xs, xexp, nb, 1, y, ldy, nb * ldy, 1, NULL, NULL, 0, 0, stream, 1, ksplit,
+                    kstride);
+}
+
+/* The batch kernel's blocks are a tile's whole k range each: on a product of few tiles (o and
+ * down of the 31B: 336 tiles on 132 SMs) they leave most of the resident slots empty and the
+ * weight stream short of requests in flight. The k range is split until the blocks fill the
+ * resident slots of one wave, each split at least QMV_ROWS_SPLIT_UNITS units long, at most
+ * QMV_ROWS_MAX_SPLITS splits. */
+extern "C" int ck_qmv_rows_splits(const ck_layout *L, int nb, int nz, int sms) {
+  if (L->fmt == CK_GENERIC || nb < 2 || nb > 8 || nz < 1 || sms < 1) return 1;
+  qmv_fn fn = pick_exp(L, nb);
+  const int smem = stages_for(L, nb) * smem_for(L, nb);
+  if (!fn || (smem > 48 * 1024 && allow_smem(fn, smem) != cudaSuccess)) return 1;
+  const int64_t slots = (int64_t)occupancy(fn, 4, smem) * sms, blocks = L->tiles * nz;
+  int ks = 1;
+  while (ks < QMV_ROWS_MAX_SPLITS && blocks * (ks + 1) <= slots && L->nunits / (ks + 1) >= QMV_ROWS_SPLIT_UNITS) ks++;
+  return ks;
 }
 
 extern "C" int ck_qmv_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *xp, const float *xs,

@@ -206,13 +206,14 @@ extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const f
                         xe_fixed, zero, nzero);
 }
 
-extern "C" int dk_residual_norm_rows(const float *y, int64_t ldy, const float *w_post, float *h, int use_scalar,
-                                     float scalar, const float *w_next, uint16_t *xb, int H, float eps, uint16_t *xp,
-                                     int *xexp, int xmode, int T, void *stream) {
-  if (T < 1 || T > 65535 || !dk_residual_norm_rows_fits(H) || xmode < 0 || xmode > 2 || (xmode && (!xp || !xexp)))
+extern "C" int dk_residual_norm_rows(const float *y, int ks, int64_t kstride, int64_t ldy, const float *w_post,
+                                     float *h, int use_scalar, float scalar, const float *w_next, uint16_t *xb, int H,
+                                     float eps, uint16_t *xp, int *xexp, int xmode, int T, void *stream) {
+  if (T < 1 || T > 65535 || !dk_residual_norm_rows_fits(H) || xmode < 0 || xmode > 2 || (xmode && (!xp || !xexp)) ||
+      ks < 1)
     return (int)cudaErrorInvalidValue;
   return (int)ck_launch(residual_norm_kernel, dim3(RN_CL, (unsigned)T), RN_BT, sizeof(rn_shared), (cudaStream_t)stream,
-                        y, 1, (int64_t)0, ldy, w_post, h, use_scalar, scalar, w_next, xb, H, eps, (float *)NULL,
+                        y, ks, kstride, ldy, w_post, h, use_scalar, scalar, w_next, xb, H, eps, (float *)NULL,
                         RN_CL * RN_BT, xp, xexp, xmode, (int)DK_XE_ROWMAX, (float *)NULL, 0);
 }
 

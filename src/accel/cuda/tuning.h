@@ -15,6 +15,12 @@
 /* Weight stages a block issues before it waits for the kernel that writes its x: those bytes
  * stream during the producer's tail (tg128 124.3 t/s with 2, 122.8 with 1, 120.9 with 3). */
 #define QMV_EARLY_STAGES 2
+/* k splits of the batch kernel (ck_qmv_rows_splits): each at least QMV_ROWS_SPLIT_UNITS units
+ * (64 k each), at most QMV_ROWS_MAX_SPLITS. On the 31B at 4 rows (H100, µs, 1 / 2 / 3 / 4 / 6
+ * splits): down 51.1 / 38.8 / 32.3 / 34.6 / 33.9, o 15.8 / 16.5 / 14.3 / 15.1 / 15.8 (the rule
+ * takes 3 for both); q|k|v 26.9 / 30.0 / 31.2 / 30.9 / 31.5 (it takes 1). */
+#define QMV_ROWS_SPLIT_UNITS 32
+#define QMV_ROWS_MAX_SPLITS 8
 /* A k split of a one-wave product gives each block at least this many units (6 stages of 16):
  * down with 3 splits (7 or 8 blocks per SM instead of 2 or 3) gained tg128 1.3-1.9 %; o with 3
  * (43 units per block) lost 1.4 %. */
@@ -68,7 +74,11 @@
 #define ROWS_STAGES 2
 #define ROWS_UNITS 4
 #define ROWS_MAX 64
-#define ROWS_MIN 16 /* fewer rows take the mat-vec's batch kernel (ck_qmv_rows) */
+/* From ROWS_MIN rows on the products take this kernel (nvfp4 on sm_90a: ck_qmm_wg); fewer, one
+ * batch of the mat-vec's batch kernel (ck_qmv_rows). At 12 rows (two batches of 8) a step's
+ * products took 15.22 ms through the batch kernel, 12.22 through this one and 10.10 through
+ * ck_qmm_wg; at 8 rows 8.92 / 10.44 / 9.44 (mlxrt-rows-bench, H100). */
+#define ROWS_MIN 9
 #define ROWS_BLOCKS_PER_SM 2
 #define ROWS_SPLIT_UNITS 16
 #define ROWS_MAX_SPLITS 16
@@ -85,7 +95,8 @@
 #define WG_STAGES 2
 #define WG_BLOCKS_SMALL 3
 /* From WG_MIN rows on (ROWS_MIN); fewer take ck_qmv_rows: the whole step at B = 4 ran 266.4
- * t/s through this kernel against 269.9 through that one (H100, same call). */
+ * t/s through this kernel against 269.9 through that one (H100, same call), and with that
+ * kernel's k splits the four products of a sliding layer take 133.9 against 143.2 us. */
 #define WG_MIN ROWS_MIN
 /* From STREAM_ATT_MIN rows on, a batched step's attention streams each row and KV head through
  * one block (attention_stream.cu); fewer rows take the same kernel's split form on the sliding
@@ -96,7 +107,7 @@
  * passes win. The 31B's full layer on an H200 (µs, stream against split passes, B = 16 / 32 /
  * 64): positions 512–639 124.7 / 127.3 / 163.4 against 87.1 / 156.8 / 290.4; positions
  * 8192–8319 1566.6 / 1571.7 / 2078.6 against 697.2 / 1365.2 / 2691.6. */
-#define STREAM_ATT_MIN ROWS_MIN
+#define STREAM_ATT_MIN 16
 #define STREAM_FULL_BLOCKS 256
 
 /* ---- the KV cache (cuda_decoder.c) ------------------------------------------------------ */

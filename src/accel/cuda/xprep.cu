@@ -127,11 +127,11 @@ __global__ void xmax_batched_kernel(const uint16_t *x, int64_t cols, int nb, flo
   xmax_body(map ? x : x + b * nb * cols, cols, nb, pmax + b * 8 * nblk, nblk, map ? map + b * nb : nullptr);
 }
 __global__ void xfill_batched_kernel(const uint16_t *x, int64_t cols, int nb, int bf16, int gs, const float *pmax,
-                                     int nblk, uint16_t *xp, float *xs, int *xexp, const int *map) {
+                                     int nblk, uint16_t *xp, float *xs, int *xexp, const int *map, int efix) {
   ck_pdl_enter();
   const int64_t b = blockIdx.z, nsl = cols / 32;
-  xfill_body(map ? x : x + b * nb * cols, cols, nb, bf16, gs, pmax + b * 8 * nblk, nblk, xp + b * nb * cols,
-             xs + b * nsl * 8, xexp + b * 8, (int)CK_XE_ROWMAX, map ? map + b * nb : nullptr);
+  xfill_body(map ? x : x + b * nb * cols, cols, nb, bf16, gs, pmax ? pmax + b * 8 * nblk : pmax, nblk,
+             xp + b * nb * cols, xs + b * nsl * 8, xexp + b * 8, efix, map ? map + b * nb : nullptr);
 }
 
 extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t *xp, float *xs,
@@ -149,25 +149,35 @@ extern "C" int ck_xprep(const ck_layout *L, const uint16_t *x, int nb, uint16_t 
                         pmax, nblk, xp, xs, xexp, (int)CK_XE_ROWMAX);
 }
 
+/* efix: every row's exponent (no maxima: one launch), or CK_XE_ROWMAX */
 static int xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs,
-                         int *xexp, float *pmax, bool premax, void *stream, const int *map = nullptr) {
+                         int *xexp, float *pmax, bool premax, void *stream, const int *map = nullptr,
+                         int efix = CK_XE_ROWMAX) {
   if (nb < 1 || nb > 8 || nbatch < 1 || L->cols % 32) return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;
   const int gs = (L->fmt == CK_AFF4 || L->fmt == CK_AFF8) ? L->group_size : 0, bf16 = L->fmt == CK_DBF16;
   const int nblk = (int)((L->cols + XP_BLOCK - 1) / XP_BLOCK);
-  if (!bf16 && !premax) {
+  if (bf16) efix = CK_XE_ROWMAX; /* (bf16 takes x unscaled) */
+  if (efix != CK_XE_ROWMAX) pmax = nullptr;
+  if (!bf16 && !premax && efix == CK_XE_ROWMAX) {
     cudaError_t e =
         ck_launch(xmax_batched_kernel, dim3(nblk, nb, nbatch), 256, 0, st, x, L->cols, nb, pmax, nblk, map);
     if (e) return (int)e;
   }
   const int64_t nsl = L->cols / 32;
   return (int)ck_launch(xfill_batched_kernel, dim3((unsigned)((nsl + 127) / 128), 8, nbatch), 128, 0, st, x, L->cols,
-                        nb, bf16, gs, (const float *)pmax, nblk, xp, xs, xexp, map);
+                        nb, bf16, gs, (const float *)pmax, nblk, xp, xs, xexp, map, efix);
 }
 
 extern "C" int ck_xprep_batched(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp, float *xs,
                                 int *xexp, float *pmax, void *stream) {
   return xprep_batched(L, x, nb, nbatch, xp, xs, xexp, pmax, false, stream);
+}
+
+extern "C" int ck_xprep_batched_fixed(const ck_layout *L, const uint16_t *x, int nb, int nbatch, uint16_t *xp,
+                                      float *xs, int *xexp, int e, void *stream) {
+  if (e == CK_XE_ROWMAX || e < -126 || e > 127) return (int)cudaErrorInvalidValue;
+  return xprep_batched(L, x, nb, nbatch, xp, xs, xexp, nullptr, false, stream, nullptr, e);
 }
 
 extern "C" int ck_xprep_rows(const ck_layout *L, const uint16_t *x, const int *map, int nbatch, uint16_t *xp,
