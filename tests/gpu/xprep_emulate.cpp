@@ -149,9 +149,9 @@ static int run_rows_case(const Case &c) {
     std::vector<int> ef((size_t)nbatch * 8, 777);
     if (ck_xprep_batched_fixed(&L, xg.data(), 8, nbatch, xpf.data(), xsf.data(), ef.data(), efix, NULL)) why = "fixed launch";
     for (int r = 0; !why && r < nbatch * 8; r++) {
-      int e0 = 777;
-      if (ck_xprep_fixed(&L, xg.data() + (size_t)r * cols, xp0.data(), xs0.data(), &e0, efix, NULL)) why = "fixed one-row launch";
-      else if (memcmp(xp0.data(), xpf.data() + (size_t)r * cols, (size_t)cols * 2) || ef[(size_t)r] != efix || e0 != efix)
+      int e0[8] = {777}; /* (the one-row prep writes the exponents of its 8 batch rows) */
+      if (ck_xprep_fixed(&L, xg.data() + (size_t)r * cols, xp0.data(), xs0.data(), e0, efix, NULL)) why = "fixed one-row launch";
+      else if (memcmp(xp0.data(), xpf.data() + (size_t)r * cols, (size_t)cols * 2) || ef[(size_t)r] != efix || e0[0] != efix)
         why = "fixed prep";
       for (int g = 0; !why && (c.fmt == CK_AFF4 || c.fmt == CK_AFF8) && g < cols / c.gs; g++)
         if (memcmp(&xs0[(size_t)g * 8], &xsf[(size_t)(r / 8) * nsl * 8 + (size_t)g * 8 + r % 8], 4)) why = "fixed group sums";
