@@ -19,7 +19,8 @@
 #      second run bit-identical; the prompt fed whole, in pieces and token by token; the MoE and
 #      the E2B-shaped fixtures (per-layer embeddings, KV sharing, double-wide MLP) again with a
 #      prompt of 80 tokens, 64 greedy steps and every prefill form (--prefill 1);
-#   4b. mlxrt-batch-test on the tiny fixtures: 16 sequences joining a batched decode at different
+#   4b. mlxrt-batch-test on the tiny fixtures (and a 6-layer synthetic of the 31B's shapes): 16
+#      sequences (6 on the 31B's) joining a batched decode at different
 #      steps, 128 greedy tokens each, its tokens and logits against the CPU reference and the one-sequence step,
 #      and bit-identical to the same batch with its rows reversed (MoE: within tolerance), the
 #      slots' KV held at the model's whole context no more than at the capacity they need; then
@@ -53,6 +54,12 @@ step decode_tiny 200 "$T/mlxrt-decode-test" --ref cpu --gen 24 --pp 64 --tg 64 -
 step decode_variants 200 "$T/mlxrt-decode-test" --ref cpu --prompt 80 --gen 64 --prefill 1 --pp 64 --tg 64 --reps 1 \
   tests/fixtures/models/gemma4-moe-* tests/fixtures/models/gemma4-e2b-* tests/fixtures/models/gemma4-unified-*
 step batch_tiny 360 "$T/mlxrt-batch-test" --seqs 16 --gen 128 "${FIX[@]}"
+# the 31B's shapes in 6 layers (5 sliding, 1 full): the products' k splits and the kernels those
+# shapes take, against the CPU reference
+if "$T/mlxrt" synth --like gemma4-31b --mode nvfp4 --layers 6 -o /dev/shm/s31x6 --no-sync >"$OUT/synth31x6.log" 2>&1; then
+  step batch_31b6 300 "$T/mlxrt-batch-test" --seqs 6 --gen 24 /dev/shm/s31x6
+  rm -rf /dev/shm/s31x6
+fi
 if "$T/mlxrt" synth --like gemma3-270m --mode affine4 -o /tmp/s270 >"$OUT/synth270.log" 2>&1; then
   step decode_s270 200 "$T/mlxrt-decode-test" --ref cpu --prompt 16 --gen 32 --pp 512 --tg 128 --reps 3 /tmp/s270
 fi
