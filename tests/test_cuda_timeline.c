@@ -3,6 +3,8 @@
  * a body's last launch (graph 0, or the second body graph 2) the gap to the head's first
  * (graph 1), nothing to a step's last launch, rows per (kernel, label), the median step over
  * both bodies, and replays whose stamps are missing left out. */
+#include <string.h>
+
 #include "accel/cuda/cuda_timeline_agg.h"
 #include "test_util.h"
 
@@ -118,5 +120,18 @@ int main(void) {
   ctl_aggregate(t, n, tl, n - 1, replay, 8, logs, nlog, rows, 16, gaps, &sm);
   b = find(rows, sm.nrows, &kB, "q mat-vec");
   CHECK(b && b->last_in_us == 0 && b->last_wait_us == 0);
+
+  /* two launches that ran concurrently, their stamps swapped against the log: the negative gap
+   * is counted and left out (no wrapped unsigned difference in any row), the rest as before */
+  ctl_aggregate(t, n, NULL, 0, replay, 8, logs, nlog, rows, 16, gaps, &sm);
+  const double whole = sm.total_us;
+  CHECK(sm.unordered == 0);
+  unsigned long long ts[48];
+  memcpy(ts, t, n * sizeof *t);
+  ts[1] = t[2], ts[2] = t[1];
+  ctl_aggregate(ts, n, NULL, 0, replay, 8, logs, nlog, rows, 16, gaps, &sm);
+  CHECKF(sm.unordered == 1 && sm.total_us > 0 && sm.total_us < 2 * whole, "unordered %u, total %g of %g", sm.unordered,
+         sm.total_us, whole);
+  for (int i = 0; i < sm.nrows; i++) CHECKF(rows[i].us >= 0 && rows[i].us < 2 * whole, "row %d: %g us", i, rows[i].us);
   TEST_END();
 }

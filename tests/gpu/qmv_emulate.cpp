@@ -14,6 +14,7 @@
  *       -Iinclude tests/gpu/qmv_emulate.cpp -o /tmp/qmv_emulate -lm && /tmp/qmv_emulate
  */
 #include "../../src/accel/cuda/qmv_tc.cu"
+#include "../../src/accel/cuda/qmv_cols.cu"
 #include "../../src/accel/cuda/repack.cu"
 #include "../../src/accel/cuda/qmm_grouped.cu"
 #include "../../src/accel/cuda/qmm_rows.cu"
@@ -357,6 +358,63 @@ static int run_rows_case(const Case &c) {
   return bad || bad_k || !same || !same3 || !same3k;
 }
 
+/* The batched step's nvfp4 product at 2-4 rows (ck_qmv_cols: the rows in the mma's columns),
+ * with c.ksplit k splits: against float64 products (splits added in order), a second run the same
+ * bits; the rows in reverse order give each row the same bits; at 4 rows, the first 3 alone the
+ * same bits as among the 4 (one kernel for 3 and 4 rows). */
+static int run_cols_case(const Case &c) {
+  const Weights W = make_weights(c);
+  ck_layout L = layout_of(c, 1);
+  std::vector<uint8_t> rw(ck_rep_w_bytes(&L), 0x5a), rs(ck_rep_s_bytes(&L), 0x5a);
+  L.w = rw.data();
+  L.s = rs.data();
+  L.w_slab = rw.size();
+  L.s_slab = rs.size();
+  if (repack(&L, W) || !ck_qmv_cols_supported(&L, c.nb)) {
+    printf("FAIL cols: %-32s repack or an unsupported shape\n", c.what);
+    return 1;
+  }
+  const int nb = c.nb, ks = c.ksplit;
+  std::vector<uint16_t> x((size_t)nb * c.cols), xp((size_t)nb * c.cols), xpr((size_t)nb * c.cols);
+  std::vector<float> xs((size_t)(c.cols / 32 + 1) * 8, 0.0f);
+  std::vector<int> xexp(8, 0), xexpr(8, 0);
+  make_x(c, nb, x.data(), xp.data(), xs.data(), xexp.data());
+  for (int b = 0; b < nb; b++) { /* the rows reversed */
+    memcpy(&xpr[(size_t)(nb - 1 - b) * c.cols], &xp[(size_t)b * c.cols], (size_t)c.cols * 2);
+    xexpr[nb - 1 - b] = xexp[b];
+  }
+  const int64_t kstride = (int64_t)nb * c.rows;
+  std::vector<float> y((size_t)ks * kstride, NAN), y2(y.size(), NAN), yr(y.size(), NAN), y3(y.size(), NAN);
+  int rc = ck_qmv_cols(&L, nb, xp.data(), xexp.data(), y.data(), c.rows, ks, kstride, NULL);
+  if (!rc) rc = ck_qmv_cols(&L, nb, xp.data(), xexp.data(), y2.data(), c.rows, ks, kstride, NULL);
+  if (!rc) rc = ck_qmv_cols(&L, nb, xpr.data(), xexpr.data(), yr.data(), c.rows, ks, kstride, NULL);
+  if (!rc && nb == 4) rc = ck_qmv_cols(&L, 3, xp.data(), xexp.data(), y3.data(), c.rows, ks, kstride, NULL);
+  if (rc) {
+    printf("FAIL cols: %-32s launch rc=%d\n", c.what, rc);
+    return 1;
+  }
+  double worst = 0;
+  int bad = 0, other = 0;
+  for (int b = 0; b < nb; b++)
+    for (int r = 0; r < c.rows; r++) {
+      double ref, mag, got = 0;
+      ref_dot(W, r, &x[(size_t)b * c.cols], &ref, &mag);
+      for (int s = 0; s < ks; s++) {
+        const size_t i = (size_t)s * kstride + (size_t)b * c.rows + r;
+        const size_t ir = (size_t)s * kstride + (size_t)(nb - 1 - b) * c.rows + r;
+        got += (double)y[i];
+        other += !(y2[i] == y[i]) + !(yr[ir] == y[i]) + (nb == 4 && b < 3 && !(y3[i] == y[i]));
+      }
+      const double err = fabs(got - ref) / (mag > 0 ? mag : 1.0);
+      if (!(err <= 2e-5)) bad++;
+      if (!(err <= worst)) worst = err;
+    }
+  printf("%s cols: %-32s %3d x %5d, %d rows, %d k splits: worst %.2e of sum|w.x|, %s\n",
+         bad || other ? "FAIL" : "ok  ", c.what, c.rows, c.cols, nb, ks, worst,
+         other ? "OTHER bits again, reversed or at 3 of 4 rows" : "the same bits again, reversed and at 3 of 4 rows");
+  return bad || other;
+}
+
 /* The batched step's product (ck_qmm_rows): 40 rows (5 batches of 8) with c.ksplit k splits, against
  * float64 products; launched again, the same bits (the split counters were left at zero); the
  * first 13 rows alone (the kernel with registers for 2 batches): the same bits as among 40. */
@@ -563,6 +621,14 @@ int main(int argc, char **argv) {
       {"dense bf16", CK_DBF16, 0, BF, 24, 32 * 13, 8, 1, false},
   };
   for (const Case &c : rows) bad |= run_rows_case(c);
+  /* 3 tiles, 37 units (partial stages), or 9 tiles, 84 units (the 31B's 5376-wide rows) */
+  const Case cols[] = {
+      {"2 rows, partial tile and stage", NV, 16, BF, 40, 64 * 37, 2, 1, false},
+      {"2 rows, 3 k splits, zero scale", NV, 16, BF, 144, 64 * 84, 2, 3, true},
+      {"4 rows, partial tile and stage", NV, 16, BF, 40, 64 * 37, 4, 1, false},
+      {"4 rows, 2 k splits", NV, 16, BF, 144, 64 * 84, 4, 2, false},
+  };
+  for (const Case &c : cols) bad |= run_cols_case(c);
   /* 3 tiles (one block, 3 of its warps busy) or 9 (two blocks); 37 units = partial stages */
   const Case qrows[] = {
       {"nvfp4, partial block, 3 splits", NV, 16, BF, 40, 64 * 37, 8, 3, false},

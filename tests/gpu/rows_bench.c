@@ -9,7 +9,8 @@
  * each shape's outputs are checked: the first rows of a B-row product bit-identical to the same
  * rows among ck_qmm_rows_max(), and ck_qmm_wg's within 1e-3 of the largest |y| of ck_qmm_rows'
  * (another summation order). Beside them, as the reference, the one-sequence step's one-row kernel
- * (ck_qmv) on one row. Then the attention of a sliding and of a full layer at B rows,
+ * (ck_qmv) on one row, and at 2-4 rows the rows-in-columns kernel (ck_qmv_cols; checked against
+ * ck_qmm_rows within 1e-3 of the largest |y|). Then the attention of a sliding and of a full layer at B rows,
  * positions 512–639 (the batched bench's) and for the full layer also 8192–8319: the kernels the
  * batched step runs below 16 rows (the one-launch cluster kernel, dk_attention_cluster_rows, on
  * the ring; the split passes, dk_attention_rows, on the full layer) and the streaming kernel
@@ -287,8 +288,8 @@ int main(int argc, char **argv) {
     p++;
   }
   uint64_t rng = 7;
-  enum { NK = 3 };
-  const char *knames[NK] = {"qmv_rows", "qmm_rows", "qmm_wg"};
+  enum { NK = 4 };
+  const char *knames[NK] = {"qmv_rows", "qmm_rows", "qmm_wg", "qmv_cols"};
   double step_us[16][NK] = {{0}}; /* [batch][kernel] sum over a sliding layer's four products */
   double all_us[16][NK] = {{0}};  /* [batch][kernel] a step's products: each shape per_step times */
   double one_row_us = 0, one_row_all = 0; /* the one-row kernel's, the same sums */
@@ -383,6 +384,23 @@ int main(int argc, char **argv) {
                  knames[0], qks, worst, big);
           bad = 1;
         }
+        /* the rows-in-columns kernel at its k splits, likewise */
+        if (!ck_qmv_cols_supported(L[0], B)) continue;
+        const int cks = ck_qmv_cols_splits(L[0], B, dev.sms);
+        TRY(rt_status(ck_qmv_cols(L[0], B, xp, xexp, y, sh->rows, cks, (int64_t)m, st), "cols kernel", &err) ||
+            rt_d2h(h1, y, (size_t)cks * m * 4, st, &err) || rt_stream_sync(st, &err));
+        worst = 0;
+        for (size_t i = 0; i < m; i++) {
+          double v = 0;
+          for (int k = 0; k < cks; k++) v += h1[(size_t)k * m + i];
+          const double d = fabs(v - h0[i]);
+          worst = d > worst || d != d ? (d != d ? INFINITY : d) : worst;
+        }
+        if (!(worst <= 1e-3 * big)) {
+          printf("FAIL %s: %d rows: %s at %d k splits differs from qmm_rows by %.3g (max |y| %.3g)\n", sh->name, B,
+                 knames[3], cks, worst, big);
+          bad = 1;
+        }
       }
       free(h0);
       free(h1);
@@ -422,8 +440,10 @@ int main(int argc, char **argv) {
     TRY(rt_event_create(&e0, &err) || rt_event_create(&e1, &err));
     const int iters = copies * 4;
     for (int b = 0; b < nb; b++)
-      for (int k = 0; k < NK; k++) { /* 0: the mat-vec's batch kernel, 1: ck_qmm_rows, 2..: ck_qmm_wg */
+      for (int k = 0; k < NK; k++) { /* 0: the batch kernel, 1: ck_qmm_rows, 2: ck_qmm_wg, 3: ck_qmv_cols */
         const int B = bs[b], nzb = (B + 7) / 8, nbb = B >= 8 ? 8 : B < 2 ? 2 : B, nzq = B >= 8 ? nzb : 1;
+        if (k == 3 && !ck_qmv_cols_supported(L[0], B)) continue;
+        const int cks = k == 3 ? ck_qmv_cols_splits(L[0], B, dev.sms) : 1;
         /* the batch kernel at the k splits the step takes (ck_qmv_rows_splits) */
         const int qks = ck_qmv_rows_splits(L[0], nbb, nzq, dev.sms);
         const int64_t qstride = (int64_t)nzq * nbb * sh->rows;
@@ -433,14 +453,15 @@ int main(int argc, char **argv) {
           const ck_layout *Li = L[i % copies];
           rc = k == 0   ? ck_qmv_rows(Li, zero, nzq, nbb, xp, xs, xexp, y, sh->rows, qks, qstride, st)
                : k == 1 ? ck_qmm_rows(Li, B, ks, xp, xs, xexp, y, sh->rows, part, cnt, st)
-                        : ck_qmm_wg(Li, B, ks, xw, xexp_w, y, sh->rows, part, cnt, st);
+               : k == 2 ? ck_qmm_wg(Li, B, ks, xw, xexp_w, y, sh->rows, part, cnt, st)
+                        : ck_qmv_cols(Li, B, xp, xexp, y, sh->rows, cks, (int64_t)B * sh->rows, st);
         }
         float us;
         TRY(graph_median_us(st, rc, iters, e0, e1, &us, &err));
         const double gbs = (double)wbytes / (us * 1e-6) / 1e9;
-        if (k == 0)
-          printf("| %s | %d | %s (%d k splits) | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], qks, us, gbs,
-                 100.0 * gbs / bw);
+        if (k == 0 || k == 3)
+          printf("| %s | %d | %s (%d k splits) | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], k ? cks : qks, us,
+                 gbs, 100.0 * gbs / bw);
         else
           printf("| %s | %d | %s | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], us, gbs, 100.0 * gbs / bw);
         if (sh->sliding) step_us[b][k] += us;

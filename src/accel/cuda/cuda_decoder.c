@@ -651,7 +651,9 @@ accel_decoder *cuda_decoder_create(accel_backend *b, const accel_model_desc *d, 
   /* the MoE blocks' step buffers; the prompt pass's buffers and cuBLAS handle now, so no prompt
    * pays for them */
   if (dec_moe_buffers(D, 1, &D->mb, err) || dec_prefill_init(D, err)) goto fail;
-  if ((D->mb || P > 0) && !D->prof.on &&
+  /* the step's branches (the MoE shared MLP, the per-layer inputs) on a second stream; in order
+   * on one under the profile and the timeline (whose stamps come in execution order) */
+  if ((D->mb || P > 0) && !D->prof.on && !D->timeline &&
       (rt_stream_create(&D->side, err) || rt_event_create(&D->ev_fork, err) || rt_event_create(&D->ev_join, err) ||
        rt_event_create(&D->ev_ple_fork, err) || rt_event_create(&D->ev_ple_join, err)))
     goto fail;

@@ -164,13 +164,14 @@ int dec_rows_xmode(const dec_mv *mv, int T, const dec_row_prep *rowexact) {
 /* y[t·ldy + off + r] = x[t] · W_partᵀ for t < T, every part of mv. rowexact (the batched decode,
  * whose steps of one row run the one-sequence step instead): each row's bits independent of the
  * other rows and its place among them — 2 to 8 rows (below ROWS_MIN) of the fast formats
- * through ck_qmv_rows (one batch of the T rows, a tile's weights read from memory once for all),
+ * through ck_qmv_rows (one batch of the T rows, a tile's weights read from memory once for all;
+ * nvfp4 at 2 to 4 rows through ck_qmv_cols, the one-row kernel's form with the rows as columns),
  * more through ck_qmm_wg (nvfp4 on sm_90a) or ck_qmm_rows; the generic layout in batches of 8
  * rows (a lone row, which no batched step has, given a companion: the buffers hold one more
  * row). xready: the rows' prep is already in rowexact's buffers (dec_rows_xmode). ksp: NULL, or
  * (a consumer that adds k splits' partial sums: the batched step's residual norms) the floats y
  * may take (ksp->cap) and, on return, the splits written and their stride — more than one only
- * through ck_qmv_rows on a one-part product: split s of row r at y + s·stride + r·ldy. */
+ * through ck_qmv_rows or ck_qmv_cols on a one-part product: split s of row r at y + s·stride + r·ldy. */
 int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, float *y, int64_t ldy,
                 const dec_row_prep *rowexact, int xready, dec_ksplit *ksp, mlxrt_error *err) {
   dec_prefill *P = D->pf;
@@ -220,7 +221,9 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
       const dec_row_prep *R = rowexact;
       /* k splits where the consumer adds them: each the nz·nb rows the kernel writes */
       const int64_t stride = (int64_t)nz * nb * ldy;
-      int split = ksp && mv->n == 1 ? ck_qmv_rows_splits(L, nb, nz, R->sms) : 1;
+      /* nvfp4 at 2-4 rows: the rows in the mma's columns (ck_qmv_cols), else the batch kernel */
+      const int cols = nz == 1 && ck_qmv_cols_supported(L, nb);
+      int split = !ksp || mv->n != 1 ? 1 : cols ? ck_qmv_cols_splits(L, nb, R->sms) : ck_qmv_rows_splits(L, nb, nz, R->sms);
       if (split > 1 && split * stride > ksp->cap) split = (int)(ksp->cap / stride);
       if (split < 1) split = 1;
       /* x's prep: made by its producer, or with the product's fixed exponent (o after an
@@ -230,7 +233,8 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
                            ? ck_xprep_batched_fixed(L, x, nb, nz, R->xp, R->xs, R->xexp, mv->fix_e, D->stream)
                            : ck_xprep_batched(L, x, nb, nz, R->xp, R->xs, R->xexp, R->pmax, D->stream);
       if (rt_status(prep, "x prep launch", err) ||
-          rt_status(ck_qmv_rows(L, R->zero, nz, nb, R->xp, R->xs, R->xexp, yo, ldy, split, stride, D->stream),
+          rt_status(cols ? ck_qmv_cols(L, nb, R->xp, R->xexp, yo, ldy, split, stride, D->stream)
+                         : ck_qmv_rows(L, R->zero, nz, nb, R->xp, R->xs, R->xexp, yo, ldy, split, stride, D->stream),
                     "mat-vec launch", err))
         return -1;
       if (ksp) {

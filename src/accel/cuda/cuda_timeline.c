@@ -121,6 +121,9 @@ static void report(const char *title) {
             "\n%s: %d graph replays (%d / %d / %d / %d / %d launches per replay of graphs 0 / 1 / 2 / 3 / 4), %u stamps%s\n",
             title, sm.replays, T.nlog[0], T.nlog[1], T.nlog[2], T.nlog[3], T.nlog[4], n,
             n == sm.expected ? "" : " — NOT the launches logged: the table is not reliable");
+    if (sm.unordered)
+      fprintf(stderr, "%u stamps came before the one logged ahead of them (launches that ran concurrently): "
+              "those gaps are left out and the table is not reliable\n", sm.unordered);
     if (sm.median_step_us > 0)
       fprintf(stderr, "median step (a body graph's first kernel to the next one's, host round trip included): %.1f us; "
               "the kernels below: %.1f us per step\n", sm.median_step_us, sm.bodies ? sm.total_us / sm.bodies : 0.0);

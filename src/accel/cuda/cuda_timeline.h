@@ -8,6 +8,10 @@
  * next is the earlier kernel's share of the step as the graph ran it; the table (label,
  * kernel, calls, mean µs, share) goes to stderr when the decoder is freed.
  *
+ * The stamps come in execution order and the log in capture order, so the step's branches (the
+ * MoE shared MLP, the per-layer inputs) run in order on one stream while the timeline records,
+ * as under the profile; a stamp earlier than the one before it is counted and left out.
+ *
  * MLXRT_CUDA_TIMELINE=2 also has each grid's last block stamp as it reaches its wait and as
  * the wait returns (two more columns: whether a grid was still being placed when its
  * predecessor completed).

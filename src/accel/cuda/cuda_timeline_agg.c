@@ -42,6 +42,12 @@ void ctl_aggregate(const unsigned long long *t, unsigned n, const unsigned long 
       if (j + 1 < k) b = t[pos + j + 1];
       else if (same_step) b = t[pos + k];
       else continue;
+      /* a stamp before its predecessor's: launches that ran concurrently, whose stamps do not
+       * follow the log's order; counted, not added */
+      if (b < t[pos + j]) {
+        s->unordered++;
+        continue;
+      }
       ctl_row *row = row_for(rows, &s->nrows, max_rows, &log[g][j]);
       double us = (double)(b - t[pos + j]) / 1e3;
       row->us += us;

@@ -29,6 +29,7 @@ typedef struct ctl_summary {
   int bodies;            /* of those, replays of a body graph (0, 2, 3 or 4) */
   int nrows;             /* rows filled */
   unsigned expected;     /* stamps the logs promise for every recorded replay */
+  unsigned unordered;    /* gaps left out: a stamp earlier than the one before it */
   double total_us;       /* sum over the rows */
   double median_step_us; /* a body's first stamp to the next body's (0: fewer than two) */
 } ctl_summary;

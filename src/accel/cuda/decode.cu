@@ -23,6 +23,7 @@ extern "C" int ck_tl_attention_timeline(unsigned long long *t, unsigned *n, unsi
 extern "C" int ck_tl_attention_cluster_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_decode_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_qmv_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_qmv_cols_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_xprep_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_qkv_post_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_residual_norm_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
@@ -37,6 +38,7 @@ extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap,
   if (!e) e = ck_tl_attention_cluster_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_decode_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_qmv_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_qmv_cols_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_xprep_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_qkv_post_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_residual_norm_timeline(t, n, cap, last, st);

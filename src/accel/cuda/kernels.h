@@ -101,6 +101,15 @@ int ck_qmv_rows(const ck_layout *L, const int *zero, int nz, int nb, const uint1
 /* The k splits ck_qmv_rows takes on L for nz batches of nb rows on a device of sms SMs: those
  * that fill one wave of its resident blocks (QMV_ROWS_SPLIT_UNITS, QMV_ROWS_MAX_SPLITS). */
 int ck_qmv_rows_splits(const ck_layout *L, int nb, int nz, int sms);
+/* nvfp4 at 2 to 4 rows (ck_qmv_cols_supported): the one-row kernel's form with the rows in the
+ * mma's columns (qmv_cols.cu). x: nb rows of ck_xprep_batched's layout (cols·2 bytes apart); y,
+ * ksplit and kstride as ck_qmv_rows' (kstride ≥ nb·ldy). A row's result is the same bits at
+ * any place among the rows and whatever the others hold, for nb = 2, and for nb = 3 and 4 alike. */
+int ck_qmv_cols_supported(const ck_layout *L, int nb);
+int ck_qmv_cols(const ck_layout *L, int nb, const uint16_t *xp, const int *xexp, float *y, int64_t ldy, int ksplit,
+                int64_t kstride, void *stream);
+/* The k splits ck_qmv_cols takes on L at nb rows on sms SMs (ck_qmv_rows_splits' rule). */
+int ck_qmv_cols_splits(const ck_layout *L, int nb, int sms);
 int ck_qmv(const ck_layout *L, int64_t slab, const uint16_t *x, const uint16_t *xp,
            const float *xs, const int *xexp, int nb, float *y, int64_t ldy, void *stream);
 /* The two halves of ck_qmv: tensor-core kernels (qmv_tc.cu) and the generic one. */

@@ -316,6 +316,9 @@ template <typename T> static inline T __shfl_up_sync(unsigned, T v, int o) {
 template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int o) {
   return emu_exchange(v, (int)(threadIdx.x & 31) ^ o, true);
 }
+template <typename T> static inline T __shfl_sync(unsigned, T v, int src) {
+  return emu_exchange(v, src & 31, true);
+}
 static inline int __any_sync(unsigned m, int p) {
   int v = p != 0;
   for (int o = 16; o > 0; o >>= 1) v |= __shfl_xor_sync(m, v, o);
