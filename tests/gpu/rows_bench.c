@@ -9,7 +9,7 @@
  * each shape's outputs are checked: the first rows of a B-row product bit-identical to the same
  * rows among ck_qmm_rows_max(), and ck_qmm_wg's within 1e-3 of the largest |y| of ck_qmm_rows'
  * (another summation order). Beside them, as the reference, the one-sequence step's one-row kernel
- * (ck_qmv) on one row, and at 2-4 rows the rows-in-columns kernel (ck_qmv_cols; checked against
+ * (ck_qmv) on one row, and at 2-8 rows the rows-in-columns kernel (ck_qmv_cols; checked against
  * ck_qmm_rows within 1e-3 of the largest |y|). Then the attention of a sliding and of a full layer at B rows,
  * positions 512–639 (the batched bench's) and for the full layer also 8192–8319: the kernels the
  * batched step runs below 16 rows (the one-launch cluster kernel, dk_attention_cluster_rows, on
@@ -223,7 +223,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--batch")) blist = argv[i + 1];
     if (!strcmp(argv[i], "--ks")) kslist = argv[i + 1];
   }
-  int kss[8], nks = 0; /* --ks: the batch kernel also at these k splits */
+  int kss[8], nks = 0; /* --ks: the batch kernel and the rows-in-columns kernel also at these k splits */
   for (const char *p = kslist; *p && nks < 8;) {
     kss[nks] = atoi(p);
     if (kss[nks] < 1 || kss[nks] > 8) {
@@ -466,11 +466,13 @@ int main(int argc, char **argv) {
           printf("| %s | %d | %s | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], us, gbs, 100.0 * gbs / bw);
         if (sh->sliding) step_us[b][k] += us;
         all_us[b][k] += sh->per_step * (double)us;
-        for (int j = 0; k == 0 && j < nks; j++) { /* --ks (the splits y holds: 2·RMAX rows) */
-          if (kss[j] * qstride > 2 * (int64_t)RMAX * sh->rows) continue;
+        for (int j = 0; (k == 0 || k == 3) && j < nks; j++) { /* --ks (the splits y holds: 2·RMAX rows) */
+          const int64_t kst = k ? (int64_t)B * sh->rows : qstride;
+          if (kss[j] * kst > 2 * (int64_t)RMAX * sh->rows || kss[j] > L[0]->nunits) continue;
           rc = rt_graph_begin(st, &err);
           for (int i = 0; i < iters && !rc; i++)
-            rc = ck_qmv_rows(L[i % copies], zero, nzq, nbb, xp, xs, xexp, y, sh->rows, kss[j], qstride, st);
+            rc = k ? ck_qmv_cols(L[i % copies], B, xp, xexp, y, sh->rows, kss[j], kst, st)
+                   : ck_qmv_rows(L[i % copies], zero, nzq, nbb, xp, xs, xexp, y, sh->rows, kss[j], qstride, st);
           TRY(graph_median_us(st, rc, iters, e0, e1, &us, &err));
           const double g2 = (double)wbytes / (us * 1e-6) / 1e9;
           printf("| %s | %d | %s at %d k splits | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], kss[j], us, g2,

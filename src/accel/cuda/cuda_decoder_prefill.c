@@ -165,7 +165,7 @@ int dec_rows_xmode(const dec_mv *mv, int T, const dec_row_prep *rowexact) {
  * whose steps of one row run the one-sequence step instead): each row's bits independent of the
  * other rows and its place among them — 2 to 8 rows (below ROWS_MIN) of the fast formats
  * through ck_qmv_rows (one batch of the T rows, a tile's weights read from memory once for all;
- * nvfp4 at 2 to 4 rows through ck_qmv_cols, the one-row kernel's form with the rows as columns),
+ * nvfp4 through ck_qmv_cols, the one-row kernel's form with the rows as columns),
  * more through ck_qmm_wg (nvfp4 on sm_90a) or ck_qmm_rows; the generic layout in batches of 8
  * rows (a lone row, which no batched step has, given a companion: the buffers hold one more
  * row). xready: the rows' prep is already in rowexact's buffers (dec_rows_xmode). ksp: NULL, or
@@ -221,7 +221,7 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
       const dec_row_prep *R = rowexact;
       /* k splits where the consumer adds them: each the nz·nb rows the kernel writes */
       const int64_t stride = (int64_t)nz * nb * ldy;
-      /* nvfp4 at 2-4 rows: the rows in the mma's columns (ck_qmv_cols), else the batch kernel */
+      /* nvfp4: the rows in the mma's columns (ck_qmv_cols), else the batch kernel */
       const int cols = nz == 1 && ck_qmv_cols_supported(L, nb);
       int split = !ksp || mv->n != 1 ? 1 : cols ? ck_qmv_cols_splits(L, nb, R->sms) : ck_qmv_rows_splits(L, nb, nz, R->sms);
       if (split > 1 && split * stride > ksp->cap) split = (int)(ksp->cap / stride);

@@ -101,10 +101,11 @@ int ck_qmv_rows(const ck_layout *L, const int *zero, int nz, int nb, const uint1
 /* The k splits ck_qmv_rows takes on L for nz batches of nb rows on a device of sms SMs: those
  * that fill one wave of its resident blocks (QMV_ROWS_SPLIT_UNITS, QMV_ROWS_MAX_SPLITS). */
 int ck_qmv_rows_splits(const ck_layout *L, int nb, int nz, int sms);
-/* nvfp4 at 2 to 4 rows (ck_qmv_cols_supported): the one-row kernel's form with the rows in the
+/* nvfp4 at 2 to 8 rows (ck_qmv_cols_supported): the one-row kernel's form with the rows in the
  * mma's columns (qmv_cols.cu). x: nb rows of ck_xprep_batched's layout (cols·2 bytes apart); y,
  * ksplit and kstride as ck_qmv_rows' (kstride ≥ nb·ldy). A row's result is the same bits at
- * any place among the rows and whatever the others hold, for nb = 2, and for nb = 3 and 4 alike. */
+ * any place among the rows and whatever the others hold, for nb = 2, for nb = 3 and 4 alike, and
+ * for nb = 5 to 8 alike. */
 int ck_qmv_cols_supported(const ck_layout *L, int nb);
 int ck_qmv_cols(const ck_layout *L, int nb, const uint16_t *xp, const int *xexp, float *y, int64_t ldy, int ksplit,
                 int64_t kstride, void *stream);

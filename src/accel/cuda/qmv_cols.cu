@@ -1,10 +1,11 @@
-/* The batched step's nvfp4 product at 2 to 4 rows: the one-row kernel's form (qmv_tc.cu, COL)
+/* The batched step's nvfp4 product at 2 to 8 rows: the one-row kernel's form (qmv_tc.cu, COL)
  * with the rows in the mma's columns.
  *
  * The one-row kernel gives each of the mma's 8 columns one scale group of a pair of units, so
- * the float sums are scaled once per pair. With R rows (2 or 4) the 8 columns hold R rows × 8/R
- * groups: column n takes row n / (8/R) of x at group n mod (8/R), so an accumulator covers
- * 8/R of a unit's 4 mmas (R = 2: the whole unit; R = 4: half of it) before its 4 scale FMAs.
+ * the float sums are scaled once per pair. With R rows (2, 4 or 8) the 8 columns hold R rows ×
+ * 8/R groups: column n takes row n / (8/R) of x at group n mod (8/R), so an accumulator covers
+ * 8/R of a unit's 4 mmas (R = 2: the whole unit; R = 4: half of it; R = 8: one) before its 4
+ * scale FMAs.
  * Every weight byte is read from memory and decoded once for all the rows, as in the batch
  * kernel, but the mmas stay the one-row kernel's 4 per unit (the batch kernel's per-mma scale
  * epilogue is once per 8/R mmas here) and x arrives in shared memory with the weights through
@@ -12,7 +13,7 @@
  *
  * One block of 4 warps per 16-row tile and k split; the warps take a stage's 16 units in pairs.
  * Lane (g, t): B column g (row g / (8/R) of x, group g mod (8/R)); accumulator columns 2t and
- * 2t + 1, one x row each for R = 4, and for R = 2 both of row t / 2. Each column's sums depend
+ * 2t + 1, one x row each for R = 4 and 8, and for R = 2 both of row t / 2. Each column's sums depend
  * only on its own row of x, so a row's bits do not depend on the other rows or its place. */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -91,11 +92,12 @@ __global__ void __launch_bounds__(COLS_WARPS * 32) qmv_cols_kernel(QmvColsArgs p
   for (int m = 0; m < G; m++) sel[m] = ck_opaque(g % G == m ? 0x3C003C00u : 0u);
   const uint32_t nv_e = ck_opaque(0x40000000u);
   /* lane (g, t)'s x: row g / G, the 8 bytes of its mma of the unit (the fragment layout: slice
-   * m / 2 at 64 bytes, lane t at 16, half m mod 2 at 8); rows past nb read as zeros */
+   * m / 2 at 64 bytes, lane t at 16, half m mod 2 at 8; R = 8: every mma's, per accumulator);
+   * rows past nb read as zeros */
   const int xr = g / G;
   const bool xok = xr < p.nb;
-  const int xlane = XOFF + xr * XB + t * 16 + (g & 1) * 8 + (R == 2 ? ((g & 3) >> 1) * 64 : 0);
-  /* lane t's scale words: R = 2, word t mod 2 (mmas 2(t mod 2), +1); R = 4, both */
+  const int xlane = XOFF + xr * XB + t * 16 + (G > 1 ? (g & 1) * 8 : 0) + (R == 2 ? ((g & 3) >> 1) * 64 : 0);
+  /* lane t's scale words: R = 2, word t mod 2 (mmas 2(t mod 2), +1); R = 4 and 8, both */
   const int slane = NvS::SU * NvS::UNIT_W + g * 8 + (R == 2 ? (t & 1) * 4 : 0);
   float tot[4] = {0.f, 0.f, 0.f, 0.f};
 
@@ -106,18 +108,29 @@ __global__ void __launch_bounds__(COLS_WARPS * 32) qmv_cols_kernel(QmvColsArgs p
     const uint8_t *xl = base + xlane + u * NvS::UK * 2;
     const uint8_t *sl = base + slane + u * NvS::UNIT_S;
 #pragma unroll
-    for (int a = 0; a < 4 / G; a++) { /* R = 2: one accumulator (mmas 0-3); R = 4: two (0-1, 2-3) */
-      const uint2 xv = xok ? *reinterpret_cast<const uint2 *>(xl + a * 64) : make_uint2(0, 0);
+    for (int a = 0; a < 4 / G; a++) { /* R = 2: one accumulator (mmas 0-3); R = 4: two (0-1, 2-3); R = 8: four */
+      const int xo = G > 1 ? a * 64 : (a >> 1) * 64 + (a & 1) * 8;
+      const uint2 xv = xok ? *reinterpret_cast<const uint2 *>(xl + xo) : make_uint2(0, 0);
       float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int j = 0; j < G; j++) {
         uint32_t af[4];
         decode_a<CK_NVFP4>(wd, a * G + j, af);
-        mma16816<false>(d, af, col_sel(xv.x, sel[j]), col_sel(xv.y, sel[j]));
+        if (G > 1)
+          mma16816<false>(d, af, col_sel(xv.x, sel[j]), col_sel(xv.y, sel[j]));
+        else /* every column its own row: no selection */
+          mma16816<false>(d, af, xv.x, xv.y);
       }
-      const uint32_t sw = *reinterpret_cast<const uint32_t *>(sl + a * 4);
+      if (G > 1) {
+        const uint32_t sw = *reinterpret_cast<const uint32_t *>(sl + a * 4);
 #pragma unroll
-      for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw, q, nv_e), tot[q]);
+        for (int q = 0; q < 4; q++) tot[q] = fmaf(d[q], nv_scale(sw, q, nv_e), tot[q]);
+      } else { /* group a of tile rows g (fields a mod 2) and g + 8 (2 + a mod 2) in word a / 2 */
+        const uint32_t sw = *reinterpret_cast<const uint32_t *>(sl + (a >> 1) * 4);
+        const float s0 = nv_scale(sw, a & 1, nv_e), s1 = nv_scale(sw, 2 + (a & 1), nv_e);
+        tot[0] = fmaf(d[0], s0, tot[0]), tot[1] = fmaf(d[1], s0, tot[1]);
+        tot[2] = fmaf(d[2], s1, tot[2]), tot[3] = fmaf(d[3], s1, tot[3]);
+      }
     }
   };
   for (int st = 0; st < nstages; st++) {
@@ -139,7 +152,8 @@ __global__ void __launch_bounds__(COLS_WARPS * 32) qmv_cols_kernel(QmvColsArgs p
   /* each x row's sums of tile rows g (tot 0, 1) and g + 8 (tot 2, 3), then the outputs where the
    * reduction below reads column c: lane t = c / 2, slot c mod 2 */
   float rg = tot[0] + tot[1], r8 = tot[2] + tot[3];
-  if (R == 2) { /* lanes t, t ^ 1 hold row t / 2's other groups */
+  if (R == 8) { /* every column is already its own row's */
+  } else if (R == 2) { /* lanes t, t ^ 1 hold row t / 2's other groups */
     rg += __shfl_xor_sync(0xffffffffu, rg, 1);
     r8 += __shfl_xor_sync(0xffffffffu, r8, 1);
     const float rg1 = __shfl_xor_sync(0xffffffffu, rg, 2), r81 = __shfl_xor_sync(0xffffffffu, r8, 2);
@@ -172,13 +186,20 @@ __global__ void __launch_bounds__(COLS_WARPS * 32) qmv_cols_kernel(QmvColsArgs p
 }
 
 typedef void (*cols_fn)(QmvColsArgs);
+static int cols_r(int nb) { return nb == 2 ? 2 : nb <= 4 ? 4 : 8; }
 static cols_fn cols_kernel(int nb) {
-  return nb == 2 ? qmv_cols_kernel<QMV_STAGES_ONE_ROW, 2> : qmv_cols_kernel<QMV_STAGES_ONE_ROW, 4>;
+  return nb == 2   ? qmv_cols_kernel<QMV_STAGES_ONE_ROW, 2>
+         : nb <= 4 ? qmv_cols_kernel<QMV_STAGES_ONE_ROW, 4>
+                   : qmv_cols_kernel<QMV_STAGES_ONE_ROW, 8>;
 }
-static int cols_smem(int nb) { return QMV_STAGES_ONE_ROW * (NvS::STAGE + (nb == 2 ? 2 : 4) * NvS::SU * NvS::UK * 2); }
+static int cols_smem(int nb) { return QMV_STAGES_ONE_ROW * (NvS::STAGE + cols_r(nb) * NvS::SU * NvS::UK * 2); }
+/* R = 8's stages take more than the default 48 KiB of dynamic shared memory */
+static cudaError_t cols_allow_smem(int nb) {
+  return cudaFuncSetAttribute(cols_kernel(nb), cudaFuncAttributeMaxDynamicSharedMemorySize, cols_smem(nb));
+}
 
 extern "C" int ck_qmv_cols_supported(const ck_layout *L, int nb) {
-  return L->fmt == CK_NVFP4 && nb >= 2 && nb <= 4 && L->cols % NvS::UK == 0 && L->nunits * NvS::UK == L->cols;
+  return L->fmt == CK_NVFP4 && nb >= 2 && nb <= 8 && L->cols % NvS::UK == 0 && L->nunits * NvS::UK == L->cols;
 }
 
 extern "C" int ck_qmv_cols(const ck_layout *L, int nb, const uint16_t *xp, const int *xexp, float *y, int64_t ldy,
@@ -200,6 +221,7 @@ extern "C" int ck_qmv_cols(const ck_layout *L, int nb, const uint16_t *xp, const
   a.nb = nb;
   a.ksplit = ksplit;
   a.early = QMV_EARLY_STAGES;
+  if (cudaError_t e = cols_allow_smem(nb)) return (int)e;
   return (int)ck_launch(cols_kernel(nb), dim3((unsigned)L->tiles, (unsigned)ksplit), COLS_WARPS * 32, cols_smem(nb),
                         (cudaStream_t)stream, a);
 }
@@ -209,7 +231,8 @@ extern "C" int ck_qmv_cols(const ck_layout *L, int nb, const uint16_t *xp, const
 extern "C" int ck_qmv_cols_splits(const ck_layout *L, int nb, int sms) {
   if (!ck_qmv_cols_supported(L, nb) || sms < 1) return 1;
   int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cols_kernel(nb), COLS_WARPS * 32, cols_smem(nb)) !=
+  if (cols_allow_smem(nb) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cols_kernel(nb), COLS_WARPS * 32, cols_smem(nb)) !=
       cudaSuccess) {
     cudaGetLastError();
     return 1;
