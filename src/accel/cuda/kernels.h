@@ -109,7 +109,7 @@ int ck_qmv_rows_splits(const ck_layout *L, int nb, int nz, int sms);
 int ck_qmv_cols_supported(const ck_layout *L, int nb);
 int ck_qmv_cols(const ck_layout *L, int nb, const uint16_t *xp, const int *xexp, float *y, int64_t ldy, int ksplit,
                 int64_t kstride, void *stream);
-/* The k splits ck_qmv_cols takes on L at nb rows on sms SMs (ck_qmv_rows_splits' rule). */
+/* The k splits ck_qmv_cols takes on L at nb rows on sms SMs (the least waves × block cost). */
 int ck_qmv_cols_splits(const ck_layout *L, int nb, int sms);
 int ck_qmv(const ck_layout *L, int64_t slab, const uint16_t *x, const uint16_t *xp,
            const float *xs, const int *xexp, int nb, float *y, int64_t ldy, void *stream);

@@ -226,8 +226,10 @@ extern "C" int ck_qmv_cols(const ck_layout *L, int nb, const uint16_t *xp, const
                         (cudaStream_t)stream, a);
 }
 
-/* As many k splits as fill one wave of the kernel's resident blocks, each at least
- * QMV_ROWS_SPLIT_UNITS units, at most QMV_ROWS_MAX_SPLITS (ck_qmv_rows_splits' rule). */
+/* The k splits with the least waves of resident blocks × (units per split + a block's fixed
+ * cost, QMV_COLS_BLOCK_UNITS), each at least QMV_ROWS_SPLIT_UNITS units, at most
+ * QMV_ROWS_MAX_SPLITS: at 8 rows down's 336 tiles in 3 splits take 2 waves of 112 units where 1
+ * or 2 splits take 1 wave of 336 or 2 of 168 (tuning.h). */
 extern "C" int ck_qmv_cols_splits(const ck_layout *L, int nb, int sms) {
   if (!ck_qmv_cols_supported(L, nb) || sms < 1) return 1;
   int per_sm = 0;
@@ -237,10 +239,15 @@ extern "C" int ck_qmv_cols_splits(const ck_layout *L, int nb, int sms) {
     cudaGetLastError();
     return 1;
   }
-  const int64_t slots = (int64_t)per_sm * sms;
-  int ks = 1;
-  while (ks < QMV_ROWS_MAX_SPLITS && L->tiles * (ks + 1) <= slots && L->nunits / (ks + 1) >= QMV_ROWS_SPLIT_UNITS) ks++;
-  return ks;
+  const int64_t slots = (int64_t)(per_sm > 0 ? per_sm : 1) * sms;
+  int best = 1;
+  double best_cost = 0;
+  for (int ks = 1; ks <= QMV_ROWS_MAX_SPLITS && (ks == 1 || L->nunits / ks >= QMV_ROWS_SPLIT_UNITS); ks++) {
+    const int64_t waves = (L->tiles * ks + slots - 1) / slots;
+    const double cost = (double)waves * ((double)L->nunits / ks + QMV_COLS_BLOCK_UNITS);
+    if (ks == 1 || cost < best_cost) best = ks, best_cost = cost;
+  }
+  return best;
 }
 
 CK_TIMELINE_SETTER(ck_tl_qmv_cols)

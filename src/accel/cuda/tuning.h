@@ -21,6 +21,14 @@
  * takes 3 for both); q|k|v 26.9 / 30.0 / 31.2 / 30.9 / 31.5 (it takes 1). */
 #define QMV_ROWS_SPLIT_UNITS 32
 #define QMV_ROWS_MAX_SPLITS 8
+/* k splits of the rows-in-columns kernel (ck_qmv_cols_splits): the count with the least
+ * waves × (units per split + QMV_COLS_BLOCK_UNITS), a block's fixed cost counted as that many
+ * units (its pipeline's fill and the reduction), each split at least QMV_ROWS_SPLIT_UNITS units.
+ * On the 31B (H100, µs, 1 / 2 / 3 / 4 splits) at 8 rows: down 34.3 / 37.7 / 28.9 / 32.7, the full
+ * layers' o 25.8 / 28.5 / 24.2 / 24.7, o 13.9 / 16.1 / 15.0 / 16.4 (it takes 3, 3 and 1); at 4
+ * rows o 13.1 / 10.9 / 13.3 / 13.4, down 28.2 / 26.9 / 29.8 / 27.0 (2 and 2); at 2 rows 3 for
+ * both, as the one-wave rule before it. */
+#define QMV_COLS_BLOCK_UNITS 48
 /* A k split of a one-wave product gives each block at least this many units (6 stages of 16):
  * down with 3 splits (7 or 8 blocks per SM instead of 2 or 3) gained tg128 1.3-1.9 %; o with 3
  * (43 units per block) lost 1.4 %. */
