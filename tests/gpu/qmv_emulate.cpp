@@ -622,14 +622,14 @@ int main(int argc, char **argv) {
       {"dense bf16", CK_DBF16, 0, BF, 24, 32 * 13, 8, 1, false},
   };
   for (const Case &c : rows) bad |= run_rows_case(c);
-  /* 3 tiles, 37 units (partial stages), or 9 tiles, 84 units (the 31B's 5376-wide rows) */
+  /* 3 tiles of 37 units (partial stages) or of 84 units (the 31B's 5376-wide rows) */
   const Case cols[] = {
       {"2 rows, partial tile and stage", NV, 16, BF, 40, 64 * 37, 2, 1, false},
-      {"2 rows, 3 k splits, zero scale", NV, 16, BF, 144, 64 * 84, 2, 3, true},
+      {"2 rows, 3 k splits, zero scale", NV, 16, BF, 48, 64 * 84, 2, 3, true},
       {"4 rows, partial tile and stage", NV, 16, BF, 40, 64 * 37, 4, 1, false},
-      {"4 rows, 2 k splits", NV, 16, BF, 144, 64 * 84, 4, 2, false},
+      {"4 rows, 2 k splits", NV, 16, BF, 48, 64 * 84, 4, 2, false},
       {"8 rows, partial tile and stage", NV, 16, BF, 40, 64 * 37, 8, 1, false},
-      {"8 rows, 3 k splits, zero scale", NV, 16, BF, 144, 64 * 84, 8, 3, true},
+      {"8 rows, 3 k splits, zero scale", NV, 16, BF, 48, 64 * 84, 8, 3, true},
       {"6 rows", NV, 16, BF, 40, 64 * 20, 6, 1, false},
   };
   for (const Case &c : cols) bad |= run_cols_case(c);
