@@ -217,6 +217,19 @@ static int attention_rows(accel_backend *cu, const att_layer *ly, const int *bs,
   return 0;
 }
 
+/* The largest |Σ_k split k of y − ref| over m outputs (splits m apart); INFINITY for a NaN. */
+static double split_sum_worst(const float *ref, const float *y, size_t m, int splits) {
+  double worst = 0;
+  for (size_t i = 0; i < m; i++) {
+    double v = 0;
+    for (int k = 0; k < splits; k++) v += y[(size_t)k * m + i];
+    const double d = fabs(v - ref[i]);
+    if (d != d) return INFINITY;
+    if (d > worst) worst = d;
+  }
+  return worst;
+}
+
 int main(int argc, char **argv) {
   const char *blist = "1,4,16,64", *kslist = "";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -371,14 +384,8 @@ int main(int argc, char **argv) {
             rt_status(ck_qmv_rows(L[0], zero, 1, B, xp, xs, xexp, y, sh->rows, qks, (int64_t)m, st), "batch kernel",
                       &err) ||
             rt_d2h(h1, y, (size_t)qks * m * 4, st, &err) || rt_stream_sync(st, &err));
-        double big = 0, worst = 0;
+        double big = 0, worst = split_sum_worst(h0, h1, m, qks);
         for (size_t i = 0; i < m; i++) big = fmax(big, fabs(h0[i]));
-        for (size_t i = 0; i < m; i++) {
-          double v = 0;
-          for (int k = 0; k < qks; k++) v += h1[(size_t)k * m + i];
-          const double d = fabs(v - h0[i]);
-          worst = d > worst || d != d ? (d != d ? INFINITY : d) : worst;
-        }
         if (!(worst <= 1e-3 * big)) {
           printf("FAIL %s: %d rows: %s at %d k splits differs from qmm_rows by %.3g (max |y| %.3g)\n", sh->name, B,
                  knames[0], qks, worst, big);
@@ -389,13 +396,7 @@ int main(int argc, char **argv) {
         const int cks = ck_qmv_cols_splits(L[0], B, dev.sms);
         TRY(rt_status(ck_qmv_cols(L[0], B, xp, xexp, y, sh->rows, cks, (int64_t)m, st), "cols kernel", &err) ||
             rt_d2h(h1, y, (size_t)cks * m * 4, st, &err) || rt_stream_sync(st, &err));
-        worst = 0;
-        for (size_t i = 0; i < m; i++) {
-          double v = 0;
-          for (int k = 0; k < cks; k++) v += h1[(size_t)k * m + i];
-          const double d = fabs(v - h0[i]);
-          worst = d > worst || d != d ? (d != d ? INFINITY : d) : worst;
-        }
+        worst = split_sum_worst(h0, h1, m, cks);
         if (!(worst <= 1e-3 * big)) {
           printf("FAIL %s: %d rows: %s at %d k splits differs from qmm_rows by %.3g (max |y| %.3g)\n", sh->name, B,
                  knames[3], cks, worst, big);
@@ -420,12 +421,8 @@ int main(int argc, char **argv) {
           TRY(rt_memset(y, 0xff, m * 4, st, &err) ||
               rt_status(ck_qmm_wg(L[0], bs[b], ks, xw, xexp_w, y, sh->rows, part, cnt, st), "wg", &err) ||
               rt_d2h(h1, y, m * 4, st, &err) || rt_stream_sync(st, &err));
-          double big = 0, worst = 0;
+          double big = 0, worst = split_sum_worst(h0, h1, m, 1);
           for (size_t i = 0; i < m; i++) big = fmax(big, fabs(h0[i]));
-          for (size_t i = 0; i < m; i++) {
-            const double d = fabs((double)h1[i] - h0[i]);
-            worst = d > worst || d != d ? (d != d ? INFINITY : d) : worst;
-          }
           if (!(worst <= 1e-3 * big)) {
             printf("FAIL %s: %d rows: %s differs from qmm_rows by %.3g (max |y| %.3g)\n", sh->name, bs[b], knames[2],
                    worst, big);
