@@ -713,71 +713,6 @@ static int enqueue_attention(accel_decoder *D, const accel_layer_desc *l, dec_la
                    "attention", err);
 }
 
-/* The decoder's work buffers a chain of launches uses (dec_run_mv, the norms), swapped as a
- * whole for a chain on the side stream. */
-typedef struct dec_work {
-  void *stream;
-  uint16_t *xb, *xp;
-  float *xs, *pmax, *y;
-  int *xexp;
-} dec_work;
-static dec_work work_swap(accel_decoder *D, dec_work w) {
-  const dec_work old = {D->stream, D->xb, D->xp, D->xs, D->pmax, D->y, D->xexp};
-  D->stream = w.stream, D->xb = w.xb, D->xp = w.xp, D->xs = w.xs, D->pmax = w.pmax, D->y = w.y, D->xexp = w.xexp;
-  return old;
-}
-
-/* The step's per-layer embeddings from h (the scaled embedding): xb = bf16 h, the model
- * projection, the token's table row, then D->ple [L·P]. With a side stream all but the first
- * launch run there, in their own buffers, beside layer 0's attention (joined before layer 0's
- * per-layer input: enqueue_body); the first reads h before layer 0 changes it. */
-static int enqueue_ple_inputs(accel_decoder *D, mlxrt_error *err) {
-  const accel_model_desc *d = D->d;
-  dec_work saved = {0};
-  if (D->side) saved = work_swap(D, (dec_work){D->stream, D->ple_xb, D->ple_xp, D->ple_xs, D->ple_pmax, D->ple_y,
-                                               D->ple_xexp});
-  int rc = cprof_mark(&D->prof, "per-layer inputs", err) ||
-           rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, NULL, D->xb, d->hidden, d->eps, D->pmax,
-                                      ck_xprep_block(), D->xp, D->xexp, 0, DK_XE_ROWMAX, NULL, 0, D->stream),
-                     "per-layer input", err);
-  if (!rc && D->side) {
-    rc = rt_event_record(D->ev_ple_fork, D->stream, err) || rt_stream_wait_event(D->side, D->ev_ple_fork, err);
-    D->stream = D->side;
-  }
-  rc = rc || dec_run_mv(D, &D->ple_mp, D->xb, D->y, XP_PREMAX, err) ||
-       rt_status(ck_embed(D->ple_emb, D->tok, 1, D->ple_row, D->stream), "per-layer embedding gather", err) ||
-       rt_status(dk_ple_inputs(D->y, D->ple_mp.ks, D->ple_mp.rows, 0, D->ple_row, D->ple_pnorm, d->n_layers, d->ple_dim,
-                               d->ple_model_scale, d->ple_embed_scale, d->ple_mix_scale, d->eps, D->ple, 1, D->stream),
-                 "per-layer inputs", err);
-  if (D->side) {
-    rc = rc || rt_event_record(D->ev_ple_join, D->side, err);
-    work_swap(D, saved);
-  }
-  return rc;
-}
-
-/* Layer i's FFN residual from its product fy (fks partial sums frows apart), then its
- * per-layer input: gate on bf16 h, GeGLU with D->ple's row i, projection into D->y. The
- * residual and the GeGLU write the products' activation preps where their formats allow
- * (xmode: two prep launches fewer per layer). */
-static int enqueue_ple_layer(accel_decoder *D, int i, const float *fy, int fks, int64_t frows, mlxrt_error *err) {
-  const accel_model_desc *d = D->d;
-  const dec_layer *y = &D->ly[i];
-  const int P = d->ple_dim, gx = y->pg.xmode, px = y->pp.xmode && P % 32 == 0 ? y->pp.xmode : 0;
-  void *st = D->stream;
-  return rt_status(dk_residual_norm(fy, fks, frows, y->norms + 3 * (int64_t)d->hidden, D->h, 0, 0.0f, NULL, D->xb,
-                                    d->hidden, d->eps, gx ? NULL : D->pmax, ck_xprep_block(), D->xp, D->xexp, gx,
-                                    DK_XE_ROWMAX, NULL, 0, st),
-                   "FFN residual", err) ||
-         cprof_mark(&D->prof, "per-layer input gate", err) ||
-         dec_run_mv(D, &y->pg, D->xb, D->y, gx ? XP_DONE : XP_PREMAX, err) ||
-         rt_status(dk_ple_gate(D->y, y->pg.ks, y->pg.rows, 0, D->ple + (int64_t)i * P, 0, P, D->gub, 1, D->xp, D->xexp,
-                               px, st),
-                   "per-layer input gelu", err) ||
-         cprof_mark(&D->prof, "per-layer projection", err) ||
-         dec_run_mv(D, &y->pp, D->gub, D->y, px ? XP_DONE : XP_FULL, err);
-}
-
 /* The blocks of down's activation prep (ck_qmv_geglu's maxima, D->gmax). */
 static int gu_nblk(const dec_layer *y) { return (int)((y->inter + ck_xprep_block() - 1) / ck_xprep_block()); }
 
@@ -830,7 +765,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
   const int xe0 = norm_xe(&D->ly[0].qkv, D->ly[0].xe_in);
   if (cprof_mark(P, "embed + input norm", err) ||
       rt_status(ck_embed_step(D->embed, D->all_tokens, D->pos, D->tok, d->embed_scale, D->h, st), "embedding", err) ||
-      (d->ple_dim > 0 && enqueue_ple_inputs(D, err)) ||
+      (d->ple_dim > 0 && dec_ple_inputs(D, err)) ||
       rt_status(dk_residual_norm(NULL, 1, 0, NULL, D->h, 0, 0.0f, D->ly[0].norms, D->xb, H, d->eps,
                                  norm_pmax(D, xe0), pb, D->xp, D->xexp, D->ly[0].qkv.xmode, xe0, NULL, 0, st),
                 "input norm", err))
@@ -877,9 +812,14 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
     /* per-layer embeddings: the FFN residual alone (xb = its bf16 for the gate), then the
      * layer's input through gate and projection, whose post-norm is the layer's last residual */
     if (d->ple_dim > 0) {
-      if ((i == 0 && D->side && rt_stream_wait_event(D->stream, D->ev_ple_join, err)) ||
-          enqueue_ple_layer(D, i, fy, fks, frows, err))
-        return mx_prefix(err, "layer %d", i);
+      if (i == 0 && D->side && rt_stream_wait_event(D->stream, D->ev_ple_join, err)) return mx_prefix(err, "layer %d", i);
+      if (dec_ple_tail_ok(D, i, next_mv)) {
+        if (cprof_mark(P, "per-layer tail", err) ||
+            dec_ple_tail(D, i, fy, fks, frows, next_norm, next_mv, xe_next, err))
+          return mx_prefix(err, "layer %d", i);
+        continue;
+      }
+      if (dec_ple_layer(D, i, fy, fks, frows, err)) return mx_prefix(err, "layer %d", i);
       fy = D->y;
       fks = y->pp.ks;
       frows = y->pp.rows;

@@ -209,6 +209,17 @@ size_t dec_batch_kv_bytes(const accel_decoder *D); /* the batch slots' K/V pages
  * |x| ≤ √H·max|w|), or DK_XE_ROWMAX where w has no finite positive maximum. */
 int dec_norm_fixed_exp(const float *w, int H);
 
+/* Per-layer embeddings (cuda_decoder_ple.c). dec_ple_inputs: the step's inputs from h (the
+ * scaled embedding) into D->ple. dec_ple_layer: layer i's FFN residual from its product fy (fks
+ * partial sums frows apart), then its gate, GeGLU and projection into D->y (the layer's last
+ * residual norm follows). dec_ple_tail: all of that and the last residual norm in one launch,
+ * where dec_ple_tail_ok says it serves the layer (next_mv: the product the next norm feeds). */
+int dec_ple_inputs(accel_decoder *D, mlxrt_error *err);
+int dec_ple_layer(accel_decoder *D, int i, const float *fy, int fks, int64_t frows, mlxrt_error *err);
+int dec_ple_tail_ok(const accel_decoder *D, int i, const dec_mv *next_mv);
+int dec_ple_tail(accel_decoder *D, int i, const float *fy, int fks, int64_t frows, const float *w_next,
+                 const dec_mv *next_mv, int xe_next, mlxrt_error *err);
+
 /* The MoE blocks (cuda_decoder_moe.c). dec_moe_layer: layer i's router, experts and vectors
  * made resident (D->ly[i].moe), at creation. dec_moe_buffers: the work buffers for chunks of
  * up to T tokens (T = 1: the step's), after every layer. For T tokens whose residuals after

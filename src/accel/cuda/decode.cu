@@ -33,6 +33,7 @@ extern "C" int ck_tl_qmm_grouped_timeline(unsigned long long *t, unsigned *n, un
 extern "C" int ck_tl_qmm_rows_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_qmm_wg_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_qmv_generic_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_ple_tail_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st) {
   int e = ck_tl_attention_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_attention_cluster_timeline(t, n, cap, last, st);
@@ -48,6 +49,7 @@ extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap,
   if (!e) e = ck_tl_qmm_rows_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_qmm_wg_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_qmv_generic_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_ple_tail_timeline(t, n, cap, last, st);
   return e;
 }
 

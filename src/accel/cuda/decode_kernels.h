@@ -73,6 +73,40 @@ int dk_ple_inputs(const float *y, int ks, int64_t kstride, int64_t ldy, const ui
  * writes it (no maxima: the row is one block's); 0: none. */
 int dk_ple_gate(const float *g, int ks, int64_t kstride, int64_t ldg, const float *ple, int64_t ldp, int P,
                 uint16_t *out, int T, uint16_t *xp, int *xexp, int xmode, void *stream);
+/* A per-layer-embedding layer's tail in one launch (ple_tail.cu): the FFN residual
+ * (h += bf16 rmsnorm(bf16 y, w_post), y with ks partial sums kstride apart), the gate product
+ * of bf16 h, out = dk_ple_gate's GeGLU with ple [P], the projection product of out, the residual
+ * h += bf16 rmsnorm(bf16 proj, w_ple) (times scalar when use_scalar), then xb = bf16
+ * rmsnorm(h, w_next) (w_next NULL: bf16 h) and its prep as dk_residual_norm writes it (xmode 1
+ * or 2, xe_fixed or DK_XE_ROWMAX). The gate [P, H] and the projection [H, P] are repacked
+ * weights of one layout (gw/gs, pw/ps: codes and scales, kernels.h): fmt a ck_format, group its
+ * group size and f16 whether its scales are f16 (affine formats; else ignored). */
+typedef struct dk_ple_tail_args {
+  int fmt, group, f16;
+  const float *y;
+  int ks;
+  int64_t kstride;
+  const float *w_post;
+  float *h;
+  int H;
+  float eps;
+  const uint8_t *gw, *gs;
+  const float *ple;
+  int P;
+  const uint8_t *pw, *ps;
+  const float *w_ple;
+  int use_scalar;
+  float scalar;
+  const float *w_next;
+  uint16_t *xb, *xp;
+  int *xexp;
+  int xmode, xe_fixed;
+} dk_ple_tail_args;
+/* The dynamic shared memory one block of dk_ple_tail takes for this layout and these shapes, 0
+ * where it does not serve them (shapes off its tiling, slices beyond the limit). */
+#define DK_PLE_TAIL_SMEM_MAX (227 * 1024)
+int dk_ple_tail_smem(int fmt, int gs, int f16, int H, int P);
+int dk_ple_tail(const dk_ple_tail_args *a, void *stream);
 /* logits = softcap(bf16 y) (cap 0 = none); *next = argmax (lowest index on ties), or
  * ACCEL_TOKEN_NONFINITE(id) when a logit is NaN or ±inf (id the lowest such). part_v / part_i:
  * dk_logits_blocks() entries; count and bad_rev: one word each, zeroed once (the kernel leaves

@@ -59,16 +59,6 @@ struct QmvArgs {
 
 #define CK_MAX_WARPS 16
 
-/* A unit's operands, loaded before any of them is used (two units are in flight per warp). */
-template <int FMT, int GS>
-struct UnitRegs {
-  typedef Shape<FMT, GS> S;
-  uint4 w[S::CPU];
-  uint4 x[S::MPU / 2];
-  uint2 sc[S::GPU];
-  float2 xs[S::AFF ? S::GPU : 1];
-};
-
 /* Loads unit u: codes wsm (this lane's chunks) and scales ssm (this lane's row pair) from
  * shared memory; x (this lane's batch row g, fragment order) and the group sums from global. */
 template <int FMT, int GS>
@@ -91,57 +81,6 @@ __device__ __forceinline__ void load_unit(UnitRegs<FMT, GS> &r, const uint4 *wsm
     r.sc[0].x = *reinterpret_cast<const uint32_t *>(ssm);
   } else if (FMT == CK_MXFP8) {
     r.sc[0].x = *reinterpret_cast<const uint16_t *>(ssm);
-  }
-}
-
-template <int FMT, int GS, bool SB_F16>
-__device__ __forceinline__ void compute_unit(const UnitRegs<FMT, GS> &r, float (&acc)[4],
-                                             float (&tot)[4]) {
-  typedef Shape<FMT, GS> S;
-  constexpr int MX_OFF = FMT == CK_MXFP4 ? 14 : 8; /* undo the decode's 2^-14 / 2^-8 */
-  const uint32_t *wd = reinterpret_cast<const uint32_t *>(&r.w[0]);
-#pragma unroll
-  for (int m = 0; m < S::MPU; m++) {
-    const uint4 &xv = r.x[m >> 1];
-    uint32_t b0 = (m & 1) ? xv.z : xv.x, b1 = (m & 1) ? xv.w : xv.y;
-    uint32_t a[4];
-    decode_a<FMT>(wd, m, a);
-    if (FMT == CK_NVFP4) { /* one group per mma: its sums times the rows' scales, in float */
-      float d[4] = {0.f, 0.f, 0.f, 0.f};
-      mma16816<false>(d, a, b0, b1);
-      const uint32_t w = (m >> 1) ? r.sc[0].y : r.sc[0].x;
-      const float s0 = ck_nv_scale(w, m & 1), s8 = ck_nv_scale(w, 2 + (m & 1));
-      tot[0] = fmaf(d[0], s0, tot[0]);
-      tot[1] = fmaf(d[1], s0, tot[1]);
-      tot[2] = fmaf(d[2], s8, tot[2]);
-      tot[3] = fmaf(d[3], s8, tot[3]);
-      continue;
-    }
-    mma16816<FMT == CK_DBF16>(acc, a, b0, b1);
-    if (S::AFF && (m + 1) % S::MPG == 0) {
-      const int gl = m / S::MPG;
-      float s0, b0f, s8, b8;
-      affine_fold<FMT, SB_F16>(r.sc[gl], s0, b0f, s8, b8);
-      const float2 xsv = r.xs[gl];
-      tot[0] = fmaf(s0, acc[0], fmaf(b0f, xsv.x, tot[0]));
-      tot[1] = fmaf(s0, acc[1], fmaf(b0f, xsv.y, tot[1]));
-      tot[2] = fmaf(s8, acc[2], fmaf(b8, xsv.x, tot[2]));
-      tot[3] = fmaf(s8, acc[3], fmaf(b8, xsv.y, tot[3]));
-      acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
-    }
-    if (S::MX && (m + 1) % S::MPG == 0) {
-      const int gl = m / S::MPG;
-      const uint32_t sx = r.sc[0].x;
-      uint32_t e0 = FMT == CK_MXFP4 ? (sx >> (8 * gl)) & 0xffu : sx & 0xffu;
-      uint32_t e8 = FMT == CK_MXFP4 ? (sx >> (16 + 8 * gl)) & 0xffu : (sx >> 8) & 0xffu;
-      float f0 = __uint_as_float(min(e0 + MX_OFF, 255u) << 23);
-      float f8 = __uint_as_float(min(e8 + MX_OFF, 255u) << 23);
-      tot[0] = fmaf(acc[0], f0, tot[0]);
-      tot[1] = fmaf(acc[1], f0, tot[1]);
-      tot[2] = fmaf(acc[2], f8, tot[2]);
-      tot[3] = fmaf(acc[3], f8, tot[3]);
-      acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
-    }
   }
 }
 

@@ -44,6 +44,19 @@ static void *emu_pool_worker(void *arg) {
 }
 
 int emu_run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body) {
+  /* one block of at most a warp (repack.cu's emulated launches: grid-stride loops without
+   * barriers or shuffles, which prepare a case's weights) runs on the calling thread, its
+   * threads one after another */
+  if (grid.x == 1 && grid.y == 1 && grid.z == 1 && block.x <= 32 && block.y == 1 && block.z == 1 && !smem) {
+    gridDim = {1, 1, 1};
+    blockDim = {block.x, 1, 1};
+    for (unsigned t = 0; t < block.x; t++) {
+      threadIdx = {t, 0, 0};
+      blockIdx = {0, 0, 0};
+      body();
+    }
+    return 0;
+  }
   if (block.x != EMU_POOL_T || block.y != 1 || block.z != 1 || grid.x % EMU_POOL_CL) return 1;
   emu_pool_body = &body;
   gridDim = {grid.x, grid.y, grid.z};
