@@ -10,7 +10,8 @@
  *     (float32 sums in another order than float64 may move a rounding: in the affine formats,
  *     whose bias terms cancel, that of the projection's bf16 output);
  *   - the prep exactly what prep_store makes of xb with the exponent of max |xb| (or the fixed
- *     exponent given);
+ *     exponent given), or without a prep (the affine formats' next product) the maxima of xb
+ *     over blocks of 2048 values exactly, nothing else written;
  *   - a shape off the kernel's tiling is refused by the launcher, nothing written.
  * Build and run from the repository root (also a CTest):
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_CLUSTER -Itests/gpu/emu -Isrc \
@@ -58,7 +59,7 @@ static int fmt_gs(const Case &c) {
 }
 
 struct Out {
-  std::vector<float> h;
+  std::vector<float> h, pmax;
   std::vector<uint16_t> xb, xp;
   int xexp;
 };
@@ -96,12 +97,14 @@ static int run_case(const Case &c, bool twice) {
     o.xb.assign((size_t)H, 0xffff);
     o.xp.assign((size_t)H + 32, 0xffff);
     o.xexp = 777;
+    o.pmax.assign((size_t)(H + 2047) / 2048 + 1, 123.0f);
     dk_ple_tail_args a = {};
     a.fmt = c.fmt, a.group = fmt_gs(c), a.f16 = c.sdt == CKT_F16, a.y = y.data(), a.ks = c.ks, a.kstride = H, a.w_post = wpost.data(), a.h = o.h.data(), a.H = H;
     a.eps = eps, a.gw = gw.data(), a.gs = gs.data(), a.ple = ple.data(), a.P = P, a.pw = pw.data(), a.ps = ps.data();
     a.w_ple = wple.data(), a.use_scalar = c.use_scalar, a.scalar = scalar, a.w_next = c.with_next ? wn.data() : NULL;
     a.xb = o.xb.data(), a.xp = o.xp.data(), a.xexp = &o.xexp, a.xmode = c.next_xmode;
     a.xe_fixed = c.fixed_e ? 3 : DK_XE_ROWMAX;
+    a.pmax = o.pmax.data(), a.pblock = 2048;
     return dk_ple_tail(&a, NULL);
   };
   Out o1, o2;
@@ -110,7 +113,7 @@ static int run_case(const Case &c, bool twice) {
     return 1;
   }
   int bad = 0;
-  if (o1.h != o2.h || o1.xb != o2.xb || o1.xp != o2.xp || o1.xexp != o2.xexp) {
+  if (o1.h != o2.h || o1.xb != o2.xb || o1.xp != o2.xp || o1.xexp != o2.xexp || o1.pmax != o2.pmax) {
     printf("FAIL %s: two runs differ\n", c.what);
     bad++;
   }
@@ -161,12 +164,24 @@ static int run_case(const Case &c, bool twice) {
     moved += o1.h[i] != (float)h2[i];
     m = fmaxf(m, fabsf((float)gx));
   }
-  const int e = c.fixed_e ? 3 : prep_exp(m, c.next_xmode);
-  std::vector<uint16_t> xp((size_t)H + 32, 0xffff);
-  for (int i = 0; i < H; i++) prep_store(xp.data(), i, o1.xb[i], e, c.next_xmode);
-  if (o1.xexp != e || xp != o1.xp) {
-    printf("FAIL %s: the prep (exponent %d, expected %d)\n", c.what, o1.xexp, e);
-    bad++;
+  if (c.next_xmode) {
+    const int e = c.fixed_e ? 3 : prep_exp(m, c.next_xmode);
+    std::vector<uint16_t> xp((size_t)H + 32, 0xffff);
+    for (int i = 0; i < H; i++) prep_store(xp.data(), i, o1.xb[i], e, c.next_xmode);
+    if (o1.xexp != e || xp != o1.xp) {
+      printf("FAIL %s: the prep (exponent %d, expected %d)\n", c.what, o1.xexp, e);
+      bad++;
+    }
+  } else { /* the maxima per block of 2048 values instead; no prep written */
+    std::vector<float> pm(o1.pmax.size(), 0.0f);
+    pm.back() = 123.0f;
+    for (int i = 0; i < H; i++) pm[(size_t)i / 2048] = fmaxf(pm[(size_t)i / 2048], fabsf(ck_bf16_to_f32(o1.xb[i])));
+    bool untouched = o1.xexp == 777;
+    for (uint16_t v : o1.xp) untouched &= v == 0xffff;
+    if (pm != o1.pmax || !untouched) {
+      printf("FAIL %s: the block maxima%s\n", c.what, untouched ? "" : " (and a prep written)");
+      bad++;
+    }
   }
   if (far || moved > H / 20) {
     printf("FAIL %s: %d values beyond two bf16 steps, %d of %d moved\n", c.what, far, moved, H);
@@ -204,13 +219,13 @@ int main(int argc, char **argv) {
   static const Case cases[] = {
       {"nvfp4, E2B's shape, 2 k splits, zero scale", CK_NVFP4, 1536, 256, 2, 1, 1, 1, 0, true, 0, 0},
       {"nvfp4, the tiny fixtures' shape (gate in 4 blocks)", CK_NVFP4, 128, 64, 1, 1, 1, 1, 0, false, 0, 0},
-      {"affine4 g64, E4B's shape, fixed exponent", CK_AFF4, 2560, 256, 1, 1, 1, 1, 1, false, 64, CKT_BF16},
+      {"affine4 g64, E4B's shape, the next prep's maxima", CK_AFF4, 2560, 256, 1, 1, 1, 0, 0, false, 64, CKT_BF16},
       {"bf16, bf16 prep next, no next norm", CK_DBF16, 1024, 256, 1, 1, 0, 2, 0, false, 0, 0},
       {"nvfp4, E4B's shape, fixed exponent", CK_NVFP4, 2560, 256, 1, 1, 1, 1, 1, false, 0, 0},
       {"mxfp8, 1 gate tile per block, 3 k splits", CK_MXFP8, 1024, 128, 3, 1, 1, 1, 0, false, 0, 0},
       {"mxfp4, 4 gate tiles per block, no scalar", CK_MXFP4, 2048, 512, 1, 0, 1, 1, 0, false, 0, 0},
       {"f16, one projection tile per warp", CK_DF16, 1024, 128, 1, 1, 1, 1, 0, false, 0, 0},
-      {"affine8 g32 f16 scales, tiny shape", CK_AFF8, 128, 64, 2, 1, 1, 1, 0, false, 32, CKT_F16},
+      {"affine8 g32 f16 scales, tiny shape, maxima", CK_AFF8, 128, 64, 2, 1, 1, 0, 0, false, 32, CKT_F16},
       {"affine4 g128, 2 values per thread", CK_AFF4, 4096, 128, 1, 1, 1, 1, 0, false, 128, CKT_BF16},
       {"nvfp4, 2 values per thread", CK_NVFP4, 4096, 128, 1, 1, 1, 1, 0, false, 0, 0},
   };

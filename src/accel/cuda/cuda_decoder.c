@@ -813,7 +813,7 @@ static int enqueue_body(accel_decoder *D, mlxrt_error *err) {
      * layer's input through gate and projection, whose post-norm is the layer's last residual */
     if (d->ple_dim > 0) {
       if (i == 0 && D->side && rt_stream_wait_event(D->stream, D->ev_ple_join, err)) return mx_prefix(err, "layer %d", i);
-      if (dec_ple_tail_ok(D, i, next_mv)) {
+      if (dec_ple_tail_ok(D, i)) {
         if (cprof_mark(P, "per-layer tail", err) ||
             dec_ple_tail(D, i, fy, fks, frows, next_norm, next_mv, xe_next, err))
           return mx_prefix(err, "layer %d", i);

@@ -216,7 +216,7 @@ int dec_norm_fixed_exp(const float *w, int H);
  * where dec_ple_tail_ok says it serves the layer (next_mv: the product the next norm feeds). */
 int dec_ple_inputs(accel_decoder *D, mlxrt_error *err);
 int dec_ple_layer(accel_decoder *D, int i, const float *fy, int fks, int64_t frows, mlxrt_error *err);
-int dec_ple_tail_ok(const accel_decoder *D, int i, const dec_mv *next_mv);
+int dec_ple_tail_ok(const accel_decoder *D, int i);
 int dec_ple_tail(accel_decoder *D, int i, const float *fy, int fks, int64_t frows, const float *w_next,
                  const dec_mv *next_mv, int xe_next, mlxrt_error *err);
 

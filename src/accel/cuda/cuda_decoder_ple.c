@@ -71,11 +71,11 @@ int dec_ple_layer(accel_decoder *D, int i, const float *fy, int fks, int64_t fro
 }
 
 /* The one-launch tail serves layer i: its gate and projection one resident weight each, of one
- * format and shape dk_ple_tail takes, and the next product's prep one the tail can write. */
-int dec_ple_tail_ok(const accel_decoder *D, int i, const dec_mv *next_mv) {
+ * layout and shape dk_ple_tail takes. */
+int dec_ple_tail_ok(const accel_decoder *D, int i) {
   const accel_model_desc *d = D->d;
   const dec_layer *y = &D->ly[i];
-  if (y->pg.n != 1 || y->pp.n != 1 || y->pg.ks < 1 || !next_mv->xmode || y->moe) return 0;
+  if (y->pg.n != 1 || y->pp.n != 1 || y->pg.ks < 1 || y->moe) return 0;
   const ck_layout *G = y->pg.L[0], *Q = y->pp.L[0];
   return G->fmt == Q->fmt && G->group_size == Q->group_size && G->scales_dtype == Q->scales_dtype && G->slabs == 1 &&
          Q->slabs == 1 && G->rows == d->ple_dim && G->cols == d->hidden && Q->rows == d->hidden &&
@@ -96,6 +96,6 @@ int dec_ple_tail(accel_decoder *D, int i, const float *fy, int fks, int64_t frow
       .H = d->hidden, .eps = d->eps, .gw = G->w, .gs = G->s, .ple = D->ple + (int64_t)i * d->ple_dim, .P = d->ple_dim,
       .pw = Q->w, .ps = Q->s, .w_ple = y->ple_norm, .use_scalar = d->has_layer_scalar,
       .scalar = d->layers[i].layer_scalar, .w_next = w_next, .xb = D->xb, .xp = D->xp, .xexp = D->xexp,
-      .xmode = next_mv->xmode, .xe_fixed = xe_next};
+      .xmode = next_mv->xmode, .xe_fixed = xe_next, .pmax = D->pmax, .pblock = ck_xprep_block()};
   return rt_status(dk_ple_tail(&a, D->stream), "per-layer tail", err);
 }

@@ -78,7 +78,8 @@ int dk_ple_gate(const float *g, int ks, int64_t kstride, int64_t ldg, const floa
  * of bf16 h, out = dk_ple_gate's GeGLU with ple [P], the projection product of out, the residual
  * h += bf16 rmsnorm(bf16 proj, w_ple) (times scalar when use_scalar), then xb = bf16
  * rmsnorm(h, w_next) (w_next NULL: bf16 h) and its prep as dk_residual_norm writes it (xmode 1
- * or 2, xe_fixed or DK_XE_ROWMAX). The gate [P, H] and the projection [H, P] are repacked
+ * or 2, xe_fixed or DK_XE_ROWMAX), or with xmode 0 its maxima pmax over blocks of pblock values
+ * (at most 8). The gate [P, H] and the projection [H, P] are repacked
  * weights of one layout (gw/gs, pw/ps: codes and scales, kernels.h): fmt a ck_format, group its
  * group size and f16 whether its scales are f16 (affine formats; else ignored). */
 typedef struct dk_ple_tail_args {
@@ -101,6 +102,8 @@ typedef struct dk_ple_tail_args {
   uint16_t *xb, *xp;
   int *xexp;
   int xmode, xe_fixed;
+  float *pmax;
+  int pblock;
 } dk_ple_tail_args;
 /* The dynamic shared memory one block of dk_ple_tail takes for this layout and these shapes, 0
  * where it does not serve them (shapes off its tiling, slices beyond the limit). */

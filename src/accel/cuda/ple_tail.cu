@@ -5,16 +5,17 @@
  * launches (two residual norms, two mat-vecs and the GeGLU); each launch boundary of a decode
  * step's chain costs ~2 us (docs/DECODE.md), against products of 0.3 MB each.
  *
- * One cluster of PT_CL blocks. Every block makes the FFN residual of the whole row itself (the
- * gate's x: the same sums in the same order in every block), then its share of the gate's rows
- * (pt_gate_tiles). Block b owns the hidden values [b·H/PT_CL, (b+1)·H/PT_CL): the rows it
- * computes of the projection, and the values it normalizes after it (kept in registers). Both
- * products' slices of this block are bulk-copied into its shared memory before the wait for the
- * predecessor, so they stream while the FFN's down product runs. The three exchanges (the
- * GeGLU's values, the two norms' sums of squares) go through distributed shared memory — every
- * block pushes its values into every block, then one cluster barrier, then local reads — and
- * row sums are added in rank order (residual_norm.cu's scheme: every block holds the same
- * totals, deterministic).
+ * One cluster of PT_CL blocks. Block b owns the hidden values [b·H/PT_CL, (b+1)·H/PT_CL): the
+ * values it normalizes (kept in registers between the passes) and the rows it computes of the
+ * projection; it also computes its share of the gate's rows (pt_gate_tiles). Both products'
+ * slices of this block are bulk-copied into its shared memory before the wait for the
+ * predecessor, so they stream while the FFN's down product runs. Five exchanges go through
+ * distributed shared memory — the three norms' sums, bf16 h after the FFN residual (the gate's
+ * x) and the GeGLU's values, each with its maxima — every block pushing its values into every
+ * block, then one cluster barrier, then local reads; row sums are added in rank order
+ * (residual_norm.cu's scheme: every block holds the same totals, deterministic). Every block
+ * making the FFN residual of the whole row itself instead (no exchange for it, its loads of y
+ * one after another) took 14.3 us a layer against 13.1 (E4B, H100).
  *
  * The products are the mat-vec's (qmv_tc.cuh: the same fragment decode, mma and scale epilogue
  * per unit, x in the same fp16·2^e or bf16 prep), with the k range split over 4 warps per gate
@@ -40,14 +41,17 @@ namespace cg = cooperative_groups;
 #define PT_BT 256
 #define PT_W (PT_BT / 32)
 #define PT_VPT 4 /* hidden values per thread: H ≤ PT_CL · PT_BT · PT_VPT */
+#define PT_MAXP 8 /* prep blocks of the next product's maxima (dk_ple_tail_args pmax) */
 
 /* The fixed part of the shared memory (the products' slices and x follow it). */
 struct pt_shared {
   uint64_t mbar[2];         /* the gate's and the projection's slices */
   float part[32];           /* block reductions */
-  float sums[2][PT_CL];     /* the two norms' sums of squares after the products, an inbox per block */
-  float bmax[2][PT_CL];     /* block maxima: the projection's x, the next x */
+  float sums[3][PT_CL];     /* the three norms' sums of squares, an inbox per block */
+  float bmax[3][PT_CL];     /* block maxima: the gate's x, the projection's x, the next x */
   float red[PT_W][32][4];   /* the gate's warp partials */
+  unsigned pm[PT_MAXP];     /* this block's maxima per prep block (float bits), and their inboxes */
+  float pin[PT_CL][PT_MAXP];
   int xe;
 };
 
@@ -74,6 +78,29 @@ __device__ __forceinline__ float pt_max(const pt_shared *sh, int k) {
   float m = 0.0f;
   for (int r = 0; r < PT_CL; r++) m = fmaxf(m, sh->bmax[k][r]);
   return m;
+}
+
+/* pmax[b] = max |xb| over prep block b (a.pblock values) from every block's values ov: each
+ * block's maxima per prep block pushed into every block, one cluster barrier, block 0 writes. */
+__device__ __forceinline__ void pt_block_maxima(cg::cluster_group &cl, pt_shared *sh, const dk_ple_tail_args &a,
+                                                const uint16_t (&ov)[PT_VPT], int HB, int rank) {
+  const int nb = (a.H + a.pblock - 1) / a.pblock;
+  if ((int)threadIdx.x < PT_MAXP) sh->pm[threadIdx.x] = 0u;
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < PT_VPT; k++) {
+    const int j = threadIdx.x + k * PT_BT;
+    if (j < HB) atomicMax(&sh->pm[(rank * HB + j) / a.pblock], __float_as_uint(fabsf(ck_bf16_to_f32(ov[k]))));
+  }
+  __syncthreads();
+  if ((int)threadIdx.x < nb)
+    for (int q = 0; q < PT_CL; q++) *cl.map_shared_rank(&sh->pin[rank][threadIdx.x], q) = __uint_as_float(sh->pm[threadIdx.x]);
+  cl.sync();
+  if (rank == 0 && (int)threadIdx.x < nb) {
+    float m = 0.0f;
+    for (int q = 0; q < PT_CL; q++) m = fmaxf(m, sh->pin[q][threadIdx.x]);
+    a.pmax[threadIdx.x] = m;
+  }
 }
 
 /* The products' shape per format and group size (qmv_tc.cuh's Shape). The x prep: 2 = bf16 as
@@ -129,7 +156,7 @@ __host__ __device__ inline void pt_gate_tiles(int P, int rank, int &t0, int &n) 
 
 /* Bytes of the products' slices in a block, and the offsets of what follows them. */
 struct pt_layout {
-  int gw, gs, pw, ps, xg, hs, wps, ys, xpp, gbf, out, xsg, xsp, total;
+  int gw, gs, pw, ps, xg, xbf, xpp, gbf, out, xsg, xsp, total;
 };
 template <int FMT, int GS> __host__ __device__ inline pt_layout pt_layout_of(int H, int P) {
   typedef typename PtFmt<FMT, GS>::S S;
@@ -143,9 +170,7 @@ template <int FMT, int GS> __host__ __device__ inline pt_layout pt_layout_of(int
   l.pw = o, o += tp * up * S::UNIT_W;
   l.ps = o, o += tp * up * S::UNIT_S;
   l.xg = o, o += H * 2;   /* the gate's x prep */
-  l.hs = o, o += H * 4;   /* h, then h after the FFN residual */
-  l.wps = o, o += H * 4;  /* the FFN's post-norm weights */
-  l.ys = o, o += H * 4;   /* the FFN's product, bf16 */
+  l.xbf = o, o += H * 2;  /* bf16 h after the FFN residual, from every block */
   l.xpp = o, o += P * 2;  /* the projection's x prep */
   l.gbf = o, o += P * 2;  /* bf16 GeGLU from every block */
   l.out = o, o += H / PT_CL * 4; /* this block's projection rows */
@@ -190,8 +215,7 @@ __global__ void __cluster_dims__(PT_CL, 1, 1) __launch_bounds__(PT_BT) ple_tail_
   const pt_layout L = pt_layout_of<FMT, GS>(H, P);
   float *xsg = reinterpret_cast<float *>(smem + L.xsg), *xsp = reinterpret_cast<float *>(smem + L.xsp);
   uint16_t *xg = reinterpret_cast<uint16_t *>(smem + L.xg);
-  float *hs = reinterpret_cast<float *>(smem + L.hs), *wps = reinterpret_cast<float *>(smem + L.wps);
-  float *ys = reinterpret_cast<float *>(smem + L.ys);
+  uint16_t *xbf = reinterpret_cast<uint16_t *>(smem + L.xbf);
   uint16_t *xpp = reinterpret_cast<uint16_t *>(smem + L.xpp), *gbf = reinterpret_cast<uint16_t *>(smem + L.gbf);
   float *out = reinterpret_cast<float *>(smem + L.out);
 
@@ -213,51 +237,47 @@ __global__ void __cluster_dims__(PT_CL, 1, 1) __launch_bounds__(PT_BT) ple_tail_
    * the predecessor (the down product) passed its own wait. The per-layer inputs were written
    * at the step's start, before layer 0's tail (a full graph edge: enqueue_body). Every block
    * makes the whole FFN residual (the gate's x) itself: two cluster exchanges fewer. */
-  float wple[PT_VPT], wn[PT_VPT], hv[PT_VPT];
+  float wpost[PT_VPT], wple[PT_VPT], wn[PT_VPT], hv[PT_VPT];
 #pragma unroll
   for (int k = 0; k < PT_VPT; k++) {
     const int j = tid + k * PT_BT, i = rank * HB + j;
     const bool in = j < HB;
+    wpost[k] = in ? a.w_post[i] : 0.0f;
     wple[k] = in ? a.w_ple[i] : 0.0f;
     wn[k] = in && a.w_next ? a.w_next[i] : 0.0f;
-  }
-  for (int i = tid; i < H; i += PT_BT) {
-    hs[i] = a.h[i];
-    wps[i] = a.w_post[i];
+    hv[k] = in ? a.h[i] : 0.0f;
   }
   const float ple = tid < PB ? a.ple[g0 + tid] : 0.0f;
   __syncthreads(); /* the mbarriers' inits before any wait on them */
   ck_pdl_enter();
 
-  /* 1. the FFN residual over the whole row: h += bf16 rmsnorm(bf16 y, w_post); bf16 h is the
-   * gate's x (every block the same sums in the same order: the same bits) */
-  float ss = 0.0f;
-  for (int i = tid; i < H; i += PT_BT) {
-    const float v = rb(ysum(a.y + i, a.ks, a.kstride));
-    ys[i] = v;
-    ss = fmaf(v, v, ss);
-  }
-  float b1[1] = {ss};
-  block_reduce_n_in<1>(b1, ck_op_add(), 0.0f, sh->part);
-  float r = 1.0f / sqrtf(b1[0] / (float)H + a.eps);
-  float m = 0.0f;
-  for (int i = tid; i < H; i += PT_BT) {
-    const float v = rb(__fadd_rn(hs[i], rb(__fmul_rn(rb(__fmul_rn(ys[i], r)), wps[i]))));
-    hs[i] = v;
-    m = fmaxf(m, fabsf(v));
-  }
-  b1[0] = m;
-  block_reduce_n_in<1>(b1, ck_op_max(), 0.0f, sh->part);
-  const int ge = prep_exp(b1[0], XM);
-  for (int i = tid; i < H; i += PT_BT) prep_store(xg, i, ck_f32_to_bf16(hs[i]), ge, XM);
-  if (S::AFF) {
-    __syncthreads();
-    pt_group_sums<GS>(xg, H, xsg);
-  }
+  /* 1. the FFN residual: h += bf16 rmsnorm(bf16 y, w_post); bf16 h, the gate's x, to every block */
+  float yv0[PT_VPT], ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < PT_VPT; k++) {
     const int j = tid + k * PT_BT;
-    hv[k] = j < HB ? hs[rank * HB + j] : 0.0f;
+    yv0[k] = j < HB ? rb(ysum(a.y + rank * HB + j, a.ks, a.kstride)) : 0.0f;
+    ss = fmaf(yv0[k], yv0[k], ss);
+  }
+  cl.barrier_wait(); /* (the first write into another block: every block has started) */
+  float r = 1.0f / sqrtf(pt_total(cl, sh, 0, ss) / (float)H + a.eps);
+  float m = 0.0f;
+#pragma unroll
+  for (int k = 0; k < PT_VPT; k++) {
+    const int j = tid + k * PT_BT;
+    if (j >= HB) continue;
+    hv[k] = rb(__fadd_rn(hv[k], rb(__fmul_rn(rb(__fmul_rn(yv0[k], r)), wpost[k]))));
+    const uint16_t o = ck_f32_to_bf16(hv[k]);
+    m = fmaxf(m, fabsf(ck_bf16_to_f32(o)));
+    for (int q = 0; q < PT_CL; q++) *cl.map_shared_rank(&xbf[rank * HB + j], q) = o;
+  }
+  pt_push_max(cl, sh, 0, m);
+  cl.sync();
+  const int ge = prep_exp(pt_max(sh, 0), XM);
+  for (int i = tid; i < H; i += PT_BT) prep_store(xg, i, xbf[i], ge, XM);
+  if (S::AFF) {
+    __syncthreads();
+    pt_group_sums<GS>(xg, H, xsg);
   }
   __syncthreads();
 
@@ -273,7 +293,6 @@ __global__ void __cluster_dims__(PT_CL, 1, 1) __launch_bounds__(PT_BT) ple_tail_
   }
   __syncthreads();
   m = 0.0f;
-  cl.barrier_wait(); /* (the first write into another block: every block has started) */
   if (tid < PB) { /* row tid of the block's gate rows: tile tid / 16, row rl of it */
     const int tl = tid / 16, rl = tid % 16, wpt = PT_W / tg;
     float s = 0.0f;
@@ -282,11 +301,11 @@ __global__ void __cluster_dims__(PT_CL, 1, 1) __launch_bounds__(PT_BT) ple_tail_
     m = fabsf(ck_bf16_to_f32(o));
     for (int q = 0; q < PT_CL; q++) *cl.map_shared_rank(&gbf[g0 + tid], q) = o;
   }
-  pt_push_max(cl, sh, 0, m);
+  pt_push_max(cl, sh, 1, m);
   cl.sync();
 
   /* 3. the projection: this block's H/PT_CL rows, whole tiles per warp */
-  const int pe = prep_exp(pt_max(sh, 0), XM);
+  const int pe = prep_exp(pt_max(sh, 1), XM);
   for (int i = tid; i < P; i += PT_BT) prep_store(xpp, i, gbf[i], pe, XM);
   if (S::AFF) {
     __syncthreads();
@@ -314,7 +333,7 @@ __global__ void __cluster_dims__(PT_CL, 1, 1) __launch_bounds__(PT_BT) ple_tail_
     yv[k] = j < HB ? rb(out[j]) : 0.0f;
     ss = fmaf(yv[k], yv[k], ss);
   }
-  r = 1.0f / sqrtf(pt_total(cl, sh, 0, ss) / (float)H + a.eps);
+  r = 1.0f / sqrtf(pt_total(cl, sh, 1, ss) / (float)H + a.eps);
   ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < PT_VPT; k++) {
@@ -328,7 +347,7 @@ __global__ void __cluster_dims__(PT_CL, 1, 1) __launch_bounds__(PT_BT) ple_tail_
   }
 
   /* 5. the next layer's input norm into bf16 xb, and its product's prep */
-  r = 1.0f / sqrtf(pt_total(cl, sh, 1, ss) / (float)H + a.eps);
+  r = 1.0f / sqrtf(pt_total(cl, sh, 2, ss) / (float)H + a.eps);
   uint16_t ov[PT_VPT];
   m = 0.0f;
 #pragma unroll
@@ -340,11 +359,15 @@ __global__ void __cluster_dims__(PT_CL, 1, 1) __launch_bounds__(PT_BT) ple_tail_
     a.xb[i] = ov[k];
     m = fmaxf(m, fabsf(ck_bf16_to_f32(ov[k])));
   }
+  if (!a.xmode) { /* no prep: the block maxima the next product's prep kernel reads */
+    pt_block_maxima(cl, sh, a, ov, HB, rank);
+    return;
+  }
   int e = a.xe_fixed;
   if (a.xe_fixed == DK_XE_ROWMAX) {
-    pt_push_max(cl, sh, 1, m);
+    pt_push_max(cl, sh, 2, m);
     cl.sync();
-    e = prep_exp(pt_max(sh, 1), a.xmode);
+    e = prep_exp(pt_max(sh, 2), a.xmode);
   }
   if (rank == 0 && tid == 0) *a.xexp = e;
 #pragma unroll
@@ -402,7 +425,8 @@ extern "C" int dk_ple_tail_smem(int fmt, int gs, int f16, int H, int P) {
 extern "C" int dk_ple_tail(const dk_ple_tail_args *a, void *stream) {
   int smem = 0;
   const pt_fn k = pt_kernel(a->fmt, a->group, a->f16, a->H, a->P, &smem);
-  if (!k || a->ks < 1 || a->xmode < 1 || a->xmode > 2 || !a->xp || !a->xexp ||
+  if (!k || a->ks < 1 || a->xmode < 0 || a->xmode > 2 || (a->xmode && (!a->xp || !a->xexp)) ||
+      (!a->xmode && (!a->pmax || a->pblock < 1 || (a->H + a->pblock - 1) / a->pblock > PT_MAXP)) ||
       (a->xe_fixed != DK_XE_ROWMAX && (a->xe_fixed < -126 || a->xe_fixed > 127)))
     return (int)cudaErrorInvalidValue;
   if (cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) return (int)e;
