@@ -123,6 +123,10 @@ int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const floa
 int ck_qmv_occupancy(const ck_layout *L, int nb, int *sms);
 int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
                  float *y, int64_t ldy, int ksplit, int64_t kstride, void *stream);
+/* ck_qmv_split with `stages` weight stages per block (1: the one-row nvfp4 kernel only; 2–4), where
+ * ck_qmv_split chooses (tests: a result does not depend on the count) */
+int ck_qmv_split_stages(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
+                        float *y, int64_t ldy, int ksplit, int64_t kstride, int stages, void *stream);
 /* One row of a gate|up product whose rows are interleaved by 8 (tile t: gate rows 8t … 8t+7,
  * then up rows 8t … 8t+7; fast formats, rows % 16 == 0), with GeGLU in its epilogue: act[i]
  * (bf16) = what dk_geglu makes of gate row i and up row i, bit for bit, and amax[i / apblock]

@@ -622,21 +622,60 @@ static QmvArgs base_args(const ck_layout *L, int64_t slab, const uint16_t *xp, c
   return a;
 }
 
-/* The launch of ck_qmv_split and ck_qmv_geglu (act: the GeGLU epilogue's outputs, or NULL). */
+/* The one-row nvfp4 kernel with one stage (one_row_stages). */
+static qmv_fn one_stage_kernel(const ck_layout *L, int nb) {
+  return L->fmt == CK_NVFP4 && one_row_col(L, nb) ? qmv_tc_kernel<CK_NVFP4, 16, false, 1, 1, true, false> : nullptr;
+}
+
+/* The kernel for nst stages (0: stages_for's count), or NULL where that count has none. */
+static qmv_fn pick_stages(const ck_layout *L, int nb, int nst) {
+  switch (nst) {
+  case 0: return pick(L, nb);
+  case 1: return one_stage_kernel(L, nb);
+  case 2: return pick_ns<2>(L, nb);
+  case 3: return pick_ns<3>(L, nb);
+  case 4: return pick_ns<4>(L, nb);
+  }
+  return nullptr;
+}
+
+/* Resident slots on the device for the kernel of nst stages (0 when unknown). */
+static int64_t stage_slots(const ck_layout *L, int nb, int nst) {
+  qmv_fn fn = pick_stages(L, nb, nst);
+  int sms = 0;
+  if (!fn || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) return 0;
+  const int smem = nst * smem_for(L, nb);
+  if (smem > 48 * 1024 && allow_smem(fn, smem) != cudaSuccess) return 0;
+  return (int64_t)occupancy(fn, 4, smem) * sms;
+}
+
+/* Stages per block of a one-row launch of `blocks` blocks (tuning.h, QMV_STAGES_ONE_ROW): the
+ * default count, or one (nvfp4) where the grid then fits one wave of resident blocks and would
+ * not with the default — a second wave of a few blocks costs a block's whole latency. */
+static int one_row_stages(const ck_layout *L, int nb, int64_t blocks) {
+  const int def = QMV_STAGES_ONE_ROW;
+  if (!one_stage_kernel(L, nb) || blocks <= stage_slots(L, nb, def)) return def;
+  return blocks <= stage_slots(L, nb, 1) ? 1 : def;
+}
+
+/* The launch of ck_qmv_split and ck_qmv_geglu (act: the GeGLU epilogue's outputs, or NULL);
+ * nst: stages per block (0: the launcher's choice). */
 static int qmv_launch(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs, const int *xexp, int nb,
                       float *y, int64_t ldy, int ksplit, int64_t kstride, uint16_t *act, float *amax, int apblock,
-                      void *stream) {
-  qmv_fn fn = pick(L, nb);
-  if (!fn || ksplit < 1 || ksplit > L->nunits) return (int)cudaErrorInvalidValue;
+                      int nst, void *stream) {
+  if (ksplit < 1 || ksplit > L->nunits || nst < 0 || nst > 4) return (int)cudaErrorInvalidValue;
+  if (!nst) nst = one_row_col(L, nb) ? one_row_stages(L, nb, L->tiles * ksplit) : stages_for(L, nb);
+  qmv_fn fn = pick_stages(L, nb, nst);
+  if (!fn) return (int)cudaErrorInvalidValue;
   QmvArgs a = base_args(L, slab, xp, xs, xexp, nb, y, ldy);
-  a.early = QMV_EARLY_STAGES;
+  a.early = nst < QMV_EARLY_STAGES ? nst : QMV_EARLY_STAGES;
   a.ksplit = ksplit;
   a.kstride = kstride;
   a.act = act;
   a.amax = amax;
   a.acts = L->rows / 2;
   a.apblock = apblock;
-  int smem = stages_for(L, nb) * smem_for(L, nb);
+  int smem = nst * smem_for(L, nb);
   if (smem > 48 * 1024) { /* 4 stages of affine 4-bit g32 with x staged: 52 KB */
     cudaError_t e = allow_smem(fn, smem);
     if (e) return (int)e;
@@ -758,14 +797,20 @@ extern "C" int ck_qmv_occupancy(const ck_layout *L, int nb, int *sms) {
 extern "C" int ck_qmv_split(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
                             const int *xexp, int nb, float *y, int64_t ldy, int ksplit, int64_t kstride,
                             void *stream) {
-  return qmv_launch(L, slab, xp, xs, xexp, nb, y, ldy, ksplit, kstride, NULL, NULL, 0, stream);
+  return qmv_launch(L, slab, xp, xs, xexp, nb, y, ldy, ksplit, kstride, NULL, NULL, 0, 0, stream);
+}
+
+extern "C" int ck_qmv_split_stages(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,
+                                   const int *xexp, int nb, float *y, int64_t ldy, int ksplit, int64_t kstride,
+                                   int stages, void *stream) {
+  return qmv_launch(L, slab, xp, xs, xexp, nb, y, ldy, ksplit, kstride, NULL, NULL, 0, stages, stream);
 }
 
 extern "C" int ck_qmv_geglu(const ck_layout *L, const uint16_t *xp, const float *xs, const int *xexp, uint16_t *act,
                             float *amax, int apblock, void *stream) {
   if (L->fmt == CK_GENERIC || L->rows % 16 || !act || !amax || apblock < 8 || apblock % 8)
     return (int)cudaErrorInvalidValue;
-  return qmv_launch(L, 0, xp, xs, xexp, 1, NULL, L->rows, 1, 0, act, amax, apblock, stream);
+  return qmv_launch(L, 0, xp, xs, xexp, 1, NULL, L->rows, 1, 0, act, amax, apblock, 0, stream);
 }
 
 extern "C" int ck_qmv_fast(const ck_layout *L, int64_t slab, const uint16_t *xp, const float *xs,

@@ -8,7 +8,10 @@
 /* Shared-memory weight stages in flight per block. Fewer stages leave room for more resident
  * blocks: the one-row kernels (nvfp4, affine 4-bit g32/g64) with 2 stages hold 9 blocks per SM
  * instead of 6 (nvfp4 lm_head 88.7 % of the read bandwidth against 84.8 % with 3; tg128
- * +2.4 %); nvfp4's batch kernel 3 (3-4 % ahead of 4); every other kernel 4. */
+ * +2.4 %); nvfp4's batch kernel 3 (3-4 % ahead of 4); every other kernel 4. A one-row nvfp4
+ * launch takes one stage where its grid then fits one wave and would not with two (the E4B's
+ * gate|up: 1280 tiles, 1188 resident blocks with two stages, 1320 with one; tg128 +1.4 %, the
+ * same bits, H100); four stages wherever a grid fits one wave of them lost 3 %. */
 #define QMV_STAGES_ONE_ROW 2
 #define QMV_STAGES_NVFP4_BATCH 3
 #define QMV_STAGES_OTHER 4
@@ -29,10 +32,11 @@
  * rows o 13.1 / 10.9 / 13.3 / 13.4, down 28.2 / 26.9 / 29.8 / 27.0 (2 and 2); at 2 rows 3 for
  * both, as the one-wave rule before it. The whole step at B = 6 / 8 +2.2 / +2.1 %. */
 #define QMV_COLS_BLOCK_UNITS 48
-/* A k split of a one-wave product gives each block at least this many units (6 stages of 16):
- * down with 3 splits (7 or 8 blocks per SM instead of 2 or 3) gained tg128 1.3-1.9 %; o with 3
- * (43 units per block) lost 1.4 %. */
-#define KS_MIN_UNITS 96
+/* A k split of a one-wave product gives each block at least this many units (3 stages of 16):
+ * the 31B's down with 3 splits (7 or 8 blocks per SM instead of 2 or 3) gained tg128 1.3-1.9 %,
+ * its o with 3 (43 units per block) lost 1.4 %; the E4B's down (160 tiles of 160 units) in 3
+ * splits instead of 1 (the floor at 96): tg128 +1.5 % (H100). */
+#define KS_MIN_UNITS 48
 
 /* ---- decode attention (attention*.cu) ----------------------------------------------------- */
 /* The split passes: at least SPLIT_KEYS keys per split and enough splits for
