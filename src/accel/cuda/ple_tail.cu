@@ -198,6 +198,21 @@ __device__ __forceinline__ void pt_group_sums(const uint16_t *xp, int n, float *
   }
 }
 
+/* The n values v (exchanged, in shared memory) as a product's x: the prep with the exponent of
+ * exchange k's maximum into xp, with (affine) the group sums into xs. Returns the exponent; ends
+ * with the block in step. */
+template <int XM, int GS, bool AFF>
+__device__ __forceinline__ int pt_prep(const pt_shared *sh, int k, const uint16_t *v, int n, uint16_t *xp, float *xs) {
+  const int e = prep_exp(pt_max(sh, k), XM);
+  for (int i = threadIdx.x; i < n; i += PT_BT) prep_store(xp, i, v[i], e, XM);
+  if (AFF) {
+    __syncthreads();
+    pt_group_sums<GS>(xp, n, xs);
+  }
+  __syncthreads();
+  return e;
+}
+
 template <int FMT, int GS, bool F16>
 __global__ void __cluster_dims__(PT_CL, 1, 1) __launch_bounds__(PT_BT) ple_tail_kernel(dk_ple_tail_args a) {
   typedef typename PtFmt<FMT, GS>::S S;
@@ -273,13 +288,7 @@ __global__ void __cluster_dims__(PT_CL, 1, 1) __launch_bounds__(PT_BT) ple_tail_
   }
   pt_push_max(cl, sh, 0, m);
   cl.sync();
-  const int ge = prep_exp(pt_max(sh, 0), XM);
-  for (int i = tid; i < H; i += PT_BT) prep_store(xg, i, xbf[i], ge, XM);
-  if (S::AFF) {
-    __syncthreads();
-    pt_group_sums<GS>(xg, H, xsg);
-  }
-  __syncthreads();
+  const int ge = pt_prep<XM, GS, S::AFF>(sh, 0, xbf, H, xg, xsg);
 
   /* 2. the gate: this block's rows, the warps of a tile splitting its units */
   mbar_wait(&sh->mbar[0], 0);
@@ -305,13 +314,7 @@ __global__ void __cluster_dims__(PT_CL, 1, 1) __launch_bounds__(PT_BT) ple_tail_
   cl.sync();
 
   /* 3. the projection: this block's H/PT_CL rows, whole tiles per warp */
-  const int pe = prep_exp(pt_max(sh, 1), XM);
-  for (int i = tid; i < P; i += PT_BT) prep_store(xpp, i, gbf[i], pe, XM);
-  if (S::AFF) {
-    __syncthreads();
-    pt_group_sums<GS>(xpp, P, xsp);
-  }
-  __syncthreads();
+  const int pe = pt_prep<XM, GS, S::AFF>(sh, 1, gbf, P, xpp, xsp);
   mbar_wait(&sh->mbar[1], 0);
   for (int tl = warp; tl < tp; tl += PT_W) {
     float rr[4];
