@@ -5,9 +5,10 @@
  * with programmatic dependent launch, as the decoder runs them, median of 5 replays. Prints
  * one line per case (with the live keys' K and V bytes over the time, GB/s) and, per shape and
  * context, the fastest split shape.
- *   mlxrt-attn-bench [--quick] [--deep | --cluster | --cluster-wide] [--kfv]
+ *   mlxrt-attn-bench [--quick] [--deep | --cluster | --cluster-wide] [--kfv | --planar3 | --planar4]
+ *        [--ctx N]
  *        exit status 1 when any case disagrees with the host
- *   mlxrt-attn-bench --case sliding|full POS SPLITS MIN_KEYS     that case alone (for ncu)
+ *   mlxrt-attn-bench --case sliding|full POS SPLITS[,SPLITS...] MIN_KEYS   that case alone (for ncu)
  * --deep runs the split passes as the decoder does past DEEP_KEYS live keys (V streamed by bulk
  * copies where the shape allows). --cluster runs the one-launch form (dk_attention_cluster)
  * instead, on the shapes whose keys fit one cluster (the sliding ring, and a full layer in a
@@ -15,13 +16,17 @@
  * --cluster-wide its form with clusters of 16 blocks. --kfv keeps the full layer's cache in the
  * K-from-V layout of the decoder's default (kv_layout.h: the 31B's 64 moved pairs per half; K
  * equal to V at the other dims, as such a layer's keys are up to k_norm, which the queries carry)
- * and skips the sliding shape; with --deep that is the one-pass form. */
+ * and skips the sliding shape; with --deep that is the one-pass form. --planar3 / --planar4 keep
+ * the full layer's K as the codec's blocks (kv_codec.h, encoded by the C reference; the host
+ * attention reads their decoded values) beside plain V, full shape only. --ctx N: the full
+ * shape's positions (default 32768), e.g. the flagship depth with --case full 262143 256 1. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "accel/accel_ring.h"
+#include "accel/kv_codec.h"
 #include "base/bf16.h"
 #include "base/error.h"
 #include "decode_kernels.h"
@@ -102,6 +107,7 @@ static double rel_error(const shape *s, const uint16_t *att, const double *ref) 
 
 static int g_cluster, g_wide, g_deep; /* --cluster / --cluster-wide: dk_attention_cluster; --deep */
 static int g_kfv;                     /* --kfv: the full shapes' cache in the K-from-V layout */
+static int g_kf;                      /* --planar3 / --planar4: the full shapes' K as codec blocks */
 static dk_kv_layout g_kv;             /* the layout of the shape being run */
 #define KFV_PAIRS 64
 
@@ -119,6 +125,38 @@ static uint16_t *kfv_array(const shape *s, uint16_t *hk, const uint16_t *hv, dk_
         c[sl * L.ps + (int64_t)g * s->hd + d] = hk[i];
         c[sl * L.ps + dk_kv_vcol(L, s->nkv, s->hd, g, d)] = hv[i];
       }
+  return c;
+}
+
+/* The full shape's K as codec blocks (cap positions of nkv heads, kps bytes a position), and hk
+ * replaced by the decoded keys rounded to bf16 for the host attention. NULL on a refused block. */
+static uint8_t *planar_array(const shape *s, uint16_t *hk, dk_kv_layout L) {
+  uint8_t *c = malloc((size_t)s->cap * L.kps);
+  float *x = malloc(sizeof(float) * KVC_BLOCK);
+  if (!c || !x) {
+    free(c), free(x);
+    return NULL;
+  }
+  const size_t row = kvc_row_bytes((kvc_format)g_kf, s->hd);
+  mlxrt_error err = {0};
+  for (int64_t sl = 0; sl < s->cap; sl++)
+    for (int g = 0; g < s->nkv; g++) {
+      uint16_t *k = hk + (sl * s->nkv + g) * s->hd;
+      uint8_t *blk = c + sl * L.kps + (int64_t)g * row;
+      if (kvc_encode_row_bf16((kvc_format)g_kf, k, s->hd, blk, &err)) {
+        fprintf(stderr, "mlxrt-attn-bench: %s\n", err.msg);
+        free(c), free(x);
+        return NULL;
+      }
+      for (int b = 0; b < s->hd / KVC_BLOCK; b++) {
+        if (kvc_decode_block((kvc_format)g_kf, blk + b * kvc_block_bytes((kvc_format)g_kf), x, &err)) {
+          free(c), free(x);
+          return NULL;
+        }
+        for (int i = 0; i < KVC_BLOCK; i++) k[b * KVC_BLOCK + i] = mx_f32_to_bf16(x[i]);
+      }
+    }
+  free(x);
   return c;
 }
 #define NAMAX 4
@@ -154,7 +192,7 @@ static double time_case(const shape *s, bufs *b, int splits, int min_keys, float
 }
 
 int main(int argc, char **argv) {
-  int quick = 0, bad = 0;
+  int quick = 0, bad = 0, ctx = 32768;
   while (argc > 1 && argv[1][0] == '-' && strcmp(argv[1], "--case")) {
     const char *a = argv[1];
     if (!strcmp(a, "--quick")) quick = 1;
@@ -162,15 +200,29 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--cluster")) g_cluster = 1;
     else if (!strcmp(a, "--cluster-wide")) g_cluster = g_wide = 1;
     else if (!strcmp(a, "--kfv")) g_kfv = 1;
-    else bad = 1;
+    else if (!strcmp(a, "--planar3")) g_kf = 3;
+    else if (!strcmp(a, "--planar4")) g_kf = 4;
+    else if (!strcmp(a, "--ctx") && argc > 2 && atoi(argv[2]) >= 2048) {
+      ctx = atoi(argv[2]);
+      argv++, argc--;
+    } else bad = 1;
     argv++, argc--;
   }
   int one = argc == 6 && !strcmp(argv[1], "--case");
   int one_shape = one && !strcmp(argv[2], "full"), one_pos = one ? atoi(argv[3]) : 0;
-  int one_n = one ? atoi(argv[4]) : 0, one_mk = one ? atoi(argv[5]) : 0;
+  /* --case: SPLITS may be a comma-separated list, each timed on the same data */
+  int one_ns[16], one_nn = 0, one_mk = one ? atoi(argv[5]) : 0;
+  for (const char *c = one ? argv[4] : ""; *c && one_nn < 16; c = strchr(c, ',') ? strchr(c, ',') + 1 : "")
+    one_ns[one_nn++] = atoi(c);
+  int one_n = one_nn ? one_ns[0] : 0, one_lo = one_n; /* the largest and the smallest */
+  for (int i = 0; i < one_nn; i++) {
+    if (one_ns[i] > one_n) one_n = one_ns[i];
+    if (one_ns[i] < one_lo) one_lo = one_ns[i];
+  }
+  bad |= g_kf && (g_kfv || g_cluster);
   if (bad || (argc > 1 && !one) || (one && (strcmp(argv[2], "full") && strcmp(argv[2], "sliding")))) {
-    fprintf(stderr, "usage: mlxrt-attn-bench [--quick] [--deep | --cluster | --cluster-wide] [--kfv] "
-                    "[--case sliding|full POS SPLITS MIN_KEYS]\n");
+    fprintf(stderr, "usage: mlxrt-attn-bench [--quick] [--deep | --cluster | --cluster-wide] [--kfv | --planar3 | --planar4] "
+                    "[--ctx N] [--case sliding|full POS SPLITS[,SPLITS...] MIN_KEYS]\n");
     return 2;
   }
   mlxrt_error err = {0};
@@ -179,12 +231,12 @@ int main(int argc, char **argv) {
   void *st = NULL;
   if (rt_stream_create(&st, &err)) die(&err);
   const shape shapes[3] = {{"sliding (32 q, 16 kv, hd 256, window 1024)", 32, 16, 256, 1024, 1024 + ACCEL_RING_SLACK, 4096},
-                           {"full (32 q, 4 kv, hd 512)", 32, 4, 512, 0, 32768, 32768},
+                           {"full (32 q, 4 kv, hd 512)", 32, 4, 512, 0, ctx, ctx},
                            {"full (32 q, 4 kv, hd 512), 2048 positions", 32, 4, 512, 0, 2048, 2048}};
   const int pos_sliding[] = {63, 127, 511, 1023, 4095}, pos_full[] = {63, 127, 511, 1023, 4095, 16383, 32767};
   const int pos_short[] = {0, 1, 15, 127, 1000, 2047};
   const int split_n[] = {4, 8, 16, 32, 64, 128, 256}, min_keys[] = {1, 4, 8, 16, 32, 64, 128};
-  const int max_splits = 256;
+  const int max_splits = 1024;
   const float scale = 1.0f; /* Gemma 4: the norms carry the scale */
   int failed = 0, cases = 0;
   uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -196,8 +248,16 @@ int main(int argc, char **argv) {
     if (g_cluster ? !dk_attention_cluster_fits(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx, g_wide)
                   : si == 2)
       continue;
-    if (g_kfv && s->window > 0) continue; /* K from V: full layers only */
+    if ((g_kfv || g_kf) && s->window > 0) continue; /* K from V, planar K: full layers only */
     g_kv = g_kfv ? dk_kv_from_v(s->nkv, s->hd, KFV_PAIRS) : dk_kv_plain(s->nkv, s->hd);
+    kvc_tables *d_tab = NULL;
+    unsigned *d_flags = NULL;
+    if (g_kf) {
+      if (rt_malloc((void **)&d_tab, sizeof *d_tab, &err) || rt_malloc((void **)&d_flags, sizeof *d_flags, &err) ||
+          rt_h2d(d_tab, kvc_tables_get(), sizeof *d_tab, st, &err) || rt_memset(d_flags, 0, sizeof *d_flags, st, &err))
+        die(&err);
+      g_kv = dk_kv_planar(s->nkv, s->hd, g_kf, d_tab, d_flags);
+    }
     if (g_cluster)
       printf("%s: %d clusters of %d blocks at once, %d needed (cudaOccupancyMaxActiveClusters; 0: unknown)\n",
              s->name, dk_attention_cluster_max_clusters(s->nq, s->nkv, s->hd, s->window > 0 ? s->window : s->ctx, g_wide),
@@ -215,13 +275,15 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < kvn; i++) hv[i] = mx_f32_to_bf16((float)(rng_unit(&rng) * 2.0 - 1.0));
     for (size_t i = 0; i < qn; i++) hq[i] = mx_round_bf16((float)(rng_unit(&rng) * 2.0 - 1.0));
     uint16_t *hc = g_kfv ? kfv_array(s, hk, hv, g_kv) : NULL;
-    if (g_kfv && !hc) {
+    uint8_t *hpk = g_kf ? planar_array(s, hk, g_kv) : NULL;
+    if ((g_kfv && !hc) || (g_kf && !hpk)) {
       fprintf(stderr, "mlxrt-attn-bench: out of host memory\n");
       return 2;
     }
     const size_t cn = (size_t)s->cap * g_kv.ps; /* elements of the device cache array (each) */
+    const size_t kbytes = g_kf ? (size_t)s->cap * g_kv.kps : cn * 2; /* K's array */
     bufs b;
-    if (rt_malloc((void **)&b.kc, cn * 2, &err) || (!g_kfv && rt_malloc((void **)&b.vc, kvn * 2, &err)) ||
+    if (rt_malloc((void **)&b.kc, kbytes, &err) || (!g_kfv && rt_malloc((void **)&b.vc, kvn * 2, &err)) ||
         rt_malloc((void **)&b.att, qn * 2, &err) || rt_malloc((void **)&b.q, qn * 4, &err) ||
         rt_malloc((void **)&b.scores, (size_t)s->nq * s->ctx * 4, &err) ||
         rt_malloc((void **)&b.smax, (size_t)s->nq * max_splits * 4, &err) ||
@@ -229,7 +291,7 @@ int main(int argc, char **argv) {
         rt_malloc((void **)&b.pacc, (size_t)s->nq * max_splits * s->hd * 4, &err) ||
         rt_malloc((void **)&b.count, (size_t)s->nq * 4, &err) || rt_malloc((void **)&b.pos, 4, &err) ||
         rt_malloc((void **)&b.amax, NAMAX * 4, &err) ||
-        rt_h2d(b.kc, g_kfv ? hc : hk, cn * 2, st, &err) || (!g_kfv && rt_h2d(b.vc, hv, kvn * 2, st, &err)) ||
+        rt_h2d(b.kc, g_kf ? (const void *)hpk : g_kfv ? (const void *)hc : (const void *)hk, kbytes, st, &err) || (!g_kfv && rt_h2d(b.vc, hv, kvn * 2, st, &err)) ||
         rt_h2d(b.q, hq, qn * 4, st, &err) || rt_memset(b.count, 0, (size_t)s->nq * 4, st, &err))
       die(&err);
     if (g_kfv) b.vc = b.kc; /* one array: V lives in K's rows */
@@ -237,21 +299,22 @@ int main(int argc, char **argv) {
     const int *ps = one ? &one_pos : si == 0 ? pos_sliding : si == 1 ? pos_full : pos_short;
     const int np = one ? 1 : si == 0 ? (int)(sizeof pos_sliding / sizeof *ps) : si == 1 ? (int)(sizeof pos_full / sizeof *ps)
                                                                                : (int)(sizeof pos_short / sizeof *ps);
-    if (one && (one_pos < 0 || one_pos >= s->ctx || one_n < 1 || one_n > max_splits || one_mk < 1)) {
+    if (one && (one_pos < 0 || one_pos >= s->ctx || one_lo < 1 || one_n > max_splits || one_mk < 1)) {
       fprintf(stderr, "mlxrt-attn-bench: --case: position below %d, 1..%d splits, min keys >= 1\n", s->ctx,
               max_splits);
       return 2;
     }
-    char best[16][96];
+    char best[16][96] = {{0}};
     for (int pi = 0; pi < np && (!quick || pi < 2); pi++) {
       const int pos = ps[pi];
+      if (pos >= s->ctx) continue; /* (--ctx below a listed position) */
       host_attention(s, hq, hk, hv, pos, scale, ref);
       if (rt_h2d(b.pos, &pos, 4, st, &err)) die(&err);
       double best_us = 1e30;
-      for (size_t ni = 0; ni < sizeof split_n / sizeof *split_n; ni++)
+      for (size_t ni = 0; ni < (one ? (size_t)one_nn : sizeof split_n / sizeof *split_n); ni++)
         for (size_t mi = 0; mi < sizeof min_keys / sizeof *min_keys; mi++) {
-          const int n = one ? one_n : split_n[ni], mk = one ? one_mk : min_keys[mi];
-          if ((one || g_cluster) && (ni || mi)) continue;
+          const int n = one ? one_ns[ni] : split_n[ni], mk = one ? one_mk : min_keys[mi];
+          if ((one && mi) || (g_cluster && (ni || mi))) continue;
           /* a min_keys that never binds at this position repeats the case with 1 */
           const int cnt = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
           if (!one && mk > 1 && (cnt + n - 1) / n >= mk) continue;
@@ -278,7 +341,9 @@ int main(int argc, char **argv) {
           cases++;
           const double us = time_case(s, &b, n, mk, scale, st, &err);
           /* the live keys' K and V rows, each read once (K from V: one 5 KB row per key) */
-          const double kv_bytes = (double)cnt * (g_kfv ? (double)g_kv.ps * 2 : (double)s->nkv * s->hd * 2 * 2);
+          const double kv_bytes =
+              (double)cnt * (g_kfv ? (double)g_kv.ps * 2 : g_kf ? (double)g_kv.kps + (double)s->nkv * s->hd * 2
+                                                                : (double)s->nkv * s->hd * 2 * 2);
           printf("| %d | %d | %d | %.2f | %.0f | %.1e%s |\n", pos, n, mk, us, kv_bytes / (us * 1e3), e,
                  bad ? " FAIL" : "");
           if (us < best_us) {
@@ -288,11 +353,13 @@ int main(int argc, char **argv) {
         }
     }
     printf("\nfastest, %s:\n", s->name);
-    for (int pi = 0; pi < np && (!quick || pi < 2); pi++) printf("  %s\n", best[pi]);
+    for (int pi = 0; pi < np && (!quick || pi < 2); pi++)
+      if (best[pi][0]) printf("  %s\n", best[pi]);
     if (g_kfv) b.vc = NULL;
     rt_free(b.kc), rt_free(b.vc), rt_free(b.att), rt_free(b.q), rt_free(b.scores), rt_free(b.smax);
     rt_free(b.ssum), rt_free(b.pacc), rt_free(b.count), rt_free(b.pos), rt_free(b.amax);
-    free(hk), free(hv), free(ha), free(hq), free(ref), free(hc);
+    free(hk), free(hv), free(ha), free(hq), free(ref), free(hc), free(hpk);
+    rt_free(d_tab), rt_free(d_flags);
   }
   printf("\n%d passed, %d failed\n", cases - failed, failed);
   rt_stream_destroy(st);

@@ -627,10 +627,9 @@ static qmv_fn one_stage_kernel(const ck_layout *L, int nb) {
   return L->fmt == CK_NVFP4 && one_row_col(L, nb) ? qmv_tc_kernel<CK_NVFP4, 16, false, 1, 1, true, false> : nullptr;
 }
 
-/* The kernel for nst stages (0: stages_for's count), or NULL where that count has none. */
+/* The kernel for nst (1 to 4) stages, or NULL where that count has none. */
 static qmv_fn pick_stages(const ck_layout *L, int nb, int nst) {
   switch (nst) {
-  case 0: return pick(L, nb);
   case 1: return one_stage_kernel(L, nb);
   case 2: return pick_ns<2>(L, nb);
   case 3: return pick_ns<3>(L, nb);
