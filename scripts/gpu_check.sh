@@ -9,8 +9,8 @@
 #   (the ten binaries are ~60 MB: with the tracked tree they exceed a call's 64 MiB, so carry
 #   them as `tar czf .gpu-carry/tests.tgz -C .gpu-carry tests` and unpack it first)
 #   1. mlxrt-cuda-test --no-bench: every kernel against the CPU backend and float64;
-#   2. mlxrt-attn-bench --quick in the split form, the deep form (each also over K from V: --kfv)
-#      and both cluster forms, and
+#   2. mlxrt-attn-bench --quick in the split form, the deep form (each also over K from V: --kfv;
+#      the deep form also over planar3 / planar4 K) and both cluster forms, and
 #      mlxrt-pfattn-bench: each case against a float64 attention on the host;
 #   3. mlxrt-sample-test --no-bench: token selection on the device, every id exact;
 #      mlxrt-kvcodec-test: the planar3 / planar4 K encoder, block for block the C reference's bytes;
@@ -44,6 +44,8 @@ step attn_split 120 "$T/mlxrt-attn-bench" --quick
 step attn_deep 120 "$T/mlxrt-attn-bench" --quick --deep
 step attn_kfv 120 "$T/mlxrt-attn-bench" --quick --kfv
 step attn_kfv_deep 120 "$T/mlxrt-attn-bench" --quick --deep --kfv
+step attn_planar3_deep 120 "$T/mlxrt-attn-bench" --quick --deep --planar3
+step attn_planar4_deep 120 "$T/mlxrt-attn-bench" --quick --deep --planar4
 step attn_cluster 120 "$T/mlxrt-attn-bench" --quick --cluster
 step attn_cluster_wide 120 "$T/mlxrt-attn-bench" --quick --cluster-wide
 step pfattn 120 "$T/mlxrt-pfattn-bench"
