@@ -320,10 +320,9 @@ int main(int argc, char **argv) {
     fails += decode_case(fmt, 8, 2, 512, 130, 7, false), n++;
     if (!quick) fails += decode_case(fmt, 8, 4, 512, 40, 3, true, 1), n++;
     fails += decode_case(fmt, 8, 2, 256, 90, 6, false, 1), n++;
-    /* the one pass over several stages a split, its ring of half stages wrapping (six halves at
-     * two KV heads; at the 31B's four of head dim 512 five over planar3, four over planar4), the
-     * last stage's second half empty */
+    /* the one pass over several stages a split (two in flight at head dim 512, three at 256) */
     fails += decode_case(fmt, 8, 2, 512, 40, 1, false, 1), n++;
+    /* at the 31B's four KV heads of head dim 512: eleven stages a split, the last one partial */
     fails += decode_case(fmt, 8, 4, 512, 333, 2, false, 1), n++;
     if (!quick) {
       fails += decode_case(fmt, 8, 2, 512, 200, 2, false, 1), n++;
