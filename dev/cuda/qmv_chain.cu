@@ -66,14 +66,8 @@ __device__ __forceinline__ long long ch_clock() {
 #endif
 }
 
-/* (each with its host emulation, tests/gpu/emu: chain_emulate runs the kernel on host threads) */
-__device__ __forceinline__ void mbar_arrive(uint64_t *m) {
-#ifdef CK_EMULATION
-  emu_mbar_arrive(m, 0);
-#else
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(m)) : "memory");
-#endif
-}
+/* (each with its host emulation, tests/gpu/emu: chain_emulate runs the kernel on host threads;
+ * mbar_arrive is qmv_tc.cuh's) */
 /* the consumer warps' own barrier (the producer warp never joins it) */
 __device__ __forceinline__ void consumers_sync(int nthreads) {
 #ifdef CK_EMULATION

@@ -18,7 +18,8 @@
  * equal to V at the other dims, as such a layer's keys are up to k_norm, which the queries carry)
  * and skips the sliding shape; with --deep that is the one-pass form. --planar3 / --planar4 keep
  * the full layer's K as the codec's blocks (kv_codec.h, encoded by the C reference; the host
- * attention reads their decoded values) beside plain V, full shape only. --ctx N: the full
+ * attention scores them as the C reference does, in the rotated domain) beside plain V, full
+ * shape only. --ctx N: the full
  * shape's positions (default 32768), e.g. the flagship depth with --case full 262143 256 1. */
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 #include "decode_kernels.h"
 #include "gpu_test_util.h"
 #include "kernels.h"
+#include "planar_ref.h"
 #include "runtime.h"
 
 #define CALLS 20
@@ -61,24 +63,50 @@ static int cmp_float(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+static int g_cluster, g_wide, g_deep; /* --cluster / --cluster-wide: dk_attention_cluster; --deep */
+static int g_kfv;                     /* --kfv: the full shapes' cache in the K-from-V layout */
+static int g_kf;                      /* --planar3 / --planar4: the full shapes' K as codec blocks */
+
 /* float64 attention of every query head at position pos over the host copies of K and V (the
  * query already scaled and rounded as the kernel does: bf16(q · bf16(scale)), scores rounded
- * to bf16, p not rounded: the reference for a tolerance check, not for bits) */
-static void host_attention(const shape *s, const float *q, const uint16_t *kc, const uint16_t *vc, int pos,
-                           float scale, double *out) {
+ * to bf16, p not rounded: the reference for a tolerance check, not for bits). Over a compressed
+ * K (pk: codec rows, kps bytes a position) the scores are formed in the rotated domain as the
+ * kernel forms them, so that they round to bf16 where its do: the one pass's (kr: each key's
+ * tile values, planar_ref.h, times the rotated query rounded to fp16) or the register path's
+ * (kvc_dot_rotated_row). Keys decoded and rounded to bf16 instead put the output 1 % of its
+ * largest value off at 64 keys already: a score of 2 to 4 moves p by 1.6 % when its bf16
+ * rounding flips. */
+static void host_attention(const shape *s, const float *q, const uint16_t *kc, const uint8_t *pk, int64_t kps,
+                           const float *kr, const uint16_t *vc, int pos, float scale, double *out) {
   const int rep = s->nq / s->nkv, first = s->window > 0 && pos - s->window + 1 > 0 ? pos - s->window + 1 : 0;
   const int n = pos - first + 1;
   double *sc = malloc(sizeof(double) * (size_t)n), *qs = malloc(sizeof(double) * (size_t)s->nq * s->hd);
+  float *qf = malloc(sizeof(float) * (size_t)s->hd * 2);
   const float bs = mx_round_bf16(scale);
+  const size_t prow = pk ? kvc_row_bytes((kvc_format)g_kf, s->hd) : 0;
   for (int i = 0; i < s->nq * s->hd; i++) qs[i] = mx_round_bf16(q[i] * bs);
   for (int h = 0; h < s->nq; h++) {
     const int g = h / rep;
     double mx = -INFINITY, tot = 0.0;
+    if (pk) {
+      mlxrt_error err = {0};
+      for (int i = 0; i < s->hd; i++) qf[i] = (float)qs[h * s->hd + i];
+      if (kvc_rotate_q(qf, s->hd, qf + s->hd, &err)) die(&err);
+      if (kr)
+        for (int i = 0; i < s->hd; i++) qf[s->hd + i] = planar_h16(qf[s->hd + i]);
+    }
     for (int j = 0; j < n; j++) {
       const int64_t slot = s->window > 0 ? (first + j) % (s->window + ACCEL_RING_SLACK) : first + j;
-      const uint16_t *k = kc + (slot * s->nkv + g) * s->hd;
       double d = 0.0;
-      for (int i = 0; i < s->hd; i++) d += qs[h * s->hd + i] * mx_bf16_to_f32(k[i]);
+      if (kr) {
+        const float *k = kr + (slot * s->nkv + g) * s->hd;
+        for (int i = 0; i < s->hd; i++) d += (double)qf[s->hd + i] * k[i];
+      } else if (pk) {
+        d = kvc_dot_rotated_row((kvc_format)g_kf, qf + s->hd, s->hd, pk + slot * kps + (int64_t)g * prow);
+      } else {
+        const uint16_t *k = kc + (slot * s->nkv + g) * s->hd;
+        for (int i = 0; i < s->hd; i++) d += qs[h * s->hd + i] * mx_bf16_to_f32(k[i]);
+      }
       sc[j] = mx_round_bf16((float)d);
       if (sc[j] > mx) mx = sc[j];
     }
@@ -92,6 +120,7 @@ static void host_attention(const shape *s, const float *q, const uint16_t *kc, c
   }
   free(sc);
   free(qs);
+  free(qf);
 }
 
 /* max |gpu − ref| / max |ref| over every head */
@@ -105,9 +134,6 @@ static double rel_error(const shape *s, const uint16_t *att, const double *ref) 
   return m > 0.0 ? e / m : e;
 }
 
-static int g_cluster, g_wide, g_deep; /* --cluster / --cluster-wide: dk_attention_cluster; --deep */
-static int g_kfv;                     /* --kfv: the full shapes' cache in the K-from-V layout */
-static int g_kf;                      /* --planar3 / --planar4: the full shapes' K as codec blocks */
 static dk_kv_layout g_kv;             /* the layout of the shape being run */
 #define KFV_PAIRS 64
 
@@ -128,36 +154,35 @@ static uint16_t *kfv_array(const shape *s, uint16_t *hk, const uint16_t *hv, dk_
   return c;
 }
 
-/* The full shape's K as codec blocks (cap positions of nkv heads, kps bytes a position), and hk
- * replaced by the decoded keys rounded to bf16 for the host attention. NULL on a refused block. */
-static uint8_t *planar_array(const shape *s, uint16_t *hk, dk_kv_layout L) {
+/* The full shape's K as codec blocks (cap positions of nkv heads, kps bytes a position). NULL on a
+ * refused block. */
+static uint8_t *planar_array(const shape *s, const uint16_t *hk, dk_kv_layout L) {
   uint8_t *c = malloc((size_t)s->cap * L.kps);
-  float *x = malloc(sizeof(float) * KVC_BLOCK);
-  if (!c || !x) {
-    free(c), free(x);
-    return NULL;
-  }
+  if (!c) return NULL;
   const size_t row = kvc_row_bytes((kvc_format)g_kf, s->hd);
   mlxrt_error err = {0};
   for (int64_t sl = 0; sl < s->cap; sl++)
-    for (int g = 0; g < s->nkv; g++) {
-      uint16_t *k = hk + (sl * s->nkv + g) * s->hd;
-      uint8_t *blk = c + sl * L.kps + (int64_t)g * row;
-      if (kvc_encode_row_bf16((kvc_format)g_kf, k, s->hd, blk, &err)) {
+    for (int g = 0; g < s->nkv; g++)
+      if (kvc_encode_row_bf16((kvc_format)g_kf, hk + (sl * s->nkv + g) * s->hd, s->hd, c + sl * L.kps + (int64_t)g * row,
+                              &err)) {
         fprintf(stderr, "mlxrt-attn-bench: %s\n", err.msg);
-        free(c), free(x);
+        free(c);
         return NULL;
       }
-      for (int b = 0; b < s->hd / KVC_BLOCK; b++) {
-        if (kvc_decode_block((kvc_format)g_kf, blk + b * kvc_block_bytes((kvc_format)g_kf), x, &err)) {
-          free(c), free(x);
-          return NULL;
-        }
-        for (int i = 0; i < KVC_BLOCK; i++) k[b * KVC_BLOCK + i] = mx_f32_to_bf16(x[i]);
-      }
-    }
-  free(x);
   return c;
+}
+/* The codec rows' values in the rotated domain as the one pass forms them (planar_ref.h),
+ * [cap][nkv][hd] floats. */
+static float *tile_values(const shape *s, const uint8_t *pk, dk_kv_layout L) {
+  float *r = malloc(sizeof(float) * (size_t)s->cap * s->nkv * s->hd);
+  if (!r) return NULL;
+  const size_t row = kvc_row_bytes((kvc_format)g_kf, s->hd), bb = kvc_block_bytes((kvc_format)g_kf);
+  for (int64_t sl = 0; sl < s->cap; sl++)
+    for (int g = 0; g < s->nkv; g++)
+      for (int d = 0; d < s->hd; d++)
+        r[(sl * s->nkv + g) * s->hd + d] =
+            planar_tile_value(g_kf, pk + sl * L.kps + (int64_t)g * row + (int64_t)(d / KVC_BLOCK) * bb, d % KVC_BLOCK);
+  return r;
 }
 #define NAMAX 4
 
@@ -276,7 +301,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < qn; i++) hq[i] = mx_round_bf16((float)(rng_unit(&rng) * 2.0 - 1.0));
     uint16_t *hc = g_kfv ? kfv_array(s, hk, hv, g_kv) : NULL;
     uint8_t *hpk = g_kf ? planar_array(s, hk, g_kv) : NULL;
-    if ((g_kfv && !hc) || (g_kf && !hpk)) {
+    float *hkr = hpk && g_deep && dk_attention_onepass(s->nq, s->nkv, s->hd, g_kv) ? tile_values(s, hpk, g_kv) : NULL;
+    if ((g_kfv && !hc) || (g_kf && !hpk) || (hpk && g_deep && dk_attention_onepass(s->nq, s->nkv, s->hd, g_kv) && !hkr)) {
       fprintf(stderr, "mlxrt-attn-bench: out of host memory\n");
       return 2;
     }
@@ -308,7 +334,7 @@ int main(int argc, char **argv) {
     for (int pi = 0; pi < np && (!quick || pi < 2); pi++) {
       const int pos = ps[pi];
       if (pos >= s->ctx) continue; /* (--ctx below a listed position) */
-      host_attention(s, hq, hk, hv, pos, scale, ref);
+      host_attention(s, hq, hk, hpk, g_kv.kps, hkr, hv, pos, scale, ref);
       if (rt_h2d(b.pos, &pos, 4, st, &err)) die(&err);
       double best_us = 1e30;
       for (size_t ni = 0; ni < (one ? (size_t)one_nn : sizeof split_n / sizeof *split_n); ni++)
@@ -358,7 +384,7 @@ int main(int argc, char **argv) {
     if (g_kfv) b.vc = NULL;
     rt_free(b.kc), rt_free(b.vc), rt_free(b.att), rt_free(b.q), rt_free(b.scores), rt_free(b.smax);
     rt_free(b.ssum), rt_free(b.pacc), rt_free(b.count), rt_free(b.pos), rt_free(b.amax);
-    free(hk), free(hv), free(ha), free(hq), free(ref), free(hc), free(hpk);
+    free(hk), free(hv), free(ha), free(hq), free(ref), free(hc), free(hpk), free(hkr);
     rt_free(d_tab), rt_free(d_flags);
   }
   printf("\n%d passed, %d failed\n", cases - failed, failed);

@@ -36,6 +36,7 @@
 #include "accel/kv_codec.h"
 #include "base/bf16.h"
 #include "emu_rng.h"
+#include "planar_ref.h"
 
 #include "emu_block_runner.h"
 
@@ -87,29 +88,16 @@ static float ref_score(const Cache &c, const float *qh, float scale, int g, int6
   return bf(kvc_dot_rotated_row((kvc_format)c.fmt, qr.data(), c.hd, &c.k[(size_t)(j * c.kps) + (size_t)g * row]));
 }
 
-static float h16(float x) { return mx_f16_to_f32(mx_f32_to_f16(x)); }
-
 /* The warpgroup prompt kernel's keys: every cached key's values in the rotated domain as it
- * decodes them, fp16(n'·fp16(C[code])) ([cap][nkv][hd]) — the codes read from the blocks by the
- * layout of src/accel/kv_codec.h (planar3: a lane's 2-bit parts in its qs byte, its sign bits
- * in half a signs byte; planar4: two codes a byte, the even value's in the low nibble). */
+ * decodes them ([cap][nkv][hd], planar_ref.h). */
 static std::vector<float> rotated_keys(const Cache &c) {
   std::vector<float> out((size_t)(c.cap * c.nkv * c.hd));
-  const kvc_tables *t = kvc_tables_get();
   const size_t row = kvc_row_bytes((kvc_format)c.fmt, c.hd), bb = kvc_block_bytes((kvc_format)c.fmt);
   for (int64_t j = 0; j < c.cap; j++)
     for (int g = 0; g < c.nkv; g++)
-      for (int d = 0; d < c.hd; d++) {
-        const uint8_t *blk = &c.k[(size_t)(j * c.kps) + (size_t)g * row + (size_t)(d / KVC_BLOCK) * bb];
-        const int v = d % KVC_BLOCK, lane = v / 4, i = v % 4;
-        int code;
-        if (c.fmt == 3)
-          code = ((blk[2 + lane] >> (2 * i)) & 3) | ((blk[34 + lane / 2] >> (4 * (lane & 1) + i)) & 1) << 2;
-        else
-          code = (blk[4 + 2 * lane + i / 2] >> (4 * (i & 1))) & 15;
-        const float n = mx_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
-        out[(size_t)((j * c.nkv + g) * c.hd + d)] = h16(n * h16(c.fmt == 3 ? t->cb3[code] : t->cb4[code]));
-      }
+      for (int d = 0; d < c.hd; d++)
+        out[(size_t)((j * c.nkv + g) * c.hd + d)] = planar_tile_value(
+            c.fmt, &c.k[(size_t)(j * c.kps) + (size_t)g * row + (size_t)(d / KVC_BLOCK) * bb], d % KVC_BLOCK);
   return out;
 }
 
@@ -122,7 +110,7 @@ static float ref_score_tiles(const Cache &c, const std::vector<float> &kr, const
   mlxrt_error err;
   kvc_rotate_q(qs.data(), c.hd, qr.data(), &err);
   double sum = 0;
-  for (int d = 0; d < c.hd; d++) sum += (double)h16(qr[(size_t)d]) * kr[(size_t)((j * c.nkv + g) * c.hd + d)];
+  for (int d = 0; d < c.hd; d++) sum += (double)planar_h16(qr[(size_t)d]) * kr[(size_t)((j * c.nkv + g) * c.hd + d)];
   return bf((float)sum);
 }
 
@@ -320,9 +308,10 @@ int main(int argc, char **argv) {
     fails += decode_case(fmt, 8, 2, 512, 130, 7, false), n++;
     if (!quick) fails += decode_case(fmt, 8, 4, 512, 40, 3, true, 1), n++;
     fails += decode_case(fmt, 8, 2, 256, 90, 6, false, 1), n++;
-    /* the one pass over several stages a split (two in flight at head dim 512, three at 256) */
+    /* the one pass over several stages a split, its ring of half stages wrapping (six halves at
+     * two KV heads; at the 31B's four of head dim 512 five over planar3, four over planar4), the
+     * last stage's second half empty */
     fails += decode_case(fmt, 8, 2, 512, 40, 1, false, 1), n++;
-    /* at the 31B's four KV heads of head dim 512: eleven stages a split, the last one partial */
     fails += decode_case(fmt, 8, 4, 512, 333, 2, false, 1), n++;
     if (!quick) {
       fails += decode_case(fmt, 8, 2, 512, 200, 2, false, 1), n++;

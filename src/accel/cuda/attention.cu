@@ -534,7 +534,7 @@ static cudaError_t launch_attention(const float *q, const uint16_t *kc, const ui
       static std::atomic<size_t> oattr_set[6] = {{0}, {0}, {0}, {0}, {0}, {0}};
       e = at_allow_smem(fn, osm, &oattr_set[f]);
       if (!e)
-        e = ck_launch(fn, dim3(splits), AT_THREADS, osm, st, q, kc, vc, nkv, hd, kv, scale, pos, window, sp, smax, ssum,
+        e = ck_launch(fn, dim3(splits), OP_THREADS, osm, st, q, kc, vc, nkv, hd, kv, scale, pos, window, sp, smax, ssum,
                       pacc, amax, namax);
       if (!e)
         e = ck_launch(onepass_combine_kernel, dim3(nkv * REP, (hd + 31) / 32), AT_THREADS, 0, st, smax, ssum, pacc,

@@ -35,15 +35,12 @@ __host__ __device__ constexpr size_t pt_smem_bytes(int64_t ps) {
   return (size_t)pt_stages(ps) * AS_KEYS * pt_row_stride(ps);
 }
 
-/* One stage's Σ p·v into acc: lane (gq, t)'s 16 bytes at goff[gi] of rows t, t + 4, t + 8, t + 12
- * (rs bytes apart from base; rows past n, stale, read as zero: p is 0 there too), b0 / b1 the
- * bf16 p of head gq at those keys. */
+/* One stage's Σ p·v into acc: lane (gq, t)'s 16 bytes at goff[gi] of its rows rk — keys t, t + 4,
+ * t + 8, t + 12 (rows past n, stale, read as zero: p is 0 there too), b0 / b1 the bf16 p of head
+ * gq at those keys. */
 template <int NG>
-__device__ __forceinline__ void pt_stage_pv(const uint8_t *base, size_t rs, int t, int n, const uint32_t (&goff)[NG],
-                                            uint32_t b0, uint32_t b1, float (&acc)[NG][4][4]) {
-  const uint8_t *rk[4];
-#pragma unroll
-  for (int k = 0; k < 4; k++) rk[k] = base + (size_t)(t + 4 * k) * rs;
+__device__ __forceinline__ void pt_rows_pv(const uint8_t *const (&rk)[4], int t, int n, const uint32_t (&goff)[NG],
+                                           uint32_t b0, uint32_t b1, float (&acc)[NG][4][4]) {
 #pragma unroll
   for (int gi = 0; gi < NG; gi++) {
     uint4 v[4];
@@ -52,6 +49,14 @@ __device__ __forceinline__ void pt_stage_pv(const uint8_t *base, size_t rs, int 
       v[k] = t + 4 * k < n ? *reinterpret_cast<const uint4 *>(rk[k] + goff[gi]) : make_uint4(0u, 0u, 0u, 0u);
     at_pv_tiles(v, b0, b1, acc[gi]);
   }
+}
+/* ... with the stage's rows rs bytes apart from base */
+template <int NG>
+__device__ __forceinline__ void pt_stage_pv(const uint8_t *base, size_t rs, int t, int n, const uint32_t (&goff)[NG],
+                                            uint32_t b0, uint32_t b1, float (&acc)[NG][4][4]) {
+  const uint8_t *const rk[4] = {base + (size_t)t * rs, base + (size_t)(t + 4) * rs, base + (size_t)(t + 8) * rs,
+                                base + (size_t)(t + 12) * rs};
+  pt_rows_pv<NG>(rk, t, n, goff, b0, b1, acc);
 }
 /* Lane (gq, t)'s accumulators — heads h and h + 1 (h = group's first + 2t) at dims 64gi + 8gq + 2i
  * and + 1 — into split s's partial sums. */

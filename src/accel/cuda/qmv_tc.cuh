@@ -284,6 +284,14 @@ __device__ __forceinline__ void mbar_expect(uint64_t *m, uint32_t bytes) {
                : "memory");
 #endif
 }
+/* one arrival (release: this thread's accesses of the guarded memory come before it) */
+__device__ __forceinline__ void mbar_arrive(uint64_t *m) {
+#ifdef CK_EMULATION
+  emu_mbar_arrive(m, 0);
+#else
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(m)) : "memory");
+#endif
+}
 __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *m) {
 #ifdef CK_EMULATION
   emu_bulk_copy(dst, src, bytes, m);
