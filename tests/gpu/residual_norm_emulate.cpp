@@ -11,7 +11,8 @@
  *     order, with e from max |xb|; 2: bf16 as it is) exactly what prep_store makes of xb;
  *   - several rows in one launch (dk_residual_norm_rows: y rows ldy apart, with or without k
  *     splits, a cluster per row): each row's h, xb, prep and exponent bit for bit its own
- *     one-row launch.
+ *     one-row launch; with the warpgroup product's prep (xmode 3) the same h, xb and exponents
+ *     and each value where ck_xprep_wg puts it.
  * Build and run from the repository root (also a CTest):
  *   g++ -std=c++17 -O2 -pthread -DCK_EMULATION -DEMU_LAUNCH -DEMU_CLUSTER -Itests/gpu/emu -Isrc \
  *       -Isrc/accel/cuda -Iinclude tests/gpu/residual_norm_emulate.cpp -o /tmp/rne -lm
@@ -189,6 +190,43 @@ static int run_rows(int H, int T, int with_y, int use_scalar, int xmode, int ks 
   return why != NULL;
 }
 
+/* T rows with the warpgroup product's prep (xmode 3): each row's exponent that of its xb's
+ * maximum and its values where ck_xprep_wg puts them (launches of 64 rows, n = wg_rows_n of a
+ * launch's rows wide, wg_off), the rows past T untouched */
+static int run_rows_wg(int H, int T, int ks) {
+  const int64_t ldy = H + 64, kstride = ldy * T + 32;
+  std::vector<float> y((size_t)kstride * ks), h((size_t)H * T), wp((size_t)H), wn((size_t)H);
+  for (auto &v : y) v = (unit() * 2 - 1) * 3.0f;
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < H; i++) h[(size_t)t * H + i] = rb((unit() * 2 - 1) * 20.0f * (float)(1 << (t % 7)));
+  for (auto &v : wp) v = rb(unit() * 2);
+  for (auto &v : wn) v = rb(unit() * 2);
+  const int launches = (T + 63) / 64;
+  std::vector<uint16_t> xb((size_t)H * T, 0xffff), xp((size_t)launches * 64 * H + 32, 0xffff);
+  std::vector<int> xe((size_t)T + 1, 777);
+  const char *why = NULL;
+  if (dk_residual_norm_rows(y.data(), ks, kstride, ldy, wp.data(), h.data(), 0, 1.0f, wn.data(), xb.data(), H, 1e-6f,
+                            xp.data(), xe.data(), 3, T, NULL))
+    why = "launch";
+  std::vector<uint16_t> want((size_t)launches * 64 * H + 32, 0xffff);
+  for (int t = 0; t < T && !why; t++) {
+    float m = 0;
+    for (int i = 0; i < H; i++) m = fmaxf(m, fabsf(ck_bf16_to_f32(xb[(size_t)t * H + i])));
+    if (xe[(size_t)t] != prep_exp(m, 1)) why = "exponent";
+    const int c = t / 64, left = T - 64 * c, n = wg_rows_n(left < 64 ? left : 64);
+    uint8_t *base = reinterpret_cast<uint8_t *>(want.data() + (size_t)c * 64 * H);
+    for (int i = 0; i < H; i++) {
+      const uint16_t v = ck_f32_to_f16(ldexpf(ck_bf16_to_f32(xb[(size_t)t * H + i]), xe[(size_t)t]));
+      memcpy(base + wg_off(n, t % 64, i), &v, 2);
+    }
+  }
+  if (!why && xe[(size_t)T] != 777) why = "an exponent past the rows";
+  if (!why && want != xp) why = "prep";
+  printf("%s rows: H %5d T %d (%d k splits) xmode 3%s%s\n", why ? "FAIL" : "ok  ", H, T, ks, why ? ": " : "",
+         why ? why : "");
+  return why != NULL;
+}
+
 static bool g_quick;
 /* --quick (the default CTest run): every third case (the others report as skipped passes); the
  * full sweep runs under the CTest label emulator-full */
@@ -215,5 +253,7 @@ int main(int argc, char **argv) {
   int bad = run_rows(5376, 3, 1, 0, 1, 3);
   bad |= run_rows(640, 4, 1, 1, 2);
   bad |= run_rows(5376, 2, 0, 0, 0);
+  bad |= run_rows_wg(5376, 9, 3);
+  if (!g_quick) bad |= run_rows_wg(128, 66, 1); /* two launches: 64 rows, then 2 in a width of 8 */
   return emu_run_cases(cases, run_selected) | bad;
 }

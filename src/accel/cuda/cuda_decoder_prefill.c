@@ -150,12 +150,20 @@ fail:
   return mx_prefix(err, "prompt pass: GEMM scratch of %lld bf16 values", (long long)P->max_w);
 }
 
-/* The prep a kernel making the T rows' x can write for mv (dk_residual_norm_rows' xmode) where
- * dec_rows_mv takes the batch kernel on every part at T rows: each row's prep at its own row of
- * rowexact->xp (the layout ck_xprep_batched gives batches of 8 rows, or of T below 8), its
- * exponent at xexp[row]; 0 where a product preps x itself. */
+/* The prep a kernel making the T rows' x can write for mv (dk_residual_norm_rows' xmode): where
+ * dec_rows_mv takes the batch kernel on every part at T rows, each row's prep at its own row of
+ * rowexact->xp (the layout ck_xprep_batched gives batches of 8 rows, or of T below 8); where it
+ * takes the warpgroup product on every part, ck_xprep_wg's layout (3); the exponents at
+ * xexp[row]; 0 where a product preps x itself. */
 int dec_rows_xmode(const dec_mv *mv, int T, const dec_row_prep *rowexact) {
-  if (!rowexact || T < 2 || T >= ROWS_MIN || !mv->xmode) return 0;
+  if (!rowexact || T < 2 || !mv->xmode) return 0;
+  if (T >= WG_MIN) {
+    if (mv->xmode != 1) return 0;
+    for (int i = 0; i < mv->n; i++)
+      if (!ck_qmm_wg_supported(mv->L[i], rowexact->cc_major, rowexact->cc_minor)) return 0;
+    return 3;
+  }
+  if (T >= ROWS_MIN) return 0;
   for (int i = 0; i < mv->n; i++)
     if (mv->L[i]->fmt == CK_GENERIC) return 0;
   return mv->xmode;
@@ -188,7 +196,7 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
        * launch's row count rounded up to 8, 16, 32 or 64, never on the other rows) */
       const dec_row_prep *R = rowexact;
       const int ks = ck_qmm_rows_splits(L, R->sms);
-      if (rt_status(ck_xprep_wg(L, x, T, R->xp, R->xexp, R->pmax, D->stream), "x prep launch", err))
+      if (!xready && rt_status(ck_xprep_wg(L, x, T, R->xp, R->xexp, R->pmax, D->stream), "x prep launch", err))
         return -1;
       for (int r0 = 0; r0 < T; r0 += 64)
         if (rt_status(ck_qmm_wg(L, T - r0 < 64 ? T - r0 : 64, ks, R->xp + (int64_t)r0 * L->cols, R->xexp + r0,

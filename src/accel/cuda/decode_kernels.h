@@ -36,8 +36,10 @@ int dk_residual_norm(const float *y, int ks, int64_t kstride, const float *w_pos
 /* The same for T rows (the batched step): row t's y at y + t·ldy (its ks k splits kstride
  * apart, added in order), its h, xb and prep (xmode as above, the exponent from the row's
  * maximum) at t·H, its exponent at xexp[t]; a cluster per row, so each row's bits are its launch
- * alone's. No maxima, no scratch to clear. H must fit (dk_residual_norm_rows_fits: at most
- * 16384 values, a multiple of 32). */
+ * alone's. xmode 3: the prep ck_xprep_wg makes of xb for the warpgroup product (fp16 x·2^e in
+ * launches of 64 rows, H a multiple of 64), bit for bit, except that the rows past T of the last
+ * launch are left as they are (the product never writes their columns). No maxima, no scratch
+ * to clear. H must fit (dk_residual_norm_rows_fits: at most 16384 values, a multiple of 32). */
 int dk_residual_norm_rows(const float *y, int ks, int64_t kstride, int64_t ldy, const float *w_post, float *h,
                           int use_scalar, float scalar, const float *w_next, uint16_t *xb, int H, float eps, uint16_t *xp,
                           int *xexp, int xmode, int T, void *stream);

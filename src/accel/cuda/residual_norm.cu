@@ -22,6 +22,7 @@
 #include "ck_block.cuh"
 #include "ck_device.cuh"
 #include "ck_launch.cuh"
+#include "ck_wgmma.cuh" /* wg_off, wg_rows_n */
 #include "decode_kernels.h"
 #include "prep_store.cuh"
 #include "qkv_post.cuh" /* ysum */
@@ -64,13 +65,25 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
   cg::cluster_group cl = cg::this_cluster();
   /* row blockIdx.y (rows H apart in h, xb and the prep; ldy apart in y) */
   const int64_t row = blockIdx.y;
+  /* xmode 3 (the rows of the warpgroup product): row r's values at wg_off of its launch of 64
+   * rows, each launch's n = wg_rows_n(its rows) wide, as ck_xprep_wg lays them out */
+  const int wg = xmode == 3, wg_left = (int)gridDim.y - (int)(row & ~63);
+  const int wg_n = wg_rows_n(wg_left < 64 ? wg_left : 64);
   if (row) {
     if (y) y += row * ldy;
     h += row * H;
     xb += row * H;
-    if (xp) xp += row * H;
+    if (xp) xp += wg ? (row >> 6) * 64 * H : row * H;
     if (xexp) xexp += row;
   }
+  /* value i of this row's prep (fp16 x·2^e, or bf16 as it is) */
+  auto store = [&](int i, uint16_t ov, int e) {
+    if (wg)
+      *reinterpret_cast<uint16_t *>(reinterpret_cast<uint8_t *>(xp) + wg_off(wg_n, (int)(row & 63), i)) =
+          ck_f32_to_f16(ldexpf(ck_bf16_to_f32(ov), e));
+    else
+      prep_store(xp, i, ov, e, xmode);
+  };
   cl.barrier_arrive(); /* waited for before the first write into another block */
   CK_DYNAMIC_SHARED(rn_shared, sh);
   const int g = (int)cl.block_rank() * RN_BT + threadIdx.x, step = RN_CL * RN_BT;
@@ -152,7 +165,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
 #pragma unroll
     for (int k = 0; k < RN_VPT; k++) {
       int i = g + k * step;
-      if (i < H) prep_store(xp, i, ov[k], xe_fixed, xmode);
+      if (i < H) store(i, ov[k], xe_fixed);
     }
     return;
   }
@@ -181,7 +194,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
       float m = 0.0f;
       for (int v = lane; v < RN_CL * nblk; v += 32) m = fmaxf(m, kmax_of((unsigned)(v % RN_CL), v / RN_CL));
       for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-      if (lane == 0) sh->xe = prep_exp(m, xmode);
+      if (lane == 0) sh->xe = prep_exp(m, wg ? 1 : xmode);
     }
     __syncthreads();
     const int e = sh->xe;
@@ -189,7 +202,7 @@ __global__ void __cluster_dims__(RN_CL, 1, 1) __launch_bounds__(RN_BT)
 #pragma unroll
     for (int k = 0; k < RN_VPT; k++) {
       int i = g + k * step;
-      if (i < H) prep_store(xp, i, ov[k], e, xmode);
+      if (i < H) store(i, ov[k], e);
     }
   }
 }
@@ -209,8 +222,8 @@ extern "C" int dk_residual_norm(const float *y, int ks, int64_t kstride, const f
 extern "C" int dk_residual_norm_rows(const float *y, int ks, int64_t kstride, int64_t ldy, const float *w_post,
                                      float *h, int use_scalar, float scalar, const float *w_next, uint16_t *xb, int H,
                                      float eps, uint16_t *xp, int *xexp, int xmode, int T, void *stream) {
-  if (T < 1 || T > 65535 || !dk_residual_norm_rows_fits(H) || xmode < 0 || xmode > 2 || (xmode && (!xp || !xexp)) ||
-      ks < 1)
+  if (T < 1 || T > 65535 || !dk_residual_norm_rows_fits(H) || xmode < 0 || xmode > 3 || (xmode && (!xp || !xexp)) ||
+      (xmode == 3 && H % 64) || ks < 1)
     return (int)cudaErrorInvalidValue;
   return (int)ck_launch(residual_norm_kernel, dim3(RN_CL, (unsigned)T), RN_BT, sizeof(rn_shared), (cudaStream_t)stream,
                         y, ks, kstride, ldy, w_post, h, use_scalar, scalar, w_next, xb, H, eps, (float *)NULL,
