@@ -451,3 +451,5 @@ extern "C" int dk_attention_stream_split_rows(const float *q, const uint16_t *kc
   return (int)cudaErrorInvalidValue;
 #endif
 }
+
+CK_TIMELINE_SETTER(ck_tl_attention_stream)

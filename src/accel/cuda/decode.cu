@@ -34,6 +34,9 @@ extern "C" int ck_tl_qmm_rows_timeline(unsigned long long *t, unsigned *n, unsig
 extern "C" int ck_tl_qmm_wg_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_qmv_generic_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_tl_ple_tail_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_attention_stream_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_kv_codec_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
+extern "C" int ck_tl_prefill_attn_planar_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st);
 extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap, int last, void *st) {
   int e = ck_tl_attention_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_attention_cluster_timeline(t, n, cap, last, st);
@@ -50,6 +53,9 @@ extern "C" int ck_set_timeline(unsigned long long *t, unsigned *n, unsigned cap,
   if (!e) e = ck_tl_qmm_wg_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_qmv_generic_timeline(t, n, cap, last, st);
   if (!e) e = ck_tl_ple_tail_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_attention_stream_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_kv_codec_timeline(t, n, cap, last, st);
+  if (!e) e = ck_tl_prefill_attn_planar_timeline(t, n, cap, last, st);
   return e;
 }
 

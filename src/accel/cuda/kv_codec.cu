@@ -60,3 +60,5 @@ extern "C" int ck_kv_encode(int format, const uint16_t *k, int ntok, int nhead, 
   return (int)ck_launch(kv_encode_kernel, dim3((unsigned)grid), dim3(KVE_WARPS * 32), 0, (cudaStream_t)stream, format,
                         k, ntok, nhead, nblk, k_tok, k_head, out, o_tok, o_head, flags);
 }
+
+CK_TIMELINE_SETTER(ck_tl_kv_codec)

@@ -135,3 +135,5 @@ extern "C" int pf_attention_planar(const float *q, const uint16_t *kc, const uin
   default: return (int)cudaErrorInvalidValue;
   }
 }
+
+CK_TIMELINE_SETTER(ck_tl_prefill_attn_planar)
