@@ -301,8 +301,10 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < qn; i++) hq[i] = mx_round_bf16((float)(rng_unit(&rng) * 2.0 - 1.0));
     uint16_t *hc = g_kfv ? kfv_array(s, hk, hv, g_kv) : NULL;
     uint8_t *hpk = g_kf ? planar_array(s, hk, g_kv) : NULL;
-    float *hkr = hpk && g_deep && dk_attention_onepass(s->nq, s->nkv, s->hd, g_kv) ? tile_values(s, hpk, g_kv) : NULL;
-    if ((g_kfv && !hc) || (g_kf && !hpk) || (hpk && g_deep && dk_attention_onepass(s->nq, s->nkv, s->hd, g_kv) && !hkr)) {
+    /* the one pass over a compressed K: its reference scores the tile values */
+    const int tiles = hpk && g_deep && dk_attention_onepass(s->nq, s->nkv, s->hd, g_kv);
+    float *hkr = tiles ? tile_values(s, hpk, g_kv) : NULL;
+    if ((g_kfv && !hc) || (g_kf && !hpk) || (tiles && !hkr)) {
       fprintf(stderr, "mlxrt-attn-bench: out of host memory\n");
       return 2;
     }
