@@ -2,7 +2,8 @@
  * made-up stamps of graph replays must give each launch the gap to the next stamp of its step,
  * a body's last launch (graph 0, or the second body graph 2) the gap to the head's first
  * (graph 1), nothing to a step's last launch, rows per (kernel, label), the median step over
- * both bodies, and replays whose stamps are missing left out. */
+ * both bodies, and replays whose stamps are missing left out; the batched steps' graphs (one
+ * per row count, head included) each with its own log. */
 #include <string.h>
 
 #include "accel/cuda/cuda_timeline_agg.h"
@@ -133,5 +134,42 @@ int main(void) {
   CHECKF(sm.unordered == 1 && sm.total_us > 0 && sm.total_us < 2 * whole, "unordered %u, total %g of %g", sm.unordered,
          sm.total_us, whole);
   for (int i = 0; i < sm.nrows; i++) CHECKF(rows[i].us >= 0 && rows[i].us < 2 * whole, "row %d: %g us", i, rows[i].us);
+
+  /* batched steps: two row counts, each its own graph (CTL_BATCH, CTL_BATCH + 1: three launches
+   * and four, head included), after a one-row step's body and head; each replay a step (a body):
+   * its launches' gaps, its last launch uncounted, the stamps matching the logs */
+  const ctl_launch bat3[] = {{&kB, "batch: q|k|v"}, {&kC, "batch: head"}, {&kE, "batch: logits"}};
+  const ctl_launch bat4[] = {{&kB, "batch: q|k|v"}, {&kA, "batch: attention"}, {&kC, "batch: head"},
+                             {&kE, "batch: logits"}};
+  const ctl_launch *blogs[CTL_GRAPHS] = {body, head, body2, NULL};
+  int bnlog[CTL_GRAPHS] = {4, 2, 2, 0};
+  blogs[CTL_BATCH] = bat3, bnlog[CTL_BATCH] = 3;
+  blogs[CTL_BATCH + 1] = bat4, bnlog[CTL_BATCH + 1] = 4;
+  const unsigned char breplay[] = {0, 1, CTL_BATCH, CTL_BATCH, CTL_BATCH + 1, CTL_BATCH + 1};
+  unsigned long long tb[32];
+  unsigned nb = 0;
+  { /* one-row step at 0 (stamps as above); batch-3 steps at 100, 200 (+0, +20, +50); batch-4
+     * steps at 300, 400 (+0, +5, +25, +60) */
+    const double at[] = {0, 10, 30, 33, 40, 45};
+    for (int j = 0; j < 6; j++) tb[nb++] = (unsigned long long)(at[j] * 1000.0 + 0.5);
+    for (int s = 1; s <= 2; s++) {
+      const double b3[] = {0, 20, 50};
+      for (int j = 0; j < 3; j++) tb[nb++] = (unsigned long long)((100.0 * s + b3[j]) * 1000.0 + 0.5);
+    }
+    for (int s = 3; s <= 4; s++) {
+      const double b4[] = {0, 5, 25, 60};
+      for (int j = 0; j < 4; j++) tb[nb++] = (unsigned long long)((100.0 * s + b4[j]) * 1000.0 + 0.5);
+    }
+  }
+  ctl_aggregate(tb, nb, NULL, 0, breplay, 6, blogs, bnlog, rows, 16, gaps, &sm);
+  CHECKF(sm.replays == 6 && sm.bodies == 5 && sm.expected == nb, "replays %d, bodies %d, expected %u of %u", sm.replays,
+         sm.bodies, sm.expected, nb);
+  const ctl_row *bq = find(rows, sm.nrows, &kB, "batch: q|k|v"), *bh = find(rows, sm.nrows, &kC, "batch: head");
+  const ctl_row *ba = find(rows, sm.nrows, &kA, "batch: attention"), *bl = find(rows, sm.nrows, &kE, "batch: logits");
+  CHECKF(bq && bq->calls == 4 && NEAR(bq->us, 2 * 20 + 2 * 5), "batch q|k|v: %g", bq ? bq->us : -1.0);
+  CHECKF(ba && ba->calls == 2 && NEAR(ba->us, 2 * 20), "batch attention: %g", ba ? ba->us : -1.0);
+  CHECKF(bh && bh->calls == 4 && NEAR(bh->us, 2 * 30 + 2 * 35), "batch head: %g", bh ? bh->us : -1.0);
+  CHECK(!bl); /* a step's last launch waits on the host: not counted */
+  CHECKF(NEAR(sm.median_step_us, 100), "median step %g", sm.median_step_us);
   TEST_END();
 }

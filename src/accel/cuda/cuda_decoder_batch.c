@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "cuda_decoder_internal.h"
 #include "cuda_timeline.h"
+#include "cuda_timeline_agg.h"
 #include "prefill_kernels.h"
 
 typedef struct dec_batch {
@@ -48,6 +49,7 @@ typedef struct dec_batch {
    * runs eagerly, outside any capture: lazy module loading, occupancy queries) */
   void **graph;
   unsigned char *warm;
+  int tl_rows[CTL_GRAPHS - CTL_BATCH]; /* the row count of each batched timeline graph (0: free) */
   /* a step of one row: the one-sequence step's body, its graphs (4 per slot, by the attention's
    * depth class) captured with that slot's caches */
   void **g_one;
@@ -465,10 +467,20 @@ static int bt_enqueue(accel_decoder *D, int T, mlxrt_error *err) {
   return 0;
 }
 
+/* The in-graph timeline's id of the graph of T rows (from CTL_BATCH; -1: not recorded, the first
+ * row counts captured take them all). */
+static int bt_timeline_id(dec_batch *B, int T) {
+  for (int k = 0; k < CTL_GRAPHS - CTL_BATCH; k++) {
+    if (!B->tl_rows[k]) B->tl_rows[k] = T;
+    if (B->tl_rows[k] == T) return CTL_BATCH + k;
+  }
+  return -1;
+}
+
 /* bt_enqueue as graph[T]: eager on its first use, then captured once and replayed (the rows'
  * tokens, positions and slots are read from device memory). A capture that fails runs eagerly,
- * said once. The in-graph timeline (MLXRT_CUDA_TIMELINE=1) logs a batched step's graph as the
- * body's (graph 0), so it times a run of steps of one row count (mlxrt bench --batch B). */
+ * said once. The in-graph timeline (MLXRT_CUDA_TIMELINE=1) logs each row count's graph as a
+ * graph of its own (bt_timeline_id). */
 static int bt_launch(accel_decoder *D, int T, mlxrt_error *err) {
   dec_batch *B = D->bt;
   if (!D->use_graph || !B->warm[T]) {
@@ -480,7 +492,7 @@ static int bt_launch(accel_decoder *D, int T, mlxrt_error *err) {
     void *exec = NULL;
     int rc = rt_graph_begin(D->stream, &ce);
     if (!rc) {
-      ctl_capture_begin(0);
+      ctl_capture_begin(bt_timeline_id(B, T));
       rc = bt_enqueue(D, T, &ce);
       ctl_capture_end();
       if (rt_graph_end(D->stream, &exec, rc ? &e2 : &ce)) rc = -1;
@@ -493,7 +505,7 @@ static int bt_launch(accel_decoder *D, int T, mlxrt_error *err) {
     }
     B->graph[T] = exec;
   }
-  return ctl_replay_begin(0, D->stream, err) || rt_graph_launch(B->graph[T], D->stream, err) ||
+  return ctl_replay_begin(bt_timeline_id(B, T), D->stream, err) || rt_graph_launch(B->graph[T], D->stream, err) ||
          ctl_replay_end(D->stream, err);
 }
 

@@ -70,7 +70,7 @@ void ck_tl_note(const void *kernel) {
 }
 
 int ctl_replay_begin(int g, void *stream, mlxrt_error *err) {
-  if (!T.on || T.nreplay >= CTL_REPLAYS || T.nlog[g] == 0) return 0;
+  if (!T.on || g < 0 || g >= CTL_GRAPHS || T.nreplay >= CTL_REPLAYS || T.nlog[g] == 0) return 0;
   T.replay[T.nreplay++] = (unsigned char)g;
   T.stream = stream;
   return rt_status(ck_set_timeline(T.d_t, T.d_n, CTL_STAMPS, T.last, stream), "timeline on", err);
@@ -112,14 +112,19 @@ static void report(const char *title) {
              rt_stream_sync(T.stream, &err)) {
     fprintf(stderr, "timeline: %s\n", err.msg);
   } else {
-    const ctl_launch *const logs[CTL_GRAPHS] = {T.log[0], T.log[1], T.log[2], T.log[3], T.log[4]};
+    const ctl_launch *logs[CTL_GRAPHS];
+    char counts[CTL_GRAPHS * 12] = "";
+    for (int g = 0; g < CTL_GRAPHS; g++) {
+      logs[g] = T.log[g];
+      size_t at = strlen(counts);
+      snprintf(counts + at, sizeof counts - at, "%s%d", g ? " / " : "", T.nlog[g]);
+    }
     ctl_summary sm;
     ctl_aggregate(t, n, T.last ? t2 : NULL, n2, T.replay, T.nreplay, logs, T.nlog, rows, CTL_ROWS, gaps, &sm);
     const int last = T.last && n2 >= n;
     if (T.last && !last) fprintf(stderr, "timeline: the last blocks' stamps did not all fit (%u of %u launches)\n", n2, n);
-    fprintf(stderr,
-            "\n%s: %d graph replays (%d / %d / %d / %d / %d launches per replay of graphs 0 / 1 / 2 / 3 / 4), %u stamps%s\n",
-            title, sm.replays, T.nlog[0], T.nlog[1], T.nlog[2], T.nlog[3], T.nlog[4], n,
+    fprintf(stderr, "\n%s: %d graph replays (%s launches per replay of graphs 0 … %d), %u stamps%s\n", title,
+            sm.replays, counts, CTL_GRAPHS - 1, n,
             n == sm.expected ? "" : " — NOT the launches logged: the table is not reliable");
     if (sm.unordered)
       fprintf(stderr, "%u stamps came before the one logged ahead of them (launches that ran concurrently): "

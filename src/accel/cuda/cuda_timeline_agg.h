@@ -5,9 +5,12 @@
 
 /* The step's graphs: 0 the body, 1 the head, 2 the body with the one-cluster attention, 3 the
  * body with the deep contexts' attention on every layer, 4 on the K-from-V layers alone (the
- * decoder picks a body graph per position: cuda_decoder.c) */
-#define CTL_GRAPHS 5
+ * decoder picks a body graph per position: cuda_decoder.c); from CTL_BATCH the batched steps'
+ * graphs, one per row count (body and head in one graph: cuda_decoder_batch.c), the first
+ * CTL_GRAPHS - CTL_BATCH row counts a decoder captures */
+#define CTL_GRAPHS 9
 #define CTL_HEAD 1
+#define CTL_BATCH 5
 
 typedef struct ctl_launch {
   const void *fn;    /* the kernel */
@@ -26,7 +29,7 @@ typedef struct ctl_row {
 
 typedef struct ctl_summary {
   int replays;           /* replays whose stamps were all there */
-  int bodies;            /* of those, replays of a body graph (0, 2, 3 or 4) */
+  int bodies;            /* of those, replays of a body graph (any but CTL_HEAD) */
   int nrows;             /* rows filled */
   unsigned expected;     /* stamps the logs promise for every recorded replay */
   unsigned unordered;    /* gaps left out: a stamp earlier than the one before it */
