@@ -339,6 +339,12 @@ int main(int argc, char **argv) {
     unsigned *cnt = NULL;
     int64_t pf = 0, nc = 0;
     const int ks = ck_qmm_rows_scratch(L[0], dev.sms, &pf, &nc);
+    {
+      int64_t wpf = 0, wnc = 0;
+      ck_qmm_wg_scratch(L[0], dev.sms, &wpf, &wnc);
+      if (wpf > pf) pf = wpf;
+      if (wnc > nc) nc = wnc;
+    }
     TRY(rt_malloc((void **)&x, (size_t)(RMAX * cols) * 2, &err) || rt_malloc((void **)&xp, (size_t)(RMAX * cols) * 2, &err) ||
         rt_malloc((void **)&xw, (size_t)(RMAX * cols) * 2, &err) ||
         rt_malloc((void **)&xs, (size_t)(nz * (cols / 32) * 8) * 4, &err) ||
@@ -419,7 +425,7 @@ int main(int argc, char **argv) {
             rt_status(ck_xprep_wg(L[0], x, bs[b], xw, xexp_w, pmax, st), "wg prep", &err));
         {
           TRY(rt_memset(y, 0xff, m * 4, st, &err) ||
-              rt_status(ck_qmm_wg(L[0], bs[b], ks, xw, xexp_w, y, sh->rows, part, cnt, st), "wg", &err) ||
+              rt_status(ck_qmm_wg(L[0], bs[b], ck_qmm_wg_splits(L[0], bs[b], dev.sms), xw, xexp_w, y, sh->rows, part, cnt, st), "wg", &err) ||
               rt_d2h(h1, y, m * 4, st, &err) || rt_stream_sync(st, &err));
           double big = 0, worst = split_sum_worst(h0, h1, m, 1);
           for (size_t i = 0; i < m; i++) big = fmax(big, fabs(h0[i]));
@@ -450,15 +456,15 @@ int main(int argc, char **argv) {
           const ck_layout *Li = L[i % copies];
           rc = k == 0   ? ck_qmv_rows(Li, zero, nzq, nbb, xp, xs, xexp, y, sh->rows, qks, qstride, st)
                : k == 1 ? ck_qmm_rows(Li, B, ks, xp, xs, xexp, y, sh->rows, part, cnt, st)
-               : k == 2 ? ck_qmm_wg(Li, B, ks, xw, xexp_w, y, sh->rows, part, cnt, st)
+               : k == 2 ? ck_qmm_wg(Li, B, ck_qmm_wg_splits(Li, B, dev.sms), xw, xexp_w, y, sh->rows, part, cnt, st)
                         : ck_qmv_cols(Li, B, xp, xexp, y, sh->rows, cks, (int64_t)B * sh->rows, st);
         }
         float us;
         TRY(graph_median_us(st, rc, iters, e0, e1, &us, &err));
         const double gbs = (double)wbytes / (us * 1e-6) / 1e9;
-        if (k == 0 || k == 3)
-          printf("| %s | %d | %s (%d k splits) | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], k ? cks : qks, us,
-                 gbs, 100.0 * gbs / bw);
+        if (k == 0 || k >= 2)
+          printf("| %s | %d | %s (%d k splits) | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k],
+                 k == 3 ? cks : k == 2 ? ck_qmm_wg_splits(L[0], B, dev.sms) : qks, us, gbs, 100.0 * gbs / bw);
         else
           printf("| %s | %d | %s | %.1f | %.0f | %.1f |\n", sh->name, B, knames[k], us, gbs, 100.0 * gbs / bw);
         if (sh->sliding) step_us[b][k] += us;

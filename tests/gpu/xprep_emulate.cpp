@@ -164,8 +164,9 @@ static int run_rows_case(const Case &c) {
 
 /* ck_xprep_wg (the warpgroup product's x: launches of up to 64 rows, each n = wg_rows_n rows in
  * the wgmma B layout, rows past T zero) against a direct layout of the same fp16 values: the same
- * bytes, exponents, and nothing written past the last launch's n rows. */
-static int run_wg_case(int T, int cols) {
+ * bytes, exponents, and nothing written past the last launch's n rows. efix: ck_xprep_wg_fixed
+ * with that exponent for every row. */
+static int run_wg_case(int T, int cols, int efix = CK_XE_ROWMAX) {
   ck_layout L = {};
   L.fmt = CK_NVFP4;
   L.group_size = 16;
@@ -183,16 +184,17 @@ static int run_wg_case(int T, int cols) {
     const int c = r / 64, rl = r % 64, n = wg_rows_n(T - 64 * c < 64 ? T - 64 * c : 64);
     float m = 0;
     for (int k = 0; r < T && k < cols; k++) m = fmaxf(m, fabsf(ck_bf16_to_f32(x[(size_t)r * cols + k])));
-    const int er = r < T ? prep_exp(m, 1) : 0;
+    const int er = r >= T ? 0 : efix != CK_XE_ROWMAX ? efix : prep_exp(m, 1);
     ewant[(size_t)r] = er;
     for (int k = 0; k < cols; k++)
       want[(size_t)c * 64 * cols + wg_off(n, rl, k) / 2] =
           r < T ? ck_f32_to_f16(ldexpf(ck_bf16_to_f32(x[(size_t)r * cols + k]), er)) : 0;
   }
-  const int rc = ck_xprep_wg(&L, x.data(), T, xw.data(), e.data(), pmax.data(), NULL);
+  const int rc = efix == CK_XE_ROWMAX ? ck_xprep_wg(&L, x.data(), T, xw.data(), e.data(), pmax.data(), NULL)
+                                      : ck_xprep_wg_fixed(&L, x.data(), T, xw.data(), e.data(), efix, NULL);
   const char *why = rc ? "launch" : xw != want ? "layout or values" : e != ewant ? "exponents" : NULL;
-  printf("%s nvfp4   %3d rows cols %5d, warpgroup layout%s%s\n", why ? "FAIL" : "ok  ", T, cols, why ? ": " : "",
-         why ? why : "");
+  printf("%s nvfp4   %3d rows cols %5d, warpgroup layout%s%s%s\n", why ? "FAIL" : "ok  ", T, cols,
+         efix == CK_XE_ROWMAX ? "" : ", fixed exponent", why ? ": " : "", why ? why : "");
   return why != NULL;
 }
 
@@ -211,5 +213,7 @@ int main(int argc, char **argv) {
   bad |= run_wg_case(13, 2816);
   bad |= run_wg_case(40, 192);
   bad |= run_wg_case(70, 1024);
+  bad |= run_wg_case(13, 2816, 11);
+  bad |= run_wg_case(70, 1024, 5);
   return bad;
 }

@@ -105,6 +105,10 @@ static void scratch_of(const dec_mv *mv, int sms, int64_t *part, int64_t *cnt) {
     ck_qmm_rows_scratch(L, sms, &p, &c);
     if (p > *part) *part = p;
     if (c > *cnt) *cnt = c;
+    if (L->fmt != CK_NVFP4) continue;
+    ck_qmm_wg_scratch(L, sms, &p, &c);
+    if (p > *part) *part = p;
+    if (c > *cnt) *cnt = c;
   }
 }
 

@@ -195,14 +195,19 @@ int dec_rows_mv(accel_decoder *D, const dec_mv *mv, const uint16_t *x, int T, fl
        * launch, each weight byte read and decoded once per launch (a row's bits depend on its
        * launch's row count rounded up to 8, 16, 32 or 64, never on the other rows) */
       const dec_row_prep *R = rowexact;
-      const int ks = ck_qmm_rows_splits(L, R->sms);
-      if (!xready && rt_status(ck_xprep_wg(L, x, T, R->xp, R->xexp, R->pmax, D->stream), "x prep launch", err))
-        return -1;
-      for (int r0 = 0; r0 < T; r0 += 64)
-        if (rt_status(ck_qmm_wg(L, T - r0 < 64 ? T - r0 : 64, ks, R->xp + (int64_t)r0 * L->cols, R->xexp + r0,
+      /* x's prep: made by its producer, with the product's fixed exponent (o after an attention
+       * over RMS-normed V: one launch), or from the rows' maxima */
+      const int prep = xready                      ? 0
+                       : mv->fix_e != CK_XE_ROWMAX ? ck_xprep_wg_fixed(L, x, T, R->xp, R->xexp, mv->fix_e, D->stream)
+                                                   : ck_xprep_wg(L, x, T, R->xp, R->xexp, R->pmax, D->stream);
+      if (rt_status(prep, "x prep launch", err)) return -1;
+      for (int r0 = 0; r0 < T; r0 += 64) {
+        const int n = T - r0 < 64 ? T - r0 : 64;
+        if (rt_status(ck_qmm_wg(L, n, ck_qmm_wg_splits(L, n, R->sms), R->xp + (int64_t)r0 * L->cols, R->xexp + r0,
                                 yo + (int64_t)r0 * ldy, ldy, R->part, R->cnt, D->stream),
                       "batched product launch", err))
           return -1;
+      }
       continue;
     }
     if (rowexact && L->fmt != CK_GENERIC && T >= ROWS_MIN) {

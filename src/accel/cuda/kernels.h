@@ -174,14 +174,20 @@ int ck_qmm_rows_scratch(const ck_layout *L, int sms, int64_t *part_floats, int64
 int ck_qmm_rows_max(void);
 /* The batched step's nvfp4 product on the warpgroup tensor cores (qmm_wg.cu, sm_90a): nr ≤ 64
  * rows of x in ck_xprep_wg's layout (this launch's rows at its xw) times the weight L into y (row
- * r at y + r·ldy), ks k splits as ck_qmm_rows (ck_qmm_rows_splits; its scratch). A row's bits
+ * r at y + r·ldy), ks k splits as ck_qmm_rows (ck_qmm_wg_splits; ck_qmm_wg_scratch). A row's bits
  * depend on wg_rows_n(nr), not on the other rows or the row's place. */
 int ck_qmm_wg(const ck_layout *L, int nr, int ks, const uint16_t *xw, const int *xexp, float *y, int64_t ldy,
               float *part, unsigned *cnt, void *stream);
 int ck_qmm_wg_supported(const ck_layout *L, int cc_major, int cc_minor);
+/* ck_qmm_wg's k splits at nr rows on a device of sms SMs (the weight's shape, the row count's
+ * wgmma width and the kernel's residency decide), and the scratch they need at up to 64 rows. */
+int ck_qmm_wg_splits(const ck_layout *L, int nr, int sms);
+void ck_qmm_wg_scratch(const ck_layout *L, int sms, int64_t *part_floats, int64_t *counters);
 /* x (T bf16 rows) for ck_qmm_wg: launches of up to 64 rows, launch c's at xw + c·64·cols (xw
  * holds 64·ceil(T/64)·cols values), xexp per row (pmax: ck_xprep_batched's, ceil(T/8) batches). */
 int ck_xprep_wg(const ck_layout *L, const uint16_t *x, int T, uint16_t *xw, int *xexp, float *pmax, void *stream);
+/* ck_xprep_wg with every row's exponent e given (ck_xprep_fixed's: no max pass, one launch). */
+int ck_xprep_wg_fixed(const ck_layout *L, const uint16_t *x, int T, uint16_t *xw, int *xexp, int e, void *stream);
 /* The same for the generic layout: batch z is the nb bf16 rows at x + z·xz. */
 int ck_qmv_generic_experts(const ck_layout *L, const int *zslab, int nz, const uint16_t *x, int64_t xz, int nb,
                            float *y, int64_t ldy, int64_t zy, void *stream);

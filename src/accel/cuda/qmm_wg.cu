@@ -231,6 +231,52 @@ static cudaError_t wg_allow_smem(wg_fn fn, int smem) {
   return e;
 }
 
+/* Blocks of fn resident per SM (the occupancy calculator, once per kernel). */
+static std::mutex wg_occ_lock;
+static int wg_per_sm(wg_fn fn, int smem) {
+  static wg_fn done[4];
+  static int per[4], ndone;
+  std::lock_guard<std::mutex> hold(wg_occ_lock);
+  for (int i = 0; i < ndone; i++)
+    if (done[i] == fn) return per[i];
+  int n = 0;
+  if (wg_allow_smem(fn, smem) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, WG_TILES * 32, (size_t)smem) != cudaSuccess || n < 1)
+    n = 1;
+  if (ndone < 4) {
+    done[ndone] = fn;
+    per[ndone++] = n;
+  }
+  return n;
+}
+
+/* k splits of L's product at nr rows: as many as keep its blocks within one round of the
+ * resident slots, each split at least ROWS_SPLIT_UNITS units, at most ROWS_MAX_SPLITS. A second
+ * round costs more than the slots it fills: the 31B's full q|k at 16 rows took 41.6 µs in 5
+ * splits against 40.3 in 2, its head 413.4 in 3 against 328.9 in 1 (H100). */
+extern "C" int ck_qmm_wg_splits(const ck_layout *L, int nr, int sms) {
+  int smem = 0;
+  const wg_fn fn = wg_pick(wg_rows_n(nr < 1 ? 1 : nr > 64 ? 64 : nr), &smem);
+  const int64_t slots = (int64_t)wg_per_sm(fn, smem) * (sms < 1 ? 1 : sms);
+  const int64_t groups = (L->tiles + WG_TILES - 1) / WG_TILES;
+  int64_t ks = slots / groups;
+  const int64_t most = L->nunits / ROWS_SPLIT_UNITS;
+  if (ks > most) ks = most;
+  if (ks > ROWS_MAX_SPLITS) ks = ROWS_MAX_SPLITS;
+  return ks < 1 ? 1 : (int)ks;
+}
+
+/* The scratch ck_qmm_wg needs at its splits for any row count up to 64. */
+extern "C" void ck_qmm_wg_scratch(const ck_layout *L, int sms, int64_t *part_floats, int64_t *counters) {
+  int64_t p = 0;
+  for (int n = 8; n <= 64; n *= 2) {
+    const int ks = ck_qmm_wg_splits(L, n, sms);
+    if (ks > 1 && (int64_t)ks * n * L->tiles * 16 > p) p = (int64_t)ks * n * L->tiles * 16;
+  }
+  *part_floats = p;
+  *counters = L->tiles;
+}
+
 /* nvfp4 weights on a device with wgmma (sm_90a machine code: the PTX for newer GPUs has none). */
 extern "C" int ck_qmm_wg_supported(const ck_layout *L, int cc_major, int cc_minor) {
   return L->fmt == CK_NVFP4 && cc_major == 9 && cc_minor == 0 && L->cols % 64 == 0;

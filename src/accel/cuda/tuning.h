@@ -96,9 +96,10 @@
 #define ROWS_MAX_SPLITS 16
 
 /* The batched step's nvfp4 product on the warpgroup tensor cores (qmm_wg.cu): WG_TILES 16-row
- * tiles per block (two warpgroups; the k splits are ck_qmm_rows_splits', so ROWS_TILES too),
- * WG_STAGES stages of WG_UNITS units (64 k) of weights and every row's x in flight; up to 16
- * rows, registers for WG_BLOCKS_SMALL blocks per SM. On the 31B's sliding-layer products (H100,
+ * tiles per block (two warpgroups; k splits as many as fill one round of the resident blocks,
+ * ck_qmm_wg_splits, with ROWS_SPLIT_UNITS and ROWS_MAX_SPLITS), WG_STAGES stages of WG_UNITS
+ * units (64 k) of weights and every row's x in flight; up to 16 rows, registers for
+ * WG_BLOCKS_SMALL blocks per SM. On the 31B's sliding-layer products (H100,
  * µs at B = 4 / 16 / 32 / 64): 145 / 166 / 247 / 330 with these; 16 tiles per block 259-403 /
  * 284-419 / 321-439 / 413-535; 2 blocks per SM up to 16 rows 213 at 16; 4 stages 189 / 214 /
  * 308 / 394; a producer warp and per-slot release 156 / 183 / 260 / 349. */

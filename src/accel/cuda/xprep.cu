@@ -218,17 +218,19 @@ extern "C" int ck_xprep_fixed(const ck_layout *L, const uint16_t *x, uint16_t *x
 /* ck_xprep_wg: the warpgroup product's x (qmm_wg.cu). Rows in launches of up to 64 (launch c's
  * at xw + c·64·cols), each launch's n = wg_rows_n(its rows) rows as the wgmma B operand: column
  * blocks of 64 k, n rows × 128 bytes each, 128-byte swizzle (wg_off), rows past T zero. The
- * values and exponents are xfill_body's: fp16 x·2^e, e from the row's maximum. One thread per
- * (row, 8 values). */
+ * values and exponents are xfill_body's: fp16 x·2^e, e from the row's maximum, or efix for
+ * every row (ck_xprep_wg_fixed: no maxima). One thread per (row, 8 values). */
 __global__ void xfill_wg_kernel(const uint16_t *x, int64_t cols, int T, const float *pmax, int nblk, uint16_t *xw,
-                                int *xexp) {
+                                int *xexp, int efix) {
   ck_pdl_enter();
   const int r = blockIdx.y, c = r >> 6, rl = r & 63;
   const int n = wg_rows_n(T - 64 * c < 64 ? T - 64 * c : 64);
   if (rl >= n) return;
   const int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
   int e = 0;
-  if (r < T) {
+  if (r < T && efix != CK_XE_ROWMAX) {
+    e = efix;
+  } else if (r < T) {
     float m = 0.f;
     for (int b = 0; b < nblk; b++) m = fmaxf(m, pmax[(int64_t)r * nblk + b]);
     if (m > 0.f && m <= 3.0e38f) {
@@ -263,7 +265,17 @@ extern "C" int ck_xprep_wg(const ck_layout *L, const uint16_t *x, int T, uint16_
   if (e) return (int)e;
   const int last = (T - 1) / 64, rows = 64 * last + wg_rows_n(T - 64 * last);
   return (int)ck_launch(xfill_wg_kernel, dim3((unsigned)((L->cols / 8 + 127) / 128), (unsigned)rows), 128, 0, st, x,
-                        L->cols, T, (const float *)pmax, nblk, xw, xexp);
+                        L->cols, T, (const float *)pmax, nblk, xw, xexp, (int)CK_XE_ROWMAX);
+}
+
+extern "C" int ck_xprep_wg_fixed(const ck_layout *L, const uint16_t *x, int T, uint16_t *xw, int *xexp, int e,
+                                 void *stream) {
+  if (T < 1 || L->cols % 64 || L->cols > (int64_t)1 << 30 || L->fmt == CK_DBF16 || e == CK_XE_ROWMAX || e < -126 ||
+      e > 127)
+    return (int)cudaErrorInvalidValue;
+  const int last = (T - 1) / 64, rows = 64 * last + wg_rows_n(T - 64 * last);
+  return (int)ck_launch(xfill_wg_kernel, dim3((unsigned)((L->cols / 8 + 127) / 128), (unsigned)rows), 128, 0,
+                        (cudaStream_t)stream, x, L->cols, T, (const float *)nullptr, 0, xw, xexp, e);
 }
 
 CK_TIMELINE_SETTER(ck_tl_xprep)
