@@ -219,35 +219,29 @@ static wg_fn wg_pick(int n, int *smem) {
   return n == 8 ? wg_k<8>(smem) : n == 16 ? wg_k<16>(smem) : n == 32 ? wg_k<32>(smem) : wg_k<64>(smem);
 }
 
+/* Once per kernel: its shared-memory allowance set, and the blocks of it resident per SM (the
+ * occupancy calculator; 1 where it cannot say). */
 static std::mutex wg_memo_lock;
-static cudaError_t wg_allow_smem(wg_fn fn, int smem) {
-  static wg_fn done[4];
-  static int ndone;
-  std::lock_guard<std::mutex> hold(wg_memo_lock);
-  for (int i = 0; i < ndone; i++)
-    if (done[i] == fn) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (e == cudaSuccess && ndone < 4) done[ndone++] = fn;
-  return e;
-}
-
-/* Blocks of fn resident per SM (the occupancy calculator, once per kernel). */
-static std::mutex wg_occ_lock;
-static int wg_per_sm(wg_fn fn, int smem) {
+static cudaError_t wg_ready(wg_fn fn, int smem, int *per_sm) {
   static wg_fn done[4];
   static int per[4], ndone;
-  std::lock_guard<std::mutex> hold(wg_occ_lock);
+  std::lock_guard<std::mutex> hold(wg_memo_lock);
   for (int i = 0; i < ndone; i++)
-    if (done[i] == fn) return per[i];
+    if (done[i] == fn) {
+      if (per_sm) *per_sm = per[i];
+      return cudaSuccess;
+    }
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e) return e;
   int n = 0;
-  if (wg_allow_smem(fn, smem) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, WG_TILES * 32, (size_t)smem) != cudaSuccess || n < 1)
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, WG_TILES * 32, (size_t)smem) != cudaSuccess || n < 1)
     n = 1;
   if (ndone < 4) {
     done[ndone] = fn;
     per[ndone++] = n;
   }
-  return n;
+  if (per_sm) *per_sm = n;
+  return cudaSuccess;
 }
 
 /* k splits of L's product at nr rows: as many as keep its blocks within one round of the
@@ -257,7 +251,9 @@ static int wg_per_sm(wg_fn fn, int smem) {
 extern "C" int ck_qmm_wg_splits(const ck_layout *L, int nr, int sms) {
   int smem = 0;
   const wg_fn fn = wg_pick(wg_rows_n(nr < 1 ? 1 : nr > 64 ? 64 : nr), &smem);
-  const int64_t slots = (int64_t)wg_per_sm(fn, smem) * (sms < 1 ? 1 : sms);
+  int per_sm = 1;
+  if (wg_ready(fn, smem, &per_sm)) per_sm = 1;
+  const int64_t slots = (int64_t)per_sm * (sms < 1 ? 1 : sms);
   const int64_t groups = (L->tiles + WG_TILES - 1) / WG_TILES;
   int64_t ks = slots / groups;
   const int64_t most = L->nunits / ROWS_SPLIT_UNITS;
@@ -304,7 +300,7 @@ extern "C" int ck_qmm_wg(const ck_layout *L, int nr, int ks, const uint16_t *xw,
   a.nunits = (int)L->nunits;
   a.nr = nr;
   a.ks = ks;
-  cudaError_t e = wg_allow_smem(fn, smem);
+  cudaError_t e = wg_ready(fn, smem, NULL);
   if (e) return (int)e;
   return (int)ck_launch(fn, dim3((unsigned)groups, (unsigned)ks), WG_TILES * 32, smem, (cudaStream_t)stream, a);
 }
