@@ -17,17 +17,6 @@
 #include "tools_write.h"
 #include "test_util.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define LIGHT 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define LIGHT 1
-#endif
-#endif
-#ifndef LIGHT
-#define LIGHT 0
-#endif
-
 /* ---- the specification, from the reference doc ------------------------------------------- */
 typedef struct spec {
   const char *name;
@@ -426,11 +415,11 @@ int main(void) {
   check_determinism();
   /* every mode at least once; Gemma 4 dense/k_eq_v, MoE, PLE + KV sharing + double-wide */
   /* (the sanitizer build runs the model only once: its -O0 forward pass is slow) */
-  check_case("gemma3-270m", "nvfp4", LIGHT ? 2 : 0, 1);
-  check_case("gemma3-270m", "affine8", 0, !LIGHT);
-  check_case("gemma4-e2b", "mxfp8", 2, !LIGHT);
-  check_case("gemma4-e2b", "affine4", 7, !LIGHT); /* 7 layers keep KV sharing, double-wide MLP */
-  if (!LIGHT) {
+  check_case("gemma3-270m", "nvfp4", TEST_SANITIZED ? 2 : 0, 1);
+  check_case("gemma3-270m", "affine8", 0, !TEST_SANITIZED);
+  check_case("gemma4-e2b", "mxfp8", 2, !TEST_SANITIZED);
+  check_case("gemma4-e2b", "affine4", 7, !TEST_SANITIZED); /* 7 layers keep KV sharing, double-wide MLP */
+  if (!TEST_SANITIZED) {
     check_case("gemma3-270m", "bf16", 0, 1);
     check_case("gemma3-270m", "mxfp4", 60, 1); /* a deep stack stays finite */
     check_case("gemma4-31b", "nvfp4", 2, 1);

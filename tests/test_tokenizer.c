@@ -14,17 +14,6 @@
 #include "mlx/tokenizer.h"
 #include "test_util.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 static double clock_s(clockid_t c) {
   struct timespec ts;
   clock_gettime(c, &ts);
@@ -395,10 +384,10 @@ static void test_gemma(const char *label, const char *rel, const char *expected_
   double load[1] = {0};
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   int busy = getloadavg(load, 1) == 1 && load[0] > (double)ncpu;
-  if (!SANITIZED && !busy)
+  if (!TEST_SANITIZED && !busy)
     CHECKF(best_wall < 0.3 || best_cpu < 0.3, "%s: load took %.0f ms wall, %.0f ms CPU (limit 300)",
            label, best_wall * 1e3, best_cpu * 1e3);
-  else if (!SANITIZED && best_cpu >= 0.3)
+  else if (!TEST_SANITIZED && best_cpu >= 0.3)
     printf("%s: load limit (300 ms) not enforced: load average %.1f on %ld CPUs\n", label,
            load[0], ncpu);
 #endif

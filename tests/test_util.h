@@ -8,6 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* TEST_SANITIZED: 1 in the ASan+UBSan build, where the heaviest sweeps run a lighter form */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_SANITIZED 1
+#endif
+#endif
+#ifndef TEST_SANITIZED
+#define TEST_SANITIZED 0
+#endif
+
 static int t_checks, t_failures;
 
 #define CHECK(cond)                                                          \
