@@ -8,7 +8,11 @@ KIND=${1:-cpu}
 VER=0.3.36
 ROOT=${MLXRT_CACHE:-$HOME/.cache/mlxrt}/src
 SRC=$ROOT/llama_cpp_python-$VER/vendor/llama.cpp
+# The CPU's vector ISA names the build: a build for AVX-512 faults on an AVX2-only machine.
+ISA=avx2
+grep -qw avx512f /proc/cpuinfo && grep -qw avx512_vnni /proc/cpuinfo && ISA=avx512
 BUILD=$SRC/build-$KIND
+[ "$KIND" = cpu ] && BUILD=$SRC/build-cpu-$ISA
 BIN=$BUILD/bin/llama-bench
 if [ -x "$BIN" ] && [ -x "$BUILD/bin/llama-batched-bench" ]; then echo "$BIN"; exit 0; fi
 mkdir -p "$ROOT"
@@ -20,10 +24,12 @@ if [ ! -d "$SRC" ]; then
   tar xzf "$ROOT/llama_cpp_python-$VER.tar.gz" -C "$ROOT"
 fi
 # Not -march=native: it turns on AMX, whose tile instructions fault on machines (VMs) that do
-# not grant the AMX state; the AVX-512 family is what both engines use here.
+# not grant the AMX state; the AVX-512 family (or AVX2 where that is all) is what both engines use here.
 EXTRA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
-       -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX512_VBMI=ON
        -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+if [ "$KIND" = cuda ] || [ $ISA = avx512 ]; then
+  EXTRA+=(-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX512_VBMI=ON)
+fi
 if [ "$KIND" = cuda ]; then EXTRA+=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a); fi
 cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF "${EXTRA[@]}" >&2
