@@ -1,13 +1,18 @@
 /* AVX2 + FMA + F16C kernels: the same scheme as the AVX-512 file with 8 lanes. 4-bit formats
  * read 8 bytes = 16 codes per step (low nibbles = even elements, high = odd), so prep_x
- * de-interleaves x per 16 (8 even, 8 odd). Four rows run together. Affine widths 2/3/5/6
- * unpack two 8-code packs (2·bits bytes) per step with a byte shuffle and variable shifts. */
+ * de-interleaves x per 16 (8 even, 8 odd). Four rows run together (eight for 4-bit codes).
+ * Affine widths 2/3/5/6 unpack two 8-code packs (2·bits bytes) per step with a byte shuffle
+ * and variable shifts. */
 #include <immintrin.h>
 
 #include "accel/cpu/cpu_isa.h"
 
 #define AI static inline __attribute__((always_inline))
 #define XB_MAX 8 /* vectors of x per pass of a multi-vector kernel */
+/* weight rows per pass of the one-vector 4-bit kernel: each row's chain of FMAs is serial (its
+ * bits), so the rows side by side are what hides the FMA latency; 8 keep its inner loop within
+ * the 16 ymm registers */
+#define NR_MAX 8
 
 static const float FP4_MAG[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
@@ -51,31 +56,26 @@ AI __m256 e4m3_8(const uint8_t *p) {
 }
 
 /* ---- 4-bit: affine, nvfp4, mxfp4 --------------------------------------------------------- */
-AI void rows_4bit(const cpu_mv *a, int64_t r, const int NR) {
+AI void rows_4bit(const cpu_mv *a, int64_t r, const int NR, const int affine) {
   const accel_spec *s = a->s;
   const int64_t cols = s->cols, gs = s->group_size;
-  const int affine = s->mode == ACCEL_MODE_AFFINE;
   const __m256i m4 = _mm256_set1_epi32(15);
   const __m256 mag = _mm256_loadu_ps(FP4_MAG);
-  __m256 racc[4];
-  float bsum[4] = {0, 0, 0, 0};
-  const uint8_t *w[4];
-  for (int k = 0; k < NR; k++) {
-    racc[k] = _mm256_setzero_ps();
-    w[k] = a->w + (size_t)(r + k) * a->wrow;
-  }
+  __m256 racc[NR_MAX];
+  float bsum[NR_MAX] = {0};
+  const uint8_t *w = a->w + (size_t)r * a->wrow;
+  const size_t wrow = a->wrow;
+  for (int k = 0; k < NR; k++) racc[k] = _mm256_setzero_ps();
   for (int64_t g = 0; g < cols / gs; g++) {
-    __m256 acc[4];
+    __m256 acc[NR_MAX];
     for (int k = 0; k < NR; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t c = g * gs; c < (g + 1) * gs; c += 16) {
-      __m256 xl = _mm256_loadu_ps(a->x + c), xh = _mm256_loadu_ps(a->x + c + 8);
+      const __m256 xl = _mm256_loadu_ps(a->x + c), xh = _mm256_loadu_ps(a->x + c + 8);
       for (int k = 0; k < NR; k++) {
-        __m256i v = load8_u8(w[k] + c / 2);
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_srli_epi32(v, 4);
-        __m256 ql = affine ? _mm256_cvtepi32_ps(lo) : fp4_ps(lo, mag);
-        __m256 qh = affine ? _mm256_cvtepi32_ps(hi) : fp4_ps(hi, mag);
-        acc[k] = _mm256_fmadd_ps(ql, xl, acc[k]);
-        acc[k] = _mm256_fmadd_ps(qh, xh, acc[k]);
+        const __m256i v = load8_u8(w + k * wrow + c / 2);
+        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_srli_epi32(v, 4);
+        acc[k] = _mm256_fmadd_ps(affine ? _mm256_cvtepi32_ps(lo) : fp4_ps(lo, mag), xl, acc[k]);
+        acc[k] = _mm256_fmadd_ps(affine ? _mm256_cvtepi32_ps(hi) : fp4_ps(hi, mag), xh, acc[k]);
       }
     }
     for (int k = 0; k < NR; k++) {
@@ -90,10 +90,9 @@ AI void rows_4bit(const cpu_mv *a, int64_t r, const int NR) {
 
 /* The same chain per vector for XB vectors of x at once (matvec_multi): the codes of a row
  * are unpacked once; accumulators, order and rounding per vector are rows_4bit's. */
-AI void rows_4bit_x(const cpu_mv *a, int64_t r, const int XB) {
+AI void rows_4bit_x(const cpu_mv *a, int64_t r, const int XB, const int affine) {
   const accel_spec *s = a->s;
   const int64_t cols = s->cols, gs = s->group_size;
-  const int affine = s->mode == ACCEL_MODE_AFFINE;
   const __m256i m4 = _mm256_set1_epi32(15);
   const __m256 mag = _mm256_loadu_ps(FP4_MAG);
   __m256 racc[XB_MAX];
@@ -128,10 +127,9 @@ AI void rows_4bit_x(const cpu_mv *a, int64_t r, const int XB) {
 }
 
 /* ---- 8-bit: affine, mxfp8 ---------------------------------------------------------------- */
-AI void rows_8bit(const cpu_mv *a, int64_t r, const int NR) {
+AI void rows_8bit(const cpu_mv *a, int64_t r, const int NR, const int affine) {
   const accel_spec *s = a->s;
   const int64_t cols = s->cols, gs = s->group_size;
-  const int affine = s->mode == ACCEL_MODE_AFFINE;
   __m256 racc[4];
   float bsum[4] = {0, 0, 0, 0};
   const uint8_t *w[4];
@@ -160,10 +158,9 @@ AI void rows_8bit(const cpu_mv *a, int64_t r, const int NR) {
 }
 
 /* rows_8bit's chain for XB vectors of x at once (see rows_4bit_x). */
-AI void rows_8bit_x(const cpu_mv *a, int64_t r, const int XB) {
+AI void rows_8bit_x(const cpu_mv *a, int64_t r, const int XB, const int affine) {
   const accel_spec *s = a->s;
   const int64_t cols = s->cols, gs = s->group_size;
-  const int affine = s->mode == ACCEL_MODE_AFFINE;
   __m256 racc[XB_MAX];
   float bsum[XB_MAX];
   for (int i = 0; i < XB; i++) {
@@ -305,9 +302,24 @@ AI void rows_dense(const cpu_mv *a, int64_t r, const int NR) {
     for (; r + 4 <= r1; r += 4) fn(a, r, 4);                      \
     for (; r < r1; r++) fn(a, r, 1);                              \
   } while (0)
+/* the 4- and 8-bit kernels: affine and the float formats apart (aff a constant), so that
+ * neither inner loop carries the other's decode */
+#define ROW_LOOP_Q(fn, aff, NR)                                   \
+  do {                                                            \
+    int64_t r = r0;                                               \
+    for (; r + NR <= r1; r += NR) fn(a, r, NR, aff);              \
+    for (; r + 4 <= r1; r += 4) fn(a, r, 4, aff);                 \
+    for (; r < r1; r++) fn(a, r, 1, aff);                         \
+  } while (0)
 
-static void mv_4bit(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_4bit); }
-static void mv_8bit(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_8bit); }
+static void mv_4bit(const cpu_mv *a, int64_t r0, int64_t r1) {
+  if (a->s->mode == ACCEL_MODE_AFFINE) ROW_LOOP_Q(rows_4bit, 1, NR_MAX);
+  else ROW_LOOP_Q(rows_4bit, 0, NR_MAX);
+}
+static void mv_8bit(const cpu_mv *a, int64_t r0, int64_t r1) {
+  if (a->s->mode == ACCEL_MODE_AFFINE) ROW_LOOP_Q(rows_8bit, 1, 4);
+  else ROW_LOOP_Q(rows_8bit, 0, 4);
+}
 static void mv_dense(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_dense); }
 static void mv_anybit(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_anybit); }
 
@@ -319,7 +331,7 @@ static void matvec(const cpu_mv *a, int64_t r0, int64_t r1) {
 }
 
 /* nx vectors, XB_MAX at a time per row; other formats run matvec once per vector. */
-#define MULTI_LOOP(fn)                                                      \
+#define MULTI_LOOP(fn, aff)                                                  \
   do {                                                                      \
     for (int64_t r = r0; r < r1; r++)                                       \
       for (int i = 0; i < nx; i += XB_MAX) {                                \
@@ -328,22 +340,27 @@ static void matvec(const cpu_mv *a, int64_t r0, int64_t r1) {
         b.xg += i * a->ldxg;                                                \
         b.y += i * a->ldy;                                                  \
         switch (nx - i < XB_MAX ? nx - i : XB_MAX) {                        \
-        case 1: fn(&b, r, 1); break;                                        \
-        case 2: fn(&b, r, 2); break;                                        \
-        case 3: fn(&b, r, 3); break;                                        \
-        case 4: fn(&b, r, 4); break;                                        \
-        case 5: fn(&b, r, 5); break;                                        \
-        case 6: fn(&b, r, 6); break;                                        \
-        case 7: fn(&b, r, 7); break;                                        \
-        default: fn(&b, r, 8); break;                                       \
+        case 1: fn(&b, r, 1, aff); break;                                    \
+        case 2: fn(&b, r, 2, aff); break;                                    \
+        case 3: fn(&b, r, 3, aff); break;                                    \
+        case 4: fn(&b, r, 4, aff); break;                                    \
+        case 5: fn(&b, r, 5, aff); break;                                    \
+        case 6: fn(&b, r, 6, aff); break;                                    \
+        case 7: fn(&b, r, 7, aff); break;                                    \
+        default: fn(&b, r, 8, aff); break;                                   \
         }                                                                   \
       }                                                                     \
   } while (0)
 
 static void matvec_multi(const cpu_mv *a, int nx, int64_t r0, int64_t r1) {
-  if (a->s->mode != ACCEL_MODE_DENSE && a->s->bits == 4) MULTI_LOOP(rows_4bit_x);
-  else if (a->s->mode != ACCEL_MODE_DENSE && a->s->bits == 8) MULTI_LOOP(rows_8bit_x);
-  else
+  const int affine = a->s->mode == ACCEL_MODE_AFFINE;
+  if (a->s->mode != ACCEL_MODE_DENSE && a->s->bits == 4) {
+    if (affine) MULTI_LOOP(rows_4bit_x, 1);
+    else MULTI_LOOP(rows_4bit_x, 0);
+  } else if (a->s->mode != ACCEL_MODE_DENSE && a->s->bits == 8) {
+    if (affine) MULTI_LOOP(rows_8bit_x, 1);
+    else MULTI_LOOP(rows_8bit_x, 0);
+  } else {
     for (int i = 0; i < nx; i++) {
       cpu_mv b = *a;
       b.x += i * a->ldx;
@@ -351,6 +368,7 @@ static void matvec_multi(const cpu_mv *a, int nx, int64_t r0, int64_t r1) {
       b.y += i * a->ldy;
       matvec(&b, r0, r1);
     }
+  }
 }
 
 /* ---- mat-mat ----------------------------------------------------------------------------- */
