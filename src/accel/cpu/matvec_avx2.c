@@ -73,6 +73,9 @@ AI void rows_4bit(const cpu_mv *a, int64_t r, const int NR, const int affine) {
     for (int k = 0; k < NR; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t c = g * gs; c < (g + 1) * gs; c += 16) {
       const __m256 xl = _mm256_loadu_ps(a->x + c), xh = _mm256_loadu_ps(a->x + c + 8);
+      if ((c & 127) == 0 && r + 2 * NR <= s->rows) /* the next rows' codes: memory latency, not */
+        for (int k = 0; k < NR; k++)                /* arithmetic, bounds this loop otherwise */
+          _mm_prefetch((const char *)(w + (k + NR) * wrow + c / 2), _MM_HINT_T0);
       for (int k = 0; k < NR; k++) {
         const __m256i v = load8_u8(w + k * wrow + c / 2);
         const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_srli_epi32(v, 4);
@@ -144,6 +147,8 @@ AI void rows_8bit(const cpu_mv *a, int64_t r, const int NR, const int affine) {
     for (int k = 0; k < NR; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t c = g * gs; c < (g + 1) * gs; c += 8) {
       __m256 xv = _mm256_loadu_ps(a->x + c);
+      if ((c & 63) == 0 && r + 2 * NR <= s->rows) /* the next rows' codes (as rows_4bit) */
+        for (int k = 0; k < NR; k++) _mm_prefetch((const char *)(w[k] + NR * a->wrow + c), _MM_HINT_T0);
       for (int k = 0; k < NR; k++) {
         __m256i v = load8_u8(w[k] + c);
         acc[k] = _mm256_fmadd_ps(affine ? _mm256_cvtepi32_ps(v) : e4m3_8(w[k] + c), xv, acc[k]);
@@ -271,10 +276,10 @@ AI __m256 dense8(const uint8_t *row, int64_t c, accel_dtype dt) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-AI void rows_dense(const cpu_mv *a, int64_t r, const int NR) {
+AI void rows_dense(const cpu_mv *a, int64_t r, const int NR, const accel_dtype dt) {
   const accel_spec *s = a->s;
   const int64_t cols = s->cols, c8 = cols & ~(int64_t)7;
-  const accel_dtype dt = s->dense_dtype;
+  const int64_t line = dt == ACCEL_F32 ? 15 : 31; /* a 64-byte line of a row, in columns - 1 */
   __m256 acc[4];
   const uint8_t *w[4];
   for (int k = 0; k < NR; k++) {
@@ -283,6 +288,9 @@ AI void rows_dense(const cpu_mv *a, int64_t r, const int NR) {
   }
   for (int64_t c = 0; c < c8; c += 8) {
     __m256 xv = _mm256_loadu_ps(a->x + c);
+    if ((c & line) == 0 && r + 2 * NR <= s->rows) /* the next rows (as rows_4bit) */
+      for (int k = 0; k < NR; k++)
+        _mm_prefetch((const char *)(w[k] + NR * a->wrow + (dt == ACCEL_F32 ? 4 : 2) * c), _MM_HINT_T0);
     for (int k = 0; k < NR; k++) acc[k] = _mm256_fmadd_ps(dense8(w[k], c, dt), xv, acc[k]);
   }
   for (int k = 0; k < NR; k++) {
@@ -304,8 +312,8 @@ AI void rows_dense(const cpu_mv *a, int64_t r, const int NR) {
     for (; r + 4 <= r1; r += 4) fn(a, r, 4);                      \
     for (; r < r1; r++) fn(a, r, 1);                              \
   } while (0)
-/* the 4- and 8-bit kernels: affine and the float formats apart (aff a constant), so that
- * neither inner loop carries the other's decode */
+/* the 4- and 8-bit kernels with affine and the float formats apart, the dense one per dtype (a
+ * constant), so that no inner loop carries another format's decode */
 #define ROW_LOOP_Q(fn, aff, NR)                                   \
   do {                                                            \
     int64_t r = r0;                                               \
@@ -322,7 +330,13 @@ static void mv_8bit(const cpu_mv *a, int64_t r0, int64_t r1) {
   if (a->s->mode == ACCEL_MODE_AFFINE) ROW_LOOP_Q(rows_8bit, 1, 4);
   else ROW_LOOP_Q(rows_8bit, 0, 4);
 }
-static void mv_dense(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_dense); }
+static void mv_dense(const cpu_mv *a, int64_t r0, int64_t r1) {
+  switch (a->s->dense_dtype) {
+  case ACCEL_F32: ROW_LOOP_Q(rows_dense, ACCEL_F32, 4); break;
+  case ACCEL_F16: ROW_LOOP_Q(rows_dense, ACCEL_F16, 4); break;
+  default: ROW_LOOP_Q(rows_dense, ACCEL_BF16, 4); break;
+  }
+}
 static void mv_anybit(const cpu_mv *a, int64_t r0, int64_t r1) { ROW_LOOP(rows_anybit); }
 
 static void matvec(const cpu_mv *a, int64_t r0, int64_t r1) {
