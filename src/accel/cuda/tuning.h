@@ -120,7 +120,10 @@
  * reads K twice (K from V) and does GQA 8's arithmetic alone, so with fewer blocks the split
  * passes win. The 31B's full layer on an H200 (µs, stream against split passes, B = 16 / 32 /
  * 64): positions 512–639 124.7 / 127.3 / 163.4 against 87.1 / 156.8 / 290.4; positions
- * 8192–8319 1566.6 / 1571.7 / 2078.6 against 697.2 / 1365.2 / 2691.6. */
+ * 8192–8319 1566.6 / 1571.7 / 2078.6 against 697.2 / 1365.2 / 2691.6. Below 256 blocks the
+ * streaming kernel's split form (4 or 8 blocks per row and KV head) does not beat the split
+ * passes either: at 8192–8319 402.1 / 887.3 and 263.2 / 725.5 against 205.1 / 727.5 µs at
+ * B = 4 / 16 (H100; dev/cuda/attention_stream_split_full.diff). */
 #define STREAM_ATT_MIN 16
 #define STREAM_FULL_BLOCKS 256
 
