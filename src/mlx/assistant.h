@@ -13,7 +13,7 @@
  *
  * transformers' assisted generation slices the model's K/V by the sequence length, so after a
  * rejection its drafter also reads the rejected drafts' K/V; here it reads exactly the kept
- * positions (docs/DECODE.md). Not thread-safe: one per generation. */
+ * positions (docs/SPECULATIVE.md). Not thread-safe: one per generation. */
 #ifndef MLXRT_MLX_ASSISTANT_H
 #define MLXRT_MLX_ASSISTANT_H
 

@@ -1,4 +1,4 @@
-/* The CUDA decoder's batched decode (continuous batching; docs/DECODE.md "Batched decode"):
+/* The CUDA decoder's batched decode (continuous batching; docs/BATCH.md):
  * sequences in slots, each with its own K/V (per layer one growable array of a lane per slot:
  * the ring, or the decoder's capacity backed by pages as the slot's positions are used), a
  * slot's prompt through the prompt pass on its cache, and

@@ -305,7 +305,7 @@ typedef void (*rows_fn)(RowsArgs);
 
 /* The kernel for MB batches of 8 rows: ROWS_TILES warps of one tile each, ROWS_UNITS units per
  * stage, ROWS_STAGES stages in flight (the fastest of six block shapes at 1 to 64 rows, all giving
- * the same bits: docs/DECODE.md "Batched decode"). */
+ * the same bits: docs/BATCH.md). */
 template <int FMT, int GS, bool F16, int MB>
 static rows_fn rows_k(int *smem) {
   *smem = ROWS_STAGES * RowsShape<FMT, GS, ROWS_TILES, 1, MB, ROWS_UNITS>::STAGE;

@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(TBX * 32, MINB) qmm_wg_kernel(WgArgs p) {
 typedef void (*wg_fn)(WgArgs);
 
 /* The kernel for n rows: WG_TILES tiles per block, WG_STAGES stages of WG_UNITS units; up to 16
- * rows registers for 3 blocks per SM (docs/DECODE.md "Batched decode"). */
+ * rows registers for 3 blocks per SM (docs/BATCH.md). */
 template <int N>
 static wg_fn wg_k(int *smem) {
   *smem = WG_STAGES * WgShape<N, WG_UNITS, WG_TILES>::STAGE + 1024;
