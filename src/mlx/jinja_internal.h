@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/strbuf.h"
 #include "mlx/jinja.h"
 
 /* Limits that keep hostile templates finite. */
@@ -154,15 +155,11 @@ typedef struct jkw {
   jv v;
 } jkw;
 
-/* growable byte buffer */
-typedef struct jsb {
-  char *p;
-  size_t n, cap;
-  int oom;
-} jsb;
-void jsb_add(jsb *b, const char *s, size_t n);
-void jsb_addc(jsb *b, char c);
-void jsb_addz(jsb *b, const char *s);
+/* growable byte buffer (base/strbuf.h) */
+typedef mx_strbuf jsb;
+static inline void jsb_add(jsb *b, const char *s, size_t n) { mx_strbuf_put(b, s, n); }
+static inline void jsb_addc(jsb *b, char c) { mx_strbuf_put(b, &c, 1); }
+static inline void jsb_addz(jsb *b, const char *s) { mx_strbuf_puts(b, s); }
 
 /* ---- jinja_value.c ---------------------------------------------------------------------- */
 int jj_fail(jr *r, const jnode *at, const char *fmt, ...)

@@ -32,26 +32,6 @@ int jj_work(jr *r, const jnode *at, size_t amount) {
   return 0;
 }
 
-/* ---- buffers ---------------------------------------------------------------------------- */
-void jsb_add(jsb *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->n + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = 1;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  if (n) memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = 0;
-}
-void jsb_addc(jsb *b, char c) { jsb_add(b, &c, 1); }
-void jsb_addz(jsb *b, const char *s) { jsb_add(b, s, strlen(s)); }
 
 /* ---- objects ---------------------------------------------------------------------------- */
 void jv_incref(jv x) {
