@@ -163,6 +163,18 @@ int accel_fail_nonfinite(mlxrt_error *err, int64_t pos, int id) {
                  (long long)pos, id);
 }
 
+int accel_check_step(const int32_t *tokens, int64_t n, int64_t pos, int64_t capacity, int vocab, mlxrt_error *err) {
+  if (n <= 0) return mx_fail(err, "decoder: step of %lld tokens", (long long)n);
+  if (pos < 0 || pos + n > capacity)
+    return mx_fail(err, "decoder: positions %lld..%lld outside the capacity of %lld", (long long)pos,
+                   (long long)(pos + n - 1), (long long)capacity);
+  for (int64_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= vocab)
+      return mx_fail(err, "decoder: token id %d at position %lld is outside the vocabulary [0, %d)", tokens[i],
+                     (long long)(pos + i), vocab);
+  return 0;
+}
+
 int accel_sample_ref(const float *logits, int V, const accel_sample_params *sp, double u, int32_t *token,
                      mlxrt_error *err) {
   accel_sample_plan pl;

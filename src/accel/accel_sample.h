@@ -74,6 +74,11 @@ int accel_logits_first_nonfinite(const float *logits, int vocab);
  * sampled): pos is the position of the token whose logits they are. Returns -1. */
 int accel_fail_nonfinite(mlxrt_error *err, int64_t pos, int id);
 
+/* The decoders' check of decoder_step's input, the same message from every backend: n > 0
+ * tokens, positions pos … pos+n−1 inside [0, capacity), every id inside [0, vocab). Returns -1
+ * with err set, else 0. */
+int accel_check_step(const int32_t *tokens, int64_t n, int64_t pos, int64_t capacity, int vocab, mlxrt_error *err);
+
 /* The kept set of the same selection (keep[vocab] = 0/1; draws nothing): for tests. Returns the
  * number kept, or -1. */
 int accel_sample_kept(const float *logits, int vocab, const accel_sample_params *sp,

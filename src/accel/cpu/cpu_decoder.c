@@ -573,14 +573,7 @@ static int pass(accel_decoder *D, const int32_t *tokens, const dec_rows *rw, flo
 static int step_greedy(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
                        int32_t *next_token, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  if (n <= 0) return mx_fail(err, "decoder: step of %lld tokens", (long long)n);
-  if (pos < 0 || pos + n > D->capacity)
-    return mx_fail(err, "decoder: positions %lld..%lld outside the capacity of %lld", (long long)pos,
-                   (long long)(pos + n - 1), (long long)D->capacity);
-  for (int64_t i = 0; i < n; i++)
-    if (tokens[i] < 0 || tokens[i] >= d->vocab)
-      return mx_fail(err, "decoder: token id %d at position %lld is outside the vocabulary [0, %d)",
-                     tokens[i], (long long)(pos + i), d->vocab);
+  if (accel_check_step(tokens, n, pos, D->capacity, d->vocab, err)) return -1;
   float *out = logits ? logits : next_token ? D->logits : NULL;
   for (int64_t done = 0; done < n;) {
     int64_t k = n - done < CPU_DEC_CHUNK ? n - done : CPU_DEC_CHUNK;

@@ -945,14 +945,7 @@ int dec_head_select(accel_decoder *D, int64_t pos_last, int sample, const sk_par
 int cuda_decoder_step(accel_decoder *D, const int32_t *tokens, int64_t n, int64_t pos, const accel_sample_params *sp,
                       double u, float *logits, int32_t *token, mlxrt_error *err) {
   const accel_model_desc *d = D->d;
-  if (n <= 0) return mx_fail(err, "decoder: step of %lld tokens", (long long)n);
-  if (pos < 0 || pos + n > D->capacity)
-    return mx_fail(err, "decoder: positions %lld..%lld outside the capacity of %lld", (long long)pos,
-                   (long long)(pos + n - 1), (long long)D->capacity);
-  for (int64_t i = 0; i < n; i++)
-    if (tokens[i] < 0 || tokens[i] >= d->vocab)
-      return mx_fail(err, "decoder: token id %d at position %lld is outside the vocabulary [0, %d)",
-                     tokens[i], (long long)(pos + i), d->vocab);
+  if (accel_check_step(tokens, n, pos, D->capacity, d->vocab, err)) return -1;
   sk_params kp;
   int sample;
   if (dec_sample_plan(D, sp, u, token != NULL, &sample, &kp, err)) return -1;
